@@ -1,0 +1,7 @@
+"""casque: a durable task queue and scheduler on Apache Cassandra.
+
+The engine is imported as ``daemon`` (the layout of the design card). Data flows one way:
+producer -> table -> consumer -> dispatcher -> handler -> ack.
+"""
+
+__version__ = "0.1.0"

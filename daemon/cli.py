@@ -1,0 +1,295 @@
+"""The ``casque`` command line.
+
+Every command prints a one-line ``casque: ...`` error and exits non-zero on bad input or an
+unreachable Cassandra (2: usage or config, 3: key conflict, 4: not found, 5: storage). Read commands
+take ``--json`` for scripts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from datetime import datetime, timezone
+from typing import Any, Awaitable, Callable
+
+from . import __version__
+from .client import Casque
+from .config import Settings, load_settings
+from .db import Database
+from .durations import format_duration, parse_duration
+from .errors import CasqueError, UsageError
+from .logs import configure_logging
+from .model import Message
+from .schema import apply_schema
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except CasqueError as exc:
+        print(f"casque: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="casque", description="A durable task queue and scheduler on Apache Cassandra.")
+    p.add_argument("-c", "--config", help="TOML config file (default: $CASQUE_CONFIG, ./config/casque.toml, /etc/casque/casque.toml)")
+    p.add_argument("--version", action="version", version=f"casque {__version__}")
+    sub = p.add_subparsers(metavar="COMMAND")
+    from .devnode import add_cli as add_cassandra_cli
+
+    add_cassandra_cli(sub)
+    _add_schema(sub)
+    _add_queue(sub)
+    _add_messages(sub)
+    return p
+
+
+# ---- helpers --------------------------------------------------------------------------------
+def settings_of(args: argparse.Namespace) -> Settings:
+    settings = load_settings(args.config)
+    configure_logging(settings.log.level, settings.log.format)
+    return settings
+
+
+def with_client(fn: Callable[[Casque, argparse.Namespace], Awaitable[int | None]]) -> Callable[[argparse.Namespace], int]:
+    """Run an async command against a connected client, closing it afterwards."""
+
+    def run(args: argparse.Namespace) -> int:
+        settings = settings_of(args)
+
+        async def go() -> int:
+            cq = await Casque.connect(settings)
+            try:
+                return int(await fn(cq, args) or 0)
+            finally:
+                await cq.close()
+
+        return asyncio.run(go())
+
+    return run
+
+
+def emit(args: argparse.Namespace, data: Any, table: list[list[str]] | None = None, headers: list[str] | None = None) -> None:
+    if getattr(args, "json", False) or table is None:
+        print(json.dumps(data, indent=2, default=str))
+        return
+    print_table(headers or [], table)
+
+
+def print_table(headers: list[str], rows: list[list[str]]) -> None:
+    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)] if rows else [len(h) for h in headers]
+    for line in [headers] + rows:
+        print("  ".join(str(cell).ljust(w) for cell, w in zip(line, widths)).rstrip())
+
+
+def iso(ms: int | None) -> str:
+    if not ms:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_time(text: str) -> float:
+    """An ISO 8601 time (naive means UTC) to epoch seconds, with a one-line error."""
+    try:
+        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"invalid time {text!r}: use ISO 8601, e.g. 2026-11-21T09:00:00+01:00") from None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    return value.timestamp()
+
+
+def message_dict(m: Message) -> dict[str, Any]:
+    return {
+        "id": str(m.id), "queue": m.queue, "task": m.task, "payload": m.payload, "priority": m.priority,
+        "due": iso(m.due_ms), "state": "in_flight" if m.state else "waiting", "attempt": m.attempt,
+        "max_attempts": m.max_attempts, "timeout_s": m.timeout_ms / 1000, "key": m.key, "headers": m.headers,
+        "trigger": m.trigger, "enqueued_at": iso(m.enqueued_at), "last_error": m.last_error,
+    }
+
+
+# ---- schema ---------------------------------------------------------------------------------
+def _add_schema(sub: Any) -> None:
+    p = sub.add_parser("schema", help="create the keyspace and tables")
+    s = p.add_subparsers(metavar="ACTION")
+    a = s.add_parser("apply", help="create the keyspace and tables if missing (idempotent)")
+    a.set_defaults(func=cmd_schema_apply)
+
+
+def cmd_schema_apply(args: argparse.Namespace) -> int:
+    settings = settings_of(args)
+    db = Database(settings.cassandra).connect()
+    try:
+        tables = apply_schema(db, settings.cassandra.keyspace, settings.schema)
+    finally:
+        db.close()
+    print(f"schema applied: {', '.join(tables)}")
+    return 0
+
+
+# ---- queues ---------------------------------------------------------------------------------
+def _queue_options(p: argparse.ArgumentParser, create: bool) -> None:
+    if create:
+        p.add_argument("--shards", type=int, help="concurrency shards (rows per time bucket)")
+        p.add_argument("--buckets", type=int, help="rolling time buckets")
+        p.add_argument("--bucket-seconds", type=int, help="length of one time bucket in seconds")
+    p.add_argument("--timeout", help="default message timeout, e.g. 30s")
+    p.add_argument("--lock-timeout", dest="lock_ttl", help="shard lock timeout, e.g. 5s")
+    p.add_argument("--max-attempts", type=int, help="deliveries before a message is poisoned")
+    p.add_argument("--retention", help="how long finished data is kept, e.g. 7d")
+    p.add_argument("--max-payload-bytes", type=int, help="largest payload accepted by send")
+
+
+def _add_queue(sub: Any) -> None:
+    q = sub.add_parser("queue", help="create, update or delete a queue")
+    s = q.add_subparsers(metavar="ACTION")
+    c = s.add_parser("create", help="create a queue")
+    c.add_argument("name")
+    c.add_argument("--if-missing", action="store_true", help="succeed if the queue already exists")
+    _queue_options(c, create=True)
+    c.set_defaults(func=with_client(cmd_queue_create))
+    u = s.add_parser("update", help="change a queue's timeouts, attempts, retention or payload limit")
+    u.add_argument("name")
+    _queue_options(u, create=False)
+    u.set_defaults(func=with_client(cmd_queue_update))
+    ls = sub.add_parser("queues", help="list queues and their settings")
+    ls.add_argument("--json", action="store_true")
+    ls.set_defaults(func=with_client(cmd_queues))
+
+
+def _durations(args: argparse.Namespace) -> dict[str, Any]:
+    out = {}
+    for name in ("timeout", "lock_ttl", "retention"):
+        value = getattr(args, name, None)
+        out[name] = parse_duration(value, name.replace("_ttl", " timeout")) if value is not None else None
+    return out
+
+
+async def cmd_queue_create(cq: Casque, args: argparse.Namespace) -> int:
+    qs = await cq.create_queue(
+        args.name, if_missing=args.if_missing, shards=args.shards, buckets=args.buckets, bucket_seconds=args.bucket_seconds,
+        max_attempts=args.max_attempts, max_payload_bytes=args.max_payload_bytes, **_durations(args),
+    )
+    print(f"queue {qs.name}: {qs.shards} shards x {qs.buckets} buckets of {qs.bucket_seconds}s, timeout {format_duration(qs.timeout_ms / 1000)}, "
+          f"max attempts {qs.max_attempts}")
+    return 0
+
+
+async def cmd_queue_update(cq: Casque, args: argparse.Namespace) -> int:
+    qs = await cq.queues.update(args.name, max_attempts=args.max_attempts, max_payload_bytes=args.max_payload_bytes, **_durations(args))
+    print(f"queue {qs.name} updated: timeout {format_duration(qs.timeout_ms / 1000)}, max attempts {qs.max_attempts}")
+    return 0
+
+
+async def cmd_queues(cq: Casque, args: argparse.Namespace) -> int:
+    queues = await cq.queues.list()
+    data = [q.__dict__ | {"priorities": sorted(q.priorities)} for q in queues]
+    rows = [[q.name, str(q.shards), str(q.buckets), f"{q.bucket_seconds}s", format_duration(q.timeout_ms / 1000), str(q.max_attempts),
+             format_duration(q.retention_s)] for q in queues]
+    emit(args, data, rows, ["QUEUE", "SHARDS", "BUCKETS", "BUCKET", "TIMEOUT", "ATTEMPTS", "RETENTION"])
+    return 0
+
+
+# ---- messages -------------------------------------------------------------------------------
+def _add_messages(sub: Any) -> None:
+    s = sub.add_parser("send", help="send a message; prints its id")
+    s.add_argument("queue")
+    s.add_argument("task")
+    s.add_argument("--payload", default="null", help="JSON payload (default null)")
+    when = s.add_mutually_exclusive_group()
+    when.add_argument("--delay", help="run after this long, e.g. 10s, 5m")
+    when.add_argument("--at", help="run at this ISO 8601 time")
+    s.add_argument("--priority", type=int, default=0, help="higher runs first (default 0)")
+    s.add_argument("--timeout", help="message timeout, e.g. 30s (default: the queue's)")
+    s.add_argument("--max-attempts", type=int)
+    s.add_argument("--header", action="append", default=[], metavar="NAME=VALUE")
+    s.add_argument("--key", help="lookup key, to get/replace/cancel the message later")
+    s.add_argument("--on-conflict", choices=["replace", "keep", "error"], default="replace")
+    s.set_defaults(func=with_client(cmd_send))
+
+    for name, helptext, func in (("get", "show a message by id or key", cmd_get), ("cancel", "cancel a message by id or key", cmd_cancel)):
+        g = sub.add_parser(name, help=helptext)
+        g.add_argument("queue")
+        which = g.add_mutually_exclusive_group(required=True)
+        which.add_argument("--id")
+        which.add_argument("--key")
+        g.add_argument("--json", action="store_true")
+        g.set_defaults(func=with_client(func))
+
+    pk = sub.add_parser("peek", help="show the next messages without consuming them")
+    pk.add_argument("queue")
+    pk.add_argument("-n", type=int, default=10)
+    pk.add_argument("--json", action="store_true")
+    pk.set_defaults(func=with_client(cmd_peek))
+
+
+def _payload(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--payload is not valid JSON ({exc.msg} at column {exc.colno}): quote it, e.g. --payload '{{\"user\": 42}}'") from None
+
+
+def _headers(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise UsageError(f"invalid --header {item!r}: use NAME=VALUE")
+        out[name] = value
+    return out
+
+
+async def cmd_send(cq: Casque, args: argparse.Namespace) -> int:
+    mid = await cq.send(
+        args.queue, args.task, _payload(args.payload), delay=args.delay, at=parse_time(args.at) if args.at else None,
+        priority=args.priority, timeout=args.timeout, max_attempts=args.max_attempts, headers=_headers(args.header),
+        key=args.key, on_conflict=args.on_conflict,
+    )
+    print(mid)
+    return 0
+
+
+async def cmd_get(cq: Casque, args: argparse.Namespace) -> int:
+    m = await cq.get(args.queue, id=args.id, key=args.key)
+    if m is None:
+        from .errors import MessageNotFound
+
+        raise MessageNotFound(f"no message {args.id or args.key!r} in queue '{args.queue}': it may have finished or been cancelled")
+    data = message_dict(m)
+    if args.json:
+        emit(args, data)
+    else:
+        print_table(["FIELD", "VALUE"], [[k, json.dumps(v) if isinstance(v, (dict, list)) else str(v)] for k, v in data.items()])
+    return 0
+
+
+async def cmd_cancel(cq: Casque, args: argparse.Namespace) -> int:
+    m = await cq.cancel(args.queue, id=args.id, key=args.key)
+    data = {"cancelled": str(m.id) if m else None, "key": args.key}
+    if args.json:
+        emit(args, data)
+    else:
+        print(f"cancelled {m.id}" if m else f"key '{args.key}' released (its message had already finished)")
+    return 0
+
+
+async def cmd_peek(cq: Casque, args: argparse.Namespace) -> int:
+    msgs = await cq.peek(args.queue, args.n)
+    rows = [[str(m.id), m.task, str(m.priority), iso(m.due_ms), "in_flight" if m.state else "waiting", str(m.attempt), m.key or ""] for m in msgs]
+    emit(args, [message_dict(m) for m in msgs], rows, ["ID", "TASK", "PRIO", "DUE", "STATE", "ATTEMPT", "KEY"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

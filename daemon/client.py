@@ -1,0 +1,128 @@
+"""``Casque``: the Python API, one object that wires the engine's parts to one connection.
+
+    async with await Casque.connect() as cq:
+        await cq.create_queue("emails", if_missing=True)
+        mid = await cq.send("emails", "send_welcome", {"user": 42}, delay="10s", key="welcome:42")
+        print(await cq.get("emails", key="welcome:42"))
+        await cq.cancel("emails", key="welcome:42")
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any, Iterable
+
+from .acks import Acker
+from .clock import SYSTEM_CLOCK, Clock
+from .consumer import Consumer
+from .config import Settings, load_settings
+from .db import Database
+from .errors import UsageError
+from .keys import KeyEntry, KeyStore
+from .lookup import Lookup
+from .model import Message, QueueSettings
+from .placement import parse_id
+from .poison import PoisonStore
+from .producer import Job, OnConflict, Producer
+from .queues import QueueStore, settings_from_defaults
+from .table import MessageTable
+
+
+class Casque:
+    def __init__(self, settings: Settings, db: Database, clock: Clock) -> None:
+        self.settings = settings
+        self.db = db
+        self.clock = clock
+        ks = settings.cassandra.keyspace
+        self.queues = QueueStore(db, ks, clock)
+        self.table = MessageTable(db, ks)
+        self.keys = KeyStore(db, ks)
+        self.poison = PoisonStore(db, ks)
+        self.lookup = Lookup(db, self.queues, self.table, self.keys)
+        self.producer = Producer(db, self.queues, self.table, self.keys, self.lookup, clock)
+        self.acker = Acker(db, self.table, self.queues, self.keys, self.poison, clock)
+
+    @classmethod
+    async def connect(cls, settings: Settings | None = None, clock: Clock = SYSTEM_CLOCK) -> "Casque":
+        """Connect and prepare statements (in a thread: the driver's connect blocks)."""
+        settings = settings or load_settings()
+
+        def build() -> Casque:
+            db = Database(settings.cassandra, clock).connect(settings.cassandra.keyspace)
+            try:
+                return cls(settings, db, clock)
+            except Exception:
+                db.close()
+                raise
+
+        return await asyncio.to_thread(build)
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.db.close)
+
+    async def __aenter__(self) -> "Casque":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ---- queues -----------------------------------------------------------------------------
+    async def create_queue(self, name: str, if_missing: bool = False, **options: Any) -> QueueSettings:
+        qs = settings_from_defaults(name, self.settings.queue_defaults, **options)
+        await self.queues.create(qs, if_missing=if_missing)
+        return await self.queues.get(name, fresh=True)
+
+    # ---- producing --------------------------------------------------------------------------
+    async def send(self, queue: str, task: str, payload: Any = None, *, delay: float | str | None = None, at: float | None = None,
+                   priority: int = 0, timeout: float | str | None = None, max_attempts: int | None = None,
+                   headers: dict[str, str] | None = None, key: str | None = None, on_conflict: OnConflict = "replace") -> str:
+        """Send one message; returns its id. See ``Job`` for the meaning of each option."""
+        _check_policy(on_conflict)
+        job = Job(task, payload, delay, at, priority, timeout, max_attempts, headers or {}, key, on_conflict)
+        return await self.producer.send(queue, job)
+
+    async def send_many(self, queue: str, jobs: Iterable[Job]) -> list[str]:
+        return await self.producer.send_many(queue, jobs)
+
+    # ---- reading and cancelling -------------------------------------------------------------
+    async def get(self, queue: str, id: str | uuid.UUID | None = None, key: str | None = None) -> Message | None:
+        if (id is None) == (key is None):
+            raise UsageError("give exactly one of id or key")
+        if key is not None:
+            return (await self.lookup.by_key(queue, key))[1]
+        return await self.lookup.by_id(queue, _uuid(id))
+
+    async def get_key(self, queue: str, key: str) -> KeyEntry | None:
+        return await self.keys.get(queue, key)
+
+    async def cancel(self, queue: str, id: str | uuid.UUID | None = None, key: str | None = None) -> Message | None:
+        if (id is None) == (key is None):
+            raise UsageError("give exactly one of id or key")
+        if key is not None:
+            return await self.lookup.cancel_key(queue, key)
+        return await self.lookup.cancel_id(queue, _uuid(id))
+
+    async def peek(self, queue: str, limit: int = 10) -> list[Message]:
+        return await self.lookup.peek(queue, limit)
+
+    # ---- consuming --------------------------------------------------------------------------
+    def consumer(self, queue: str) -> Consumer:
+        """A consumer of one queue; share it between the coroutines of one process."""
+        w = self.settings.worker
+        return Consumer(self.db, self.table, self.queues, self.poison, self.clock, queue,
+                        tolerance_ms=int(w.clock_tolerance * 1000), rescan_ms=int(w.rescan_interval * 1000))
+
+
+def _uuid(value: str | uuid.UUID | None) -> uuid.UUID:
+    if isinstance(value, uuid.UUID):
+        return value
+    try:
+        return parse_id(str(value))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _check_policy(policy: str) -> None:
+    if policy not in ("replace", "keep", "error"):
+        raise UsageError(f"invalid on_conflict {policy!r}: use replace, keep or error")

@@ -1,0 +1,266 @@
+"""Settings: one TOML file, overridable per option from the environment.
+
+Where the file comes from, first match wins: ``-c/--config PATH``, ``$CASQUE_CONFIG``,
+``./config/casque.toml``, ``/etc/casque/casque.toml``; with none of them the built-in defaults apply.
+
+Environment overrides: ``CASQUE_<SECTION>__<OPTION>`` (two underscores between the levels), e.g.
+``CASQUE_CASSANDRA__CONTACT_POINTS='["10.0.0.1","10.0.0.2"]'`` or ``CASQUE_WORKER__CONSUMERS=8``.
+The value is read as a TOML value when it parses as one, and as a plain string otherwise.
+Secrets (``cassandra.password``) are best given as ``cassandra.password_file`` or through systemd's
+``LoadCredential=`` (``$CREDENTIALS_DIRECTORY/cassandra-password``) and are never logged.
+
+Every error names the bad key and where it came from, and says what would be accepted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .durations import parse_duration
+from .errors import ConfigError
+
+ENV_PREFIX = "CASQUE_"
+
+
+@dataclass
+class TLSSettings:
+    enabled: bool = False
+    ca_file: str = ""
+    cert_file: str = ""
+    key_file: str = ""
+    check_hostname: bool = False
+
+
+@dataclass
+class CassandraSettings:
+    contact_points: list[str] = field(default_factory=lambda: ["127.0.0.1"])
+    port: int = 9042
+    keyspace: str = "casque"
+    local_dc: str = ""
+    consistency: str = "LOCAL_QUORUM"
+    serial_consistency: str = "LOCAL_SERIAL"
+    username: str = ""
+    password: str = field(default="", repr=False)
+    password_file: str = ""
+    connect_timeout: float = 5.0
+    request_timeout: float = 10.0
+    tls: TLSSettings = field(default_factory=TLSSettings)
+
+
+@dataclass
+class SchemaSettings:
+    replication_class: str = "SimpleStrategy"
+    replication_factor: int = 1
+    datacenters: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class QueueDefaults:
+    shards: int = 16
+    buckets: int = 24
+    bucket_seconds: int = 300
+    lock_ttl: float = 5.0
+    timeout: float = 30.0
+    max_attempts: int = 5
+    retention: float = 7 * 86400.0
+    max_payload_bytes: int = 256 * 1024
+
+
+@dataclass
+class WorkerSettings:
+    queues: list[str] = field(default_factory=lambda: ["default"])
+    handler_modules: list[str] = field(default_factory=lambda: ["handlers.examples", "handlers.builtin"])
+    consumers: int = 4
+    batch_size: int = 50
+    poll_interval: float = 0.05
+    max_poll_interval: float = 1.0
+    in_flight: int = 500
+    sync_threads: int = 8
+    drain_timeout: float = 30.0
+    clock_tolerance: float = 5.0
+    rescan_interval: float = 10.0
+
+
+@dataclass
+class LogSettings:
+    level: str = "info"
+    format: str = "auto"
+
+
+@dataclass
+class MetricsSettings:
+    enabled: bool = False
+    host: str = "127.0.0.1"
+    port: int = 9464
+
+
+@dataclass
+class Settings:
+    cassandra: CassandraSettings = field(default_factory=CassandraSettings)
+    schema: SchemaSettings = field(default_factory=SchemaSettings)
+    queue_defaults: QueueDefaults = field(default_factory=QueueDefaults)
+    worker: WorkerSettings = field(default_factory=WorkerSettings)
+    log: LogSettings = field(default_factory=LogSettings)
+    metrics: MetricsSettings = field(default_factory=MetricsSettings)
+    source: str = field(default="<defaults>", compare=False)
+
+
+_DURATION_FIELDS = {
+    "lock_ttl", "timeout", "retention", "poll_interval", "max_poll_interval", "drain_timeout",
+    "clock_tolerance", "rescan_interval", "connect_timeout", "request_timeout",
+}
+_CHOICES = {
+    "log.level": {"debug", "info", "warning", "error"},
+    "log.format": {"auto", "console", "json"},
+    "schema.replication_class": {"SimpleStrategy", "NetworkTopologyStrategy"},
+}
+
+
+def default_config_path() -> Path | None:
+    """The first config file that exists in the documented search order, if any."""
+    env = os.environ.get("CASQUE_CONFIG")
+    if env:
+        return Path(env)
+    for candidate in (Path("config/casque.toml"), Path("/etc/casque/casque.toml")):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_settings(path: str | Path | None = None, env: dict[str, str] | None = None) -> Settings:
+    """Read the TOML file (or defaults), apply CASQUE_* overrides, validate, and return Settings."""
+    env = dict(os.environ) if env is None else env
+    source_path = Path(path) if path else default_config_path()
+    data: dict[str, Any] = {}
+    source = "<defaults>"
+    if source_path is not None:
+        source = str(source_path)
+        data = _read_toml(source_path)
+    settings = _build(Settings, data, "", source)
+    _apply_env(settings, env)
+    _read_secrets(settings.cassandra, env)
+    settings.source = source
+    return settings
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist: pass -c PATH or set CASQUE_CONFIG to an existing file") from None
+    except OSError as exc:
+        raise ConfigError(f"config file {path} cannot be read ({exc.strerror}): check its permissions") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+
+
+def _build(cls: type, data: Any, prefix: str, source: str) -> Any:
+    """Build dataclass ``cls`` from a dict, rejecting unknown keys and wrong types by name."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"[{prefix.rstrip('.')}] in {source} must be a table")
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in dataclasses.fields(cls) if f.name != "source"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        key = prefix + unknown[0]
+        raise ConfigError(f"unknown key '{key}' in {source}: known keys here are {', '.join(sorted(known))}")
+    kwargs = {}
+    for name in known & set(data):
+        kwargs[name] = _coerce(hints[name], data[name], prefix + name, source)
+    return cls(**kwargs)
+
+
+def _coerce(hint: Any, value: Any, key: str, source: str) -> Any:
+    if dataclasses.is_dataclass(hint):
+        return _build(hint, value, key + ".", source)
+    name = key.rsplit(".", 1)[-1]
+    if name in _DURATION_FIELDS:
+        try:
+            return parse_duration(value, key)
+        except Exception:
+            raise ConfigError(f"{key} in {source} must be a duration such as 5, '250ms', '30s' or '2m', got {value!r}") from None
+    origin = typing.get_origin(hint)
+    if origin is list:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{key} in {source} must be a list of strings, got {value!r}")
+        return list(value)
+    if origin is dict:
+        if not isinstance(value, dict) or not all(isinstance(v, int) for v in value.values()):
+            raise ConfigError(f"{key} in {source} must be a table of integers, got {value!r}")
+        return dict(value)
+    return _scalar(hint, value, key, source)
+
+
+def _scalar(hint: Any, value: Any, key: str, source: str) -> Any:
+    ok = (
+        (hint is bool and isinstance(value, bool))
+        or (hint is int and isinstance(value, int) and not isinstance(value, bool))
+        or (hint is float and isinstance(value, (int, float)) and not isinstance(value, bool))
+        or (hint is str and isinstance(value, str))
+    )
+    if not ok:
+        raise ConfigError(f"{key} in {source} must be {_TYPE_NAMES[hint]}, got {value!r}")
+    choices = _CHOICES.get(key)
+    if choices and value not in choices:
+        raise ConfigError(f"{key} in {source} must be one of {', '.join(sorted(choices))}, got {value!r}")
+    if hint is int and value < 0:
+        raise ConfigError(f"{key} in {source} must not be negative, got {value!r}")
+    return float(value) if hint is float else value
+
+
+_TYPE_NAMES = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+
+
+def _apply_env(settings: Settings, env: dict[str, str]) -> None:
+    for var, raw in sorted(env.items()):
+        if not var.startswith(ENV_PREFIX) or "__" not in var or var == "CASQUE_CONFIG":
+            continue
+        path = var[len(ENV_PREFIX):].lower().split("__")
+        _set_path(settings, path, _env_value(raw), f"environment variable {var}")
+
+
+def _set_path(settings: Settings, path: list[str], value: Any, source: str) -> None:
+    target: Any = settings
+    for i, part in enumerate(path):
+        names = {f.name for f in dataclasses.fields(target)} - {"source"}
+        key = ".".join(path[: i + 1])
+        if part not in names:
+            raise ConfigError(f"unknown key '{key}' in {source}: known keys here are {', '.join(sorted(names))}")
+        if i == len(path) - 1:
+            hint = typing.get_type_hints(type(target))[part]
+            setattr(target, part, _coerce(hint, value, key, source))
+        else:
+            target = getattr(target, part)
+
+
+def _env_value(raw: str) -> Any:
+    try:
+        return tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        return raw
+
+
+def _read_secrets(cass: CassandraSettings, env: dict[str, str]) -> None:
+    """Fill cassandra.password from password_file or a systemd credential, if not given directly."""
+    if cass.password:
+        return
+    candidates = []
+    if cass.password_file:
+        candidates.append(Path(cass.password_file))
+    cred_dir = env.get("CREDENTIALS_DIRECTORY")
+    if cred_dir:
+        candidates.append(Path(cred_dir) / "cassandra-password")
+    for path in candidates:
+        if path.is_file():
+            cass.password = path.read_text().strip()
+            return
+    if cass.password_file:
+        raise ConfigError(f"cassandra.password_file {cass.password_file} does not exist: create it or remove the option")

@@ -1,0 +1,250 @@
+"""The consumer: find due messages in a queue's shard rows and take them under the row lock.
+
+Which rows are read (so that an idle or finished row costs nothing):
+  - the row of the current time bucket, every time its shard comes round;
+  - the previous bucket's row, for one clock tolerance after the bucket ends (late producers);
+  - any other row whose ``next_check`` has come: the due time of its first live message seen by the
+    last peek, and at the latest ``rescan_interval`` after that peek (to notice timeout columns and
+    retries written by other processes).
+
+Where a read starts: at the row's cursor for that priority lane, a due time before which every
+message is consumed. Reads never scan the tombstones of what was consumed before it. The cursor only
+moves to ``min(first unconsumed message, now - clock tolerance)``: a producer whose clock lags ours
+by less than the tolerance can't write behind it (docs/design.md, "Cursors").
+
+A take (under the lock, see locking.py) is one single-partition batch: delete our lock column,
+delete each taken message, write its timeout column (a copy due at now + timeout, attempt + 1, state
+IN_FLIGHT) and move the cursor. Messages that are corrupt or out of attempts go to the poison queue
+first, then leave the row in that same batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from .clock import Clock
+from .db import Database
+from .locking import HeldLock, ShardLocker
+from .logs import get_logger
+from .model import Message, QueueSettings
+from .poison import PoisonStore
+from .queues import QueueStore
+from .table import STATE_IN_FLIGHT, MessageTable, after, message_from_row
+
+log = get_logger("casque.consumer")
+
+
+@dataclass
+class RowState:
+    """What this process knows about one row; a hint for cost, never needed for correctness."""
+
+    cursors: dict[int, int] = field(default_factory=dict)
+    loaded: bool = False
+    next_check: int = 0
+    busy: bool = False
+
+
+@dataclass
+class ConsumerStats:
+    takes: int = 0
+    taken: int = 0
+    contention: int = 0
+    empty_polls: int = 0
+    peeks: int = 0
+    timed_out: int = 0
+    poisoned: int = 0
+
+
+class Consumer:
+    """Takes batches from one queue. One per process and queue; any number of coroutines share it."""
+
+    def __init__(self, db: Database, table: MessageTable, queues: QueueStore, poison: PoisonStore, clock: Clock,
+                 queue: str, tolerance_ms: int = 5000, rescan_ms: int = 10000) -> None:
+        self.db = db
+        self.table = table
+        self.queues = queues
+        self.poison = poison
+        self.clock = clock
+        self.queue = queue
+        self.tolerance_ms = tolerance_ms
+        self.rescan_ms = rescan_ms
+        self.locker = ShardLocker(db, table, clock, tolerance_ms)
+        self.rows: dict[tuple[int, int], RowState] = {}
+        self.stats = ConsumerStats()
+        self._next_shard: dict[int, int] = {}
+
+    async def fetch(self, limit: int, slot: int = 0) -> list[Message]:
+        """Return up to ``limit`` taken messages, visiting shards round-robin from this slot's
+        position until one yields messages; [] after a full round with nothing due."""
+        qs = await self.queues.get(self.queue)
+        for _ in range(qs.shards):
+            shard = self._next_shard.get(slot, slot * 7919) % qs.shards
+            self._next_shard[slot] = shard + 1
+            taken = await self._visit_shard(qs, shard, limit)
+            if taken:
+                return taken
+        self.stats.empty_polls += 1
+        return []
+
+    async def _visit_shard(self, qs: QueueSettings, shard: int, limit: int) -> list[Message]:
+        now = self.clock.now_ms()
+        for bucket in self._rows_to_check(qs, shard, now):
+            state = self.rows.setdefault((bucket, shard), RowState())
+            if state.busy:
+                continue
+            state.busy = True
+            try:
+                taken = await self._visit_row(qs, bucket, shard, state, limit)
+            finally:
+                state.busy = False
+            if taken:
+                return taken
+        return []
+
+    def _rows_to_check(self, qs: QueueSettings, shard: int, now: int) -> list[int]:
+        current_abs = now // qs.bucket_ms
+        current = current_abs % qs.buckets
+        order: list[int] = []
+        for bucket in range(qs.buckets):
+            state = self.rows.get((bucket, shard))
+            if bucket != current and (state is None or state.next_check <= now):
+                order.append(bucket)
+        previous = (current_abs - 1) % qs.buckets
+        if now - current_abs * qs.bucket_ms < self.tolerance_ms and previous not in order and previous != current:
+            order.append(previous)
+        order.append(current)
+        return order
+
+    async def _visit_row(self, qs: QueueSettings, bucket: int, shard: int, state: RowState, limit: int) -> list[Message]:
+        if not state.loaded:
+            rows = await self.db.run(self.table.read_cursors, [qs.name, bucket, shard])
+            _merge(state.cursors, dict(rows[0].cursors or {}) if rows else {})
+            state.loaded = True
+        now = self.clock.now_ms()
+        if not await self._anything_due(qs, bucket, shard, state, now):
+            state.next_check = now + self.rescan_ms
+            return []
+        state.next_check = now  # there was due work: look again on the next round
+        return await self._take(qs, bucket, shard, state, limit)
+
+    async def _anything_due(self, qs: QueueSettings, bucket: int, shard: int, state: RowState, now: int) -> bool:
+        """Is a message due in this row (no lock)? The read spans [cursor, now] only: a slice that
+        ran on past ``now`` would scan the tombstones of acked timeout columns ahead of it.
+        A lane with nothing due moves its cursor up to now - tolerance."""
+        ranks = qs.ranks()
+        results = await asyncio.gather(*(
+            self.db.run(self.table.peek, [qs.name, bucket, shard, r, state.cursors.get(r, 0), now]) for r in ranks
+        ))
+        self.stats.peeks += len(ranks)
+        due = False
+        for rank, rows in zip(ranks, results):
+            self._advance(state, rank, rows[0].due if rows else None, now)
+            due = due or bool(rows)
+        return due
+
+    def _advance(self, state: RowState, rank: int, first_unconsumed: int | None, now: int) -> None:
+        safe = now - self.tolerance_ms
+        target = safe if first_unconsumed is None else min(first_unconsumed, safe)
+        if target > state.cursors.get(rank, 0):
+            state.cursors[rank] = target
+
+    async def _take(self, qs: QueueSettings, bucket: int, shard: int, state: RowState, limit: int) -> list[Message]:
+        lock = await self.locker.acquire(qs, bucket, shard)
+        if lock is None:
+            self.stats.contention += 1
+            return []
+        try:
+            return await self._take_locked(qs, state, lock, limit)
+        except BaseException:
+            await asyncio.shield(self._release_quietly(lock))
+            raise
+
+    async def _take_locked(self, qs: QueueSettings, state: RowState, lock: HeldLock, limit: int) -> list[Message]:
+        _merge(state.cursors, lock.cursors)
+        now = self.clock.now_ms()
+        ranks = qs.ranks()
+        first_read = self._read_due(qs, lock, ranks[0], state, now, limit)
+        alone, rows = await asyncio.gather(self.locker.recheck(qs, lock), first_read)
+        if not alone:
+            self.stats.contention += 1
+            await self.locker.release(lock)
+            return []
+        found = [(ranks[0], r) for r in rows]
+        self._advance_after_read(state, ranks[0], rows, limit, now)
+        for rank in ranks[1:]:
+            if len(found) >= limit:
+                break
+            more = await self._read_due(qs, lock, rank, state, now, limit - len(found))
+            self._advance_after_read(state, rank, more, limit - len(found), now)
+            found += [(rank, r) for r in more]
+        if self.locker.expired(qs, lock):
+            log.warning("lock_expired_before_take", queue=qs.name, bucket=lock.bucket, shard=lock.shard)
+            await self.locker.release(lock)
+            return []
+        return await self._commit(qs, state, lock, [message_from_row(qs.name, lock.bucket, lock.shard, r) for _, r in found], ranks)
+
+    async def _read_due(self, qs: QueueSettings, lock: HeldLock, rank: int, state: RowState, now: int, limit: int) -> list[Any]:
+        start = state.cursors.get(rank, 0)
+        return await self.db.run(self.table.read_due, [qs.name, lock.bucket, lock.shard, rank, start, now, limit])
+
+    def _advance_after_read(self, state: RowState, rank: int, rows: list[Any], limit: int, now: int) -> None:
+        """All due rows up to the last one read were taken; if the read was short, all due rows were."""
+        self._advance(state, rank, rows[-1].due if len(rows) >= limit else None, now)
+
+    async def _commit(self, qs: QueueSettings, state: RowState, lock: HeldLock, messages: list[Message], ranks: list[int]) -> list[Message]:
+        """The take: one single-partition batch (release lock, remove taken, write timeout columns)."""
+        now = self.clock.now_ms()
+        batch = self.db.batch()
+        batch.add(self.locker.release_statement(lock))
+        delivered: list[Message] = []
+        doomed: list[tuple[Message, str]] = []
+        for m in messages:
+            batch.add(self.table.delete_message(m, m.due_ms))
+            reason = self._poison_reason(m)
+            if reason:
+                doomed.append((m, reason))
+                continue
+            if m.state == STATE_IN_FLIGHT:
+                self.stats.timed_out += 1
+                log.warning("message_timed_out", queue=qs.name, task=m.task, id=str(m.id), attempt=m.attempt)
+            m.attempt += 1
+            m.state = STATE_IN_FLIGHT
+            m.due_ms = m.copy_due_ms = now + m.timeout_ms
+            batch.add(self.table.insert_message(m, now, qs.retention_s))
+            delivered.append(m)
+        for rank in ranks:
+            if rank in state.cursors:
+                batch.add(self.table.set_cursor.bind([rank, state.cursors[rank], qs.name, lock.bucket, lock.shard]))
+        for m, reason in doomed:  # into the poison queue before the batch removes them from the row
+            await self.poison.add(m, reason, "Poisoned", m.last_error or reason, "", now, qs.retention_s)
+            self.stats.poisoned += 1
+            log.error("message_poisoned", queue=qs.name, task=m.task, id=str(m.id), attempt=m.attempt, reason=reason)
+        ts = after(*(m.write_ts for m in messages), now_us=self.db.next_timestamp())
+        await self.db.run(batch, timestamp=ts)
+        for m in delivered:
+            m.write_ts = ts
+        self.stats.takes += 1
+        self.stats.taken += len(delivered)
+        return delivered
+
+    @staticmethod
+    def _poison_reason(m: Message) -> str | None:
+        if m.corrupt:
+            return m.corrupt
+        if m.state == STATE_IN_FLIGHT and m.attempt >= m.max_attempts:
+            return f"timed out on its last attempt ({m.attempt} of {m.max_attempts})"
+        return None
+
+    async def _release_quietly(self, lock: HeldLock) -> None:
+        try:
+            await self.locker.release(lock)
+        except Exception:  # the lock's TTL frees the row anyway
+            pass
+
+
+def _merge(mine: dict[int, int], theirs: dict[int, int]) -> None:
+    for rank, value in theirs.items():
+        if value > mine.get(rank, 0):
+            mine[rank] = value

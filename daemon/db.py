@@ -1,0 +1,197 @@
+"""The connection to Cassandra, and the bridge from driver futures to asyncio.
+
+The driver's own asyncio reactor is still experimental, so casque uses its default (libev when the
+C extension is there) and turns each ``ResponseFuture`` into an asyncio future with
+``call_soon_threadsafe``. Statements are prepared once and routed token-aware, so a single-partition
+read or write goes straight to a replica.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import ssl
+import threading
+from typing import Any, Sequence
+
+from cassandra import ConsistencyLevel, DriverException
+from cassandra.auth import PlainTextAuthProvider
+from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable, Session
+from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
+from cassandra.query import BatchStatement, BatchType, PreparedStatement, Statement
+
+from .clock import SYSTEM_CLOCK, Clock
+from .config import CassandraSettings
+from .errors import ConfigError, StorageUnavailable
+
+try:  # the compiled libev reactor is the fastest; fall back to the pure-Python one
+    from cassandra.io.libevreactor import LibevConnection as _Connection
+except ImportError:  # pragma: no cover - depends on how the wheel was built
+    from cassandra.io.asyncorereactor import AsyncoreConnection as _Connection
+
+
+def consistency(name: str, key: str = "cassandra.consistency") -> int:
+    try:
+        return getattr(ConsistencyLevel, name.upper())
+    except AttributeError:
+        choices = ", ".join(sorted(ConsistencyLevel.name_to_value))
+        raise ConfigError(f"{key} {name!r} is not a consistency level: use one of {choices}") from None
+
+
+class Database:
+    """A connected session plus helpers: ``await db.run(stmt, params)`` and prepared-statement caching."""
+
+    def __init__(self, settings: CassandraSettings, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.settings = settings
+        self.clock = clock
+        self._last_ts = 0
+        self._ts_lock = threading.Lock()
+        self.cl = consistency(settings.consistency)
+        self.serial_cl = consistency(settings.serial_consistency, "cassandra.serial_consistency")
+        self.cluster: Cluster | None = None
+        self.session: Session | None = None
+        self._prepared: dict[str, PreparedStatement] = {}
+
+    # ---- connection -------------------------------------------------------------------------
+    def connect(self, keyspace: str | None = None) -> "Database":
+        """Connect (blocking). Raises StorageUnavailable with the address and the fix."""
+        s = self.settings
+        policy = TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=s.local_dc or None))
+        profile = ExecutionProfile(
+            load_balancing_policy=policy,
+            consistency_level=self.cl,
+            serial_consistency_level=self.serial_cl,
+            request_timeout=s.request_timeout,
+        )
+        self.cluster = Cluster(
+            contact_points=s.contact_points,
+            port=s.port,
+            connection_class=_Connection,
+            execution_profiles={EXEC_PROFILE_DEFAULT: profile},
+            auth_provider=PlainTextAuthProvider(s.username, s.password) if s.username else None,
+            ssl_context=_ssl_context(s),
+            connect_timeout=s.connect_timeout,
+            control_connection_timeout=s.connect_timeout,
+            protocol_version=5,
+            timestamp_generator=self.next_timestamp,
+        )
+        try:
+            self.session = self.cluster.connect(keyspace)
+        except NoHostAvailable as exc:
+            self.close()
+            raise StorageUnavailable(_describe_no_host(s, exc)) from None
+        except Exception as exc:
+            self.close()
+            if "does not exist" in str(exc) or "Keyspace" in str(exc):
+                raise StorageUnavailable(f"keyspace '{keyspace}' does not exist: run 'casque schema apply' first") from None
+            raise StorageUnavailable(f"cannot connect to Cassandra at {_where(s)}: {exc}") from None
+        return self
+
+    def close(self) -> None:
+        if self.cluster is not None:
+            self.cluster.shutdown()
+        self.cluster = None
+        self.session = None
+
+    # ---- statements -------------------------------------------------------------------------
+    def prepare(self, cql: str) -> PreparedStatement:
+        stmt = self._prepared.get(cql)
+        if stmt is None:
+            assert self.session is not None, "not connected"
+            stmt = self.session.prepare(cql)
+            self._prepared[cql] = stmt
+        return stmt
+
+    def batch(self, logged: bool = False) -> BatchStatement:
+        kind = BatchType.LOGGED if logged else BatchType.UNLOGGED
+        return BatchStatement(batch_type=kind, consistency_level=self.cl)
+
+    def execute(self, stmt: str | Statement, params: Sequence[Any] | None = None) -> Any:
+        """Blocking execute, for the CLI and schema; errors become StorageUnavailable."""
+        assert self.session is not None, "not connected"
+        try:
+            return self.session.execute(stmt, params)
+        except (NoHostAvailable, DriverException) as exc:
+            raise StorageUnavailable(f"Cassandra at {_where(self.settings)} failed a request: {_short(exc)}") from None
+
+    async def run(self, stmt: str | Statement, params: Sequence[Any] | None = None, timeout: float | None = None,
+                  timestamp: int | None = None) -> Any:
+        """Execute asynchronously and return the ResultSet's rows (first page) as a list.
+        ``timestamp`` (us) sets the write timestamp of every mutation in the statement."""
+        assert self.session is not None, "not connected"
+        token = _TS_OVERRIDE.set(timestamp)
+        try:
+            rf = self.session.execute_async(stmt, params, timeout=timeout or self.settings.request_timeout)
+        finally:
+            _TS_OVERRIDE.reset(token)
+        return await wrap_future(rf)
+
+    def now_us(self) -> int:
+        """Microseconds on this database's clock: the default write timestamp."""
+        return self.clock.now_ms() * 1000
+
+    def next_timestamp(self) -> int:
+        """Write timestamps follow the injectable clock (so a skewed consumer writes skewed
+        timestamps, as a skewed host would), strictly increasing, unless overridden per call."""
+        forced = _TS_OVERRIDE.get()
+        if forced is not None:
+            return forced
+        with self._ts_lock:
+            self._last_ts = max(self.now_us(), self._last_ts + 1)
+            return self._last_ts
+
+
+_TS_OVERRIDE: contextvars.ContextVar[int | None] = contextvars.ContextVar("casque_write_ts", default=None)
+
+
+def wrap_future(rf: Any) -> "asyncio.Future[list[Any]]":
+    """Bridge a driver ResponseFuture to an asyncio future on the running loop."""
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[list[Any]] = loop.create_future()
+
+    def ok(rows: Any) -> None:
+        loop.call_soon_threadsafe(_set, fut, rows, None)
+
+    def err(exc: BaseException) -> None:
+        wrapped = StorageUnavailable(f"Cassandra request failed: {_short(exc)}")
+        wrapped.__cause__ = exc
+        loop.call_soon_threadsafe(_set, fut, None, wrapped)
+
+    rf.add_callbacks(ok, err)
+    return fut
+
+
+def _set(fut: "asyncio.Future[Any]", rows: Any, exc: BaseException | None) -> None:
+    if fut.done():
+        return
+    if exc is not None:
+        fut.set_exception(exc)
+    else:
+        fut.set_result(rows if rows is not None else [])
+
+
+def _ssl_context(s: CassandraSettings) -> ssl.SSLContext | None:
+    if not s.tls.enabled:
+        return None
+    ctx = ssl.create_default_context(cafile=s.tls.ca_file or None)
+    ctx.check_hostname = s.tls.check_hostname
+    if s.tls.cert_file:
+        ctx.load_cert_chain(s.tls.cert_file, s.tls.key_file or None)
+    return ctx
+
+
+def _where(s: CassandraSettings) -> str:
+    return ",".join(f"{h}:{s.port}" for h in s.contact_points)
+
+
+def _short(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:300] or type(exc).__name__
+
+
+def _describe_no_host(s: CassandraSettings, exc: NoHostAvailable) -> str:
+    text = _short(exc)
+    if "AuthenticationFailed" in text or "Bad credentials" in text or "password" in text.lower():
+        return f"Cassandra at {_where(s)} rejected the credentials for user '{s.username}': check cassandra.username and the password"
+    if "SSL" in text or "certificate" in text.lower():
+        return f"TLS handshake with Cassandra at {_where(s)} failed: check cassandra.tls.ca_file/cert_file ({text[:120]})"
+    return f"Cassandra is not reachable at {_where(s)}: start it ('casque cassandra start') or fix cassandra.contact_points/port"

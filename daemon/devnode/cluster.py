@@ -1,0 +1,393 @@
+"""Start, stop and inspect a local Cassandra cluster (one node or several).
+
+Orchestration only; the pieces live in their own modules: ``download`` (jars),
+``java`` (JDK choice), ``config`` (cassandra.yaml), ``jvm`` (command line), ``ports``
+(bind checks), ``process`` (detached JVMs, pidfiles) and ``probe`` (CQL readiness).
+
+``start`` is idempotent: nodes that already run are reused, so a test fixture or a
+developer can call it freely. The seed (node1) is started and awaited first; the other
+nodes then join (in parallel by default: with fixed ``initial_token`` and
+``auto_bootstrap: false`` there is no bootstrap streaming, so Cassandra's "one node
+bootstrapping at a time" rule does not apply).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import process
+from .config import write_node_config
+from .download import ensure_cassandra
+from .errors import DevnodeError, NodeStartError
+from .java import JavaInfo, find_java
+from .jvm import server_command, server_env
+from .ports import check_ports
+from .probe import release_version
+from .spec import ClusterSpec, NodeLayout, load_saved_spec, save_spec
+
+__all__ = [
+    "NodeStatus",
+    "ClusterStatus",
+    "start",
+    "stop",
+    "status",
+    "start_node",
+    "stop_node",
+    "last_log_line",
+    "last_error_line",
+]
+
+Progress = Callable[[str], object]
+
+_REPORT_EVERY_S = 5.0
+_POLL_S = 0.5
+
+
+# --------------------------------------------------------------------------- status
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    """What is known about one node right now."""
+
+    index: int
+    name: str
+    address: str
+    native_port: int
+    storage_port: int
+    jmx_port: int
+    pid: int | None
+    running: bool
+    cql_ready: bool
+    release_version: str | None
+    data_dir: Path
+    log_file: Path
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "index": self.index, "name": self.name, "address": self.address,
+            "native_port": self.native_port, "storage_port": self.storage_port,
+            "jmx_port": self.jmx_port, "pid": self.pid, "running": self.running,
+            "cql_ready": self.cql_ready, "release_version": self.release_version,
+            "data_dir": str(self.data_dir), "log_file": str(self.log_file),
+        }
+
+
+@dataclass(frozen=True)
+class ClusterStatus:
+    """Status of every node of a cluster (node1 first)."""
+
+    name: str
+    directory: Path
+    version: str
+    nodes: tuple[NodeStatus, ...]
+
+    @property
+    def running(self) -> bool:
+        """All nodes have a live process."""
+        return bool(self.nodes) and all(n.running for n in self.nodes)
+
+    @property
+    def ready(self) -> bool:
+        """All nodes answer CQL."""
+        return bool(self.nodes) and all(n.cql_ready for n in self.nodes)
+
+    @property
+    def any_running(self) -> bool:
+        return any(n.running for n in self.nodes)
+
+    def node(self, index: int) -> NodeStatus:
+        for n in self.nodes:
+            if n.index == index:
+                return n
+        raise KeyError(index)
+
+    @property
+    def contact_points(self) -> list[str]:
+        return [n.address for n in self.nodes]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "directory": str(self.directory), "version": self.version,
+            "running": self.running, "ready": self.ready,
+            "nodes": [n.to_json() for n in self.nodes],
+        }
+
+    def format(self) -> str:
+        """Human-readable table for the CLI."""
+        lines = [f"cluster '{self.name}' (Cassandra {self.version}) in {self.directory}"]
+        for n in self.nodes:
+            state = "UP, CQL ready" if n.cql_ready else ("starting/not answering CQL"
+                                                          if n.running else "DOWN")
+            pid = f"pid {n.pid}" if n.pid else "no process"
+            lines.append(f"  {n.name}  {n.address}:{n.native_port}  jmx {n.jmx_port}  "
+                         f"{pid:<11} {state}")
+            lines.append(f"         log {n.log_file}")
+        return "\n".join(lines)
+
+
+def _discovered_nodes(spec: ClusterSpec) -> int:
+    """Highest node index present on disk (a cluster may have been started bigger)."""
+    highest = 0
+    if spec.cluster_dir.is_dir():
+        for entry in spec.cluster_dir.iterdir():
+            m = re.fullmatch(r"node(\d+)", entry.name)
+            if m and entry.is_dir():
+                highest = max(highest, int(m.group(1)))
+    return highest
+
+
+def _node_status(node: NodeLayout, probe: bool = True) -> NodeStatus:
+    pid = process.node_pid(node)
+    running = pid is not None
+    version = (release_version(node.address, node.native_port, extra_yaml=node.spec.extra_yaml,
+                               timeout=3.0)
+               if running and probe else None)
+    return NodeStatus(
+        index=node.index, name=node.name, address=node.address,
+        native_port=node.native_port, storage_port=node.storage_port, jmx_port=node.jmx_port,
+        pid=pid, running=running, cql_ready=version is not None, release_version=version,
+        data_dir=node.data_dir, log_file=node.system_log,
+    )
+
+
+def status(spec: ClusterSpec) -> ClusterStatus:
+    """Per-node process and CQL state. Never starts or stops anything."""
+    count = max(spec.nodes, _discovered_nodes(spec))
+    nodes = tuple(_node_status(spec.node(i)) for i in range(1, count + 1))
+    return ClusterStatus(spec.name, spec.cluster_dir, spec.version, nodes)
+
+
+# --------------------------------------------------------------------------- logs
+
+_LOG_LINE = re.compile(r"^(INFO|WARN|ERROR)\s+\[[^\]]*\]\s+\S+\s+\S+\s+(\S+)\s+-\s+(.*)$")
+
+
+def _tail_lines(path: Path, max_bytes: int = 65536) -> list[str]:
+    try:
+        with path.open("rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - max_bytes))
+            data = f.read()
+    except OSError:
+        return []
+    return data.decode("utf-8", "replace").splitlines()
+
+
+def last_log_line(path: Path, width: int = 110) -> str:
+    """Last INFO/WARN/ERROR message of a system.log as "Logger: message" (for progress)."""
+    for line in reversed(_tail_lines(path)):
+        m = _LOG_LINE.match(line)
+        if m:
+            text = f"{m.group(2)}: {m.group(3)}"
+            return text if len(text) <= width else text[: width - 3] + "..."
+    return "(no log output yet)"
+
+
+def last_error_line(node: NodeLayout) -> str:
+    """The most telling line for a node that died: last ERROR in system.log, else the
+    last line the JVM printed (covers failures before logging starts, e.g. bad JVM flags)."""
+    for line in reversed(_tail_lines(node.system_log)):
+        m = _LOG_LINE.match(line)
+        if m and m.group(1) == "ERROR":
+            return f"{m.group(2)}: {m.group(3)}"[:400]
+    for line in reversed(_tail_lines(node.stdout_log)):
+        line = line.strip()
+        if line and not line.startswith("=== casque:"):
+            return line[:400]
+    return "no error was logged"
+
+
+# --------------------------------------------------------------------------- start
+
+
+def _check_compatible(spec: ClusterSpec) -> None:
+    """Refuse a spec that contradicts what is on disk (tokens are fixed at first boot)."""
+    saved = load_saved_spec(spec.name, spec.home)
+    if saved is None:
+        return
+    on_disk = [i for i in range(1, _discovered_nodes(spec) + 1)
+               if (spec.node(i).data_dir / "data").is_dir()]
+    if on_disk and saved.nodes != spec.nodes:
+        raise DevnodeError(
+            f"casque: cluster '{spec.name}' in {spec.cluster_dir} was created with {saved.nodes} "
+            f"node(s), not {spec.nodes}; use another --name, or remove it first "
+            f"(casque cassandra stop --name {spec.name} && rm -rf {spec.cluster_dir})"
+        )
+    if (saved.native_port, saved.storage_port, saved.jmx_base) != (
+            spec.native_port, spec.storage_port, spec.jmx_base):
+        running = [n for n in spec.all_nodes() if process.node_pid(n) is not None]
+        if running:
+            raise DevnodeError(
+                f"casque: cluster '{spec.name}' is running with CQL port {saved.native_port}, "
+                f"storage port {saved.storage_port}, JMX {saved.jmx_base}; stop it first "
+                f"(casque cassandra stop --name {spec.name}) to change ports"
+            )
+
+
+def _launch(node: NodeLayout, java: JavaInfo, cassandra_home: Path) -> int:
+    write_node_config(node)
+    return process.launch(node, server_command(java, cassandra_home, node), server_env(java))
+
+
+def _wait_ready(pending: dict[int, tuple[NodeLayout, int]], deadline: float, started: float,
+                progress: Progress) -> None:
+    """Wait until every node in ``pending`` (index -> (layout, pid)) answers CQL."""
+    last_report = time.monotonic()
+    while pending:
+        for index, (node, pid) in list(pending.items()):
+            if not process.is_node_process(pid, node):
+                process.remove_pidfile(node)
+                raise NodeStartError(
+                    f"casque: {node.describe()} exited during start: {last_error_line(node)}; "
+                    f"full log: {node.system_log} (JVM output: {node.stdout_log})"
+                )
+            if release_version(node.address, node.native_port,
+                               extra_yaml=node.spec.extra_yaml, timeout=3.0) is not None:
+                progress(f"  {node.name} ({node.address}:{node.native_port}) answers CQL after "
+                         f"{time.monotonic() - started:.1f}s")
+                del pending[index]
+        if not pending:
+            return
+        now = time.monotonic()
+        if now >= deadline:
+            node, pid = next(iter(pending.values()))
+            raise NodeStartError(
+                f"casque: {node.describe()} (pid {pid}) does not answer CQL after "
+                f"{now - started:.0f}s; last log line: {last_log_line(node.system_log)}; it is "
+                f"left running -- wait and run `casque cassandra status`, or stop it, see "
+                f"{node.system_log}"
+            )
+        if now - last_report >= _REPORT_EVERY_S:
+            for node, _pid in pending.values():
+                progress(f"  {now - started:5.0f}s {node.name}: {last_log_line(node.system_log)}")
+            last_report = now
+        time.sleep(_POLL_S)
+
+
+def _start_nodes(spec: ClusterSpec, indexes: Iterable[int], timeout: float, progress: Progress,
+                 parallel: bool) -> None:
+    indexes = list(indexes)
+    started = time.monotonic()
+    deadline = started + timeout
+    java = find_java()
+    cassandra_home = ensure_cassandra(spec.version, progress)
+    # Re-take the deadline: a first-time download must not eat the start timeout.
+    started = time.monotonic()
+    deadline = started + timeout
+    save_spec(spec)
+
+    running: dict[int, int] = {}
+    to_launch: list[NodeLayout] = []
+    for i in indexes:
+        node = spec.node(i)
+        pid = process.node_pid(node)
+        if pid is not None:
+            running[i] = pid
+        else:
+            to_launch.append(node)
+    # Check every port before launching anything: fail fast, leave nothing half-started.
+    for node in to_launch:
+        check_ports(node)
+    if running:
+        progress(f"casque: reusing running node(s) of '{spec.name}': "
+                 + ", ".join(f"node{i} (pid {p})" for i, p in sorted(running.items())))
+    if to_launch:
+        progress(f"casque: starting Cassandra {spec.version} cluster '{spec.name}' "
+                 f"({len(to_launch)} node(s), heap {spec.heap}, Java {java.major} at "
+                 f"{java.java_home}); usually 15-40 s per node")
+
+    # Seed first: the others learn the ring from it.
+    waves: list[list[int]] = []
+    if 1 in indexes:
+        waves.append([1])
+    rest = [i for i in indexes if i != 1]
+    if rest:
+        waves.extend([rest] if parallel else [[i] for i in rest])
+    for wave in waves:
+        pending: dict[int, tuple[NodeLayout, int]] = {}
+        for i in wave:
+            node = spec.node(i)
+            if i in running:
+                pending[i] = (node, running[i])
+                continue
+            pid = _launch(node, java, cassandra_home)
+            progress(f"  launched {node.name} on {node.address}:{node.native_port} (pid {pid}, "
+                     f"JMX {node.jmx_port})")
+            pending[i] = (node, pid)
+        _wait_ready(pending, deadline, started, progress)
+
+
+def start(spec: ClusterSpec, timeout: float = 180, progress: Progress = print,
+          parallel: bool = True) -> ClusterStatus:
+    """Start every node of ``spec`` (reusing running ones) and wait until all answer CQL.
+
+    ``timeout`` covers the node starts, not a first-time jar download. Raises
+    :class:`DevnodeError` (one line, with the fix) on a bad JDK, a busy port, a node that
+    dies (quoting its last ERROR log line) or a timeout.
+    """
+    _check_compatible(spec)
+    t0 = time.monotonic()
+    _start_nodes(spec, range(1, spec.nodes + 1), timeout, progress, parallel)
+    st = status(spec)
+    progress(f"casque: cluster '{spec.name}' ready ({time.monotonic() - t0:.1f}s): "
+             + ", ".join(f"{n.address}:{n.native_port}" for n in st.nodes))
+    for n in st.nodes:
+        progress(f"  {n.name}: data {n.data_dir}  log {n.log_file}")
+    return st
+
+
+def start_node(spec: ClusterSpec, index: int, timeout: float = 180,
+               progress: Progress = print) -> NodeStatus:
+    """(Re)start one node of an existing cluster, e.g. after :func:`stop_node`."""
+    if not 1 <= index <= spec.nodes:
+        raise DevnodeError(f"casque: cluster '{spec.name}' has nodes 1..{spec.nodes}, not {index}")
+    _check_compatible(spec)
+    _start_nodes(spec, [index], timeout, progress, parallel=False)
+    return _node_status(spec.node(index))
+
+
+# --------------------------------------------------------------------------- stop
+
+
+def _stop_many(nodes: list[NodeLayout], timeout: float) -> None:
+    """SIGTERM all at once (drains run in parallel), SIGKILL whatever outlives ``timeout``."""
+    targets: list[tuple[NodeLayout, int]] = []
+    for node in nodes:
+        pid = process.node_pid(node)
+        if pid is not None:
+            targets.append((node, pid))
+        else:
+            process.remove_pidfile(node)
+    for _node, pid in targets:
+        try:
+            os.kill(pid, 15)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + timeout
+    while targets and time.monotonic() < deadline:
+        targets = [(n, p) for n, p in targets if process.pid_alive(p)]
+        if targets:
+            time.sleep(0.2)
+    for _node, pid in targets:
+        process.terminate(pid, timeout=0)  # escalates straight to SIGKILL
+    for node in nodes:
+        process.remove_pidfile(node)
+
+
+def stop(spec: ClusterSpec, timeout: float = 60) -> None:
+    """Stop every node of the cluster (including nodes found on disk beyond ``spec.nodes``)."""
+    count = max(spec.nodes, _discovered_nodes(spec))
+    _stop_many([spec.node(i) for i in range(1, count + 1)], timeout)
+
+
+def stop_node(spec: ClusterSpec, index: int, timeout: float = 60) -> None:
+    """Stop one node (SIGTERM, SIGKILL after ``timeout``); the others keep running."""
+    _stop_many([spec.node(index)], timeout)

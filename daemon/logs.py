@@ -1,0 +1,63 @@
+"""structlog set-up: readable in a terminal, one JSON object per line everywhere else.
+
+Under systemd (``JOURNAL_STREAM`` set) or when stderr is not a TTY, logs are JSON so that journald
+and log shippers can parse them; in a terminal they are coloured key=value lines. ``log.format``
+forces either. Secrets never reach a log: the processor below masks any key that looks like one.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Any
+
+import structlog
+
+_SECRET_KEYS = ("password", "secret", "token", "credential")
+
+
+def _mask_secrets(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
+    for key in list(event):
+        if any(word in key.lower() for word in _SECRET_KEYS):
+            event[key] = "***"
+    return event
+
+
+def use_json(fmt: str = "auto", stream: Any = None) -> bool:
+    """JSON unless the format is 'console', or 'auto' on a TTY outside systemd."""
+    if fmt in ("json", "console"):
+        return fmt == "json"
+    stream = stream or sys.stderr
+    return bool(os.environ.get("JOURNAL_STREAM")) or not stream.isatty()
+
+
+def configure_logging(level: str = "info", fmt: str = "auto", stream: Any = None) -> None:
+    """Configure structlog (and stdlib logging, which the Cassandra driver uses) once per process."""
+    stream = stream or sys.stderr
+    numeric = logging.getLevelName(level.upper())
+    renderer: Any
+    if use_json(fmt, stream):
+        renderer = structlog.processors.JSONRenderer()
+        exc = structlog.processors.format_exc_info
+    else:
+        renderer = structlog.dev.ConsoleRenderer(colors=stream.isatty())
+        exc = structlog.dev.set_exc_info
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            _mask_secrets,
+            exc,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(numeric),
+        logger_factory=structlog.PrintLoggerFactory(file=stream),
+        cache_logger_on_first_use=False,
+    )
+    logging.basicConfig(level=max(numeric, logging.WARNING), stream=stream, format="%(levelname)s %(name)s: %(message)s", force=True)
+
+
+def get_logger(name: str = "casque", **bound: Any) -> Any:
+    return structlog.get_logger(name).bind(**bound)

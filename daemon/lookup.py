@@ -1,0 +1,91 @@
+"""Find, peek at and cancel messages by id or lookup key, without consuming them.
+
+An id names its row (see placement), so these reads touch one partition. A message can move within
+its row while we look (a consumer takes it and writes its timeout column), so cancel reads, deletes
+and reads again until the message is gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import uuid
+
+from .db import Database
+from .errors import MessageNotFound
+from .keys import KeyEntry, KeyStore
+from .model import Message, QueueSettings
+from .placement import row_of
+from .queues import QueueStore
+from .table import MessageTable, all_rows, message_from_row
+
+CANCEL_TRIES = 5
+
+
+class Lookup:
+    def __init__(self, db: Database, queues: QueueStore, table: MessageTable, keys: KeyStore) -> None:
+        self.db = db
+        self.queues = queues
+        self.table = table
+        self.keys = keys
+
+    async def by_id(self, queue: str, message_id: uuid.UUID) -> Message | None:
+        qs = await self.queues.get(queue)
+        return await self.find(qs, message_id)
+
+    async def find(self, qs: QueueSettings, message_id: uuid.UUID) -> Message | None:
+        bucket, shard = row_of(message_id, qs.bucket_ms, qs.buckets, qs.shards)
+        rows = await self.db.run(self.table.read_id, [qs.name, bucket, shard, message_id])
+        return message_from_row(qs.name, bucket, shard, rows[0]) if rows else None
+
+    async def by_key(self, queue: str, key: str) -> tuple[KeyEntry, Message | None]:
+        entry = await self.keys.get(queue, key)
+        if entry is None:
+            raise MessageNotFound(f"no message with key '{key}' in queue '{queue}': list keys with 'casque schedules {queue}'")
+        return entry, await self.by_id(queue, entry.id)
+
+    async def cancel_id(self, queue: str, message_id: uuid.UUID) -> Message:
+        """Delete a message wherever it is in its row; release its key. Raises MessageNotFound."""
+        qs = await self.queues.get(queue)
+        found: Message | None = None
+        for _ in range(CANCEL_TRIES):
+            m = await self.find(qs, message_id)
+            if m is None:
+                break
+            found = m
+            await self.db.run(self.table.delete_message(m, m.due_ms))
+        else:
+            raise MessageNotFound(f"message {message_id} in queue '{queue}' kept moving while being cancelled: try again")
+        if found is None:
+            raise MessageNotFound(f"no message {message_id} in queue '{queue}': it may have finished, or the id is wrong")
+        if found.key:
+            await self.keys.release(queue, found.key, message_id)
+        return found
+
+    async def cancel_key(self, queue: str, key: str) -> Message | None:
+        """Cancel by key: free the key first (so no new occurrence is chained), then the message."""
+        entry = await self.keys.get(queue, key)
+        if entry is None:
+            raise MessageNotFound(f"no message with key '{key}' in queue '{queue}': list keys with 'casque schedules {queue}'")
+        await self.keys.release(queue, key, entry.id)
+        try:
+            return await self.cancel_id(queue, entry.id)
+        except MessageNotFound:
+            return None
+
+    async def peek(self, queue: str, limit: int = 10, due_only: bool = False, now_ms: int | None = None) -> list[Message]:
+        """The next ``limit`` messages in delivery order (priority, then due time), across every row.
+        Bounded by buckets x shards reads of at most ``limit`` rows each; nothing is consumed."""
+        qs = await self.queues.get(queue, fresh=True)
+        sem = asyncio.Semaphore(32)
+
+        async def one(bucket: int, shard: int, rank: int) -> list[Message]:
+            async with sem:
+                rows = await self.db.run(self.table.read_rank, [qs.name, bucket, shard, rank, 0, limit])
+            return [message_from_row(qs.name, bucket, shard, r) for r in rows]
+
+        jobs = [one(b, s, r) for b, s in all_rows(qs) for r in qs.ranks()]
+        found = [m for chunk in await asyncio.gather(*jobs) for m in chunk]
+        if due_only and now_ms is not None:
+            found = [m for m in found if m.due_ms <= now_ms]
+        return heapq.nsmallest(limit, found, key=lambda m: (m.rank, m.due_ms, m.id))

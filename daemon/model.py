@@ -1,0 +1,127 @@
+"""The values that flow between the engine's parts: a queue's settings and a message.
+
+Payloads are JSON (never pickle): a message can carry data, never code.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import PayloadError, UsageError
+
+MIN_PRIORITY, MAX_PRIORITY = -1000, 1000
+MAX_TASK_NAME = 200
+MAX_KEY = 512
+
+
+@dataclass(frozen=True)
+class QueueSettings:
+    """A queue's stored settings (the ``queues`` row). Every client reads them from Cassandra."""
+
+    name: str
+    shards: int
+    buckets: int
+    bucket_seconds: int
+    lock_ttl_ms: int
+    timeout_ms: int
+    max_attempts: int
+    retention_s: int
+    max_payload_bytes: int
+    priorities: frozenset[int] = frozenset({0})
+
+    @property
+    def bucket_ms(self) -> int:
+        return self.bucket_seconds * 1000
+
+    @property
+    def cycle_ms(self) -> int:
+        """How long before a row is reused: buckets x bucket length."""
+        return self.buckets * self.bucket_ms
+
+    def ranks(self) -> list[int]:
+        """Clustering ranks in read order: highest priority first (rank = -priority)."""
+        return sorted(-p for p in self.priorities)
+
+
+@dataclass
+class Message:
+    """One message as the consumer hands it out. ``due_ms``/``state`` describe the stored row:
+    for a delivered message ``copy_due_ms`` is where its timeout column sits (what ack deletes)."""
+
+    queue: str
+    id: uuid.UUID
+    task: str
+    payload: Any
+    bucket: int
+    shard: int
+    priority: int = 0
+    due_ms: int = 0
+    attempt: int = 0
+    max_attempts: int = 0
+    timeout_ms: int = 0
+    headers: dict[str, str] = field(default_factory=dict)
+    key: str | None = None
+    trigger: dict[str, Any] | None = None
+    enqueued_at: int = 0
+    last_error: str | None = None
+    state: int = 0
+    copy_due_ms: int | None = None
+    raw_payload: bytes | None = None
+    corrupt: str | None = None
+    write_ts: int = 0  # the stored row's write timestamp (us): later writes must exceed it
+
+    @property
+    def rank(self) -> int:
+        return -self.priority
+
+
+def encode_payload(payload: Any, limit: int) -> bytes:
+    """JSON-encode and size-check a payload; the error names the size, the limit and the fix."""
+    try:
+        data = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except (TypeError, ValueError) as exc:
+        raise PayloadError(f"payload is not JSON-serialisable ({exc}): send only dicts, lists, strings, numbers, booleans and null") from None
+    if len(data) > limit:
+        raise PayloadError(
+            f"payload is {len(data)} bytes, over the queue's limit of {limit}: store large data elsewhere and send a reference, "
+            "or raise the limit with 'casque queue update QUEUE --max-payload-bytes N'"
+        )
+    return data
+
+
+def decode_payload(data: bytes | None) -> Any:
+    """Decode a stored payload; raises ValueError (the message is then poisoned, never looped on)."""
+    if data is None:
+        return None
+    return json.loads(data.decode("utf-8"))
+
+
+def check_task_name(task: str) -> str:
+    if not isinstance(task, str) or not task or len(task) > MAX_TASK_NAME or not task.isprintable() or task != task.strip():
+        raise UsageError(f"invalid task name {task!r}: use 1-{MAX_TASK_NAME} printable characters without surrounding spaces")
+    return task
+
+
+def check_priority(priority: int) -> int:
+    if isinstance(priority, bool) or not isinstance(priority, int) or not MIN_PRIORITY <= priority <= MAX_PRIORITY:
+        raise UsageError(f"invalid priority {priority!r}: use an integer from {MIN_PRIORITY} to {MAX_PRIORITY} (higher runs first)")
+    return priority
+
+
+def check_key(key: str | None) -> str | None:
+    if key is None:
+        return None
+    if not isinstance(key, str) or not key or len(key.encode("utf-8")) > MAX_KEY or not key.isprintable():
+        raise UsageError(f"invalid lookup key {key!r}: use 1-{MAX_KEY} bytes of printable text")
+    return key
+
+
+def check_headers(headers: dict[str, str] | None) -> dict[str, str]:
+    headers = dict(headers or {})
+    for k, v in headers.items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise UsageError(f"invalid header {k!r}: header names and values must be strings")
+    return headers

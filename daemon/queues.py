@@ -1,0 +1,148 @@
+"""Queue metadata: create, read (cached), update, list and delete the ``queues`` rows.
+
+A queue costs nothing but this row: its messages are partitions keyed by its name, so a cluster can
+hold millions of queues. Settings are read from Cassandra by every client (never from local
+config), so a producer and a consumer on different hosts always agree on the placement.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Any
+
+from .clock import Clock
+from .config import QueueDefaults
+from .db import Database
+from .errors import QueueNotFound, UsageError
+from .model import QueueSettings, check_priority
+from .schema import validate_name
+
+CACHE_SECONDS = 5.0
+_COLUMNS = "name, shards, buckets, bucket_seconds, lock_ttl_ms, timeout_ms, max_attempts, retention_s, max_payload_bytes, priorities"
+_LIMITS = {"shards": (1, 4096), "buckets": (1, 1024), "bucket_seconds": (1, 86400), "max_attempts": (1, 1000)}
+
+
+def settings_from_defaults(name: str, d: QueueDefaults, **overrides: Any) -> QueueSettings:
+    """Queue settings from config defaults plus explicit overrides (None means 'use the default')."""
+    o = {k: v for k, v in overrides.items() if v is not None}
+    qs = QueueSettings(
+        name=validate_name(name, "queue"),
+        shards=int(o.get("shards", d.shards)),
+        buckets=int(o.get("buckets", d.buckets)),
+        bucket_seconds=int(o.get("bucket_seconds", d.bucket_seconds)),
+        lock_ttl_ms=int(float(o.get("lock_ttl", d.lock_ttl)) * 1000),
+        timeout_ms=int(float(o.get("timeout", d.timeout)) * 1000),
+        max_attempts=int(o.get("max_attempts", d.max_attempts)),
+        retention_s=int(float(o.get("retention", d.retention))),
+        max_payload_bytes=int(o.get("max_payload_bytes", d.max_payload_bytes)),
+    )
+    return check_settings(qs)
+
+
+def check_settings(qs: QueueSettings) -> QueueSettings:
+    for key, (lo, hi) in _LIMITS.items():
+        value = getattr(qs, key)
+        if not lo <= value <= hi:
+            raise UsageError(f"queue {qs.name}: {key} must be between {lo} and {hi}, got {value}")
+    if qs.lock_ttl_ms < 1000:
+        raise UsageError(f"queue {qs.name}: lock timeout must be at least 1s, got {qs.lock_ttl_ms}ms")
+    if qs.timeout_ms < 100:
+        raise UsageError(f"queue {qs.name}: message timeout must be at least 100ms, got {qs.timeout_ms}ms")
+    if qs.retention_s < 60:
+        raise UsageError(f"queue {qs.name}: retention must be at least 60s, got {qs.retention_s}s")
+    if not 64 <= qs.max_payload_bytes <= 16 * 1024 * 1024:
+        raise UsageError(f"queue {qs.name}: max_payload_bytes must be between 64 and 16777216, got {qs.max_payload_bytes}")
+    return qs
+
+
+class QueueStore:
+    """Reads and writes queue rows, caching reads for a few seconds (settings rarely change)."""
+
+    def __init__(self, db: Database, keyspace: str, clock: Clock) -> None:
+        self.db = db
+        self.ks = keyspace
+        self.clock = clock
+        self._cache: dict[str, tuple[float, QueueSettings]] = {}
+
+    async def create(self, qs: QueueSettings, if_missing: bool = False) -> bool:
+        """Create the queue row (LWT, so two creators can't clobber each other). False if it existed."""
+        check_settings(qs)
+        now = self.clock.now_ms()
+        rows = await self.db.run(
+            self.db.prepare(f"INSERT INTO {self.ks}.queues ({_COLUMNS}, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) IF NOT EXISTS"),
+            _values(qs) + [now, now],
+        )
+        applied = bool(rows[0].applied) if rows else True
+        if not applied and not if_missing:
+            raise UsageError(f"queue '{qs.name}' already exists: use 'casque queue update {qs.name} ...' to change it")
+        self._cache.pop(qs.name, None)
+        return applied
+
+    async def get(self, name: str, fresh: bool = False) -> QueueSettings:
+        hit = self._cache.get(name)
+        if hit and not fresh and time.monotonic() - hit[0] < CACHE_SECONDS:
+            return hit[1]
+        rows = await self.db.run(self.db.prepare(f"SELECT {_COLUMNS} FROM {self.ks}.queues WHERE name = ?"), [name])
+        if not rows:
+            raise QueueNotFound(f"queue '{name}' does not exist: create it with 'casque queue create {name}'")
+        qs = _from_row(rows[0])
+        self._cache[name] = (time.monotonic(), qs)
+        return qs
+
+    async def list(self) -> list[QueueSettings]:
+        rows = await self.db.run(f"SELECT {_COLUMNS} FROM {self.ks}.queues")
+        return sorted((_from_row(r) for r in rows), key=lambda q: q.name)
+
+    async def update(self, name: str, **changes: Any) -> QueueSettings:
+        """Change settings that are safe to change on a live queue (not shards/buckets: they move rows)."""
+        moving = {"shards", "buckets", "bucket_seconds"} & {k for k, v in changes.items() if v is not None}
+        if moving:
+            raise UsageError(f"queue {name}: {', '.join(sorted(moving))} cannot change on an existing queue (messages would move rows): create a new queue")
+        current = await self.get(name, fresh=True)
+        merged = settings_from_defaults(
+            name,
+            _defaults_of(current),
+            **{k: v for k, v in changes.items() if v is not None},
+        )
+        merged = replace(merged, priorities=current.priorities, shards=current.shards, buckets=current.buckets, bucket_seconds=current.bucket_seconds)
+        await self.db.run(
+            self.db.prepare(f"UPDATE {self.ks}.queues SET lock_ttl_ms=?, timeout_ms=?, max_attempts=?, retention_s=?, max_payload_bytes=?, updated_at=? WHERE name=? IF EXISTS"),
+            [merged.lock_ttl_ms, merged.timeout_ms, merged.max_attempts, merged.retention_s, merged.max_payload_bytes, self.clock.now_ms(), name],
+        )
+        self._cache.pop(name, None)
+        return merged
+
+    async def add_priority(self, qs: QueueSettings, priority: int) -> QueueSettings:
+        """Record that a priority is in use, before the first message of that priority is written:
+        consumers read only the priority lanes listed here."""
+        check_priority(priority)
+        if priority in qs.priorities:
+            return qs
+        await self.db.run(self.db.prepare(f"UPDATE {self.ks}.queues SET priorities = priorities + ? WHERE name = ?"), [{priority}, qs.name])
+        updated = replace(qs, priorities=qs.priorities | {priority})
+        self._cache[qs.name] = (time.monotonic(), updated)
+        return updated
+
+    async def delete(self, name: str) -> None:
+        await self.db.run(self.db.prepare(f"DELETE FROM {self.ks}.queues WHERE name = ?"), [name])
+        self._cache.pop(name, None)
+
+
+def _values(qs: QueueSettings) -> list[Any]:
+    return [qs.name, qs.shards, qs.buckets, qs.bucket_seconds, qs.lock_ttl_ms, qs.timeout_ms, qs.max_attempts, qs.retention_s, qs.max_payload_bytes, set(qs.priorities)]
+
+
+def _from_row(r: Any) -> QueueSettings:
+    return QueueSettings(
+        name=r.name, shards=r.shards, buckets=r.buckets, bucket_seconds=r.bucket_seconds, lock_ttl_ms=r.lock_ttl_ms,
+        timeout_ms=r.timeout_ms, max_attempts=r.max_attempts, retention_s=r.retention_s, max_payload_bytes=r.max_payload_bytes,
+        priorities=frozenset(r.priorities or {0}),
+    )
+
+
+def _defaults_of(qs: QueueSettings) -> QueueDefaults:
+    return QueueDefaults(
+        shards=qs.shards, buckets=qs.buckets, bucket_seconds=qs.bucket_seconds, lock_ttl=qs.lock_ttl_ms / 1000,
+        timeout=qs.timeout_ms / 1000, max_attempts=qs.max_attempts, retention=qs.retention_s, max_payload_bytes=qs.max_payload_bytes,
+    )

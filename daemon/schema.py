@@ -1,0 +1,104 @@
+"""The keyspace and tables, created idempotently by ``casque schema apply``.
+
+Each table states why its compaction, TTL and gc_grace settings are what they are; docs/design.md
+has the full data model and the lock protocol that runs on ``messages``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .config import SchemaSettings
+from .db import Database
+from .errors import ConfigError
+
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,47}$")
+
+TABLES: dict[str, str] = {
+    # One row per queue: the settings every producer and consumer reads (Astyanax's createQueue).
+    # Tiny and rarely written: default compaction, no TTL.
+    "queues": """
+        CREATE TABLE IF NOT EXISTS {ks}.queues (
+            name text PRIMARY KEY,
+            shards int, buckets int, bucket_seconds int,
+            lock_ttl_ms int, timeout_ms int, max_attempts int, retention_s int, max_payload_bytes int,
+            priorities set<int>,
+            created_at bigint, updated_at bigint
+        )""",
+    # The shard rows. Partition = (queue, rolling time bucket, concurrency shard). Clustering:
+    #   kind 0 = lock columns (due = lock time), kind 1 = messages (rank = -priority, due, id).
+    # A message lives in one row for its whole life; its timeout copy is written in the same row, so
+    # "release lock + remove taken + write timeout columns" is one single-partition (atomic) batch.
+    # cursors (static): per rank, a due time before which every message is consumed; reads start
+    # there, so tombstones of consumed messages are never scanned again (docs/design.md).
+    # gc_grace_seconds 300: we only ever delete rows a consumer has already read, so a delete that
+    # is lost with a node down longer than this can only resurrect a message (a redelivery), never
+    # hide one. Every write carries a TTL (due delay + retention), so nothing outlives retention.
+    # UnifiedCompactionStrategy (5.0's default recommendation) keeps recent rows in few SSTables;
+    # TWCS is for append-only data and would keep these deletes from ever meeting their rows.
+    "messages": """
+        CREATE TABLE IF NOT EXISTS {ks}.messages (
+            queue text, bucket int, shard int,
+            kind tinyint, rank smallint, due bigint, id uuid,
+            cursors map<smallint, bigint> static,
+            state tinyint,
+            task text, payload blob, headers frozen<map<text, text>>,
+            attempt int, max_attempts int, timeout_ms int,
+            key text, trigger text, enqueued_at bigint, last_error text,
+            PRIMARY KEY ((queue, bucket, shard), kind, rank, due, id)
+        ) WITH gc_grace_seconds = 300
+          AND compaction = {{'class': 'UnifiedCompactionStrategy'}}
+          AND comment = 'casque shard rows: lock columns, messages and timeout columns'""",
+    # Lookup keys -> the message they name. Partition (queue, key_shard) spreads millions of keys
+    # over 16 partitions per queue, so listing a queue's keys is 16 bounded reads, not a scan.
+    # Keys are claimed and released with lightweight transactions (only keyed sends pay for them).
+    "keys": """
+        CREATE TABLE IF NOT EXISTS {ks}.keys (
+            queue text, key_shard int, key text,
+            id uuid, bucket int, shard int,
+            task text, trigger text, created_at bigint, last_run bigint,
+            PRIMARY KEY ((queue, key_shard), key)
+        ) WITH gc_grace_seconds = 3600
+          AND comment = 'casque lookup keys'""",
+    # Messages that failed for good, with the reason. Read by people (list/show/replay), so one
+    # partition per queue; TTL = the queue's retention keeps it bounded.
+    "poison": """
+        CREATE TABLE IF NOT EXISTS {ks}.poison (
+            queue text, id uuid,
+            poisoned_at bigint, task text, payload blob, headers frozen<map<text, text>>,
+            attempt int, priority int, key text, trigger text,
+            error_type text, error text, traceback text, reason text,
+            PRIMARY KEY ((queue), id)
+        ) WITH gc_grace_seconds = 3600
+          AND comment = 'casque poison queue'""",
+}
+
+
+def validate_name(name: str, what: str = "keyspace") -> str:
+    if not _NAME.match(name):
+        raise ConfigError(f"invalid {what} name {name!r}: use letters, digits and '_' (at most 48, starting with a letter)")
+    return name
+
+
+def replication_map(settings: SchemaSettings) -> str:
+    """The CQL replication map from config: SimpleStrategy for dev, NetworkTopologyStrategy in production."""
+    if settings.replication_class == "SimpleStrategy":
+        if settings.replication_factor < 1:
+            raise ConfigError("schema.replication_factor must be at least 1")
+        return f"{{'class': 'SimpleStrategy', 'replication_factor': {settings.replication_factor}}}"
+    if not settings.datacenters:
+        raise ConfigError("schema.datacenters must name each datacenter and its replica count for NetworkTopologyStrategy, e.g. {dc1 = 3}")
+    dcs = ", ".join(f"'{validate_name(dc, 'datacenter')}': {rf}" for dc, rf in sorted(settings.datacenters.items()))
+    return f"{{'class': 'NetworkTopologyStrategy', {dcs}}}"
+
+
+def apply_schema(db: Database, keyspace: str, settings: SchemaSettings) -> list[str]:
+    """Create the keyspace and every table if missing. Safe to run any number of times."""
+    ks = validate_name(keyspace)
+    statements = [f"CREATE KEYSPACE IF NOT EXISTS {ks} WITH replication = {replication_map(settings)}"]
+    statements += [" ".join(cql.format(ks=ks).split()) for cql in TABLES.values()]
+    for cql in statements:
+        db.execute(cql)
+    assert db.cluster is not None
+    db.cluster.control_connection.wait_for_schema_agreement()
+    return [f"{ks}.{name}" for name in TABLES]

@@ -1,0 +1,79 @@
+"""Test fixtures: a REAL Cassandra node, started by the project's own launcher.
+
+The session starts (or reuses) the "dev" node on 127.0.0.1:9042 and applies the schema to the
+``casque_test`` keyspace. Nothing here mocks storage: if the node can't start, the suite fails.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+import uuid
+from pathlib import Path
+from typing import AsyncIterator
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from daemon.client import Casque  # noqa: E402
+from daemon.clock import Clock, ManualClock  # noqa: E402
+from daemon.config import Settings  # noqa: E402
+from daemon.db import Database  # noqa: E402
+from daemon.devnode import ClusterSpec, start  # noqa: E402
+from daemon.schema import apply_schema  # noqa: E402
+
+TEST_KEYSPACE = "casque_test"
+_counter = itertools.count()
+
+
+def test_settings() -> Settings:
+    s = Settings()
+    s.cassandra.keyspace = TEST_KEYSPACE
+    s.cassandra.consistency = "LOCAL_QUORUM"
+    s.queue_defaults.shards = 4
+    s.queue_defaults.buckets = 4
+    s.queue_defaults.bucket_seconds = 60
+    return s
+
+
+@pytest.fixture(scope="session")
+def cassandra_node() -> ClusterSpec:
+    """Start (or reuse) the single dev node; fails loudly if it can't."""
+    spec = ClusterSpec()
+    start(spec, progress=lambda line: print(line, file=sys.stderr))
+    return spec
+
+
+@pytest.fixture(scope="session")
+def settings(cassandra_node: ClusterSpec) -> Settings:
+    s = test_settings()
+    db = Database(s.cassandra).connect()
+    try:
+        apply_schema(db, TEST_KEYSPACE, s.schema)
+    finally:
+        db.close()
+    return s
+
+
+@pytest.fixture(scope="session")
+async def cq(settings: Settings) -> AsyncIterator[Casque]:
+    client = await Casque.connect(settings)
+    yield client
+    await client.close()
+
+
+@pytest.fixture
+def queue_name() -> str:
+    return f"q{os.getpid()}_{next(_counter)}_{uuid.uuid4().hex[:6]}"
+
+
+@pytest.fixture
+async def manual(settings: Settings) -> AsyncIterator[tuple[Casque, ManualClock]]:
+    """A client whose clock only moves when the test says so: no sleeps, no wall-clock hopes."""
+    clock = ManualClock(Clock().now_ms())
+    client = await Casque.connect(settings, clock=clock)
+    yield client, clock
+    await client.close()
