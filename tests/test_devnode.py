@@ -1,0 +1,321 @@
+"""Tests for daemon.devnode: a real Cassandra 5.0 started as local JVM processes.
+
+No mocks: the Java checks run real (or fake-but-executable) ``java`` binaries, the port
+test holds a real socket, and the node tests start real CassandraDaemon processes.
+
+The single-node "dev" cluster (127.0.0.1:9042) is shared with the rest of the test suite
+and with developers, so it is started if needed and deliberately left running. Throw-away
+clusters use their own names and free ports and are stopped (and wiped) afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from daemon.devnode import (
+    ClusterSpec,
+    DevnodeError,
+    JavaError,
+    NodeStartError,
+    PortInUseError,
+    check_java_version,
+    ensure_cassandra,
+    find_java,
+    initial_token,
+    start,
+    start_node,
+    status,
+    stop,
+    stop_node,
+)
+from daemon.devnode.config import to_yaml
+from daemon.devnode.java import probe_java
+
+REPO = Path(__file__).resolve().parent.parent
+START_TIMEOUT = 300.0  # generous: CI machines have 2 slow cores
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _fake_jdk(root: Path, version_line: str) -> Path:
+    """A directory that looks like a JDK whose ``bin/java -version`` prints ``version_line``."""
+    java = root / "bin" / "java"
+    java.parent.mkdir(parents=True)
+    java.write_text(f"#!/bin/sh\necho '{version_line}' >&2\nexit 0\n")
+    java.chmod(java.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return root
+
+
+def _query(address: str, port: int, cql: str) -> list[tuple]:
+    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+    from cassandra.policies import WhiteListRoundRobinPolicy
+
+    profile = ExecutionProfile(load_balancing_policy=WhiteListRoundRobinPolicy([address]))
+    cluster = Cluster([address], port=port, execution_profiles={EXEC_PROFILE_DEFAULT: profile},
+                      connect_timeout=5)
+    try:
+        return [tuple(r) for r in cluster.connect().execute(cql, timeout=15)]
+    finally:
+        cluster.shutdown()
+
+
+# --------------------------------------------------------------------------- Java
+
+
+@pytest.mark.parametrize("text, major", [
+    ("11.0.22", 11),
+    ("17.0.15", 17),
+    ("17", 17),
+    ('openjdk version "17.0.15" 2025-04-15\nOpenJDK Runtime Environment (build 17.0.15+6)', 17),
+    ('openjdk version "11.0.22" 2024-01-16 LTS', 11),
+])
+def test_check_java_version_accepts_11_and_17(text: str, major: int) -> None:
+    assert check_java_version(text) == major
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("21.0.2", "Java 21"),
+    ('openjdk version "21.0.2" 2024-01-16', "Java 21"),
+    ('openjdk version "25" 2025-09-16', "Java 25"),
+    ('java version "1.8.0_392"', "Java 8"),
+    ("1.8.0_392", "Java 8"),
+    ("garbage", "cannot read a Java version"),
+    ("", "cannot read a Java version"),
+])
+def test_check_java_version_rejects_others(text: str, expected: str) -> None:
+    with pytest.raises(JavaError) as exc:
+        check_java_version(text)
+    msg = str(exc.value)
+    assert expected in msg
+    assert "11 or 17" in msg and "CASQUE_JAVA_HOME" in msg
+    assert "\n" not in msg and msg.startswith("casque: ")
+
+
+def test_find_java_rejects_casque_java_home_with_java_21(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = _fake_jdk(tmp_path / "jdk-21", 'openjdk version "21.0.2" 2024-01-16')
+    monkeypatch.setenv("CASQUE_JAVA_HOME", str(fake))
+    with pytest.raises(JavaError) as exc:
+        find_java()
+    msg = str(exc.value)
+    assert msg.startswith("casque: Java 21 at ")
+    assert str(fake) in msg
+    assert "install openjdk-17-jdk-headless or set CASQUE_JAVA_HOME to a JDK 17" in msg
+
+
+def test_find_java_rejects_casque_java_home_without_java(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CASQUE_JAVA_HOME", str(tmp_path))
+    with pytest.raises(JavaError, match="no executable bin/java"):
+        find_java()
+
+
+def test_find_java_skips_a_java_home_it_cannot_use(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """JAVA_HOME pointing at a newer JDK is common; we fall back to a system JDK 11/17."""
+    fake = _fake_jdk(tmp_path / "jdk-21", 'openjdk version "21.0.2" 2024-01-16')
+    monkeypatch.delenv("CASQUE_JAVA_HOME", raising=False)
+    monkeypatch.setenv("JAVA_HOME", str(fake))
+    info = find_java()
+    assert info.major in (11, 17)
+    assert info.java_home != fake
+
+
+def test_probe_java_runs_the_real_binary() -> None:
+    info = find_java()
+    again = probe_java(info.java, info.home)
+    assert again.major == info.major in (11, 17)
+    assert again.version.startswith(str(info.major))
+
+
+# --------------------------------------------------------------------------- config
+
+
+def test_initial_tokens_are_spread_and_distinct() -> None:
+    assert initial_token(1, 1) == 0
+    tokens = [initial_token(i, 3) for i in (1, 2, 3)]
+    assert tokens == sorted(tokens) and len(set(tokens)) == 3
+    assert all(-(2**63) < t < 2**63 - 1 for t in tokens)
+
+
+def test_yaml_writer_nests_maps_and_lists() -> None:
+    text = to_yaml({
+        "a": 1, "b": True, "c": "x: y", "d": {"e": [1, {"f": "g", "h": []}]}, "i": {},
+    })
+    assert text == (
+        'a: 1\nb: true\nc: "x: y"\nd:\n  e:\n    - 1\n    - f: "g"\n      h: []\ni: {}\n'
+    )
+
+
+# --------------------------------------------------------------------------- download
+
+
+def test_ensure_cassandra_is_cached_and_verified() -> None:
+    home = ensure_cassandra(progress=lambda _msg: None)
+    marker = json.loads((home / ".complete").read_text())
+    assert marker["pinned"] is True and marker["jars"] >= 50
+    assert (home / "lib" / f"cassandra-all-{marker['version']}.jar").is_file()
+    assert list((home / "lib").glob("jamm-*.jar"))
+
+
+# --------------------------------------------------------------------------- nodes
+
+
+@pytest.fixture()
+def scratch_spec(request: pytest.FixtureRequest) -> Iterator[ClusterSpec]:
+    """A one-node cluster on free ports, stopped and wiped afterwards."""
+    spec = ClusterSpec(name=f"t-{request.node.name[:20].replace('_', '-')}",
+                       native_port=_free_port(), storage_port=_free_port(),
+                       jmx_base=_free_port())
+    shutil.rmtree(spec.cluster_dir, ignore_errors=True)
+    yield spec
+    stop(spec, timeout=30)
+    shutil.rmtree(spec.cluster_dir, ignore_errors=True)
+
+
+def test_busy_port_is_reported_before_launching(scratch_spec: ClusterSpec) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", scratch_spec.native_port))
+        holder.listen()
+        with pytest.raises(PortInUseError) as exc:
+            start(scratch_spec, timeout=60, progress=lambda _m: None)
+    msg = str(exc.value)
+    assert f"port {scratch_spec.native_port} on 127.0.0.1" in msg
+    assert "--port" in msg and "\n" not in msg
+    assert not scratch_spec.node(1).pidfile.exists()
+    assert not status(scratch_spec).any_running
+
+
+def test_node_that_dies_reports_its_error_line(scratch_spec: ClusterSpec) -> None:
+    broken = replace(scratch_spec, extra_yaml={"no_such_setting": 1})
+    with pytest.raises(NodeStartError) as exc:
+        start(broken, timeout=120, progress=lambda _m: None)
+    msg = str(exc.value)
+    assert "exited during start" in msg
+    assert "no_such_setting" in msg
+    assert str(broken.node(1).system_log) in msg
+    assert not status(broken).any_running
+
+
+@pytest.fixture(scope="session")
+def dev() -> ClusterSpec:
+    """The shared single-node cluster on 127.0.0.1:9042; started if needed, left running."""
+    spec = ClusterSpec()
+    start(spec, timeout=START_TIMEOUT)
+    return spec
+
+
+def test_dev_node_answers_cql(dev: ClusterSpec) -> None:
+    st = status(dev)
+    node = st.node(1)
+    assert st.ready and node.running and node.cql_ready
+    assert node.address == "127.0.0.1" and node.native_port == 9042
+    assert node.release_version and node.release_version.startswith("5.0.")
+    assert node.log_file.is_file() and node.data_dir.is_dir()
+    rows = _query("127.0.0.1", 9042, "SELECT cluster_name, release_version FROM system.local")
+    assert rows == [("dev", node.release_version)]
+
+
+def test_second_start_reuses_running_node(dev: ClusterSpec) -> None:
+    before = status(dev).node(1).pid
+    messages: list[str] = []
+    after = start(dev, timeout=60, progress=messages.append).node(1).pid
+    assert before is not None and after == before
+    assert any("reusing" in m for m in messages)
+
+
+def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-m", "daemon.devnode", *args], capture_output=True,
+                          text=True, timeout=timeout, env=env, cwd=REPO, check=False)
+
+
+def test_cli_status_json(dev: ClusterSpec) -> None:
+    result = _cli("status", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["name"] == "dev" and data["ready"] is True
+    assert data["nodes"][0]["pid"] == status(dev).node(1).pid
+
+
+def test_cli_cqlsh_passes_arguments_through(dev: ClusterSpec) -> None:
+    result = _cli("cqlsh", "-e", "SELECT cluster_name FROM system.local")
+    assert result.returncode == 0, result.stderr
+    assert "dev" in result.stdout and "(1 rows)" in result.stdout
+
+
+def test_cli_nodetool(dev: ClusterSpec) -> None:
+    result = _cli("nodetool", "status")
+    assert result.returncode == 0, result.stderr
+    assert "UN  127.0.0.1" in result.stdout
+
+
+def test_cli_reports_errors_in_one_line(tmp_path: Path) -> None:
+    env_home = str(tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-m", "daemon.devnode", "start", "--name", "x", "--port", "9042"],
+        capture_output=True, text=True, timeout=120, cwd=REPO, check=False,
+        env=dict(os.environ, CASQUE_HOME=env_home, CASQUE_JAVA_HOME=str(
+            _fake_jdk(tmp_path / "jdk", 'openjdk version "21.0.2"')),
+            PYTHONPATH=str(REPO)),
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip().count("\n") == 0
+    assert result.stderr.startswith("casque: Java 21 at ")
+
+
+# --------------------------------------------------------------------------- cluster
+
+RING = ClusterSpec(name="ring", nodes=3, native_port=9142, storage_port=7100, jmx_base=7299)
+
+
+@pytest.mark.cluster
+def test_three_node_cluster_start_status_stop() -> None:
+    dev_pid = status(ClusterSpec()).node(1).pid
+    try:
+        st = start(RING, timeout=START_TIMEOUT)
+        assert st.ready and [n.address for n in st.nodes] == ["127.0.0.1", "127.0.0.2",
+                                                               "127.0.0.3"]
+        assert len({n.pid for n in st.nodes}) == 3
+        assert [n.jmx_port for n in st.nodes] == [7299, 7300, 7301]
+
+        peers = sorted(r[0] for r in _query("127.0.0.1", 9142, "SELECT peer FROM system.peers"))
+        assert [str(p) for p in peers] == ["127.0.0.2", "127.0.0.3"]
+
+        # Losing and regaining a node (the API later node-loss tests build on).
+        stop_node(RING, 3)
+        st = status(RING)
+        assert not st.node(3).running and st.node(1).cql_ready and st.node(2).cql_ready
+        assert start_node(RING, 3, timeout=START_TIMEOUT).cql_ready
+        assert status(RING).ready
+    finally:
+        stop(RING)
+    st = status(RING)
+    assert not st.any_running
+    assert not any(RING.node(i).pidfile.exists() for i in (1, 2, 3))
+    # The shared dev node is a different cluster and must be untouched.
+    assert status(ClusterSpec()).node(1).pid == dev_pid
+
+
+def test_bad_spec_values_are_rejected() -> None:
+    with pytest.raises(ValueError):
+        ClusterSpec(name="bad name")
+    with pytest.raises(ValueError):
+        ClusterSpec(nodes=0)
+    with pytest.raises(DevnodeError, match="nodes 1..1"):
+        start_node(ClusterSpec(name="never-started"), 2)

@@ -1,0 +1,82 @@
+"""Tombstones: the cost of a poll does not grow with the number of messages ever consumed.
+
+200,000 messages go through one queue in rounds of 20,000. After each round, time moves past the
+timeouts and the clock tolerance, the consumer makes one pass, and its poll reads (the due-message
+slice from its cursor, and the lock-column slice) are run again with query tracing: Cassandra's own
+count of tombstone cells scanned is read from the trace. Beside it, the same read from the start of
+the row (what a queue without cursors does) shows that the tombstones are really there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any
+
+import pytest
+
+from daemon.client import Casque
+from daemon.clock import Clock
+from daemon.producer import Job
+
+ROUND, ROUNDS = 20_000, 10
+_READ = re.compile(r"Read (\d+) live rows and (\d+) tombstone cells")
+
+
+def traced_tombstones(cq: Casque, cql: str, params: list[Any]) -> int:
+    rs = cq.db.session.execute(cq.db.prepare(cql), params, trace=True)
+    trace = rs.get_query_trace(max_wait_sec=10)
+    counts = [int(m.group(2)) for e in trace.events if (m := _READ.search(e.description))]
+    assert counts, "the trace has no 'Read N live rows and M tombstone cells' event"
+    return sum(counts)
+
+
+async def drain_round(cq: Casque, consumer: Any, target: int) -> None:
+    async def work(slot: int) -> None:
+        while consumer.stats.taken < target:
+            msgs = await consumer.fetch(100, slot)
+            if msgs:
+                await cq.acker.ack(msgs)
+            else:
+                await asyncio.sleep(0.005)
+
+    await asyncio.gather(*(work(i) for i in range(4)))
+
+
+@pytest.fixture
+async def jumping(settings: Any) -> Any:
+    """A client on a real clock that the test can also jump forward (no sleeping through timeouts)."""
+    clock = Clock()
+    client = await Casque.connect(settings, clock=clock)
+    yield client, clock
+    await client.close()
+
+
+@pytest.mark.slow
+async def test_tombstones_scanned_per_poll_stay_bounded_over_200k_messages(jumping: Any, queue_name: str) -> None:
+    cq, clock = jumping
+    qs = await cq.create_queue(queue_name, shards=4, buckets=4, bucket_seconds=60, timeout=10)
+    consumer = cq.consumer(queue_name)
+    ks = cq.settings.cassandra.keyspace
+    peek = f"SELECT due FROM {ks}.messages WHERE queue=? AND bucket=? AND shard=? AND kind=1 AND rank=0 AND due>=? AND due<=? LIMIT 1"
+    locks = f"SELECT due, id, state FROM {ks}.messages WHERE queue=? AND bucket=? AND shard=? AND kind=0 AND rank=0 AND due>=?"
+    ours: list[int] = []
+    naive: list[int] = []
+    for r in range(ROUNDS):
+        for _ in range(ROUND // 5000):
+            await cq.send_many(queue_name, [Job("t", i) for i in range(5000)])
+        await drain_round(cq, consumer, ROUND * (r + 1))
+        clock.offset_ms += qs.timeout_ms + consumer.tolerance_ms + consumer.rescan_ms + 1000
+        assert await consumer.fetch(100) == []  # one pass over every shard: nothing left, cursors move
+        now = clock.now_ms()
+        worst = worst_naive = 0
+        for (bucket, shard), state in list(consumer.rows.items()):
+            worst = max(worst, traced_tombstones(cq, peek, [queue_name, bucket, shard, state.cursors.get(0, 0), now]))
+            worst = max(worst, traced_tombstones(cq, locks, [queue_name, bucket, shard, now - qs.lock_ttl_ms - consumer.tolerance_ms]))
+            worst_naive = max(worst_naive, traced_tombstones(cq, peek, [queue_name, bucket, shard, 0, now]))
+        ours.append(worst)
+        naive.append(worst_naive)
+    print("tombstones scanned by the worst poll read, per round of 20k: casque", ours, "from the row start", naive)
+    assert consumer.stats.taken == ROUND * ROUNDS
+    assert max(ours) <= 100, ours  # flat: consumed history is never scanned again
+    assert max(naive) >= 10_000, naive  # the history is really there for a cursor-less read to trip over
