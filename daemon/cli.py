@@ -51,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_schema(sub)
     _add_queue(sub)
     _add_messages(sub)
+    _add_run(sub)
     return p
 
 
@@ -116,6 +117,45 @@ def message_dict(m: Message) -> dict[str, Any]:
         "max_attempts": m.max_attempts, "timeout_s": m.timeout_ms / 1000, "key": m.key, "headers": m.headers,
         "trigger": m.trigger, "enqueued_at": iso(m.enqueued_at), "last_error": m.last_error,
     }
+
+
+# ---- the daemon -----------------------------------------------------------------------------
+def _add_run(sub: Any) -> None:
+    r = sub.add_parser("run", help="run the worker daemon (foreground; systemd Type=notify)")
+    r.add_argument("--queues", help="comma-separated queues to serve (default: worker.queues)")
+    r.add_argument("--concurrency", type=int, help="consumer coroutines per queue (default: worker.consumers)")
+    r.add_argument("--burst", action="store_true", help="process everything that is due, then exit 0")
+    r.add_argument("--check", action="store_true", help="check config, handlers and the connection, then exit 0/1")
+    r.set_defaults(func=cmd_run)
+    d = sub.add_parser("demo", help="start a local node, run the daemon with example handlers, send jobs, show them processed")
+    d.set_defaults(func=cmd_demo)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import main as demo_main
+
+    return demo_main(settings_of(args))
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import uvloop
+
+    from .worker import Worker, check
+
+    settings = settings_of(args)
+    queues = [q.strip() for q in args.queues.split(",") if q.strip()] if args.queues else None
+    if args.concurrency is not None and args.concurrency < 1:
+        raise UsageError("--concurrency must be at least 1")
+    if args.check:
+        try:
+            checked = uvloop.run(check(settings))
+        except CasqueError as exc:
+            print(f"casque: check failed: {exc}", file=sys.stderr)
+            return 1
+        for line in checked:
+            print(f"ok: {line}")
+        return 0
+    return uvloop.run(Worker(settings, queues=queues, concurrency=args.concurrency).run(burst=args.burst))
 
 
 # ---- schema ---------------------------------------------------------------------------------

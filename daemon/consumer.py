@@ -43,6 +43,7 @@ class RowState:
     cursors: dict[int, int] = field(default_factory=dict)
     loaded: bool = False
     next_check: int = 0
+    wake: int = 1 << 62  # earliest due time this process wrote into the row and has not seen yet
     busy: bool = False
 
 
@@ -74,6 +75,13 @@ class Consumer:
         self.rows: dict[tuple[int, int], RowState] = {}
         self.stats = ConsumerStats()
         self._next_shard: dict[int, int] = {}
+
+    def expect(self, bucket: int, shard: int, due_ms: int) -> None:
+        """A hint from this process: something in this row becomes due at ``due_ms`` (a retry or
+        timeout column we wrote), so look before the next rescan."""
+        state = self.rows.setdefault((bucket, shard), RowState())
+        state.wake = min(state.wake, due_ms)
+        state.next_check = min(state.next_check, due_ms)
 
     async def fetch(self, limit: int, slot: int = 0) -> list[Message]:
         """Return up to ``limit`` taken messages, visiting shards round-robin from this slot's
@@ -123,8 +131,10 @@ class Consumer:
             _merge(state.cursors, dict(rows[0].cursors or {}) if rows else {})
             state.loaded = True
         now = self.clock.now_ms()
+        if state.wake <= now:
+            state.wake = RowState.wake
         if not await self._anything_due(qs, bucket, shard, state, now):
-            state.next_check = now + self.rescan_ms
+            state.next_check = min(now + self.rescan_ms, state.wake)
             return []
         state.next_check = now  # there was due work: look again on the next round
         return await self._take(qs, bucket, shard, state, limit)

@@ -60,4 +60,5 @@ def configure_logging(level: str = "info", fmt: str = "auto", stream: Any = None
 
 
 def get_logger(name: str = "casque", **bound: Any) -> Any:
-    return structlog.get_logger(name).bind(**bound)
+    """A lazy logger: safe at import time, it picks up configure_logging() on first use."""
+    return structlog.get_logger(name, **bound)

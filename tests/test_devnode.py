@@ -40,16 +40,25 @@ from daemon.devnode import (
     stop_node,
 )
 from daemon.devnode.config import to_yaml
+from daemon.devnode.download import cassandra_dir, is_installed
 from daemon.devnode.java import probe_java
 
 REPO = Path(__file__).resolve().parent.parent
 START_TIMEOUT = 300.0  # generous: CI machines have 2 slow cores
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _free_ports(n: int) -> list[int]:
+    """``n`` distinct currently-free TCP ports (all held open until every one is chosen)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def _fake_jdk(root: Path, version_line: str) -> Path:
@@ -173,15 +182,34 @@ def test_ensure_cassandra_is_cached_and_verified() -> None:
     assert list((home / "lib").glob("jamm-*.jar"))
 
 
+def test_interrupted_download_is_redone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No marker means "not downloaded": leftovers of a killed download are discarded.
+
+    Maven resolves from ~/.m2 here (filled by the first real download), so this is quick.
+    """
+    ensure_cassandra(progress=lambda _m: None)  # make sure ~/.m2 holds the artifacts
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    target = cassandra_dir()
+    (target / "lib.partial").mkdir(parents=True)
+    (target / "lib.partial" / "half-written.jar").write_bytes(b"PK")
+    (target / "lib").mkdir()
+    assert not is_installed()
+    messages: list[str] = []
+    assert ensure_cassandra(progress=messages.append) == target
+    assert is_installed() and not (target / "lib.partial").exists()
+    assert not (target / "lib" / "half-written.jar").exists()
+    assert any("jars in place" in m for m in messages)
+
+
 # --------------------------------------------------------------------------- nodes
 
 
 @pytest.fixture()
 def scratch_spec(request: pytest.FixtureRequest) -> Iterator[ClusterSpec]:
     """A one-node cluster on free ports, stopped and wiped afterwards."""
-    spec = ClusterSpec(name=f"t-{request.node.name[:20].replace('_', '-')}",
-                       native_port=_free_port(), storage_port=_free_port(),
-                       jmx_base=_free_port())
+    native, storage, jmx = _free_ports(3)
+    spec = ClusterSpec(name=f"t-{request.node.name[5:25].replace('_', '-')}",
+                       native_port=native, storage_port=storage, jmx_base=jmx)
     shutil.rmtree(spec.cluster_dir, ignore_errors=True)
     yield spec
     stop(spec, timeout=30)
@@ -212,6 +240,23 @@ def test_node_that_dies_reports_its_error_line(scratch_spec: ClusterSpec) -> Non
     assert not status(broken).any_running
 
 
+def test_concurrent_starts_share_one_node(scratch_spec: ClusterSpec) -> None:
+    """Two callers starting the same cluster at once end up with one JVM, not two."""
+    argv = [sys.executable, "-m", "daemon.devnode", "start", "--name", scratch_spec.name,
+            "--port", str(scratch_spec.native_port), "--storage-port",
+            str(scratch_spec.storage_port), "--jmx-port", str(scratch_spec.jmx_base),
+            "--timeout", str(START_TIMEOUT)]
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    procs = [subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    outputs = [p.communicate(timeout=START_TIMEOUT + 60)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    assert sum("launched node1" in out for out in outputs) == 1, outputs
+    assert sum("reusing" in out for out in outputs) == 1, outputs
+    st = status(scratch_spec)
+    assert st.ready and st.node(1).pid is not None
+
+
 @pytest.fixture(scope="session")
 def dev() -> ClusterSpec:
     """The shared single-node cluster on 127.0.0.1:9042; started if needed, left running."""
@@ -237,6 +282,12 @@ def test_second_start_reuses_running_node(dev: ClusterSpec) -> None:
     after = start(dev, timeout=60, progress=messages.append).node(1).pid
     assert before is not None and after == before
     assert any("reusing" in m for m in messages)
+
+
+def test_changing_the_node_count_of_an_existing_cluster_is_refused(dev: ClusterSpec) -> None:
+    with pytest.raises(DevnodeError, match="was created with 1 node"):
+        start(replace(dev, nodes=3), timeout=10, progress=lambda _m: None)
+    assert status(dev).ready
 
 
 def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:

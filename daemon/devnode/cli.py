@@ -55,6 +55,9 @@ def _guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Name
         except DevnodeError as exc:
             print(str(exc), file=sys.stderr)
             return 1
+        except ValueError as exc:  # invalid --name/--nodes/--heap rejected by ClusterSpec
+            print(f"casque: {exc}", file=sys.stderr)
+            return 2
         except KeyboardInterrupt:
             print("casque: interrupted (nodes already launched keep running; "
                   "`casque cassandra stop` stops them)", file=sys.stderr)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from .download import ensure_cassandra
 from .errors import DevnodeError, NodeStartError
 from .java import JavaInfo, find_java
 from .jvm import server_command, server_env
+from .locks import locked
 from .ports import check_ports
 from .probe import release_version
 from .spec import ClusterSpec, NodeLayout, load_saved_spec, save_spec
@@ -169,21 +171,31 @@ def status(spec: ClusterSpec) -> ClusterStatus:
 _LOG_LINE = re.compile(r"^(INFO|WARN|ERROR)\s+\[[^\]]*\]\s+\S+\s+\S+\s+(\S+)\s+-\s+(.*)$")
 
 
-def _tail_lines(path: Path, max_bytes: int = 65536) -> list[str]:
+def _log_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _tail_lines(path: Path, since: int = 0, max_bytes: int = 65536) -> list[str]:
+    """Last lines of ``path`` written after byte offset ``since`` (0 after a log rotation)."""
     try:
         with path.open("rb") as f:
             f.seek(0, os.SEEK_END)
             size = f.tell()
-            f.seek(max(0, size - max_bytes))
+            if size < since:  # rotated since we looked: the whole file is new
+                since = 0
+            f.seek(max(since, size - max_bytes))
             data = f.read()
     except OSError:
         return []
     return data.decode("utf-8", "replace").splitlines()
 
 
-def last_log_line(path: Path, width: int = 110) -> str:
+def last_log_line(path: Path, width: int = 110, since: int = 0) -> str:
     """Last INFO/WARN/ERROR message of a system.log as "Logger: message" (for progress)."""
-    for line in reversed(_tail_lines(path)):
+    for line in reversed(_tail_lines(path, since)):
         m = _LOG_LINE.match(line)
         if m:
             text = f"{m.group(2)}: {m.group(3)}"
@@ -191,16 +203,26 @@ def last_log_line(path: Path, width: int = 110) -> str:
     return "(no log output yet)"
 
 
-def last_error_line(node: NodeLayout) -> str:
-    """The most telling line for a node that died: last ERROR in system.log, else the
-    last line the JVM printed (covers failures before logging starts, e.g. bad JVM flags)."""
-    for line in reversed(_tail_lines(node.system_log)):
+# The java launcher's trailers, printed after the line that actually explains the failure.
+_GENERIC_JVM_ERRORS = frozenset({
+    "Error: Could not create the Java Virtual Machine.",
+    "Error: A fatal exception has occurred. Program will exit.",
+})
+
+
+def last_error_line(node: NodeLayout, since: int = 0) -> str:
+    """The most telling line for a node that died: its last ERROR in system.log (written
+    after offset ``since``, i.e. by this run), else the last line the JVM printed since the
+    launch banner (covers failures before logging starts, e.g. a bad -Xmx)."""
+    for line in reversed(_tail_lines(node.system_log, since)):
         m = _LOG_LINE.match(line)
         if m and m.group(1) == "ERROR":
             return f"{m.group(2)}: {m.group(3)}"[:400]
     for line in reversed(_tail_lines(node.stdout_log)):
         line = line.strip()
-        if line and not line.startswith("=== casque:"):
+        if line.startswith("=== casque:"):
+            break
+        if line and not line.startswith("WARNING:") and line not in _GENERIC_JVM_ERRORS:
             return line[:400]
     return "no error was logged"
 
@@ -232,22 +254,33 @@ def _check_compatible(spec: ClusterSpec) -> None:
             )
 
 
-def _launch(node: NodeLayout, java: JavaInfo, cassandra_home: Path) -> int:
+@dataclass(frozen=True)
+class _Pending:
+    node: NodeLayout
+    pid: int
+    log_offset: int  # system.log size at launch: only newer lines describe this run
+
+
+def _launch(node: NodeLayout, java: JavaInfo, cassandra_home: Path) -> _Pending:
     write_node_config(node)
-    return process.launch(node, server_command(java, cassandra_home, node), server_env(java))
+    offset = _log_size(node.system_log)
+    pid = process.launch(node, server_command(java, cassandra_home, node), server_env(java))
+    return _Pending(node, pid, offset)
 
 
-def _wait_ready(pending: dict[int, tuple[NodeLayout, int]], deadline: float, started: float,
+def _wait_ready(pending: dict[int, _Pending], deadline: float, started: float,
                 progress: Progress) -> None:
-    """Wait until every node in ``pending`` (index -> (layout, pid)) answers CQL."""
+    """Wait until every node in ``pending`` answers CQL; raise if one dies or time runs out."""
     last_report = time.monotonic()
     while pending:
-        for index, (node, pid) in list(pending.items()):
-            if not process.is_node_process(pid, node):
+        for index, p in list(pending.items()):
+            node = p.node
+            if not process.is_node_process(p.pid, node):
                 process.remove_pidfile(node)
                 raise NodeStartError(
-                    f"casque: {node.describe()} exited during start: {last_error_line(node)}; "
-                    f"full log: {node.system_log} (JVM output: {node.stdout_log})"
+                    f"casque: {node.describe()} exited during start: "
+                    f"{last_error_line(node, p.log_offset)}; full log: {node.system_log} "
+                    f"(JVM output: {node.stdout_log})"
                 )
             if release_version(node.address, node.native_port,
                                extra_yaml=node.spec.extra_yaml, timeout=3.0) is not None:
@@ -258,16 +291,17 @@ def _wait_ready(pending: dict[int, tuple[NodeLayout, int]], deadline: float, sta
             return
         now = time.monotonic()
         if now >= deadline:
-            node, pid = next(iter(pending.values()))
+            p = next(iter(pending.values()))
             raise NodeStartError(
-                f"casque: {node.describe()} (pid {pid}) does not answer CQL after "
-                f"{now - started:.0f}s; last log line: {last_log_line(node.system_log)}; it is "
-                f"left running -- wait and run `casque cassandra status`, or stop it, see "
-                f"{node.system_log}"
+                f"casque: {p.node.describe()} (pid {p.pid}) does not answer CQL after "
+                f"{now - started:.0f}s; last log line: "
+                f"{last_log_line(p.node.system_log, since=p.log_offset)}; it is left running -- "
+                f"wait and run `casque cassandra status`, or stop it; see {p.node.system_log}"
             )
         if now - last_report >= _REPORT_EVERY_S:
-            for node, _pid in pending.values():
-                progress(f"  {now - started:5.0f}s {node.name}: {last_log_line(node.system_log)}")
+            for p in pending.values():
+                progress(f"  {now - started:5.0f}s {p.node.name}: "
+                         f"{last_log_line(p.node.system_log, since=p.log_offset)}")
             last_report = now
         time.sleep(_POLL_S)
 
@@ -275,11 +309,17 @@ def _wait_ready(pending: dict[int, tuple[NodeLayout, int]], deadline: float, sta
 def _start_nodes(spec: ClusterSpec, indexes: Iterable[int], timeout: float, progress: Progress,
                  parallel: bool) -> None:
     indexes = list(indexes)
-    started = time.monotonic()
-    deadline = started + timeout
     java = find_java()
     cassandra_home = ensure_cassandra(spec.version, progress)
-    # Re-take the deadline: a first-time download must not eat the start timeout.
+    # One starter per cluster at a time: a second caller waits, then finds the nodes
+    # running and reuses them instead of launching a second JVM on the same data dir.
+    with locked(spec.cluster_dir, ".start.lock"):
+        _start_locked(spec, indexes, java, cassandra_home, timeout, progress, parallel)
+
+
+def _start_locked(spec: ClusterSpec, indexes: list[int], java: JavaInfo, cassandra_home: Path,
+                  timeout: float, progress: Progress, parallel: bool) -> None:
+    # The clock starts after the (first-time) download: it must not eat the start timeout.
     started = time.monotonic()
     deadline = started + timeout
     save_spec(spec)
@@ -312,16 +352,15 @@ def _start_nodes(spec: ClusterSpec, indexes: Iterable[int], timeout: float, prog
     if rest:
         waves.extend([rest] if parallel else [[i] for i in rest])
     for wave in waves:
-        pending: dict[int, tuple[NodeLayout, int]] = {}
+        pending: dict[int, _Pending] = {}
         for i in wave:
             node = spec.node(i)
             if i in running:
-                pending[i] = (node, running[i])
+                pending[i] = _Pending(node, running[i], _log_size(node.system_log))
                 continue
-            pid = _launch(node, java, cassandra_home)
-            progress(f"  launched {node.name} on {node.address}:{node.native_port} (pid {pid}, "
-                     f"JMX {node.jmx_port})")
-            pending[i] = (node, pid)
+            pending[i] = _launch(node, java, cassandra_home)
+            progress(f"  launched {node.name} on {node.address}:{node.native_port} "
+                     f"(pid {pending[i].pid}, JMX {node.jmx_port})")
         _wait_ready(pending, deadline, started, progress)
 
 
@@ -368,7 +407,7 @@ def _stop_many(nodes: list[NodeLayout], timeout: float) -> None:
             process.remove_pidfile(node)
     for _node, pid in targets:
         try:
-            os.kill(pid, 15)
+            os.kill(pid, signal.SIGTERM)
         except ProcessLookupError:
             pass
     deadline = time.monotonic() + timeout

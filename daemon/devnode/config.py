@@ -101,6 +101,9 @@ def node_yaml(spec: ClusterSpec, index: int) -> dict[str, Any]:
         "snapshot_before_compaction": False,
         # Two cores: one compaction thread is plenty and keeps the CPU for requests.
         "concurrent_compactors": 1,
+        # On restart a node waits (default 10 s) for its known peers before serving CQL;
+        # we start the seed alone first, so it would always wait the full time.
+        "block_for_peers_timeout_in_secs": 2,
         "tombstone_warn_threshold": 1000,
         "tombstone_failure_threshold": 100000,
     }

@@ -18,7 +18,6 @@ network drop) leaves no marker and is redone from scratch on the next call.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -28,12 +27,12 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 from .errors import DevnodeError, JavaError
 from .java import find_java
+from .locks import locked
 
 __all__ = [
     "PINNED",
@@ -115,18 +114,6 @@ def is_installed(version: str = PINNED) -> bool:
     """True if a complete, verified download of ``version`` is in the cache."""
     d = cassandra_dir(version)
     return (d / _MARKER).is_file() and _main_jar(d / "lib", version).is_file()
-
-
-@contextmanager
-def _locked(directory: Path) -> Iterator[None]:
-    """Serialise concurrent downloads (parallel test workers, two terminals)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    with (directory / ".lock").open("w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 _DOWNLOADED = re.compile(r"Downloaded from \S+: (\S+) \(([^)]*)\)")
@@ -222,7 +209,8 @@ def _run_maven(version: str, out_dir: Path, log_path: Path, progress: Progress) 
             f"check network/proxy (~/.m2/settings.xml) and retry, full log: {log_path}"
         )
     progress(f"  {copied} jars in place after {time.monotonic() - started:.0f}s "
-             f"({jars_downloaded} downloaded, the rest came from ~/.m2)")
+             f"({jars_downloaded} jars downloaded, Maven's own plugins included; "
+             f"the others were already in ~/.m2)")
 
 
 def ensure_cassandra(version: str = PINNED, progress: Progress = print) -> Path:
@@ -237,7 +225,7 @@ def ensure_cassandra(version: str = PINNED, progress: Progress = print) -> Path:
     if is_installed(version):
         _verify(lib, version)
         return target
-    with _locked(target):
+    with locked(target):  # parallel callers wait for one download
         if is_installed(version):  # another process finished it while we waited
             _verify(lib, version)
             return target

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -61,7 +62,10 @@ class ClusterSpec:
             raise ValueError(f"cluster name {self.name!r} must be letters, digits, '-' or '_'")
         if not 1 <= self.nodes <= 254:
             raise ValueError(f"nodes must be between 1 and 254, not {self.nodes}")
-        object.__setattr__(self, "home", Path(self.home).expanduser())
+        if not re.fullmatch(r"\d+[kKmMgG]?", str(self.heap)):
+            raise ValueError(f"heap {self.heap!r} must be a JVM size such as 512M or 1G")
+        # Absolute, so pidfile/cmdline matching does not depend on the caller's cwd.
+        object.__setattr__(self, "home", Path(self.home).expanduser().resolve())
 
     @property
     def cluster_dir(self) -> Path:

@@ -1,0 +1,321 @@
+"""The dispatcher: N consumer coroutines per queue feed handler tasks, under an in-flight limit.
+
+    consumer coroutine:  wait for room -> fetch a batch of due messages -> start one task per message
+    message task:        look the task name up -> run the handler (timeout) -> ack | retry | poison
+
+Nothing that isn't due is ever fetched, and at most ``in_flight`` messages are held at once, so
+memory stays bounded however deep the queue. Acks are buffered for a few milliseconds and written
+as one batch per row; an ack lost in a crash only means a redelivery (at-least-once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .client import Casque
+from .config import WorkerSettings
+from .consumer import Consumer
+from .errors import CasqueError
+from .handler import Context, Poison, Retry
+from .logs import get_logger
+from .model import Message
+from .registry import Registry, TaskSpec
+
+log = get_logger("casque.dispatcher")
+START_MARGIN_MS = 1000
+
+
+@dataclass
+class Counters:
+    received: int = 0
+    acked: int = 0
+    retried: int = 0
+    poisoned: int = 0
+    timed_out: int = 0
+    failed_acks: int = 0
+
+
+class AckBuffer:
+    """Coalesces acks for ``delay`` seconds and writes them in one batch per row."""
+
+    def __init__(self, cq: Casque, delay: float = 0.004, max_items: int = 256) -> None:
+        self.cq = cq
+        self.delay = delay
+        self.max_items = max_items
+        self._items: list[Message] = []
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.failed = 0
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="casque-acks")
+
+    def add(self, m: Message) -> None:
+        self._items.append(m)
+        self._wake.set()
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            if len(self._items) < self.max_items:
+                await asyncio.sleep(self.delay)
+            await self.flush()
+
+    async def flush(self) -> None:
+        self._wake.clear()
+        items, self._items = self._items, []
+        if not items:
+            return
+        try:
+            await self.cq.acker.ack(items)
+        except CasqueError as exc:  # they will come back after their timeout: at-least-once
+            self.failed += len(items)
+            log.error("ack_failed", count=len(items), error=str(exc))
+
+    async def close(self) -> None:
+        if self._task:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        await self.flush()
+
+
+class Dispatcher:
+    def __init__(self, cq: Casque, registry: Registry, settings: WorkerSettings, queues: list[str],
+                 observer: Callable[[str, Message, float], None] | None = None) -> None:
+        self.cq = cq
+        self.registry = registry
+        self.settings = settings
+        self.queues = queues
+        self.observe = observer or (lambda event, m, duration: None)
+        self.consumers = {q: cq.consumer(q) for q in queues}
+        self.counters = Counters()
+        self.acks = AckBuffer(cq)
+        self.stopping = asyncio.Event()
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.busy_consumers = 0
+        self._room = asyncio.Condition()
+        self._idle: dict[tuple[str, int], bool] = {}
+        self._limits: dict[str, asyncio.Semaphore] = {}
+        self._pool = ThreadPoolExecutor(max_workers=settings.sync_threads, thread_name_prefix="casque-sync")
+
+    # ---- the consumer loop --------------------------------------------------------------------
+    async def run(self, burst: bool = False) -> None:
+        """Serve until ``stopping`` is set (or, in burst mode, until nothing due is left)."""
+        self.acks.start()
+        loops = [
+            asyncio.create_task(self._consume(q, c, slot, burst), name=f"casque-consumer-{q}-{slot}")
+            for q, c in self.consumers.items() for slot in range(self.settings.consumers)
+        ]
+        try:
+            await asyncio.gather(*loops)
+        finally:
+            for t in loops:
+                t.cancel()
+            await asyncio.gather(*loops, return_exceptions=True)
+
+    async def _consume(self, queue: str, consumer: Consumer, slot: int, burst: bool) -> None:
+        delay = self.settings.poll_interval
+        while not self.stopping.is_set():
+            room = await self._wait_for_room()
+            if self.stopping.is_set():
+                return
+            self.busy_consumers += 1
+            try:
+                messages = await consumer.fetch(min(self.settings.batch_size, room), slot)
+            except CasqueError as exc:
+                log.error("fetch_failed", queue=queue, error=str(exc), retry_in=round(delay, 2))
+                messages = []
+            finally:
+                self.busy_consumers -= 1
+            self._idle[(queue, slot)] = not messages
+            if messages:
+                delay = self.settings.poll_interval
+                for m in messages:
+                    self._start(consumer, m)
+                continue
+            if burst and self._all_idle():
+                await self._wait_in_flight()
+                if self._all_idle() and not self.tasks:
+                    self.stopping.set()
+                    return
+            await self._sleep(delay)
+            delay = min(delay * 2, self.settings.max_poll_interval)
+
+    def _all_idle(self) -> bool:
+        expected = len(self.consumers) * self.settings.consumers
+        return len(self._idle) == expected and all(self._idle.values())
+
+    async def _wait_for_room(self) -> int:
+        async with self._room:
+            await self._room.wait_for(lambda: len(self.tasks) < self.settings.in_flight or self.stopping.is_set())
+            return self.settings.in_flight - len(self.tasks)
+
+    async def _sleep(self, seconds: float) -> None:
+        try:
+            await asyncio.wait_for(self.stopping.wait(), timeout=seconds)
+        except asyncio.TimeoutError:
+            pass
+
+    def _start(self, consumer: Consumer, m: Message) -> None:
+        self.counters.received += 1
+        self.observe("received", m, 0.0)
+        task = asyncio.create_task(self._process(consumer, m))
+        self.tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self.tasks.discard(task)
+        asyncio.get_running_loop().create_task(self._notify_room())
+
+    async def _notify_room(self) -> None:
+        async with self._room:
+            self._room.notify_all()
+
+    async def _wait_in_flight(self) -> None:
+        while self.tasks:
+            await asyncio.gather(*list(self.tasks), return_exceptions=True)
+        await self.acks.flush()
+
+    # ---- one message --------------------------------------------------------------------------
+    async def _process(self, consumer: Consumer, m: Message) -> None:
+        mlog = log.bind(queue=m.queue, task=m.task, id=str(m.id), attempt=m.attempt)
+        spec = self.registry.get(m.task)
+        if spec is None:
+            await self._poison(consumer, m, mlog, f"unknown task {m.task!r}: no handler is registered under this name", "UnknownTask", "", 0.0)
+            return
+        if spec.max_attempts:
+            m.max_attempts = spec.max_attempts
+        limit = self._limit(spec)
+        async with limit:
+            await self._run(consumer, spec, m, mlog)
+
+    def _limit(self, spec: TaskSpec) -> Any:
+        if not spec.concurrency:
+            return _NoLimit()
+        sem = self._limits.get(spec.name)
+        if sem is None:
+            sem = self._limits[spec.name] = asyncio.Semaphore(spec.concurrency)
+        return sem
+
+    async def _run(self, consumer: Consumer, spec: TaskSpec, m: Message, mlog: Any) -> None:
+        run_timeout = spec.timeout or m.timeout_ms / 1000
+        remaining = (m.copy_due_ms or 0) - self.cq.clock.now_ms()
+        if remaining <= 0:
+            mlog.warning("message_expired_before_start", waited_ms=-remaining)
+            return  # its timeout column is already due: another delivery owns it now
+        if remaining < run_timeout * 1000 + START_MARGIN_MS:
+            try:
+                await self.cq.acker.extend(m, run_timeout + START_MARGIN_MS / 1000)
+            except CasqueError as exc:
+                mlog.error("extend_failed", error=str(exc), comes_back_at_ms=m.copy_due_ms)
+                return
+        started = time.monotonic()
+        self.observe("started", m, 0.0)
+        mlog.debug("message_started")
+        try:
+            async with asyncio.timeout(run_timeout) as deadline:
+                ctx = self._context(m, mlog, deadline)
+                await self._call(spec, ctx, m)
+        except TimeoutError:
+            self.counters.timed_out += 1
+            consumer.expect(m.bucket, m.shard, m.copy_due_ms or 0)
+            mlog.warning("message_timed_out", timeout_s=run_timeout, duration=round(time.monotonic() - started, 3), comes_back_at_ms=m.copy_due_ms)
+            self.observe("timed_out", m, time.monotonic() - started)
+        except Retry as r:
+            await self._retry_or_poison(consumer, spec, m, mlog, r.after, r, started)
+        except Poison as p:
+            await self._poison(consumer, m, mlog, str(p) or "handler raised Poison", "Poison", traceback.format_exc(), time.monotonic() - started)
+        except asyncio.CancelledError:
+            mlog.warning("message_cancelled", reason="shutdown", comes_back_at_ms=m.copy_due_ms)
+            raise
+        except Exception as exc:
+            await self._retry_or_poison(consumer, spec, m, mlog, None, exc, started)
+        else:
+            duration = time.monotonic() - started
+            self.acks.add(m)
+            self.counters.acked += 1
+            self.observe("acked", m, duration)
+            mlog.debug("message_acked", duration=round(duration, 4))
+
+    async def _call(self, spec: TaskSpec, ctx: Context, m: Message) -> None:
+        handler = spec.cls()
+        if spec.is_async:
+            await handler.handle(ctx, m.payload)
+        else:
+            await asyncio.get_running_loop().run_in_executor(self._pool, handler.handle, ctx, m.payload)
+
+    def _context(self, m: Message, mlog: Any, deadline: Any) -> Context:
+        async def extend(seconds: float) -> None:
+            await self.cq.acker.extend(m, seconds)
+            deadline.reschedule(asyncio.get_running_loop().time() + seconds)
+
+        return Context(id=str(m.id), queue=m.queue, task=m.task, attempt=m.attempt, max_attempts=m.max_attempts,
+                       due_ms=m.due_ms, key=m.key, headers=m.headers, log=mlog, extend=extend)
+
+    async def _retry_or_poison(self, consumer: Consumer, spec: TaskSpec, m: Message, mlog: Any, after: float | None,
+                               exc: BaseException, started: float) -> None:
+        duration = time.monotonic() - started
+        error = f"{type(exc).__name__}: {exc}"
+        if m.attempt >= m.max_attempts:
+            await self._poison(consumer, m, mlog, f"failed on its last attempt ({m.attempt} of {m.max_attempts})", type(exc).__name__,
+                               "".join(traceback.format_exception(exc)), duration, error)
+            return
+        delay = spec.backoff.delay(m.attempt) if after is None else after
+        try:
+            await self.cq.acker.retry(m, delay, error)
+        except CasqueError as store_exc:
+            mlog.error("retry_write_failed", error=str(store_exc), comes_back_at_ms=m.copy_due_ms)
+            return
+        consumer.expect(m.bucket, m.shard, m.due_ms)
+        self.counters.retried += 1
+        self.observe("retried", m, duration)
+        mlog.info("message_retried", error=error, retry_in=round(delay, 3), duration=round(duration, 4))
+
+    async def _poison(self, consumer: Consumer, m: Message, mlog: Any, reason: str, error_type: str, tb: str, duration: float,
+                      error: str = "") -> None:
+        try:
+            await self.cq.acker.poison(m, reason, error_type, error or reason, tb)
+        except CasqueError as exc:
+            mlog.error("poison_write_failed", error=str(exc), comes_back_at_ms=m.copy_due_ms)
+            return
+        self.counters.poisoned += 1
+        self.observe("poisoned", m, duration)
+        mlog.error("message_poisoned", reason=reason, error=error or None, duration=round(duration, 4))
+
+    # ---- shutdown -----------------------------------------------------------------------------
+    async def drain(self, timeout: float) -> bool:
+        """Let in-flight handlers finish (up to ``timeout``), flush acks. True if all finished."""
+        self.stopping.set()
+        await self._notify_room()
+        pending = set(self.tasks)
+        if pending:
+            _, pending = await asyncio.wait(pending, timeout=timeout)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+        await self.acks.close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        return not pending
+
+    async def abort(self) -> None:
+        """Stop at once: cancel every handler. Un-acked messages come back after their timeout."""
+        self.stopping.set()
+        for task in list(self.tasks):
+            task.cancel()
+        await asyncio.gather(*list(self.tasks), return_exceptions=True)
+        await self.acks.close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+class _NoLimit:
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None

@@ -1,0 +1,93 @@
+"""What a handler author sees: the ``Handler`` base class, the ``Context`` of one delivery, the
+``Backoff`` policy, and the two exceptions a handler may raise to steer its message.
+
+    from daemon import Handler, Retry, Poison, register
+
+    @register("send_email", queue="emails", max_attempts=5, timeout=30)
+    class SendEmail(Handler):
+        async def handle(self, ctx, payload):
+            ctx.log.info("sending", to=payload["to"])
+            ...                                  # return normally: the message is acked
+
+``handle`` may be ``async def`` (runs on the loop) or a plain ``def`` (runs in a bounded thread
+pool, so it never blocks the loop). Raise ``Retry(after=60)`` to try again later, ``Poison(...)`` to
+give up now; any other exception retries with the class's backoff until its last attempt, then
+poisons the message with the exception's type, text and traceback.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Awaitable, Callable, ClassVar
+
+
+class Retry(Exception):
+    """Raise from a handler to run the message again after ``after`` seconds (counts an attempt)."""
+
+    def __init__(self, after: float = 0.0, reason: str = "") -> None:
+        super().__init__(reason or f"retry requested in {after}s")
+        self.after = float(after)
+
+
+class Poison(Exception):
+    """Raise from a handler to move the message to the poison queue at once, with this reason."""
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Exponential backoff with full jitter: attempt n waits uniform(0, min(cap, base * factor**(n-1)))
+    when ``jitter`` is on, so a burst of failures does not retry in lockstep."""
+
+    base: float = 1.0
+    factor: float = 2.0
+    cap: float = 300.0
+    jitter: bool = True
+
+    def delay(self, attempt: int, rng: random.Random | None = None) -> float:
+        ceiling = min(self.cap, self.base * self.factor ** max(0, attempt - 1))
+        return (rng or random).uniform(0, ceiling) if self.jitter else ceiling
+
+
+class Context:
+    """One delivery of one message, as the handler sees it."""
+
+    def __init__(self, *, id: str, queue: str, task: str, attempt: int, max_attempts: int, due_ms: int, key: str | None,
+                 headers: dict[str, str], log: Any, extend: Callable[[float], Awaitable[None]]) -> None:
+        self.id = id
+        self.queue = queue
+        self.task = task
+        self.attempt = attempt
+        self.max_attempts = max_attempts
+        self.due = datetime.fromtimestamp(due_ms / 1000, tz=timezone.utc)
+        self.key = key
+        self.headers = headers
+        self.log = log
+        self._extend = extend
+
+    @property
+    def last_attempt(self) -> bool:
+        return self.attempt >= self.max_attempts
+
+    async def extend(self, seconds: float) -> None:
+        """Keep this message invisible for ``seconds`` more from now (for long work): moves its
+        timeout column and the handler's own deadline. Sync handlers can't call it (no loop)."""
+        await self._extend(seconds)
+
+
+class Handler:
+    """Base class for handlers. Options (class attributes; ``register`` may set them too):
+    ``timeout`` (seconds; default: the message's timeout), ``max_attempts`` (default: the
+    message's), ``backoff``, ``concurrency`` (at most this many running at once in one daemon),
+    ``queue`` (the queue ``casque send`` uses by default for this task)."""
+
+    task: ClassVar[str] = ""
+    queue: ClassVar[str] = "default"
+    timeout: ClassVar[float | None] = None
+    max_attempts: ClassVar[int | None] = None
+    backoff: ClassVar[Backoff] = Backoff()
+    concurrency: ClassVar[int | None] = None
+
+    def handle(self, ctx: Context, payload: Any) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError(f"{type(self).__name__}.handle is not implemented")

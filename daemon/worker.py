@@ -1,0 +1,165 @@
+"""``casque run``: the daemon's life, from connecting to draining.
+
+    load config + handler modules -> connect (retrying with backoff while Cassandra is down)
+    -> create the served queues if missing -> READY=1 -> dispatch until a signal -> drain -> exit
+
+SIGTERM/SIGINT: stop pulling, let in-flight handlers finish within ``worker.drain_timeout``, write
+their acks, exit 0; a second signal cancels them at once (exit 1) and they come back after their
+timeout. SIGHUP re-reads the config file and applies what is safe to change live (log level, batch
+size, poll intervals).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from dataclasses import replace
+from typing import Any
+
+from .client import Casque
+from .config import Settings, load_settings
+from .dispatcher import Dispatcher
+from .errors import CasqueError, StorageUnavailable
+from .logs import configure_logging, get_logger
+from .registry import Registry, registry as default_registry
+from .sdnotify import Notifier
+
+log = get_logger("casque.worker")
+CONNECT_BACKOFF_MAX = 30.0
+
+
+class Worker:
+    def __init__(self, settings: Settings, queues: list[str] | None = None, concurrency: int | None = None,
+                 registry: Registry = default_registry, notifier: Notifier | None = None) -> None:
+        worker = settings.worker
+        if concurrency is not None:
+            worker = replace(worker, consumers=concurrency)
+        self.settings = replace(settings, worker=worker)
+        self.queues = queues or list(worker.queues)
+        self.registry = registry
+        self.notifier = notifier or Notifier()
+        self.cq: Casque | None = None
+        self.dispatcher: Dispatcher | None = None
+        self._signals = 0
+        self._stop = asyncio.Event()
+
+    async def connect(self) -> Casque:
+        """Connect, retrying with capped exponential backoff: never spin, never crash-loop."""
+        delay = 1.0
+        while True:
+            try:
+                cq = await Casque.connect(self.settings)
+                for q in self.queues:
+                    if await cq.queues.create(_queue(cq, q), if_missing=True):
+                        log.info("queue_created", queue=q)
+                return cq
+            except StorageUnavailable as exc:
+                log.error("cassandra_unavailable", error=str(exc), retry_in=delay)
+                self.notifier.status(f"waiting for Cassandra: {exc}")
+                try:
+                    await asyncio.wait_for(self._stop.wait(), timeout=delay)
+                    raise
+                except asyncio.TimeoutError:
+                    delay = min(delay * 2, CONNECT_BACKOFF_MAX)
+
+    async def run(self, burst: bool = False) -> int:
+        self.registry.load_modules(self.settings.worker.handler_modules)
+        self._install_signals()
+        try:
+            self.cq = await self.connect()
+        except StorageUnavailable:
+            return 0  # asked to stop while still waiting for Cassandra
+        self.dispatcher = Dispatcher(self.cq, self.registry, self.settings.worker, self.queues)
+        w = self.settings.worker
+        status = f"serving {', '.join(self.queues)} with {w.consumers} consumers per queue, tasks: {', '.join(self.registry.names())}"
+        log.info("worker_ready", queues=self.queues, consumers=w.consumers, batch_size=w.batch_size, in_flight=w.in_flight,
+                 tasks=self.registry.names(), burst=burst)
+        self.notifier.ready(status)
+        watchdog = asyncio.create_task(self._watchdog())
+        try:
+            await self.dispatcher.run(burst=burst)
+            return await self._shutdown()
+        finally:
+            watchdog.cancel()
+            await self.cq.close()
+
+    async def _shutdown(self) -> int:
+        assert self.dispatcher is not None
+        in_flight = len(self.dispatcher.tasks)
+        self.notifier.stopping(f"draining {in_flight} in-flight messages")
+        log.info("worker_draining", in_flight=in_flight, drain_timeout=self.settings.worker.drain_timeout)
+        if self._signals > 1:
+            await self.dispatcher.abort()
+            log.warning("worker_stopped_at_once", cancelled=in_flight)
+            return 1
+        drained = await self.dispatcher.drain(self.settings.worker.drain_timeout)
+        c = self.dispatcher.counters
+        log.info("worker_stopped", drained=drained, received=c.received, acked=c.acked, retried=c.retried, poisoned=c.poisoned,
+                 timed_out=c.timed_out)
+        return 0
+
+    def _install_signals(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._on_stop, sig)
+        loop.add_signal_handler(signal.SIGHUP, self._on_reload)
+
+    def _on_stop(self, sig: signal.Signals) -> None:
+        log.info("signal_received", signal=sig.name, action="drain" if self._signals == 0 else "stop now")
+        self.request_stop()
+
+    def request_stop(self) -> None:
+        """Begin a graceful stop (a second call stops at once), as SIGTERM does."""
+        self._signals += 1
+        self._stop.set()
+        if self.dispatcher is None:
+            return
+        self.dispatcher.stopping.set()
+        if self._signals > 1:
+            asyncio.get_running_loop().create_task(self.dispatcher.abort())
+
+    def _on_reload(self) -> None:
+        self.notifier.reloading()
+        try:
+            fresh = load_settings(self.settings.source if self.settings.source != "<defaults>" else None)
+        except CasqueError as exc:
+            log.error("reload_failed", error=str(exc))
+            self.notifier.status("reload failed: keeping the old settings")
+            return
+        configure_logging(fresh.log.level, fresh.log.format)
+        if self.dispatcher is not None:
+            d = self.dispatcher.settings
+            for name in ("batch_size", "poll_interval", "max_poll_interval"):
+                setattr(d, name, getattr(fresh.worker, name))
+        log.info("config_reloaded", level=fresh.log.level, batch_size=fresh.worker.batch_size)
+        self.notifier.ready("reloaded")
+
+    async def _watchdog(self) -> None:
+        interval = self.notifier.watchdog_interval
+        while interval:
+            self.notifier.watchdog()
+            await asyncio.sleep(interval)
+
+
+def _queue(cq: Casque, name: str) -> Any:
+    from .queues import settings_from_defaults
+
+    return settings_from_defaults(name, cq.settings.queue_defaults)
+
+
+async def check(settings: Settings, registry: Registry = default_registry) -> list[str]:
+    """``casque run --check``: config, handlers and connection; returns what was checked."""
+    registry.load_modules(settings.worker.handler_modules)
+    cq = await Casque.connect(settings)
+    try:
+        found = []
+        for q in settings.worker.queues:
+            try:
+                qs = await cq.queues.get(q)
+                found.append(f"queue {q} ({qs.shards} shards)")
+            except CasqueError:
+                found.append(f"queue {q} (will be created on start)")
+    finally:
+        await cq.close()
+    return [f"config {settings.source}", f"handlers: {', '.join(registry.names()) or 'none'}",
+            f"Cassandra {','.join(settings.cassandra.contact_points)}:{settings.cassandra.port} keyspace {settings.cassandra.keyspace}"] + found
