@@ -1,4 +1,4 @@
-"""``python -m daemon.devnode VERB ...``: the ``casque cassandra`` CLI without the casque entry point."""
+"""``python -m daemon.devnode VERB ...``: ``casque cassandra VERB ...`` without the entry point."""
 
 import sys
 

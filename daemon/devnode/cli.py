@@ -136,6 +136,7 @@ class _PassThroughParser(argparse.ArgumentParser):
     """
 
     _own_with_value = ("--name", "--node", "--home")
+    _own_with_equals = tuple(o + "=" for o in _own_with_value)
 
     def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
         argv = list(sys.argv[1:] if args is None else args)
@@ -149,7 +150,7 @@ class _PassThroughParser(argparse.ArgumentParser):
             if a in self._own_with_value:
                 ours += argv[i:i + 2]
                 i += 2
-            elif a.startswith(tuple(o + "=" for o in self._own_with_value)) or a in ("-h", "--help"):
+            elif a.startswith(self._own_with_equals) or a in ("-h", "--help"):
                 ours.append(a)
                 i += 1
             else:
@@ -163,7 +164,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--name", default="dev",
                    help="cluster name; its nodes live in <home>/<name>/ (default: dev)")
     p.add_argument("--home", default=None,
-                   help="directory holding clusters (default: $CASQUE_HOME or ~/.local/share/casque)")
+                   help="directory holding clusters "
+                        "(default: $CASQUE_HOME or ~/.local/share/casque)")
 
 
 def add_cli(subparsers: Any) -> None:
@@ -187,7 +189,8 @@ def add_cli(subparsers: Any) -> None:
                    help="inter-node storage port (default: 7000)")
     p.add_argument("--jmx-port", type=int, default=None,
                    help="JMX port of node1; node i uses this+i-1 (default: 7199)")
-    p.add_argument("--heap", default=None, help="JVM heap per node (default: $CASQUE_NODE_HEAP or 768M)")
+    p.add_argument("--heap", default=None,
+                   help="JVM heap per node (default: $CASQUE_NODE_HEAP or 768M)")
     p.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for CQL")
     p.add_argument("--sequential", action="store_true",
                    help="start non-seed nodes one at a time instead of together")

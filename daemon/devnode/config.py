@@ -136,10 +136,7 @@ def _emit(value: Any, indent: int, lines: list[str]) -> None:
     pad = "  " * indent
     if isinstance(value, Mapping):
         for k, v in value.items():
-            if isinstance(v, Mapping) and v:
-                lines.append(f"{pad}{_key(k)}:")
-                _emit(v, indent + 1, lines)
-            elif isinstance(v, (list, tuple)) and v:
+            if isinstance(v, Mapping) and v or isinstance(v, (list, tuple)) and v:
                 lines.append(f"{pad}{_key(k)}:")
                 _emit(v, indent + 1, lines)
             elif isinstance(v, Mapping):

@@ -103,7 +103,8 @@ def check_java_version(version_string: str, where: str | os.PathLike[str] | None
     return major
 
 
-def probe_java(java: str | os.PathLike[str], home: str | os.PathLike[str] | None = None) -> JavaInfo:
+def probe_java(java: str | os.PathLike[str],
+               home: str | os.PathLike[str] | None = None) -> JavaInfo:
     """Run ``<java> -version`` and return a :class:`JavaInfo`, or raise :class:`JavaError`."""
     java_path = Path(java)
     where = home if home is not None else java_path

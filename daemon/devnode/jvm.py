@@ -96,7 +96,8 @@ def server_command(java: JavaInfo, cassandra_home: Path, node: NodeLayout) -> li
         f"-Xms{spec.heap}",
         f"-Xmx{spec.heap}",
         *static_options(java.major),
-        f"-Xlog:gc=info:file={node.log_dir / 'gc.log'}:time,uptime,level:filecount=3,filesize=10485760",
+        f"-Xlog:gc=info:file={node.log_dir / 'gc.log'}:time,uptime,level"
+        ":filecount=3,filesize=10485760",
         *_jamm_agent(cassandra_home),
         # Local-only JMX (bound to 127.0.0.1, no auth), one port per node, for nodetool.
         f"-Dcassandra.jmx.local.port={node.jmx_port}",
@@ -122,7 +123,8 @@ def server_command(java: JavaInfo, cassandra_home: Path, node: NodeLayout) -> li
 
 
 def server_env(java: JavaInfo) -> dict[str, str]:
-    """Environment for a node: JAVA_HOME of the chosen JDK, glibc arenas capped like cassandra-env.sh."""
+    """Environment for a node: the chosen JDK as JAVA_HOME, glibc arenas capped like
+    cassandra-env.sh does."""
     env = dict(os.environ)
     env["JAVA_HOME"] = str(java.java_home)
     env.setdefault("MALLOC_ARENA_MAX", "4")

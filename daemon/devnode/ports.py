@@ -41,7 +41,8 @@ def port_free(address: str, port: int) -> bool:
             if exc.errno == errno.EADDRNOTAVAIL:
                 raise PortInUseError(
                     f"casque: address {address} is not available on this machine (needed for "
-                    f"port {port}); on Linux all of 127.0.0.0/8 is loopback -- on macOS add it with "
+                    f"port {port}); on Linux all of 127.0.0.0/8 is loopback -- on macOS add "
+                    f"it with "
                     f"`sudo ifconfig lo0 alias {address}`",
                     address=address, port=port,
                 ) from exc

@@ -130,8 +130,8 @@ def launch(node: NodeLayout, argv: list[str], env: dict[str, str]) -> int:
                   f"{time.strftime('%Y-%m-%d %H:%M:%S')} ===\n".encode())
     result = subprocess.run(
         [sys.executable, "-c", _SPAWN, str(node.stdout_log), *argv],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env=env, cwd=str(node.dir), timeout=60, check=False,
+        stdin=subprocess.DEVNULL, capture_output=True, env=env, cwd=str(node.dir), timeout=60,
+        check=False,
     )
     try:
         pid = int(result.stdout.decode().strip())

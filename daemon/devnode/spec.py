@@ -71,20 +71,20 @@ class ClusterSpec:
     def cluster_dir(self) -> Path:
         return self.home / self.name
 
-    def node(self, index: int) -> "NodeLayout":
+    def node(self, index: int) -> NodeLayout:
         """Layout of node ``index`` (1-based)."""
         if not 1 <= index <= 254:
             raise ValueError(f"node index must be 1..254, not {index}")
         return NodeLayout(self, index)
 
-    def all_nodes(self) -> list["NodeLayout"]:
+    def all_nodes(self) -> list[NodeLayout]:
         return [self.node(i) for i in range(1, self.nodes + 1)]
 
     @property
     def seed_address(self) -> str:
         return "127.0.0.1"
 
-    def with_nodes(self, nodes: int) -> "ClusterSpec":
+    def with_nodes(self, nodes: int) -> ClusterSpec:
         return replace(self, nodes=nodes)
 
     def to_json(self) -> dict[str, Any]:

@@ -1,0 +1,46 @@
+# casque: the two commands a newcomer needs are `make demo` and `make test`.
+# Everything they need is installed by this file: a venv with the locked Python dependencies,
+# the Java check, and Apache Cassandra from Maven Central (cached in ~/.cache/casque).
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | sha1sum | cut -c1-12)
+PYTEST_ARGS ?=
+
+.PHONY: setup demo test cassandra stop bench lock clean
+
+setup: $(STAMP)
+
+$(STAMP): requirements.lock pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "casque needs Python 3.11 or newer: install python3.11 and run make PYTHON=python3.11")'
+	@command -v mvn >/dev/null || { echo "casque: Maven is needed to fetch Cassandra: apt-get install maven" >&2; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check --require-hashes -r requirements.lock
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -e .
+	@rm -f $(VENV)/.installed-*; touch $@
+
+# A local node (downloaded on first use), the schema, the daemon with the example handlers, jobs.
+demo: setup
+	$(BIN)/casque demo
+
+# The whole suite against a real Cassandra node (and a real 3-node cluster for the cluster tests).
+test: setup
+	$(BIN)/casque cassandra start
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+cassandra: setup
+	$(BIN)/casque cassandra start
+
+stop: setup
+	$(BIN)/casque cassandra stop
+
+bench: setup
+	$(BIN)/python -m bench $(BENCH_ARGS)
+
+# Re-pin the dependencies (needs network): writes requirements.lock with hashes.
+lock:
+	$(BIN)/pip install --quiet uv && $(BIN)/uv pip compile pyproject.toml --extra test --generate-hashes --python-version 3.11 -o requirements.lock
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis
