@@ -155,23 +155,22 @@ def find_java() -> JavaInfo:
     """Locate a Java 11/17 runtime (see module docstring), or raise :class:`JavaError`."""
     explicit = os.environ.get("CASQUE_JAVA_HOME")
     if explicit:
-        home = Path(explicit)
-        java = _java_in(home)
-        if java is None:
+        chosen = _java_in(Path(explicit))
+        if chosen is None:
             raise JavaError(
                 f"casque: CASQUE_JAVA_HOME={explicit} has no executable bin/java; point it at "
                 f"a JDK 11 or 17 (e.g. /usr/lib/jvm/java-17-openjdk-amd64)"
             )
-        return probe_java(java, home)
+        return probe_java(chosen, Path(explicit))
 
     first_error: JavaError | None = None
     tried: set[Path] = set()
     candidates: list[tuple[Path, Path | None]] = []
     java_home = os.environ.get("JAVA_HOME")
     if java_home:
-        java = _java_in(Path(java_home))
-        if java is not None:
-            candidates.append((java, Path(java_home)))
+        from_env = _java_in(Path(java_home))
+        if from_env is not None:
+            candidates.append((from_env, Path(java_home)))
     candidates.extend(_candidates())
 
     for java, home in candidates:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -83,9 +83,6 @@ class ClusterSpec:
     @property
     def seed_address(self) -> str:
         return "127.0.0.1"
-
-    def with_nodes(self, nodes: int) -> ClusterSpec:
-        return replace(self, nodes=nodes)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -169,7 +166,7 @@ def save_spec(spec: ClusterSpec) -> None:
     spec.cluster_dir.mkdir(parents=True, exist_ok=True)
     path = spec.cluster_dir / _SAVED
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(spec.to_json(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    tmp.write_text(json.dumps(spec.to_json(), indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
     tmp.replace(path)
 
 
