@@ -20,6 +20,7 @@ from .config import Settings, load_settings
 from .db import Database
 from .errors import UsageError
 from .keys import KeyEntry, KeyStore
+from .logs import get_logger
 from .lookup import Lookup
 from .model import Message, QueueSettings
 from .placement import parse_id
@@ -56,7 +57,22 @@ class Casque:
                 db.close()
                 raise
 
-        return await asyncio.to_thread(build)
+        cq = await asyncio.to_thread(build)
+        await cq.check_clock()
+        return cq
+
+    async def check_clock(self) -> int:
+        """Compare our clock with the coordinator's; warn when the difference eats into the clock
+        tolerance that the cursors rely on (docs/design.md). Returns the measured offset in ms."""
+        before = self.clock.now_ms()
+        rows = await self.db.run("SELECT toUnixTimestamp(now()) AS t FROM system.local")
+        after = self.clock.now_ms()
+        offset = before + (after - before) // 2 - int(rows[0].t) if rows else 0
+        limit = self.settings.worker.clock_tolerance * 500
+        if abs(offset) > limit:
+            get_logger("casque.client").warning("clock_skew_exceeds_tolerance", offset_ms=offset, limit_ms=int(limit),
+                                                fix="synchronise this host's clock (NTP) or raise worker.clock_tolerance")
+        return offset
 
     async def close(self) -> None:
         await asyncio.to_thread(self.db.close)

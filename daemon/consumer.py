@@ -218,7 +218,7 @@ class Consumer:
                 continue
             if m.state == STATE_IN_FLIGHT:
                 self.stats.timed_out += 1
-                log.warning("message_timed_out", queue=qs.name, task=m.task, id=str(m.id), attempt=m.attempt)
+                log.warning("message_redelivered", queue=qs.name, task=m.task, id=str(m.id), attempt=m.attempt + 1, reason="timeout passed before an ack")
             m.attempt += 1
             m.state = STATE_IN_FLIGHT
             m.due_ms = m.copy_due_ms = now + m.timeout_ms

@@ -27,7 +27,7 @@ from .model import Message
 from .registry import Registry, TaskSpec
 
 log = get_logger("casque.dispatcher")
-START_MARGIN_MS = 1000
+START_MARGIN_MS = 500
 
 
 @dataclass
@@ -203,17 +203,9 @@ class Dispatcher:
         return sem
 
     async def _run(self, consumer: Consumer, spec: TaskSpec, m: Message, mlog: Any) -> None:
-        run_timeout = spec.timeout or m.timeout_ms / 1000
-        remaining = (m.copy_due_ms or 0) - self.cq.clock.now_ms()
-        if remaining <= 0:
-            mlog.warning("message_expired_before_start", waited_ms=-remaining)
-            return  # its timeout column is already due: another delivery owns it now
-        if remaining < run_timeout * 1000 + START_MARGIN_MS:
-            try:
-                await self.cq.acker.extend(m, run_timeout + START_MARGIN_MS / 1000)
-            except CasqueError as exc:
-                mlog.error("extend_failed", error=str(exc), comes_back_at_ms=m.copy_due_ms)
-                return
+        run_timeout = await self._deadline(spec, m, mlog)
+        if run_timeout is None:
+            return
         started = time.monotonic()
         self.observe("started", m, 0.0)
         mlog.debug("message_started")
@@ -223,9 +215,14 @@ class Dispatcher:
                 await self._call(spec, ctx, m)
         except TimeoutError:
             self.counters.timed_out += 1
-            consumer.expect(m.bucket, m.shard, m.copy_due_ms or 0)
-            mlog.warning("message_timed_out", timeout_s=run_timeout, duration=round(time.monotonic() - started, 3), comes_back_at_ms=m.copy_due_ms)
-            self.observe("timed_out", m, time.monotonic() - started)
+            duration = time.monotonic() - started
+            mlog.warning("message_timed_out", timeout_s=round(run_timeout, 3), duration=round(duration, 3), comes_back_at_ms=m.copy_due_ms)
+            self.observe("timed_out", m, duration)
+            if m.attempt >= m.max_attempts:
+                reason = f"timed out on its last attempt ({m.attempt} of {m.max_attempts})"
+                await self._poison(consumer, m, mlog, reason, "TimeoutError", "", duration)
+            else:
+                consumer.expect(m.bucket, m.shard, m.copy_due_ms or 0)
         except Retry as r:
             await self._retry_or_poison(consumer, spec, m, mlog, r.after, r, started)
         except Poison as p:
@@ -241,6 +238,24 @@ class Dispatcher:
             self.counters.acked += 1
             self.observe("acked", m, duration)
             mlog.debug("message_acked", duration=round(duration, 4))
+
+    async def _deadline(self, spec: TaskSpec, m: Message, mlog: Any) -> float | None:
+        """How long the handler may run: its timeout, but always ending before its timeout column
+        comes due (else another consumer could start it while it still runs). A class timeout
+        longer than the message's moves the column first. None: the column is already due."""
+        wanted = spec.timeout or m.timeout_ms / 1000
+        remaining = (m.copy_due_ms or 0) - self.cq.clock.now_ms() - START_MARGIN_MS
+        if remaining <= 0:
+            mlog.warning("message_expired_before_start", late_ms=-remaining)
+            return None  # its timeout column is (nearly) due: the next delivery owns it
+        if remaining < wanted * 1000 - START_MARGIN_MS:
+            try:
+                await self.cq.acker.extend(m, wanted + 2 * START_MARGIN_MS / 1000)
+            except CasqueError as exc:
+                mlog.error("extend_failed", error=str(exc), comes_back_at_ms=m.copy_due_ms)
+                return None
+            remaining = (m.copy_due_ms or 0) - self.cq.clock.now_ms() - START_MARGIN_MS
+        return min(wanted, remaining / 1000)
 
     async def _call(self, spec: TaskSpec, ctx: Context, m: Message) -> None:
         handler = spec.cls()

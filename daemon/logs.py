@@ -24,6 +24,15 @@ def _mask_secrets(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
     return event
 
 
+def _drop_connection_tracebacks(record: logging.LogRecord) -> bool:
+    """Drop the driver's tracebacks for "could not connect": casque reports that itself, in one line."""
+    if not record.name.startswith("cassandra") or not record.exc_info:
+        return True
+    from cassandra.cluster import NoHostAvailable
+
+    return not isinstance(record.exc_info[1], (NoHostAvailable, OSError))
+
+
 def use_json(fmt: str = "auto", stream: Any = None) -> bool:
     """JSON unless the format is 'console', or 'auto' on a TTY outside systemd."""
     if fmt in ("json", "console"):
@@ -57,6 +66,12 @@ def configure_logging(level: str = "info", fmt: str = "auto", stream: Any = None
         cache_logger_on_first_use=False,
     )
     logging.basicConfig(level=max(numeric, logging.WARNING), stream=stream, format="%(levelname)s %(name)s: %(message)s", force=True)
+    # The driver logs every failed connection attempt with a traceback; casque reports the same
+    # failure as one line naming the fix, so only the driver's errors get through.
+    driver = logging.getLogger("cassandra")
+    driver.setLevel(logging.ERROR)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_drop_connection_tracebacks)
 
 
 def get_logger(name: str = "casque", **bound: Any) -> Any:

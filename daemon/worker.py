@@ -93,6 +93,9 @@ class Worker:
             log.warning("worker_stopped_at_once", cancelled=in_flight)
             return 1
         drained = await self.dispatcher.drain(self.settings.worker.drain_timeout)
+        if self._signals > 1:
+            log.warning("worker_stopped_at_once", cancelled=in_flight)
+            return 1
         c = self.dispatcher.counters
         log.info("worker_stopped", drained=drained, received=c.received, acked=c.acked, retried=c.retried, poisoned=c.poisoned,
                  timed_out=c.timed_out)

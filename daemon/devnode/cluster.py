@@ -342,7 +342,7 @@ def _start_locked(spec: ClusterSpec, indexes: list[int], java: JavaInfo, cassand
     if to_launch:
         progress(f"casque: starting Cassandra {spec.version} cluster '{spec.name}' "
                  f"({len(to_launch)} node(s), heap {spec.heap}, Java {java.major} at "
-                 f"{java.java_home}); usually 15-40 s per node")
+                 f"{java.java_home}); usually 5-30 s")
 
     # Seed first: the others learn the ring from it.
     waves: list[list[int]] = []

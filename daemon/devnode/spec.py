@@ -166,7 +166,8 @@ def save_spec(spec: ClusterSpec) -> None:
     spec.cluster_dir.mkdir(parents=True, exist_ok=True)
     path = spec.cluster_dir / _SAVED
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(spec.to_json(), indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
+    text = json.dumps(spec.to_json(), indent=2, sort_keys=True, default=str) + "\n"
+    tmp.write_text(text, encoding="utf-8")
     tmp.replace(path)
 
 

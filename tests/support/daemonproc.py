@@ -1,0 +1,90 @@
+"""Start ``casque run`` as a real subprocess with a test config, and read what its handlers did."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def write_config(path: Path, keyspace: str, queues: list[str], **worker: object) -> Path:
+    opts = {"consumers": 2, "batch_size": 20, "poll_interval": "20ms", "max_poll_interval": "200ms", "drain_timeout": "20s",
+            "rescan_interval": "1s"} | worker
+    lines = [
+        "[cassandra]", f'keyspace = "{keyspace}"', "",
+        "[worker]", f"queues = {queues!r}".replace("'", '"'), 'handler_modules = ["tests.support.handlers"]',
+    ]
+    for key, value in opts.items():
+        lines.append(f"{key} = {value!r}".replace("'", '"'))
+    lines += ["", "[log]", 'level = "debug"', 'format = "json"', ""]
+    path.write_text("\n".join(lines))
+    return path
+
+
+@dataclass
+class Daemon:
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+    def signal(self, sig: int) -> None:
+        self.proc.send_signal(sig)
+
+    def wait(self, timeout: float = 60) -> int:
+        return self.proc.wait(timeout=timeout)
+
+    def kill9(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+    def output(self) -> str:
+        return self.log.read_text() if self.log.exists() else ""
+
+
+def start_daemon(config: Path, record: Path, log: Path, *args: str, env: dict[str, str] | None = None) -> Daemon:
+    full_env = dict(os.environ) | {"CASQUE_TEST_RECORD": str(record), "PYTHONPATH": str(ROOT)} | (env or {})
+    out = open(log, "ab")
+    proc = subprocess.Popen([sys.executable, "-m", "daemon.cli", "-c", str(config), "run", *args], cwd=ROOT, env=full_env,
+                            stdout=out, stderr=subprocess.STDOUT)
+    return Daemon(proc, log)
+
+
+def records(path: Path) -> list[list[str]]:
+    if not path.exists():
+        return []
+    return [line.split() for line in path.read_text().splitlines() if line.strip()]
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str, daemon: Daemon | None = None) -> None:
+    """Poll for a condition the test needs; fail with the daemon's log if it doesn't come."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        if daemon is not None and daemon.proc.poll() is not None:
+            raise AssertionError(f"daemon exited ({daemon.proc.returncode}) while waiting for {what}:\n{daemon.output()[-4000:]}")
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}" + (f":\n{daemon.output()[-4000:]}" if daemon else ""))
+
+
+async def until(condition: Callable[[], Any], timeout: float, what: str, daemon: Daemon | None = None) -> None:
+    """Async form of wait_for: the condition may be a coroutine function (e.g. a Cassandra read)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = condition()
+        if inspect.isawaitable(result):
+            result = await result
+        if result:
+            return
+        if daemon is not None and daemon.proc.poll() is not None:
+            raise AssertionError(f"daemon exited ({daemon.proc.returncode}) while waiting for {what}:\n{daemon.output()[-4000:]}")
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}" + (f":\n{daemon.output()[-4000:]}" if daemon else ""))

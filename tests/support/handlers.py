@@ -1,0 +1,67 @@
+"""Handlers for the daemon tests. Each appends "task id attempt pid" to $CASQUE_TEST_RECORD, so a
+test asserts from the handlers' own record what ran, how often, and in which order."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from typing import Any
+
+from daemon import Backoff, Context, Handler, Retry, register
+
+
+def record(ctx: Context, extra: str = "") -> None:
+    line = f"{ctx.task} {ctx.id} {ctx.attempt} {os.getpid()} {time.time():.3f} {extra}\n"
+    with open(os.environ["CASQUE_TEST_RECORD"], "a") as f:
+        f.write(line)
+
+
+@register("test.record")
+class Record(Handler):
+    async def handle(self, ctx: Context, payload: Any) -> None:
+        record(ctx, str(payload))
+
+
+@register("test.sleep")
+class Sleep(Handler):
+    async def handle(self, ctx: Context, payload: Any) -> None:
+        await asyncio.sleep(float(payload))
+        record(ctx)
+
+
+@register("test.sync_sleep")
+class SyncSleep(Handler):
+    def handle(self, ctx: Context, payload: Any) -> None:
+        time.sleep(float(payload))
+        record(ctx)
+
+
+@register("test.fail_until", max_attempts=4, backoff=Backoff(base=0.2, factor=2, cap=5, jitter=False))
+class FailUntil(Handler):
+    async def handle(self, ctx: Context, payload: Any) -> None:
+        record(ctx, "fail" if ctx.attempt < int(payload) else "ok")
+        if ctx.attempt < int(payload):
+            raise RuntimeError(f"attempt {ctx.attempt} fails")
+
+
+@register("test.always_fail", max_attempts=3, backoff=Backoff(base=0.1, jitter=False))
+class AlwaysFail(Handler):
+    def handle(self, ctx: Context, payload: Any) -> None:
+        record(ctx)
+        raise ValueError(f"bad input {payload!r}")
+
+
+@register("test.retry_after", max_attempts=3)
+class RetryAfter(Handler):
+    async def handle(self, ctx: Context, payload: Any) -> None:
+        record(ctx)
+        if ctx.attempt == 1:
+            raise Retry(after=float(payload))
+
+
+@register("test.too_slow", timeout=0.5, max_attempts=2)
+class TooSlow(Handler):
+    async def handle(self, ctx: Context, payload: Any) -> None:
+        record(ctx, "start")
+        await asyncio.sleep(30)
