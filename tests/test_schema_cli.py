@@ -1,0 +1,95 @@
+"""Schema management and the CLI's first verbs, against the real node."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from daemon.config import Settings
+from daemon.db import Database
+from daemon.schema import apply_schema
+
+from .conftest import TEST_KEYSPACE
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def casque(*args: str, config: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env_args = ["-c", str(config)] if config else []
+    return subprocess.run([sys.executable, "-m", "daemon.cli", *env_args, *args], cwd=ROOT, capture_output=True, text=True)
+
+
+def test_schema_applies_twice_without_error(settings: Settings) -> None:
+    db = Database(settings.cassandra).connect()
+    try:
+        first = apply_schema(db, TEST_KEYSPACE, settings.schema)
+        second = apply_schema(db, TEST_KEYSPACE, settings.schema)
+        tables = {r.table_name for r in db.execute("SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", [TEST_KEYSPACE])}
+        gc = db.execute("SELECT gc_grace_seconds FROM system_schema.tables WHERE keyspace_name = %s AND table_name = 'messages'", [TEST_KEYSPACE]).one()
+    finally:
+        db.close()
+    assert first == second
+    assert {"queues", "messages", "keys", "poison"} <= tables
+    assert gc.gc_grace_seconds == 300
+
+
+def test_cli_schema_apply_is_idempotent(tmp_path: Path, settings: Settings) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[cassandra]\nkeyspace = "{TEST_KEYSPACE}"\n')
+    for _ in range(2):
+        done = casque("schema", "apply", config=cfg)
+        assert done.returncode == 0, done.stderr
+        assert f"{TEST_KEYSPACE}.messages" in done.stdout
+
+
+def test_cli_create_send_get_cancel(tmp_path: Path, settings: Settings, queue_name: str) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[cassandra]\nkeyspace = "{TEST_KEYSPACE}"\n')
+    made = casque("queue", "create", queue_name, "--shards", "3", "--timeout", "45s", "--max-attempts", "4", config=cfg)
+    assert made.returncode == 0, made.stderr
+    again = casque("queue", "create", queue_name, config=cfg)
+    assert again.returncode == 2 and "already exists" in again.stderr
+    sent = casque("send", queue_name, "demo.greet", "--payload", '{"name": "Ada"}', "--delay", "1h", "--key", "ada", "--priority", "3", config=cfg)
+    assert sent.returncode == 0, sent.stderr
+    mid = sent.stdout.strip()
+    got = casque("get", queue_name, "--key", "ada", "--json", config=cfg)
+    data = json.loads(got.stdout)
+    assert data["id"] == mid and data["payload"] == {"name": "Ada"} and data["priority"] == 3 and data["state"] == "waiting"
+    listed = json.loads(casque("queues", "--json", config=cfg).stdout)
+    mine = next(q for q in listed if q["name"] == queue_name)
+    assert mine["shards"] == 3 and mine["timeout_ms"] == 45000 and mine["max_attempts"] == 4 and mine["priorities"] == [0, 3]
+    conflict = casque("send", queue_name, "demo.greet", "--key", "ada", "--on-conflict", "error", config=cfg)
+    assert conflict.returncode == 3 and "already names message" in conflict.stderr
+    cancelled = casque("cancel", queue_name, "--key", "ada", config=cfg)
+    assert cancelled.returncode == 0 and mid in cancelled.stdout
+    missing = casque("get", queue_name, "--key", "ada", config=cfg)
+    assert missing.returncode == 4 and missing.stderr.startswith("casque: no message with key 'ada'")
+
+
+def test_cli_bad_input_is_one_line_and_exit_2(tmp_path: Path, settings: Settings, queue_name: str) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[cassandra]\nkeyspace = "{TEST_KEYSPACE}"\n')
+    assert casque("queue", "create", queue_name, config=cfg).returncode == 0
+    cases = [
+        (["send", queue_name, "t", "--payload", "{not json"], "--payload is not valid JSON"),
+        (["send", queue_name, "t", "--delay", "soon"], "invalid delay 'soon'"),
+        (["send", queue_name, "t", "--at", "tomorrow"], "invalid time 'tomorrow'"),
+        (["send", queue_name, "t", "--priority", "5000"], "invalid priority 5000"),
+        (["send", "no_such_queue", "t"], "queue 'no_such_queue' does not exist"),
+        (["get", queue_name, "--id", "xyz"], "invalid message id 'xyz'"),
+        (["queue", "create", "bad-name!"], "invalid queue name 'bad-name!'"),
+    ]
+    for args, needle in cases:
+        done = casque(*args, config=cfg)
+        assert done.returncode == 2, (args, done.stderr)
+        assert needle in done.stderr and len(done.stderr.strip().splitlines()) == 1, (args, done.stderr)
+
+
+def test_cli_reports_cassandra_down_in_one_line(tmp_path: Path) -> None:
+    cfg = tmp_path / "down.toml"
+    cfg.write_text("[cassandra]\nport = 1\nconnect_timeout = 1\n")
+    done = casque("queues", config=cfg)
+    assert done.returncode == 5
+    assert done.stderr.strip().splitlines() == ["casque: Cassandra is not reachable at 127.0.0.1:1: start it ('casque cassandra start') or fix cassandra.contact_points/port"]
