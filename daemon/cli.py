@@ -115,7 +115,7 @@ def message_dict(m: Message) -> dict[str, Any]:
         "id": str(m.id), "queue": m.queue, "task": m.task, "payload": m.payload, "priority": m.priority,
         "due": iso(m.due_ms), "state": "in_flight" if m.state else "waiting", "attempt": m.attempt,
         "max_attempts": m.max_attempts, "timeout_s": m.timeout_ms / 1000, "key": m.key, "headers": m.headers,
-        "trigger": m.trigger, "enqueued_at": iso(m.enqueued_at), "last_error": m.last_error,
+        "trigger": m.trigger, "schedule": describe_trigger(m.trigger), "enqueued_at": iso(m.enqueued_at), "last_error": m.last_error,
     }
 
 
@@ -255,7 +255,21 @@ def _add_messages(sub: Any) -> None:
     s.add_argument("--header", action="append", default=[], metavar="NAME=VALUE")
     s.add_argument("--key", help="lookup key, to get/replace/cancel the message later")
     s.add_argument("--on-conflict", choices=["replace", "keep", "error"], default="replace")
+    rep = s.add_mutually_exclusive_group()
+    rep.add_argument("--every", help="repeat at this interval, e.g. 30s (first run: --delay/--at, else one interval from now)")
+    rep.add_argument("--cron", help="repeat on a cron schedule, e.g. '0 9 * * *' (6 fields: seconds last)")
+    s.add_argument("--tz", help="time zone of --cron, e.g. Europe/Berlin (default UTC)")
+    s.add_argument("--times", type=int, help="stop after this many occurrences")
+    s.add_argument("--until", help="stop after this ISO 8601 time")
+    s.add_argument("--misfire", choices=["coalesce", "all", "skip"], default="coalesce",
+                   help="occurrences missed while no daemon ran: run once (default), run all, or skip")
+    s.add_argument("--grace", help="how late an occurrence may be before it counts as missed (default 60s)")
     s.set_defaults(func=with_client(cmd_send))
+
+    sc = sub.add_parser("schedules", help="list a queue's keyed messages and schedules with their next run")
+    sc.add_argument("queue")
+    sc.add_argument("--json", action="store_true")
+    sc.set_defaults(func=with_client(cmd_schedules))
 
     for name, helptext, func in (("get", "show a message by id or key", cmd_get), ("cancel", "cancel a message by id or key", cmd_cancel)):
         g = sub.add_parser(name, help=helptext)
@@ -294,9 +308,34 @@ async def cmd_send(cq: Casque, args: argparse.Namespace) -> int:
     mid = await cq.send(
         args.queue, args.task, _payload(args.payload), delay=args.delay, at=parse_time(args.at) if args.at else None,
         priority=args.priority, timeout=args.timeout, max_attempts=args.max_attempts, headers=_headers(args.header),
-        key=args.key, on_conflict=args.on_conflict,
+        key=args.key, on_conflict=args.on_conflict, every=args.every, cron=args.cron, tz=args.tz, times=args.times,
+        until=parse_time(args.until) if args.until else None, misfire=args.misfire, grace=args.grace,
     )
     print(mid)
+    return 0
+
+
+def describe_trigger(trigger: dict[str, Any] | None) -> str:
+    if not trigger:
+        return "once"
+    what = f"every {format_duration(trigger['every_ms'] / 1000)}" if trigger.get("kind") == "every" else f"cron '{trigger.get('cron')}' {trigger.get('tz', 'UTC')}"
+    if trigger.get("times"):
+        what += f", {trigger['times']} times"
+    if trigger.get("until_ms"):
+        what += f", until {iso(trigger['until_ms'])}"
+    return what
+
+
+async def cmd_schedules(cq: Casque, args: argparse.Namespace) -> int:
+    found = await cq.schedules(args.queue)
+    data, rows = [], []
+    for entry, m in found:
+        trigger = (m.trigger if m else None) or entry.trigger
+        next_run = m.due_ms if m and m.state == 0 else None
+        data.append({"key": entry.key, "id": str(m.id) if m else None, "task": entry.task, "trigger": trigger, "next_run": iso(next_run),
+                     "occurrence": (trigger or {}).get("n"), "last_run": iso(entry.last_run), "state": ("in_flight" if m.state else "waiting") if m else "finished"})
+        rows.append([entry.key, entry.task, describe_trigger(trigger), iso(next_run), iso(entry.last_run), str((trigger or {}).get("n", "-"))])
+    emit(args, data, rows, ["KEY", "TASK", "TRIGGER", "NEXT RUN", "LAST RUN", "N"])
     return 0
 
 

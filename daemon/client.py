@@ -28,6 +28,7 @@ from .poison import PoisonStore
 from .producer import Job, OnConflict, Producer
 from .queues import QueueStore, settings_from_defaults
 from .table import MessageTable
+from .triggers import make_trigger
 
 
 class Casque:
@@ -92,11 +93,31 @@ class Casque:
     # ---- producing --------------------------------------------------------------------------
     async def send(self, queue: str, task: str, payload: Any = None, *, delay: float | str | None = None, at: float | None = None,
                    priority: int = 0, timeout: float | str | None = None, max_attempts: int | None = None,
-                   headers: dict[str, str] | None = None, key: str | None = None, on_conflict: OnConflict = "replace") -> str:
-        """Send one message; returns its id. See ``Job`` for the meaning of each option."""
+                   headers: dict[str, str] | None = None, key: str | None = None, on_conflict: OnConflict = "replace",
+                   every: float | str | None = None, cron: str | None = None, tz: str | None = None, times: int | None = None,
+                   until: float | None = None, misfire: str = "coalesce", grace: float | str | None = None) -> str:
+        """Send one message, or start a schedule (``every=`` or ``cron=``); returns the id.
+
+        ``delay``/``at`` (epoch seconds) set when it runs (for a schedule: the first fire time);
+        ``every`` repeats at a fixed rate, ``cron`` follows a croniter expression in time zone
+        ``tz``; ``times`` caps the occurrences and ``until`` (epoch seconds) ends the schedule;
+        ``misfire`` is coalesce|all|skip for occurrences more than ``grace`` late."""
         _check_policy(on_conflict)
-        job = Job(task, payload, delay, at, priority, timeout, max_attempts, headers or {}, key, on_conflict)
+        schedule = None
+        if every is not None or cron is not None:
+            until_ms = int(until * 1000) if until is not None else None
+            schedule = make_trigger(every=every, cron=cron, tz=tz, times=times, until_ms=until_ms, misfire=misfire, grace=grace)
+        elif tz is not None or times is not None or until is not None:
+            raise UsageError("tz, times and until only apply to schedules: add every=... or cron=...")
+        job = Job(task, payload, delay, at, priority, timeout, max_attempts, headers or {}, key, on_conflict, schedule)
         return await self.producer.send(queue, job)
+
+    async def schedules(self, queue: str) -> list[tuple[KeyEntry, Message | None]]:
+        """Every keyed message of a queue with its current occurrence (next fire time = its due)."""
+        out = []
+        for entry in await self.keys.list(queue):
+            out.append((entry, (await self.lookup.by_key(queue, entry.key))[1]))
+        return out
 
     async def send_many(self, queue: str, jobs: Iterable[Job]) -> list[str]:
         return await self.producer.send_many(queue, jobs)
@@ -126,7 +147,7 @@ class Casque:
     def consumer(self, queue: str) -> Consumer:
         """A consumer of one queue; share it between the coroutines of one process."""
         w = self.settings.worker
-        return Consumer(self.db, self.table, self.queues, self.poison, self.clock, queue,
+        return Consumer(self.db, self.table, self.queues, self.poison, self.keys, self.clock, queue,
                         tolerance_ms=int(w.clock_tolerance * 1000), rescan_ms=int(w.rescan_interval * 1000))
 
 

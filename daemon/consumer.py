@@ -21,11 +21,13 @@ first, then leave the row in that same batch.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from . import triggers
 from .clock import Clock
 from .db import Database
+from .keys import KeyEntry, KeyStore
 from .locking import HeldLock, ShardLocker
 from .logs import get_logger
 from .model import Message, QueueSettings
@@ -61,9 +63,10 @@ class ConsumerStats:
 class Consumer:
     """Takes batches from one queue. One per process and queue; any number of coroutines share it."""
 
-    def __init__(self, db: Database, table: MessageTable, queues: QueueStore, poison: PoisonStore, clock: Clock,
+    def __init__(self, db: Database, table: MessageTable, queues: QueueStore, poison: PoisonStore, keys: KeyStore, clock: Clock,
                  queue: str, tolerance_ms: int = 5000, rescan_ms: int = 10000) -> None:
         self.db = db
+        self.keys = keys
         self.table = table
         self.queues = queues
         self.poison = poison
@@ -210,12 +213,17 @@ class Consumer:
         batch.add(self.locker.release_statement(lock))
         delivered: list[Message] = []
         doomed: list[tuple[Message, str]] = []
+        chained: list[tuple[Message, Message]] = []
         for m in messages:
             batch.add(self.table.delete_message(m, m.due_ms))
             reason = self._poison_reason(m)
             if reason:
                 doomed.append((m, reason))
                 continue
+            nxt = self._next_occurrence(m, now)
+            if nxt is not None:  # written in this same batch: the schedule survives any crash
+                batch.add(self.table.insert_message(nxt, now, qs.retention_s))
+                chained.append((m, nxt))
             if m.state == STATE_IN_FLIGHT:
                 self.stats.timed_out += 1
                 log.warning("message_redelivered", queue=qs.name, task=m.task, id=str(m.id), attempt=m.attempt + 1, reason="timeout passed before an ack")
@@ -235,9 +243,41 @@ class Consumer:
         await self.db.run(batch, timestamp=ts)
         for m in delivered:
             m.write_ts = ts
+        for m, nxt in chained:
+            nxt.write_ts = ts
+            await self._move_key(qs, m, nxt, now)
         self.stats.takes += 1
         self.stats.taken += len(delivered)
         return delivered
+
+    @staticmethod
+    def _next_occurrence(m: Message, now: int) -> Message | None:
+        """The schedule's next occurrence, if ``m`` is a schedule's occurrence taken for the first
+        time (a redelivery or a retry already chained its successor)."""
+        if not m.trigger or m.attempt != 0:
+            return None
+        t = triggers.following(triggers.Trigger.from_json(m.trigger), now)
+        if t is None:
+            return None
+        # A missed occurrence (misfire 'all') keeps its fire time in the trigger but is queued at
+        # now: nothing may be written behind a cursor.
+        return replace(m, id=triggers.occurrence_id(t, t.n), due_ms=max(t.fire_ms, now), attempt=0, state=0, trigger=t.to_json(),
+                       enqueued_at=now, last_error=None, copy_due_ms=None, write_ts=0)
+
+    async def _move_key(self, qs: QueueSettings, m: Message, nxt: Message, now: int) -> None:
+        """Point the schedule's key at its next occurrence. If the key no longer names this
+        occurrence, the schedule was cancelled or replaced meanwhile: withdraw the next one."""
+        if not m.key:
+            return
+        entry = KeyEntry(qs.name, m.key, nxt.id, nxt.bucket, nxt.shard, nxt.task, nxt.trigger, now, last_run=now)
+        try:
+            moved = await self.keys.repoint(entry, m.id)
+        except Exception as exc:  # the occurrence ran; lookups follow the chain (lookup.py)
+            log.error("schedule_key_not_moved", queue=qs.name, key=m.key, error=str(exc))
+            return
+        if not moved:
+            await self.db.run(self.table.delete_message(nxt, nxt.due_ms), timestamp=after(nxt.write_ts, now_us=self.db.next_timestamp()))
+            log.info("schedule_ended", queue=qs.name, key=m.key, reason="cancelled or replaced while an occurrence was taken")
 
     @staticmethod
     def _poison_reason(m: Message) -> str | None:

@@ -21,6 +21,7 @@ from .client import Casque
 from .config import WorkerSettings
 from .consumer import Consumer
 from .errors import CasqueError
+from . import triggers
 from .handler import Context, Poison, Retry
 from .logs import get_logger
 from .model import Message
@@ -190,9 +191,31 @@ class Dispatcher:
             return
         if spec.max_attempts:
             m.max_attempts = spec.max_attempts
+        if not await self._still_wanted(m, mlog):
+            self.acks.add(m)
+            return
         limit = self._limit(spec)
         async with limit:
             await self._run(consumer, spec, m, mlog)
+
+    async def _still_wanted(self, m: Message, mlog: Any) -> bool:
+        """A late occurrence under the 'skip' misfire policy is not run, nor is a keyed message whose
+        key was cancelled or moved to another message after it was taken (so a cancelled schedule
+        never fires again, even with an occurrence already in flight)."""
+        if m.trigger and not triggers.should_run(triggers.Trigger.from_json(m.trigger), self.cq.clock.now_ms()):
+            mlog.warning("misfire_skipped", fire_ms=m.trigger.get("fire_ms"), late_ms=self.cq.clock.now_ms() - int(m.trigger.get("fire_ms", 0)))
+            return False
+        if not m.key:
+            return True
+        try:
+            entry = await self.cq.keys.get(m.queue, m.key)
+        except CasqueError:
+            return True  # can't tell: at-least-once says run it
+        same_schedule = bool(m.trigger and entry and entry.trigger and entry.trigger.get("origin") == m.trigger.get("origin"))
+        if entry is not None and (entry.id == m.id or same_schedule):
+            return True
+        mlog.info("message_cancelled", key=m.key, reason="its key was cancelled or now names another message")
+        return False
 
     def _limit(self, spec: TaskSpec) -> Any:
         if not spec.concurrency:
@@ -270,7 +293,7 @@ class Dispatcher:
             deadline.reschedule(asyncio.get_running_loop().time() + seconds)
 
         return Context(id=str(m.id), queue=m.queue, task=m.task, attempt=m.attempt, max_attempts=m.max_attempts,
-                       due_ms=m.due_ms, key=m.key, headers=m.headers, log=mlog, extend=extend)
+                       due_ms=m.due_ms, key=m.key, headers=m.headers, log=mlog, extend=extend, trigger=m.trigger)
 
     async def _retry_or_poison(self, consumer: Consumer, spec: TaskSpec, m: Message, mlog: Any, after: float | None,
                                exc: BaseException, started: float) -> None:

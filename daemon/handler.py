@@ -54,7 +54,8 @@ class Context:
     """One delivery of one message, as the handler sees it."""
 
     def __init__(self, *, id: str, queue: str, task: str, attempt: int, max_attempts: int, due_ms: int, key: str | None,
-                 headers: dict[str, str], log: Any, extend: Callable[[float], Awaitable[None]]) -> None:
+                 headers: dict[str, str], log: Any, extend: Callable[[float], Awaitable[None]],
+                 trigger: dict[str, Any] | None = None) -> None:
         self.id = id
         self.queue = queue
         self.task = task
@@ -65,6 +66,9 @@ class Context:
         self.headers = headers
         self.log = log
         self._extend = extend
+        #: For an occurrence of a schedule: its number (1-based) and scheduled fire time.
+        self.occurrence: int | None = trigger.get("n") if trigger else None
+        self.fire_time = datetime.fromtimestamp(trigger["fire_ms"] / 1000, tz=timezone.utc) if trigger and trigger.get("fire_ms") else None
 
     @property
     def last_attempt(self) -> bool:

@@ -40,7 +40,7 @@ class KeyStore:
         p = db.prepare
         self._get = p(f"SELECT {_COLS} FROM {t} WHERE queue = ? AND key_shard = ? AND key = ?")
         self._claim = p(f"INSERT INTO {t} ({_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?) IF NOT EXISTS")
-        self._repoint = p(f"UPDATE {t} SET id = ?, bucket = ?, shard = ?, task = ?, trigger = ?, created_at = ? WHERE queue = ? AND key_shard = ? AND key = ? IF id = ?")
+        self._repoint = p(f"UPDATE {t} SET id = ?, bucket = ?, shard = ?, task = ?, trigger = ?, created_at = ?, last_run = ? WHERE queue = ? AND key_shard = ? AND key = ? IF id = ?")
         self._release = p(f"DELETE FROM {t} WHERE queue = ? AND key_shard = ? AND key = ? IF id = ?")
         self._ran = p(f"UPDATE {t} SET last_run = ? WHERE queue = ? AND key_shard = ? AND key = ?")
         self._list = p(f"SELECT {_COLS} FROM {t} WHERE queue = ? AND key_shard = ?")
@@ -59,7 +59,8 @@ class KeyStore:
 
     async def repoint(self, e: KeyEntry, expected_id: uuid.UUID) -> bool:
         """Point the key at a new message, only if it still names ``expected_id``."""
-        rows = await self.db.run(self._repoint, [e.id, e.bucket, e.shard, e.task, _trig(e.trigger), e.created_at, e.queue, key_shard(e.key), e.key, expected_id])
+        rows = await self.db.run(self._repoint, [e.id, e.bucket, e.shard, e.task, _trig(e.trigger), e.created_at, e.last_run, e.queue,
+                                                 key_shard(e.key), e.key, expected_id])
         return bool(rows and rows[0].applied)
 
     async def release(self, queue: str, key: str, message_id: uuid.UUID) -> bool:

@@ -18,6 +18,7 @@ from .model import Message, QueueSettings
 from .placement import row_of
 from .queues import QueueStore
 from .table import MessageTable, all_rows, message_from_row
+from .triggers import Trigger, occurrence_id
 
 CANCEL_TRIES = 5
 
@@ -39,10 +40,19 @@ class Lookup:
         return message_from_row(qs.name, bucket, shard, rows[0]) if rows else None
 
     async def by_key(self, queue: str, key: str) -> tuple[KeyEntry, Message | None]:
+        """The message a key names. For a schedule whose daemon died between writing the next
+        occurrence and moving the key, follow the deterministic chain of occurrence ids."""
         entry = await self.keys.get(queue, key)
         if entry is None:
             raise MessageNotFound(f"no message with key '{key}' in queue '{queue}': list keys with 'casque schedules {queue}'")
-        return entry, await self.by_id(queue, entry.id)
+        m = await self.by_id(queue, entry.id)
+        if m is None and entry.trigger and entry.trigger.get("origin"):
+            t = Trigger.from_json(entry.trigger)
+            for n in range(t.n + 1, t.n + 4):
+                m = await self.by_id(queue, occurrence_id(t, n))
+                if m is not None:
+                    break
+        return entry, m
 
     async def cancel_id(self, queue: str, message_id: uuid.UUID) -> Message:
         """Delete a message wherever it is in its row; release its key. Raises MessageNotFound."""
@@ -68,10 +78,18 @@ class Lookup:
         if entry is None:
             raise MessageNotFound(f"no message with key '{key}' in queue '{queue}': list keys with 'casque schedules {queue}'")
         await self.keys.release(queue, key, entry.id)
-        try:
-            return await self.cancel_id(queue, entry.id)
-        except MessageNotFound:
-            return None
+        cancelled: Message | None = None
+        ids = [entry.id]
+        if entry.trigger and entry.trigger.get("origin"):  # a successor a consumer may be writing now
+            t = Trigger.from_json(entry.trigger)
+            ids += [occurrence_id(t, n) for n in range(t.n + 1, t.n + 3)]
+        for mid in ids:
+            try:
+                found = await self.cancel_id(queue, mid)
+                cancelled = cancelled or found
+            except MessageNotFound:
+                continue
+        return cancelled
 
     async def peek(self, queue: str, limit: int = 10, due_only: bool = False, now_ms: int | None = None) -> list[Message]:
         """The next ``limit`` messages in delivery order (priority, then due time), across every row.

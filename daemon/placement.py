@@ -4,7 +4,12 @@ A message id is a UUIDv7-layout UUID whose 48-bit millisecond field is the messa
 time. Its row is a pure function of the id and the queue's settings:
 
     bucket = (due_ms // bucket_ms) mod buckets     (the rolling time bucket)
-    shard  = (low 64 bits of the id)  mod shards   (the concurrency shard)
+    shard  = (low 32 bits of the id)  mod shards   (the concurrency shard)
+
+Id layout (128 bits): 48 due ms | 4 version (7) | 12 unique | 2 variant | 30 unique | 32 placement.
+The 42 "unique" bits and the 32 "placement" bits are random for a plain message. The occurrences of
+a schedule keep the origin's due field and placement bits (so they all live in its row) and number
+themselves in the unique bits (so they are distinct and deterministic).
 
 Both are computed on non-negative integers, so a shard or bucket is never negative (Astyanax used
 ``key.hashCode() % n``, which is negative for half the keys, and those messages were never read,
@@ -23,17 +28,33 @@ MAX_MS = (1 << 48) - 1
 KEY_SHARDS = 16
 
 
+UNIQUE_BITS = 42
+PLACEMENT_MASK = 0xFFFF_FFFF
+
+
 def new_id(due_ms: int, seed: bytes | None = None) -> uuid.UUID:
     """A UUIDv7-layout id carrying ``due_ms``. With ``seed`` the id is deterministic: the same
-    (schedule key, fire time) always gives the same id, so a duplicate insert overwrites one cell."""
-    if not 0 <= due_ms <= MAX_MS:
-        raise ValueError(f"due time {due_ms} ms is outside the representable range")
+    (queue, key, first fire) always gives the same id, so a duplicate insert overwrites one cell."""
     rand = hashlib.blake2b(seed, digest_size=10).digest() if seed is not None else os.urandom(10)
     r = int.from_bytes(rand, "big")
-    rand_a = (r >> 68) & 0xFFF
-    rand_b = r & ((1 << 62) - 1)
-    value = (due_ms << 80) | (0x7 << 76) | (rand_a << 64) | (0b10 << 62) | rand_b
+    return compose_id(due_ms, r >> 32 & ((1 << UNIQUE_BITS) - 1), r & PLACEMENT_MASK)
+
+
+def compose_id(due_ms: int, unique: int, placement: int) -> uuid.UUID:
+    """Assemble an id from its due time, 42 unique bits and 32 placement bits."""
+    if not 0 <= due_ms <= MAX_MS:
+        raise ValueError(f"due time {due_ms} ms is outside the representable range")
+    unique &= (1 << UNIQUE_BITS) - 1
+    rand_a, rand_b_high = unique >> 30, unique & ((1 << 30) - 1)
+    value = (due_ms << 80) | (0x7 << 76) | (rand_a << 64) | (0b10 << 62) | (rand_b_high << 32) | (placement & PLACEMENT_MASK)
     return uuid.UUID(int=value)
+
+
+def sibling_id(origin: uuid.UUID, n: int) -> uuid.UUID:
+    """The n-th deterministic sibling of ``origin``: same due field and placement bits (so the same
+    row), distinct unique bits for every n < 2**42."""
+    base = int.from_bytes(hashlib.blake2b(origin.bytes, digest_size=6).digest(), "big")
+    return compose_id(id_due_ms(origin), base + n, origin.int & PLACEMENT_MASK)
 
 
 def id_due_ms(message_id: uuid.UUID) -> int:
@@ -47,8 +68,8 @@ def bucket_of(due_ms: int, bucket_ms: int, buckets: int) -> int:
 
 
 def shard_of(message_id: uuid.UUID, shards: int) -> int:
-    """The concurrency shard: the id's random low 64 bits, unsigned, modulo the shard count."""
-    return (message_id.int & 0xFFFF_FFFF_FFFF_FFFF) % shards
+    """The concurrency shard: the id's 32 placement bits, unsigned, modulo the shard count."""
+    return (message_id.int & PLACEMENT_MASK) % shards
 
 
 def row_of(message_id: uuid.UUID, bucket_ms: int, buckets: int, shards: int) -> tuple[int, int]:

@@ -22,6 +22,7 @@ from .keys import KeyEntry, KeyStore
 from .lookup import Lookup
 from .model import Message, QueueSettings, check_headers, check_key, check_priority, check_task_name, encode_payload
 from .placement import new_id, row_of
+from .triggers import Trigger, first, start
 from .queues import QueueStore
 from .table import STATE_WAITING, MessageTable
 
@@ -45,7 +46,7 @@ class Job:
     headers: dict[str, str] = field(default_factory=dict)
     key: str | None = None
     on_conflict: OnConflict = "replace"
-    trigger: dict[str, Any] | None = None
+    schedule: Trigger | None = None
     seed: bytes | None = None
 
 
@@ -148,9 +149,21 @@ def due_time(job: Job, now_ms: int) -> int:
 
 
 def build_message(qs: QueueSettings, job: Job, now_ms: int) -> Message:
-    """Validate a job and turn it into a placed Message (pure: no I/O)."""
+    """Validate a job and turn it into a placed Message (pure: no I/O). A scheduled job becomes the
+    schedule's first occurrence; a keyed schedule's id is deterministic (queue, key, first fire), so
+    two processes scheduling the same key at once write one cell."""
     due = due_time(job, now_ms)
-    mid = new_id(due, job.seed)
+    trigger: dict[str, Any] | None = None
+    if job.schedule is not None:
+        given = due if (job.delay is not None or job.at is not None) else 0
+        due = first(job.schedule, given, now_ms)
+        if job.schedule.until_ms is not None and due > job.schedule.until_ms:
+            raise UsageError("the schedule ends (--until) before its first fire time: move --until later")
+        seed = f"{qs.name}|{job.key}|{due}".encode() if job.key else job.seed
+        sched, mid = start(job.schedule, due, seed)
+        trigger = sched.to_json()
+    else:
+        mid = new_id(due, job.seed)
     bucket, shard = row_of(mid, qs.bucket_ms, qs.buckets, qs.shards)
     timeout_ms = int(parse_duration(job.timeout, "timeout") * 1000) if job.timeout is not None else qs.timeout_ms
     max_attempts = job.max_attempts if job.max_attempts is not None else qs.max_attempts
@@ -161,6 +174,6 @@ def build_message(qs: QueueSettings, job: Job, now_ms: int) -> Message:
     return Message(
         queue=qs.name, id=mid, task=check_task_name(job.task), payload=job.payload, bucket=bucket, shard=shard,
         priority=check_priority(job.priority), due_ms=due, attempt=0, max_attempts=max_attempts, timeout_ms=timeout_ms,
-        headers=check_headers(job.headers), key=check_key(job.key), trigger=job.trigger, enqueued_at=now_ms,
+        headers=check_headers(job.headers), key=check_key(job.key), trigger=trigger, enqueued_at=now_ms,
         state=STATE_WAITING, raw_payload=encode_payload(job.payload, qs.max_payload_bytes),
     )

@@ -65,3 +65,12 @@ class TooSlow(Handler):
     async def handle(self, ctx: Context, payload: Any) -> None:
         record(ctx, "start")
         await asyncio.sleep(30)
+
+
+@register("test.tick")
+class Tick(Handler):
+    """Records the occurrence number and fire time of a schedule's occurrence."""
+
+    async def handle(self, ctx: Context, payload: Any) -> None:
+        fire = ctx.fire_time.timestamp() if ctx.fire_time else 0
+        record(ctx, f"{ctx.occurrence} {fire:.3f}")
