@@ -52,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_queue(sub)
     _add_messages(sub)
     _add_run(sub)
+    _add_admin(sub)
     return p
 
 
@@ -158,6 +159,148 @@ def cmd_run(args: argparse.Namespace) -> int:
     return uvloop.run(Worker(settings, queues=queues, concurrency=args.concurrency).run(burst=args.burst))
 
 
+# ---- statistics and administration ---------------------------------------------------------
+def _add_admin(sub: Any) -> None:
+    st = sub.add_parser("stats", help="per-queue statistics read from Cassandra (waiting, in flight, poisoned, age, skew, throughput)")
+    st.add_argument("queue", nargs="?", help="one queue (default: all)")
+    st.add_argument("--json", action="store_true")
+    st.set_defaults(func=with_client(cmd_stats))
+    pu = sub.add_parser("purge", help="delete every message of a queue")
+    pu.add_argument("queue")
+    pu.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    pu.set_defaults(func=with_client(cmd_purge))
+    hi = sub.add_parser("history", help="a message's history (queues created with --history)")
+    hi.add_argument("queue")
+    which = hi.add_mutually_exclusive_group(required=True)
+    which.add_argument("--key")
+    which.add_argument("--id")
+    hi.add_argument("--days", type=int, default=7)
+    hi.add_argument("--json", action="store_true")
+    hi.set_defaults(func=with_client(cmd_history))
+    po = sub.add_parser("poison", help="inspect, replay or purge a queue's poison queue")
+    ps = po.add_subparsers(metavar="ACTION")
+    pl = ps.add_parser("list", help="poisoned messages with their reasons")
+    pl.add_argument("queue")
+    pl.add_argument("-n", type=int, default=100)
+    pl.add_argument("--json", action="store_true")
+    pl.set_defaults(func=with_client(cmd_poison_list))
+    sh = ps.add_parser("show", help="one poisoned message, with its traceback")
+    sh.add_argument("queue")
+    sh.add_argument("id")
+    sh.add_argument("--json", action="store_true")
+    sh.set_defaults(func=with_client(cmd_poison_show))
+    rp = ps.add_parser("replay", help="send poisoned messages again (by --id, by --task, or --all)")
+    rp.add_argument("queue")
+    sel = rp.add_mutually_exclusive_group(required=True)
+    sel.add_argument("--id", action="append")
+    sel.add_argument("--task")
+    sel.add_argument("--all", action="store_true")
+    rp.set_defaults(func=with_client(cmd_poison_replay))
+    pp = ps.add_parser("purge", help="empty the poison queue")
+    pp.add_argument("queue")
+    pp.add_argument("--yes", action="store_true")
+    pp.set_defaults(func=with_client(cmd_poison_purge))
+
+
+async def cmd_stats(cq: Casque, args: argparse.Namespace) -> int:
+    from .stats import queue_stats
+
+    names = [args.queue] if args.queue else [q.name for q in await cq.queues.list()]
+    found = [await queue_stats(cq, name) for name in names]
+    rows = [[s.queue, str(s.waiting_due), str(s.scheduled), str(s.in_flight), str(s.poisoned),
+             "-" if s.oldest_due_age_s is None else format_duration(s.oldest_due_age_s), "-" if s.skew is None else f"{s.skew:.2f}",
+             "-" if s.acked_per_s is None else f"{s.acked_per_s:.1f}/s", str(s.daemons)] for s in found]
+    if args.json:
+        emit(args, [s.to_json() for s in found])
+    else:
+        print_table(["QUEUE", "DUE", "SCHEDULED", "IN FLIGHT", "POISONED", "OLDEST DUE", "SKEW", "ACKED (est.)", "DAEMONS"], rows)
+        print("exact: due, scheduled, in flight, poisoned, oldest due, skew (max/mean per shard); estimated: acked/s from daemon stats rows (10 s)")
+    return 0
+
+
+async def cmd_purge(cq: Casque, args: argparse.Namespace) -> int:
+    from .admin import purge
+
+    await cq.queues.get(args.queue)
+    confirm(args, f"delete every message of queue '{args.queue}'")
+    print(f"purged {await purge(cq, args.queue)} messages from {args.queue}")
+    return 0
+
+
+async def cmd_history(cq: Casque, args: argparse.Namespace) -> int:
+    from .history import History
+
+    history = History(cq.db, cq.settings.cassandra.keyspace, cq.queues)
+    mid = None
+    if args.id:
+        from .client import _uuid
+
+        mid = _uuid(args.id)
+    found = await history.read(args.queue, cq.clock.now_ms(), args.days, key=args.key, message_id=mid)
+    if not found:
+        qs = await cq.queues.get(args.queue)
+        hint = "" if qs.history else f": queue '{args.queue}' does not keep history (casque queue update {args.queue} --history)"
+        from .errors import MessageNotFound
+
+        raise MessageNotFound(f"no history for {args.key or args.id!r} in the last {args.days} days{hint}")
+    data = [{"at": iso(h.at), "id": str(h.id), "event": h.event, "task": h.task, "attempt": h.attempt, "duration_ms": h.duration_ms,
+             "lateness_ms": h.lateness_ms, "error": h.error, "key": h.key} for h in found]
+    rows = [[d["at"], d["id"], d["event"], str(d["attempt"]), "-" if d["duration_ms"] is None else f"{d['duration_ms']:.1f}", d["error"] or ""]
+            for d in data]
+    emit(args, data, rows, ["AT", "ID", "EVENT", "ATTEMPT", "MS", "ERROR"])
+    return 0
+
+
+async def cmd_poison_list(cq: Casque, args: argparse.Namespace) -> int:
+    records = await cq.poison.list(args.queue, args.n)
+    data = [{"id": str(r.id), "task": r.task, "attempt": r.attempt, "poisoned_at": iso(r.poisoned_at), "reason": r.reason,
+             "error_type": r.error_type, "error": r.error} for r in records]
+    rows = [[d["id"], d["task"], str(d["attempt"]), d["poisoned_at"], d["reason"][:80]] for d in data]
+    emit(args, data, rows, ["ID", "TASK", "ATTEMPT", "POISONED AT", "REASON"])
+    return 0
+
+
+async def cmd_poison_show(cq: Casque, args: argparse.Namespace) -> int:
+    from .client import _uuid
+    from .errors import MessageNotFound
+
+    r = await cq.poison.get(args.queue, _uuid(args.id))
+    if r is None:
+        raise MessageNotFound(f"no poisoned message {args.id} in queue '{args.queue}': list them with 'casque poison list {args.queue}'")
+    data = {"id": str(r.id), "task": r.task, "attempt": r.attempt, "poisoned_at": iso(r.poisoned_at), "reason": r.reason,
+            "error_type": r.error_type, "error": r.error, "key": r.key, "headers": r.headers, "payload": (r.payload or b"").decode("utf-8", "replace"),
+            "traceback": r.traceback}
+    if args.json:
+        emit(args, data)
+    else:
+        for k, v in data.items():
+            if k != "traceback":
+                print(f"{k:<12} {v}")
+        if r.traceback:
+            print(r.traceback.rstrip())
+    return 0
+
+
+async def cmd_poison_replay(cq: Casque, args: argparse.Namespace) -> int:
+    from .admin import replay
+    from .client import _uuid
+
+    ids = [_uuid(i) for i in args.id] if args.id else None
+    new_ids, left = await replay(cq, args.queue, ids=ids, task=args.task)
+    for line in left:
+        print(f"casque: {line}", file=sys.stderr)
+    print(f"replayed {len(new_ids)} messages into {args.queue}")
+    return 0 if not left else 1
+
+
+async def cmd_poison_purge(cq: Casque, args: argparse.Namespace) -> int:
+    count = await cq.poison.count(args.queue)
+    confirm(args, f"delete {count} poisoned messages of queue '{args.queue}'")
+    await cq.poison.purge(args.queue)
+    print(f"purged {count} poisoned messages from {args.queue}")
+    return 0
+
+
 # ---- schema ---------------------------------------------------------------------------------
 def _add_schema(sub: Any) -> None:
     p = sub.add_parser("schema", help="create the keyspace and tables")
@@ -188,6 +331,7 @@ def _queue_options(p: argparse.ArgumentParser, create: bool) -> None:
     p.add_argument("--max-attempts", type=int, help="deliveries before a message is poisoned")
     p.add_argument("--retention", help="how long finished data is kept, e.g. 7d")
     p.add_argument("--max-payload-bytes", type=int, help="largest payload accepted by send")
+    p.add_argument("--history", action=argparse.BooleanOptionalAction, default=None, help="keep message history (casque history)")
 
 
 def _add_queue(sub: Any) -> None:
@@ -202,6 +346,10 @@ def _add_queue(sub: Any) -> None:
     u.add_argument("name")
     _queue_options(u, create=False)
     u.set_defaults(func=with_client(cmd_queue_update))
+    d = s.add_parser("delete", help="delete a queue: its messages, keys, poison queue and settings")
+    d.add_argument("name")
+    d.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    d.set_defaults(func=with_client(cmd_queue_delete))
     ls = sub.add_parser("queues", help="list queues and their settings")
     ls.add_argument("--json", action="store_true")
     ls.set_defaults(func=with_client(cmd_queues))
@@ -218,7 +366,7 @@ def _durations(args: argparse.Namespace) -> dict[str, Any]:
 async def cmd_queue_create(cq: Casque, args: argparse.Namespace) -> int:
     qs = await cq.create_queue(
         args.name, if_missing=args.if_missing, shards=args.shards, buckets=args.buckets, bucket_seconds=args.bucket_seconds,
-        max_attempts=args.max_attempts, max_payload_bytes=args.max_payload_bytes, **_durations(args),
+        max_attempts=args.max_attempts, max_payload_bytes=args.max_payload_bytes, history=args.history, **_durations(args),
     )
     print(f"queue {qs.name}: {qs.shards} shards x {qs.buckets} buckets of {qs.bucket_seconds}s, timeout {format_duration(qs.timeout_ms / 1000)}, "
           f"max attempts {qs.max_attempts}")
@@ -226,7 +374,8 @@ async def cmd_queue_create(cq: Casque, args: argparse.Namespace) -> int:
 
 
 async def cmd_queue_update(cq: Casque, args: argparse.Namespace) -> int:
-    qs = await cq.queues.update(args.name, max_attempts=args.max_attempts, max_payload_bytes=args.max_payload_bytes, **_durations(args))
+    qs = await cq.queues.update(args.name, max_attempts=args.max_attempts, max_payload_bytes=args.max_payload_bytes, history=args.history,
+                                **_durations(args))
     print(f"queue {qs.name} updated: timeout {format_duration(qs.timeout_ms / 1000)}, max attempts {qs.max_attempts}")
     return 0
 
@@ -237,6 +386,26 @@ async def cmd_queues(cq: Casque, args: argparse.Namespace) -> int:
     rows = [[q.name, str(q.shards), str(q.buckets), f"{q.bucket_seconds}s", format_duration(q.timeout_ms / 1000), str(q.max_attempts),
              format_duration(q.retention_s)] for q in queues]
     emit(args, data, rows, ["QUEUE", "SHARDS", "BUCKETS", "BUCKET", "TIMEOUT", "ATTEMPTS", "RETENTION"])
+    return 0
+
+
+def confirm(args: argparse.Namespace, question: str) -> None:
+    """Destructive commands ask first; --yes (or no terminal to ask on) must be explicit."""
+    if getattr(args, "yes", False):
+        return
+    if not sys.stdin.isatty():
+        raise UsageError(f"{question} needs confirmation: add --yes")
+    if input(f"{question} [y/N] ").strip().lower() not in ("y", "yes"):
+        raise UsageError("cancelled: nothing was changed")
+
+
+async def cmd_queue_delete(cq: Casque, args: argparse.Namespace) -> int:
+    from .admin import delete_queue
+
+    await cq.queues.get(args.name)
+    confirm(args, f"delete queue '{args.name}' with all its messages")
+    count = await delete_queue(cq, args.name)
+    print(f"queue {args.name} deleted ({count} messages removed)")
     return 0
 
 

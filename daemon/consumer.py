@@ -24,7 +24,7 @@ import asyncio
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from . import triggers
+from . import metrics, triggers
 from .clock import Clock
 from .db import Database
 from .keys import KeyEntry, KeyStore
@@ -97,6 +97,7 @@ class Consumer:
             if taken:
                 return taken
         self.stats.empty_polls += 1
+        metrics.EMPTY_POLLS.labels(self.queue).inc()
         return []
 
     async def _visit_shard(self, qs: QueueSettings, shard: int, limit: int) -> list[Message]:
@@ -167,6 +168,7 @@ class Consumer:
         lock = await self.locker.acquire(qs, bucket, shard)
         if lock is None:
             self.stats.contention += 1
+            metrics.CONTENTION.labels(qs.name).inc()
             return []
         try:
             return await self._take_locked(qs, state, lock, limit)
@@ -182,6 +184,7 @@ class Consumer:
         alone, rows = await asyncio.gather(self.locker.recheck(qs, lock), first_read)
         if not alone:
             self.stats.contention += 1
+            metrics.CONTENTION.labels(qs.name).inc()
             await self.locker.release(lock)
             return []
         found = [(ranks[0], r) for r in rows]
@@ -227,6 +230,7 @@ class Consumer:
             if m.state == STATE_IN_FLIGHT:
                 self.stats.timed_out += 1
                 log.warning("message_redelivered", queue=qs.name, task=m.task, id=str(m.id), attempt=m.attempt + 1, reason="timeout passed before an ack")
+            m.scheduled_ms = (m.trigger or {}).get("fire_ms") or m.due_ms
             m.attempt += 1
             m.state = STATE_IN_FLIGHT
             m.due_ms = m.copy_due_ms = now + m.timeout_ms

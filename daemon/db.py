@@ -126,6 +126,19 @@ class Database:
             _TS_OVERRIDE.reset(token)
         return await wrap_future(rf)
 
+    async def run_all(self, stmt: str | Statement, params: Sequence[Any] | None = None) -> list[Any]:
+        """Every page of a result (for admin reads that may exceed one page), paged in a thread."""
+        assert self.session is not None, "not connected"
+        session = self.session
+
+        def fetch() -> list[Any]:
+            try:
+                return list(session.execute(stmt, params, timeout=self.settings.request_timeout))
+            except (NoHostAvailable, DriverException) as exc:
+                raise StorageUnavailable(f"Cassandra at {_where(self.settings)} failed a request: {_short(exc)}") from None
+
+        return await asyncio.to_thread(fetch)
+
     def now_us(self) -> int:
         """Microseconds on this database's clock: the default write timestamp."""
         return self.clock.now_ms() * 1000

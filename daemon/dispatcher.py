@@ -95,6 +95,7 @@ class Dispatcher:
         self.observe = observer or (lambda event, m, duration: None)
         self.consumers = {q: cq.consumer(q) for q in queues}
         self.counters = Counters()
+        self.per_queue = {q: Counters() for q in queues}
         self.acks = AckBuffer(cq)
         self.stopping = asyncio.Event()
         self.tasks: set[asyncio.Task[None]] = set()
@@ -147,6 +148,12 @@ class Dispatcher:
             await self._sleep(delay)
             delay = min(delay * 2, self.settings.max_poll_interval)
 
+    def _count(self, m: Message, name: str) -> None:
+        setattr(self.counters, name, getattr(self.counters, name) + 1)
+        per = self.per_queue.get(m.queue)
+        if per is not None:
+            setattr(per, name, getattr(per, name) + 1)
+
     def _all_idle(self) -> bool:
         expected = len(self.consumers) * self.settings.consumers
         return len(self._idle) == expected and all(self._idle.values())
@@ -163,7 +170,7 @@ class Dispatcher:
             pass
 
     def _start(self, consumer: Consumer, m: Message) -> None:
-        self.counters.received += 1
+        self._count(m, "received")
         self.observe("received", m, 0.0)
         task = asyncio.create_task(self._process(consumer, m))
         self.tasks.add(task)
@@ -237,7 +244,7 @@ class Dispatcher:
                 ctx = self._context(m, mlog, deadline)
                 await self._call(spec, ctx, m)
         except TimeoutError:
-            self.counters.timed_out += 1
+            self._count(m, "timed_out")
             duration = time.monotonic() - started
             mlog.warning("message_timed_out", timeout_s=round(run_timeout, 3), duration=round(duration, 3), comes_back_at_ms=m.copy_due_ms)
             self.observe("timed_out", m, duration)
@@ -258,7 +265,7 @@ class Dispatcher:
         else:
             duration = time.monotonic() - started
             self.acks.add(m)
-            self.counters.acked += 1
+            self._count(m, "acked")
             self.observe("acked", m, duration)
             mlog.debug("message_acked", duration=round(duration, 4))
 
@@ -293,7 +300,7 @@ class Dispatcher:
             deadline.reschedule(asyncio.get_running_loop().time() + seconds)
 
         return Context(id=str(m.id), queue=m.queue, task=m.task, attempt=m.attempt, max_attempts=m.max_attempts,
-                       due_ms=m.due_ms, key=m.key, headers=m.headers, log=mlog, extend=extend, trigger=m.trigger)
+                       due_ms=m.scheduled_ms or m.due_ms, key=m.key, headers=m.headers, log=mlog, extend=extend, trigger=m.trigger)
 
     async def _retry_or_poison(self, consumer: Consumer, spec: TaskSpec, m: Message, mlog: Any, after: float | None,
                                exc: BaseException, started: float) -> None:
@@ -310,7 +317,7 @@ class Dispatcher:
             mlog.error("retry_write_failed", error=str(store_exc), comes_back_at_ms=m.copy_due_ms)
             return
         consumer.expect(m.bucket, m.shard, m.due_ms)
-        self.counters.retried += 1
+        self._count(m, "retried")
         self.observe("retried", m, duration)
         mlog.info("message_retried", error=error, retry_in=round(delay, 3), duration=round(duration, 4))
 
@@ -321,7 +328,7 @@ class Dispatcher:
         except CasqueError as exc:
             mlog.error("poison_write_failed", error=str(exc), comes_back_at_ms=m.copy_due_ms)
             return
-        self.counters.poisoned += 1
+        self._count(m, "poisoned")
         self.observe("poisoned", m, duration)
         mlog.error("message_poisoned", reason=reason, error=error or None, duration=round(duration, 4))
 

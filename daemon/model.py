@@ -31,6 +31,7 @@ class QueueSettings:
     retention_s: int
     max_payload_bytes: int
     priorities: frozenset[int] = frozenset({0})
+    history: bool = False
 
     @property
     def bucket_ms(self) -> int:
@@ -72,6 +73,7 @@ class Message:
     raw_payload: bytes | None = None
     corrupt: str | None = None
     write_ts: int = 0  # the stored row's write timestamp (us): later writes must exceed it
+    scheduled_ms: int = 0  # for a delivered message: the due time it was taken at (lateness = start - this)
 
     @property
     def rank(self) -> int:

@@ -14,6 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal
 
+from . import metrics
 from .clock import Clock
 from .db import Database
 from .durations import parse_duration
@@ -66,9 +67,12 @@ class Producer:
         m = build_message(qs, job, now)
         qs = await self.queues.add_priority(qs, m.priority)
         if m.key is not None:
-            return str(await self._send_keyed(qs, m, job.on_conflict, now))
-        await self.db.run(self.table.insert_message(m, now, qs.retention_s))
-        return str(m.id)
+            mid = await self._send_keyed(qs, m, job.on_conflict, now)
+        else:
+            await self.db.run(self.table.insert_message(m, now, qs.retention_s))
+            mid = m.id
+        metrics.SENT.labels(qs.name, m.task).inc()
+        return str(mid)
 
     async def send_many(self, queue: str, jobs: Iterable[Job]) -> list[str]:
         """Write many messages: keyed ones one by one (they need their LWT), the rest in per-row batches."""
@@ -88,6 +92,8 @@ class Producer:
         await asyncio.gather(*(self._write_batch(qs, ms, now) for ms in rows.values()))
         for i, job, m in keyed:
             ids[i] = str(await self._send_keyed(qs, m, job.on_conflict, now))
+        for _, m in built:
+            metrics.SENT.labels(qs.name, m.task).inc()
         return ids
 
     async def _write_batch(self, qs: QueueSettings, messages: list[Message], now: int) -> None:

@@ -19,7 +19,7 @@ from .model import QueueSettings, check_priority
 from .schema import validate_name
 
 CACHE_SECONDS = 5.0
-_COLUMNS = "name, shards, buckets, bucket_seconds, lock_ttl_ms, timeout_ms, max_attempts, retention_s, max_payload_bytes, priorities"
+_COLUMNS = "name, shards, buckets, bucket_seconds, lock_ttl_ms, timeout_ms, max_attempts, retention_s, max_payload_bytes, priorities, history"
 _LIMITS = {"shards": (1, 4096), "buckets": (1, 1024), "bucket_seconds": (1, 86400), "max_attempts": (1, 1000)}
 
 
@@ -36,6 +36,7 @@ def settings_from_defaults(name: str, d: QueueDefaults, **overrides: Any) -> Que
         max_attempts=int(o.get("max_attempts", d.max_attempts)),
         retention_s=int(float(o.get("retention", d.retention))),
         max_payload_bytes=int(o.get("max_payload_bytes", d.max_payload_bytes)),
+        history=bool(o.get("history", False)),
     )
     return check_settings(qs)
 
@@ -70,7 +71,7 @@ class QueueStore:
         check_settings(qs)
         now = self.clock.now_ms()
         rows = await self.db.run(
-            self.db.prepare(f"INSERT INTO {self.ks}.queues ({_COLUMNS}, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?) IF NOT EXISTS"),
+            self.db.prepare(f"INSERT INTO {self.ks}.queues ({_COLUMNS}, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) IF NOT EXISTS"),
             _values(qs) + [now, now],
         )
         applied = bool(rows[0].applied) if rows else True
@@ -103,12 +104,14 @@ class QueueStore:
         merged = settings_from_defaults(
             name,
             _defaults_of(current),
-            **{k: v for k, v in changes.items() if v is not None},
+            **{k: v for k, v in changes.items() if v is not None and k != "history"},
         )
-        merged = replace(merged, priorities=current.priorities, shards=current.shards, buckets=current.buckets, bucket_seconds=current.bucket_seconds)
+        history = changes.get("history")
+        merged = replace(merged, priorities=current.priorities, shards=current.shards, buckets=current.buckets, bucket_seconds=current.bucket_seconds,
+                         history=current.history if history is None else bool(history))
         await self.db.run(
-            self.db.prepare(f"UPDATE {self.ks}.queues SET lock_ttl_ms=?, timeout_ms=?, max_attempts=?, retention_s=?, max_payload_bytes=?, updated_at=? WHERE name=? IF EXISTS"),
-            [merged.lock_ttl_ms, merged.timeout_ms, merged.max_attempts, merged.retention_s, merged.max_payload_bytes, self.clock.now_ms(), name],
+            self.db.prepare(f"UPDATE {self.ks}.queues SET lock_ttl_ms=?, timeout_ms=?, max_attempts=?, retention_s=?, max_payload_bytes=?, history=?, updated_at=? WHERE name=? IF EXISTS"),
+            [merged.lock_ttl_ms, merged.timeout_ms, merged.max_attempts, merged.retention_s, merged.max_payload_bytes, merged.history, self.clock.now_ms(), name],
         )
         self._cache.pop(name, None)
         return merged
@@ -130,14 +133,15 @@ class QueueStore:
 
 
 def _values(qs: QueueSettings) -> list[Any]:
-    return [qs.name, qs.shards, qs.buckets, qs.bucket_seconds, qs.lock_ttl_ms, qs.timeout_ms, qs.max_attempts, qs.retention_s, qs.max_payload_bytes, set(qs.priorities)]
+    return [qs.name, qs.shards, qs.buckets, qs.bucket_seconds, qs.lock_ttl_ms, qs.timeout_ms, qs.max_attempts, qs.retention_s, qs.max_payload_bytes,
+            set(qs.priorities), qs.history]
 
 
 def _from_row(r: Any) -> QueueSettings:
     return QueueSettings(
         name=r.name, shards=r.shards, buckets=r.buckets, bucket_seconds=r.bucket_seconds, lock_ttl_ms=r.lock_ttl_ms,
         timeout_ms=r.timeout_ms, max_attempts=r.max_attempts, retention_s=r.retention_s, max_payload_bytes=r.max_payload_bytes,
-        priorities=frozenset(r.priorities or {0}),
+        priorities=frozenset(r.priorities or {0}), history=bool(r.history),
     )
 
 

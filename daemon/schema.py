@@ -71,7 +71,38 @@ TABLES: dict[str, str] = {
             PRIMARY KEY ((queue), id)
         ) WITH gc_grace_seconds = 3600
           AND comment = 'casque poison queue'""",
+    # Each daemon's cumulative counters, written every 10 s (the "pipes" design's per-writer stats):
+    # nothing is incremented per message on a shared row; readers sum the daemons. Append-only and
+    # TTL'd, so TimeWindowCompactionStrategy drops whole expired SSTables; reads slice the newest
+    # minutes (clustering DESC), never reaching expired cells.
+    "daemon_stats": """
+        CREATE TABLE IF NOT EXISTS {ks}.daemon_stats (
+            queue text, at bigint, daemon text,
+            received bigint, acked bigint, retried bigint, poisoned bigint, timed_out bigint,
+            contention bigint, empty_polls bigint, in_flight int,
+            PRIMARY KEY ((queue), at, daemon)
+        ) WITH CLUSTERING ORDER BY (at DESC, daemon ASC)
+          AND default_time_to_live = 86400
+          AND gc_grace_seconds = 3600
+          AND compaction = {{'class': 'TimeWindowCompactionStrategy', 'compaction_window_unit': 'HOURS', 'compaction_window_size': 1}}
+          AND comment = 'casque per-daemon statistics snapshots'""",
+    # Message history for queues that keep it (queue setting 'history'): running, done, failed,
+    # poisoned, timed_out, with attempts, durations and errors. One partition per queue and UTC day
+    # bounds partitions; append-only with a TTL of the queue's retention, so TWCS.
+    "history": """
+        CREATE TABLE IF NOT EXISTS {ks}.history (
+            queue text, day text, at bigint, id uuid, event text,
+            task text, attempt int, duration_ms double, lateness_ms double, error text, key text,
+            PRIMARY KEY ((queue, day), at, id, event)
+        ) WITH gc_grace_seconds = 3600
+          AND compaction = {{'class': 'TimeWindowCompactionStrategy', 'compaction_window_unit': 'DAYS', 'compaction_window_size': 1}}
+          AND comment = 'casque message history'""",
 }
+
+# Columns added after a table's first release: applied with ALTER TABLE, "already exists" ignored.
+MIGRATIONS: list[tuple[str, str, str]] = [
+    ("queues", "history", "boolean"),
+]
 
 
 def validate_name(name: str, what: str = "keyspace") -> str:
@@ -99,6 +130,15 @@ def apply_schema(db: Database, keyspace: str, settings: SchemaSettings) -> list[
     statements += [" ".join(cql.format(ks=ks).split()) for cql in TABLES.values()]
     for cql in statements:
         db.execute(cql)
+    for table, column, ctype in MIGRATIONS:
+        _add_column(db, ks, table, column, ctype)
     assert db.cluster is not None
     db.cluster.control_connection.wait_for_schema_agreement()
     return [f"{ks}.{name}" for name in TABLES]
+
+
+def _add_column(db: Database, ks: str, table: str, column: str, ctype: str) -> None:
+    existing = db.execute("SELECT column_name FROM system_schema.columns WHERE keyspace_name = %s AND table_name = %s AND column_name = %s",
+                          [ks, table, column])
+    if not list(existing):
+        db.execute(f"ALTER TABLE {ks}.{table} ADD {column} {ctype}")

@@ -16,13 +16,18 @@ import signal
 from dataclasses import replace
 from typing import Any
 
+from . import metrics
 from .client import Casque
 from .config import Settings, load_settings
 from .dispatcher import Dispatcher
-from .errors import CasqueError, StorageUnavailable
+from .errors import CasqueError, ConfigError, StorageUnavailable
+from .history import History
+from .metrics import MetricsServer
+from .model import Message, QueueSettings
 from .logs import configure_logging, get_logger
 from .registry import Registry, registry as default_registry
 from .sdnotify import Notifier
+from .stats import STATS_EVERY_S, daemon_id
 
 log = get_logger("casque.worker")
 CONNECT_BACKOFF_MAX = 30.0
@@ -42,6 +47,9 @@ class Worker:
         self.dispatcher: Dispatcher | None = None
         self._signals = 0
         self._stop = asyncio.Event()
+        self.serving = False
+        self.daemon = daemon_id()
+        self._queue_settings: dict[str, QueueSettings] = {}
 
     async def connect(self) -> Casque:
         """Connect, retrying with capped exponential backoff: never spin, never crash-loop."""
@@ -69,19 +77,71 @@ class Worker:
             self.cq = await self.connect()
         except StorageUnavailable:
             return 0  # asked to stop while still waiting for Cassandra
-        self.dispatcher = Dispatcher(self.cq, self.registry, self.settings.worker, self.queues)
+        self.history = History(self.cq.db, self.cq.settings.cassandra.keyspace, self.cq.queues)
+        self._queue_settings = {q: await self.cq.queues.get(q) for q in self.queues}
+        self.dispatcher = Dispatcher(self.cq, self.registry, self.settings.worker, self.queues, observer=self._observe)
+        metrics.bind_gauges(lambda: len(self.dispatcher.tasks) if self.dispatcher else 0,
+                            lambda: self.dispatcher.busy_consumers if self.dispatcher else 0)
+        server = await self._start_metrics()
         w = self.settings.worker
         status = f"serving {', '.join(self.queues)} with {w.consumers} consumers per queue, tasks: {', '.join(self.registry.names())}"
         log.info("worker_ready", queues=self.queues, consumers=w.consumers, batch_size=w.batch_size, in_flight=w.in_flight,
                  tasks=self.registry.names(), burst=burst)
         self.notifier.ready(status)
-        watchdog = asyncio.create_task(self._watchdog())
+        self.serving = True
+        background = [asyncio.create_task(self._watchdog()), asyncio.create_task(self._stats_loop())]
         try:
             await self.dispatcher.run(burst=burst)
+            self.serving = False
             return await self._shutdown()
         finally:
-            watchdog.cancel()
+            for task in background:
+                task.cancel()
+            await self._write_stats()
+            await self.history.flush()
+            if server is not None:
+                await server.close()
             await self.cq.close()
+
+    def _observe(self, event: str, m: Message, duration: float) -> None:
+        now = self.cq.clock.now_ms() if self.cq else 0
+        metrics.observe(event, m, duration, now)
+        qs = self._queue_settings.get(m.queue)
+        if qs is not None:
+            self.history.record(event, m, duration, now, qs)
+
+    async def _start_metrics(self) -> MetricsServer | None:
+        m = self.settings.metrics
+        if not m.enabled:
+            return None
+        server = MetricsServer(m.host, m.port, ready=lambda: self.serving)
+        try:
+            await server.start()
+        except OSError as exc:
+            raise ConfigError(f"metrics.port {m.port} on {m.host} cannot be used ({exc.strerror}): pick a free port or set metrics.enabled = false") from None
+        return server
+
+    async def _stats_loop(self) -> None:
+        """Every 10 s: refresh the served queues' settings and write this daemon's stats rows."""
+        while True:
+            await asyncio.sleep(STATS_EVERY_S)
+            await self._write_stats()
+
+    async def _write_stats(self) -> None:
+        if self.cq is None or self.dispatcher is None:
+            return
+        ks = self.cq.settings.cassandra.keyspace
+        stmt = self.cq.db.prepare(f"INSERT INTO {ks}.daemon_stats (queue, at, daemon, received, acked, retried, poisoned, timed_out, "
+                                  "contention, empty_polls, in_flight) VALUES (?,?,?,?,?,?,?,?,?,?,?)")
+        now = self.cq.clock.now_ms()
+        try:
+            for q in self.queues:
+                self._queue_settings[q] = await self.cq.queues.get(q)
+                c, cs = self.dispatcher.per_queue[q], self.dispatcher.consumers[q].stats
+                await self.cq.db.run(stmt, [q, now, self.daemon, c.received, c.acked, c.retried, c.poisoned, c.timed_out,
+                                            cs.contention, cs.empty_polls, len(self.dispatcher.tasks)])
+        except CasqueError as exc:
+            log.warning("stats_write_failed", error=str(exc))
 
     async def _shutdown(self) -> int:
         assert self.dispatcher is not None

@@ -1,0 +1,79 @@
+"""Operator actions on whole queues: purge, delete, and replaying the poison queue.
+
+Purge deletes each live message it reads, one cell at a time, timestamped after the row it deletes.
+It never writes a partition or range tombstone: such a tombstone would also swallow any message
+written afterwards by a producer whose clock lags, which a purge must not do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from typing import Any
+
+from .client import Casque
+from .model import QueueSettings
+from .poison import PoisonRecord
+from .producer import Job
+from .table import after, all_rows, message_from_row
+
+
+async def purge(cq: Casque, queue: str, parallel: int = 16) -> int:
+    """Delete every message of a queue (waiting, scheduled and in flight) and its keys. Returns the count."""
+    qs = await cq.queues.get(queue, fresh=True)
+    sem = asyncio.Semaphore(parallel)
+
+    async def one(bucket: int, shard: int) -> int:
+        async with sem:
+            return await _purge_row(cq, qs, bucket, shard)
+
+    counts = await asyncio.gather(*(one(b, s) for b, s in all_rows(qs)))
+    await cq.keys.purge(queue)
+    return sum(counts)
+
+
+async def _purge_row(cq: Casque, qs: QueueSettings, bucket: int, shard: int) -> int:
+    static = await cq.db.run(cq.table.read_cursors, [qs.name, bucket, shard])
+    cursors = dict(static[0].cursors or {}) if static else {}
+    deleted = 0
+    for rank in qs.ranks():
+        rows = await cq.db.run_all(cq.table.read_rank.bind([qs.name, bucket, shard, rank, cursors.get(rank, 0), 1 << 30]))
+        for chunk in range(0, len(rows), 100):
+            batch = cq.db.batch()
+            messages = [message_from_row(qs.name, bucket, shard, r) for r in rows[chunk:chunk + 100]]
+            for m in messages:
+                batch.add(cq.table.delete_message(m, m.due_ms))
+            await cq.db.run(batch, timestamp=after(*(m.write_ts for m in messages), now_us=cq.db.next_timestamp()))
+            deleted += len(messages)
+    return deleted
+
+
+async def delete_queue(cq: Casque, queue: str) -> int:
+    """Purge, empty the poison queue, and remove the queue's settings row."""
+    count = await purge(cq, queue)
+    await cq.poison.purge(queue)
+    await cq.queues.delete(queue)
+    return count
+
+
+async def replay(cq: Casque, queue: str, ids: list[uuid.UUID] | None = None, task: str | None = None) -> tuple[list[str], list[str]]:
+    """Send poisoned messages again as new messages (attempt 0), then drop them from the poison
+    queue. Select by ids, by task, or (neither) all. Returns (new ids, reasons for those left)."""
+    records = await cq.poison.list(queue, limit=1_000_000)
+    chosen = [r for r in records if (ids is None or r.id in ids) and (task is None or r.task == task)]
+    new_ids, left = [], []
+    for r in chosen:
+        try:
+            job = _job(r)
+        except ValueError as exc:
+            left.append(f"{r.id}: its stored payload is not JSON ({exc}); it stays in the poison queue")
+            continue
+        new_ids.append(await cq.producer.send(queue, job))
+        await cq.poison.remove(queue, r.id)
+    return new_ids, left
+
+
+def _job(r: PoisonRecord) -> Job:
+    payload: Any = json.loads(r.payload) if r.payload is not None else None
+    return Job(task=r.task, payload=payload, priority=r.priority, headers=r.headers, key=r.key, on_conflict="replace")

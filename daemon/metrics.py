@@ -1,0 +1,108 @@
+"""Per-daemon metrics in the Prometheus format, and the HTTP endpoint that serves them.
+
+    GET /metrics   Prometheus text format
+    GET /healthz   200 while the event loop answers (liveness)
+    GET /readyz    200 once connected and serving, 503 before that and while draining
+
+Counters are by queue and task. Nothing here touches Cassandra: these are this daemon's own
+numbers; ``casque stats`` gives the queue's numbers read from Cassandra.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from .logs import get_logger
+from .model import Message
+
+log = get_logger("casque.metrics")
+REGISTRY = CollectorRegistry(auto_describe=True)
+_QT = ["queue", "task"]
+
+SENT = Counter("casque_sent", "Messages sent by this process", _QT, registry=REGISTRY)
+RECEIVED = Counter("casque_received", "Deliveries taken from the queue", _QT, registry=REGISTRY)
+ACKED = Counter("casque_acked", "Messages whose handler succeeded", _QT, registry=REGISTRY)
+RETRIED = Counter("casque_retried", "Failures put back for another attempt", _QT, registry=REGISTRY)
+POISONED = Counter("casque_poisoned", "Messages moved to the poison queue", _QT, registry=REGISTRY)
+TIMED_OUT = Counter("casque_timed_out", "Handlers cancelled at their timeout", _QT, registry=REGISTRY)
+CONTENTION = Counter("casque_lock_contention", "Shard-row locks found busy", ["queue"], registry=REGISTRY)
+EMPTY_POLLS = Counter("casque_empty_polls", "Full rounds over a queue's shards that found nothing due", ["queue"], registry=REGISTRY)
+HANDLER_SECONDS = Histogram("casque_handler_seconds", "Handler run time", _QT, registry=REGISTRY,
+                            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120))
+LATENESS_SECONDS = Histogram("casque_lateness_seconds", "Handler start minus due time", _QT, registry=REGISTRY,
+                             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30))
+IN_FLIGHT = Gauge("casque_in_flight", "Messages held by this daemon (running or waiting for a slot)", registry=REGISTRY)
+CONSUMERS_BUSY = Gauge("casque_consumers_busy", "Consumer coroutines in the middle of a fetch", registry=REGISTRY)
+
+_EVENTS = {"received": RECEIVED, "acked": ACKED, "retried": RETRIED, "poisoned": POISONED, "timed_out": TIMED_OUT}
+
+
+def observe(event: str, m: Message, duration: float, now_ms: int) -> None:
+    """The dispatcher's observer: one call per state change of a message."""
+    counter = _EVENTS.get(event)
+    if counter is not None:
+        counter.labels(m.queue, m.task).inc()
+    if event == "started":
+        LATENESS_SECONDS.labels(m.queue, m.task).observe(max(0.0, (now_ms - (m.scheduled_ms or m.due_ms)) / 1000))
+    elif event in ("acked", "retried", "poisoned", "timed_out") and duration:
+        HANDLER_SECONDS.labels(m.queue, m.task).observe(duration)
+
+
+class MetricsServer:
+    """A tiny asyncio HTTP/1.0 server: three GET paths, no dependencies, no threads."""
+
+    def __init__(self, host: str, port: int, ready: Callable[[], bool]) -> None:
+        self.host = host
+        self.port = port
+        self.ready = ready
+        self._server: asyncio.base_events.Server | None = None
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, self.host, self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+        log.info("metrics_listening", url=f"http://{self.host}:{self.port}/metrics")
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            request = await asyncio.wait_for(reader.readline(), timeout=5)
+            while (await asyncio.wait_for(reader.readline(), timeout=5)) not in (b"\r\n", b"\n", b""):
+                pass
+            status, ctype, body = self._route(request.decode("latin-1").split())
+            head = f"HTTP/1.0 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+            writer.write(head.encode() + body)
+            await writer.drain()
+        except (asyncio.TimeoutError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    def _route(self, parts: list[str]) -> tuple[str, str, bytes]:
+        path = parts[1].split("?")[0] if len(parts) >= 2 else ""
+        if len(parts) < 2 or parts[0] != "GET":
+            return "405 Method Not Allowed", "text/plain", b"only GET\n"
+        if path == "/metrics":
+            return "200 OK", CONTENT_TYPE_LATEST, generate_latest(REGISTRY)
+        if path == "/healthz":
+            return "200 OK", "text/plain", b"ok\n"
+        if path == "/readyz":
+            return ("200 OK", "text/plain", b"ready\n") if self.ready() else ("503 Service Unavailable", "text/plain", b"not ready\n")
+        return "404 Not Found", "text/plain", b"try /metrics, /healthz or /readyz\n"
+
+
+def bind_gauges(in_flight: Callable[[], float], busy: Callable[[], float]) -> None:
+    IN_FLIGHT.set_function(in_flight)
+    CONSUMERS_BUSY.set_function(busy)
+
+
+def counter_value(counter: Any, *labels: str) -> float:
+    """Read one labelled counter (for tests and the stats writer)."""
+    return float(counter.labels(*labels)._value.get())

@@ -1,0 +1,102 @@
+"""Queue statistics read from Cassandra, cheaply: ``casque stats``.
+
+Per queue, every shard row is read from its cursors onward (buckets x shards reads, each bounded by
+the row's *live* messages, never by its history), so the counts of waiting, scheduled and in-flight
+messages are exact at the moment each row is read. Throughput is an estimate: the sum over daemons
+of their acked-counter deltas in their periodic stats rows (written every 10 s).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .client import Casque
+from .model import QueueSettings
+from .table import STATE_IN_FLIGHT, all_rows
+
+STATS_EVERY_S = 10.0
+THROUGHPUT_WINDOW_MS = 120_000
+
+
+@dataclass
+class QueueStats:
+    queue: str
+    waiting_due: int = 0
+    scheduled: int = 0
+    in_flight: int = 0
+    poisoned: int = 0
+    oldest_due_age_s: float | None = None
+    shards: int = 0
+    per_shard: list[int] = field(default_factory=list)
+    skew: float | None = None
+    acked_per_s: float | None = None
+    daemons: int = 0
+    exact: list[str] = field(default_factory=lambda: ["waiting_due", "scheduled", "in_flight", "poisoned", "oldest_due_age_s", "per_shard", "skew"])
+    estimated: list[str] = field(default_factory=lambda: ["acked_per_s (from daemon stats rows, every 10 s)"])
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+async def queue_stats(cq: Casque, queue: str, now_ms: int | None = None, parallel: int = 32) -> QueueStats:
+    qs = await cq.queues.get(queue, fresh=True)
+    now = now_ms if now_ms is not None else cq.clock.now_ms()
+    st = QueueStats(queue=queue, shards=qs.shards, per_shard=[0] * qs.shards)
+    sem = asyncio.Semaphore(parallel)
+    oldest: list[int] = []
+
+    async def one_row(bucket: int, shard: int) -> None:
+        async with sem:
+            rows = await _live_rows(cq, qs, bucket, shard)
+        for r in rows:
+            if r.state == STATE_IN_FLIGHT:
+                st.in_flight += 1
+            elif r.due <= now:
+                st.waiting_due += 1
+                oldest.append(r.due)
+            else:
+                st.scheduled += 1
+        st.per_shard[shard] += len(rows)
+
+    await asyncio.gather(*(one_row(b, s) for b, s in all_rows(qs)))
+    st.poisoned = await cq.poison.count(queue)
+    st.oldest_due_age_s = (now - min(oldest)) / 1000 if oldest else None
+    total = sum(st.per_shard)
+    st.skew = round(max(st.per_shard) / (total / qs.shards), 3) if total else None
+    st.acked_per_s, st.daemons = await _throughput(cq, queue, now)
+    return st
+
+
+async def _live_rows(cq: Casque, qs: QueueSettings, bucket: int, shard: int) -> list[Any]:
+    """Live messages of one row: read from each lane's cursor, so consumed history is never scanned."""
+    static = await cq.db.run(cq.table.read_cursors, [qs.name, bucket, shard])
+    cursors = dict(static[0].cursors or {}) if static else {}
+    out: list[Any] = []
+    for rank in qs.ranks():
+        out += await cq.db.run_all(cq.table.count_from, [qs.name, bucket, shard, rank, cursors.get(rank, 0)])
+    return out
+
+
+async def _throughput(cq: Casque, queue: str, now: int) -> tuple[float | None, int]:
+    rows = await cq.db.run(cq.db.prepare(f"SELECT at, daemon, acked FROM {cq.settings.cassandra.keyspace}.daemon_stats WHERE queue = ? AND at >= ?"),
+                           [queue, now - THROUGHPUT_WINDOW_MS])
+    by_daemon: dict[str, list[tuple[int, int]]] = {}
+    for r in rows:
+        by_daemon.setdefault(r.daemon, []).append((r.at, r.acked or 0))
+    rate, counted = 0.0, 0
+    for points in by_daemon.values():
+        if len(points) < 2:
+            continue
+        points.sort()
+        (t0, a0), (t1, a1) = points[0], points[-1]
+        rate += (a1 - a0) / ((t1 - t0) / 1000)
+        counted += 1
+    return (round(rate, 1) if counted else None), len(by_daemon)
+
+
+def daemon_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
