@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable
@@ -156,7 +157,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         for line in checked:
             print(f"ok: {line}")
         return 0
-    return uvloop.run(Worker(settings, queues=queues, concurrency=args.concurrency).run(burst=args.burst))
+    from .clock import Clock
+
+    # Fault-injection tests run daemons with a skewed clock (and so skewed write timestamps);
+    # never set this in production.
+    offset = int(os.environ.get("CASQUE_CLOCK_OFFSET_MS", "0") or 0)
+    worker = Worker(settings, queues=queues, concurrency=args.concurrency, clock=Clock(offset))
+    return uvloop.run(worker.run(burst=args.burst))
 
 
 # ---- statistics and administration ---------------------------------------------------------

@@ -14,10 +14,10 @@ import ssl
 import threading
 from typing import Any, Sequence
 
-from cassandra import ConsistencyLevel, DriverException
+from cassandra import ConsistencyLevel, DriverException, OperationTimedOut, ReadTimeout, Unavailable, WriteTimeout
 from cassandra.auth import PlainTextAuthProvider
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable, Session
-from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
+from cassandra.policies import DCAwareRoundRobinPolicy, ExponentialReconnectionPolicy, TokenAwarePolicy
 from cassandra.query import BatchStatement, BatchType, PreparedStatement, Statement
 
 from .clock import SYSTEM_CLOCK, Clock
@@ -74,6 +74,9 @@ class Database:
             control_connection_timeout=s.connect_timeout,
             protocol_version=5,
             timestamp_generator=self.next_timestamp,
+            # The driver's default waits up to 10 minutes between reconnection attempts; a daemon
+            # should notice a returning node within seconds.
+            reconnection_policy=ExponentialReconnectionPolicy(base_delay=0.5, max_delay=10.0),
         )
         try:
             self.session = self.cluster.connect(keyspace)
@@ -111,8 +114,8 @@ class Database:
         assert self.session is not None, "not connected"
         try:
             return self.session.execute(stmt, params)
-        except (NoHostAvailable, DriverException) as exc:
-            raise StorageUnavailable(f"Cassandra at {_where(self.settings)} failed a request: {_short(exc)}") from None
+        except (NoHostAvailable, DriverException, OperationTimedOut) as exc:
+            raise StorageUnavailable(describe_failure(exc)) from None
 
     async def run(self, stmt: str | Statement, params: Sequence[Any] | None = None, timeout: float | None = None,
                   timestamp: int | None = None) -> Any:
@@ -134,8 +137,8 @@ class Database:
         def fetch() -> list[Any]:
             try:
                 return list(session.execute(stmt, params, timeout=self.settings.request_timeout))
-            except (NoHostAvailable, DriverException) as exc:
-                raise StorageUnavailable(f"Cassandra at {_where(self.settings)} failed a request: {_short(exc)}") from None
+            except (NoHostAvailable, DriverException, OperationTimedOut) as exc:
+                raise StorageUnavailable(describe_failure(exc)) from None
 
         return await asyncio.to_thread(fetch)
 
@@ -166,7 +169,7 @@ def wrap_future(rf: Any) -> "asyncio.Future[list[Any]]":
         loop.call_soon_threadsafe(_set, fut, rows, None)
 
     def err(exc: BaseException) -> None:
-        wrapped = StorageUnavailable(f"Cassandra request failed: {_short(exc)}")
+        wrapped = StorageUnavailable(describe_failure(exc))
         wrapped.__cause__ = exc
         loop.call_soon_threadsafe(_set, fut, None, wrapped)
 
@@ -181,6 +184,18 @@ def _set(fut: "asyncio.Future[Any]", rows: Any, exc: BaseException | None) -> No
         fut.set_exception(exc)
     else:
         fut.set_result(rows if rows is not None else [])
+
+
+def describe_failure(exc: BaseException) -> str:
+    """One line for a failed request, naming the likely fix."""
+    if isinstance(exc, Unavailable):
+        return (f"not enough Cassandra replicas are up for {ConsistencyLevel.value_to_name.get(exc.consistency, exc.consistency)} "
+                f"({exc.alive_replicas} alive, {exc.required_replicas} required): bring nodes back, or lower cassandra.consistency")
+    if isinstance(exc, (WriteTimeout, ReadTimeout, OperationTimedOut)):
+        return f"Cassandra did not answer in time ({type(exc).__name__}): the cluster is overloaded or nodes are down; the request may be retried"
+    if isinstance(exc, NoHostAvailable):
+        return "no Cassandra node is reachable: start the cluster or check cassandra.contact_points"
+    return f"Cassandra request failed: {_short(exc)}"
 
 
 def _ssl_context(s: CassandraSettings) -> ssl.SSLContext | None:

@@ -18,6 +18,7 @@ from typing import Any
 
 from . import metrics
 from .client import Casque
+from .clock import SYSTEM_CLOCK, Clock
 from .config import Settings, load_settings
 from .dispatcher import Dispatcher
 from .errors import CasqueError, ConfigError, StorageUnavailable
@@ -35,13 +36,14 @@ CONNECT_BACKOFF_MAX = 30.0
 
 class Worker:
     def __init__(self, settings: Settings, queues: list[str] | None = None, concurrency: int | None = None,
-                 registry: Registry = default_registry, notifier: Notifier | None = None) -> None:
+                 registry: Registry = default_registry, notifier: Notifier | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
         worker = settings.worker
         if concurrency is not None:
             worker = replace(worker, consumers=concurrency)
         self.settings = replace(settings, worker=worker)
         self.queues = queues or list(worker.queues)
         self.registry = registry
+        self.clock = clock
         self.notifier = notifier or Notifier()
         self.cq: Casque | None = None
         self.dispatcher: Dispatcher | None = None
@@ -56,7 +58,7 @@ class Worker:
         delay = 1.0
         while True:
             try:
-                cq = await Casque.connect(self.settings)
+                cq = await Casque.connect(self.settings, clock=self.clock)
                 for q in self.queues:
                     if await cq.queues.create(_queue(cq, q), if_missing=True):
                         log.info("queue_created", queue=q)
