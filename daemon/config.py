@@ -156,6 +156,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"config file {path} does not exist: pass -c PATH or set CASQUE_CONFIG to an existing file") from None
     except OSError as exc:
         raise ConfigError(f"config file {path} cannot be read ({exc.strerror}): check its permissions") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"config file {path} is not UTF-8 text: save it as UTF-8") from None
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -207,7 +209,9 @@ def _scalar(hint: Any, value: Any, key: str, source: str) -> Any:
         or (hint is str and isinstance(value, str))
     )
     if not ok:
-        raise ConfigError(f"{key} in {source} must be {_TYPE_NAMES[hint]}, got {value!r}")
+        # A secret's value must not reach stderr or the journal, even when it is the wrong type.
+        got = f"a value of type {type(value).__name__} (not shown: it is a secret)" if key.endswith("password") else repr(value)
+        raise ConfigError(f"{key} in {source} must be {_TYPE_NAMES[hint]}, got {got}")
     choices = _CHOICES.get(key)
     if choices and value not in choices:
         raise ConfigError(f"{key} in {source} must be one of {', '.join(sorted(choices))}, got {value!r}")

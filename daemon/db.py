@@ -219,7 +219,25 @@ def _short(exc: BaseException) -> str:
 def _describe_no_host(s: CassandraSettings, exc: NoHostAvailable) -> str:
     text = _short(exc)
     if "AuthenticationFailed" in text or "Bad credentials" in text or "password" in text.lower():
-        return f"Cassandra at {_where(s)} rejected the credentials for user '{s.username}': check cassandra.username and the password"
+        return f"Cassandra at {_where(s)} rejected the credentials for user '{s.username}' ({s.password}): check cassandra.username and the password"
     if "SSL" in text or "certificate" in text.lower():
-        return f"TLS handshake with Cassandra at {_where(s)} failed: check cassandra.tls.ca_file/cert_file ({text[:120]})"
+        return f"TLS handshake with Cassandra at {_where(s)} failed: check cassandra.tls.ca_file/cert_file ({_host_errors(exc)})"
+    if not s.tls.enabled and _dropped_at_handshake(exc):
+        return (f"Cassandra at {_where(s)} dropped the connection during the handshake: if it requires client encryption, "
+                "set cassandra.tls.enabled = true and cassandra.tls.ca_file")
     return f"Cassandra is not reachable at {_where(s)}: start it ('casque cassandra start') or fix cassandra.contact_points/port"
+
+
+def _host_errors(exc: NoHostAvailable) -> str:
+    """Each host's error without the driver's wrapping ("('Unable to connect...', {host: Err(1, 'Tried ...
+    Last error: ...')})"), so the line shows the reason, e.g. "certificate verify failed: ..."."""
+    reasons = {_short(err).split("Last error: ", 1)[-1] for err in (exc.errors or {}).values()}
+    return "; ".join(sorted(reasons))[:200] or _short(exc)[:200]
+
+
+def _dropped_at_handshake(exc: NoHostAvailable) -> bool:
+    """A plain-text client talking to a TLS-only port: TCP connects, then the server hangs up."""
+    from cassandra.connection import ConnectionShutdown
+
+    errors = list((exc.errors or {}).values())
+    return bool(errors) and all(isinstance(e, (ConnectionResetError, ConnectionShutdown)) for e in errors)

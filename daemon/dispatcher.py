@@ -191,6 +191,14 @@ class Dispatcher:
 
     # ---- one message --------------------------------------------------------------------------
     async def _process(self, consumer: Consumer, m: Message) -> None:
+        try:
+            await self._dispatch(consumer, m)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug here must not kill the daemon: the message comes back after its timeout
+            log.exception("dispatch_error", queue=m.queue, task=m.task, id=str(m.id), error=f"{type(exc).__name__}: {exc}")
+
+    async def _dispatch(self, consumer: Consumer, m: Message) -> None:
         mlog = log.bind(queue=m.queue, task=m.task, id=str(m.id), attempt=m.attempt)
         spec = self.registry.get(m.task)
         if spec is None:

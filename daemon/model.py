@@ -84,6 +84,10 @@ def encode_payload(payload: Any, limit: int) -> bytes:
     """JSON-encode and size-check a payload; the error names the size, the limit and the fix."""
     try:
         data = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise PayloadError("payload contains text that is not valid Unicode (a lone surrogate): clean the strings before sending") from None
+    except RecursionError:
+        raise PayloadError("payload is nested too deeply to encode: flatten it") from None
     except (TypeError, ValueError) as exc:
         raise PayloadError(f"payload is not JSON-serialisable ({exc}): send only dicts, lists, strings, numbers, booleans and null") from None
     if len(data) > limit:

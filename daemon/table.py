@@ -17,6 +17,7 @@ from cassandra.query import UNSET_VALUE, BoundStatement
 
 from .db import Database
 from .model import Message, QueueSettings, decode_payload
+from .triggers import parse_stored
 
 KIND_LOCK, KIND_MESSAGE = 0, 1
 STATE_WAITING, STATE_IN_FLIGHT = 0, 1
@@ -92,8 +93,13 @@ def message_from_row(queue: str, bucket: int, shard: int, r: Any) -> Message:
     try:
         m.payload = decode_payload(r.payload)
         m.trigger = json.loads(r.trigger) if r.trigger else None
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         m.corrupt = f"stored payload or trigger is not valid JSON: {exc}"
+    if m.trigger is not None and not m.corrupt:
+        try:
+            parse_stored(m.trigger)
+        except ValueError as exc:
+            m.corrupt = str(exc)
     if not m.task:
         m.corrupt = m.corrupt or "stored message has no task name"
     return m

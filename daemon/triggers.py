@@ -64,6 +64,22 @@ class Trigger:
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
 
+def parse_stored(data: Any) -> Trigger:
+    """A stored trigger, checked enough that computing its next occurrence can't fail later.
+    Raises ValueError (the message is then poisoned as corrupt, never looped on)."""
+    try:
+        t = Trigger.from_json(data)
+        ok = (t.kind == "every" and isinstance(t.every_ms, int) and t.every_ms >= 1000) or (t.kind == "cron" and croniter.is_valid(t.cron))
+        ints = all(isinstance(v, int) and not isinstance(v, bool) for v in (t.n, t.fire_ms, t.first_ms, t.grace_ms, t.catchup))
+        if not (ok and ints and t.misfire in MISFIRE and t.origin):
+            raise ValueError("fields out of range")
+        uuid.UUID(t.origin)
+        zone(t.tz)
+        return t
+    except (TypeError, ValueError, AttributeError, UsageError) as exc:
+        raise ValueError(f"stored trigger is invalid ({exc})") from None
+
+
 def zone(name: str) -> ZoneInfo:
     try:
         return ZoneInfo(name)

@@ -60,7 +60,14 @@ def pid_alive(pid: int) -> bool:
         return True  # no procfs: trust kill(0)
     # Field 3, after the parenthesised command name (which may contain spaces).
     state = stat.rsplit(")", 1)[-1].split()[0]
-    return state not in ("Z", "X")
+    if state not in ("Z", "X"):
+        return True
+    # A zombie thread-group leader whose other threads still run (a JVM finishing its shutdown
+    # hooks after its main thread exited) still holds its ports: alive until those threads end.
+    try:
+        return len(os.listdir(f"/proc/{pid}/task")) > 1
+    except OSError:
+        return False
 
 
 def cmdline(pid: int) -> list[str]:
