@@ -56,6 +56,18 @@ async def send_all(cq: Casque, queue: str, n: int, task: str = "test.record") ->
     return sent
 
 
+async def finish(procs: list[Daemon], sent: list[str], record: Path, timeout: float) -> None:
+    """Wait until every sent message was recorded, then stop the daemons gracefully (always)."""
+    sent_set = set(sent)
+    try:
+        await until(lambda: sent_set <= {r[1] for r in records(record)}, timeout, "every message processed")
+    finally:
+        for p in procs:
+            p.signal(signal.SIGTERM)
+        for p in procs:
+            p.wait(60)
+
+
 async def kill_chaos(cq: Casque, queue: str, tmp: Path, keyspace: str, n: int, kills: int, daemons: int = 3,
                      consumers: int = 4, seed: int = 7) -> Outcome:
     """``daemons`` processes work through ``n`` messages while a loop kill -9s a random one
@@ -78,13 +90,8 @@ async def kill_chaos(cq: Casque, queue: str, tmp: Path, keyspace: str, n: int, k
             procs[victim].kill9()
             procs[victim] = start_daemon(cfg, record, tmp / f"log-{victim}")
             done += 1
-        sent_set = set(sent)
-        await until(lambda: sent_set <= {r[1] for r in records(record)}, 300, "every message processed")
     finally:
-        for p in procs:
-            p.signal(signal.SIGTERM)
-        for p in procs:
-            p.wait(60)
+        await finish(procs, sent, record, 300)
     out = count(sent, record)
     out.kills = done
     out.seconds = loop.time() - started
@@ -101,14 +108,7 @@ async def race(cq: Casque, queue: str, tmp: Path, keyspace: str, n: int, offsets
     record = tmp / "record.txt"
     cfg = write_config(tmp / "race.toml", keyspace, [queue], consumers=consumers, batch_size=50)
     procs = [start_daemon(cfg, record, tmp / f"log-{i}", env={"CASQUE_CLOCK_OFFSET_MS": str(off)}) for i, off in enumerate(offsets)]
-    sent_set = set(sent)
-    try:
-        await until(lambda: sent_set <= {r[1] for r in records(record)}, 600, "every message processed")
-    finally:
-        for p in procs:
-            p.signal(signal.SIGTERM)
-        for p in procs:
-            p.wait(60)
+    await finish(procs, sent, record, 600)
     out = count(sent, record)
     out.seconds = loop.time() - started
     rows = await cq.db.run_all(f"SELECT daemon, contention, received FROM {keyspace}.daemon_stats WHERE queue = %s", [queue])
