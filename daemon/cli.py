@@ -124,6 +124,7 @@ def message_dict(m: Message) -> dict[str, Any]:
 # ---- the daemon -----------------------------------------------------------------------------
 def _add_run(sub: Any) -> None:
     r = sub.add_parser("run", help="run the worker daemon (foreground; systemd Type=notify)")
+    r.add_argument("-c", "--config", default=argparse.SUPPRESS, help="TOML config file (also accepted before 'run')")
     r.add_argument("--queues", help="comma-separated queues to serve (default: worker.queues)")
     r.add_argument("--concurrency", type=int, help="consumer coroutines per queue (default: worker.consumers)")
     r.add_argument("--burst", action="store_true", help="process everything that is due, then exit 0")

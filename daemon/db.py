@@ -219,7 +219,7 @@ def _short(exc: BaseException) -> str:
 def _describe_no_host(s: CassandraSettings, exc: NoHostAvailable) -> str:
     text = _short(exc)
     if "AuthenticationFailed" in text or "Bad credentials" in text or "password" in text.lower():
-        return f"Cassandra at {_where(s)} rejected the credentials for user '{s.username}' ({s.password}): check cassandra.username and the password"
+        return f"Cassandra at {_where(s)} rejected the credentials for user '{s.username}': check cassandra.username and the password"
     if "SSL" in text or "certificate" in text.lower():
         return f"TLS handshake with Cassandra at {_where(s)} failed: check cassandra.tls.ca_file/cert_file ({_host_errors(exc)})"
     if not s.tls.enabled and _dropped_at_handshake(exc):

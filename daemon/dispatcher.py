@@ -29,6 +29,7 @@ from .registry import Registry, TaskSpec
 
 log = get_logger("casque.dispatcher")
 START_MARGIN_MS = 500
+EXTEND_SLACK_MS = 2000
 
 
 @dataclass
@@ -100,7 +101,7 @@ class Dispatcher:
         self.stopping = asyncio.Event()
         self.tasks: set[asyncio.Task[None]] = set()
         self.busy_consumers = 0
-        self._room = asyncio.Condition()
+        self._room = asyncio.Event()
         self._idle: dict[tuple[str, int], bool] = {}
         self._limits: dict[str, asyncio.Semaphore] = {}
         self._pool = ThreadPoolExecutor(max_workers=settings.sync_threads, thread_name_prefix="casque-sync")
@@ -159,9 +160,10 @@ class Dispatcher:
         return len(self._idle) == expected and all(self._idle.values())
 
     async def _wait_for_room(self) -> int:
-        async with self._room:
-            await self._room.wait_for(lambda: len(self.tasks) < self.settings.in_flight or self.stopping.is_set())
-            return self.settings.in_flight - len(self.tasks)
+        while len(self.tasks) >= self.settings.in_flight and not self.stopping.is_set():
+            self._room.clear()
+            await self._room.wait()
+        return self.settings.in_flight - len(self.tasks)
 
     async def _sleep(self, seconds: float) -> None:
         try:
@@ -178,11 +180,8 @@ class Dispatcher:
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self.tasks.discard(task)
-        asyncio.get_running_loop().create_task(self._notify_room())
-
-    async def _notify_room(self) -> None:
-        async with self._room:
-            self._room.notify_all()
+        if len(self.tasks) < self.settings.in_flight:
+            self._room.set()
 
     async def _wait_in_flight(self) -> None:
         while self.tasks:
@@ -199,7 +198,7 @@ class Dispatcher:
             log.exception("dispatch_error", queue=m.queue, task=m.task, id=str(m.id), error=f"{type(exc).__name__}: {exc}")
 
     async def _dispatch(self, consumer: Consumer, m: Message) -> None:
-        mlog = log.bind(queue=m.queue, task=m.task, id=str(m.id), attempt=m.attempt)
+        mlog = _MessageLog(m)
         spec = self.registry.get(m.task)
         if spec is None:
             await self._poison(consumer, m, mlog, f"unknown task {m.task!r}: no handler is registered under this name", "UnknownTask", "", 0.0)
@@ -286,7 +285,7 @@ class Dispatcher:
         if remaining <= 0:
             mlog.warning("message_expired_before_start", late_ms=-remaining)
             return None  # its timeout column is (nearly) due: the next delivery owns it
-        if remaining < wanted * 1000 - START_MARGIN_MS:
+        if wanted * 1000 > remaining + EXTEND_SLACK_MS:  # only a class timeout longer than the message's
             try:
                 await self.cq.acker.extend(m, wanted + 2 * START_MARGIN_MS / 1000)
             except CasqueError as exc:
@@ -344,7 +343,7 @@ class Dispatcher:
     async def drain(self, timeout: float) -> bool:
         """Let in-flight handlers finish (up to ``timeout``), flush acks. True if all finished."""
         self.stopping.set()
-        await self._notify_room()
+        self._room.set()
         pending = set(self.tasks)
         if pending:
             _, pending = await asyncio.wait(pending, timeout=timeout)
@@ -364,6 +363,23 @@ class Dispatcher:
         await asyncio.gather(*list(self.tasks), return_exceptions=True)
         await self.acks.close()
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+class _MessageLog:
+    """A logger bound to one message, bound only when something is logged: most messages log
+    nothing above debug, and binding costs more than the handler of a no-op task."""
+
+    __slots__ = ("_m", "_bound")
+
+    def __init__(self, m: Message) -> None:
+        self._m = m
+        self._bound: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._bound is None:
+            m = self._m
+            self._bound = log.bind(queue=m.queue, task=m.task, id=str(m.id), attempt=m.attempt)
+        return getattr(self._bound, name)
 
 
 class _NoLimit:

@@ -41,15 +41,30 @@ CONSUMERS_BUSY = Gauge("casque_consumers_busy", "Consumer coroutines in the midd
 _EVENTS = {"received": RECEIVED, "acked": ACKED, "retried": RETRIED, "poisoned": POISONED, "timed_out": TIMED_OUT}
 
 
+_children: dict[tuple[str, str], dict[str, Any]] = {}
+
+
+def _series(queue: str, task: str) -> dict[str, Any]:
+    """Label lookups cost more than the increments: resolve each (queue, task) once."""
+    found = _children.get((queue, task))
+    if found is None:
+        found = {name: c.labels(queue, task) for name, c in _EVENTS.items()}
+        found["lateness"] = LATENESS_SECONDS.labels(queue, task)
+        found["handler"] = HANDLER_SECONDS.labels(queue, task)
+        _children[(queue, task)] = found
+    return found
+
+
 def observe(event: str, m: Message, duration: float, now_ms: int) -> None:
     """The dispatcher's observer: one call per state change of a message."""
-    counter = _EVENTS.get(event)
-    if counter is not None:
-        counter.labels(m.queue, m.task).inc()
+    series = _series(m.queue, m.task)
+    counter = series.get(event)
+    if counter is not None and event in _EVENTS:
+        counter.inc()
     if event == "started":
-        LATENESS_SECONDS.labels(m.queue, m.task).observe(max(0.0, (now_ms - (m.scheduled_ms or m.due_ms)) / 1000))
+        series["lateness"].observe(max(0.0, (now_ms - (m.scheduled_ms or m.due_ms)) / 1000))
     elif event in ("acked", "retried", "poisoned", "timed_out") and duration:
-        HANDLER_SECONDS.labels(m.queue, m.task).observe(duration)
+        series["handler"].observe(duration)
 
 
 class MetricsServer:

@@ -32,10 +32,7 @@ class TaskSpec:
     max_attempts: int | None
     backoff: Backoff
     concurrency: int | None
-
-    @property
-    def is_async(self) -> bool:
-        return inspect.iscoroutinefunction(self.cls.handle)
+    is_async: bool = False
 
 
 class Registry:
@@ -66,7 +63,7 @@ class Registry:
         spec = TaskSpec(
             name=task, cls=cls, queue=options.get("queue", cls.queue), timeout=options.get("timeout", cls.timeout),
             max_attempts=options.get("max_attempts", cls.max_attempts), backoff=options.get("backoff", cls.backoff),
-            concurrency=options.get("concurrency", cls.concurrency),
+            concurrency=options.get("concurrency", cls.concurrency), is_async=inspect.iscoroutinefunction(cls.handle),
         )
         self._tasks[task] = spec
         return spec

@@ -189,7 +189,7 @@ class Worker:
             fresh = load_settings(self.settings.source if self.settings.source != "<defaults>" else None)
         except CasqueError as exc:
             log.error("reload_failed", error=str(exc))
-            self.notifier.status("reload failed: keeping the old settings")
+            self.notifier.ready("reload failed: keeping the old settings")  # READY=1 ends systemd's "reloading" state
             return
         configure_logging(fresh.log.level, fresh.log.format)
         if self.dispatcher is not None:
