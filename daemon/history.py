@@ -21,6 +21,7 @@ from .queues import QueueStore
 log = get_logger("casque.history")
 EVENTS = {"started": "running", "acked": "done", "retried": "failed", "poisoned": "poisoned", "timed_out": "timed_out"}
 MAX_PENDING = 1000
+_ORDER = {"running": 0, "failed": 1, "timed_out": 1, "done": 2, "poisoned": 2}  # within one millisecond
 
 
 def day_of(ms: int) -> str:
@@ -85,4 +86,4 @@ class History:
             for r in await self.db.run(self._day, [queue, day]):
                 if (key is None or r.key == key) and (message_id is None or r.id == message_id):
                     out.append(HistoryRow(queue, r.at, r.id, r.event, r.task, r.attempt, r.duration_ms, r.lateness_ms, r.error, r.key))
-        return sorted(out, key=lambda h: (h.at, h.id))
+        return sorted(out, key=lambda h: (h.at, h.id, _ORDER.get(h.event, 9)))

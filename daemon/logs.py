@@ -15,6 +15,12 @@ from typing import Any
 import structlog
 
 _SECRET_KEYS = ("password", "secret", "token", "credential")
+_debug = False
+
+
+def debug_enabled() -> bool:
+    """Hot paths skip building debug events entirely unless debug logging is on."""
+    return _debug
 
 
 def _mask_secrets(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
@@ -43,8 +49,10 @@ def use_json(fmt: str = "auto", stream: Any = None) -> bool:
 
 def configure_logging(level: str = "info", fmt: str = "auto", stream: Any = None) -> None:
     """Configure structlog (and stdlib logging, which the Cassandra driver uses) once per process."""
+    global _debug
     stream = stream or sys.stderr
     numeric = logging.getLevelName(level.upper())
+    _debug = numeric <= logging.DEBUG
     renderer: Any
     if use_json(fmt, stream):
         renderer = structlog.processors.JSONRenderer()

@@ -56,14 +56,15 @@ def _series(queue: str, task: str) -> dict[str, Any]:
 
 
 def observe(event: str, m: Message, duration: float, now_ms: int) -> None:
-    """The dispatcher's observer: one call per state change of a message."""
+    """The dispatcher's observer, called once per outcome (acked, retried, poisoned, timed_out):
+    it also counts the reception and the lateness of the start, which the dispatcher recorded."""
+    if event in ("received", "started"):
+        return
     series = _series(m.queue, m.task)
-    counter = series.get(event)
-    if counter is not None and event in _EVENTS:
-        counter.inc()
-    if event == "started":
-        series["lateness"].observe(max(0.0, (now_ms - (m.scheduled_ms or m.due_ms)) / 1000))
-    elif event in ("acked", "retried", "poisoned", "timed_out") and duration:
+    series["received"].inc()
+    series[event].inc()
+    if m.started_ms:
+        series["lateness"].observe(max(0.0, (m.started_ms - (m.scheduled_ms or m.due_ms)) / 1000))
         series["handler"].observe(duration)
 
 

@@ -74,6 +74,7 @@ class Message:
     corrupt: str | None = None
     write_ts: int = 0  # the stored row's write timestamp (us): later writes must exceed it
     scheduled_ms: int = 0  # for a delivered message: the due time it was taken at (lateness = start - this)
+    started_ms: int = 0  # when its handler started (set by the dispatcher)
 
     @property
     def rank(self) -> int:

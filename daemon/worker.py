@@ -82,6 +82,7 @@ class Worker:
         self.history = History(self.cq.db, self.cq.settings.cassandra.keyspace, self.cq.queues)
         self._queue_settings = {q: await self.cq.queues.get(q) for q in self.queues}
         self.dispatcher = Dispatcher(self.cq, self.registry, self.settings.worker, self.queues, observer=self._observe)
+        self.dispatcher.observe_starts = any(qs.history for qs in self._queue_settings.values())
         metrics.bind_gauges(lambda: len(self.dispatcher.tasks) if self.dispatcher else 0,
                             lambda: self.dispatcher.busy_consumers if self.dispatcher else 0)
         server = await self._start_metrics()
