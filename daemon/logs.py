@@ -60,26 +60,27 @@ def configure_logging(level: str = "info", fmt: str = "auto", stream: Any = None
     else:
         renderer = structlog.dev.ConsoleRenderer(colors=stream.isatty())
         exc = structlog.dev.set_exc_info
+    shared = [structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso", utc=True), _mask_secrets]
     structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            _mask_secrets,
-            exc,
-            renderer,
-        ],
+        processors=[structlog.contextvars.merge_contextvars, *shared, exc, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
         logger_factory=structlog.PrintLoggerFactory(file=stream),
         cache_logger_on_first_use=False,
     )
-    logging.basicConfig(level=max(numeric, logging.WARNING), stream=stream, format="%(levelname)s %(name)s: %(message)s", force=True)
+    # Third-party stdlib logging (the Cassandra driver) goes through the same renderer, so that
+    # under systemd every line is JSON with a level, not a stray traceback.
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(structlog.stdlib.ProcessorFormatter(
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, exc, renderer],
+        foreign_pre_chain=[structlog.stdlib.add_logger_name, *shared],
+    ))
+    handler.addFilter(_drop_connection_tracebacks)
+    root = logging.getLogger()
+    root.handlers = [handler]
+    root.setLevel(max(numeric, logging.WARNING))
     # The driver logs every failed connection attempt with a traceback; casque reports the same
     # failure as one line naming the fix, so only the driver's errors get through.
-    driver = logging.getLogger("cassandra")
-    driver.setLevel(logging.ERROR)
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(_drop_connection_tracebacks)
+    logging.getLogger("cassandra").setLevel(logging.ERROR)
 
 
 def get_logger(name: str = "casque", **bound: Any) -> Any:
