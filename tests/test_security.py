@@ -3,8 +3,8 @@
 The module starts two single-node clusters of its own with the project's launcher (in parallel,
 so the module pays for one node start, not two) and stops them at the end:
 
-* ``sec_auth`` (CQL 9442): ``PasswordAuthenticator`` + ``CassandraAuthorizer``, with a ``casque``
-  role whose password is random per run;
+* ``sec_auth`` (CQL 9442): ``PasswordAuthenticator`` + ``CassandraAuthorizer``, with a superuser
+  ``casque`` role and a ``casque_app`` role limited to casque's keyspace, passwords random per run;
 * ``sec_tls`` (CQL 9542): ``client_encryption_options`` required (not optional), with a server
   certificate signed by a CA made in this run (tests/support/certs.py).
 
@@ -40,8 +40,10 @@ from .support.daemonproc import ROOT, Daemon, records, start_daemon, wait_for, w
 
 KEYSPACE = "casque_sec"
 USER = "casque"
+APP_USER = "casque_app"  # a least-privilege role: permissions on casque's keyspace only
 SECRET = secrets.token_hex(12)  # what the leak checks search for
 PASSWORD = f"casque-{SECRET}"
+APP_PASSWORD = f"app-{SECRET}"
 WRONG_SECRET = secrets.token_hex(12)
 WRONG_PASSWORD = f"wrong-{WRONG_SECRET}"
 RUN = secrets.token_hex(3)  # queue names are new per run: the nodes' data outlives the run
@@ -109,16 +111,22 @@ def _poll(what: str, fn: Callable[[], Any], timeout: float = 60) -> Any:
             time.sleep(0.5)
 
 
-def _create_role(port: int) -> None:
-    """As the default superuser, create (or re-key, on a reused data dir) casque's role."""
+def _as_admin(port: int, *statements: str) -> None:
+    """Run CQL as the default superuser cassandra/cassandra."""
     cluster, session = _poll("login as cassandra/cassandra", lambda: _session(port, "cassandra", "cassandra"))
     try:
-        session.execute(f"CREATE ROLE IF NOT EXISTS {USER} WITH PASSWORD = '{PASSWORD}' "
-                        "AND LOGIN = true AND SUPERUSER = true")
-        session.execute(f"ALTER ROLE {USER} WITH PASSWORD = '{PASSWORD}'")
+        for cql in statements:
+            session.execute(cql)
     finally:
         cluster.shutdown()
-    cluster, _ = _poll(f"login as {USER} with the new password", lambda: _session(port, USER, PASSWORD))
+
+
+def _create_role(port: int, user: str, password: str, superuser: bool) -> None:
+    """Create (or re-key, on a reused data dir) a login role, and return once it can log in."""
+    _as_admin(port, f"CREATE ROLE IF NOT EXISTS {user} WITH PASSWORD = '{password}' "
+                    f"AND LOGIN = true AND SUPERUSER = {str(superuser).lower()}",
+              f"ALTER ROLE {user} WITH PASSWORD = '{password}'")
+    cluster, _ = _poll(f"login as {user} with the new password", lambda: _session(port, user, password))
     cluster.shutdown()
 
 
@@ -131,7 +139,7 @@ def nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nodes]:
     found = Nodes(AUTH_SPEC, _tls_spec(server.keystore), ca, other_ca)
     try:
         _in_parallel(_restart, [found.auth, found.tls])
-        _create_role(found.auth.native_port)
+        _create_role(found.auth.native_port, USER, PASSWORD, superuser=True)
         yield found
     finally:
         _in_parallel(lambda s: stop(s, timeout=30), [found.auth, found.tls])
@@ -162,20 +170,20 @@ def config(tmp_path: Path, port: int, queue: str, log_format: str = "json", tls:
     return path
 
 
-def secret_source(source: str, password: str, tmp_path: Path) -> tuple[dict[str, str], dict[str, str]]:
+def secret_source(source: str, password: str, tmp_path: Path, user: str = USER) -> tuple[dict[str, str], dict[str, str]]:
     """[cassandra] keys and environment that hand ``password`` to casque the way ``source`` says."""
     if source == "password_file":
-        path = tmp_path / "cassandra-password.txt"
+        path = tmp_path / f"{user}-password.txt"
         path.write_text(password + "\n")
         path.chmod(0o600)
-        return {"username": USER, "password_file": str(path)}, {}
+        return {"username": user, "password_file": str(path)}, {}
     if source == "credentials_directory":  # what systemd's LoadCredential=cassandra-password:... gives
-        creds = tmp_path / "credentials"
+        creds = tmp_path / f"credentials-{user}"
         creds.mkdir(mode=0o700)
         (creds / "cassandra-password").write_text(password)
-        return {"username": USER}, {"CREDENTIALS_DIRECTORY": str(creds)}
+        return {"username": user}, {"CREDENTIALS_DIRECTORY": str(creds)}
     assert source == "environment"
-    return {"username": USER}, {"CASQUE_CASSANDRA__PASSWORD": password}
+    return {"username": user}, {"CASQUE_CASSANDRA__PASSWORD": password}
 
 
 def one_line(done: subprocess.CompletedProcess[str]) -> str:
@@ -206,7 +214,7 @@ def assert_logged(log: str, event: str, log_format: str) -> str:
     return lines[0]
 
 
-def serve_one_message(cfg: Path, queue: str, tmp_path: Path, env: dict[str, str]) -> list[str]:
+def serve_one_message(cfg: Path, queue: str, tmp_path: Path, env: dict[str, str], schema: bool = True) -> list[str]:
     """schema apply, queue create, send, run --check, then a daemon that processes the message;
     returns every output (the CLI's stdout and stderr, the daemon's log) for the leak checks."""
     outputs: list[str] = []
@@ -217,7 +225,8 @@ def serve_one_message(cfg: Path, queue: str, tmp_path: Path, env: dict[str, str]
         outputs.extend([done.stdout, done.stderr])
         return done.stdout
 
-    cli("schema", "apply")
+    if schema:
+        cli("schema", "apply")
     cli("queue", "create", queue, "--shards", "2")
     sent = cli("send", queue, "test.record", "--payload", '"hello"').strip()
     cli("run", "--check")
@@ -304,6 +313,25 @@ def test_right_password_works_and_never_reaches_a_log(nodes: Nodes, tmp_path: Pa
     outputs = serve_one_message(cfg, queue, tmp_path, env)
     assert_logged(outputs[-1], "worker_ready", log_format)
     assert_no_secret(*outputs)
+
+
+def test_a_role_with_only_keyspace_permissions_runs_all_but_schema_apply(nodes: Nodes, tmp_path: Path) -> None:
+    """Least privilege: GRANT ALL PERMISSIONS ON KEYSPACE is enough to create queues, send and run
+    the daemon; only ``schema apply`` needs CREATE on all keyspaces, so an administrator runs it."""
+    port = nodes.auth.native_port
+    admin_keys, admin_env = secret_source("password_file", PASSWORD, tmp_path)
+    applied = casque(config(tmp_path, port, "q_admin", **admin_keys), "schema", "apply", env=admin_env)
+    assert applied.returncode == 0, applied.stderr
+    _create_role(port, APP_USER, APP_PASSWORD, superuser=False)
+    _as_admin(port, f"GRANT ALL PERMISSIONS ON KEYSPACE {KEYSPACE} TO {APP_USER}")
+    keys, env = secret_source("credentials_directory", APP_PASSWORD, tmp_path, APP_USER)
+    queue = f"q_app_{RUN}"
+    cfg = config(tmp_path, port, queue, **keys)
+    denied = casque(cfg, "schema", "apply", env=env)
+    assert denied.returncode == 5
+    assert f"User {APP_USER} has no CREATE permission on <all keyspaces>" in one_line(denied)
+    outputs = serve_one_message(cfg, queue, tmp_path, env, schema=False)
+    assert_no_secret(applied.stdout, applied.stderr, denied.stdout, denied.stderr, *outputs)
 
 
 # ---- client TLS ------------------------------------------------------------------------------

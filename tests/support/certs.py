@@ -12,8 +12,6 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from daemon.devnode import find_java
-
 _KEY = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
 _DAYS = "2"  # long enough for any test run, short enough that a leaked file is useless soon
 
@@ -28,7 +26,7 @@ class CA:
 
 @dataclass(frozen=True)
 class Leaf:
-    """A certificate signed by a CA, its key, and (for servers) a PKCS12 keystore."""
+    """A certificate signed by a CA, its key, and (for a server) a PKCS12 keystore."""
 
     cert: Path
     key: Path
@@ -72,25 +70,3 @@ def make_server(ca: CA, directory: Path, name: str, store_password: str) -> Leaf
     _openssl("pkcs12", "-export", "-in", leaf.cert, "-inkey", leaf.key, "-certfile", ca.cert,
              "-name", name, "-out", keystore, "-passout", f"pass:{store_password}")
     return Leaf(leaf.cert, leaf.key, keystore)
-
-
-def make_client(ca: CA, directory: Path, name: str) -> Leaf:
-    """A client certificate (extendedKeyUsage clientAuth) for mutual TLS."""
-    return _sign(ca, directory, name, "extendedKeyUsage=clientAuth\n"
-                                      "keyUsage=critical,digitalSignature\n")
-
-
-def make_truststore(ca: CA, directory: Path, name: str, store_password: str) -> Path:
-    """A PKCS12 truststore holding only ``ca``'s certificate (what a server trusts clients by).
-
-    Java accepts a PKCS12 file of bare certificates only if each one is marked as trusted,
-    which ``keytool -importcert`` does; openssl's pkcs12 cannot, hence keytool here.
-    """
-    store = directory / f"{name}.p12"
-    keytool = str(find_java().java_home / "bin" / "keytool")  # the JDK the nodes run on
-    done = subprocess.run([keytool, "-importcert", "-noprompt", "-alias", ca.cert.stem, "-file", str(ca.cert),
-                           "-keystore", str(store), "-storetype", "PKCS12", "-storepass", store_password],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"keytool -importcert failed: {done.stdout.strip()} {done.stderr.strip()}")
-    return store
