@@ -148,7 +148,8 @@ class Casque:
         """A consumer of one queue; share it between the coroutines of one process."""
         w = self.settings.worker
         return Consumer(self.db, self.table, self.queues, self.poison, self.keys, self.clock, queue,
-                        tolerance_ms=int(w.clock_tolerance * 1000), rescan_ms=int(w.rescan_interval * 1000))
+                        tolerance_ms=int(w.clock_tolerance * 1000), rescan_ms=int(w.rescan_interval * 1000),
+                        lookahead_ms=int(max(1.0, 2 * w.max_poll_interval) * 1000))
 
 
 def _uuid(value: str | uuid.UUID | None) -> uuid.UUID:

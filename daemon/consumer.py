@@ -3,9 +3,12 @@
 Which rows are read (so that an idle or finished row costs nothing):
   - the row of the current time bucket, every time its shard comes round;
   - the previous bucket's row, for one clock tolerance after the bucket ends (late producers);
-  - any other row whose ``next_check`` has come: the due time of its first live message seen by the
-    last peek, and at the latest ``rescan_interval`` after that peek (to notice timeout columns and
-    retries written by other processes).
+  - any other row whose ``next_check`` has come: the due time of a message seen coming by the last
+    peek (or written by this process), and at the latest ``rescan_interval`` after that peek (to
+    notice timeout columns and retries written by other processes).
+
+The peek looks ``lookahead`` past now, so an idle consumer knows when the next message of a row it
+looked at falls due and can sleep until exactly then (precise delays and cron) instead of polling.
 
 Where a read starts: at the row's cursor for that priority lane, a due time before which every
 message is consumed. Reads never scan the tombstones of what was consumed before it. The cursor only
@@ -45,7 +48,7 @@ class RowState:
     cursors: dict[int, int] = field(default_factory=dict)
     loaded: bool = False
     next_check: int = 0
-    wake: int = 1 << 62  # earliest due time this process wrote into the row and has not seen yet
+    wake: int = 1 << 62  # earliest due time this process wrote into the row, or a peek saw coming
     busy: bool = False
 
 
@@ -64,7 +67,7 @@ class Consumer:
     """Takes batches from one queue. One per process and queue; any number of coroutines share it."""
 
     def __init__(self, db: Database, table: MessageTable, queues: QueueStore, poison: PoisonStore, keys: KeyStore, clock: Clock,
-                 queue: str, tolerance_ms: int = 5000, rescan_ms: int = 10000) -> None:
+                 queue: str, tolerance_ms: int = 5000, rescan_ms: int = 10000, lookahead_ms: int = 1000) -> None:
         self.db = db
         self.keys = keys
         self.table = table
@@ -74,6 +77,7 @@ class Consumer:
         self.queue = queue
         self.tolerance_ms = tolerance_ms
         self.rescan_ms = rescan_ms
+        self.lookahead_ms = lookahead_ms
         self.locker = ShardLocker(db, table, clock, tolerance_ms)
         self.rows: dict[tuple[int, int], RowState] = {}
         self.stats = ConsumerStats()
@@ -85,6 +89,11 @@ class Consumer:
         state = self.rows.setdefault((bucket, shard), RowState())
         state.wake = min(state.wake, due_ms)
         state.next_check = min(state.next_check, due_ms)
+
+    def next_due(self) -> int | None:
+        """The earliest due time this process knows is coming (from peeks and its own writes)."""
+        wakes = [st.wake for st in self.rows.values() if st.wake < RowState.wake]
+        return min(wakes) if wakes else None
 
     async def fetch(self, limit: int, slot: int = 0) -> list[Message]:
         """Return up to ``limit`` taken messages, visiting shards round-robin from this slot's
@@ -144,18 +153,24 @@ class Consumer:
         return await self._take(qs, bucket, shard, state, limit)
 
     async def _anything_due(self, qs: QueueSettings, bucket: int, shard: int, state: RowState, now: int) -> bool:
-        """Is a message due in this row (no lock)? The read spans [cursor, now] only: a slice that
-        ran on past ``now`` would scan the tombstones of acked timeout columns ahead of it.
-        A lane with nothing due moves its cursor up to now - tolerance."""
+        """Is a message due in this row (no lock)? The read spans [cursor, now + lookahead] only: a
+        slice that ran on far past now would scan the tombstones of acked timeout columns ahead of
+        it. A lane with nothing due moves its cursor up to now - tolerance; a message seen coming
+        within the lookahead sets the row's wake time."""
         ranks = qs.ranks()
+        horizon = now + self.lookahead_ms
         results = await asyncio.gather(*(
-            self.db.run(self.table.peek, [qs.name, bucket, shard, r, state.cursors.get(r, 0), now]) for r in ranks
+            self.db.run(self.table.peek, [qs.name, bucket, shard, r, state.cursors.get(r, 0), horizon]) for r in ranks
         ))
         self.stats.peeks += len(ranks)
         due = False
         for rank, rows in zip(ranks, results):
-            self._advance(state, rank, rows[0].due if rows else None, now)
-            due = due or bool(rows)
+            first = rows[0].due if rows else None
+            self._advance(state, rank, first, now)
+            if first is not None and first <= now:
+                due = True
+            elif first is not None:
+                state.wake = min(state.wake, first)
         return due
 
     def _advance(self, state: RowState, rank: int, first_unconsumed: int | None, now: int) -> None:

@@ -149,7 +149,7 @@ class Dispatcher:
                 if self._all_idle() and not self.tasks:
                     self.stopping.set()
                     return
-            await self._sleep(delay)
+            await self._sleep(self._idle_sleep(consumer, delay))
             delay = min(delay * 2, self.settings.max_poll_interval)
 
     def _count(self, m: Message, name: str) -> None:
@@ -157,6 +157,13 @@ class Dispatcher:
         per = self.per_queue.get(m.queue)
         if per is not None:
             setattr(per, name, getattr(per, name) + 1)
+
+    def _idle_sleep(self, consumer: Consumer, delay: float) -> float:
+        """Back off while idle, but wake exactly when a message known to be coming falls due."""
+        upcoming = consumer.next_due()
+        if upcoming is None:
+            return delay
+        return max(0.0, min(delay, (upcoming - self.cq.clock.now_ms()) / 1000))
 
     def _all_idle(self) -> bool:
         expected = len(self.consumers) * self.settings.consumers
