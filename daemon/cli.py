@@ -26,8 +26,9 @@ from .model import Message
 from .schema import apply_schema
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
+    """Parse and run one command; a CasqueError becomes ``casque: <one line>`` and its exit code."""
+    parser = parser or build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
@@ -54,6 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_messages(sub)
     _add_run(sub)
     _add_admin(sub)
+    from pipeline.cli import add_cli as add_pipeline_cli
+
+    add_pipeline_cli(sub)
     return p
 
 

@@ -51,7 +51,7 @@ async def queue_stats(cq: Casque, queue: str, now_ms: int | None = None, paralle
 
     async def one_row(bucket: int, shard: int) -> None:
         async with sem:
-            rows = await _live_rows(cq, qs, bucket, shard)
+            rows = await live_rows(cq, qs, bucket, shard)
         for r in rows:
             if r.state == STATE_IN_FLIGHT:
                 st.in_flight += 1
@@ -71,7 +71,7 @@ async def queue_stats(cq: Casque, queue: str, now_ms: int | None = None, paralle
     return st
 
 
-async def _live_rows(cq: Casque, qs: QueueSettings, bucket: int, shard: int) -> list[Any]:
+async def live_rows(cq: Casque, qs: QueueSettings, bucket: int, shard: int) -> list[Any]:
     """Live messages of one row: read from each lane's cursor, so consumed history is never scanned."""
     static = await cq.db.run(cq.table.read_cursors, [qs.name, bucket, shard])
     cursors = dict(static[0].cursors or {}) if static else {}
