@@ -77,9 +77,9 @@ class WorkerSettings:
     queues: list[str] = field(default_factory=lambda: ["default"])
     handler_modules: list[str] = field(default_factory=lambda: ["handlers.examples", "handlers.builtin"])
     consumers: int = 4
-    batch_size: int = 50
-    poll_interval: float = 0.05
-    max_poll_interval: float = 1.0
+    batch_size: int = 200
+    poll_interval: float = 0.02
+    max_poll_interval: float = 0.2
     in_flight: int = 500
     sync_threads: int = 8
     drain_timeout: float = 30.0

@@ -106,6 +106,8 @@ class Dispatcher:
         self.busy_consumers = 0
         self._room = asyncio.Event()
         self._idle: dict[tuple[str, int], bool] = {}
+        self._scouts: dict[str, int] = {}
+        self._work: dict[str, asyncio.Event] = {}
         self._limits: dict[str, asyncio.Semaphore] = {}
         self._pool = ThreadPoolExecutor(max_workers=settings.sync_threads, thread_name_prefix="casque-sync")
 
@@ -141,6 +143,9 @@ class Dispatcher:
             self._idle[(queue, slot)] = not messages
             if messages:
                 delay = self.settings.poll_interval
+                if self._scouts.get(queue) == slot:
+                    del self._scouts[queue]
+                self._wake(queue)
                 for m in messages:
                     self._start(consumer, m)
                 continue
@@ -149,6 +154,9 @@ class Dispatcher:
                 if self._all_idle() and not self.tasks:
                     self.stopping.set()
                     return
+            if self._scouts.setdefault(queue, slot) != slot:
+                await self._wait_for_work(queue)  # another consumer of this queue keeps watch
+                continue
             await self._sleep(self._idle_sleep(consumer, delay))
             delay = min(delay * 2, self.settings.max_poll_interval)
 
@@ -157,6 +165,21 @@ class Dispatcher:
         per = self.per_queue.get(m.queue)
         if per is not None:
             setattr(per, name, getattr(per, name) + 1)
+
+    async def _wait_for_work(self, queue: str) -> None:
+        """While a queue is idle one consumer (the scout) polls it; the others wait here until the
+        scout finds messages, so an idle daemon costs one round of peeks per poll, not N."""
+        event = self._work.setdefault(queue, asyncio.Event())
+        waiter = asyncio.ensure_future(event.wait())
+        stop = asyncio.ensure_future(self.stopping.wait())
+        await asyncio.wait([waiter, stop], timeout=4 * self.settings.max_poll_interval, return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
+        stop.cancel()
+
+    def _wake(self, queue: str) -> None:
+        event = self._work.pop(queue, None)
+        if event is not None:
+            event.set()
 
     def _idle_sleep(self, consumer: Consumer, delay: float) -> float:
         """Back off while idle, but wake exactly when a message known to be coming falls due."""
