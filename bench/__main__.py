@@ -1,0 +1,218 @@
+"""``python -m bench [--quick] [--only PARTS] [--report-only]``; ``python -m bench setup``.
+
+Runs the parts in order (each prints its progress), saves every result to
+bench/out/results-<mode>.json as soon as it is measured (so a failure later loses nothing, and
+``--only`` can re-run one part), draws the plots and writes the report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from .env import KEYSPACE, ROOT, machine, out_dir, progress
+from .plan import FULL, QUICK, Plan
+
+PARTS = ("e2e", "sched", "tomb", "peers", "stress", "profile")
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench", description="casque's benchmark suite (docs/benchmarks.md).")
+    p.add_argument("command", nargs="?", choices=["run", "setup"], default="run", help="setup: only install what the bench needs")
+    p.add_argument("--quick", action="store_true", help="a few minutes instead of the full run (< 45 min)")
+    p.add_argument("--only", default="", help=f"comma-separated parts to run: {','.join(PARTS)} (default: all)")
+    p.add_argument("--report-only", action="store_true", help="re-render plots and report from the saved results")
+    p.add_argument("--write-docs", action="store_true", help="write docs/benchmarks.md even in quick mode")
+    p.add_argument("--daemon-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a [worker] option for every casque daemon (a what-if: results go to results-<mode>-<options>.json, "
+                        "never to docs/), e.g. --daemon-option max_poll_interval=0.1")
+    return p.parse_args(argv)
+
+
+def daemon_options(pairs: list[str]) -> dict[str, Any]:
+    import tomllib
+
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise SystemExit(f"bench: --daemon-option wants KEY=VALUE, got {pair!r}")
+        try:
+            out[key.strip()] = tomllib.loads(f"v = {value}")["v"]
+        except tomllib.TOMLDecodeError:
+            out[key.strip()] = value
+    return out
+
+
+SUFFIX = ""  # set for what-if runs (--daemon-option), so they never overwrite the real results
+
+
+def results_path(plan: Plan) -> Path:
+    return out_dir() / f"results-{plan.name}{SUFFIX}.json"
+
+
+def load(plan: Plan) -> dict[str, Any]:
+    path = results_path(plan)
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def save(plan: Plan, R: dict[str, Any]) -> None:
+    path = results_path(plan)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(R, default=str))
+    tmp.replace(path)
+
+
+def versions() -> dict[str, str]:
+    from importlib.metadata import version
+
+    import daemon
+
+    out = {"casque": daemon.__version__}
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "daemon"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+        out["casque"] += f" (git {rev}{', engine with uncommitted changes' if dirty else ''})"
+    except OSError:
+        pass
+    for pkg in ("cassandra-driver", "celery", "kombu", "redis", "arq", "pgqueuer", "asyncpg", "py-spy"):
+        try:
+            out[pkg] = version(pkg)
+        except Exception:
+            pass
+    m = machine()
+    out["Python"] = m["python"]
+    out["Java"] = m["java"].replace("openjdk version ", "OpenJDK ").replace('"', "")
+    return out
+
+
+async def measure(plan: Plan, parts: list[str], R: dict[str, Any]) -> None:
+    from daemon.client import Casque
+
+    from . import cqlcount, e2e, peers, profiling, schedule, stress, tombstones
+    from .env import bench_settings
+
+    cqlcount.install()  # the producer's CQL is counted too
+    cq = await Casque.connect(bench_settings())
+    try:
+        rows = await cq.db.run("SELECT release_version FROM system.local")
+        R.setdefault("meta", {}).setdefault("versions", {})["Cassandra"] = rows[0].release_version if rows else "?"
+        if "e2e" in parts:
+            R["e2e"] = await e2e.sweep(cq, plan)
+            save(plan, R)
+            R["half"] = await e2e.half_load(cq, plan, R["e2e"]["best"])
+            save(plan, R)
+        best = (R.get("e2e") or {}).get("best") or _saved_best(plan) or _defaults()
+        steps = [("sched", lambda: schedule.run(cq, plan, best)), ("tomb", lambda: tombstones.run(cq, plan, best)),
+                 ("peers", lambda: peers.run(cq, plan, best)), ("profile", lambda: profiling.run(cq, plan, best))]
+        for name, step in steps:
+            if name in parts:
+                R[name] = await step()
+                save(plan, R)
+            if name == "peers" and "stress" in parts:  # after the peers, before the profile
+                R["stress"] = await asyncio.to_thread(stress.run, plan)
+                save(plan, R)
+        if R.get("stress") and R.get("e2e"):
+            R["ceiling"] = stress.ceiling(R["stress"], R["e2e"]["best_run"])
+            c = R["ceiling"]
+            progress(f"  ceiling: {c['request_ceiling']:,.0f} msg/s per request, {c['statement_ceiling']:,.0f} per statement; "
+                     f"casque at {c['pct_of_request_ceiling']:.0f}% / {c['pct_of_statement_ceiling']:.0f}%")
+            save(plan, R)
+    finally:
+        await cq.close()
+
+
+def _saved_best(plan: Plan) -> dict[str, Any] | None:
+    """The best setting of the last real run of this mode (a what-if or a partial run reuses it)."""
+    path = out_dir() / f"results-{plan.name}.json"
+    if not path.exists():
+        return None
+    best: dict[str, Any] | None = (json.loads(path.read_text()).get("e2e") or {}).get("best")
+    return best
+
+
+def _defaults() -> dict[str, Any]:
+    from daemon.config import WorkerSettings
+
+    w = WorkerSettings()
+    return {"consumers": w.consumers, "batch_size": w.batch_size, "throughput": 0.0}
+
+
+def render(plan: Plan, R: dict[str, Any], to_docs: bool) -> Path:
+    from . import plots, report
+
+    d = out_dir()
+    if R.get("e2e"):
+        plots.throughput_vs_consumers(R["e2e"], d / "bench-throughput.png")
+    curves: dict[str, Any] = {}
+    if R.get("e2e"):
+        curves["casque @ full load"] = R["e2e"]["best_cdf"]
+    if R.get("half"):
+        curves["casque (half load)"] = R["half"]["cdf"]
+    if R.get("peers"):
+        rate = R["peers"]["equal_rate"]
+        for name, cdf in R["peers"]["cdf"].items():
+            curves[f"{name} @ {rate:.0f} msg/s"] = cdf
+    if curves:
+        plots.latency_cdf(curves, d / "bench-latency-cdf.png", "send → handler start: casque (best setting) and the peers at equal load")
+    if R.get("tomb"):
+        plots.tombstones(R["tomb"], d / "bench-tombstones.png")
+    if R.get("profile") and R["profile"].get("components"):
+        plots.profile_bars(R["profile"], d / "bench-profile.png")
+    return report.write(R, d, to_docs, name=f"report-{plan.name}{SUFFIX}.md")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(sys.argv[1:] if argv is None else argv)
+    plan = QUICK if args.quick else FULL
+    global SUFFIX
+    overrides = daemon_options(args.daemon_option)
+    if overrides:
+        from . import daemonproc
+
+        daemonproc.OVERRIDES.update(overrides)
+        SUFFIX = "-" + "-".join(f"{k}={v}" for k, v in sorted(overrides.items()))
+    parts = [p.strip() for p in args.only.split(",") if p.strip()] or list(PARTS)
+    unknown = set(parts) - set(PARTS)
+    if unknown:
+        print(f"bench: unknown part(s) {', '.join(sorted(unknown))}: use {', '.join(PARTS)}", file=sys.stderr)
+        return 2
+    from . import setup
+
+    if args.command == "setup":
+        setup.all_steps()
+        progress("set-up done")
+        return 0
+    R = load(plan)
+    if not args.report_only:
+        started = time.time()
+        setup.all_steps(peers="peers" in parts, stress="stress" in parts)
+        meta = R.setdefault("meta", {})
+        meta.update({"mode": plan.name, "machine": machine(), "keyspace": KEYSPACE, "parts": parts, "daemon_options": overrides})
+        meta.setdefault("versions", {}).update(versions())
+        progress(f"casque bench, {plan.name} mode: {', '.join(parts)}")
+        try:
+            asyncio.run(measure(plan, parts, R))
+        except Exception:
+            traceback.print_exc()
+            progress("a part failed: the results measured so far are saved; the report shows them")
+            R["meta"]["duration_min"] = (time.time() - started) / 60
+            save(plan, R)
+            render(plan, R, to_docs=(args.write_docs or plan is FULL) and not overrides)
+            return 1
+        R["meta"]["duration_min"] = (time.time() - started) / 60
+        save(plan, R)
+    target = render(plan, R, to_docs=(args.write_docs or plan is FULL) and not overrides)
+    progress(f"report: {target.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

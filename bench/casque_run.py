@@ -1,0 +1,115 @@
+"""One measured casque run: a fresh queue, one daemon process, N no-op messages, one result.
+
+Throughput is N / (last ack written − first send call), both wall-clock times on this machine.
+Latency is send→handler-start per message. CPU seconds of the daemon and of the Cassandra node
+(from /proc) and the CQL the producer and the daemon issued are kept with the result.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from daemon.client import Casque
+from daemon.producer import Job
+
+from . import cqlcount
+from .daemonproc import Daemon, DaemonSpec
+from .env import QUEUE_RETENTION_S, cpu_seconds, node_pid, progress
+from .probe import TASK
+from .produce import Sent, Sender, send_fast, send_paced
+from .stats import Latency
+
+
+@dataclass
+class RunResult:
+    system: str
+    label: str
+    n: int
+    throughput: float
+    send_rate: float
+    latency: Latency
+    duration_s: float
+    settings: dict[str, Any] = field(default_factory=dict)
+    cpu: dict[str, float] = field(default_factory=dict)
+    cql: dict[str, Any] = field(default_factory=dict)
+    samples_ms: list[float] = field(default_factory=list)
+    offered_rate: float | None = None
+
+    def as_dict(self, with_samples: bool = False) -> dict[str, Any]:
+        d = {k: v for k, v in self.__dict__.items() if k != "samples_ms"}
+        d["latency"] = self.latency.as_dict()
+        if with_samples:
+            d["samples_ms"] = self.samples_ms
+        return d
+
+
+def casque_sender(cq: Casque, queue: str, extra: dict[str, Any] | None = None) -> Sender:
+    async def send(count: int, t: float) -> None:
+        payload = {"t": t, **(extra or {})}
+        await cq.send_many(queue, [Job(TASK, payload) for _ in range(count)])
+
+    return send
+
+
+def new_queue_name(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:10]}"
+
+
+async def make_queue(cq: Casque, prefix: str, **options: Any) -> str:
+    name = new_queue_name(prefix)
+    options.setdefault("retention", QUEUE_RETENTION_S)
+    await cq.create_queue(name, **options)
+    return name
+
+
+async def run_casque(cq: Casque, n: int, consumers: int, batch: int, *, label: str, rate: float | None = None,
+                     daemon_extra: dict[str, Any] | None = None, concurrency: int | None = None, on_started: Any = None,
+                     timeout: float | None = None, count_cql: bool = True) -> RunResult:
+    """Start a daemon on a fresh queue, send ``n`` messages (as fast as possible, or at ``rate``/s),
+    wait until all are acked."""
+    queue = await make_queue(cq, "e2e")
+    env = {"BENCH_PROBE_CQL": "1" if count_cql else "0"}
+    if concurrency:
+        env["BENCH_PROBE_CONCURRENCY"] = str(concurrency)
+    daemon = await Daemon(DaemonSpec(queue, consumers, batch, expect=n, extra=daemon_extra, env=env), label).start()
+    npid = node_pid()
+    node_cpu0 = cpu_seconds([npid]) if npid else 0.0
+    counts0 = cqlcount.snapshot()
+    try:
+        if on_started is not None:
+            await on_started(daemon)
+        send = casque_sender(cq, queue)
+        sent: Sent = await (send_fast(send, n) if rate is None else send_paced(send, n, rate))
+        budget = timeout if timeout is not None else max(120.0, n / 300.0)
+        res = await daemon.wait(budget)
+    finally:
+        daemon.stop()
+    node_cpu = (cpu_seconds([npid]) - node_cpu0) if npid else 0.0
+    acked = int(res.get("acked", 0))
+    if acked < n:
+        progress(f"  warning: {label}: only {acked} of {n} acked before the time limit")
+    end = float(res.get("last_ack") or time.time())
+    duration = end - sent.first
+    samples = [float(x) for x in res.get("send_ms", [])]
+    producer = _delta(counts0, cqlcount.COUNTS)
+    return RunResult(
+        system="casque", label=label, n=n, throughput=acked / duration if duration > 0 else 0.0, send_rate=sent.rate,
+        latency=Latency.of(samples), duration_s=duration, offered_rate=rate,
+        settings={"consumers": consumers, "batch_size": batch, **({"handler_concurrency": concurrency} if concurrency else {}),
+                  **(daemon_extra or {})},
+        cpu={"daemon_s": float(res.get("cpu_s", 0.0)), "node_s": node_cpu},
+        cql={"daemon": res.get("cql", {}), "producer": producer, "acked": acked},
+        samples_ms=samples,
+    )
+
+
+def _delta(before: cqlcount.CqlCounts, after: cqlcount.CqlCounts) -> dict[str, Any]:
+    """What the producer issued during one run (the counter is process-wide)."""
+    d = after.as_dict()
+    b = before.as_dict()
+    out: dict[str, Any] = {k: d[k] - b[k] for k in d if k not in ("by_statement", "latency")}
+    out["by_statement"] = {k: v - b["by_statement"].get(k, 0) for k, v in d["by_statement"].items() if v - b["by_statement"].get(k, 0)}
+    return out

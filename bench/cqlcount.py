@@ -1,0 +1,136 @@
+"""Count the CQL work casque really does: requests (round trips) and the reads and writes inside them.
+
+``install()`` wraps ``daemon.db.Database.run``, the one door every engine statement goes through,
+so the counts come from the code as it runs, not from reading it. A batch is one request holding
+several mutations; each statement is classified by its CQL text (SELECT = read, else write;
+``IF`` = a lightweight transaction). The per-message ceiling in docs/benchmarks.md divides the
+node's measured capacity by these counts.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+_WS = re.compile(r"\s+")
+
+
+@dataclass
+class CqlCounts:
+    requests: int = 0
+    read_requests: int = 0
+    write_requests: int = 0
+    batch_requests: int = 0
+    reads: int = 0  # SELECT statements
+    writes: int = 0  # INSERT/UPDATE/DELETE statements, counting each one inside a batch
+    lwt: int = 0
+    by_statement: Counter = field(default_factory=Counter)  # keyed by CQL text; shortened only when reported
+    latency_ms: dict[str, list[float]] = field(default_factory=dict)  # round trips by kind: read / write / batch
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("latency_ms")
+        d["latency"] = {}
+        for kind, samples in self.latency_ms.items():
+            s = sorted(samples)
+            d["latency"][kind] = {"count": len(s), **{f"p{q}": s[min(len(s) - 1, int(q / 100 * len(s)))] for q in (50, 90, 99)}, "max": s[-1]} if s else {}
+        short: Counter = Counter()
+        for key, n in self.by_statement.items():
+            short[_short(key)] += n
+        d["by_statement"] = dict(short.most_common(25))
+        return d
+
+
+COUNTS = CqlCounts()
+_TEXT: dict[Any, str] = {}  # prepared query id -> CQL text (so batch members can be named)
+_KIND: dict[str, tuple[bool, bool]] = {}  # CQL text -> (is a read, is an LWT), classified once
+
+
+def _short(cql: str) -> str:
+    """A statement's identity for the breakdown: verb, table and the WHERE shape, without the keyspace."""
+    batch = cql.startswith("batch: ")
+    s = _WS.sub(" ", cql[7:] if batch else cql).strip()
+    s = re.sub(r"\b\w+\.(messages|queues|keys|poison|stats|history|daemon_stats)\b", r"\1", s)
+    s = re.sub(r"\(([^()]{60,})\)", "(…)", s)
+    return ("batch: " if batch else "") + s[:110]
+
+
+def _classify(text: str) -> tuple[bool, bool]:
+    kind = _KIND.get(text)
+    if kind is None:
+        up = f" {text.upper()} "
+        kind = _KIND[text] = (text.lstrip()[:6].upper() == "SELECT", " IF " in up)
+    return kind
+
+
+MAX_SAMPLES = 200_000
+
+
+def timed(kind: str, ms: float) -> None:
+    samples = COUNTS.latency_ms.setdefault(kind, [])
+    if len(samples) < MAX_SAMPLES:
+        samples.append(ms)
+
+
+def record(stmt: Any) -> str:
+    """Count one request and return its kind (read / write / batch). Cheap (dictionary lookups
+    only): it runs inside the daemon under test."""
+    c = COUNTS
+    c.requests += 1
+    inner = getattr(stmt, "_statements_and_parameters", None)
+    if inner is not None:  # a BatchStatement: one request, many mutations
+        c.batch_requests += 1
+        c.write_requests += 1
+        c.writes += len(inner)
+        for is_prepared, query, _values in inner:
+            c.by_statement["batch: " + (_TEXT.get(query, "prepared statement") if is_prepared else str(query))] += 1
+        return "batch"
+    prepared = getattr(stmt, "prepared_statement", None)
+    text = prepared.query_string if prepared is not None else str(getattr(stmt, "query_string", stmt))
+    is_read, is_lwt = _classify(text)
+    if is_read:
+        c.read_requests += 1
+        c.reads += 1
+    else:
+        c.write_requests += 1
+        c.writes += 1
+    if is_lwt:
+        c.lwt += 1
+    c.by_statement[text] += 1
+    return "read" if is_read else "write"
+
+
+def snapshot() -> CqlCounts:
+    """A copy of the counts (without the latency samples), to subtract later."""
+    c = COUNTS
+    return CqlCounts(c.requests, c.read_requests, c.write_requests, c.batch_requests, c.reads, c.writes, c.lwt, Counter(c.by_statement))
+
+
+def install() -> None:
+    """Wrap Database.run (and remember prepared statements' text so batch members can be named)."""
+    from daemon import db as dbmod
+
+    if getattr(dbmod.Database.run, "_bench_counted", False):
+        return
+    original_run = dbmod.Database.run
+    original_prepare = dbmod.Database.prepare
+
+    async def run(self: Any, stmt: Any, *args: Any, **kwargs: Any) -> Any:
+        kind = record(stmt)
+        t0 = time.perf_counter()
+        try:
+            return await original_run(self, stmt, *args, **kwargs)
+        finally:
+            timed(kind, (time.perf_counter() - t0) * 1000.0)
+
+    def prepare(self: Any, cql: str) -> Any:
+        p = original_prepare(self, cql)
+        _TEXT[p.query_id] = cql
+        return p
+
+    run._bench_counted = True  # type: ignore[attr-defined]
+    dbmod.Database.run = run  # type: ignore[method-assign]
+    dbmod.Database.prepare = prepare  # type: ignore[method-assign]

@@ -1,0 +1,127 @@
+"""Loaded INTO the casque daemon under test (``worker.handler_modules = ["bench.probe"]``).
+
+The daemon is the real one (``casque -c FILE run``); this module only adds what a benchmark must
+see from inside it:
+
+* the ``bench.noop`` handler, which does nothing but note when it started: send→start latency
+  (the payload carries the sender's wall-clock time ``t``) and lateness against the due time
+  (or a schedule's fire time);
+* an ack counter around ``Acker.ack`` (the moment acks are *written*), which stops the daemon
+  with its own graceful SIGTERM once ``BENCH_PROBE_EXPECT`` messages are acked;
+* the CQL counter (bench/cqlcount.py);
+* at exit, one JSON file (``BENCH_PROBE_OUT``) with all of it and the process's CPU time.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import resource
+import signal
+import threading
+import time
+from typing import Any
+
+from daemon import Context, Handler, register
+
+from . import cqlcount
+
+EXPECT = int(os.environ.get("BENCH_PROBE_EXPECT", "0") or 0)
+CONCURRENCY = int(os.environ.get("BENCH_PROBE_CONCURRENCY", "0") or 0) or None  # handlers running at once
+OUT = os.environ.get("BENCH_PROBE_OUT", "")
+TASK = "bench.noop"
+
+_send_ms: list[float] = []
+_late_ms: dict[str, list[float]] = {}
+_state: dict[str, Any] = {"acked": 0, "first_ack": 0.0, "last_ack": 0.0, "first_start": 0.0, "last_start": 0.0, "stopped": False,
+                          "wall0": time.time(), "cpu0": time.process_time()}
+
+
+@register(TASK, concurrency=CONCURRENCY)
+class Noop(Handler):
+    """A no-op task. Measures only: it returns at once, so the message is acked."""
+
+    async def handle(self, ctx: Context, payload: Any) -> None:
+        now = time.time()
+        if not _state["first_start"]:
+            _state["first_start"] = now
+        _state["last_start"] = now
+        if isinstance(payload, dict):
+            sent = payload.get("t")
+            if sent is not None:
+                _send_ms.append((now - float(sent)) * 1000.0)
+            kind = payload.get("k")
+            if kind:
+                due = ctx.fire_time or ctx.due
+                _late_ms.setdefault(kind, []).append((now - due.timestamp()) * 1000.0)
+
+
+def _install_ack_counter() -> None:
+    from daemon import acks
+
+    original = acks.Acker.ack
+    if getattr(original, "_bench_counted", False):
+        return
+
+    async def ack(self: Any, messages: Any, *args: Any, **kwargs: Any) -> Any:
+        result = await original(self, messages, *args, **kwargs)
+        now = time.time()
+        n = sum(1 for m in messages if getattr(m, "task", "") == TASK)
+        if n:
+            _state["acked"] += n
+            _state["first_ack"] = _state["first_ack"] or now
+            _state["last_ack"] = now
+            if EXPECT and _state["acked"] >= EXPECT and not _state["stopped"]:
+                _state["stopped"] = True
+                os.kill(os.getpid(), signal.SIGTERM)  # the daemon's own graceful stop
+        return result
+
+    ack._bench_counted = True  # type: ignore[attr-defined]
+    acks.Acker.ack = ack  # type: ignore[method-assign]
+
+
+def _write_progress() -> None:
+    """The ack count so far, for a parent that checkpoints a long run (bench/tombstones.py)."""
+    if OUT:
+        tmp = OUT + ".progress.tmp"
+        with open(tmp, "w") as f:
+            f.write(str(_state["acked"]))
+        os.replace(tmp, OUT + ".progress")
+
+
+def _progress_loop() -> None:
+    last = -1
+    while True:
+        time.sleep(0.2)
+        if _state["acked"] != last:
+            last = _state["acked"]
+            _write_progress()
+
+
+def _dump() -> None:
+    if not OUT:
+        return
+    _write_progress()
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    data = {
+        **{k: v for k, v in _state.items() if k != "stopped"},
+        "cpu_s": time.process_time() - _state["cpu0"],
+        "utime_s": usage.ru_utime,
+        "stime_s": usage.ru_stime,
+        "send_ms": _send_ms,
+        "late_ms": _late_ms,
+        "cql": cqlcount.COUNTS.as_dict(),
+    }
+    tmp = OUT + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f)
+    os.replace(tmp, OUT)
+
+
+if OUT:
+    threading.Thread(target=_progress_loop, name="bench-progress", daemon=True).start()
+    _install_ack_counter()
+    if os.environ.get("BENCH_PROBE_CQL", "1") != "0":  # the profile run leaves the counting out of the picture
+        cqlcount.install()
+    atexit.register(_dump)

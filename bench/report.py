@@ -1,0 +1,290 @@
+"""docs/benchmarks.md: the tables and plots of one run, regenerated between two markers.
+
+Everything between ``<!-- bench:begin -->`` and ``<!-- bench:end -->`` is written by this module
+from bench/out/results-<mode>.json; text outside the markers (the analysis a person wrote about
+the profile and the missed targets) is kept as it is. A quick run writes bench/out/report-quick.md
+instead, so it never replaces the full run's numbers in docs/.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+from pathlib import Path
+from typing import Any
+
+from .env import DOCS, out_dir
+from .stats import fmt_ms
+
+BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
+
+
+def _n(x: float | None, digits: int = 0) -> str:
+    if x is None or (isinstance(x, float) and (math.isnan(x) or math.isinf(x))):
+        return "–"
+    return f"{x:,.{digits}f}"
+
+
+def _lat(lat: dict[str, Any]) -> str:
+    return " | ".join(fmt_ms(lat[k]) for k in ("p50", "p95", "p99", "max"))
+
+
+def _ms(x: float) -> str:
+    """A latency with its unit: '183 ms' or '2.07 s'."""
+    text = fmt_ms(x)
+    return text if text.endswith(" s") or text == "–" else text + " ms"
+
+
+def _met(ok: bool | None) -> str:
+    return "–" if ok is None else ("**met**" if ok else "**missed**")
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def summary(R: dict[str, Any]) -> str:
+    rows: list[list[str]] = []
+    e2e, half, sched, tomb, peers = R.get("e2e"), R.get("half"), R.get("sched"), R.get("tomb"), R.get("peers")
+    if e2e:
+        tp = e2e["best"]["throughput"]
+        rows.append(["≥ 5,000 no-op msg/s end to end, one daemon, one node", f"{_n(tp)} msg/s ({e2e['best']['consumers']} consumers, batch {e2e['best']['batch_size']})", _met(tp >= 5000)])
+    if peers:
+        r = peers["ratios"]
+        ok = all(r.get(k, 0) > 1 for k in ("Celery", "arq"))
+        rows.append(["faster than Celery and arq, same run", "casque / Celery = " + _n(r.get("Celery"), 2) + "×, casque / arq = " + _n(r.get("arq"), 2) + "×"
+                     + (f" (casque / pgqueuer = {_n(r.get('pgqueuer'), 2)}×)" if "pgqueuer" in r else ""), _met(ok)])
+    if half:
+        p99 = half["run"]["latency"]["p99"]
+        rows.append(["p99 send→start ≤ 100 ms at half load", f"p99 {_ms(p99)} (p50 {_ms(half['run']['latency']['p50'])}) at {_n(half['run']['offered_rate'])} msg/s", _met(p99 <= 100)])
+    if sched:
+        d, c = sched["delay"]["latency"]["p99"], sched["cron"]["latency"]["p99"]
+        rows.append(["cron / delay lateness p99 ≤ 100 ms", f"delayed p99 {_ms(d)}, cron p99 {_ms(c)}", _met(max(d, c) <= 100)])
+    if tomb:
+        first, last = tomb["casque"][0], tomb["casque"][-1]
+        lat, norm, ts = tomb.get("ratio_peek_latency"), tomb.get("ratio_peek_vs_control"), tomb.get("ratio_tombstones")
+        ok = None if norm is None or ts is None else (norm <= 1.2 and ts <= 1.2)
+        rows.append([f"poll cost after {_n(tomb['messages'])} messages within 1.2× of fresh",
+                     f"tombstones per poll (median shard) {_n(first['tombstones_peek_median'])} → {_n(last['tombstones_peek_median'])} (×{_n(ts, 2)}); "
+                     f"peek latency ×{_n(lat, 2)} raw, ×{_n(norm, 2)} against the same-moment control",
+                     _met(ok)])
+    return _table(["target (the issue)", "measured in this run", ""], rows)
+
+
+def header(R: dict[str, Any]) -> str:
+    m = R.get("meta", {})
+    mach = m.get("machine", {})
+    v = m.get("versions", {})
+    lines = [
+        f"Run: **{m.get('mode', '?')} mode**, {mach.get('date', '?')}, {m.get('duration_min', 0):.0f} min. "
+        f"Machine: {mach.get('cpu', '?')}, {mach.get('memory', '?')}, {mach.get('os', '?')}; load average {mach.get('load_at_start', '?')} at the start "
+        "(the machine is shared with other engineers' test runs: compare ratios within this run, not absolute numbers across runs).",
+        "",
+        "Versions: " + ", ".join(f"{k} {val}" for k, val in v.items()) + ".",
+    ]
+    return "\n".join(lines)
+
+
+def section_e2e(R: dict[str, Any], img: str) -> str:
+    e2e, half = R.get("e2e"), R.get("half")
+    if not e2e:
+        return ""
+    best = e2e["best_run"]
+    out = ["## 1. End to end: throughput and latency", "",
+           f"One daemon (`casque run`, the real CLI, in its own process) on the local node; the producer (`send_many`, 4 concurrent "
+           f"senders of 500) in another process. Throughput = messages ÷ (last ack written − first send call). Latency = handler start − "
+           f"send call, per message. Every setting runs on a fresh 16-shard queue.", ""]
+    rows = [[r["label"], str(r["settings"]["consumers"]), str(r["settings"]["batch_size"]), _n(r["n"]), _n(r["throughput"]), _n(r["send_rate"]),
+             _lat(r["latency"])] for r in [best] + ([half["run"]] if half else [])]
+    out.append(_table(["run", "consumers", "batch", "messages", "msg/s", "sent at msg/s", "p50 ms", "p95 ms", "p99 ms", "max ms"], rows))
+    out += ["", f"The full-load row is a re-run of the best setting ({best['label']}): {_n(best['throughput'])} msg/s"
+            + (f"; half load = {_n(half['run']['offered_rate'])} msg/s offered (half the best median)" if half else "") + ". "
+            "At full load the producer outruns the daemon, so send→start mostly measures the backlog; the half-load row is the latency a "
+            "message sees when the daemon keeps up.", "",
+            _rt_line(best, "at full load"), _rt_line(half["run"], "at half load") if half else "", "",
+            f"**Best setting found: `worker.consumers = {e2e['best']['consumers']}`, `worker.batch_size = {e2e['best']['batch_size']}`** "
+            f"(median {_n(e2e['best']['throughput'])} msg/s; the current defaults {e2e['defaults']['consumers']}/{e2e['defaults']['batch_size']}: "
+            f"{_n(e2e['defaults']['throughput'])} msg/s).", "", f"![throughput vs consumers]({img}/bench-throughput.png)", "",
+            "<details><summary>The whole sweep</summary>", ""]
+    grid = e2e["grid"]
+    rows = [[str(r["settings"]["consumers"]), str(r["settings"]["batch_size"]), _n(r["throughput"]), _n(r["send_rate"]), _lat(r["latency"])] for r in grid]
+    out.append(_table(["consumers", "batch", "msg/s", "sent at", "p50 ms", "p95 ms", "p99 ms", "max ms"], rows))
+    if e2e.get("confirm"):
+        out += ["", "Re-runs (interleaved) of the best settings and the defaults:", ""]
+        rows = [[r["label"], _n(r["n"]), _n(r["throughput"]), _lat(r["latency"])] for r in e2e["confirm"]]
+        out.append(_table(["run", "messages", "msg/s", "p50 ms", "p95 ms", "p99 ms", "max ms"], rows))
+    out += ["", "</details>", ""]
+    return "\n".join(out)
+
+
+def _rt_line(run: dict[str, Any], what: str) -> str:
+    lat = (run.get("cql", {}).get("daemon", {}) or {}).get("latency", {})
+    parts = [f"{kind} p50 {v['p50']:.1f} / p99 {v['p99']:.1f} ms ({v['count']:,})" for kind, v in lat.items() if v]
+    return (f"CQL round trips seen by the daemon {what}: " + "; ".join(parts) + ".  ") if parts else ""
+
+
+def section_sched(R: dict[str, Any]) -> str:
+    s = R.get("sched")
+    if not s:
+        return ""
+    rows = []
+    for kind, what in (("delay", "delayed messages (delays spread over the run)"), ("cron", "cron `* * * * * *` (every second)")):
+        lat = s[kind]["latency"]
+        rows.append([what, f"{lat['count']} / {s['expected'][kind]}", _lat(lat), fmt_ms(s[kind]["min"]) if s[kind]["min"] is not None else "–"])
+    return "\n".join(["## 2. Scheduling precision", "",
+                      "Lateness = handler start − due time (the cron's scheduled fire time), measured in the daemon, which is otherwise idle.", "",
+                      _table(["what", "fired / expected", "p50 ms", "p95 ms", "p99 ms", "max ms", "min ms"], rows), ""])
+
+
+def section_tomb(R: dict[str, Any], img: str) -> str:
+    t = R.get("tomb")
+    if not t:
+        return ""
+    q = t["queue"]
+    rows = [[_n(p["messages"]), f"{p.get('elapsed_s', 0):.0f}", _n(p["interval_rate"]), _n(p["tombstones_peek_median"]), _n(p["tombstones_max"]),
+             f"{p['peek_ms']:.2f}", f"{p['lock_ms']:.2f}", f"{p['control_ms']:.2f}", p["from_start"]] for p in t["casque"]]
+    nrows = [[_n(p["messages"]), _n(p.get("interval_rate")), "aborted" if p.get("failed") else _n(p.get("tombstones")),
+              "–" if p.get("failed") else f"{p['peek_ms']:.2f}"] for p in t["naive"]]
+    return "\n".join([
+        "## 3. Tombstone flatness vs the anti-pattern", "",
+        f"{_n(t['messages'])} messages through one queue ({q['shards']} shards, **one time bucket for the whole run**: every message of a "
+        "shard is written to and deleted from the same partition, the worst case for casque; only the cursors keep polls off that history), "
+        f"offered at a constant {_n(t['rate'])} msg/s so that every checkpoint sees the same load. Each time another checkpoint's worth is acked, "
+        "the daemon's poll reads are replayed on every shard row from the cursor it persisted, with query tracing (tombstone cells the "
+        "node scanned) and untraced latency (median of 15). A poll under load scans what was consumed within the last clock tolerance "
+        "(rate × 5 s ÷ shards): bounded by the rate, never by the history.", "",
+        _table(["acked", "s", "msg/s", "tombstones per poll (median shard)", "(worst shard, incl. lock read)", "peek ms", "lock read ms",
+                "control ms", "same rows read from the row start"], rows), "",
+        f"The naive queue (bench/naive.py: one partition, `SELECT … LIMIT 100`, delete on ack), in rounds: {t['naive_end']}.", "",
+        _table(["messages", "msg/s in round", "tombstones per head read", "head read ms"], nrows), "",
+        f"casque after {_n(t['messages'])} messages: tombstones per poll ×{_n(t.get('ratio_tombstones'), 2)} of the first checkpoint; "
+        f"peek latency ×{_n(t.get('ratio_peek_latency'), 2)} raw, ×{_n(t.get('ratio_peek_vs_control'), 2)} once divided by the empty "
+        "control queue's read at the same moment (the machine's noise).", "",
+        f"![tombstone flatness]({img}/bench-tombstones.png)", ""])
+
+
+def section_peers(R: dict[str, Any], img: str) -> str:
+    p = R.get("peers")
+    if not p:
+        return ""
+    rows = []
+    for r in p["runs"]:
+        rows.append([r["label"].replace("peers_", ""), _n(r["throughput"]), _n(r["send_rate"]), _lat(r["latency"]),
+                     _n(1000 * (r["cpu"].get("daemon_s", r["cpu"].get("worker_s", 0))) / r["n"], 3)])
+    means = p.get("mean_throughput", {})
+    mrows = [[name, _n(tp), "" if name == "casque" else f"**{p['casque_throughput'] / tp:.2f}×**"] for name, tp in means.items()]
+    eq = []
+    for r in p["equal"]:
+        eq.append([r["system"], _n(r.get("offered_rate")), _n(r["throughput"]), _lat(r["latency"])])
+    first_run = {r["system"]: r for r in reversed(p["runs"])}  # one line per system
+    cfg = [f"- **{name}**: " + "; ".join(f"{k}: {v}" for k, v in r["settings"].items()) for name, r in first_run.items() if name != "casque"]
+    casque_cfg = next(r for r in p["runs"] if r["system"] == "casque")["settings"]
+    cfg.insert(0, "- **casque**: " + ", ".join(f"{k} {v}" for k, v in casque_cfg.items()) + "; Cassandra commitlog_sync periodic (10 s)")
+    return "\n".join([
+        "## 4. Peers: same machine, same run, same workload", "",
+        f"{_n(p['n'])} no-op tasks each, sent as fast as each system's producer API allows, one worker process, at most {p['concurrency']} "
+        "tasks running at once. \"Acked\" is read from each broker (casque: the ack batch written). The runs are interleaved "
+        f"({p.get('rounds', 1)} round(s) of casque, Celery, arq, pgqueuer, then casque once more); each system's throughput is the mean of its runs.", "",
+        _table(["system", "mean msg/s", "casque ÷ system"], mrows), "",
+        _table(["run", "msg/s", "sent at msg/s", "p50 ms", "p95 ms", "p99 ms", "max ms", "worker CPU ms/msg"], rows), "",
+        "Latency at full load is mostly time spent queued behind the backlog (the producers outrun every consumer), so it is shown "
+        "for completeness; the equal-load runs below compare latency.", "",
+        f"Latency at equal load: every system offered {_n(p['equal_rate'])} msg/s (half the slowest system's maximum) for the same time:", "",
+        _table(["system", "offered msg/s", "msg/s", "p50 ms", "p95 ms", "p99 ms", "max ms"], eq), "",
+        f"![latency CDF]({img}/bench-latency-cdf.png)", "",
+        "Configurations (each as its documentation recommends for throughput; durability no stronger than the Cassandra node's):", "",
+        *cfg, ""])
+
+
+def section_stress(R: dict[str, Any]) -> str:
+    s, c = R.get("stress"), R.get("ceiling")
+    if not s:
+        return ""
+    rows = [[w, _n(s[w]["ops_per_s"]), _n(s[w]["ops"]), str(s[w].get("latency_mean_ms")), str(s[w].get("latency_p99_ms")),
+             _n(s[w].get("node_cpu_ms_per_op"), 3), f"`{s[w]['command']}`"] for w in ("write", "mixed")]
+    out = ["## 5. Physical limit: cassandra-stress on the same node", "",
+           f"cassandra-stress {s['version']} (Apache publishes no 5.0 tool tarball on Maven Central; the 4.0-alpha2 tool speaks "
+           "native protocol v4 to the 5.0 node), same node, same run, keyspace casque_bench.", "",
+           _table(["workload", "op/s", "ops", "mean ms", "p99 ms", "node CPU ms/op", "command"], rows), ""]
+    if c:
+        pm = c["per_message"]
+        out += [f"CQL per message, counted in the best end-to-end run (producer + daemon, ÷ messages acked): "
+                f"{pm['requests']:.3f} requests ({pm['read_requests']:.3f} reads, {pm['write_requests']:.3f} writes of which "
+                f"{pm['batch_requests']:.3f} batches), {pm['reads'] + pm['writes']:.2f} statements ({pm['reads']:.3f} reads, {pm['writes']:.2f} row writes), "
+                f"{pm['lwt']:.4f} LWT.", "",
+                _table(["ceiling", "msg/s", "casque's best", "casque % of ceiling"], [
+                    ["node CPU (stress's CPU per write × write op/s ÷ casque's node CPU per message)", _n(c.get("cpu_ceiling")), _n(c["throughput"]),
+                     f"{c.get('pct_of_cpu_ceiling', float('nan')):.0f}%"],
+                    ["per request (batches cost one write: optimistic)", _n(c["request_ceiling"]), _n(c["throughput"]), f"{c['pct_of_request_ceiling']:.0f}%"],
+                    ["per statement (batching saves nothing: pessimistic)", _n(c["statement_ceiling"]), _n(c["throughput"]), f"{c['pct_of_statement_ceiling']:.0f}%"],
+                ]), "",
+                f"Derived costs: a write {c['write_cost_us']:.0f} µs, a read {c['read_cost_us']:.0f} µs of node time (1/W, 2/M − 1/W). "
+                f"The node spent {c['node_cpu_ms_per_message']:.3f} ms CPU per casque message in the best run, "
+                f"{c.get('node_cpu_ms_per_write_op', 0):.3f} ms per stress write.", ""]
+    return "\n".join(out)
+
+
+def section_profile(R: dict[str, Any], img: str) -> str:
+    p = R.get("profile")
+    if not p or "components" not in p:
+        return ""
+    comps = [[n.replace("(counting)", "(no-op handler, ack counter)"), f"{v:.1f}%"] for n, v in p["components"][:10]]
+    selfs = [[f"`{n}`", f"{v:.1f}%"] for n, v in p["self"][:10]]
+    incl = [[f"`{n}`", f"{v:.1f}%"] for n, v in p["casque_inclusive"][:10]]
+    run = p["run"]
+    return "\n".join([
+        "## 6. Profile of the daemon at full load", "",
+        f"`py-spy record --rate 100 --gil --format raw` on the daemon process while it took {_n(run['n'])} messages "
+        f"({_n(run['throughput'])} msg/s, {p['samples']:,} samples, {p['cpu_ms_per_message']:.3f} ms of daemon CPU per message). "
+        f"**The daemon's Python held the GIL {100 * p.get('gil_busy', 0):.0f}% of the run's wall time**: the rest it waited for Cassandra. "
+        "Raw stacks: bench/out/profile/daemon.txt. The driver's compiled (Cython) code has no Python frames, so its time shows "
+        "under the casque line that calls it: `MessageTable.insert_message`/`delete_message` is the driver binding and serialising "
+        "a statement, `Database.run` is its `execute_async` (encoding the request, batches included).", "",
+        f"![profile]({img}/bench-profile.png)", "",
+        _table(["component (self time)", "share"], comps), "",
+        _table(["hottest functions (self)", "share"], selfs), "",
+        _table(["casque functions (inclusive)", "share"], incl), ""])
+
+
+def repro() -> str:
+    return "\n".join([
+        "## Reproduce", "",
+        "```console",
+        "make bench                          # full mode (< 45 min): every part, writes docs/benchmarks.md and docs/bench-*.png",
+        "make bench BENCH_ARGS=--quick       # a few minutes; writes bench/out/report-quick.md",
+        "python -m bench --only e2e,tomb     # some parts (e2e, sched, tomb, peers, stress, profile); others keep their last results",
+        "python -m bench setup               # only install: bench/requirements.lock, redis-server, postgresql, cassandra-stress",
+        "python -m bench --report-only       # re-render the report from bench/out/results-full.json",
+        "```", "",
+        "The bench installs what it needs itself: its hash-locked Python packages (bench/requirements.lock) into the running venv, "
+        "Debian's redis-server and postgresql (as root, `apt-get update` first), cassandra-stress from Maven Central, and it starts the "
+        "local Cassandra node (`daemon.devnode`) and its own Redis and PostgreSQL instances on ports 6391 and 5439, which it stops at "
+        "the end. Everything it writes in Cassandra is in the `casque_bench` keyspace and expires by TTL.", ""])
+
+
+def render(R: dict[str, Any], img: str) -> str:
+    parts = ["# casque benchmarks", "", BEGIN, "", header(R), "", "## Summary: the targets", "", summary(R), "",
+             section_e2e(R, img), section_sched(R), section_tomb(R, img), section_peers(R, img), section_stress(R), section_profile(R, img),
+             repro(), END]
+    return "\n".join(p for p in parts if p is not None)
+
+
+def write(R: dict[str, Any], plots_dir: Path, to_docs: bool, name: str = "report-quick.md") -> Path:
+    if to_docs:
+        target = DOCS / "benchmarks.md"
+        for png in plots_dir.glob("bench-*.png"):
+            shutil.copy(png, DOCS / png.name)
+    else:
+        target = out_dir() / name
+    text = render(R, ".")  # the PNGs sit beside the report in both cases
+    if target.exists():
+        old = target.read_text()
+        if BEGIN in old and END in old:
+            head, rest = old.split(BEGIN, 1)
+            _, tail = rest.split(END, 1)
+            body = text.split(BEGIN, 1)[1].split(END, 1)[0]
+            text = head + BEGIN + body + END + tail  # what a person wrote outside the markers stays
+    target.write_text(text if text.endswith("\n") else text + "\n")
+    return target
