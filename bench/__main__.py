@@ -129,6 +129,14 @@ async def measure(plan: Plan, parts: list[str], R: dict[str, Any]) -> None:
         await cq.close()
 
 
+def _record_duration(R: dict[str, Any], started: float, partial: bool) -> None:
+    minutes = (time.time() - started) / 60
+    if partial:
+        R["meta"]["reruns"][-1]["duration_min"] = minutes
+    else:
+        R["meta"]["duration_min"] = minutes
+
+
 def _saved_best(plan: Plan) -> dict[str, Any] | None:
     """The best setting of the last real run of this mode (a what-if or a partial run reuses it)."""
     path = out_dir() / f"results-{plan.name}.json"
@@ -195,7 +203,12 @@ def main(argv: list[str] | None = None) -> int:
         started = time.time()
         setup.all_steps(peers="peers" in parts, stress="stress" in parts)
         meta = R.setdefault("meta", {})
-        meta.update({"mode": plan.name, "machine": machine(), "keyspace": KEYSPACE, "parts": parts, "daemon_options": overrides})
+        partial = set(parts) != set(PARTS) and "machine" in meta
+        if partial:  # a re-run of some parts: the header keeps the full run's date and lists the re-run
+            meta.setdefault("reruns", []).append({"parts": parts, "date": machine()["date"], "load_at_start": machine()["load_at_start"]})
+        else:
+            meta.update({"mode": plan.name, "machine": machine(), "parts": parts, "reruns": []})
+        meta.update({"keyspace": KEYSPACE, "daemon_options": overrides})
         meta.setdefault("versions", {}).update(versions())
         progress(f"casque bench, {plan.name} mode: {', '.join(parts)}")
         try:
@@ -203,11 +216,11 @@ def main(argv: list[str] | None = None) -> int:
         except Exception:
             traceback.print_exc()
             progress("a part failed: the results measured so far are saved; the report shows them")
-            R["meta"]["duration_min"] = (time.time() - started) / 60
+            _record_duration(R, started, partial)
             save(plan, R)
             render(plan, R, to_docs=(args.write_docs or plan is FULL) and not overrides)
             return 1
-        R["meta"]["duration_min"] = (time.time() - started) / 60
+        _record_duration(R, started, partial)
         save(plan, R)
     target = render(plan, R, to_docs=(args.write_docs or plan is FULL) and not overrides)
     progress(f"report: {target.relative_to(ROOT)}")

@@ -7,6 +7,7 @@ Latency is send→handler-start per message. CPU seconds of the daemon and of th
 
 from __future__ import annotations
 
+import resource
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -78,6 +79,7 @@ async def run_casque(cq: Casque, n: int, consumers: int, batch: int, *, label: s
     npid = node_pid()
     node_cpu0 = cpu_seconds([npid]) if npid else 0.0
     counts0 = cqlcount.snapshot()
+    self0 = resource.getrusage(resource.RUSAGE_SELF)
     try:
         if on_started is not None:
             await on_started(daemon)
@@ -88,6 +90,8 @@ async def run_casque(cq: Casque, n: int, consumers: int, batch: int, *, label: s
     finally:
         daemon.stop()
     node_cpu = (cpu_seconds([npid]) - node_cpu0) if npid else 0.0
+    self1 = resource.getrusage(resource.RUSAGE_SELF)
+    producer_cpu = (self1.ru_utime + self1.ru_stime) - (self0.ru_utime + self0.ru_stime)  # this process: the producer
     acked = int(res.get("acked", 0))
     if acked < n:
         progress(f"  warning: {label}: only {acked} of {n} acked before the time limit")
@@ -100,7 +104,7 @@ async def run_casque(cq: Casque, n: int, consumers: int, batch: int, *, label: s
         latency=Latency.of(samples), duration_s=duration, offered_rate=rate,
         settings={"consumers": consumers, "batch_size": batch, **({"handler_concurrency": concurrency} if concurrency else {}),
                   **(daemon_extra or {})},
-        cpu={"daemon_s": float(res.get("cpu_s", 0.0)), "node_s": node_cpu},
+        cpu={"daemon_s": float(res.get("cpu_s", 0.0)), "node_s": node_cpu, "producer_s": producer_cpu},
         cql={"daemon": res.get("cql", {}), "producer": producer, "acked": acked},
         samples_ms=samples,
     )

@@ -23,6 +23,7 @@ message (both read from /proc), so the node's CPU allows W × c_w ÷ c_m message
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import time
@@ -98,7 +99,13 @@ def ceiling(stress: dict[str, Any], best_run: dict[str, Any]) -> dict[str, Any]:
     node_ms = best_run.get("cpu", {}).get("node_s", 0.0) * 1000 / max(1, best_run["n"])
     cpu_op = stress["write"].get("node_cpu_ms_per_op") or 0.0
     cpu_ceiling = (w_ops * cpu_op / node_ms) if node_ms > 0 and cpu_op > 0 else float("nan")
-    return {"per_message": pm, "read_cost_us": inv_r * 1e6, "write_cost_us": inv_w * 1e6,
+    n = max(1, best_run["n"])
+    cpu = best_run.get("cpu", {})
+    budget = {k: 1000 * float(cpu.get(k, 0.0)) / n for k in ("daemon_s", "node_s", "producer_s")}
+    total_ms = sum(budget.values())
+    cores = os.cpu_count() or 1
+    return {"cpu_budget_ms": budget, "cpu_bound": cores * 1000 / total_ms if total_ms else float("nan"), "cores": cores,
+            "per_message": pm, "read_cost_us": inv_r * 1e6, "write_cost_us": inv_w * 1e6,
             "request_ceiling": req, "statement_ceiling": stmt, "cpu_ceiling": cpu_ceiling, "throughput": tp,
             "pct_of_request_ceiling": 100 * tp / req, "pct_of_statement_ceiling": 100 * tp / stmt,
             "pct_of_cpu_ceiling": 100 * tp / cpu_ceiling if cpu_ceiling == cpu_ceiling else float("nan"),

@@ -73,7 +73,8 @@ async def run(cq: Casque, plan: Plan, best: dict[str, Any]) -> dict[str, Any]:
             last_t, last_n = now_t, acked
             points.append(p)
             progress(f"  casque {cp:>9,}: {p['interval_rate']:6.0f} msg/s  poll scans ≤ {p['tombstones_max']:>6,} tombstones "
-                     f"(median {p['tombstones_peek_median']:,.0f}), peek {p['peek_ms']:.2f} ms (control {p['control_ms']:.2f} ms); "
+                     f"(median {p['tombstones_peek_median']:,.0f}), {p['sstables_median']:.0f} sstables, peek {p['peek_ms']:.2f} ms "
+                     f"(control {p['control_ms']:.2f} ms); "
                      f"from row start: {p['from_start']}")
         await load
     finally:
@@ -128,6 +129,7 @@ def _probe_casque(cq: Casque, qs: Any, queue: str, control: str) -> dict[str, An
     return {
         "tombstones_max": max(max(p.tombstones for p in peeks), max(lk.tombstones for lk in locks)),
         "tombstones_peek_median": statistics.median(p.tombstones for p in peeks),
+        "sstables_median": statistics.median(p.sstables for p in peeks),
         "peek_ms": statistics.median(p.latency_ms for p in peeks),
         "lock_ms": statistics.median(lk.latency_ms for lk in locks),
         "control_ms": statistics.median(c.latency_ms for c in controls),
