@@ -232,10 +232,13 @@ def section_stress(R: dict[str, Any]) -> str:
            _table(["workload", "op/s", "ops", "mean ms", "p99 ms", "node CPU ms/op", "command"], rows), ""]
     if c:
         pm = c["per_message"]
-        out += [f"CQL per message, counted in the best end-to-end run (producer + daemon, ÷ messages acked): "
+        out += [f"CQL per message, counted in the end-to-end run shown in part 1 (producer + daemon, ÷ messages acked): "
                 f"{pm['requests']:.3f} requests ({pm['read_requests']:.3f} reads, {pm['write_requests']:.3f} writes of which "
                 f"{pm['batch_requests']:.3f} batches), {pm['reads'] + pm['writes']:.2f} statements ({pm['reads']:.3f} reads, {pm['writes']:.2f} row writes), "
                 f"{pm['lwt']:.4f} LWT.", "",
+                f"casque's best below is the best setting's median throughput in part 1; CPU per message is the median over the "
+                f"{c.get('cpu_runs', 1)} end-to-end runs (the node is shared with other engineers' tests, so one run's node CPU can carry "
+                "their load).", "",
                 _table(["ceiling", "msg/s", "casque's best", "casque % of ceiling"], [
                     ["node CPU (stress's CPU per write × write op/s ÷ casque's node CPU per message)", _n(c.get("cpu_ceiling")), _n(c["throughput"]),
                      f"{c.get('pct_of_cpu_ceiling', float('nan')):.0f}%"],
@@ -243,11 +246,11 @@ def section_stress(R: dict[str, Any]) -> str:
                     ["per statement (batching saves nothing: pessimistic)", _n(c["statement_ceiling"]), _n(c["throughput"]), f"{c['pct_of_statement_ceiling']:.0f}%"],
                 ]), "",
                 f"Derived costs: a write {c['write_cost_us']:.0f} µs, a read {c['read_cost_us']:.0f} µs of node time (1/W, 2/M − 1/W). "
-                f"The node spent {c['node_cpu_ms_per_message']:.3f} ms CPU per casque message in the best run, "
+                f"The node spent {c['node_cpu_ms_per_message']:.3f} ms CPU per casque message (median), "
                 f"{c.get('node_cpu_ms_per_write_op', 0):.3f} ms per stress write.", ""]
         b = c.get("cpu_budget_ms")
         if b:
-            out += [f"CPU budget of one message in that run: daemon {b['daemon_s']:.3f} ms + Cassandra node {b['node_s']:.3f} ms + producer "
+            out += [f"CPU budget of one message (medians): daemon {b['daemon_s']:.3f} ms + Cassandra node {b['node_s']:.3f} ms + producer "
                     f"{b['producer_s']:.3f} ms = {sum(b.values()):.3f} ms, so {c['cores']} cores could carry at most {_n(c['cpu_bound'])} msg/s "
                     "if casque had the machine to itself (it does not: other engineers' nodes and tests run beside it).", ""]
     return "\n".join(out)
@@ -284,6 +287,7 @@ def repro() -> str:
         "python -m bench --only e2e,tomb     # some parts (e2e, sched, tomb, peers, stress, profile); others keep their last results",
         "python -m bench setup               # only install: bench/requirements.lock, redis-server, postgresql, cassandra-stress",
         "python -m bench --report-only       # re-render the report from bench/out/results-full.json",
+        "python -m bench --only sched --daemon-option max_poll_interval=0.1   # a what-if: its own results file, never docs/",
         "```", "",
         "The bench installs what it needs itself: its hash-locked Python packages (bench/requirements.lock) into the running venv, "
         "Debian's redis-server and postgresql (as root, `apt-get update` first), cassandra-stress from Maven Central, and it starts the "

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import re
+import statistics
 import subprocess
 import time
 from pathlib import Path
@@ -87,7 +88,11 @@ def per_message(run: dict[str, Any]) -> dict[str, float]:
             "batch_requests": both("batch_requests"), "reads": both("reads"), "writes": both("writes"), "lwt": both("lwt")}
 
 
-def ceiling(stress: dict[str, Any], best_run: dict[str, Any]) -> dict[str, Any]:
+def ceiling(stress: dict[str, Any], best_run: dict[str, Any], runs: list[dict[str, Any]] | None = None,
+            throughput: float | None = None) -> dict[str, Any]:
+    """The ceilings, from the CQL counted in ``best_run`` and the CPU per message of ``runs`` (the
+    median over every end-to-end run: the node is shared, and one run's CPU can carry a neighbour's
+    load). ``throughput`` is casque's best (the best setting's median), compared with the ceilings."""
     pm = per_message(best_run)
     w_ops = stress["write"]["ops_per_s"]
     m_ops = stress["mixed"]["ops_per_s"]
@@ -95,16 +100,19 @@ def ceiling(stress: dict[str, Any], best_run: dict[str, Any]) -> dict[str, Any]:
     inv_r = max(0.0, 2.0 / m_ops - inv_w)  # a read's cost, from the mix; never negative
     req = 1.0 / (pm["write_requests"] * inv_w + pm["read_requests"] * inv_r)
     stmt = 1.0 / (pm["writes"] * inv_w + pm["reads"] * inv_r)
-    tp = best_run["throughput"]
-    node_ms = best_run.get("cpu", {}).get("node_s", 0.0) * 1000 / max(1, best_run["n"])
+    tp = throughput or best_run["throughput"]
+    runs = runs or [best_run]
+
+    def per_msg(key: str) -> float:
+        return statistics.median(1000 * float(r.get("cpu", {}).get(key, 0.0)) / max(1, r["n"]) for r in runs)
+
+    budget = {k: per_msg(k) for k in ("daemon_s", "node_s", "producer_s")}
+    node_ms = budget["node_s"]
     cpu_op = stress["write"].get("node_cpu_ms_per_op") or 0.0
     cpu_ceiling = (w_ops * cpu_op / node_ms) if node_ms > 0 and cpu_op > 0 else float("nan")
-    n = max(1, best_run["n"])
-    cpu = best_run.get("cpu", {})
-    budget = {k: 1000 * float(cpu.get(k, 0.0)) / n for k in ("daemon_s", "node_s", "producer_s")}
     total_ms = sum(budget.values())
     cores = os.cpu_count() or 1
-    return {"cpu_budget_ms": budget, "cpu_bound": cores * 1000 / total_ms if total_ms else float("nan"), "cores": cores,
+    return {"cpu_budget_ms": budget, "cpu_runs": len(runs), "cpu_bound": cores * 1000 / total_ms if total_ms else float("nan"), "cores": cores,
             "per_message": pm, "read_cost_us": inv_r * 1e6, "write_cost_us": inv_w * 1e6,
             "request_ceiling": req, "statement_ceiling": stmt, "cpu_ceiling": cpu_ceiling, "throughput": tp,
             "pct_of_request_ceiling": 100 * tp / req, "pct_of_statement_ceiling": 100 * tp / stmt,

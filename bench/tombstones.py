@@ -148,6 +148,7 @@ async def _naive_interval(naive: NaiveQueue, cp: int, k: int, plan: Plan, points
         done = await naive.consume(k, deadline=t0 + plan.naive_limit_seconds)
     except Exception as exc:
         reason = f"stopped at {points[-1]['messages'] if points else 0:,} messages: the node aborted its read ({type(exc).__name__}: tombstones)"
+        points.append({"messages": cp, "failed": reason})
         progress(f"  naive  {cp:>9,}: {reason}")
         return reason
     elapsed = time.monotonic() - t0
