@@ -94,7 +94,7 @@ def versions() -> dict[str, str]:
 
 
 async def measure(plan: Plan, parts: list[str], R: dict[str, Any]) -> None:
-    from daemon.client import Casque
+    from daemon.engine.client import Casque
 
     from . import cqlcount, e2e, peers, profiling, schedule, stress, tombstones
     from .env import bench_settings
@@ -154,7 +154,7 @@ def _saved_best(plan: Plan) -> dict[str, Any] | None:
 
 
 def _defaults() -> dict[str, Any]:
-    from daemon.config import WorkerSettings
+    from daemon.base.config import WorkerSettings
 
     w = WorkerSettings()
     return {"consumers": w.consumers, "batch_size": w.batch_size, "throughput": 0.0}

@@ -13,8 +13,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from daemon.client import Casque
-from daemon.producer import Job
+from daemon.engine.client import Casque
+from daemon.engine.producer import Job
 
 from . import cqlcount
 from .daemonproc import Daemon, DaemonSpec

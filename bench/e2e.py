@@ -12,8 +12,8 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from daemon.client import Casque
-from daemon.config import WorkerSettings
+from daemon.engine.client import Casque
+from daemon.base.config import WorkerSettings
 
 from .casque_run import RunResult, run_casque
 from .env import progress

@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from daemon.config import Settings, load_settings
+from daemon.base.config import Settings, load_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from daemon.client import Casque
+from daemon.engine.client import Casque
 
 from .casque_run import RunResult, run_casque
 from .env import ROOT, cpu_seconds, out_dir, progress

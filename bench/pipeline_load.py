@@ -19,10 +19,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from daemon.client import Casque
-from daemon.db import Database
-from daemon.producer import Job
-from daemon.schema import apply_schema
+from daemon.engine.client import Casque
+from daemon.engine.db import Database
+from daemon.engine.producer import Job
+from daemon.engine.schema import apply_schema
 
 from .env import QUEUE_RETENTION_S, bench_settings, out_dir
 

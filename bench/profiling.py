@@ -18,7 +18,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from daemon.client import Casque
+from daemon.engine.client import Casque
 
 from .casque_run import run_casque
 from .daemonproc import Daemon

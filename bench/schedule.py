@@ -13,8 +13,8 @@ import asyncio
 import random
 from typing import Any
 
-from daemon.client import Casque
-from daemon.producer import Job
+from daemon.engine.client import Casque
+from daemon.engine.producer import Job
 
 from .casque_run import make_queue
 from .daemonproc import Daemon, DaemonSpec

@@ -58,9 +58,9 @@ def debian_packages() -> None:
 
 def cassandra_node() -> None:
     """Start (or reuse) the local node and create the bench keyspace."""
-    from daemon.db import Database
+    from daemon.engine.db import Database
     from daemon.devnode import ClusterSpec, start
-    from daemon.schema import apply_schema
+    from daemon.engine.schema import apply_schema
 
     from .env import bench_settings
 

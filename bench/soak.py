@@ -18,11 +18,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from daemon.client import Casque  # noqa: E402
-from daemon.config import Settings  # noqa: E402
-from daemon.db import Database  # noqa: E402
+from daemon.engine.client import Casque  # noqa: E402
+from daemon.base.config import Settings  # noqa: E402
+from daemon.engine.db import Database  # noqa: E402
 from daemon.devnode import ClusterSpec, start  # noqa: E402
-from daemon.schema import apply_schema  # noqa: E402
+from daemon.engine.schema import apply_schema  # noqa: E402
 from tests.support.chaos import Outcome, kill_chaos, race  # noqa: E402
 
 KEYSPACE = "casque_bench"

@@ -30,7 +30,7 @@ import statistics
 import time
 from typing import Any
 
-from daemon.client import Casque
+from daemon.engine.client import Casque
 
 from .casque_run import casque_sender, make_queue
 from .daemonproc import Daemon, DaemonSpec

@@ -6,7 +6,7 @@ producer -> table -> consumer -> dispatcher -> handler -> ack.
 
 __version__ = "0.1.0"
 
-from .handler import Backoff, Context, Handler, Poison, Retry  # noqa: E402
-from .registry import register, registry  # noqa: E402
+from daemon.service.handler import Backoff, Context, Handler, Poison, Retry  # noqa: E402
+from daemon.service.registry import register, registry  # noqa: E402
 
 __all__ = ["Backoff", "Context", "Handler", "Poison", "Retry", "register", "registry"]

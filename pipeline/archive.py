@@ -22,11 +22,11 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from daemon.client import Casque
-from daemon.clock import Clock
-from daemon.config import Settings
-from daemon.errors import UsageError
-from daemon.logs import get_logger
+from daemon.engine.client import Casque
+from daemon.base.clock import Clock
+from daemon.base.config import Settings
+from daemon.base.errors import UsageError
+from daemon.base.logs import get_logger
 
 from . import tables, workers
 from .errors import VerificationError

@@ -19,10 +19,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from daemon.cli import parse_time, print_table, settings_of
-from daemon.config import Settings
-from daemon.durations import parse_duration
-from daemon.errors import UsageError
+from daemon.base.terminal import parse_time, print_table, run_command, settings_of
+from daemon.base.config import Settings
+from daemon.base.durations import parse_duration
+from daemon.base.errors import UsageError
 
 from .errors import PipelineError
 from .mapping import FIELDS, POLICIES
@@ -53,9 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="casque-pipeline", description="casque's Spark jobs (see docs/pipeline.md)")
     parser.add_argument("-c", "--config", help="TOML config file (default: $CASQUE_CONFIG, ./config/casque.toml, /etc/casque/casque.toml)")
     add_jobs(parser.add_subparsers(metavar="JOB"))
-    from daemon.cli import main as run_command
-
-    return run_command(argv, parser)
+    return run_command(parser, argv)
 
 
 # ---- running a job ----------------------------------------------------------------------------
@@ -176,7 +174,7 @@ def _add_archive(jobs: Any) -> None:
 
 
 def cmd_archive(spark: Any, settings: Settings, args: argparse.Namespace) -> int:
-    from daemon.clock import Clock
+    from daemon.base.clock import Clock
 
     from .archive import ArchiveSpec, run
 

@@ -6,7 +6,7 @@ and exits non-zero without a traceback, like every other casque command.
 
 from __future__ import annotations
 
-from daemon.errors import CasqueError, UsageError
+from daemon.base.errors import CasqueError, UsageError
 
 
 class PipelineError(CasqueError):

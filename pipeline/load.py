@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
-from daemon.config import Settings
-from daemon.errors import UsageError
-from daemon.logs import get_logger
-from daemon.placement import KEY_SHARDS
-from daemon.producer import OnConflict
+from daemon.base.config import Settings
+from daemon.base.errors import UsageError
+from daemon.base.logs import get_logger
+from daemon.engine.placement import KEY_SHARDS
+from daemon.engine.producer import OnConflict
 
 from . import workers
 from .mapping import check_mapping, parse_pairs, policy_of, to_fields

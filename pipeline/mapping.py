@@ -20,10 +20,10 @@ import json
 import math
 from typing import Any
 
-from daemon.cli import parse_time
-from daemon.errors import UsageError
-from daemon.producer import Job, OnConflict
-from daemon.triggers import make_trigger
+from daemon.base.terminal import parse_time
+from daemon.base.errors import UsageError
+from daemon.engine.producer import Job, OnConflict
+from daemon.engine.triggers import make_trigger
 
 from .errors import MappingError
 

@@ -12,7 +12,7 @@ import time
 from types import TracebackType
 from typing import Any
 
-from daemon.logs import get_logger
+from daemon.base.logs import get_logger
 
 log = get_logger("casque.pipeline")
 

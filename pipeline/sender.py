@@ -29,12 +29,12 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import astuple, dataclass
 from typing import Any
 
-from daemon.client import Casque
-from daemon.config import Settings
-from daemon.errors import CasqueError, KeyConflict, StorageUnavailable
-from daemon.logs import get_logger
-from daemon.placement import key_shard
-from daemon.producer import Job, OnConflict, build_message
+from daemon.engine.client import Casque
+from daemon.base.config import Settings
+from daemon.base.errors import CasqueError, KeyConflict, StorageUnavailable
+from daemon.base.logs import get_logger
+from daemon.engine.placement import key_shard
+from daemon.engine.producer import Job, OnConflict, build_message
 
 from . import workers
 from .mapping import to_job

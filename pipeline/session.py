@@ -19,10 +19,10 @@ import sys
 import time
 from typing import Any
 
-from daemon.config import CassandraSettings, Settings
+from daemon.base.config import CassandraSettings, Settings
 from daemon.devnode.errors import DevnodeError
 from daemon.devnode.java import find_java
-from daemon.logs import get_logger
+from daemon.base.logs import get_logger
 
 from .errors import PipelineError
 from .jars import ensure_connector

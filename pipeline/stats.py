@@ -25,12 +25,12 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from daemon.cli import iso as iso_ms
-from daemon.client import Casque
-from daemon.clock import Clock
-from daemon.config import Settings
-from daemon.logs import get_logger
-from daemon.stats import live_rows
+from daemon.base.terminal import iso as iso_ms
+from daemon.engine.client import Casque
+from daemon.base.clock import Clock
+from daemon.base.config import Settings
+from daemon.base.logs import get_logger
+from daemon.engine.stats import live_rows
 
 from . import report, tables, tasks, workers
 from .outputs import join, local_dir, rows_as_dicts, write_json, write_parquet

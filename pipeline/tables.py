@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemon.config import Settings
+from daemon.base.config import Settings
 
 FORMAT = "org.apache.spark.sql.cassandra"
 
@@ -41,7 +41,7 @@ def exists(settings: Settings, table: str) -> bool:
 
 def queue_names(spark: Any, settings: Settings, chosen: list[str] | None) -> list[str]:
     """The queues a job covers: the chosen ones (each must exist) or every queue in ``queues``."""
-    from daemon.errors import QueueNotFound
+    from daemon.base.errors import QueueNotFound
 
     rows = read(spark, settings, "queues").select("name").collect()
     known = {r.name for r in rows}

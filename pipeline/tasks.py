@@ -21,7 +21,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from daemon.config import Settings
+from daemon.base.config import Settings
 
 from . import tables
 

@@ -18,12 +18,12 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from daemon.client import Casque  # noqa: E402
-from daemon.clock import Clock, ManualClock  # noqa: E402
-from daemon.config import Settings  # noqa: E402
-from daemon.db import Database  # noqa: E402
+from daemon.engine.client import Casque  # noqa: E402
+from daemon.base.clock import Clock, ManualClock  # noqa: E402
+from daemon.base.config import Settings  # noqa: E402
+from daemon.engine.db import Database  # noqa: E402
 from daemon.devnode import ClusterSpec, start  # noqa: E402
-from daemon.schema import apply_schema  # noqa: E402
+from daemon.engine.schema import apply_schema  # noqa: E402
 
 TEST_KEYSPACE = "casque_test"
 _counter = itertools.count()

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from daemon.config import load_settings
-from daemon.durations import parse_duration
-from daemon.errors import ConfigError, UsageError
+from daemon.base.config import load_settings
+from daemon.base.durations import parse_duration
+from daemon.base.errors import ConfigError, UsageError
 
 ROOT = Path(__file__).resolve().parent.parent
 

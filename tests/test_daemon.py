@@ -9,8 +9,8 @@ import socket
 from collections import Counter
 from pathlib import Path
 
-from daemon.client import Casque
-from daemon.producer import Job
+from daemon.engine.client import Casque
+from daemon.engine.producer import Job
 
 from .conftest import TEST_KEYSPACE
 from .support.daemonproc import records, start_daemon, until, write_config

@@ -15,16 +15,16 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from daemon.client import Casque
-from daemon.config import load_settings
-from daemon.durations import parse_duration
-from daemon.errors import CasqueError, ConfigError, PayloadError, UsageError
-from daemon.model import QueueSettings, check_key, check_task_name, decode_payload
-from daemon.placement import row_of
-from daemon.producer import Job, build_message
-from daemon.registry import Registry
-from daemon.schema import validate_name
-from daemon.triggers import cron_next, make_trigger, zone
+from daemon.engine.client import Casque
+from daemon.base.config import load_settings
+from daemon.base.durations import parse_duration
+from daemon.base.errors import CasqueError, ConfigError, PayloadError, UsageError
+from daemon.base.model import QueueSettings, check_key, check_task_name, decode_payload
+from daemon.engine.placement import row_of
+from daemon.engine.producer import Job, build_message
+from daemon.service.registry import Registry
+from daemon.engine.schema import validate_name
+from daemon.engine.triggers import cron_next, make_trigger, zone
 
 from .conftest import TEST_KEYSPACE
 from .support.daemonproc import records, start_daemon, until, write_config

@@ -14,12 +14,12 @@ from typing import AsyncIterator
 
 import pytest
 
-from daemon.client import Casque
-from daemon.config import Settings
-from daemon.db import Database
+from daemon.engine.client import Casque
+from daemon.base.config import Settings
+from daemon.engine.db import Database
 from daemon.devnode import ClusterSpec, start, start_node, stop, stop_node
-from daemon.errors import StorageUnavailable
-from daemon.schema import apply_schema
+from daemon.base.errors import StorageUnavailable
+from daemon.engine.schema import apply_schema
 
 from .support.daemonproc import records, start_daemon, until, write_config
 

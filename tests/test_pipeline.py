@@ -22,15 +22,15 @@ from typing import Any
 
 import pytest
 
-from daemon.client import Casque
-from daemon.config import Settings
-from daemon.db import Database
-from daemon.placement import id_due_ms, row_of
-from daemon.producer import Job, build_message
-from daemon.schema import apply_schema
-from daemon.stats import queue_stats
-from daemon.table import ttl_for
-from daemon.triggers import make_trigger
+from daemon.engine.client import Casque
+from daemon.base.config import Settings
+from daemon.engine.db import Database
+from daemon.engine.placement import id_due_ms, row_of
+from daemon.engine.producer import Job, build_message
+from daemon.engine.schema import apply_schema
+from daemon.engine.stats import queue_stats
+from daemon.engine.table import ttl_for
+from daemon.engine.triggers import make_trigger
 from pipeline import archive, jars, stats, workers
 from pipeline.errors import MappingError
 from pipeline.load import LoadSpec
@@ -44,7 +44,10 @@ NO_HISTORY_KEYSPACE = "casque_pipeline_nohist"
 
 
 @pytest.fixture(scope="module")
-def spark(settings: Settings) -> Iterator[Any]:
+def spark(settings: Settings, no_history: Settings) -> Iterator[Any]:
+    """One Spark session for the module. It starts after every keyspace the tests read exists: the
+    connector caches the driver's schema metadata at its first read, so a keyspace created after
+    that is not found (this failed on a fresh machine, where nothing was left from earlier runs)."""
     from pipeline.session import start_session
 
     session = start_session(settings, "local[2]")
@@ -240,7 +243,7 @@ async def test_load_places_rows_exactly_as_the_python_producer(spark: Any, setti
 
 async def _stored(cq: Casque, q: str) -> dict[str, dict[str, Any]]:
     """Every stored message of a queue, every column, read through the engine's row list."""
-    from daemon.table import all_rows
+    from daemon.engine.table import all_rows
 
     qs = await cq.queues.get(q, fresh=True)
     stmt = cq.db.prepare(f"SELECT bucket, shard, kind, rank, due, id, state, task, payload, headers, attempt, max_attempts, timeout_ms, key, "

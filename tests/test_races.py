@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from daemon.client import Casque
-from daemon.producer import Job
+from daemon.engine.client import Casque
+from daemon.engine.producer import Job
 
 from .conftest import TEST_KEYSPACE
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.client import Casque
+from daemon.engine.client import Casque
 
 from .conftest import TEST_KEYSPACE
 from .support.chaos import kill_chaos, race

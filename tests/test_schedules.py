@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from daemon.client import Casque
-from daemon.clock import ManualClock
-from daemon.dispatcher import Dispatcher
-from daemon.errors import KeyConflict
-from daemon.registry import Registry
+from daemon.engine.client import Casque
+from daemon.base.clock import ManualClock
+from daemon.service.dispatcher import Dispatcher
+from daemon.base.errors import KeyConflict
+from daemon.service.registry import Registry
 
 from .conftest import TEST_KEYSPACE
 from .support.daemonproc import records, start_daemon, until, write_config
@@ -116,7 +116,7 @@ async def test_an_occurrence_taken_before_a_cancel_is_not_run(manual: Pair, queu
 
 
 def dispatcher_log():  # noqa: ANN201 - a structlog logger
-    from daemon.logs import get_logger
+    from daemon.base.logs import get_logger
 
     return get_logger("test")
 

@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from daemon.config import Settings
-from daemon.db import Database
-from daemon.schema import apply_schema
+from daemon.base.config import Settings
+from daemon.engine.db import Database
+from daemon.engine.schema import apply_schema
 
 from .conftest import TEST_KEYSPACE
 

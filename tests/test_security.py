@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 
-from daemon.config import load_settings
+from daemon.base.config import load_settings
 from daemon.devnode import ClusterSpec, start, stop
 
 from .support.certs import CA, make_ca, make_server

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from daemon.client import Casque
-from daemon.clock import Clock
-from daemon.producer import Job
+from daemon.engine.client import Casque
+from daemon.base.clock import Clock
+from daemon.engine.producer import Job
 
 ROUND, ROUNDS = 20_000, 10
 _READ = re.compile(r"Read (\d+) live rows and (\d+) tombstone cells")

@@ -13,8 +13,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from daemon.client import Casque
-from daemon.producer import Job
+from daemon.engine.client import Casque
+from daemon.engine.producer import Job
 
 from .daemonproc import Daemon, records, start_daemon, until, write_config
 

@@ -14,9 +14,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import uvloop  # noqa: E402
 
-from daemon.client import Casque  # noqa: E402
-from daemon.clock import Clock  # noqa: E402
-from daemon.config import Settings  # noqa: E402
+from daemon.engine.client import Casque  # noqa: E402
+from daemon.base.clock import Clock  # noqa: E402
+from daemon.base.config import Settings  # noqa: E402
 
 
 async def consume(cq: Casque, queue: str, slot: int, batch: int, out: list[str], idle_exit: float, last_seen: list[float]) -> None:

@@ -17,15 +17,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .client import Casque
-from .config import WorkerSettings
-from .consumer import Consumer
-from .errors import CasqueError
-from . import triggers
-from .handler import Context, Poison, Retry
-from .logs import debug_enabled, get_logger
-from .model import Message
-from .registry import Registry, TaskSpec
+from daemon.engine.client import Casque
+from daemon.base.config import WorkerSettings
+from daemon.engine.consumer import Consumer
+from daemon.base.errors import CasqueError
+from daemon.engine import triggers
+from daemon.service.handler import Context, Poison, Retry
+from daemon.base.logs import debug_enabled, get_logger
+from daemon.base.model import Message
+from daemon.service.registry import Registry, TaskSpec
 
 log = get_logger("casque.dispatcher")
 START_MARGIN_MS = 500

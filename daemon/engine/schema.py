@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import re
 
-from .config import SchemaSettings
-from .db import Database
-from .errors import ConfigError
+from daemon.base.config import SchemaSettings
+from daemon.engine.db import Database
+from daemon.base.errors import ConfigError
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,47}$")
 

@@ -14,9 +14,9 @@ import socket
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .client import Casque
-from .model import QueueSettings
-from .table import STATE_IN_FLIGHT, all_rows
+from daemon.engine.client import Casque
+from daemon.base.model import QueueSettings
+from daemon.engine.table import STATE_IN_FLIGHT, all_rows
 
 STATS_EVERY_S = 10.0
 THROUGHPUT_WINDOW_MS = 120_000

@@ -11,12 +11,12 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from .clock import Clock
-from .config import QueueDefaults
-from .db import Database
-from .errors import QueueNotFound, UsageError
-from .model import QueueSettings, check_priority
-from .schema import validate_name
+from daemon.base.clock import Clock
+from daemon.base.config import QueueDefaults
+from daemon.engine.db import Database
+from daemon.base.errors import QueueNotFound, UsageError
+from daemon.base.model import QueueSettings, check_priority
+from daemon.engine.schema import validate_name
 
 CACHE_SECONDS = 5.0
 _COLUMNS = "name, shards, buckets, bucket_seconds, lock_ttl_ms, timeout_ms, max_attempts, retention_s, max_payload_bytes, priorities, history"

@@ -31,9 +31,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter
 
-from .durations import parse_duration
-from .errors import UsageError
-from .placement import new_id, sibling_id
+from daemon.base.durations import parse_duration
+from daemon.base.errors import UsageError
+from daemon.engine.placement import new_id, sibling_id
 
 MISFIRE = ("coalesce", "all", "skip")
 DEFAULT_GRACE_MS = 60_000

@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
-from .errors import ConfigError, UsageError
-from .handler import Backoff, Handler
+from daemon.base.errors import ConfigError, UsageError
+from daemon.service.handler import Backoff, Handler
 
 H = TypeVar("H", bound=type[Handler])
 _NAME = re.compile(r"^[A-Za-z0-9_.:\-/]{1,200}$")

@@ -22,10 +22,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from .clock import Clock
-from .db import Database
-from .model import QueueSettings
-from .table import LOCK_ACQUIRED, LOCK_PENDING, MessageTable, lock_ttl_seconds
+from daemon.base.clock import Clock
+from daemon.engine.db import Database
+from daemon.base.model import QueueSettings
+from daemon.engine.table import LOCK_ACQUIRED, LOCK_PENDING, MessageTable, lock_ttl_seconds
 
 
 @dataclass

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from .db import Database
-from .logs import get_logger
-from .model import Message, QueueSettings
-from .queues import QueueStore
+from daemon.engine.db import Database
+from daemon.base.logs import get_logger
+from daemon.base.model import Message, QueueSettings
+from daemon.engine.queues import QueueStore
 
 log = get_logger("casque.history")
 EVENTS = {"started": "running", "acked": "done", "retried": "failed", "poisoned": "poisoned", "timed_out": "timed_out"}

@@ -9,9 +9,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from .db import Database
-from .model import Message
-from .table import MAX_TTL
+from daemon.engine.db import Database
+from daemon.base.model import Message
+from daemon.engine.table import MAX_TTL
 
 _COLS = "queue, id, poisoned_at, task, payload, headers, attempt, priority, key, trigger, error_type, error, traceback, reason"
 

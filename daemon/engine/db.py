@@ -21,9 +21,9 @@ from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, N
 from cassandra.policies import DCAwareRoundRobinPolicy, ExponentialReconnectionPolicy, TokenAwarePolicy
 from cassandra.query import BatchStatement, BatchType, PreparedStatement, Statement, _clean_column_name
 
-from .clock import SYSTEM_CLOCK, Clock
-from .config import CassandraSettings
-from .errors import ConfigError, StorageUnavailable
+from daemon.base.clock import SYSTEM_CLOCK, Clock
+from daemon.base.config import CassandraSettings
+from daemon.base.errors import ConfigError, StorageUnavailable
 
 try:  # the compiled libev reactor is the fastest; fall back to the pure-Python one
     from cassandra.io.libevreactor import LibevConnection as _Connection

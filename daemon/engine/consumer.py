@@ -27,16 +27,17 @@ import asyncio
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from . import metrics, triggers
-from .clock import Clock
-from .db import Database
-from .keys import KeyEntry, KeyStore
-from .locking import HeldLock, ShardLocker
-from .logs import get_logger
-from .model import Message, QueueSettings
-from .poison import PoisonStore
-from .queues import QueueStore
-from .table import STATE_IN_FLIGHT, MessageTable, after, message_from_row
+from daemon.base import metrics
+from daemon.engine import triggers
+from daemon.base.clock import Clock
+from daemon.engine.db import Database
+from daemon.engine.keys import KeyEntry, KeyStore
+from daemon.engine.locking import HeldLock, ShardLocker
+from daemon.base.logs import get_logger
+from daemon.base.model import Message, QueueSettings
+from daemon.engine.poison import PoisonStore
+from daemon.engine.queues import QueueStore
+from daemon.engine.table import STATE_IN_FLIGHT, MessageTable, after, message_from_row
 
 log = get_logger("casque.consumer")
 

@@ -13,8 +13,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from .db import Database
-from .placement import KEY_SHARDS, key_shard
+from daemon.engine.db import Database
+from daemon.engine.placement import KEY_SHARDS, key_shard
 
 
 @dataclass

@@ -8,20 +8,20 @@ import asyncio
 import sys
 import time
 
-from .client import Casque
-from .config import Settings
-from .db import Database
-from .errors import CasqueError
-from .logs import get_logger
-from .schema import apply_schema
-from .worker import Worker
+from daemon.engine.client import Casque
+from daemon.base.config import Settings
+from daemon.engine.db import Database
+from daemon.base.errors import CasqueError
+from daemon.base.logs import get_logger
+from daemon.engine.schema import apply_schema
+from daemon.service.worker import Worker
 
 log = get_logger("casque.demo")
 QUEUE = "demo"
 
 
 def prepare(settings: Settings) -> None:
-    from .devnode import ClusterSpec, start
+    from daemon.devnode import ClusterSpec, start
 
     start(ClusterSpec(native_port=settings.cassandra.port), progress=lambda line: print(line, file=sys.stderr))
     db = Database(settings.cassandra).connect()

@@ -11,14 +11,14 @@ import asyncio
 import heapq
 import uuid
 
-from .db import Database
-from .errors import MessageNotFound
-from .keys import KeyEntry, KeyStore
-from .model import Message, QueueSettings
-from .placement import row_of
-from .queues import QueueStore
-from .table import MessageTable, all_rows, message_from_row
-from .triggers import Trigger, occurrence_id
+from daemon.engine.db import Database
+from daemon.base.errors import MessageNotFound
+from daemon.engine.keys import KeyEntry, KeyStore
+from daemon.base.model import Message, QueueSettings
+from daemon.engine.placement import row_of
+from daemon.engine.queues import QueueStore
+from daemon.engine.table import MessageTable, all_rows, message_from_row
+from daemon.engine.triggers import Trigger, occurrence_id
 
 CANCEL_TRIES = 5
 

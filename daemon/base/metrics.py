@@ -16,8 +16,8 @@ from typing import Any, Callable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from .logs import get_logger
-from .model import Message
+from daemon.base.logs import get_logger
+from daemon.base.model import Message
 
 log = get_logger("casque.metrics")
 REGISTRY = CollectorRegistry(auto_describe=True)

@@ -12,11 +12,11 @@ import json
 import uuid
 from typing import Any
 
-from .client import Casque
-from .model import QueueSettings
-from .poison import PoisonRecord
-from .producer import Job
-from .table import after, all_rows, message_from_row
+from daemon.engine.client import Casque
+from daemon.base.model import QueueSettings
+from daemon.engine.poison import PoisonRecord
+from daemon.engine.producer import Job
+from daemon.engine.table import after, all_rows, message_from_row
 
 
 async def purge(cq: Casque, queue: str, parallel: int = 16) -> int:

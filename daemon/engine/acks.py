@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from .clock import Clock
-from .db import Database
-from .keys import KeyStore
-from .model import Message
-from .poison import PoisonStore
-from .queues import QueueStore
-from .table import STATE_WAITING, MessageTable, after
+from daemon.base.clock import Clock
+from daemon.engine.db import Database
+from daemon.engine.keys import KeyStore
+from daemon.base.model import Message
+from daemon.engine.poison import PoisonStore
+from daemon.engine.queues import QueueStore
+from daemon.engine.table import STATE_WAITING, MessageTable, after
 
 
 class Acker:

@@ -10,7 +10,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import PayloadError, UsageError
+from daemon.base.errors import PayloadError, UsageError
 
 MIN_PRIORITY, MAX_PRIORITY = -1000, 1000
 MAX_TASK_NAME = 200

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .durations import parse_duration
-from .errors import ConfigError
+from daemon.base.durations import parse_duration
+from daemon.base.errors import ConfigError
 
 ENV_PREFIX = "CASQUE_"
 
@@ -76,8 +76,8 @@ class QueueDefaults:
 class WorkerSettings:
     queues: list[str] = field(default_factory=lambda: ["default"])
     handler_modules: list[str] = field(default_factory=lambda: ["handlers.examples", "handlers.builtin"])
-    consumers: int = 4
-    batch_size: int = 200
+    consumers: int = 16
+    batch_size: int = 400
     poll_interval: float = 0.02
     max_poll_interval: float = 0.2
     in_flight: int = 500

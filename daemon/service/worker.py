@@ -16,19 +16,19 @@ import signal
 from dataclasses import replace
 from typing import Any
 
-from . import metrics
-from .client import Casque
-from .clock import SYSTEM_CLOCK, Clock
-from .config import Settings, load_settings
-from .dispatcher import Dispatcher
-from .errors import CasqueError, ConfigError, StorageUnavailable
-from .history import History
-from .metrics import MetricsServer
-from .model import Message, QueueSettings
-from .logs import configure_logging, get_logger
-from .registry import Registry, registry as default_registry
-from .sdnotify import Notifier
-from .stats import STATS_EVERY_S, daemon_id
+from daemon.base import metrics
+from daemon.engine.client import Casque
+from daemon.base.clock import SYSTEM_CLOCK, Clock
+from daemon.base.config import Settings, load_settings
+from daemon.service.dispatcher import Dispatcher
+from daemon.base.errors import CasqueError, ConfigError, StorageUnavailable
+from daemon.engine.history import History
+from daemon.base.metrics import MetricsServer
+from daemon.base.model import Message, QueueSettings
+from daemon.base.logs import configure_logging, get_logger
+from daemon.service.registry import Registry, registry as default_registry
+from daemon.service.sdnotify import Notifier
+from daemon.engine.stats import STATS_EVERY_S, daemon_id
 
 log = get_logger("casque.worker")
 CONNECT_BACKOFF_MAX = 30.0
@@ -208,7 +208,7 @@ class Worker:
 
 
 def _queue(cq: Casque, name: str) -> Any:
-    from .queues import settings_from_defaults
+    from daemon.engine.queues import settings_from_defaults
 
     return settings_from_defaults(name, cq.settings.queue_defaults)
 

@@ -15,9 +15,9 @@ from typing import Any, Iterable
 
 from cassandra.query import UNSET_VALUE, BoundStatement
 
-from .db import Database
-from .model import Message, QueueSettings, decode_payload
-from .triggers import parse_stored
+from daemon.engine.db import Database
+from daemon.base.model import Message, QueueSettings, decode_payload
+from daemon.engine.triggers import parse_stored
 
 KIND_LOCK, KIND_MESSAGE = 0, 1
 STATE_WAITING, STATE_IN_FLIGHT = 0, 1

@@ -1,0 +1,152 @@
+"""``casque stats``, ``purge``, ``history`` and ``poison ...``: what operators look at and fix."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from daemon.base.durations import format_duration
+from daemon.base.terminal import iso, print_table
+from daemon.cli.common import confirm, emit, with_client
+from daemon.engine.client import Casque
+
+def add_cli(sub: Any) -> None:
+    st = sub.add_parser("stats", help="per-queue statistics read from Cassandra (waiting, in flight, poisoned, age, skew, throughput)")
+    st.add_argument("queue", nargs="?", help="one queue (default: all)")
+    st.add_argument("--json", action="store_true")
+    st.set_defaults(func=with_client(cmd_stats))
+    pu = sub.add_parser("purge", help="delete every message of a queue")
+    pu.add_argument("queue")
+    pu.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    pu.set_defaults(func=with_client(cmd_purge))
+    hi = sub.add_parser("history", help="a message's history (queues created with --history)")
+    hi.add_argument("queue")
+    which = hi.add_mutually_exclusive_group(required=True)
+    which.add_argument("--key")
+    which.add_argument("--id")
+    hi.add_argument("--days", type=int, default=7)
+    hi.add_argument("--json", action="store_true")
+    hi.set_defaults(func=with_client(cmd_history))
+    po = sub.add_parser("poison", help="inspect, replay or purge a queue's poison queue")
+    ps = po.add_subparsers(metavar="ACTION")
+    pl = ps.add_parser("list", help="poisoned messages with their reasons")
+    pl.add_argument("queue")
+    pl.add_argument("-n", type=int, default=100)
+    pl.add_argument("--json", action="store_true")
+    pl.set_defaults(func=with_client(cmd_poison_list))
+    sh = ps.add_parser("show", help="one poisoned message, with its traceback")
+    sh.add_argument("queue")
+    sh.add_argument("id")
+    sh.add_argument("--json", action="store_true")
+    sh.set_defaults(func=with_client(cmd_poison_show))
+    rp = ps.add_parser("replay", help="send poisoned messages again (by --id, by --task, or --all)")
+    rp.add_argument("queue")
+    sel = rp.add_mutually_exclusive_group(required=True)
+    sel.add_argument("--id", action="append")
+    sel.add_argument("--task")
+    sel.add_argument("--all", action="store_true")
+    rp.set_defaults(func=with_client(cmd_poison_replay))
+    pp = ps.add_parser("purge", help="empty the poison queue")
+    pp.add_argument("queue")
+    pp.add_argument("--yes", action="store_true")
+    pp.set_defaults(func=with_client(cmd_poison_purge))
+
+
+async def cmd_stats(cq: Casque, args: argparse.Namespace) -> int:
+    from daemon.engine.stats import queue_stats
+
+    names = [args.queue] if args.queue else [q.name for q in await cq.queues.list()]
+    found = [await queue_stats(cq, name) for name in names]
+    rows = [[s.queue, str(s.waiting_due), str(s.scheduled), str(s.in_flight), str(s.poisoned),
+             "-" if s.oldest_due_age_s is None else format_duration(s.oldest_due_age_s), "-" if s.skew is None else f"{s.skew:.2f}",
+             "-" if s.acked_per_s is None else f"{s.acked_per_s:.1f}/s", str(s.daemons)] for s in found]
+    if args.json:
+        emit(args, [s.to_json() for s in found])
+    else:
+        print_table(["QUEUE", "DUE", "SCHEDULED", "IN FLIGHT", "POISONED", "OLDEST DUE", "SKEW", "ACKED (est.)", "DAEMONS"], rows)
+        print("exact: due, scheduled, in flight, poisoned, oldest due, skew (max/mean per shard); estimated: acked/s from daemon stats rows (10 s)")
+    return 0
+
+
+async def cmd_purge(cq: Casque, args: argparse.Namespace) -> int:
+    from daemon.engine.admin import purge
+
+    await cq.queues.get(args.queue)
+    confirm(args, f"delete every message of queue '{args.queue}'")
+    print(f"purged {await purge(cq, args.queue)} messages from {args.queue}")
+    return 0
+
+
+async def cmd_history(cq: Casque, args: argparse.Namespace) -> int:
+    from daemon.engine.history import History
+
+    history = History(cq.db, cq.settings.cassandra.keyspace, cq.queues)
+    mid = None
+    if args.id:
+        from daemon.engine.client import _uuid
+
+        mid = _uuid(args.id)
+    found = await history.read(args.queue, cq.clock.now_ms(), args.days, key=args.key, message_id=mid)
+    if not found:
+        qs = await cq.queues.get(args.queue)
+        hint = "" if qs.history else f": queue '{args.queue}' does not keep history (casque queue update {args.queue} --history)"
+        from daemon.base.errors import MessageNotFound
+
+        raise MessageNotFound(f"no history for {args.key or args.id!r} in the last {args.days} days{hint}")
+    data = [{"at": iso(h.at), "id": str(h.id), "event": h.event, "task": h.task, "attempt": h.attempt, "duration_ms": h.duration_ms,
+             "lateness_ms": h.lateness_ms, "error": h.error, "key": h.key} for h in found]
+    rows = [[d["at"], d["id"], d["event"], str(d["attempt"]), "-" if d["duration_ms"] is None else f"{d['duration_ms']:.1f}", d["error"] or ""]
+            for d in data]
+    emit(args, data, rows, ["AT", "ID", "EVENT", "ATTEMPT", "MS", "ERROR"])
+    return 0
+
+
+async def cmd_poison_list(cq: Casque, args: argparse.Namespace) -> int:
+    records = await cq.poison.list(args.queue, args.n)
+    data = [{"id": str(r.id), "task": r.task, "attempt": r.attempt, "poisoned_at": iso(r.poisoned_at), "reason": r.reason,
+             "error_type": r.error_type, "error": r.error} for r in records]
+    rows = [[d["id"], d["task"], str(d["attempt"]), d["poisoned_at"], d["reason"][:80]] for d in data]
+    emit(args, data, rows, ["ID", "TASK", "ATTEMPT", "POISONED AT", "REASON"])
+    return 0
+
+
+async def cmd_poison_show(cq: Casque, args: argparse.Namespace) -> int:
+    from daemon.engine.client import _uuid
+    from daemon.base.errors import MessageNotFound
+
+    r = await cq.poison.get(args.queue, _uuid(args.id))
+    if r is None:
+        raise MessageNotFound(f"no poisoned message {args.id} in queue '{args.queue}': list them with 'casque poison list {args.queue}'")
+    data = {"id": str(r.id), "task": r.task, "attempt": r.attempt, "poisoned_at": iso(r.poisoned_at), "reason": r.reason,
+            "error_type": r.error_type, "error": r.error, "key": r.key, "headers": r.headers, "payload": (r.payload or b"").decode("utf-8", "replace"),
+            "traceback": r.traceback}
+    if args.json:
+        emit(args, data)
+    else:
+        for k, v in data.items():
+            if k != "traceback":
+                print(f"{k:<12} {v}")
+        if r.traceback:
+            print(r.traceback.rstrip())
+    return 0
+
+
+async def cmd_poison_replay(cq: Casque, args: argparse.Namespace) -> int:
+    from daemon.engine.admin import replay
+    from daemon.engine.client import _uuid
+
+    ids = [_uuid(i) for i in args.id] if args.id else None
+    new_ids, left = await replay(cq, args.queue, ids=ids, task=args.task)
+    for line in left:
+        print(f"casque: {line}", file=sys.stderr)
+    print(f"replayed {len(new_ids)} messages into {args.queue}")
+    return 0 if not left else 1
+
+
+async def cmd_poison_purge(cq: Casque, args: argparse.Namespace) -> int:
+    count = await cq.poison.count(args.queue)
+    confirm(args, f"delete {count} poisoned messages of queue '{args.queue}'")
+    await cq.poison.purge(args.queue)
+    print(f"purged {count} poisoned messages from {args.queue}")
+    return 0

@@ -1,0 +1,87 @@
+"""``casque queue create|update|delete`` and ``casque queues``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from daemon.base.durations import format_duration, parse_duration
+from daemon.cli.common import confirm, emit, with_client
+from daemon.engine.client import Casque
+
+def _queue_options(p: argparse.ArgumentParser, create: bool) -> None:
+    if create:
+        p.add_argument("--shards", type=int, help="concurrency shards (rows per time bucket)")
+        p.add_argument("--buckets", type=int, help="rolling time buckets")
+        p.add_argument("--bucket-seconds", type=int, help="length of one time bucket in seconds")
+    p.add_argument("--timeout", help="default message timeout, e.g. 30s")
+    p.add_argument("--lock-timeout", dest="lock_ttl", help="shard lock timeout, e.g. 5s")
+    p.add_argument("--max-attempts", type=int, help="deliveries before a message is poisoned")
+    p.add_argument("--retention", help="how long finished data is kept, e.g. 7d")
+    p.add_argument("--max-payload-bytes", type=int, help="largest payload accepted by send")
+    p.add_argument("--history", action=argparse.BooleanOptionalAction, default=None, help="keep message history (casque history)")
+
+
+def add_cli(sub: Any) -> None:
+    q = sub.add_parser("queue", help="create, update or delete a queue")
+    s = q.add_subparsers(metavar="ACTION")
+    c = s.add_parser("create", help="create a queue")
+    c.add_argument("name")
+    c.add_argument("--if-missing", action="store_true", help="succeed if the queue already exists")
+    _queue_options(c, create=True)
+    c.set_defaults(func=with_client(cmd_queue_create))
+    u = s.add_parser("update", help="change a queue's timeouts, attempts, retention or payload limit")
+    u.add_argument("name")
+    _queue_options(u, create=False)
+    u.set_defaults(func=with_client(cmd_queue_update))
+    d = s.add_parser("delete", help="delete a queue: its messages, keys, poison queue and settings")
+    d.add_argument("name")
+    d.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    d.set_defaults(func=with_client(cmd_queue_delete))
+    ls = sub.add_parser("queues", help="list queues and their settings")
+    ls.add_argument("--json", action="store_true")
+    ls.set_defaults(func=with_client(cmd_queues))
+
+
+def _durations(args: argparse.Namespace) -> dict[str, Any]:
+    out = {}
+    for name in ("timeout", "lock_ttl", "retention"):
+        value = getattr(args, name, None)
+        out[name] = parse_duration(value, name.replace("_ttl", " timeout")) if value is not None else None
+    return out
+
+
+async def cmd_queue_create(cq: Casque, args: argparse.Namespace) -> int:
+    qs = await cq.create_queue(
+        args.name, if_missing=args.if_missing, shards=args.shards, buckets=args.buckets, bucket_seconds=args.bucket_seconds,
+        max_attempts=args.max_attempts, max_payload_bytes=args.max_payload_bytes, history=args.history, **_durations(args),
+    )
+    print(f"queue {qs.name}: {qs.shards} shards x {qs.buckets} buckets of {qs.bucket_seconds}s, timeout {format_duration(qs.timeout_ms / 1000)}, "
+          f"max attempts {qs.max_attempts}")
+    return 0
+
+
+async def cmd_queue_update(cq: Casque, args: argparse.Namespace) -> int:
+    qs = await cq.queues.update(args.name, max_attempts=args.max_attempts, max_payload_bytes=args.max_payload_bytes, history=args.history,
+                                **_durations(args))
+    print(f"queue {qs.name} updated: timeout {format_duration(qs.timeout_ms / 1000)}, max attempts {qs.max_attempts}")
+    return 0
+
+
+async def cmd_queues(cq: Casque, args: argparse.Namespace) -> int:
+    queues = await cq.queues.list()
+    data = [q.__dict__ | {"priorities": sorted(q.priorities)} for q in queues]
+    rows = [[q.name, str(q.shards), str(q.buckets), f"{q.bucket_seconds}s", format_duration(q.timeout_ms / 1000), str(q.max_attempts),
+             format_duration(q.retention_s)] for q in queues]
+    emit(args, data, rows, ["QUEUE", "SHARDS", "BUCKETS", "BUCKET", "TIMEOUT", "ATTEMPTS", "RETENTION"])
+    return 0
+
+
+async def cmd_queue_delete(cq: Casque, args: argparse.Namespace) -> int:
+    from daemon.engine.admin import delete_queue
+
+    await cq.queues.get(args.name)
+    confirm(args, f"delete queue '{args.name}' with all its messages")
+    count = await delete_queue(cq, args.name)
+    print(f"queue {args.name} deleted ({count} messages removed)")
+    return 0

@@ -1,0 +1,27 @@
+"""``casque schema apply``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from daemon.base.terminal import settings_of
+from daemon.engine.db import Database
+from daemon.engine.schema import apply_schema
+
+def add_cli(sub: Any) -> None:
+    p = sub.add_parser("schema", help="create the keyspace and tables")
+    s = p.add_subparsers(metavar="ACTION")
+    a = s.add_parser("apply", help="create the keyspace and tables if missing (idempotent)")
+    a.set_defaults(func=cmd_schema_apply)
+
+
+def cmd_schema_apply(args: argparse.Namespace) -> int:
+    settings = settings_of(args)
+    db = Database(settings.cassandra).connect()
+    try:
+        tables = apply_schema(db, settings.cassandra.keyspace, settings.schema)
+    finally:
+        db.close()
+    print(f"schema applied: {', '.join(tables)}")
+    return 0

@@ -1,0 +1,166 @@
+"""``Casque``: the Python API, one object that wires the engine's parts to one connection.
+
+    async with await Casque.connect() as cq:
+        await cq.create_queue("emails", if_missing=True)
+        mid = await cq.send("emails", "send_welcome", {"user": 42}, delay="10s", key="welcome:42")
+        print(await cq.get("emails", key="welcome:42"))
+        await cq.cancel("emails", key="welcome:42")
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any, Iterable
+
+from daemon.engine.acks import Acker
+from daemon.base.clock import SYSTEM_CLOCK, Clock
+from daemon.engine.consumer import Consumer
+from daemon.base.config import Settings, load_settings
+from daemon.engine.db import Database
+from daemon.base.errors import UsageError
+from daemon.engine.keys import KeyEntry, KeyStore
+from daemon.base.logs import get_logger
+from daemon.engine.lookup import Lookup
+from daemon.base.model import Message, QueueSettings
+from daemon.engine.placement import parse_id
+from daemon.engine.poison import PoisonStore
+from daemon.engine.producer import Job, OnConflict, Producer
+from daemon.engine.queues import QueueStore, settings_from_defaults
+from daemon.engine.table import MessageTable
+from daemon.engine.triggers import make_trigger
+
+
+class Casque:
+    def __init__(self, settings: Settings, db: Database, clock: Clock) -> None:
+        self.settings = settings
+        self.db = db
+        self.clock = clock
+        ks = settings.cassandra.keyspace
+        self.queues = QueueStore(db, ks, clock)
+        self.table = MessageTable(db, ks)
+        self.keys = KeyStore(db, ks)
+        self.poison = PoisonStore(db, ks)
+        self.lookup = Lookup(db, self.queues, self.table, self.keys)
+        self.producer = Producer(db, self.queues, self.table, self.keys, self.lookup, clock)
+        self.acker = Acker(db, self.table, self.queues, self.keys, self.poison, clock)
+
+    @classmethod
+    async def connect(cls, settings: Settings | None = None, clock: Clock = SYSTEM_CLOCK) -> "Casque":
+        """Connect and prepare statements (in a thread: the driver's connect blocks)."""
+        settings = settings or load_settings()
+
+        def build() -> Casque:
+            db = Database(settings.cassandra, clock).connect(settings.cassandra.keyspace)
+            try:
+                return cls(settings, db, clock)
+            except Exception:
+                db.close()
+                raise
+
+        cq = await asyncio.to_thread(build)
+        await cq.check_clock()
+        return cq
+
+    async def check_clock(self) -> int:
+        """Compare our clock with the coordinator's; warn when the difference eats into the clock
+        tolerance that the cursors rely on (docs/design.md). Returns the measured offset in ms."""
+        before = self.clock.now_ms()
+        rows = await self.db.run("SELECT toUnixTimestamp(now()) AS t FROM system.local")
+        after = self.clock.now_ms()
+        offset = before + (after - before) // 2 - int(rows[0].t) if rows else 0
+        limit = self.settings.worker.clock_tolerance * 500
+        if abs(offset) > limit:
+            get_logger("casque.client").warning("clock_skew_exceeds_tolerance", offset_ms=offset, limit_ms=int(limit),
+                                                fix="synchronise this host's clock (NTP) or raise worker.clock_tolerance")
+        return offset
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.db.close)
+
+    async def __aenter__(self) -> "Casque":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ---- queues -----------------------------------------------------------------------------
+    async def create_queue(self, name: str, if_missing: bool = False, **options: Any) -> QueueSettings:
+        qs = settings_from_defaults(name, self.settings.queue_defaults, **options)
+        await self.queues.create(qs, if_missing=if_missing)
+        return await self.queues.get(name, fresh=True)
+
+    # ---- producing --------------------------------------------------------------------------
+    async def send(self, queue: str, task: str, payload: Any = None, *, delay: float | str | None = None, at: float | None = None,
+                   priority: int = 0, timeout: float | str | None = None, max_attempts: int | None = None,
+                   headers: dict[str, str] | None = None, key: str | None = None, on_conflict: OnConflict = "replace",
+                   every: float | str | None = None, cron: str | None = None, tz: str | None = None, times: int | None = None,
+                   until: float | None = None, misfire: str = "coalesce", grace: float | str | None = None) -> str:
+        """Send one message, or start a schedule (``every=`` or ``cron=``); returns the id.
+
+        ``delay``/``at`` (epoch seconds) set when it runs (for a schedule: the first fire time);
+        ``every`` repeats at a fixed rate, ``cron`` follows a croniter expression in time zone
+        ``tz``; ``times`` caps the occurrences and ``until`` (epoch seconds) ends the schedule;
+        ``misfire`` is coalesce|all|skip for occurrences more than ``grace`` late."""
+        _check_policy(on_conflict)
+        schedule = None
+        if every is not None or cron is not None:
+            until_ms = int(until * 1000) if until is not None else None
+            schedule = make_trigger(every=every, cron=cron, tz=tz, times=times, until_ms=until_ms, misfire=misfire, grace=grace)
+        elif tz is not None or times is not None or until is not None:
+            raise UsageError("tz, times and until only apply to schedules: add every=... or cron=...")
+        job = Job(task, payload, delay, at, priority, timeout, max_attempts, headers or {}, key, on_conflict, schedule)
+        return await self.producer.send(queue, job)
+
+    async def schedules(self, queue: str) -> list[tuple[KeyEntry, Message | None]]:
+        """Every keyed message of a queue with its current occurrence (next fire time = its due)."""
+        out = []
+        for entry in await self.keys.list(queue):
+            out.append((entry, (await self.lookup.by_key(queue, entry.key))[1]))
+        return out
+
+    async def send_many(self, queue: str, jobs: Iterable[Job]) -> list[str]:
+        return await self.producer.send_many(queue, jobs)
+
+    # ---- reading and cancelling -------------------------------------------------------------
+    async def get(self, queue: str, id: str | uuid.UUID | None = None, key: str | None = None) -> Message | None:
+        if (id is None) == (key is None):
+            raise UsageError("give exactly one of id or key")
+        if key is not None:
+            return (await self.lookup.by_key(queue, key))[1]
+        return await self.lookup.by_id(queue, _uuid(id))
+
+    async def get_key(self, queue: str, key: str) -> KeyEntry | None:
+        return await self.keys.get(queue, key)
+
+    async def cancel(self, queue: str, id: str | uuid.UUID | None = None, key: str | None = None) -> Message | None:
+        if (id is None) == (key is None):
+            raise UsageError("give exactly one of id or key")
+        if key is not None:
+            return await self.lookup.cancel_key(queue, key)
+        return await self.lookup.cancel_id(queue, _uuid(id))
+
+    async def peek(self, queue: str, limit: int = 10) -> list[Message]:
+        return await self.lookup.peek(queue, limit)
+
+    # ---- consuming --------------------------------------------------------------------------
+    def consumer(self, queue: str) -> Consumer:
+        """A consumer of one queue; share it between the coroutines of one process."""
+        w = self.settings.worker
+        return Consumer(self.db, self.table, self.queues, self.poison, self.keys, self.clock, queue,
+                        tolerance_ms=int(w.clock_tolerance * 1000), rescan_ms=int(w.rescan_interval * 1000),
+                        lookahead_ms=int(max(1.0, 2 * w.max_poll_interval) * 1000))
+
+
+def _uuid(value: str | uuid.UUID | None) -> uuid.UUID:
+    if isinstance(value, uuid.UUID):
+        return value
+    try:
+        return parse_id(str(value))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _check_policy(policy: str) -> None:
+    if policy not in ("replace", "keep", "error"):
+        raise UsageError(f"invalid on_conflict {policy!r}: use replace, keep or error")

@@ -1,0 +1,185 @@
+"""The producer: validate, place and write messages (``send`` and ``send_many``).
+
+Sending needs no lock: a message is one INSERT into its row. ``send`` returns only after the write
+reached the configured consistency level, which is the moment the "never lost" promise starts.
+``send_many`` groups messages by partition, one unlogged batch per row (single-partition batches
+are atomic and cheap; multi-partition ones are not).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Literal
+
+from daemon.base import metrics
+from daemon.base.clock import Clock
+from daemon.engine.db import Database
+from daemon.base.durations import parse_duration
+from daemon.base.errors import KeyConflict, StorageUnavailable, UsageError
+from daemon.engine.keys import KeyEntry, KeyStore
+from daemon.engine.lookup import Lookup
+from daemon.base.model import Message, QueueSettings, check_headers, check_key, check_priority, check_task_name, encode_payload
+from daemon.engine.placement import new_id, row_of
+from daemon.engine.triggers import Trigger, first, start
+from daemon.engine.queues import QueueStore
+from daemon.engine.table import STATE_WAITING, MessageTable
+
+OnConflict = Literal["replace", "keep", "error"]
+STALE_KEY_MS = 30_000
+BATCH_ROWS = 100
+BATCH_BYTES = 1 << 20
+
+
+@dataclass
+class Job:
+    """What to send. ``delay`` (seconds or '10s') and ``at`` (epoch seconds) are mutually exclusive."""
+
+    task: str
+    payload: Any = None
+    delay: float | str | None = None
+    at: float | None = None
+    priority: int = 0
+    timeout: float | str | None = None
+    max_attempts: int | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    key: str | None = None
+    on_conflict: OnConflict = "replace"
+    schedule: Trigger | None = None
+    seed: bytes | None = None
+
+
+class Producer:
+    def __init__(self, db: Database, queues: QueueStore, table: MessageTable, keys: KeyStore, lookup: Lookup, clock: Clock) -> None:
+        self.db = db
+        self.queues = queues
+        self.table = table
+        self.keys = keys
+        self.lookup = lookup
+        self.clock = clock
+
+    async def send(self, queue: str, job: Job) -> str:
+        """Write one message and return its id (for a keyed 'keep' conflict, the existing id)."""
+        qs = await self.queues.get(queue)
+        now = self.clock.now_ms()
+        m = build_message(qs, job, now)
+        qs = await self.queues.add_priority(qs, m.priority)
+        if m.key is not None:
+            mid = await self._send_keyed(qs, m, job.on_conflict, now)
+        else:
+            await self.db.run(self.table.insert_message(m, now, qs.retention_s))
+            mid = m.id
+        metrics.SENT.labels(qs.name, m.task).inc()
+        return str(mid)
+
+    async def send_many(self, queue: str, jobs: Iterable[Job]) -> list[str]:
+        """Write many messages: keyed ones one by one (they need their LWT), the rest in per-row batches."""
+        qs = await self.queues.get(queue)
+        now = self.clock.now_ms()
+        built = [(job, build_message(qs, job, now)) for job in jobs]
+        for p in sorted({m.priority for _, m in built}):
+            qs = await self.queues.add_priority(qs, p)
+        ids: list[str] = [str(m.id) for _, m in built]
+        rows: dict[tuple[int, int], list[Message]] = defaultdict(list)
+        keyed: list[tuple[int, Job, Message]] = []
+        for i, (job, m) in enumerate(built):
+            if m.key is None:
+                rows[(m.bucket, m.shard)].append(m)
+            else:
+                keyed.append((i, job, m))
+        await asyncio.gather(*(self._write_batch(qs, ms, now) for ms in rows.values()))
+        for i, job, m in keyed:
+            ids[i] = str(await self._send_keyed(qs, m, job.on_conflict, now))
+        for _, m in built:
+            metrics.SENT.labels(qs.name, m.task).inc()
+        return ids
+
+    async def _write_batch(self, qs: QueueSettings, messages: list[Message], now: int) -> None:
+        chunk, size = self.db.batch(), 0
+        for m in messages:
+            if len(chunk) and (len(chunk) >= BATCH_ROWS or size + len(m.raw_payload or b"") > BATCH_BYTES):
+                await self.db.run(chunk)
+                chunk, size = self.db.batch(), 0
+            chunk.add(self.table.insert_message(m, now, qs.retention_s))
+            size += len(m.raw_payload or b"")
+        if len(chunk):
+            await self.db.run(chunk)
+
+    async def _send_keyed(self, qs: QueueSettings, m: Message, policy: OnConflict, now: int) -> uuid.UUID:
+        """Claim the key (LWT), then write the message. Conflicts follow ``policy``."""
+        assert m.key is not None
+        entry = KeyEntry(qs.name, m.key, m.id, m.bucket, m.shard, m.task, m.trigger, now)
+        for _ in range(5):
+            holder = await self.keys.claim(entry)
+            if holder is None:
+                await self.db.run(self.table.insert_message(m, now, qs.retention_s))
+                return m.id
+            stale = await self._is_stale(qs, holder, now)
+            if not stale and policy == "keep":
+                return holder.id
+            if not stale and policy == "error":
+                raise KeyConflict(f"key '{m.key}' in queue '{qs.name}' already names message {holder.id}: use on_conflict='replace' or 'keep', or cancel it first")
+            if await self.keys.repoint(entry, holder.id):
+                await self.db.run(self.table.insert_message(m, now, qs.retention_s))
+                if not stale:
+                    await self._cancel_quietly(qs.name, holder.id)
+                return m.id
+        raise StorageUnavailable(f"key '{m.key}' in queue '{qs.name}' is being changed concurrently by other senders: retry the send")
+
+    async def _is_stale(self, qs: QueueSettings, holder: KeyEntry, now: int) -> bool:
+        """A key whose message is gone (a crash between ack and key release) may be taken over;
+        a young key may belong to a send still in progress, so it is never stale."""
+        if now - holder.created_at < STALE_KEY_MS:
+            return False
+        return await self.lookup.find(qs, holder.id) is None
+
+    async def _cancel_quietly(self, queue: str, message_id: uuid.UUID) -> None:
+        try:
+            await self.lookup.cancel_id(queue, message_id)
+        except Exception:  # already finished or gone: replacing it is then already done
+            pass
+
+
+def due_time(job: Job, now_ms: int) -> int:
+    """The due time in ms: never in the past (a past ``at`` means 'now')."""
+    if job.delay is not None and job.at is not None:
+        raise UsageError("give either a delay or an absolute time, not both")
+    if job.at is not None:
+        if isinstance(job.at, bool) or not isinstance(job.at, (int, float)):
+            raise UsageError(f"invalid time {job.at!r}: give seconds since the epoch (or an ISO time on the command line)")
+        return max(now_ms, int(job.at * 1000))
+    delay = parse_duration(job.delay, "delay") if job.delay is not None else 0.0
+    return now_ms + int(delay * 1000)
+
+
+def build_message(qs: QueueSettings, job: Job, now_ms: int) -> Message:
+    """Validate a job and turn it into a placed Message (pure: no I/O). A scheduled job becomes the
+    schedule's first occurrence; a keyed schedule's id is deterministic (queue, key, first fire), so
+    two processes scheduling the same key at once write one cell."""
+    due = due_time(job, now_ms)
+    trigger: dict[str, Any] | None = None
+    if job.schedule is not None:
+        given = due if (job.delay is not None or job.at is not None) else 0
+        due = first(job.schedule, given, now_ms)
+        if job.schedule.until_ms is not None and due > job.schedule.until_ms:
+            raise UsageError("the schedule ends (--until) before its first fire time: move --until later")
+        seed = f"{qs.name}|{job.key}|{due}".encode() if job.key else job.seed
+        sched, mid = start(job.schedule, due, seed)
+        trigger = sched.to_json()
+    else:
+        mid = new_id(due, job.seed)
+    bucket, shard = row_of(mid, qs.bucket_ms, qs.buckets, qs.shards)
+    timeout_ms = int(parse_duration(job.timeout, "timeout") * 1000) if job.timeout is not None else qs.timeout_ms
+    max_attempts = job.max_attempts if job.max_attempts is not None else qs.max_attempts
+    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+        raise UsageError(f"invalid max_attempts {max_attempts!r}: use an integer of at least 1")
+    if timeout_ms < 100:
+        raise UsageError(f"invalid timeout {job.timeout!r}: a message timeout must be at least 100ms")
+    return Message(
+        queue=qs.name, id=mid, task=check_task_name(job.task), payload=job.payload, bucket=bucket, shard=shard,
+        priority=check_priority(job.priority), due_ms=due, attempt=0, max_attempts=max_attempts, timeout_ms=timeout_ms,
+        headers=check_headers(job.headers), key=check_key(job.key), trigger=trigger, enqueued_at=now_ms,
+        state=STATE_WAITING, raw_payload=encode_payload(job.payload, qs.max_payload_bytes),
+    )
