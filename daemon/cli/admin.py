@@ -8,7 +8,7 @@ from typing import Any
 
 from daemon.base.durations import format_duration
 from daemon.base.terminal import iso, print_table
-from daemon.cli.common import confirm, emit, with_client
+from daemon.cli.common import add_paging, confirm, emit, next_page_hint, with_client
 from daemon.engine.client import Casque
 
 def add_cli(sub: Any) -> None:
@@ -32,7 +32,7 @@ def add_cli(sub: Any) -> None:
     ps = po.add_subparsers(metavar="ACTION")
     pl = ps.add_parser("list", help="poisoned messages with their reasons")
     pl.add_argument("queue")
-    pl.add_argument("-n", type=int, default=100)
+    add_paging(pl, 100, "ID")
     pl.add_argument("--json", action="store_true")
     pl.set_defaults(func=with_client(cmd_poison_list))
     sh = ps.add_parser("show", help="one poisoned message, with its traceback")
@@ -103,11 +103,14 @@ async def cmd_history(cq: Casque, args: argparse.Namespace) -> int:
 
 
 async def cmd_poison_list(cq: Casque, args: argparse.Namespace) -> int:
-    records = await cq.poison.list(args.queue, args.n)
+    from daemon.engine.client import _uuid
+
+    records = await cq.poison.list(args.queue, args.limit, after=_uuid(args.after) if args.after else None)
     data = [{"id": str(r.id), "task": r.task, "attempt": r.attempt, "poisoned_at": iso(r.poisoned_at), "reason": r.reason,
              "error_type": r.error_type, "error": r.error} for r in records]
     rows = [[d["id"], d["task"], str(d["attempt"]), d["poisoned_at"], d["reason"][:80]] for d in data]
     emit(args, data, rows, ["ID", "TASK", "ATTEMPT", "POISONED AT", "REASON"])
+    next_page_hint(args, len(records), str(records[-1].id) if records else None, f"casque poison list {args.queue}")
     return 0
 
 

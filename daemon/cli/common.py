@@ -68,3 +68,25 @@ def confirm(args: argparse.Namespace, question: str) -> None:
         raise UsageError(f"{question} needs confirmation: add --yes")
     if input(f"{question} [y/N] ").strip().lower() not in ("y", "yes"):
         raise UsageError("cancelled: nothing was changed")
+
+
+def add_paging(parser: argparse.ArgumentParser, default_limit: int | None, after: str) -> None:
+    """``--limit``/``--after`` for a listing: without ``--limit`` (and no default) every row is
+    read, page by page; with it, the last line on stderr names the ``--after`` of the next page."""
+    parser.add_argument("--limit", "-n", type=_at_least_one, default=default_limit, help=f"show at most this many (default: {default_limit or 'all'})")
+    parser.add_argument("--after", default=None, metavar=after, help=f"start after this {after.lower()} (the last one of the previous page)")
+
+
+def next_page_hint(args: argparse.Namespace, shown: int, last: str | None, command: str) -> None:
+    if args.limit is not None and shown >= args.limit and last is not None:
+        print(f"casque: {shown} shown; next page: {command} --limit {args.limit} --after {last}", file=sys.stderr)
+
+
+def _at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"invalid --limit {text!r}: give a whole number of at least 1")
+    return value

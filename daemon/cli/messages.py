@@ -8,7 +8,7 @@ from typing import Any
 
 from daemon.base.errors import UsageError
 from daemon.base.terminal import iso, parse_time, print_table
-from daemon.cli.common import describe_trigger, emit, message_dict, with_client
+from daemon.cli.common import add_paging, describe_trigger, emit, message_dict, next_page_hint, with_client
 from daemon.engine.client import Casque
 
 def add_cli(sub: Any) -> None:
@@ -38,6 +38,7 @@ def add_cli(sub: Any) -> None:
 
     sc = sub.add_parser("schedules", help="list a queue's keyed messages and schedules with their next run")
     sc.add_argument("queue")
+    add_paging(sc, None, "KEY")
     sc.add_argument("--json", action="store_true")
     sc.set_defaults(func=with_client(cmd_schedules))
 
@@ -86,7 +87,7 @@ async def cmd_send(cq: Casque, args: argparse.Namespace) -> int:
 
 
 async def cmd_schedules(cq: Casque, args: argparse.Namespace) -> int:
-    found = await cq.schedules(args.queue)
+    found = await cq.schedules(args.queue, limit=args.limit, after=args.after or "")
     data, rows = [], []
     for entry, m in found:
         trigger = (m.trigger if m else None) or entry.trigger
@@ -95,6 +96,7 @@ async def cmd_schedules(cq: Casque, args: argparse.Namespace) -> int:
                      "occurrence": (trigger or {}).get("n"), "last_run": iso(entry.last_run), "state": ("in_flight" if m.state else "waiting") if m else "finished"})
         rows.append([entry.key, entry.task, describe_trigger(trigger), iso(next_run), iso(entry.last_run), str((trigger or {}).get("n", "-"))])
     emit(args, data, rows, ["KEY", "TASK", "TRIGGER", "NEXT RUN", "LAST RUN", "N"])
+    next_page_hint(args, len(found), found[-1][0].key if found else None, f"casque schedules {args.queue}")
     return 0
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from typing import Any
+from typing import Any, AsyncIterator
 
 from daemon.engine.client import Casque
 from daemon.base.model import QueueSettings
@@ -59,11 +59,12 @@ async def delete_queue(cq: Casque, queue: str) -> int:
 
 async def replay(cq: Casque, queue: str, ids: list[uuid.UUID] | None = None, task: str | None = None) -> tuple[list[str], list[str]]:
     """Send poisoned messages again as new messages (attempt 0), then drop them from the poison
-    queue. Select by ids, by task, or (neither) all. Returns (new ids, reasons for those left)."""
-    records = await cq.poison.list(queue, limit=1_000_000)
-    chosen = [r for r in records if (ids is None or r.id in ids) and (task is None or r.task == task)]
-    new_ids, left = [], []
-    for r in chosen:
+    queue. Select by ids, by task, or (neither) all. Returns (new ids, reasons for those left).
+    The poison queue is read page by page (any size; one page held at a time); a message poisoned
+    again while the replay runs waits for the next replay instead of looping this one."""
+    new_ids: list[str] = []
+    left: list[str] = []
+    async for r in _poisoned(cq, queue, ids, task, cq.clock.now_ms() + int(cq.settings.worker.clock_tolerance * 1000)):
         try:
             job = _job(r)
         except ValueError as exc:
@@ -72,6 +73,19 @@ async def replay(cq: Casque, queue: str, ids: list[uuid.UUID] | None = None, tas
         new_ids.append(await cq.producer.send(queue, job))
         await cq.poison.remove(queue, r.id)
     return new_ids, left
+
+
+async def _poisoned(cq: Casque, queue: str, ids: list[uuid.UUID] | None, task: str | None, before_ms: int) -> AsyncIterator[PoisonRecord]:
+    if ids is not None:
+        for mid in ids:
+            r = await cq.poison.get(queue, mid)
+            if r is not None and (task is None or r.task == task):
+                yield r
+        return
+    async for chunk in cq.poison.pages(queue):
+        for r in chunk:
+            if (task is None or r.task == task) and r.poisoned_at <= before_ms:
+                yield r
 
 
 def _job(r: PoisonRecord) -> Job:

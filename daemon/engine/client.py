@@ -112,12 +112,17 @@ class Casque:
         job = Job(task, payload, delay, at, priority, timeout, max_attempts, headers or {}, key, on_conflict, schedule)
         return await self.producer.send(queue, job)
 
-    async def schedules(self, queue: str) -> list[tuple[KeyEntry, Message | None]]:
-        """Every keyed message of a queue with its current occurrence (next fire time = its due)."""
-        out = []
-        for entry in await self.keys.list(queue):
-            out.append((entry, (await self.lookup.by_key(queue, entry.key))[1]))
-        return out
+    async def schedules(self, queue: str, limit: int | None = None, after: str = "") -> list[tuple[KeyEntry, Message | None]]:
+        """Keyed messages of a queue in key order (all, or ``limit`` after the key ``after``), each
+        with its current occurrence (next fire time = its due). Lookups run 32 at a time."""
+        entries = await self.keys.list(queue, limit=limit, after=after)
+        sem = asyncio.Semaphore(32)
+
+        async def current(entry: KeyEntry) -> Message | None:
+            async with sem:
+                return await self.lookup.current(queue, entry)
+
+        return list(zip(entries, await asyncio.gather(*(current(e) for e in entries))))
 
     async def send_many(self, queue: str, jobs: Iterable[Job]) -> list[str]:
         return await self.producer.send_many(queue, jobs)

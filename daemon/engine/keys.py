@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from daemon.engine.db import Database
+from daemon.engine.paging import PAGE_SIZE, pages
 from daemon.engine.placement import KEY_SHARDS, key_shard
 
 
@@ -43,7 +44,7 @@ class KeyStore:
         self._repoint = p(f"UPDATE {t} SET id = ?, bucket = ?, shard = ?, task = ?, trigger = ?, created_at = ?, last_run = ? WHERE queue = ? AND key_shard = ? AND key = ? IF id = ?")
         self._release = p(f"DELETE FROM {t} WHERE queue = ? AND key_shard = ? AND key = ? IF id = ?")
         self._ran = p(f"UPDATE {t} SET last_run = ? WHERE queue = ? AND key_shard = ? AND key = ?")
-        self._list = p(f"SELECT {_COLS} FROM {t} WHERE queue = ? AND key_shard = ?")
+        self._list = p(f"SELECT {_COLS} FROM {t} WHERE queue = ? AND key_shard = ? AND key > ?")
         self._purge = p(f"DELETE FROM {t} WHERE queue = ? AND key_shard = ?")
 
     async def get(self, queue: str, key: str) -> KeyEntry | None:
@@ -71,11 +72,22 @@ class KeyStore:
     async def mark_run(self, queue: str, key: str, at_ms: int) -> None:
         await self.db.run(self._ran, [at_ms, queue, key_shard(key), key])
 
-    async def list(self, queue: str) -> list[KeyEntry]:
+    async def list(self, queue: str, limit: int | None = None, after: str = "") -> list[KeyEntry]:
+        """Keys in key order after ``after`` (the last key of the previous page), at most ``limit``
+        (None: all). Each key shard is read page by page, and at most ``limit`` keys from each."""
         out: list[KeyEntry] = []
         for ks in range(KEY_SHARDS):
-            out.extend(_entry(r) for r in await self.db.run(self._list, [queue, ks]))
-        return sorted(out, key=lambda e: e.key)
+            out += await self._shard_keys(queue, ks, limit, after)
+        out.sort(key=lambda e: e.key)
+        return out if limit is None else out[:limit]
+
+    async def _shard_keys(self, queue: str, ks: int, limit: int | None, after: str) -> list[KeyEntry]:
+        found: list[KeyEntry] = []
+        async for rows in pages(self.db, self._list, [queue, ks, after], min(PAGE_SIZE, limit or PAGE_SIZE)):
+            found += [_entry(r) for r in rows]
+            if limit is not None and len(found) >= limit:
+                return found[:limit]
+        return found
 
     async def purge(self, queue: str) -> None:
         for ks in range(KEY_SHARDS):

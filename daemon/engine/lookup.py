@@ -45,6 +45,10 @@ class Lookup:
         entry = await self.keys.get(queue, key)
         if entry is None:
             raise MessageNotFound(f"no message with key '{key}' in queue '{queue}': list keys with 'casque schedules {queue}'")
+        return entry, await self.current(queue, entry)
+
+    async def current(self, queue: str, entry: KeyEntry) -> Message | None:
+        """The message a key entry names (already read, e.g. by a listing), following a schedule's chain."""
         m = await self.by_id(queue, entry.id)
         if m is None and entry.trigger and entry.trigger.get("origin"):
             t = Trigger.from_json(entry.trigger)
@@ -52,7 +56,7 @@ class Lookup:
                 m = await self.by_id(queue, occurrence_id(t, n))
                 if m is not None:
                     break
-        return entry, m
+        return m
 
     async def cancel_id(self, queue: str, message_id: uuid.UUID) -> Message:
         """Delete a message wherever it is in its row; release its key. Raises MessageNotFound."""

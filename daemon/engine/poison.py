@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, AsyncIterator
 
 from daemon.engine.db import Database
+from daemon.engine.paging import PAGE_SIZE, pages
 from daemon.base.model import Message
 from daemon.engine.table import MAX_TTL
 
@@ -40,7 +41,8 @@ class PoisonStore:
         t = f"{keyspace}.poison"
         p = db.prepare
         self._add = p(f"INSERT INTO {t} ({_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) USING TTL ?")
-        self._list = p(f"SELECT {_COLS} FROM {t} WHERE queue = ? LIMIT ?")
+        self._list = p(f"SELECT {_COLS} FROM {t} WHERE queue = ?")
+        self._list_after = p(f"SELECT {_COLS} FROM {t} WHERE queue = ? AND id > ?")
         self._get = p(f"SELECT {_COLS} FROM {t} WHERE queue = ? AND id = ?")
         self._remove = p(f"DELETE FROM {t} WHERE queue = ? AND id = ?")
         self._purge = p(f"DELETE FROM {t} WHERE queue = ?")
@@ -55,8 +57,21 @@ class PoisonStore:
     async def add(self, m: Message, reason: str, error_type: str, error: str, tb: str, now_ms: int, retention_s: int) -> None:
         await self.db.run(self.add_statement(m, reason, error_type, error, tb, now_ms, retention_s))
 
-    async def list(self, queue: str, limit: int = 1000) -> list[PoisonRecord]:
-        return [_record(r) for r in await self.db.run(self._list, [queue, limit])]
+    async def list(self, queue: str, limit: int | None = 1000, after: uuid.UUID | None = None) -> list[PoisonRecord]:
+        """Up to ``limit`` records (None: all) in id order, after the id ``after`` (the last one
+        of the previous page), read page by page: never only the driver's first page."""
+        out: list[PoisonRecord] = []
+        async for chunk in self.pages(queue, after=after, size=min(PAGE_SIZE, limit or PAGE_SIZE)):
+            out += chunk
+            if limit is not None and len(out) >= limit:
+                return out[:limit]
+        return out
+
+    async def pages(self, queue: str, after: uuid.UUID | None = None, size: int = PAGE_SIZE) -> AsyncIterator[list[PoisonRecord]]:
+        """The poison queue, one page of records at a time (bulk actions hold one page)."""
+        stmt, params = (self._list, [queue]) if after is None else (self._list_after, [queue, after])
+        async for rows in pages(self.db, stmt, params, size):
+            yield [_record(r) for r in rows]
 
     async def get(self, queue: str, message_id: uuid.UUID) -> PoisonRecord | None:
         rows = await self.db.run(self._get, [queue, message_id])

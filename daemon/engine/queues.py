@@ -14,6 +14,7 @@ from typing import Any
 from daemon.base.clock import Clock
 from daemon.base.config import QueueDefaults
 from daemon.engine.db import Database
+from daemon.engine.paging import every_row
 from daemon.base.errors import QueueNotFound, UsageError
 from daemon.base.model import QueueSettings, check_priority
 from daemon.engine.schema import validate_name
@@ -92,7 +93,7 @@ class QueueStore:
         return qs
 
     async def list(self) -> list[QueueSettings]:
-        rows = await self.db.run(f"SELECT {_COLUMNS} FROM {self.ks}.queues")
+        rows = await every_row(self.db, f"SELECT {_COLUMNS} FROM {self.ks}.queues")
         return sorted((_from_row(r) for r in rows), key=lambda q: q.name)
 
     async def update(self, name: str, **changes: Any) -> QueueSettings:
