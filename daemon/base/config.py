@@ -74,7 +74,7 @@ class QueueDefaults:
 
 @dataclass
 class WorkerSettings:
-    queues: list[str] = field(default_factory=lambda: ["default"])
+    queues: list[str] = field(default_factory=list)  # empty: the queues the registered handlers name
     handler_modules: list[str] = field(default_factory=lambda: ["handlers.examples", "handlers.builtin"])
     consumers: int = 16
     batch_size: int = 400

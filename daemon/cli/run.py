@@ -13,7 +13,7 @@ from daemon.base.terminal import settings_of
 def add_cli(sub: Any) -> None:
     r = sub.add_parser("run", help="run the worker daemon (foreground; systemd Type=notify)")
     r.add_argument("-c", "--config", default=argparse.SUPPRESS, help="TOML config file (also accepted before 'run')")
-    r.add_argument("--queues", help="comma-separated queues to serve (default: worker.queues)")
+    r.add_argument("--queues", help="comma-separated queues to serve (default: worker.queues, else the queues the handlers name)")
     r.add_argument("--concurrency", type=int, help="consumer coroutines per queue (default: worker.consumers)")
     r.add_argument("--burst", action="store_true", help="process everything that is due, then exit 0")
     r.add_argument("--check", action="store_true", help="check config, handlers and the connection, then exit 0/1")
@@ -37,6 +37,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     queues = [q.strip() for q in args.queues.split(",") if q.strip()] if args.queues else None
     if args.concurrency is not None and args.concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
+    if queues:
+        settings.worker.queues = queues
     if args.check:
         try:
             checked = uvloop.run(check(settings))

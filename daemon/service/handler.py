@@ -84,7 +84,8 @@ class Handler:
     """Base class for handlers. Options (class attributes; ``register`` may set them too):
     ``timeout`` (seconds; default: the message's timeout), ``max_attempts`` (default: the
     message's), ``backoff``, ``concurrency`` (at most this many running at once in one daemon),
-    ``queue`` (the queue ``casque send`` uses by default for this task)."""
+    ``queue`` (a daemon started without ``--queues`` or ``worker.queues`` serves the queues its
+    handlers name; default "default")."""
 
     task: ClassVar[str] = ""
     queue: ClassVar[str] = "default"

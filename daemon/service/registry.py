@@ -75,6 +75,10 @@ class Registry:
     def names(self) -> list[str]:
         return sorted(self._tasks)
 
+    def queues(self) -> list[str]:
+        """The queues the registered handlers name: what a daemon serves when no queues are given."""
+        return sorted({spec.queue for spec in self._tasks.values()})
+
     def load_modules(self, modules: list[str]) -> None:
         """Import the handler modules named in *config* (an operator's choice, never a message's)."""
         for module in modules:

@@ -41,7 +41,7 @@ class Worker:
         if concurrency is not None:
             worker = replace(worker, consumers=concurrency)
         self.settings = replace(settings, worker=worker)
-        self.queues = queues or list(worker.queues)
+        self.queues = queues or list(worker.queues)  # empty: the handlers' queues, known once their modules load
         self.registry = registry
         self.clock = clock
         self.notifier = notifier or Notifier()
@@ -74,6 +74,7 @@ class Worker:
 
     async def run(self, burst: bool = False) -> int:
         self.registry.load_modules(self.settings.worker.handler_modules)
+        self.queues = self.queues or served_queues(self.settings, self.registry)
         self._install_signals()
         try:
             self.cq = await self.connect()
@@ -213,13 +214,22 @@ def _queue(cq: Casque, name: str) -> Any:
     return settings_from_defaults(name, cq.settings.queue_defaults)
 
 
+def served_queues(settings: Settings, registry: Registry) -> list[str]:
+    """``worker.queues`` if set, else the queues the registered handlers name (``@register(...,
+    queue=...)``, "default" when a handler names none)."""
+    queues = list(settings.worker.queues) or registry.queues()
+    if not queues:
+        raise ConfigError("no queues to serve: register handlers (worker.handler_modules), or set worker.queues or --queues")
+    return queues
+
+
 async def check(settings: Settings, registry: Registry = default_registry) -> list[str]:
     """``casque run --check``: config, handlers and connection; returns what was checked."""
     registry.load_modules(settings.worker.handler_modules)
     cq = await Casque.connect(settings)
     try:
         found = []
-        for q in settings.worker.queues:
+        for q in served_queues(settings, registry):
             try:
                 qs = await cq.queues.get(q)
                 found.append(f"queue {q} ({qs.shards} shards)")
