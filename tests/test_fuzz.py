@@ -65,7 +65,7 @@ def test_cron_expressions_are_accepted_or_rejected_clearly(expr: str) -> None:
     try:
         t = make_trigger(cron=expr)
     except UsageError as exc:
-        assert f"invalid cron expression {expr!r}" in str(exc)
+        assert f"cron expression {expr!r}" in str(exc)  # invalid, or a 6-field reading that is not certain
         return
     assert cron_next(t.cron, t.tz, 1_700_000_000_000) > 1_700_000_000_000
 

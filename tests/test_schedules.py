@@ -55,7 +55,7 @@ async def test_every_with_end_time_stops_at_it(manual: Pair, queue_name: str) ->
 async def test_cron_occurrences_fire_on_their_times_in_order(manual: Pair, queue_name: str) -> None:
     cq, clock = manual
     await cq.create_queue(queue_name)
-    mid = await cq.send(queue_name, "t", None, cron="* * * * * */10", key="tick")
+    mid = await cq.send(queue_name, "t", None, cron="* * * * * */10", cron_format="croniter", key="tick")
     consumer = cq.consumer(queue_name)
     fires = []
     for _ in range(6):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from daemon.base.errors import UsageError
@@ -27,7 +28,9 @@ def add_cli(sub: Any) -> None:
     s.add_argument("--on-conflict", choices=["replace", "keep", "error"], default="replace")
     rep = s.add_mutually_exclusive_group()
     rep.add_argument("--every", help="repeat at this interval, e.g. 30s (first run: --delay/--at, else one interval from now)")
-    rep.add_argument("--cron", help="repeat on a cron schedule, e.g. '0 9 * * *' (6 fields: seconds last)")
+    rep.add_argument("--cron", help="repeat on a cron schedule, e.g. '0 9 * * *' (6 or 7 fields: say --cron-format)")
+    s.add_argument("--cron-format", choices=["croniter", "quartz"],
+                   help="how to read a 6- or 7-field --cron: croniter (seconds last) or quartz (seconds first, '?', 1 = Sunday)")
     s.add_argument("--tz", help="time zone of --cron, e.g. Europe/Berlin (default UTC)")
     s.add_argument("--times", type=int, help="stop after this many occurrences")
     s.add_argument("--until", help="stop after this ISO 8601 time")
@@ -80,9 +83,11 @@ async def cmd_send(cq: Casque, args: argparse.Namespace) -> int:
         args.queue, args.task, _payload(args.payload), delay=args.delay, at=parse_time(args.at) if args.at else None,
         priority=args.priority, timeout=args.timeout, max_attempts=args.max_attempts, headers=_headers(args.header),
         key=args.key, on_conflict=args.on_conflict, every=args.every, cron=args.cron, tz=args.tz, times=args.times,
-        until=parse_time(args.until) if args.until else None, misfire=args.misfire, grace=args.grace,
+        until=parse_time(args.until) if args.until else None, misfire=args.misfire, grace=args.grace, cron_format=args.cron_format,
     )
     print(mid)
+    if mid.next_fires:  # on stderr: stdout stays the id alone, for scripts
+        print(f"next fire times: {', '.join(iso(int(t.timestamp() * 1000)) for t in mid.next_fires)}", file=sys.stderr)
     return 0
 
 

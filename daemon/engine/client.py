@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import datetime, timezone
 from typing import Any, Iterable
 
 from daemon.engine.acks import Acker
@@ -23,12 +24,12 @@ from daemon.engine.keys import KeyEntry, KeyStore
 from daemon.base.logs import get_logger
 from daemon.engine.lookup import Lookup
 from daemon.base.model import Message, QueueSettings
-from daemon.engine.placement import parse_id
+from daemon.engine.placement import id_due_ms, parse_id
 from daemon.engine.poison import PoisonStore
 from daemon.engine.producer import Job, OnConflict, Producer
 from daemon.engine.queues import QueueStore, settings_from_defaults
 from daemon.engine.table import MessageTable
-from daemon.engine.triggers import make_trigger
+from daemon.engine.triggers import make_trigger, upcoming
 
 
 class Casque:
@@ -95,22 +96,29 @@ class Casque:
                    priority: int = 0, timeout: float | str | None = None, max_attempts: int | None = None,
                    headers: dict[str, str] | None = None, key: str | None = None, on_conflict: OnConflict = "replace",
                    every: float | str | None = None, cron: str | None = None, tz: str | None = None, times: int | None = None,
-                   until: float | None = None, misfire: str = "coalesce", grace: float | str | None = None) -> str:
-        """Send one message, or start a schedule (``every=`` or ``cron=``); returns the id.
+                   until: float | None = None, misfire: str = "coalesce", grace: float | str | None = None,
+                   cron_format: str | None = None) -> "Sent":
+        """Send one message, or start a schedule (``every=`` or ``cron=``); returns the id (a
+        ``str``), whose ``next_fires`` lists a schedule's first three fire times (UTC datetimes).
 
         ``delay``/``at`` (epoch seconds) set when it runs (for a schedule: the first fire time);
-        ``every`` repeats at a fixed rate, ``cron`` follows a croniter expression in time zone
-        ``tz``; ``times`` caps the occurrences and ``until`` (epoch seconds) ends the schedule;
-        ``misfire`` is coalesce|all|skip for occurrences more than ``grace`` late."""
+        ``every`` repeats at a fixed rate, ``cron`` follows a cron expression in time zone ``tz``
+        (5 fields; 6 or 7 need ``cron_format`` "croniter" (seconds last) or "quartz" (seconds
+        first) unless only one reading is possible); ``times`` caps the occurrences and ``until``
+        (epoch seconds) ends the schedule; ``misfire`` is coalesce|all|skip for occurrences more
+        than ``grace`` late."""
         _check_policy(on_conflict)
         schedule = None
         if every is not None or cron is not None:
             until_ms = int(until * 1000) if until is not None else None
-            schedule = make_trigger(every=every, cron=cron, tz=tz, times=times, until_ms=until_ms, misfire=misfire, grace=grace)
-        elif tz is not None or times is not None or until is not None:
-            raise UsageError("tz, times and until only apply to schedules: add every=... or cron=...")
+            schedule = make_trigger(every=every, cron=cron, tz=tz, times=times, until_ms=until_ms, misfire=misfire, grace=grace,
+                                    cron_format=cron_format)
+        elif tz is not None or times is not None or until is not None or cron_format is not None:
+            raise UsageError("tz, times, until and cron_format only apply to schedules: add every=... or cron=...")
         job = Job(task, payload, delay, at, priority, timeout, max_attempts, headers or {}, key, on_conflict, schedule)
-        return await self.producer.send(queue, job)
+        mid = await self.producer.send(queue, job)
+        fires = upcoming(schedule, id_due_ms(uuid.UUID(mid))) if schedule is not None else []
+        return Sent(mid, [datetime.fromtimestamp(ms / 1000, tz=timezone.utc) for ms in fires])
 
     async def schedules(self, queue: str, limit: int | None = None, after: str = "") -> list[tuple[KeyEntry, Message | None]]:
         """Keyed messages of a queue in key order (all, or ``limit`` after the key ``after``), each
@@ -155,6 +163,17 @@ class Casque:
         return Consumer(self.db, self.table, self.queues, self.poison, self.keys, self.clock, queue,
                         tolerance_ms=int(w.clock_tolerance * 1000), rescan_ms=int(w.rescan_interval * 1000),
                         lookahead_ms=int(max(1.0, 2 * w.max_poll_interval) * 1000))
+
+
+class Sent(str):
+    """A sent message's id (a plain ``str`` everywhere), carrying a schedule's next fire times."""
+
+    next_fires: list[datetime]
+
+    def __new__(cls, mid: str, next_fires: list[datetime] | None = None) -> "Sent":
+        sent = super().__new__(cls, mid)
+        sent.next_fires = next_fires or []
+        return sent
 
 
 def _uuid(value: str | uuid.UUID | None) -> uuid.UUID:

@@ -4,7 +4,8 @@ A trigger is stored as JSON on each occurrence of a schedule. Kinds:
 
 * ``every``: a fixed rate from the first fire time (``first + n * interval``: no drift), with an
   optional repeat count (``times``, total occurrences) and end time (``until``); both honoured.
-* ``cron``: a croniter expression (5 fields, or 6 with seconds last) in a time zone. Each matching
+* ``cron``: a croniter expression (5 fields, or 6 with seconds last; Quartz's seconds-first form is
+  translated when marked, never guessed: cronspec.py) in a time zone. Each matching
   *local wall-clock time* fires once: a time skipped by a DST gap fires at the same offset after the
   gap (02:30 on a spring-forward night fires at 03:30), and a time repeated by a DST fold fires only
   at its first occurrence. So a daily job never fires twice or not at all; an every-15-minutes job
@@ -33,6 +34,7 @@ from croniter import croniter
 
 from daemon.base.durations import parse_duration
 from daemon.base.errors import UsageError
+from daemon.engine import cronspec
 from daemon.engine.placement import new_id, sibling_id
 
 MISFIRE = ("coalesce", "all", "skip")
@@ -87,15 +89,15 @@ def zone(name: str) -> ZoneInfo:
         raise UsageError(f"invalid time zone {name!r}: use an IANA name such as 'Europe/Berlin', 'America/New_York' or 'UTC'") from None
 
 
-def check_cron(expr: str) -> str:
-    if not isinstance(expr, str) or len(expr.split()) not in (5, 6) or not croniter.is_valid(expr):
-        raise UsageError(f"invalid cron expression {expr!r}: use 5 fields 'min hour day month weekday' (or 6, seconds last), e.g. '0 9 * * *'")
-    return expr
+def check_cron(expr: str, cron_format: str | None = None) -> str:
+    """The croniter expression to store: 5 fields as is; 6 or 7 only when their reading is
+    certain (cronspec.py: Quartz, seconds first, is never taken for croniter's seconds last)."""
+    return cronspec.normalize(expr, cron_format)
 
 
 def make_trigger(*, every: float | str | None = None, cron: str | None = None, tz: str | None = None, times: int | None = None,
                  until_ms: int | None = None, misfire: str = "coalesce", grace: float | str | None = None,
-                 catchup: int = DEFAULT_CATCHUP) -> Trigger:
+                 catchup: int = DEFAULT_CATCHUP, cron_format: str | None = None) -> Trigger:
     """Validate user input into a Trigger (origin/n/fire times are filled in by ``first``)."""
     if (every is None) == (cron is None):
         raise UsageError("a schedule needs exactly one of every=... or cron=...")
@@ -114,7 +116,7 @@ def make_trigger(*, every: float | str | None = None, cron: str | None = None, t
             raise UsageError(f"invalid interval {every!r}: repeat at most once a second (at least '1s')")
         return Trigger("every", every_ms=every_ms, times=times, until_ms=until_ms, misfire=misfire, grace_ms=grace_ms, catchup=catchup)
     zone(tz or "UTC")
-    return Trigger("cron", cron=check_cron(cron or ""), tz=tz or "UTC", times=times, until_ms=until_ms, misfire=misfire,
+    return Trigger("cron", cron=check_cron(cron or "", cron_format), tz=tz or "UTC", times=times, until_ms=until_ms, misfire=misfire,
                    grace_ms=grace_ms, catchup=catchup)
 
 
@@ -174,6 +176,18 @@ def following(t: Trigger, now_ms: int) -> Trigger | None:
 def should_run(t: Trigger, now_ms: int) -> bool:
     """False only for a late occurrence under the ``skip`` policy."""
     return not (t.misfire == "skip" and now_ms - t.fire_ms > t.grace_ms)
+
+
+def upcoming(t: Trigger, first_ms: int, count: int = 3) -> list[int]:
+    """The first ``count`` fire times from ``first_ms`` (fewer when ``times`` or ``until`` ends the
+    schedule sooner): what ``send`` shows, so a misread expression is seen before it fires."""
+    fires = [first_ms]
+    while len(fires) < count and (t.times is None or len(fires) < t.times):
+        nxt = _after(t, fires[-1])
+        if t.until_ms is not None and nxt > t.until_ms:
+            break
+        fires.append(nxt)
+    return fires
 
 
 def _after(t: Trigger, fire_ms: int) -> int:
