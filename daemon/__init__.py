@@ -7,6 +7,7 @@ producer -> table -> consumer -> dispatcher -> handler -> ack.
 __version__ = "0.1.0"
 
 from daemon.service.handler import Backoff, Context, Handler, Poison, Retry  # noqa: E402
-from daemon.service.registry import register, registry  # noqa: E402
+from daemon.service.hooks import Delivery, Middleware  # noqa: E402
+from daemon.service.registry import register, registry, use  # noqa: E402
 
-__all__ = ["Backoff", "Context", "Handler", "Poison", "Retry", "register", "registry"]
+__all__ = ["Backoff", "Context", "Delivery", "Handler", "Middleware", "Poison", "Retry", "register", "registry", "use"]

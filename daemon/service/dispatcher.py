@@ -15,7 +15,7 @@ import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from daemon.engine.client import Casque
 from daemon.base.config import WorkerSettings
@@ -23,6 +23,7 @@ from daemon.engine.consumer import Consumer
 from daemon.base.errors import CasqueError
 from daemon.engine import triggers
 from daemon.service.handler import Context, Poison, Retry
+from daemon.service.hooks import Hooks
 from daemon.base.logs import debug_enabled, get_logger
 from daemon.base.model import Message
 from daemon.service.registry import Registry, TaskSpec
@@ -87,16 +88,14 @@ class AckBuffer:
 
 
 class Dispatcher:
-    def __init__(self, cq: Casque, registry: Registry, settings: WorkerSettings, queues: list[str],
-                 observer: Callable[[str, Message, float], None] | None = None) -> None:
+    def __init__(self, cq: Casque, registry: Registry, settings: WorkerSettings, queues: list[str], hooks: Hooks | None = None) -> None:
         self.cq = cq
         self.registry = registry
         self.settings = settings
         self.queues = queues
-        self.observe = observer or (lambda event, m, duration: None)
-        #: "received" and "started" are observed only when asked (history needs them); metrics
-        #: count receptions per batch and derive lateness from ``started_ms`` at the outcome.
-        self.observe_starts = False
+        #: Middleware around each handler call, retry and poison (hooks.py); the worker's chain
+        #: starts with its own metrics and history observers, then the registry's middleware.
+        self.hooks = hooks or Hooks(registry.middleware)
         self.consumers = {q: cq.consumer(q) for q in queues}
         self.counters = Counters()
         self.per_queue = {q: Counters() for q in queues}
@@ -206,8 +205,6 @@ class Dispatcher:
 
     def _start(self, consumer: Consumer, m: Message) -> None:
         self._count(m, "received")
-        if self.observe_starts:
-            self.observe("received", m, 0.0)
         task = asyncio.create_task(self._process(consumer, m))
         self.tasks.add(task)
         task.add_done_callback(self._done)
@@ -230,6 +227,8 @@ class Dispatcher:
             raise
         except Exception as exc:  # a bug here must not kill the daemon: the message comes back after its timeout
             log.exception("dispatch_error", queue=m.queue, task=m.task, id=str(m.id), error=f"{type(exc).__name__}: {exc}")
+        finally:
+            self.hooks.forget(m)
 
     async def _dispatch(self, consumer: Consumer, m: Message) -> None:
         mlog = _MessageLog(m)
@@ -279,19 +278,18 @@ class Dispatcher:
             return
         started = time.monotonic()
         m.started_ms = self.cq.clock.now_ms()
-        if self.observe_starts:
-            self.observe("started", m, 0.0)
         if debug_enabled():
             mlog.debug("message_started")
         try:
             async with asyncio.timeout(run_timeout) as deadline:
                 ctx = self._context(m, mlog, deadline)
+                await self.hooks.before(m, ctx)
                 await self._call(spec, ctx, m)
         except TimeoutError:
             self._count(m, "timed_out")
             duration = time.monotonic() - started
             mlog.warning("message_timed_out", timeout_s=round(run_timeout, 3), duration=round(duration, 3), comes_back_at_ms=m.copy_due_ms)
-            self.observe("timed_out", m, duration)
+            await self.hooks.outcome("timed_out", m, duration, handled=True, error=TimeoutError(f"timed out after {run_timeout:.3f}s"))
             if m.attempt >= m.max_attempts:
                 reason = f"timed out on its last attempt ({m.attempt} of {m.max_attempts})"
                 await self._poison(consumer, m, mlog, reason, "TimeoutError", "", duration)
@@ -300,7 +298,8 @@ class Dispatcher:
         except Retry as r:
             await self._retry_or_poison(consumer, spec, m, mlog, r.after, r, started)
         except Poison as p:
-            await self._poison(consumer, m, mlog, str(p) or "handler raised Poison", "Poison", traceback.format_exc(), time.monotonic() - started)
+            await self._poison(consumer, m, mlog, str(p) or "handler raised Poison", "Poison", traceback.format_exc(), time.monotonic() - started,
+                               handled=p)
         except asyncio.CancelledError:
             mlog.warning("message_cancelled", reason="shutdown", comes_back_at_ms=m.copy_due_ms)
             raise
@@ -310,7 +309,7 @@ class Dispatcher:
             duration = time.monotonic() - started
             self.acks.add(m)
             self._count(m, "acked")
-            self.observe("acked", m, duration)
+            await self.hooks.outcome("acked", m, duration, handled=True)
             if debug_enabled():
                 mlog.debug("message_acked", duration=round(duration, 4))
 
@@ -353,7 +352,7 @@ class Dispatcher:
         error = f"{type(exc).__name__}: {exc}"
         if m.attempt >= m.max_attempts:
             await self._poison(consumer, m, mlog, f"failed on its last attempt ({m.attempt} of {m.max_attempts})", type(exc).__name__,
-                               "".join(traceback.format_exception(exc)), duration, error)
+                               "".join(traceback.format_exception(exc)), duration, error, handled=exc)
             return
         delay = spec.backoff.delay(m.attempt) if after is None else after
         try:
@@ -363,18 +362,19 @@ class Dispatcher:
             return
         consumer.expect(m.bucket, m.shard, m.due_ms)
         self._count(m, "retried")
-        self.observe("retried", m, duration)
+        await self.hooks.outcome("retried", m, duration, handled=True, error=exc, retry_in=delay)
         mlog.info("message_retried", error=error, retry_in=round(delay, 3), duration=round(duration, 4))
 
     async def _poison(self, consumer: Consumer, m: Message, mlog: Any, reason: str, error_type: str, tb: str, duration: float,
-                      error: str = "") -> None:
+                      error: str = "", handled: BaseException | None = None) -> None:
+        """Poison ``m``; ``handled`` is what its handler raised (then ``after`` hooks run too)."""
         try:
             await self.cq.acker.poison(m, reason, error_type, error or reason, tb)
         except CasqueError as exc:
             mlog.error("poison_write_failed", error=str(exc), comes_back_at_ms=m.copy_due_ms)
             return
         self._count(m, "poisoned")
-        self.observe("poisoned", m, duration)
+        await self.hooks.outcome("poisoned", m, duration, handled=handled is not None, error=handled, reason=reason)
         mlog.error("message_poisoned", reason=reason, error=error or None, duration=round(duration, 4))
 
     # ---- shutdown -----------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from typing import Any, Callable, TypeVar
 
 from daemon.base.errors import ConfigError, UsageError
 from daemon.service.handler import Backoff, Handler
+from daemon.service.hooks import Middleware
 
 H = TypeVar("H", bound=type[Handler])
 _NAME = re.compile(r"^[A-Za-z0-9_.:\-/]{1,200}$")
@@ -38,6 +39,16 @@ class TaskSpec:
 class Registry:
     def __init__(self) -> None:
         self._tasks: dict[str, TaskSpec] = {}
+        #: Middleware added with ``use``, run around every handler of a daemon using this registry.
+        self.middleware: list[Middleware] = []
+
+    def use(self, middleware: Middleware) -> Middleware:
+        """Add middleware (hooks.py) to every daemon that uses this registry; returns it."""
+        if not isinstance(middleware, Middleware):
+            raise UsageError(f"{middleware!r} is not a daemon.Middleware: subclass it and override before/after/on_retry/on_poison")
+        if middleware not in self.middleware:
+            self.middleware.append(middleware)
+        return middleware
 
     def register(self, name: str | None = None, **options: Any) -> Callable[[H], H]:
         """Class decorator: register ``cls`` under ``name`` (default: ``cls.task``), with options."""
@@ -90,3 +101,4 @@ class Registry:
 
 registry = Registry()
 register = registry.register
+use = registry.use

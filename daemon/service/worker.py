@@ -24,8 +24,10 @@ from daemon.service.dispatcher import Dispatcher
 from daemon.base.errors import CasqueError, ConfigError, StorageUnavailable
 from daemon.engine.history import History
 from daemon.base.metrics import MetricsServer
-from daemon.base.model import Message, QueueSettings
+from daemon.base.model import QueueSettings
 from daemon.base.logs import configure_logging, get_logger
+from daemon.service.hooks import Hooks
+from daemon.service.observers import HistoryObserver, MetricsObserver
 from daemon.service.registry import Registry, registry as default_registry
 from daemon.service.sdnotify import Notifier
 from daemon.engine.stats import STATS_EVERY_S, daemon_id
@@ -82,8 +84,8 @@ class Worker:
             return 0  # asked to stop while still waiting for Cassandra
         self.history = History(self.cq.db, self.cq.settings.cassandra.keyspace, self.cq.queues)
         self._queue_settings = {q: await self.cq.queues.get(q) for q in self.queues}
-        self.dispatcher = Dispatcher(self.cq, self.registry, self.settings.worker, self.queues, observer=self._observe)
-        self.dispatcher.observe_starts = any(qs.history for qs in self._queue_settings.values())
+        own = [MetricsObserver(self.cq.clock), HistoryObserver(self.history, self.cq.clock, self._queue_settings.get)]
+        self.dispatcher = Dispatcher(self.cq, self.registry, self.settings.worker, self.queues, hooks=Hooks(own + self.registry.middleware))
         metrics.bind_gauges(lambda: len(self.dispatcher.tasks) if self.dispatcher else 0,
                             lambda: self.dispatcher.busy_consumers if self.dispatcher else 0)
         server = await self._start_metrics()
@@ -106,13 +108,6 @@ class Worker:
             if server is not None:
                 await server.close()
             await self.cq.close()
-
-    def _observe(self, event: str, m: Message, duration: float) -> None:
-        now = self.cq.clock.now_ms() if self.cq else 0
-        metrics.observe(event, m, duration, now)
-        qs = self._queue_settings.get(m.queue)
-        if qs is not None:
-            self.history.record(event, m, duration, now, qs)
 
     async def _start_metrics(self) -> MetricsServer | None:
         m = self.settings.metrics
