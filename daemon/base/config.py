@@ -98,6 +98,11 @@ class MetricsSettings:
     enabled: bool = False
     host: str = "127.0.0.1"
     port: int = 9464
+    #: Queue-level gauges (depth, scheduled, in flight, poisoned, oldest due age), computed from
+    #: Cassandra by one daemon at a time (a lease) every ``queue_gauges_interval``.
+    queue_gauges: bool = True
+    queue_gauges_interval: float = 15.0
+    queue_gauges_queues: list[str] = field(default_factory=list)  # empty: every queue
 
 
 @dataclass
@@ -113,7 +118,7 @@ class Settings:
 
 _DURATION_FIELDS = {
     "lock_ttl", "timeout", "retention", "poll_interval", "max_poll_interval", "drain_timeout",
-    "clock_tolerance", "rescan_interval", "connect_timeout", "request_timeout",
+    "clock_tolerance", "rescan_interval", "connect_timeout", "request_timeout", "queue_gauges_interval",
 }
 _CHOICES = {
     "log.level": {"debug", "info", "warning", "error"},

@@ -97,6 +97,13 @@ TABLES: dict[str, str] = {
         ) WITH gc_grace_seconds = 3600
           AND compaction = {{'class': 'TimeWindowCompactionStrategy', 'compaction_window_unit': 'DAYS', 'compaction_window_size': 1}}
           AND comment = 'casque message history'""",
+    # Duties that one daemon at a time performs (e.g. computing the queue gauges): a row per duty,
+    # claimed and renewed with lightweight transactions; its TTL frees it when the holder dies.
+    "leases": """
+        CREATE TABLE IF NOT EXISTS {ks}.leases (
+            name text PRIMARY KEY, holder text
+        ) WITH gc_grace_seconds = 3600
+          AND comment = 'casque single-holder duties'""",
 }
 
 # Columns added after a table's first release: applied with ALTER TABLE, "already exists" ignored.

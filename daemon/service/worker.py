@@ -28,6 +28,7 @@ from daemon.base.model import QueueSettings
 from daemon.base.logs import configure_logging, get_logger
 from daemon.service.hooks import Hooks
 from daemon.service.observers import HistoryObserver, MetricsObserver
+from daemon.service.queue_gauges import QueueGauges
 from daemon.service.registry import Registry, registry as default_registry
 from daemon.service.sdnotify import Notifier
 from daemon.engine.stats import STATS_EVERY_S, daemon_id
@@ -96,6 +97,10 @@ class Worker:
         self.notifier.ready(status)
         self.serving = True
         background = [asyncio.create_task(self._watchdog()), asyncio.create_task(self._stats_loop())]
+        if server is not None and self.settings.metrics.queue_gauges:
+            m = self.settings.metrics
+            gauges = QueueGauges(self.cq, self.daemon, m.queue_gauges_interval, only=m.queue_gauges_queues)
+            background.append(asyncio.create_task(gauges.run(), name="casque-queue-gauges"))
         try:
             await self.dispatcher.run(burst=burst)
             self.serving = False
@@ -103,6 +108,7 @@ class Worker:
         finally:
             for task in background:
                 task.cancel()
+            await asyncio.gather(*background, return_exceptions=True)
             await self._write_stats()
             await self.history.flush()
             if server is not None:

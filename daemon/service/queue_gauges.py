@@ -1,0 +1,78 @@
+"""Computing the queue gauges (base/queue_metrics.py): one daemon at a time, every interval.
+
+Every daemon with metrics on runs this loop, but only the holder of the ``queue_gauges`` lease
+(engine/lease.py) reads the queues; the others only renew their bid. A round lists every queue
+(paged) and reads each with ``queue_stats`` (buckets x shards rows from their cursors, plus one
+poison count): the cost of ``casque stats`` for all queues, once per interval per cluster, never per
+scrape. A round that takes longer than the interval just delays the next one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from daemon.base import queue_metrics
+from daemon.base.errors import CasqueError
+from daemon.base.logs import get_logger
+from daemon.engine.client import Casque
+from daemon.engine.lease import Lease
+from daemon.engine.stats import queue_stats
+
+log = get_logger("casque.queue_gauges")
+LEASE = "queue_gauges"
+
+
+class QueueGauges:
+    def __init__(self, cq: Casque, holder: str, interval: float, only: list[str] | None = None, lease: str = LEASE) -> None:
+        self.cq = cq
+        self.interval = interval
+        self.only = only or []
+        self.lease = Lease(cq.db, cq.settings.cassandra.keyspace, lease, holder, ttl_s=3 * interval)
+        self.published: set[str] = set()
+        self.rounds = 0
+
+    async def run(self) -> None:
+        try:
+            while True:
+                await self.tick()
+                await asyncio.sleep(self.interval)
+        finally:
+            await asyncio.shield(self.stop())
+
+    async def tick(self) -> bool:
+        """One turn: compute and publish when holding the lease, else publish nothing."""
+        if not await self.lease.hold():
+            self._withdraw()
+            return False
+        queue_metrics.HOLDER.set(1)
+        try:
+            await self.round()
+        except CasqueError as exc:
+            log.warning("queue_gauges_failed", error=str(exc))
+        return True
+
+    async def round(self) -> None:
+        started = time.monotonic()
+        names = list(self.only) or [q.name for q in await self.cq.queues.list()]
+        for name in names:
+            try:
+                s = await queue_stats(self.cq, name)
+            except CasqueError as exc:  # e.g. deleted meanwhile: the others still count
+                log.warning("queue_gauge_failed", queue=name, error=str(exc))
+                continue
+            queue_metrics.publish(name, s.waiting_due, s.scheduled, s.in_flight, s.poisoned, s.oldest_due_age_s)
+        queue_metrics.forget(self.published - set(names))
+        self.published = set(names)
+        queue_metrics.UPDATED.set(time.time())
+        queue_metrics.ROUND_SECONDS.set(time.monotonic() - started)
+        self.rounds += 1
+
+    def _withdraw(self) -> None:
+        queue_metrics.HOLDER.set(0)
+        queue_metrics.forget(self.published)
+        self.published = set()
+
+    async def stop(self) -> None:
+        self._withdraw()
+        await self.lease.release()
