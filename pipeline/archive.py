@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from daemon.engine.client import Casque
-from daemon.base.clock import Clock
 from daemon.base.config import Settings
 from daemon.base.errors import UsageError
 from daemon.base.logs import get_logger
@@ -32,7 +31,6 @@ from . import tables, workers
 from .errors import VerificationError
 from .outputs import join, local_dir, write_json, write_parquet
 from .progress import Progress
-from .tasks import days
 
 log = get_logger("casque.pipeline.archive")
 
@@ -50,7 +48,8 @@ class Table:
 
 
 TABLES = {
-    "history": Table("history", "at", ("queue", "day", "at", "id", "event"), ("task", "attempt", "duration_ms", "lateness_ms", "error", "key")),
+    "history": Table("message_history", "at", ("queue", "subject", "day", "at", "id", "event"),
+                     ("task", "attempt", "duration_ms", "lateness_ms", "error", "key")),
     "poison": Table("poison", "poisoned_at", ("queue", "id"), ("poisoned_at", "task", "payload", "headers", "attempt", "priority", "key",
                                                                  "trigger", "error_type", "error", "traceback", "reason")),
 }
@@ -75,7 +74,7 @@ def run(spark: Any, settings: Settings, spec: ArchiveSpec) -> dict[str, Any]:
     manifest: dict[str, Any] = {"run": run_id, "cutoff_ms": spec.cutoff_ms, "out": spec.out, "queues": spec.queues, "tables": {}}
     for name in spec.tables:
         table = TABLES[name]
-        if not tables.exists(settings, name):
+        if not tables.exists(settings, table.name):
             manifest["tables"][name] = {"note": f"the keyspace has no {name} table: nothing to archive"}
             log.warning("archive_table_missing", table=name)
             continue
@@ -89,26 +88,15 @@ def select(spark: Any, settings: Settings, table: Table, queues: list[str] | Non
     """The rows to archive, with their write time (us) and UTC date."""
     from pyspark.sql import functions as F
 
-    if queues:  # the partitions are known: read them by direct join, not by scanning the table
-        df = tables.read(spark, settings, table.name, keys=_partitions(spark, settings, table, queues, cutoff_ms))
-    else:
+    if queues and table.name == "poison":  # one partition per queue: read them by direct join, not by scanning the table
+        df = tables.read(spark, settings, table.name, keys=spark.createDataFrame([(q,) for q in queues], "queue string"))
+    else:  # history partitions are (queue, subject, day): subjects are not known up front, so scan
         df = tables.read(spark, settings, table.name)
+        if queues:
+            df = df.where(F.col("queue").isin(queues))
     written = F.greatest(*(F.expr(f"writetime({c})") for c in table.columns)).alias("writetime_us")
     date = F.date_format(F.timestamp_millis(F.col(table.time_column)), "yyyy-MM-dd").alias("date")
     return df.where(F.col(table.time_column) < cutoff_ms).select(*table.key, *table.columns, written, date)
-
-
-def _partitions(spark: Any, settings: Settings, table: Table, queues: list[str], cutoff_ms: int) -> Any:
-    """The partition keys holding the queues' rows before the cut-off: one per queue for poison; for
-    history, each UTC day from the longest retention ago (older rows have expired) to the cut-off."""
-    from pyspark.sql import functions as F
-
-    if table.name != "history":
-        return spark.createDataFrame([(q,) for q in queues], "queue string")
-    settings_rows = tables.read(spark, settings, "queues").where(F.col("name").isin(queues))
-    retention_s = settings_rows.agg(F.max("retention_s")).first()[0] or 0
-    since = Clock().now_ms() - (retention_s + 86_400) * 1000
-    return spark.createDataFrame([(q, d) for q in queues for d in days(min(since, cutoff_ms), cutoff_ms)], "queue string, day string")
 
 
 def archive_table(spark: Any, settings: Settings, table: Table, spec: ArchiveSpec, run_id: str) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from . import tables
 FAILURES = ("failed", "poisoned", "timed_out")
 FINISHED = ("done", "failed", "poisoned")
 ACCURACY = 10_000
+HISTORY = "message_history"
 MISSING = "the keyspace has no history table: run 'casque schema apply', and create queues with --history to record it"
 
 
@@ -39,15 +40,16 @@ def days(since_ms: int, now_ms: int) -> list[str]:
 
 
 def history(spark: Any, settings: Settings, queues: list[str], since_ms: int, now_ms: int) -> Any | None:
-    """History rows of the queues in the window (direct join on their (queue, day) partitions), or
-    None when the table does not exist."""
+    """History rows of the queues in the window, or None when the table does not exist. Partitions
+    are (queue, subject, day), so this is a table scan filtered here; each event counts once (its
+    ``id:`` row; a keyed message's ``key:`` copy is skipped)."""
     from pyspark.sql import functions as F
 
-    if not tables.exists(settings, "history"):
+    if not tables.exists(settings, HISTORY):
         return None
-    keys = spark.createDataFrame([(q, d) for q in queues for d in days(since_ms, now_ms)], "queue string, day string")
-    h = tables.read(spark, settings, "history", keys=keys)
-    return h.where((F.col("at") >= since_ms) & (F.col("at") <= now_ms))
+    h = tables.read(spark, settings, HISTORY)
+    return h.where(F.col("queue").isin(queues) & F.col("day").isin(days(since_ms, now_ms)) & F.col("subject").startswith("id:")
+                   & (F.col("at") >= since_ms) & (F.col("at") <= now_ms))
 
 
 def per_task(h: Any, window_s: float) -> Any:

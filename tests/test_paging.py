@@ -128,3 +128,28 @@ def test_bad_limit_is_one_line(tmp_path: Path) -> None:
     done = casque(config(tmp_path), "schedules", "anything", "--limit", "0")
     assert done.returncode == 2
     assert "invalid --limit '0': give a whole number of at least 1" in done.stderr
+
+
+async def test_history_by_key_reads_its_own_partition_past_the_first_page(cq: Casque, queue_name: str, tmp_path: Path) -> None:
+    from daemon.engine.history import History
+
+    qs = await cq.create_queue(queue_name, history=True)
+    history = History(cq.db, TEST_KEYSPACE, cq.queues)
+    now = cq.clock.now_ms()
+    runs = 2_600  # x 2 events: 5,200 rows in the key's partition
+    for i in range(runs):
+        m = build_message(qs, Job("t", None, key="busy"), now)
+        history.record("started", m, 0.0, now + i, qs)
+        history.record("acked", m, 0.001, now + i, qs)
+        if i % 200 == 0:
+            await history.flush()
+    for i in range(50):  # another key's runs share no partition with it
+        history.record("acked", build_message(qs, Job("t", None, key="other"), now), 0.001, now, qs)
+    await history.flush()
+    assert history.dropped == 0
+    done = casque(config(tmp_path), "history", queue_name, "--key", "busy", "--days", "1", "--json")
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    assert len(rows) == 2 * runs and {r["key"] for r in rows} == {"busy"}
+    assert [r["event"] for r in rows[:2]] == ["running", "done"]
+    assert len(await history.read(queue_name, now, 1, key="other")) == 50

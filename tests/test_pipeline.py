@@ -132,14 +132,15 @@ async def _known_workload(cq: Casque, q: str) -> dict[str, Any]:
 async def _history_rows(cq: Casque, q: str, now: int) -> None:
     """Per task: 'fast' done 10 times (1..10 ms), failed twice and poisoned once; 'slow' done 4 times."""
     day = time.strftime("%Y-%m-%d", time.gmtime(now / 1000))
-    insert = cq.db.prepare(f"INSERT INTO {TEST_KEYSPACE}.history (queue, day, at, id, event, task, attempt, duration_ms, lateness_ms) "
-                           "VALUES (?,?,?,?,?,?,?,?,?) USING TTL 86400")
+    insert = cq.db.prepare(f"INSERT INTO {TEST_KEYSPACE}.message_history (queue, subject, day, at, id, event, task, attempt, duration_ms, "
+                           "lateness_ms) VALUES (?,?,?,?,?,?,?,?,?,?) USING TTL 86400")
     events: list[tuple[str, str, float | None]] = []
     events += [("fast", "done", float(d)) for d in range(1, 11)] + [("fast", "failed", 50.0)] * 2 + [("fast", "poisoned", 60.0)]
     events += [("slow", "done", 1000.0)] * 4 + [("fast", "running", None)] * 13
     for i, (task, event, duration) in enumerate(events):
         lateness = float(i) if event == "running" else None
-        await cq.db.run(insert, [q, day, now - 1000 - i, uuid.uuid4(), event, task, 1, duration, lateness])
+        mid = uuid.uuid4()
+        await cq.db.run(insert, [q, f"id:{mid}", day, now - 1000 - i, mid, event, task, 1, duration, lateness])
 
 
 async def test_stats_job_equals_the_known_workload_and_casque_stats(spark: Any, settings: Settings, cq: Casque, queue_name: str,
@@ -181,7 +182,7 @@ def no_history(settings: Settings) -> Settings:
     db = Database(other.cassandra).connect()
     try:
         apply_schema(db, NO_HISTORY_KEYSPACE, other.schema)
-        db.execute(f"DROP TABLE IF EXISTS {NO_HISTORY_KEYSPACE}.history")
+        db.execute(f"DROP TABLE IF EXISTS {NO_HISTORY_KEYSPACE}.message_history")
     finally:
         db.close()
     return other
@@ -344,12 +345,13 @@ async def test_archive_round_trip_reads_back_equal_then_purges_only_what_it_arch
         await cq.acker.poison(m, "test", "Boom", f"boom {m.payload['n']}")
     now = cq.clock.now_ms()
     cutoff = now + 1
-    insert = cq.db.prepare(f"INSERT INTO {TEST_KEYSPACE}.history (queue, day, at, id, event, task, attempt, duration_ms, error, key) "
-                           "VALUES (?,?,?,?,?,?,?,?,?,?) USING TTL 864000")
+    insert = cq.db.prepare(f"INSERT INTO {TEST_KEYSPACE}.message_history (queue, subject, day, at, id, event, task, attempt, duration_ms, error, key) "
+                           "VALUES (?,?,?,?,?,?,?,?,?,?,?) USING TTL 864000")
     ages = [3 * 86_400_000, 2 * 86_400_000, 60_000, -60_000]  # the last one is after the cut-off
     for i, age in enumerate(ages):
         at = now - age
-        await cq.db.run(insert, [queue_name, time.strftime("%Y-%m-%d", time.gmtime(at / 1000)), at, uuid.uuid4(), "done", "t", 1, 1.5, None, f"k{i}"])
+        await cq.db.run(insert, [queue_name, f"key:k{i}", time.strftime("%Y-%m-%d", time.gmtime(at / 1000)), at, uuid.uuid4(), "done", "t", 1, 1.5, None,
+                                 f"k{i}"])
     poison_before = {str(p.id): p for p in await cq.poison.list(queue_name)}
     assert len(poison_before) == 8
     spec_ = archive.ArchiveSpec(out=str(tmp_path / "arch"), cutoff_ms=cutoff, queues=[queue_name], purge=True)
@@ -366,9 +368,10 @@ async def test_archive_round_trip_reads_back_equal_then_purges_only_what_it_arch
     assert [r.key for r in hist] == ["k0", "k1", "k2"] and [str(r.date) for r in hist] == [r.day for r in hist]
     assert await cq.poison.count(queue_name) == 0
     left = []
-    for age in ages:
+    for i, age in enumerate(ages):
         day = time.strftime("%Y-%m-%d", time.gmtime((now - age) / 1000))
-        left += await cq.db.run(f"SELECT key FROM {TEST_KEYSPACE}.history WHERE queue = %s AND day = %s", [queue_name, day])
+        left += await cq.db.run(f"SELECT key FROM {TEST_KEYSPACE}.message_history WHERE queue = %s AND subject = %s AND day = %s",
+                                [queue_name, f"key:k{i}", day])
     assert sorted({r.key for r in left}) == ["k3"]  # after the cut-off: kept
     assert json.loads((tmp_path / "arch" / f"archive-{manifest['run']}.json").read_text())["tables"]["poison"]["purged"] == 8
 

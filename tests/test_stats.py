@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import urllib.request
+import uuid
 from pathlib import Path
 
 from daemon.engine.admin import purge, replay
@@ -138,8 +139,10 @@ async def test_metrics_history_and_daemon_stats_match_the_workload(cq: Casque, q
     flaky = await History(cq.db, TEST_KEYSPACE, cq.queues).read(queue_name, cq.clock.now_ms(), 1, key="flaky")
     assert [(h.event, h.attempt) for h in flaky] == [("running", 1), ("failed", 1), ("running", 2), ("done", 2)]
     assert "attempt 1 fails" in (flaky[1].error or "")
-    done = await History(cq.db, TEST_KEYSPACE, cq.queues).read(queue_name, cq.clock.now_ms(), 1)
-    assert {str(h.id) for h in done if h.event == "done"} >= set(ok)
+    history = History(cq.db, TEST_KEYSPACE, cq.queues)
+    for mid in ok:
+        events = await history.read(queue_name, cq.clock.now_ms(), 1, message_id=uuid.UUID(mid))
+        assert [h.event for h in events] == ["running", "done"]
 
 
 def _metric(url: str, name: str) -> float | None:

@@ -86,9 +86,8 @@ TABLES: dict[str, str] = {
           AND gc_grace_seconds = 3600
           AND compaction = {{'class': 'TimeWindowCompactionStrategy', 'compaction_window_unit': 'HOURS', 'compaction_window_size': 1}}
           AND comment = 'casque per-daemon statistics snapshots'""",
-    # Message history for queues that keep it (queue setting 'history'): running, done, failed,
-    # poisoned, timed_out, with attempts, durations and errors. One partition per queue and UTC day
-    # bounds partitions; append-only with a TTL of the queue's retention, so TWCS.
+    # The first history layout (one partition per queue and UTC day), no longer written: kept so
+    # an existing keyspace's rows stay readable until they expire; see message_history below.
     "history": """
         CREATE TABLE IF NOT EXISTS {ks}.history (
             queue text, day text, at bigint, id uuid, event text,
@@ -97,6 +96,20 @@ TABLES: dict[str, str] = {
         ) WITH gc_grace_seconds = 3600
           AND compaction = {{'class': 'TimeWindowCompactionStrategy', 'compaction_window_unit': 'DAYS', 'compaction_window_size': 1}}
           AND comment = 'casque message history'""",
+    # Message history, partitioned by what it is read by: (queue, subject, UTC day), where the
+    # subject is "id:<message id>", plus "key:<lookup key>" for a keyed message (written twice).
+    # A partition holds one message's or one key's events of one day, so its size is bounded by
+    # how often that one key runs, never by the queue's rate ('history' put a whole queue's day in
+    # one partition: ~170M rows at 1,000 msg/s). ``casque history --key K`` reads one partition
+    # per day asked. Append-only with a TTL of the queue's retention, so TWCS.
+    "message_history": """
+        CREATE TABLE IF NOT EXISTS {ks}.message_history (
+            queue text, subject text, day text, at bigint, id uuid, event text,
+            task text, attempt int, duration_ms double, lateness_ms double, error text, key text,
+            PRIMARY KEY ((queue, subject, day), at, id, event)
+        ) WITH gc_grace_seconds = 3600
+          AND compaction = {{'class': 'TimeWindowCompactionStrategy', 'compaction_window_unit': 'DAYS', 'compaction_window_size': 1}}
+          AND comment = 'casque message history by message and by key'""",
     # Duties that one daemon at a time performs (e.g. computing the queue gauges): a row per duty,
     # claimed and renewed with lightweight transactions; its TTL frees it when the holder dies.
     "leases": """
