@@ -15,6 +15,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from daemon.engine.admin import replay
 from daemon.engine.client import Casque
 from daemon.engine.placement import key_shard, row_of
@@ -93,6 +95,7 @@ async def test_poison_list_pages_past_the_first_page_in_the_cli(cq: Casque, queu
     assert len(await cq.poison.list(queue_name, limit=None)) == 6500
 
 
+@pytest.mark.slow
 async def test_poison_replay_all_sends_back_12000(cq: Casque, queue_name: str) -> None:
     await cq.create_queue(queue_name, shards=4, buckets=2)
     await poison_many(cq, queue_name, 12_000)
@@ -103,6 +106,7 @@ async def test_poison_replay_all_sends_back_12000(cq: Casque, queue_name: str) -
     assert len(ledger) == 12_000 and set(ledger) == set(range(12_000))  # none lost, none twice
 
 
+@pytest.mark.slow
 async def test_schedules_lists_every_key_past_the_first_page(cq: Casque, queue_name: str, tmp_path: Path) -> None:
     await cq.create_queue(queue_name, shards=32, buckets=2)  # a lookup by id filters its row: keep rows small
     count = 5_300
