@@ -32,10 +32,21 @@ class QueueSettings:
     max_payload_bytes: int
     priorities: frozenset[int] = frozenset({0})
     history: bool = False
+    #: Earlier layouts (shards, buckets, bucket_seconds) whose rows may still hold messages after
+    #: a reshard: read by consumers and lookups until ``casque queue reshard --finish`` drops them.
+    draining: tuple[tuple[int, int, int], ...] = ()
 
     @property
     def bucket_ms(self) -> int:
         return self.bucket_seconds * 1000
+
+    def layouts(self) -> list[tuple[int, int, int]]:
+        """The current layout first, then the draining ones."""
+        return [(self.shards, self.buckets, self.bucket_seconds), *self.draining]
+
+    def span(self) -> tuple[int, int]:
+        """(shards, buckets) covering every row of every layout: what consumers visit."""
+        return max(s for s, _, _ in self.layouts()), max(b for _, b, _ in self.layouts())
 
     @property
     def cycle_ms(self) -> int:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from daemon.base.durations import format_duration, parse_duration
+from daemon.base.errors import UsageError
 from daemon.cli.common import confirm, emit, with_client
 from daemon.engine.client import Casque
 
@@ -34,6 +36,13 @@ def add_cli(sub: Any) -> None:
     u.add_argument("name")
     _queue_options(u, create=False)
     u.set_defaults(func=with_client(cmd_queue_update))
+    r = s.add_parser("reshard", help="change a live queue's shards or buckets: new sends use the new layout, old rows drain")
+    r.add_argument("name")
+    r.add_argument("--shards", type=int, help="concurrency shards (rows per time bucket)")
+    r.add_argument("--buckets", type=int, help="rolling time buckets")
+    r.add_argument("--bucket-seconds", type=int, help="length of one time bucket in seconds")
+    r.add_argument("--finish", action="store_true", help="drop the old layouts once no message is left in them")
+    r.set_defaults(func=with_client(cmd_queue_reshard))
     d = s.add_parser("delete", help="delete a queue: its messages, keys, poison queue and settings")
     d.add_argument("name")
     d.add_argument("--yes", action="store_true", help="do not ask for confirmation")
@@ -65,6 +74,25 @@ async def cmd_queue_update(cq: Casque, args: argparse.Namespace) -> int:
     qs = await cq.queues.update(args.name, max_attempts=args.max_attempts, max_payload_bytes=args.max_payload_bytes, history=args.history,
                                 **_durations(args))
     print(f"queue {qs.name} updated: timeout {format_duration(qs.timeout_ms / 1000)}, max attempts {qs.max_attempts}")
+    return 0
+
+
+async def cmd_queue_reshard(cq: Casque, args: argparse.Namespace) -> int:
+    from daemon.engine.reshard import finish, reshard
+
+    if args.finish:
+        if args.shards or args.buckets or args.bucket_seconds:
+            raise UsageError("--finish takes no layout options: reshard first, then run --finish once the old rows drained")
+        left = await finish(cq, args.name)
+        if left:
+            print(f"casque: {left} messages of queue '{args.name}' are still in old-layout rows (schedules keep theirs until they end "
+                  "or are re-sent): run --finish again later", file=sys.stderr)
+            return 1
+        print(f"queue {args.name}: no layout left draining")
+        return 0
+    qs = await reshard(cq, args.name, shards=args.shards, buckets=args.buckets, bucket_seconds=args.bucket_seconds)
+    print(f"queue {qs.name}: new sends use {qs.shards} shards x {qs.buckets} buckets of {qs.bucket_seconds}s; draining "
+          + ", ".join(f"{s}x{b}x{bs}s" for s, b, bs in qs.draining) + f" (then: casque queue reshard {qs.name} --finish)")
     return 0
 
 

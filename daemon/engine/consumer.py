@@ -100,8 +100,9 @@ class Consumer:
         """Return up to ``limit`` taken messages, visiting shards round-robin from this slot's
         position until one yields messages; [] after a full round with nothing due."""
         qs = await self.queues.get(self.queue)
-        for _ in range(qs.shards):
-            shard = self._next_shard.get(slot, slot * 7919) % qs.shards
+        shards = qs.span()[0]  # after a reshard, also the shards of layouts still draining
+        for _ in range(shards):
+            shard = self._next_shard.get(slot, slot * 7919) % shards
             self._next_shard[slot] = shard + 1
             taken = await self._visit_shard(qs, shard, limit)
             if taken:
@@ -129,7 +130,7 @@ class Consumer:
         current_abs = now // qs.bucket_ms
         current = current_abs % qs.buckets
         order: list[int] = []
-        for bucket in range(qs.buckets):
+        for bucket in range(qs.span()[1]):
             state = self.rows.get((bucket, shard))
             if bucket != current and (state is None or state.next_check <= now):
                 order.append(bucket)

@@ -35,9 +35,17 @@ class Lookup:
         return await self.find(qs, message_id)
 
     async def find(self, qs: QueueSettings, message_id: uuid.UUID) -> Message | None:
-        bucket, shard = row_of(message_id, qs.bucket_ms, qs.buckets, qs.shards)
-        rows = await self.db.run(self.table.read_id, [qs.name, bucket, shard, message_id])
-        return message_from_row(qs.name, bucket, shard, rows[0]) if rows else None
+        """Read a message in its row: the current layout's, else (after a reshard) a draining one's."""
+        tried: set[tuple[int, int]] = set()
+        for shards, buckets, bucket_s in qs.layouts():
+            bucket, shard = row_of(message_id, bucket_s * 1000, buckets, shards)
+            if (bucket, shard) in tried:
+                continue
+            tried.add((bucket, shard))
+            rows = await self.db.run(self.table.read_id, [qs.name, bucket, shard, message_id])
+            if rows:
+                return message_from_row(qs.name, bucket, shard, rows[0])
+        return None
 
     async def by_key(self, queue: str, key: str) -> tuple[KeyEntry, Message | None]:
         """The message a key names. For a schedule whose daemon died between writing the next

@@ -7,6 +7,7 @@ config), so a producer and a consumer on different hosts always agree on the pla
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import replace
 from typing import Any
@@ -21,6 +22,7 @@ from daemon.engine.schema import validate_name
 
 CACHE_SECONDS = 5.0
 _COLUMNS = "name, shards, buckets, bucket_seconds, lock_ttl_ms, timeout_ms, max_attempts, retention_s, max_payload_bytes, priorities, history"
+_READ = _COLUMNS + ", draining"
 _LIMITS = {"shards": (1, 4096), "buckets": (1, 1024), "bucket_seconds": (1, 86400), "max_attempts": (1, 1000)}
 
 
@@ -85,7 +87,7 @@ class QueueStore:
         hit = self._cache.get(name)
         if hit and not fresh and time.monotonic() - hit[0] < CACHE_SECONDS:
             return hit[1]
-        rows = await self.db.run(self.db.prepare(f"SELECT {_COLUMNS} FROM {self.ks}.queues WHERE name = ?"), [name])
+        rows = await self.db.run(self.db.prepare(f"SELECT {_READ} FROM {self.ks}.queues WHERE name = ?"), [name])
         if not rows:
             raise QueueNotFound(f"queue '{name}' does not exist: create it with 'casque queue create {name}'")
         qs = _from_row(rows[0])
@@ -93,14 +95,15 @@ class QueueStore:
         return qs
 
     async def list(self) -> list[QueueSettings]:
-        rows = await every_row(self.db, f"SELECT {_COLUMNS} FROM {self.ks}.queues")
+        rows = await every_row(self.db, f"SELECT {_READ} FROM {self.ks}.queues")
         return sorted((_from_row(r) for r in rows), key=lambda q: q.name)
 
     async def update(self, name: str, **changes: Any) -> QueueSettings:
         """Change settings that are safe to change on a live queue (not shards/buckets: they move rows)."""
         moving = {"shards", "buckets", "bucket_seconds"} & {k for k, v in changes.items() if v is not None}
         if moving:
-            raise UsageError(f"queue {name}: {', '.join(sorted(moving))} cannot change on an existing queue (messages would move rows): create a new queue")
+            raise UsageError(f"queue {name}: {', '.join(sorted(moving))} change the queue's layout: use 'casque queue reshard {name}' "
+                             "(new sends use the new layout while the old rows drain)")
         current = await self.get(name, fresh=True)
         merged = settings_from_defaults(
             name,
@@ -143,6 +146,7 @@ def _from_row(r: Any) -> QueueSettings:
         name=r.name, shards=r.shards, buckets=r.buckets, bucket_seconds=r.bucket_seconds, lock_ttl_ms=r.lock_ttl_ms,
         timeout_ms=r.timeout_ms, max_attempts=r.max_attempts, retention_s=r.retention_s, max_payload_bytes=r.max_payload_bytes,
         priorities=frozenset(r.priorities or {0}), history=bool(r.history),
+        draining=tuple(tuple(layout[:3]) for layout in json.loads(r.draining)) if getattr(r, "draining", None) else (),
     )
 
 

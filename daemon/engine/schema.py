@@ -122,6 +122,7 @@ TABLES: dict[str, str] = {
 # Columns added after a table's first release: applied with ALTER TABLE, "already exists" ignored.
 MIGRATIONS: list[tuple[str, str, str]] = [
     ("queues", "history", "boolean"),
+    ("queues", "draining", "text"),  # JSON [[shards, buckets, bucket_seconds], ...]: layouts still draining after a reshard
 ]
 
 

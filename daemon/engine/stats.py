@@ -45,7 +45,7 @@ class QueueStats:
 async def queue_stats(cq: Casque, queue: str, now_ms: int | None = None, parallel: int = 32) -> QueueStats:
     qs = await cq.queues.get(queue, fresh=True)
     now = now_ms if now_ms is not None else cq.clock.now_ms()
-    st = QueueStats(queue=queue, shards=qs.shards, per_shard=[0] * qs.shards)
+    st = QueueStats(queue=queue, shards=qs.shards, per_shard=[0] * qs.span()[0])
     sem = asyncio.Semaphore(parallel)
     oldest: list[int] = []
 
@@ -66,7 +66,7 @@ async def queue_stats(cq: Casque, queue: str, now_ms: int | None = None, paralle
     st.poisoned = await cq.poison.count(queue)
     st.oldest_due_age_s = (now - min(oldest)) / 1000 if oldest else None
     total = sum(st.per_shard)
-    st.skew = round(max(st.per_shard) / (total / qs.shards), 3) if total else None
+    st.skew = round(max(st.per_shard) / (total / len(st.per_shard)), 3) if total else None
     st.acked_per_s, st.daemons = await _throughput(cq, queue, now)
     return st
 

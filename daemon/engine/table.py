@@ -106,10 +106,15 @@ def message_from_row(queue: str, bucket: int, shard: int, r: Any) -> Message:
 
 
 def all_rows(qs: QueueSettings) -> Iterable[tuple[int, int]]:
-    """Every (bucket, shard) row of a queue: bounded by buckets x shards, never a table scan."""
-    for bucket in range(qs.buckets):
-        for shard in range(qs.shards):
-            yield bucket, shard
+    """Every (bucket, shard) row of a queue, in its current layout and any layout still draining
+    after a reshard: bounded by buckets x shards per layout, never a table scan."""
+    seen: set[tuple[int, int]] = set()
+    for shards, buckets, _ in qs.layouts():
+        for bucket in range(buckets):
+            for shard in range(shards):
+                if (bucket, shard) not in seen:
+                    seen.add((bucket, shard))
+                    yield bucket, shard
 
 
 def lock_ttl_seconds(qs: QueueSettings) -> int:
