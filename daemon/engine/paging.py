@@ -34,7 +34,7 @@ async def page(db: Database, stmt: str | Statement, params: Sequence[Any] | None
     plain = isinstance(stmt, str)  # a string statement keeps its %s parameters; the others are bound here
     rf = db.session.execute_async(bound, params if plain else None, timeout=db.settings.request_timeout, paging_state=token)
     rows = await wrap_future(rf)
-    return Page(list(rows), rf._paging_state or None)
+    return Page(list(rows), rf.result().paging_state or None)  # done: result() returns at once
 
 
 async def pages(db: Database, stmt: str | Statement, params: Sequence[Any] | None = None, size: int = PAGE_SIZE) -> AsyncIterator[list[Any]]:

@@ -86,8 +86,9 @@ TABLES: dict[str, str] = {
           AND gc_grace_seconds = 3600
           AND compaction = {{'class': 'TimeWindowCompactionStrategy', 'compaction_window_unit': 'HOURS', 'compaction_window_size': 1}}
           AND comment = 'casque per-daemon statistics snapshots'""",
-    # The first history layout (one partition per queue and UTC day), no longer written: kept so
-    # an existing keyspace's rows stay readable until they expire; see message_history below.
+    # The first history layout (one partition per queue and UTC day): no longer written or read
+    # (see message_history below); still created so that applying the schema never drops a table
+    # with data in it. Its rows expire with their TTL.
     "history": """
         CREATE TABLE IF NOT EXISTS {ks}.history (
             queue text, day text, at bigint, id uuid, event text,
