@@ -50,6 +50,15 @@ async def test_one_holder_publishes_exact_numbers_then_hands_over(manual: Pair, 
     got = [queue_metrics.value(g, queue_name) for g in (queue_metrics.DEPTH, queue_metrics.SCHEDULED, queue_metrics.IN_FLIGHT,
                                                         queue_metrics.POISONED, queue_metrics.OLDEST_DUE_AGE)]
     assert got == [3, 3, 2, 1, s.oldest_due_age_s] and s.oldest_due_age_s >= 7.0
+    await cq.acker.ack(taken)
+    more = []
+    while not more:
+        more = await consumer.fetch(1)
+    clock.advance(1_000)
+    assert await a.tick() is True  # a second round reads with the cursors it remembered
+    s = await queue_stats(cq, queue_name)
+    got = [queue_metrics.value(g, queue_name) for g in (queue_metrics.DEPTH, queue_metrics.SCHEDULED, queue_metrics.IN_FLIGHT)]
+    assert got == [2, 3, 1] == [s.waiting_due, s.scheduled, s.in_flight]
     await a.stop()  # released at shutdown: the next bid wins at once, no TTL wait
     assert await b.tick() is True and b.published == {queue_name}
     assert await a.tick() is False

@@ -42,7 +42,12 @@ class QueueStats:
         return asdict(self)
 
 
-async def queue_stats(cq: Casque, queue: str, now_ms: int | None = None, parallel: int = 32) -> QueueStats:
+Cursors = dict[tuple[int, int], dict[int, int]]
+
+
+async def queue_stats(cq: Casque, queue: str, now_ms: int | None = None, parallel: int = 32, cursors: Cursors | None = None) -> QueueStats:
+    """Exact counts of one queue. ``cursors`` (kept by a caller that reads the queue repeatedly,
+    like the gauges) saves the cursor read of each row: one read per row and lane instead of two."""
     qs = await cq.queues.get(queue, fresh=True)
     now = now_ms if now_ms is not None else cq.clock.now_ms()
     st = QueueStats(queue=queue, shards=qs.shards, per_shard=[0] * qs.span()[0])
@@ -51,7 +56,7 @@ async def queue_stats(cq: Casque, queue: str, now_ms: int | None = None, paralle
 
     async def one_row(bucket: int, shard: int) -> None:
         async with sem:
-            rows = await live_rows(cq, qs, bucket, shard)
+            rows = await live_rows(cq, qs, bucket, shard, cursors)
         for r in rows:
             if r.state == STATE_IN_FLIGHT:
                 st.in_flight += 1
@@ -71,13 +76,26 @@ async def queue_stats(cq: Casque, queue: str, now_ms: int | None = None, paralle
     return st
 
 
-async def live_rows(cq: Casque, qs: QueueSettings, bucket: int, shard: int) -> list[Any]:
-    """Live messages of one row: read from each lane's cursor, so consumed history is never scanned."""
-    static = await cq.db.run(cq.table.read_cursors, [qs.name, bucket, shard])
-    cursors = dict(static[0].cursors or {}) if static else {}
+async def live_rows(cq: Casque, qs: QueueSettings, bucket: int, shard: int, known: Cursors | None = None) -> list[Any]:
+    """Live messages of one row: read from each lane's cursor, so consumed history is never scanned.
+    A cursor remembered from an earlier read is as good as the current one (nothing live is ever
+    behind a cursor; it only rescans what was consumed since), so with ``known`` it is not re-read."""
+    cursors = known.get((bucket, shard)) if known is not None else None
+    if cursors is None:
+        static = await cq.db.run(cq.table.read_cursors, [qs.name, bucket, shard])
+        cursors = dict(static[0].cursors or {}) if static else {}
     out: list[Any] = []
+    seen = dict(cursors)
+    safe = cq.clock.now_ms() - int(cq.settings.worker.clock_tolerance * 1000)
     for rank in qs.ranks():
-        out += await cq.db.run_all(cq.table.count_from, [qs.name, bucket, shard, rank, cursors.get(rank, 0)])
+        rows = await cq.db.run_all(cq.table.count_from, [qs.name, bucket, shard, rank, cursors.get(rank, 0)])
+        for r, value in (rows[0].cursors or {}).items() if rows else ():
+            seen[r] = max(seen.get(r, 0), value)
+        if not rows:  # nothing live in this lane: the consumers' own rule moves its cursor to now - tolerance
+            seen[rank] = max(seen.get(rank, 0), safe)
+        out += rows
+    if known is not None:
+        known[(bucket, shard)] = seen
     return out
 
 

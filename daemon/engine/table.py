@@ -60,7 +60,7 @@ class MessageTable:
         self.read_due = p(f"SELECT {_SELECT} FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ? AND due <= ? LIMIT ?")
         self.read_rank = p(f"SELECT {_SELECT} FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ? LIMIT ?")
         self.read_id = p(f"SELECT {_SELECT} FROM {t} WHERE {_PK} AND id = ? ALLOW FILTERING")
-        self.count_from = p(f"SELECT state, due FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ?")
+        self.count_from = p(f"SELECT cursors, state, due FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ?")
         self.set_cursor = p(f"UPDATE {t} SET cursors[?] = ? WHERE {_PK}")
         self.read_cursors = p(f"SELECT cursors FROM {t} WHERE {_PK} LIMIT 1")
         self.lock_write = p(f"INSERT INTO {t} (queue, bucket, shard, kind, rank, due, id, state) VALUES (?,?,?,0,0,?,?,?) USING TTL ?")

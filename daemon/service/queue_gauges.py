@@ -17,7 +17,7 @@ from daemon.base.errors import CasqueError
 from daemon.base.logs import get_logger
 from daemon.engine.client import Casque
 from daemon.engine.lease import Lease
-from daemon.engine.stats import queue_stats
+from daemon.engine.stats import Cursors, queue_stats
 
 log = get_logger("casque.queue_gauges")
 LEASE = "queue_gauges"
@@ -32,6 +32,8 @@ class QueueGauges:
         self.lease = Lease(cq.db, cq.settings.cassandra.keyspace, lease, holder, ttl_s=3 * interval)
         self.published: set[str] = set()
         self.rounds = 0
+        #: Each row's cursors as last seen: later rounds read one query per row and lane.
+        self.cursors: dict[str, Cursors] = {}
 
     async def run(self) -> None:
         try:
@@ -61,7 +63,7 @@ class QueueGauges:
         async def one(name: str) -> None:
             async with sem:
                 try:
-                    s = await queue_stats(self.cq, name, parallel=8)
+                    s = await queue_stats(self.cq, name, parallel=8, cursors=self.cursors.setdefault(name, {}))
                 except CasqueError as exc:  # e.g. deleted meanwhile: the others still count
                     log.warning("queue_gauge_failed", queue=name, error=str(exc))
                     return
@@ -69,6 +71,8 @@ class QueueGauges:
 
         await asyncio.gather(*(one(n) for n in names))
         queue_metrics.forget(self.published - set(names))
+        for gone in set(self.cursors) - set(names):
+            del self.cursors[gone]
         self.published = set(names)
         queue_metrics.UPDATED.set(time.time())
         queue_metrics.ROUND_SECONDS.set(time.monotonic() - started)
