@@ -7,9 +7,12 @@ once none is left in them."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import time
 import uuid
 from collections import Counter
+from pathlib import Path
 import pytest
 
 from daemon.base.errors import UsageError
@@ -17,6 +20,10 @@ from daemon.engine.client import Casque
 from daemon.engine.placement import row_of
 from daemon.engine.producer import Job
 from daemon.engine.reshard import finish, misplaced, reshard
+
+from .conftest import TEST_KEYSPACE
+
+ROOT = Path(__file__).resolve().parent.parent
 
 TOTAL = 6000
 
@@ -93,3 +100,24 @@ async def test_finish_waits_for_old_rows_and_new_sends_use_the_new_layout(cq: Ca
         await reshard(cq, queue_name, shards=5)
     with pytest.raises(UsageError, match="shards must be between 1 and 4096"):
         await reshard(cq, queue_name, shards=5000)
+
+
+async def test_update_points_at_reshard(cq: Casque, queue_name: str) -> None:
+    await cq.create_queue(queue_name, shards=2)
+    with pytest.raises(UsageError, match=f"use 'casque queue reshard {queue_name}'"):
+        await cq.queues.update(queue_name, shards=4)
+
+
+def test_cli_reshard_then_finish_says_when(tmp_path: Path, cq: Casque, queue_name: str) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[cassandra]\nkeyspace = "{TEST_KEYSPACE}"\n')
+
+    def casque(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "daemon.cli", "-c", str(cfg), *args], cwd=ROOT, capture_output=True, text=True)
+
+    assert casque("queue", "create", queue_name, "--shards", "2").returncode == 0
+    done = casque("queue", "reshard", queue_name, "--shards", "4")
+    assert done.returncode == 0, done.stderr
+    assert "new sends use 4 shards" in done.stdout and "draining 2x" in done.stdout
+    early = casque("queue", "reshard", queue_name, "--finish")
+    assert early.returncode == 2 and "wait" in early.stderr and len(early.stderr.strip().splitlines()) == 1
