@@ -15,15 +15,27 @@ from __future__ import annotations
 import os
 
 import dramatiq
+from dramatiq import Middleware
 from dramatiq.brokers.redis import RedisBroker
 
-from .peer_record import record
+from .peer_record import flush, record
 
 DB = 3  # Celery uses db 1, arq db 2 of the bench's Redis
 URL = f"redis://127.0.0.1:{os.environ.get('BENCH_REDIS_PORT', '6391')}/{DB}"
 QUEUE = "default"  # an actor's queue unless it names another: its messages sit in dramatiq:default(.msgs)
 
+
+
+class FlushSamples(Middleware):
+    """The bench's only addition: a worker process ends with ``os._exit`` (multiprocessing), so
+    peer_record's atexit hook never runs there; write the last samples when the worker stops."""
+
+    def after_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
+        flush()
+
+
 broker = RedisBroker(url=URL)
+broker.add_middleware(FlushSamples())
 dramatiq.set_broker(broker)
 
 

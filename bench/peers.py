@@ -247,7 +247,7 @@ class ProcrastinateDriver(PeerDriver):
         return {"version": _version("procrastinate"),
                 "broker": f"PostgreSQL 127.0.0.1:{PG_PORT} (synchronous_commit=off), PsycopgConnector, psycopg {_version('psycopg')} (binary)",
                 "worker": f"procrastinate worker --concurrency {self.concurrency}",
-                "settings": "defaults: LISTEN/NOTIFY, one job per fetch, delete_jobs=never, async task",
+                "settings": f"pool max_size={self.concurrency + 1} (concurrency + 1, as its docs size it for short jobs); defaults otherwise: LISTEN/NOTIFY, one job per fetch, delete_jobs=never; async task",
                 "producer": "task.batch_defer_async (one INSERT per 500 jobs), 4 senders on the connector's pool"}
 
     def worker_cmd(self) -> list[str]:
