@@ -1,5 +1,6 @@
 """Peer: procrastinate on PostgreSQL. The worker is its own CLI,
-``procrastinate --app=bench.peer_procrastinate.app worker --concurrency C``.
+``procrastinate --log-level=warning --app=bench.peer_procrastinate.app worker --concurrency C``
+(warning, as Celery's worker runs: at its default, info, procrastinate logs two lines per job).
 
 Configured as its quickstart and how-to guides do: an ``App`` on a ``PsycopgConnector`` (psycopg 3
 with its connection pool; psycopg's compiled implementation installed), the schema applied once

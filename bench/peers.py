@@ -246,12 +246,12 @@ class ProcrastinateDriver(PeerDriver):
     def config(self) -> dict[str, str]:
         return {"version": _version("procrastinate"),
                 "broker": f"PostgreSQL 127.0.0.1:{PG_PORT} (synchronous_commit=off), PsycopgConnector, psycopg {_version('psycopg')} (binary)",
-                "worker": f"procrastinate worker --concurrency {self.concurrency}",
+                "worker": f"procrastinate --log-level=warning worker --concurrency {self.concurrency}",
                 "settings": f"pool max_size={self.concurrency + 1} (concurrency + 1, as its docs size it for short jobs); defaults otherwise: LISTEN/NOTIFY, one job per fetch, delete_jobs=never; async task",
                 "producer": "task.batch_defer_async (one INSERT per 500 jobs), 4 senders on the connector's pool"}
 
     def worker_cmd(self) -> list[str]:
-        return [_bin("procrastinate"), "--app=bench.peer_procrastinate.app", "worker", "--concurrency", str(self.concurrency)]
+        return [_bin("procrastinate"), "--log-level=warning", "--app=bench.peer_procrastinate.app", "worker", "--concurrency", str(self.concurrency)]
 
     async def open(self) -> None:
         from . import peer_procrastinate
