@@ -304,7 +304,7 @@ async def run_peer(driver: PeerDriver, n: int, rate: float | None = None, label:
         server0 = cpu_seconds(driver.server_pids())
         worker0 = cpu_seconds(children_of(proc.pid))
         sent = await (send_fast(driver.send, n, senders=driver.senders) if rate is None else send_paced(driver.send, n, rate))
-        end = await _until_empty(driver, proc, max(180.0, n / 100), "run")
+        end = await _until_empty(driver, proc, max(180.0, n / 25), "run")  # procrastinate takes 30,000 at 100-300/s here
         worker_cpu = cpu_seconds(children_of(proc.pid)) - worker0
         server_cpu = cpu_seconds(driver.server_pids()) - server0
     finally:
