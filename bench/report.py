@@ -290,6 +290,7 @@ def repro() -> str:
         "python -m bench setup               # only install: bench/requirements.lock, redis-server, postgresql, cassandra-stress",
         "python -m bench --report-only       # re-render the report from bench/out/results-full.json",
         "python -m bench --only sched --daemon-option max_poll_interval=0.1   # a what-if: its own results file, never docs/",
+        "python -m bench --only peers --no-docs   # full size, one part, report in bench/out/report-full.md: docs/ keeps the full run",
         "```", "",
         "The bench installs what it needs itself: its hash-locked Python packages (bench/requirements.lock) into the running venv, "
         "Debian's redis-server and postgresql (as root, `apt-get update` first), cassandra-stress from Maven Central, and it starts the "
