@@ -25,7 +25,6 @@ URL = f"redis://127.0.0.1:{os.environ.get('BENCH_REDIS_PORT', '6391')}/{DB}"
 QUEUE = "default"  # an actor's queue unless it names another: its messages sit in dramatiq:default(.msgs)
 
 
-
 class FlushSamples(Middleware):
     """The bench's only addition: a worker process ends with ``os._exit`` (multiprocessing), so
     peer_record's atexit hook never runs there; write the last samples when the worker stops."""
