@@ -249,8 +249,11 @@ class Dispatcher:
     async def _still_wanted(self, m: Message, mlog: Any) -> bool:
         """A late occurrence under the 'skip' misfire policy is not run, nor is a keyed message whose
         key was cancelled or moved to another message after it was taken (so a cancelled schedule
-        never fires again, even with an occurrence already in flight)."""
-        if m.trigger and not triggers.should_run(triggers.Trigger.from_json(m.trigger), self.cq.clock.now_ms()):
+        never fires again, even with an occurrence already in flight). Misfire judges an
+        occurrence's first delivery only: a retry or a redelivery after a timeout is late because
+        it failed, not because no daemon ran, so it always runs."""
+        first_delivery = m.attempt <= 1
+        if m.trigger and first_delivery and not triggers.should_run(triggers.Trigger.from_json(m.trigger), self.cq.clock.now_ms()):
             mlog.warning("misfire_skipped", fire_ms=m.trigger.get("fire_ms"), late_ms=self.cq.clock.now_ms() - int(m.trigger.get("fire_ms", 0)))
             return False
         if not m.key:
