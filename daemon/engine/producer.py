@@ -19,6 +19,7 @@ from daemon.base.clock import Clock
 from daemon.engine.db import Database
 from daemon.base.durations import parse_duration
 from daemon.base.errors import KeyConflict, StorageUnavailable, UsageError
+from daemon.engine.chain import same_schedule
 from daemon.engine.keys import KeyEntry, KeyStore
 from daemon.engine.lookup import Lookup
 from daemon.base.model import Message, QueueSettings, check_headers, check_key, check_priority, check_task_name, encode_payload
@@ -121,7 +122,7 @@ class Producer:
                 return holder.id
             if not stale and policy == "error":
                 raise KeyConflict(f"key '{m.key}' in queue '{qs.name}' already names message {holder.id}: use on_conflict='replace' or 'keep', or cancel it first")
-            if _same_schedule(holder, m):  # the same schedule sent again: it updates itself in place
+            if same_schedule(holder, m.trigger):  # the same schedule sent again: it updates itself in place
                 await self._resend_same(qs, m, holder, now)
                 return m.id
             if await self.keys.repoint(entry, holder.id):
@@ -164,11 +165,6 @@ class Producer:
             await self.lookup.cancel_id(queue, message_id)
         except Exception:  # already finished or gone: replacing it is then already done
             pass
-
-
-def _same_schedule(holder: KeyEntry, m: Message) -> bool:
-    """Does the key already name an occurrence of this very schedule (same deterministic origin)?"""
-    return bool(m.trigger and holder.trigger and holder.trigger.get("origin") == m.trigger.get("origin"))
 
 
 def due_time(job: Job, now_ms: int) -> int:

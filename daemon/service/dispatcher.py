@@ -21,7 +21,8 @@ from daemon.engine.client import Casque
 from daemon.base.config import WorkerSettings
 from daemon.engine.consumer import Consumer
 from daemon.base.errors import CasqueError
-from daemon.engine import triggers
+from daemon.engine import chain, triggers
+from daemon.base.crashpoints import crash_point
 from daemon.service.handler import Context, Poison, Retry
 from daemon.base.logs import debug_enabled, get_logger
 from daemon.base.model import Message
@@ -262,8 +263,7 @@ class Dispatcher:
             entry = await self.cq.keys.get(m.queue, m.key)
         except CasqueError:
             return True  # can't tell: at-least-once says run it
-        same_schedule = bool(m.trigger and entry and entry.trigger and entry.trigger.get("origin") == m.trigger.get("origin"))
-        if entry is not None and (entry.id == m.id or same_schedule):
+        if entry is not None and (entry.id == m.id or chain.same_schedule(entry, m.trigger)):
             return True
         mlog.info("message_cancelled", key=m.key, reason="its key was cancelled or now names another message")
         return False
@@ -311,6 +311,8 @@ class Dispatcher:
             await self._retry_or_poison(consumer, spec, m, mlog, None, exc, started)
         else:
             duration = time.monotonic() - started
+            if m.trigger:
+                crash_point("schedule.ran")
             self.acks.add(m)
             self._count(m, "acked")
             self.observe("acked", m, duration)
