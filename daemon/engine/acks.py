@@ -90,7 +90,11 @@ class Acker:
         m.due_ms = m.copy_due_ms = now + int(seconds * 1000)
         batch = self._move(m, old_due, now, qs.retention_s)
         ts = after(m.write_ts, now_us=self.db.next_timestamp())
-        await self.db.run(batch, timestamp=ts)
+        try:
+            await self.db.run(batch, timestamp=ts)
+        except BaseException:  # not known to be moved: assume the earlier due time (the safe side)
+            m.due_ms = m.copy_due_ms = old_due
+            raise
         m.write_ts = ts
 
     def _move(self, m: Message, old_due: int, now: int, retention_s: int) -> Any:

@@ -84,6 +84,9 @@ class Consumer:
         self.rows: dict[tuple[int, int], RowState] = {}
         self.stats = ConsumerStats()
         self._next_shard: dict[int, int] = {}
+        #: How long past its timeout a taken message stays invisible: the dispatcher's margin for
+        #: clock skew (service/visibility.py); 0 for other consumers.
+        self.hold_ms = 0
 
     def expect(self, bucket: int, shard: int, due_ms: int) -> None:
         """A hint from this process: something in this row becomes due at ``due_ms`` (a retry or
@@ -251,7 +254,7 @@ class Consumer:
             m.scheduled_ms = (m.trigger or {}).get("fire_ms") or m.due_ms
             m.attempt += 1
             m.state = STATE_IN_FLIGHT
-            m.due_ms = m.copy_due_ms = now + m.timeout_ms
+            m.due_ms = m.copy_due_ms = now + m.timeout_ms + self.hold_ms
             batch.add(self.table.insert_message(m, now, qs.retention_s))
             delivered.append(m)
         for rank in ranks:
