@@ -114,3 +114,29 @@ async def test_a_sync_handler_past_its_timeout_is_not_run_again_while_its_thread
     assert not lost and not doubled and all(n == 1 for n in starts.values())
     assert overran == 4
     assert await cq.peek(queue_name) == []  # acked once the thread returned
+
+
+async def test_a_late_retry_writes_no_second_copy_next_to_another_consumers_take(manual, queue_name: str) -> None:
+    """A retry written after the timeout column may already be due on a faster clock would leave a
+    second live copy beside the one another consumer took: it is not written (the message comes
+    back through its timeout column, which counts the attempt)."""
+    import time
+
+    from daemon import Backoff, Handler
+    from daemon.service.dispatcher import Dispatcher
+    from daemon.service.registry import Registry, TaskSpec
+
+    from .test_engine import drain
+    from .test_schedules import dispatcher_log
+
+    cq, clock = manual
+    await cq.create_queue(queue_name, timeout=10)
+    dispatcher = Dispatcher(cq, Registry(), cq.settings.worker, [queue_name])
+    mid = await cq.send(queue_name, "t", None)
+    [m] = await drain(dispatcher.consumers[queue_name])
+    clock.advance(m.copy_due_ms - clock.now_ms())  # its column falls due (as a clock ahead by the tolerance sees sooner)
+    [taken] = await drain(cq.consumer(queue_name))  # another consumer takes it
+    spec = TaskSpec("t", Handler, queue_name, None, None, Backoff(), None)
+    await dispatcher._retry_or_poison(dispatcher.consumers[queue_name], spec, m, dispatcher_log(), 0.0, RuntimeError("late"), time.monotonic())
+    copies = [x for x in await cq.peek(queue_name, 10) if str(x.id) == mid]
+    assert [(x.state, x.due_ms) for x in copies] == [(1, taken.copy_due_ms)]  # only the other consumer's timeout column
