@@ -15,6 +15,8 @@ import signal
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from daemon.engine.client import Casque
 from daemon.engine.producer import Job
 
@@ -66,36 +68,30 @@ async def test_two_daemons_with_clocks_3s_apart_run_each_message_once(cq: Casque
     assert len(by_pid) == 2  # both daemons took part
 
 
-async def test_waiting_for_a_concurrency_slot_does_not_time_messages_out(cq: Casque, queue_name: str, tmp_path: Path) -> None:
+WAITS = {
+    "concurrency_slot": ("test.sync_one_at_a_time", 0.5, 24, {"consumers": 1}),  # 12 s of work, one at a time
+    "sync_thread": ("test.sync_sleep", 1.5, 32, {"consumers": 2, "sync_threads": 8, "batch_size": 40}),  # 4 rounds of 8 threads
+}
+
+
+@pytest.mark.parametrize("wait", sorted(WAITS))
+async def test_waiting_to_start_does_not_time_messages_out(cq: Casque, queue_name: str, tmp_path: Path, wait: str) -> None:
+    """Messages taken in one batch wait for a concurrency slot or a sync thread far longer than
+    their 3 s timeout: none may be timed out, expired or poisoned before it ran, none run twice."""
+    task, seconds, count, worker = WAITS[wait]
     await cq.create_queue(queue_name, shards=1, timeout=3, max_attempts=2)
-    ids = await cq.send_many(queue_name, [Job("test.sync_one_at_a_time", 0.5) for _ in range(24)])  # 12 s of work, one at a time
+    ids = await cq.send_many(queue_name, [Job(task, seconds) for _ in range(count)])
     record = tmp_path / "record.txt"
-    d = start_daemon(write_config(tmp_path / "c.toml", TEST_KEYSPACE, [queue_name], consumers=1), record, tmp_path / "log")
+    d = start_daemon(write_config(tmp_path / "c.toml", TEST_KEYSPACE, [queue_name], **worker), record, tmp_path / "log")
     try:
-        await until(lambda: not ledger(record, ids)[0], 120, "all 24 run", d)
+        await until(lambda: not ledger(record, ids)[0], 120, f"all {count} run", d)
     finally:
         await stop(d)
     lost, doubled = ledger(record, ids)
     events = count_events(d, "message_timed_out", "message_expired_before_start", "message_poisoned")
     poisoned = await cq.poison.count(queue_name)
-    print(f"messages={len(ids)} lost={len(lost)} duplicated={len(doubled)} poisoned={poisoned} {dict(events)}")
+    print(f"wait={wait} messages={count} lost={len(lost)} duplicated={len(doubled)} poisoned={poisoned} {dict(events)}")
     assert not lost and not doubled and poisoned == 0 and not events
-
-
-async def test_waiting_for_a_sync_thread_does_not_time_messages_out(cq: Casque, queue_name: str, tmp_path: Path) -> None:
-    await cq.create_queue(queue_name, shards=1, timeout=3, max_attempts=2)
-    ids = await cq.send_many(queue_name, [Job("test.sync_sleep", 1.5) for _ in range(32)])  # 4 rounds of 8 threads
-    record = tmp_path / "record.txt"
-    d = start_daemon(write_config(tmp_path / "c.toml", TEST_KEYSPACE, [queue_name], consumers=2, sync_threads=8, batch_size=40),
-                     record, tmp_path / "log")
-    try:
-        await until(lambda: not ledger(record, ids)[0], 120, "all 32 run", d)
-    finally:
-        await stop(d)
-    lost, doubled = ledger(record, ids)
-    events = count_events(d, "message_timed_out", "message_expired_before_start", "message_poisoned")
-    print(f"messages={len(ids)} lost={len(lost)} duplicated={len(doubled)} {dict(events)}")
-    assert not lost and not doubled and not events
 
 
 async def test_a_sync_handler_past_its_timeout_is_not_run_again_while_its_thread_runs(cq: Casque, queue_name: str, tmp_path: Path) -> None:
