@@ -192,6 +192,21 @@ async def test_replay_all_leaves_a_newer_keyed_message_alone(manual: Pair, queue
     assert [str(r.id) for r in await cq.poison.list(queue_name)] == [old]  # the old one is kept, not lost
 
 
+async def test_cli_replay_all_keeps_the_newer_keyed_message_and_says_why(cq: Casque, queue_name: str, tmp_path: Path) -> None:
+    await cq.create_queue(queue_name)
+    await cq.send(queue_name, "t", "old", key="order:9")
+    await poison_one(cq, queue_name)
+    new = await cq.send(queue_name, "t", "new", key="order:9")
+    cfg = write_config(tmp_path / "c.toml", TEST_KEYSPACE, [queue_name])
+    done = subprocess.run([sys.executable, "-m", "daemon.cli", "-c", str(cfg), "poison", "replay", queue_name, "--all"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 1
+    assert f"its key 'order:9' now names newer message {new}" in done.stderr and "replayed 0 messages" in done.stdout
+    current = await cq.get(queue_name, key="order:9")
+    assert current is not None and str(current.id) == new and current.payload == "new"
+    assert await cq.poison.count(queue_name) == 1
+
+
 async def test_replay_of_a_keyed_message_whose_key_is_free_sends_it_with_its_key(manual: Pair, queue_name: str) -> None:
     cq, clock = manual
     await cq.create_queue(queue_name)
