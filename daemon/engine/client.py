@@ -24,9 +24,9 @@ from daemon.engine.keys import KeyEntry, KeyStore
 from daemon.base.logs import get_logger
 from daemon.engine.lookup import Lookup
 from daemon.base.model import Message, QueueSettings
-from daemon.engine.placement import id_due_ms, parse_id
+from daemon.engine.placement import parse_id
 from daemon.engine.poison import PoisonStore
-from daemon.engine.producer import Job, OnConflict, Producer
+from daemon.engine.producer import Job, OnConflict, Producer, first_due
 from daemon.engine.queues import QueueStore, settings_from_defaults
 from daemon.engine.table import MessageTable
 from daemon.engine.triggers import make_trigger, upcoming
@@ -116,8 +116,9 @@ class Casque:
         elif tz is not None or times is not None or until is not None or cron_format is not None:
             raise UsageError("tz, times, until and cron_format only apply to schedules: add every=... or cron=...")
         job = Job(task, payload, delay, at, priority, timeout, max_attempts, headers or {}, key, on_conflict, schedule)
+        now = self.clock.now_ms()
         mid = await self.producer.send(queue, job)
-        fires = upcoming(schedule, id_due_ms(uuid.UUID(mid))) if schedule is not None else []
+        fires = upcoming(schedule, first_due(job, now)) if schedule is not None else []
         return Sent(mid, [datetime.fromtimestamp(ms / 1000, tz=timezone.utc) for ms in fires])
 
     async def schedules(self, queue: str, limit: int | None = None, after: str = "") -> list[tuple[KeyEntry, Message | None]]:
