@@ -36,7 +36,7 @@ async def test_identical_schedule_sent_twice_leaves_one_live_schedule(manual: Pa
     cq, clock = manual
     await cq.create_queue(queue_name)
     at = (clock.now_ms() // 10_000 * 10_000 + 20_000) / 1000  # a whole 10 s: both kinds fire on it
-    trig = {"every": "10s"} if kind == "every" else {"cron": "* * * * * */10"}
+    trig = {"every": "10s"} if kind == "every" else {"cron": "* * * * * */10", "cron_format": "croniter"}
     first = await cq.send(queue_name, "t", {"v": 1}, at=at, key="deploy", **trig)
     second = await cq.send(queue_name, "t", {"v": 1}, at=at, key="deploy", **trig)
     assert first == second  # same key, same first fire time: the same deterministic id
