@@ -100,8 +100,8 @@ async def cmd_queues(cq: Casque, args: argparse.Namespace) -> int:
     queues = await cq.queues.list()
     data = [q.__dict__ | {"priorities": sorted(q.priorities)} for q in queues]
     rows = [[q.name, str(q.shards), str(q.buckets), f"{q.bucket_seconds}s", format_duration(q.timeout_ms / 1000), str(q.max_attempts),
-             format_duration(q.retention_s)] for q in queues]
-    emit(args, data, rows, ["QUEUE", "SHARDS", "BUCKETS", "BUCKET", "TIMEOUT", "ATTEMPTS", "RETENTION"])
+             format_duration(q.retention_s), ", ".join(f"{s}x{b}x{bs}s" for s, b, bs in q.draining) or "-"] for q in queues]
+    emit(args, data, rows, ["QUEUE", "SHARDS", "BUCKETS", "BUCKET", "TIMEOUT", "ATTEMPTS", "RETENTION", "DRAINING"])
     return 0
 
 
