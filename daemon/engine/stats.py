@@ -42,29 +42,46 @@ class QueueStats:
         return asdict(self)
 
 
-async def queue_stats(cq: Casque, queue: str, now_ms: int | None = None, parallel: int = 32) -> QueueStats:
-    qs = await cq.queues.get(queue, fresh=True)
-    now = now_ms if now_ms is not None else cq.clock.now_ms()
-    st = QueueStats(queue=queue, shards=qs.shards, per_shard=[0] * qs.shards)
+@dataclass
+class Depth:
+    """Live messages of a queue at one moment, counted exactly from its shard rows."""
+
+    waiting_due: int = 0
+    scheduled: int = 0
+    in_flight: int = 0
+    oldest_due_ms: int | None = None
+    per_shard: list[int] = field(default_factory=list)
+
+
+async def count_depth(cq: Casque, qs: QueueSettings, now: int, parallel: int = 32) -> Depth:
+    """Read every shard row from its cursors (buckets x shards reads) and count what is live."""
+    d = Depth(per_shard=[0] * qs.shards)
     sem = asyncio.Semaphore(parallel)
-    oldest: list[int] = []
 
     async def one_row(bucket: int, shard: int) -> None:
         async with sem:
             rows = await live_rows(cq, qs, bucket, shard)
         for r in rows:
             if r.state == STATE_IN_FLIGHT:
-                st.in_flight += 1
+                d.in_flight += 1
             elif r.due <= now:
-                st.waiting_due += 1
-                oldest.append(r.due)
+                d.waiting_due += 1
+                d.oldest_due_ms = r.due if d.oldest_due_ms is None else min(d.oldest_due_ms, r.due)
             else:
-                st.scheduled += 1
-        st.per_shard[shard] += len(rows)
+                d.scheduled += 1
+        d.per_shard[shard] += len(rows)
 
     await asyncio.gather(*(one_row(b, s) for b, s in all_rows(qs)))
+    return d
+
+
+async def queue_stats(cq: Casque, queue: str, now_ms: int | None = None, parallel: int = 32) -> QueueStats:
+    qs = await cq.queues.get(queue, fresh=True)
+    now = now_ms if now_ms is not None else cq.clock.now_ms()
+    d = await count_depth(cq, qs, now, parallel)
+    st = QueueStats(queue=queue, waiting_due=d.waiting_due, scheduled=d.scheduled, in_flight=d.in_flight, shards=qs.shards, per_shard=d.per_shard)
     st.poisoned = await cq.poison.count(queue)
-    st.oldest_due_age_s = (now - min(oldest)) / 1000 if oldest else None
+    st.oldest_due_age_s = (now - d.oldest_due_ms) / 1000 if d.oldest_due_ms is not None else None
     total = sum(st.per_shard)
     st.skew = round(max(st.per_shard) / (total / qs.shards), 3) if total else None
     st.acked_per_s, st.daemons = await _throughput(cq, queue, now)
