@@ -73,12 +73,12 @@ def series(rows: list[Any], now_ms: int, window_ms: int = 3_600_000, step_ms: in
     depth: list[tuple[int, int, int, int] | None] = [None] * steps  # (at, waiting, scheduled, in flight), latest in the step
     for points in _by_daemon(rows).values():
         for prev, cur in zip(points, points[1:]):
-            i = (cur.at - start) // step_ms
+            i = (cur.at - start - 1) // step_ms  # step i covers (start + i*step, start + (i+1)*step]
             if 0 <= i < steps and cur.at > prev.at:
                 acked[i] += max(0, (cur.acked or 0) - (prev.acked or 0))
                 poisoned[i] += max(0, (cur.poisoned or 0) - (prev.poisoned or 0))
         for r in points:
-            i = (r.at - start) // step_ms
+            i = (r.at - start - 1) // step_ms
             if 0 <= i < steps and r.depth_waiting is not None and (depth[i] is None or depth[i][0] < r.at):
                 depth[i] = (r.at, r.depth_waiting, r.depth_scheduled or 0, r.depth_in_flight or 0)
     out: list[Point] = []
