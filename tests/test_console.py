@@ -256,7 +256,7 @@ async def test_chart_draws_depth_and_rates_from_the_stats_rows(cq: Casque, admin
     samples, now = Samples(cq.db, TEST_KEYSPACE), cq.clock.now_ms()
     # one daemon, 3 minutes: depth 100 -> 80 -> 50 while it acks 30 then 40 (so 10 then 10 were sent)
     for i, (acked, depth) in enumerate([(0, 100), (30, 80), (70, 50)]):
-        await samples.write(queue_name, now - (2 - i) * 60_000, "h:1", Counters(acked=acked), 0, (depth, 0, 0))
+        await samples.write(queue_name, now - (2 - i) * 60_000, "h:1", Counters(acked=acked), 0, 0, 0, (depth, 0, 0))
     rows = await samples.read(queue_name, now - 3_600_000)
     points = [p for p in series(rows, now) if p.waiting is not None]
     assert [p.waiting for p in points] == [100, 80, 50]
@@ -268,11 +268,17 @@ async def test_chart_draws_depth_and_rates_from_the_stats_rows(cq: Casque, admin
 
 
 async def test_daemons_page_shows_a_running_daemons_heartbeat(cq: Casque, admin: httpx.AsyncClient, queue_name: str, tmp_path: Path) -> None:
+    await cq.create_queue(queue_name)
+    for i in range(3):
+        await cq.send(queue_name, "test.record", i, delay="1h")
     cfg = write_config(tmp_path / "c.toml", TEST_KEYSPACE, [queue_name], consumers=3)
     d = start_daemon(cfg, tmp_path / "rec", tmp_path / "log")
     beats = Heartbeats(cq.db, TEST_KEYSPACE)
     try:
         await until(lambda: _beating(beats, d.proc.pid), 60, "a heartbeat row", d)
+        # its first stats row carries the queue's depth, counted from the shard rows
+        rows = await Samples(cq.db, TEST_KEYSPACE).read(queue_name, 0)
+        assert [(r.depth_waiting, r.depth_scheduled, r.depth_in_flight) for r in rows if r.depth_waiting is not None] == [(0, 3, 0)]
         page = await admin.get("/daemons")
         row = re.search(rf"<td class=\"n\">{d.proc.pid}</td>.*?</tr>", page.text, re.S)
         assert row and queue_name in row.group(0) and '<td class="n">3</td>' in row.group(0) and "(stale)" not in row.group(0)

@@ -103,22 +103,24 @@ class Page:
             await self.page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=True)
 
 
-@pytest.fixture
-async def admin_page(browser: object, console_url: str) -> AsyncIterator[Page]:
-    ctx = await browser.new_context(http_credentials={"username": "admin", "password": ADMIN_PW}, viewport={"width": 1280, "height": 900})
-    page = Page(await ctx.new_page(), console_url)
+async def _logged_in(browser: object, url: str, user: str, password: str) -> AsyncIterator[Page]:
+    ctx = await browser.new_context(http_credentials={"username": user, "password": password}, viewport={"width": 1280, "height": 900})
+    page = Page(await ctx.new_page(), url)
     yield page
     await ctx.close()
-    assert page.errors == [], page.errors
+    assert page.errors == [], page.errors  # no console errors, no uncaught exceptions
+
+
+@pytest.fixture
+async def admin_page(browser: object, console_url: str) -> AsyncIterator[Page]:
+    async for page in _logged_in(browser, console_url, "admin", ADMIN_PW):
+        yield page
 
 
 @pytest.fixture
 async def viewer_page(browser: object, console_url: str) -> AsyncIterator[Page]:
-    ctx = await browser.new_context(http_credentials={"username": "viewer", "password": VIEWER_PW}, viewport={"width": 1280, "height": 900})
-    page = Page(await ctx.new_page(), console_url)
-    yield page
-    await ctx.close()
-    assert page.errors == [], page.errors
+    async for page in _logged_in(browser, console_url, "viewer", VIEWER_PW):
+        yield page
 
 
 async def test_a_message_sent_from_the_console_appears_in_the_counts_and_peek_shows_its_payload(

@@ -38,13 +38,14 @@ class Point:
 
 @dataclass
 class Counters:
+    """A daemon's cumulative counts for one queue (the dispatcher keeps them; the stats row stores them)."""
+
     received: int = 0
     acked: int = 0
     retried: int = 0
     poisoned: int = 0
     timed_out: int = 0
-    contention: int = 0
-    empty_polls: int = 0
+    failed_acks: int = 0
 
 
 class Samples:
@@ -54,10 +55,11 @@ class Samples:
         self._write = db.prepare(f"INSERT INTO {t} ({_COLS}, queue) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
         self._read = db.prepare(f"SELECT {_COLS} FROM {t} WHERE queue = ? AND at >= ?")
 
-    async def write(self, queue: str, at: int, daemon: str, c: Counters, in_flight: int, depth: tuple[int, int, int] | None = None) -> None:
+    async def write(self, queue: str, at: int, daemon: str, c: Counters, contention: int, empty_polls: int, in_flight: int,
+                    depth: tuple[int, int, int] | None = None) -> None:
         """One stats row; ``depth`` (waiting, scheduled, in flight) only when sampled (never a null)."""
         w, s, f = depth if depth is not None else (UNSET_VALUE,) * 3
-        await self.db.run(self._write, [at, daemon, c.received, c.acked, c.retried, c.poisoned, c.timed_out, c.contention, c.empty_polls,
+        await self.db.run(self._write, [at, daemon, c.received, c.acked, c.retried, c.poisoned, c.timed_out, contention, empty_polls,
                                         in_flight, w, s, f, queue])
 
     async def read(self, queue: str, since_ms: int) -> list[Any]:

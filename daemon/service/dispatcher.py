@@ -26,20 +26,11 @@ from daemon.service.handler import Context, Poison, Retry
 from daemon.base.logs import debug_enabled, get_logger
 from daemon.base.model import Message
 from daemon.service.registry import Registry, TaskSpec
+from daemon.engine.samples import Counters
 
 log = get_logger("casque.dispatcher")
 START_MARGIN_MS = 500
 EXTEND_SLACK_MS = 2000
-
-
-@dataclass
-class Counters:
-    received: int = 0
-    acked: int = 0
-    retried: int = 0
-    poisoned: int = 0
-    timed_out: int = 0
-    failed_acks: int = 0
 
 
 class AckBuffer:

@@ -30,7 +30,7 @@ from daemon.base.logs import configure_logging, get_logger
 from daemon.service.registry import Registry, registry as default_registry
 from daemon.service.sdnotify import Notifier
 from daemon.engine.heartbeats import Heartbeats, this_process
-from daemon.engine.samples import DEPTH_EVERY_S, Counters, Samples
+from daemon.engine.samples import DEPTH_EVERY_S, Samples
 from daemon.engine.stats import STATS_EVERY_S, count_depth, daemon_id
 
 log = get_logger("casque.worker")
@@ -152,8 +152,7 @@ class Worker:
                 if sample_depth:
                     d = await count_depth(self.cq, qs, now)
                     depth = (d.waiting_due, d.scheduled, d.in_flight)
-                await self.samples.write(q, now, self.daemon, Counters(c.received, c.acked, c.retried, c.poisoned, c.timed_out,
-                                                                       cs.contention, cs.empty_polls), len(self.dispatcher.tasks), depth)
+                await self.samples.write(q, now, self.daemon, c, cs.contention, cs.empty_polls, len(self.dispatcher.tasks), depth)
             if sample_depth:
                 self._depth_at = now
             self.heartbeat.heartbeat, self.heartbeat.in_flight = now, len(self.dispatcher.tasks)
