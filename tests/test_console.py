@@ -6,8 +6,15 @@ reading Cassandra afterwards, not by trusting the page.
 
 from __future__ import annotations
 
+import base64
+import os
 import re
 import signal
+import socket
+import subprocess
+import sys
+import urllib.error
+import urllib.request
 import uuid
 from pathlib import Path
 from typing import AsyncIterator
@@ -24,7 +31,7 @@ from daemon.engine.samples import Counters, Samples, recent_rates, series
 from daemon.http.console import build_console
 
 from .conftest import TEST_KEYSPACE
-from .support.daemonproc import start_daemon, until, write_config
+from .support.daemonproc import ROOT, start_daemon, until, wait_for, write_config
 
 ADMIN, VIEWER = ("admin", "admin-pw"), ("viewer", "viewer-pw")
 
@@ -120,13 +127,15 @@ async def test_queue_list_pages_by_token_and_never_repeats(cq: Casque, admin: ht
 
 async def test_queue_page_peeks_without_consuming(cq: Casque, admin: httpx.AsyncClient, queue_name: str) -> None:
     await cq.create_queue(queue_name)
-    mid = await cq.send(queue_name, "peeked.task", {"visible": "yes-please"}, key="k1")
+    mid = await cq.send(queue_name, "peeked.task", {"visible": "yes-please", "html": "<script>alert(1)</script>"}, key="k1")
     for _ in range(2):
         page = await admin.get(f"/queues/{queue_name}")
         assert page.status_code == 200 and mid in page.text and "yes-please" in page.text
+        assert "<script>alert(1)" not in page.text  # payloads are data, escaped
     assert [str(m.id) for m in await cq.peek(queue_name)] == [mid]  # still there: peeking took nothing
     detail = await admin.get(f"/queues/{queue_name}/messages/{mid}")
     assert "peeked.task" in detail.text and "yes-please" in detail.text and "k1" in detail.text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in detail.text
 
 
 async def test_message_page_shows_history_for_queues_that_keep_it(cq: Casque, admin: httpx.AsyncClient, queue_name: str) -> None:
@@ -289,3 +298,46 @@ async def test_daemons_page_shows_a_running_daemons_heartbeat(cq: Casque, admin:
 
 async def _beating(beats: Heartbeats, pid: int) -> Heartbeat | None:
     return next((h for h in await beats.list() if h.pid == pid), None)
+
+
+def test_casque_web_makes_a_password_when_none_is_set_and_listens_on_loopback(settings: object, tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[cassandra]\nkeyspace = "{TEST_KEYSPACE}"\n[log]\nformat = "json"\n')
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CASQUE_CONSOLE__")} | {"PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "daemon.cli", "-c", str(cfg), "web", "--port", str(port)], cwd=ROOT, env=env,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stderr.readline()
+        found = re.search(r"log in as admin / (\S+)", line)
+        assert found, line
+        url = f"http://127.0.0.1:{port}/queues"
+        wait_for(lambda: _status(url, ("admin", found.group(1))) == 200, 60, "the console to answer")
+        assert _status(url, None) == 401 and _status(url, ("admin", "guess")) == 401
+        served = re.search(r'"url": "http://([^:]+):', proc.stderr.readline())
+        assert served and served.group(1) == "127.0.0.1"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_casque_web_rejects_a_bad_root_path_in_one_line(tmp_path: Path) -> None:
+    r = subprocess.run([sys.executable, "-m", "daemon.cli", "web", "--root-path", "casque/"], cwd=ROOT, capture_output=True, text=True,
+                       env=dict(os.environ) | {"PYTHONPATH": str(ROOT)})
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "must start with '/'" in r.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _status(url: str, auth: tuple[str, str] | None) -> int:
+    headers = {"Authorization": "Basic " + base64.b64encode(":".join(auth).encode()).decode()} if auth else {}
+    try:
+        return urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=2).status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return 0
