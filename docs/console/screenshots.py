@@ -67,6 +67,8 @@ async def main(minutes: float) -> None:
         await cq.create_queue(name, if_missing=True)
     await cq.send("reports", "demo.report", {"user": 42}, cron="0 9 * * *", tz="Europe/Berlin", key="digest:42", on_conflict="replace")
     await cq.send("reports", "demo.report", {"team": "ops"}, every="15m", key="ops-summary", on_conflict="replace")
+    await cq.send("emails", "demo.greet", {"name": "Ada", "to": "ada@example.org", "template": "welcome"}, delay="1h", priority=5,
+                  key="welcome:ada", headers={"trace_id": "4bf92f3577b34da6", "sent_by": "signup-service"}, on_conflict="replace")
     cfg = OUT / ".shots.toml"
     cfg.write_text(f'[cassandra]\nkeyspace = "{KEYSPACE}"\n[queue_defaults]\nshards = 4\nbuckets = 6\n'
                    '[worker]\nqueues = ["emails", "thumbnails", "reports"]\nconsumers = 2\nhandler_modules = ["handlers.examples"]\n'
@@ -94,11 +96,11 @@ async def shoot(cq: Casque, url: str) -> None:
         ctx = await browser.new_context(http_credentials={"username": "admin", "password": PASSWORD}, viewport={"width": 1280, "height": 800})
         page = await ctx.new_page()
         poisoned = await cq.poison.list("emails", 1)
-        peeked = await cq.peek("emails", 1)
+        welcome = await cq.get("emails", key="welcome:ada")
         pages = {"queues": "/queues", "queue": "/queues/emails", "poison": "/queues/emails/poison",
                  "schedules": "/queues/reports/schedules", "daemons": "/daemons"}
-        if peeked:
-            pages["message"] = f"/queues/emails/messages/{peeked[0].id}"
+        if welcome:
+            pages["message"] = f"/queues/emails/messages/{welcome.id}"
         if poisoned:
             pages["poisoned"] = f"/queues/emails/poison/{poisoned[0].id}"
         for name, path in pages.items():

@@ -105,7 +105,7 @@ async def message(request: Request) -> Response:
     history = []
     if qs.history:
         history = await History(cq.db, cq.settings.cassandra.keyspace, cq.queues).read(name, cq.clock.now_ms(), message_id=mid)
-    return render(request, "message.html", {"qs": qs, "m": m, "history": history})
+    return render(request, "message.html", {"qs": qs, "m": m, "history": history, "now": cq.clock.now_ms()})
 
 
 async def poison(request: Request) -> Response:

@@ -27,8 +27,16 @@ def pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
 
 
-def state(value: int) -> str:
-    return "in flight" if value else "waiting"
+def state(m: Any, now_ms: int) -> str:
+    """What an operator calls a stored message: taken (in flight), due (waiting) or not yet due."""
+    if m.state:
+        return "in flight"
+    return "scheduled" if m.due_ms > now_ms else "waiting"
 
 
-FILTERS = {"iso": iso, "age": age, "rate": rate, "pretty": pretty, "trigger": describe_trigger, "duration": format_duration, "state": state}
+def error_line(r: Any) -> str:
+    """A poisoned message's error as one line, its type named once (the stored text may start with it)."""
+    return r.error if r.error.startswith(r.error_type) else f"{r.error_type}: {r.error}"
+
+
+FILTERS = {"error_line": error_line, "iso": iso, "age": age, "rate": rate, "pretty": pretty, "trigger": describe_trigger, "duration": format_duration, "state": state}
