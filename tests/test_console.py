@@ -341,3 +341,15 @@ def _status(url: str, auth: tuple[str, str] | None) -> int:
         return exc.code
     except OSError:
         return 0
+
+
+def test_templates_and_static_files_ship_in_the_package() -> None:
+    import tomllib
+    from fnmatch import fnmatch
+
+    globs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["daemon"]
+    files = [f for f in (ROOT / "daemon/http/console").rglob("*") if f.is_file() and f.suffix not in (".py", ".pyc")]
+    assert files
+    for f in files:
+        rel = f.relative_to(ROOT / "daemon").as_posix()
+        assert any(fnmatch(rel, g) for g in globs), f"{rel} is not package data in pyproject.toml"
