@@ -98,27 +98,30 @@ def series(rows: list[Any], now_ms: int, window_ms: int = 3_600_000, step_ms: in
 
 
 def recent_rates(rows: list[Any], now_ms: int, window_ms: int = 300_000) -> tuple[float | None, float | None]:
-    """(sent/s, acked/s) over the last ``window_ms``: None where the rows can't tell."""
+    """(sent/s, acked/s) over the last ``window_ms``: None where the rows can't tell (acked/s needs
+    two rows of one daemon; sent/s also needs two depth samples)."""
     recent = [r for r in rows if r.at >= now_ms - window_ms]
-    acked = poisoned = 0
-    spans = []
+    acked = poisoned = 0.0
+    counted = 0
     for points in _by_daemon(recent).values():
-        if len(points) >= 2:
-            acked += max(0, (points[-1].acked or 0) - (points[0].acked or 0))
-            poisoned += max(0, (points[-1].poisoned or 0) - (points[0].poisoned or 0))
-            spans.append((points[-1].at - points[0].at) / 1000)
-    if not spans:
+        first, last = points[0], points[-1]
+        if last.at > first.at:
+            span = (last.at - first.at) / 1000
+            acked += max(0, (last.acked or 0) - (first.acked or 0)) / span
+            poisoned += max(0, (last.poisoned or 0) - (first.poisoned or 0)) / span
+            counted += 1
+    if not counted:
         return None, None
-    span = max(spans)
-    acked_rate = acked / span if span else 0.0
     sampled = sorted((r for r in recent if r.depth_waiting is not None), key=lambda r: r.at)
     if len(sampled) < 2 or sampled[-1].at == sampled[0].at:
-        return None, round(acked_rate, 1)
+        return None, round(acked, 1)
     first, last = sampled[0], sampled[-1]
-    live = lambda r: (r.depth_waiting or 0) + (r.depth_scheduled or 0) + (r.depth_in_flight or 0)  # noqa: E731
-    dt = (last.at - first.at) / 1000
-    sent = max(0.0, (live(last) - live(first)) / dt + (acked + poisoned) / span)
-    return round(sent, 1), round(acked_rate, 1)
+    change = (_live(last) - _live(first)) / ((last.at - first.at) / 1000)
+    return round(max(0.0, change + acked + poisoned), 1), round(acked, 1)
+
+
+def _live(r: Any) -> int:
+    return (r.depth_waiting or 0) + (r.depth_scheduled or 0) + (r.depth_in_flight or 0)
 
 
 def _by_daemon(rows: list[Any]) -> dict[str, list[Any]]:

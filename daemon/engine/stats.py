@@ -16,6 +16,7 @@ from typing import Any
 
 from daemon.engine.client import Casque
 from daemon.base.model import QueueSettings
+from daemon.engine.samples import Samples, recent_rates
 from daemon.engine.table import STATE_IN_FLIGHT, all_rows
 
 STATS_EVERY_S = 10.0
@@ -99,20 +100,8 @@ async def live_rows(cq: Casque, qs: QueueSettings, bucket: int, shard: int) -> l
 
 
 async def _throughput(cq: Casque, queue: str, now: int) -> tuple[float | None, int]:
-    rows = await cq.db.run(cq.db.prepare(f"SELECT at, daemon, acked FROM {cq.settings.cassandra.keyspace}.daemon_stats WHERE queue = ? AND at >= ?"),
-                           [queue, now - THROUGHPUT_WINDOW_MS])
-    by_daemon: dict[str, list[tuple[int, int]]] = {}
-    for r in rows:
-        by_daemon.setdefault(r.daemon, []).append((r.at, r.acked or 0))
-    rate, counted = 0.0, 0
-    for points in by_daemon.values():
-        if len(points) < 2:
-            continue
-        points.sort()
-        (t0, a0), (t1, a1) = points[0], points[-1]
-        rate += (a1 - a0) / ((t1 - t0) / 1000)
-        counted += 1
-    return (round(rate, 1) if counted else None), len(by_daemon)
+    rows = await Samples(cq.db, cq.settings.cassandra.keyspace).read(queue, now - THROUGHPUT_WINDOW_MS)
+    return recent_rates(rows, now, THROUGHPUT_WINDOW_MS)[1], len({r.daemon for r in rows})
 
 
 def daemon_id() -> str:
