@@ -88,9 +88,11 @@ async def test_without_credentials_nothing_is_shown(cq: Casque) -> None:
         assert (await anon.get("/static/htmx.min.js", headers={"Authorization": "Basic !!notbase64"})).status_code == 401
 
 
-def test_a_console_without_any_password_is_refused(cq: Casque) -> None:
+def test_a_console_without_any_password_or_with_one_for_both_roles_is_refused(cq: Casque) -> None:
     with pytest.raises(ConfigError, match="console.admin_password"):
         build_console(cq, ConsoleSettings())
+    with pytest.raises(ConfigError, match="are the same"):
+        build_console(cq, ConsoleSettings(admin_password="same", viewer_password="same"))
 
 
 async def test_queues_page_shows_counts_of_a_sent_message_and_creates_queues(cq: Casque, admin: httpx.AsyncClient, queue_name: str) -> None:

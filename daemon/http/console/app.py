@@ -9,7 +9,7 @@ with one line naming the problem (400/404/503), never a traceback; the server ke
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Awaitable, Callable
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -25,7 +25,7 @@ from daemon.base.errors import CasqueError, MessageNotFound, QueueNotFound, Stor
 from daemon.base.logs import get_logger
 from daemon.engine.client import Casque
 from daemon.http.console import actions, pages
-from daemon.http.console.auth import REALM, Auth, csrf_ok, same_origin
+from daemon.http.console.auth import REALM, Auth, User, csrf_ok, same_origin
 from daemon.http.console.present import FILTERS
 
 HERE = Path(__file__).resolve().parent
@@ -81,7 +81,7 @@ def _guard(auth: Auth) -> Callable[[Request, RequestResponseEndpoint], Awaitable
     return guard
 
 
-async def _refuse_action(request: Request, user: Any) -> str | None:
+async def _refuse_action(request: Request, user: User) -> str | None:
     if not user.can_act:
         return "the viewer role is read-only: log in as admin to act"
     if not same_origin(dict(request.headers), request.headers.get("host", "")):
