@@ -108,6 +108,21 @@ async def test_queues_page_shows_counts_of_a_sent_message_and_creates_queues(cq:
     assert '<td class="n waiting">1</td>' in row.group(1) and '<td class="n scheduled">1</td>' in row.group(1)
 
 
+async def test_large_queues_show_their_daemons_depth_sample_on_the_list(cq: Casque, admin: httpx.AsyncClient, queue_name: str) -> None:
+    sampled, unsampled = f"{queue_name}_s", f"{queue_name}_u"
+    for name in (sampled, unsampled):
+        await cq.create_queue(name, shards=16, buckets=24)  # 384 shard rows: too many to count on the list
+        await cq.send(name, "t", 1)
+    await Samples(cq.db, TEST_KEYSPACE).write(sampled, cq.clock.now_ms() - 10_000, "h:1", Counters(), 0, 0, 0, (7, 3, 1))
+    page = await admin.get("/queues", params={"q": queue_name})
+    row = re.search(rf'<tr data-queue="{sampled}">(.*?)</tr>', page.text, re.S).group(1)
+    assert re.findall(r">~(\d+)</td>", row) == ["7", "3", "1"] and "counted it 10" in row
+    row = re.search(rf'<tr data-queue="{unsampled}">(.*?)</tr>', page.text, re.S).group(1)
+    assert re.findall(r'class="n (?:waiting|scheduled|in-flight)"[^>]*>([^<]*)<', row) == ["-", "-", "-"]
+    exact = await admin.get(f"/queues/{unsampled}")  # its own page counts exactly
+    assert '<b class="waiting">1</b>' in exact.text
+
+
 async def test_queue_list_pages_by_token_and_never_repeats(cq: Casque, admin: httpx.AsyncClient) -> None:
     prefix = f"pg{uuid.uuid4().hex[:6]}"
     names = {f"{prefix}_{i}" for i in range(7)}
