@@ -104,7 +104,7 @@ class QueueStore:
         found: list[QueueSettings] = []
         cursor, scanned, needle = MIN_TOKEN if after is None else after, 0, contains.lower()
         while len(found) < limit and scanned < scan:
-            chunk = min(max(limit * 4, 100), scan - scanned)
+            chunk = min(max(limit * 4, 100) if needle else limit - len(found), scan - scanned)
             rows = await self.db.run(stmt, [cursor, chunk])
             for r in rows:
                 cursor, scanned = r.t, scanned + 1
