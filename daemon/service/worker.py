@@ -99,7 +99,6 @@ class Worker:
                  tasks=self.registry.names(), burst=burst)
         self.notifier.ready(status)
         self.serving = True
-        await self._write_stats()  # the first heartbeat and depth sample, without waiting 10 s
         background = [asyncio.create_task(self._watchdog()), asyncio.create_task(self._stats_loop())]
         try:
             await self.dispatcher.run(burst=burst)
@@ -133,10 +132,11 @@ class Worker:
         return server
 
     async def _stats_loop(self) -> None:
-        """Every 10 s: refresh the served queues' settings and write this daemon's stats rows."""
+        """At once (the first heartbeat), then every 10 s: refresh the served queues' settings and
+        write this daemon's stats rows."""
         while True:
-            await asyncio.sleep(STATS_EVERY_S)
             await self._write_stats()
+            await asyncio.sleep(STATS_EVERY_S)
 
     async def _write_stats(self) -> None:
         """Per served queue, the counters (and every 60 s the exact depth); then this daemon's heartbeat."""
