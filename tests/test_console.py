@@ -21,6 +21,7 @@ from typing import AsyncIterator
 
 import httpx
 import pytest
+import structlog.testing
 from starlette.applications import Starlette
 
 from daemon.base.config import ConsoleSettings
@@ -185,8 +186,11 @@ async def test_purge_needs_the_queue_name_typed(cq: Casque, admin: httpx.AsyncCl
     page = f"/queues/{queue_name}"
     r = await act(admin, page, f"{page}/purge", {"confirm": "yes"})
     assert "err=" in r.headers["location"] and len(await cq.peek(queue_name)) == 5
-    r = await act(admin, page, f"{page}/purge", {"confirm": queue_name})
+    with structlog.testing.capture_logs() as logs:
+        r = await act(admin, page, f"{page}/purge", {"confirm": queue_name})
     assert "purged%205%20messages" in r.headers["location"] and await cq.peek(queue_name) == []
+    done = [e for e in logs if e["event"] == "console_action"]
+    assert [(e["action"], e["user"], e["queue"], e["deleted"]) for e in done] == [("purge", "admin", queue_name, 5)]
 
 
 async def test_poison_pages_replay_one_by_task_or_all_and_purge(cq: Casque, admin: httpx.AsyncClient, queue_name: str) -> None:
