@@ -374,3 +374,12 @@ def test_templates_and_static_files_ship_in_the_package() -> None:
     for f in files:
         rel = f.relative_to(ROOT / "daemon").as_posix()
         assert any(fnmatch(rel, g) for g in globs), f"{rel} is not package data in pyproject.toml"
+
+
+async def test_a_silent_daemon_is_shown_as_stale(cq: Casque, admin: httpx.AsyncClient) -> None:
+    name = f"gone-{uuid.uuid4().hex[:8]}"
+    now = cq.clock.now_ms()
+    await Heartbeats(cq.db, TEST_KEYSPACE).beat(Heartbeat(f"{name}:1", name, 1, ["q"], 4, 2, now - 600_000, now - 60_000, "0.1.0"))
+    page = await admin.get("/daemons")
+    row = re.search(rf'<tr class="(\w+)">\s*<td>{name}</td>.*?</tr>', page.text, re.S)
+    assert row and row.group(1) == "stale" and "1m ago <b>(stale)</b>" in row.group(0)
