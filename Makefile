@@ -8,9 +8,14 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | sha1sum | cut -c1-12)
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test cassandra stop bench lock clean
+.PHONY: setup browser demo test cassandra stop bench lock clean
 
-setup: $(STAMP)
+setup: $(STAMP) browser
+
+# The console's browser tests drive Debian's chromium (Playwright downloads no browser here).
+browser:
+	@[ -x /usr/bin/chromium ] || { if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium; \
+	  else echo "casque: the console's browser tests need Chromium (skipped without it): sudo apt-get install -y chromium" >&2; fi; }
 
 $(STAMP): requirements.lock pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "casque needs Python 3.11 or newer: install python3.11 and run make PYTHON=python3.11")'

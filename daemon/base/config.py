@@ -106,6 +106,21 @@ class MetricsSettings:
 
 
 @dataclass
+class ConsoleSettings:
+    """The operators' web console (``casque web``, or beside the SQS endpoint in ``casque serve``).
+    Users are ``admin`` (may act) and ``viewer`` (read-only); each password is also accepted as a
+    bearer token. With no password set, ``casque web`` makes a random admin password and prints it."""
+
+    host: str = "127.0.0.1"
+    port: int = 9470
+    root_path: str = ""
+    admin_password: str = field(default="", repr=False)
+    viewer_password: str = field(default="", repr=False)
+    refresh: float = 5.0
+    page_size: int = 25
+
+
+@dataclass
 class Settings:
     cassandra: CassandraSettings = field(default_factory=CassandraSettings)
     schema: SchemaSettings = field(default_factory=SchemaSettings)
@@ -113,12 +128,13 @@ class Settings:
     worker: WorkerSettings = field(default_factory=WorkerSettings)
     log: LogSettings = field(default_factory=LogSettings)
     metrics: MetricsSettings = field(default_factory=MetricsSettings)
+    console: ConsoleSettings = field(default_factory=ConsoleSettings)
     source: str = field(default="<defaults>", compare=False)
 
 
 _DURATION_FIELDS = {
     "lock_ttl", "timeout", "retention", "poll_interval", "max_poll_interval", "drain_timeout",
-    "clock_tolerance", "rescan_interval", "connect_timeout", "request_timeout", "queue_gauges_interval",
+    "clock_tolerance", "rescan_interval", "connect_timeout", "request_timeout", "refresh", "queue_gauges_interval",
 }
 _CHOICES = {
     "log.level": {"debug", "info", "warning", "error"},

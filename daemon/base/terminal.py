@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 import sys
 from datetime import datetime, timezone
+from typing import Any
 
 from daemon.base.config import Settings, load_settings
+from daemon.base.durations import format_duration
 from daemon.base.errors import CasqueError, UsageError
 from daemon.base.logs import configure_logging
 
@@ -34,6 +36,18 @@ def iso(ms: int | None) -> str:
     if not ms:
         return "-"
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def describe_trigger(trigger: dict[str, Any] | None) -> str:
+    """A schedule as people read it: 'every 30s, 5 times', "cron '0 9 * * *' Europe/Berlin"."""
+    if not trigger:
+        return "once"
+    what = f"every {format_duration(trigger['every_ms'] / 1000)}" if trigger.get("kind") == "every" else f"cron '{trigger.get('cron')}' {trigger.get('tz', 'UTC')}"
+    if trigger.get("times"):
+        what += f", {trigger['times']} times"
+    if trigger.get("until_ms"):
+        what += f", until {iso(trigger['until_ms'])}"
+    return what
 
 
 def parse_time(text: str) -> float:

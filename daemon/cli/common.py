@@ -9,10 +9,9 @@ import json
 import sys
 from typing import Any, Awaitable, Callable
 
-from daemon.base.durations import format_duration
 from daemon.base.errors import UsageError
 from daemon.base.model import Message
-from daemon.base.terminal import iso, print_table, settings_of
+from daemon.base.terminal import describe_trigger, iso, print_table, settings_of
 from daemon.engine.client import Casque
 
 def with_client(fn: Callable[[Casque, argparse.Namespace], Awaitable[int | None]]) -> Callable[[argparse.Namespace], int]:
@@ -47,17 +46,6 @@ def message_dict(m: Message) -> dict[str, Any]:
         "max_attempts": m.max_attempts, "timeout_s": m.timeout_ms / 1000, "key": m.key, "headers": m.headers,
         "trigger": m.trigger, "schedule": describe_trigger(m.trigger), "enqueued_at": iso(m.enqueued_at), "last_error": m.last_error,
     }
-
-
-def describe_trigger(trigger: dict[str, Any] | None) -> str:
-    if not trigger:
-        return "once"
-    what = f"every {format_duration(trigger['every_ms'] / 1000)}" if trigger.get("kind") == "every" else f"cron '{trigger.get('cron')}' {trigger.get('tz', 'UTC')}"
-    if trigger.get("times"):
-        what += f", {trigger['times']} times"
-    if trigger.get("until_ms"):
-        what += f", until {iso(trigger['until_ms'])}"
-    return what
 
 
 def confirm(args: argparse.Namespace, question: str) -> None:

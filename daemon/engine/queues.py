@@ -21,6 +21,7 @@ from daemon.base.model import QueueSettings, check_priority
 from daemon.engine.schema import validate_name
 
 CACHE_SECONDS = 5.0
+MIN_TOKEN = -(1 << 63)  # Murmur3Partitioner: tokens are signed 64-bit
 _COLUMNS = "name, shards, buckets, bucket_seconds, lock_ttl_ms, timeout_ms, max_attempts, retention_s, max_payload_bytes, priorities, history"
 _READ = _COLUMNS + ", draining"
 _LIMITS = {"shards": (1, 4096), "buckets": (1, 1024), "bucket_seconds": (1, 86400), "max_attempts": (1, 1000)}
@@ -97,6 +98,26 @@ class QueueStore:
     async def list(self) -> list[QueueSettings]:
         rows = await every_row(self.db, f"SELECT {_READ} FROM {self.ks}.queues")
         return sorted((_from_row(r) for r in rows), key=lambda q: q.name)
+
+    async def page(self, after: int | None = None, limit: int = 25, contains: str = "", scan: int = 2000) -> tuple[list[QueueSettings], int | None]:
+        """One page of queues in token order, starting after token ``after``: never the whole table,
+        so listing costs the same with a million queues. ``contains`` filters names while scanning at
+        most ``scan`` rows; returns the page and the token to continue from (None at the end)."""
+        stmt = self.db.prepare(f"SELECT {_COLUMNS}, token(name) AS t FROM {self.ks}.queues WHERE token(name) > ? LIMIT ?")
+        found: list[QueueSettings] = []
+        cursor, scanned, needle = MIN_TOKEN if after is None else after, 0, contains.lower()
+        while len(found) < limit and scanned < scan:
+            chunk = min(max(limit * 4, 100) if needle else limit - len(found), scan - scanned)
+            rows = await self.db.run(stmt, [cursor, chunk])
+            for r in rows:
+                cursor, scanned = r.t, scanned + 1
+                if needle in r.name.lower():
+                    found.append(_from_row(r))
+                    if len(found) == limit:
+                        break
+            if len(rows) < chunk and len(found) < limit:
+                return found, None
+        return found, cursor
 
     async def update(self, name: str, **changes: Any) -> QueueSettings:
         """Change settings that are safe to change on a live queue (not shards/buckets: they move rows)."""

@@ -86,6 +86,18 @@ TABLES: dict[str, str] = {
           AND gc_grace_seconds = 3600
           AND compaction = {{'class': 'TimeWindowCompactionStrategy', 'compaction_window_unit': 'HOURS', 'compaction_window_size': 1}}
           AND comment = 'casque per-daemon statistics snapshots'""",
+    # One heartbeat row per running daemon (host:pid), rewritten every 10 s: what the console's
+    # daemons page lists. Daemons are few, so one partition (slot 0) holds them all and listing is a
+    # single read; the TTL drops a dead daemon's row an hour after its last heartbeat.
+    "daemons": """
+        CREATE TABLE IF NOT EXISTS {ks}.daemons (
+            slot int, daemon text,
+            host text, pid int, queues list<text>, concurrency int, in_flight int,
+            started_at bigint, heartbeat bigint, version text,
+            PRIMARY KEY ((slot), daemon)
+        ) WITH default_time_to_live = 3600
+          AND gc_grace_seconds = 3600
+          AND comment = 'casque daemon heartbeats'""",
     # The first history layout (one partition per queue and UTC day): no longer written or read
     # (see message_history below); still created so that applying the schema never drops a table
     # with data in it. Its rows expire with their TTL.
@@ -124,6 +136,10 @@ TABLES: dict[str, str] = {
 MIGRATIONS: list[tuple[str, str, str]] = [
     ("queues", "history", "boolean"),
     ("queues", "draining", "text"),  # JSON [[shards, buckets, bucket_seconds], ...]: layouts still draining after a reshard
+    # Depth samples (every 60 s) for the console's one-hour chart and its sent/s estimate.
+    ("daemon_stats", "depth_waiting", "int"),
+    ("daemon_stats", "depth_scheduled", "int"),
+    ("daemon_stats", "depth_in_flight", "int"),
 ]
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from daemon.engine.client import Casque
 from daemon.base.model import QueueSettings
+from daemon.engine.samples import Samples, recent_rates
 from daemon.engine.table import STATE_IN_FLIGHT, all_rows
 
 STATS_EVERY_S = 10.0
@@ -45,31 +46,48 @@ class QueueStats:
 Cursors = dict[tuple[int, int], dict[int, int]]
 
 
-async def queue_stats(cq: Casque, queue: str, now_ms: int | None = None, parallel: int = 32, cursors: Cursors | None = None) -> QueueStats:
-    """Exact counts of one queue. ``cursors`` (kept by a caller that reads the queue repeatedly,
+@dataclass
+class Depth:
+    """Live messages of a queue at one moment, counted exactly from its shard rows."""
+
+    waiting_due: int = 0
+    scheduled: int = 0
+    in_flight: int = 0
+    oldest_due_ms: int | None = None
+    per_shard: list[int] = field(default_factory=list)
+
+
+async def count_depth(cq: Casque, qs: QueueSettings, now: int, parallel: int = 32, cursors: Cursors | None = None) -> Depth:
+    """Read every shard row (of every layout, after a reshard) from its cursors (buckets x shards
+    reads) and count what is live. ``cursors`` (kept by a caller that reads the queue repeatedly,
     like the gauges) saves the cursor read of each row: one read per row and lane instead of two."""
-    qs = await cq.queues.get(queue, fresh=True)
-    now = now_ms if now_ms is not None else cq.clock.now_ms()
-    st = QueueStats(queue=queue, shards=qs.shards, per_shard=[0] * qs.span()[0])
+    d = Depth(per_shard=[0] * qs.span()[0])
     sem = asyncio.Semaphore(parallel)
-    oldest: list[int] = []
 
     async def one_row(bucket: int, shard: int) -> None:
         async with sem:
             rows = await live_rows(cq, qs, bucket, shard, cursors)
         for r in rows:
             if r.state == STATE_IN_FLIGHT:
-                st.in_flight += 1
+                d.in_flight += 1
             elif r.due <= now:
-                st.waiting_due += 1
-                oldest.append(r.due)
+                d.waiting_due += 1
+                d.oldest_due_ms = r.due if d.oldest_due_ms is None else min(d.oldest_due_ms, r.due)
             else:
-                st.scheduled += 1
-        st.per_shard[shard] += len(rows)
+                d.scheduled += 1
+        d.per_shard[shard] += len(rows)
 
     await asyncio.gather(*(one_row(b, s) for b, s in all_rows(qs)))
+    return d
+
+
+async def queue_stats(cq: Casque, queue: str, now_ms: int | None = None, parallel: int = 32, cursors: Cursors | None = None) -> QueueStats:
+    qs = await cq.queues.get(queue, fresh=True)
+    now = now_ms if now_ms is not None else cq.clock.now_ms()
+    d = await count_depth(cq, qs, now, parallel, cursors)
+    st = QueueStats(queue=queue, waiting_due=d.waiting_due, scheduled=d.scheduled, in_flight=d.in_flight, shards=qs.shards, per_shard=d.per_shard)
     st.poisoned = await cq.poison.count(queue)
-    st.oldest_due_age_s = (now - min(oldest)) / 1000 if oldest else None
+    st.oldest_due_age_s = (now - d.oldest_due_ms) / 1000 if d.oldest_due_ms is not None else None
     total = sum(st.per_shard)
     st.skew = round(max(st.per_shard) / (total / len(st.per_shard)), 3) if total else None
     st.acked_per_s, st.daemons = await _throughput(cq, queue, now)
@@ -100,20 +118,8 @@ async def live_rows(cq: Casque, qs: QueueSettings, bucket: int, shard: int, know
 
 
 async def _throughput(cq: Casque, queue: str, now: int) -> tuple[float | None, int]:
-    rows = await cq.db.run(cq.db.prepare(f"SELECT at, daemon, acked FROM {cq.settings.cassandra.keyspace}.daemon_stats WHERE queue = ? AND at >= ?"),
-                           [queue, now - THROUGHPUT_WINDOW_MS])
-    by_daemon: dict[str, list[tuple[int, int]]] = {}
-    for r in rows:
-        by_daemon.setdefault(r.daemon, []).append((r.at, r.acked or 0))
-    rate, counted = 0.0, 0
-    for points in by_daemon.values():
-        if len(points) < 2:
-            continue
-        points.sort()
-        (t0, a0), (t1, a1) = points[0], points[-1]
-        rate += (a1 - a0) / ((t1 - t0) / 1000)
-        counted += 1
-    return (round(rate, 1) if counted else None), len(by_daemon)
+    rows = await Samples(cq.db, cq.settings.cassandra.keyspace).read(queue, now - THROUGHPUT_WINDOW_MS)
+    return recent_rates(rows, now, THROUGHPUT_WINDOW_MS)[1], len({r.daemon for r in rows})
 
 
 def daemon_id() -> str:

@@ -28,20 +28,11 @@ from daemon.service.hooks import Hooks
 from daemon.base.logs import debug_enabled, get_logger
 from daemon.base.model import Message
 from daemon.service.registry import Registry, TaskSpec
+from daemon.engine.samples import Counters
 from daemon.service.visibility import Visibility
 
 log = get_logger("casque.dispatcher")
 EXTEND_SLACK_MS = 2000
-
-
-@dataclass
-class Counters:
-    received: int = 0
-    acked: int = 0
-    retried: int = 0
-    poisoned: int = 0
-    timed_out: int = 0
-    failed_acks: int = 0
 
 
 class AckBuffer:

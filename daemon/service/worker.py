@@ -16,6 +16,7 @@ import signal
 from dataclasses import replace
 from typing import Any
 
+from daemon import __version__
 from daemon.base import metrics
 from daemon.engine.client import Casque
 from daemon.base.clock import SYSTEM_CLOCK, Clock
@@ -31,7 +32,9 @@ from daemon.service.observers import HistoryObserver, MetricsObserver
 from daemon.service.queue_gauges import QueueGauges
 from daemon.service.registry import Registry, registry as default_registry
 from daemon.service.sdnotify import Notifier
-from daemon.engine.stats import STATS_EVERY_S, daemon_id
+from daemon.engine.heartbeats import Heartbeats, this_process
+from daemon.engine.samples import DEPTH_EVERY_S, Samples
+from daemon.engine.stats import STATS_EVERY_S, count_depth, daemon_id
 
 log = get_logger("casque.worker")
 CONNECT_BACKOFF_MAX = 30.0
@@ -55,6 +58,7 @@ class Worker:
         self.serving = False
         self.daemon = daemon_id()
         self._queue_settings: dict[str, QueueSettings] = {}
+        self._depth_at = 0
 
     async def connect(self) -> Casque:
         """Connect, retrying with capped exponential backoff: never spin, never crash-loop."""
@@ -84,6 +88,9 @@ class Worker:
         except StorageUnavailable:
             return 0  # asked to stop while still waiting for Cassandra
         self.history = History(self.cq.db, self.cq.settings.cassandra.keyspace, self.cq.queues)
+        self.samples = Samples(self.cq.db, self.cq.settings.cassandra.keyspace)
+        self.heartbeats = Heartbeats(self.cq.db, self.cq.settings.cassandra.keyspace)
+        self.heartbeat = this_process(self.queues, self.settings.worker.consumers, self.cq.clock.now_ms(), __version__)
         self._queue_settings = {q: await self.cq.queues.get(q) for q in self.queues}
         own = [MetricsObserver(self.cq.clock), HistoryObserver(self.history, self.cq.clock, self._queue_settings.get)]
         self.dispatcher = Dispatcher(self.cq, self.registry, self.settings.worker, self.queues, hooks=Hooks(own + self.registry.middleware))
@@ -127,24 +134,31 @@ class Worker:
         return server
 
     async def _stats_loop(self) -> None:
-        """Every 10 s: refresh the served queues' settings and write this daemon's stats rows."""
+        """At once (the first heartbeat), then every 10 s: refresh the served queues' settings and
+        write this daemon's stats rows."""
         while True:
-            await asyncio.sleep(STATS_EVERY_S)
             await self._write_stats()
+            await asyncio.sleep(STATS_EVERY_S)
 
     async def _write_stats(self) -> None:
+        """Per served queue, the counters (and every 60 s the exact depth); then this daemon's heartbeat."""
         if self.cq is None or self.dispatcher is None:
             return
-        ks = self.cq.settings.cassandra.keyspace
-        stmt = self.cq.db.prepare(f"INSERT INTO {ks}.daemon_stats (queue, at, daemon, received, acked, retried, poisoned, timed_out, "
-                                  "contention, empty_polls, in_flight) VALUES (?,?,?,?,?,?,?,?,?,?,?)")
         now = self.cq.clock.now_ms()
+        sample_depth = now - self._depth_at >= DEPTH_EVERY_S * 1000
         try:
             for q in self.queues:
-                self._queue_settings[q] = await self.cq.queues.get(q)
+                qs = self._queue_settings[q] = await self.cq.queues.get(q)
                 c, cs = self.dispatcher.per_queue[q], self.dispatcher.consumers[q].stats
-                await self.cq.db.run(stmt, [q, now, self.daemon, c.received, c.acked, c.retried, c.poisoned, c.timed_out,
-                                            cs.contention, cs.empty_polls, len(self.dispatcher.tasks)])
+                depth = None
+                if sample_depth:
+                    d = await count_depth(self.cq, qs, now)
+                    depth = (d.waiting_due, d.scheduled, d.in_flight)
+                await self.samples.write(q, now, self.daemon, c, cs.contention, cs.empty_polls, len(self.dispatcher.tasks), depth)
+            if sample_depth:
+                self._depth_at = now
+            self.heartbeat.heartbeat, self.heartbeat.in_flight = now, len(self.dispatcher.tasks)
+            await self.heartbeats.beat(self.heartbeat)
         except CasqueError as exc:
             log.warning("stats_write_failed", error=str(exc))
 
