@@ -52,7 +52,8 @@ async def stop(*daemons: Daemon) -> None:
 async def test_two_daemons_with_clocks_3s_apart_run_each_message_once(cq: Casque, queue_name: str, tmp_path: Path) -> None:
     await cq.create_queue(queue_name, shards=2, timeout=4)
     record = tmp_path / "record.txt"
-    cfg = write_config(tmp_path / "c.toml", TEST_KEYSPACE, [queue_name], consumers=2, batch_size=4)
+    # At most 8 in flight per daemon: one daemon can't hold all 40, so both must take part.
+    cfg = write_config(tmp_path / "c.toml", TEST_KEYSPACE, [queue_name], consumers=2, batch_size=4, in_flight=8)
     behind = start_daemon(cfg, record, tmp_path / "log0")
     ahead = start_daemon(cfg, record, tmp_path / "log3", env={"CASQUE_CLOCK_OFFSET_MS": "3000"})
     await until(lambda: "worker_ready" in behind.output() and "worker_ready" in ahead.output(), 60, "both daemons ready", behind)
