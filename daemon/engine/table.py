@@ -113,7 +113,10 @@ def all_rows(qs: QueueSettings) -> Iterable[tuple[int, int]]:
 
 
 def lock_ttl_seconds(qs: QueueSettings) -> int:
-    return max(1, math.ceil(qs.lock_ttl_ms / 1000))
+    """The lock column's TTL. Cassandra counts a TTL from the coordinator's *whole* second
+    (``now_in_sec + ttl``), so a column written at x.9 s dies up to 1 s early; one second more
+    makes it live at least ``lock_ttl_ms``, which the consumer's expiry check relies on."""
+    return math.ceil(qs.lock_ttl_ms / 1000) + 1
 
 
 def new_lock_id() -> uuid.UUID:
