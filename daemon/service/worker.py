@@ -29,6 +29,7 @@ from daemon.base.logs import configure_logging, get_logger
 from daemon.service.registry import Registry, registry as default_registry
 from daemon.service.sdnotify import Notifier
 from daemon.engine.stats import STATS_EVERY_S, daemon_id
+from daemon.engine.sweep import SWEEP_EVERY_S, Sweeper
 
 log = get_logger("casque.worker")
 CONNECT_BACKOFF_MAX = 30.0
@@ -92,7 +93,7 @@ class Worker:
                  tasks=self.registry.names(), burst=burst)
         self.notifier.ready(status)
         self.serving = True
-        background = [asyncio.create_task(self._watchdog()), asyncio.create_task(self._stats_loop())]
+        background = [asyncio.create_task(self._watchdog()), asyncio.create_task(self._stats_loop()), asyncio.create_task(self._sweep_loop())]
         try:
             await self.dispatcher.run(burst=burst)
             self.serving = False
@@ -129,6 +130,19 @@ class Worker:
         while True:
             await asyncio.sleep(STATS_EVERY_S)
             await self._write_stats()
+
+    async def _sweep_loop(self) -> None:
+        """Every 30 s: the low-watermark sweep of each served queue (engine/sweep.py), which finds
+        messages left below a cursor; a failed pass is logged and tried again next time."""
+        assert self.dispatcher is not None
+        sweepers = [Sweeper(c) for c in self.dispatcher.consumers.values()]
+        while True:
+            await asyncio.sleep(SWEEP_EVERY_S)
+            for sweeper in sweepers:
+                try:
+                    await sweeper.sweep()
+                except CasqueError as exc:
+                    log.warning("sweep_failed", queue=sweeper.consumer.queue, error=str(exc))
 
     async def _write_stats(self) -> None:
         if self.cq is None or self.dispatcher is None:
