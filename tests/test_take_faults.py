@@ -183,3 +183,19 @@ async def test_lock_column_lives_at_least_the_lock_timeout(cq: Casque, queue_nam
         lifetimes.append(time.monotonic() - started)
     print("lock column lifetimes (s):", [round(x, 3) for x in lifetimes])
     assert min(lifetimes) >= qs.lock_ttl_ms / 1000
+
+
+async def test_cancel_by_a_host_whose_clock_lags_the_producer_wins(cq: Casque, settings: Settings, queue_name: str) -> None:
+    """Item 10: the producer's clock runs 2 s ahead (within the tolerance), so its INSERT carries a
+    later write timestamp than the canceller's clock gives. The cancel's delete must still win:
+    cancel succeeds and the message is never delivered."""
+    await cq.create_queue(queue_name, shards=1)
+    ahead = await Casque.connect(settings, clock=Clock(offset_ms=2000))
+    try:
+        mid = await ahead.send(queue_name, "t", "cancel me")
+    finally:
+        await ahead.close()
+    cancelled = await cq.cancel(queue_name, id=mid)
+    assert cancelled is not None and str(cancelled.id) == mid
+    assert await cq.get(queue_name, id=mid) is None
+    assert await drain(cq.consumer(queue_name), 10) == []
