@@ -80,12 +80,12 @@ async def stall(pid: int, seconds: float, times: int) -> None:
 
 async def test_node_stalls_while_a_backlog_is_taken_lose_nothing(node: Casque, queue_name: str, tmp_path: Path) -> None:
     cq = node
-    await cq.create_queue(queue_name, shards=1, timeout=15)
+    await cq.create_queue(queue_name, shards=4, timeout=15)  # four consumers take at once
     sent: list[str] = []
-    for start_at in range(0, 2000, 10):  # distinct due times, as from a live producer
-        sent += await asyncio.gather(*(cq.send(queue_name, "test.record", i) for i in range(start_at, start_at + 10)))
+    for start_at in range(0, 4000, 20):  # distinct due times, as from a live producer
+        sent += await asyncio.gather(*(cq.send(queue_name, "test.record", i) for i in range(start_at, start_at + 20)))
     record = tmp_path / "record.txt"
-    cfg = write_config(tmp_path / "stall.toml", KEYSPACE, [queue_name], consumers=4, batch_size=3, in_flight=100)
+    cfg = write_config(tmp_path / "stall.toml", KEYSPACE, [queue_name], consumers=4, batch_size=10, in_flight=100)
     cfg.write_text(cfg.read_text().replace("[cassandra]", f"[cassandra]\nport = {SPEC.native_port}"))
     # The daemon's clock runs 6 s ahead: the whole backlog is more than clock_tolerance overdue.
     daemon = start_daemon(cfg, record, tmp_path / "log", env={"CASQUE_CLOCK_OFFSET_MS": "6000"})
@@ -112,5 +112,5 @@ async def test_node_stalls_while_a_backlog_is_taken_lose_nothing(node: Casque, q
     assert lost == 0
     # A take whose batch timed out is not delivered by it; if the batch was applied all the same,
     # its messages come back once, after their timeout. Only a batch applied *after* the messages
-    # were taken again could deliver a second time (at most a batch of 3): measured 0.
-    assert duplicated <= 3 * failed
+    # were taken again could deliver a second time (at most a batch of 10): measured 0.
+    assert duplicated <= 10 * failed

@@ -199,3 +199,29 @@ async def test_cancel_by_a_host_whose_clock_lags_the_producer_wins(cq: Casque, s
     assert cancelled is not None and str(cancelled.id) == mid
     assert await cq.get(queue_name, id=mid) is None
     assert await drain(cq.consumer(queue_name), 10) == []
+
+
+@pytest.mark.slow
+@pytest.mark.reliability
+async def test_a_backlog_older_than_retention_reaches_the_poison_queue_not_the_void(cq: Casque, queue_name: str) -> None:
+    """Item 10, in real time (Cassandra's TTLs don't follow a manual clock): two queues with the
+    minimum retention (60 s), one message each, never consumed. In the queue nobody sweeps, the
+    TTL drops the message without a trace (the fault); in the swept queue, the sweep poisons it
+    before its TTL, with the reason, and it outlives the other's TTL in the poison queue."""
+    from daemon.engine.sweep import Sweeper
+
+    swept_q, void_q = queue_name, queue_name + "_void"
+    for q in (swept_q, void_q):
+        await cq.create_queue(q, shards=1, retention=60)
+    kept = await cq.send(swept_q, "t", "kept")
+    dropped = await cq.send(void_q, "t", "dropped")
+    sweeper = Sweeper(cq.consumer(swept_q))
+    deadline = time.monotonic() + 120
+    while await cq.get(void_q, id=dropped) is not None:
+        assert time.monotonic() < deadline, "the TTL never dropped the unconsumed message"
+        await sweeper.sweep()
+        await asyncio.sleep(1)
+    assert await cq.poison.list(void_q) == []  # gone without a trace: what the sweep prevents
+    [p] = await cq.poison.list(swept_q)
+    assert str(p.id) == kept and "not consumed within retention" in p.reason
+    assert await cq.get(swept_q, id=kept) is None

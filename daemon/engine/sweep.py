@@ -17,6 +17,12 @@ counted (``casque_swept``).
 A message written more than ``lag`` after its due time, farther back than the first stretch a
 process sweeps, is not found; ``lag`` (60 s) bounds how far beyond the tolerance clocks and writes
 may stray.
+
+The same pass keeps a backlog from vanishing: every write carries a TTL of (due - now) + retention,
+so a message still waiting ``retention`` after it fell due would be dropped by Cassandra without a
+trace. A message that has waited longer than ``retention - expiry_margin`` is moved to the poison
+queue instead (reason "not consumed within retention"), where ``casque poison replay`` can bring it
+back; it is counted in ``casque_poisoned`` and logged (``message_expiring_poisoned``).
 """
 
 from __future__ import annotations
@@ -33,6 +39,12 @@ log = get_logger("casque.sweep")
 SWEEP_LAG_MS = 60_000
 SWEEP_EVERY_S = 30.0
 SWEEP_LIMIT = 500
+
+
+def expiry_margin_ms(qs: QueueSettings) -> int:
+    """How long before its TTL a waiting message is poisoned: half the retention, at most an hour
+    (retention is at least 60 s: with a pass every 30 s, 60 s is the tightest case)."""
+    return min(qs.retention_s * 1000 // 2, 3_600_000)
 
 
 class Sweeper:
@@ -59,6 +71,7 @@ class Sweeper:
         static = await c.db.run(c.table.read_cursors, [qs.name, bucket, shard])
         cursors = dict(static[0].cursors or {}) if static else {}
         now = c.clock.now_ms()
+        await self._expiring(qs, bucket, shard, cursors, now)
         stretches: dict[int, tuple[int, int]] = {}
         for rank, cursor in cursors.items():
             upper = min(cursor, now - self.lag_ms)
@@ -74,6 +87,39 @@ class Sweeper:
                 moved += repaired
             self.marks[(bucket, shard, rank)] = upper
         return moved
+
+    async def _expiring(self, qs: QueueSettings, bucket: int, shard: int, cursors: dict[int, int], now: int) -> None:
+        """Poison what has waited so long that its TTL is near. A lane whose cursor is younger than
+        the horizon holds nothing that old, and costs no read."""
+        horizon = now - (qs.retention_s * 1000 - expiry_margin_ms(qs))
+        c = self.consumer
+        for rank in qs.ranks():
+            start = cursors.get(rank, 0)
+            if start >= horizon:
+                continue
+            if not await c.db.run(c.table.read_due, [qs.name, bucket, shard, rank, start, horizon, 1]):
+                continue
+            lock = await c.locker.acquire(qs, bucket, shard)
+            if lock is None:
+                continue  # busy: someone is taking from this row; the next pass looks again
+            try:
+                rows = await c.db.run(c.table.read_due, [qs.name, bucket, shard, rank, max(start, lock.cursors.get(rank, 0)), horizon, SWEEP_LIMIT])
+                doomed = [message_from_row(qs.name, bucket, shard, r) for r in rows]
+                for m in doomed:  # into the poison queue before the batch removes them from the row
+                    await c.poison.add(m, f"not consumed within retention ({qs.retention_s} s): poisoned before its TTL would drop it",
+                                       "Expired", m.last_error or "", "", now, qs.retention_s)
+                batch = c.db.batch()
+                batch.add(c.locker.release_statement(lock))
+                for m in doomed:
+                    batch.add(c.table.delete_message(m, m.due_ms))
+                await c.db.run(batch, timestamp=after(*(m.write_ts for m in doomed), now_us=c.db.next_timestamp()))
+            except BaseException:
+                await c.locker.release(lock)
+                raise
+            for m in doomed:
+                metrics.POISONED.labels(qs.name, m.task).inc()
+                log.error("message_expiring_poisoned", queue=qs.name, id=str(m.id), task=m.task, waited_s=(now - m.due_ms) // 1000,
+                          retention_s=qs.retention_s, fix="consumers are too slow for this queue: add daemons or consumers, then 'casque poison replay'")
 
     async def _strays(self, qs: QueueSettings, bucket: int, shard: int, rank: int, low: int, upper: int) -> list[Any]:
         """Rows of [low, upper) that lie below the cursor read with them."""
