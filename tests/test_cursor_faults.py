@@ -10,7 +10,6 @@ the second is repaired by the low-watermark sweep (engine/sweep.py).
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
 
 from structlog.testing import capture_logs
 
@@ -18,26 +17,12 @@ from daemon.base import metrics
 from daemon.base.clock import ManualClock
 from daemon.base.config import Settings
 from daemon.engine.client import Casque
-from daemon.engine.consumer import Consumer
 from daemon.engine.producer import Job
 from daemon.engine.sweep import SWEEP_LAG_MS, Sweeper
 
+from .support.ledger import drain_ids as drain, ledger
+
 Pair = tuple[Casque, ManualClock]
-
-
-async def drain(consumer: Consumer, limit: int = 100, rounds: int = 3) -> list[str]:
-    out: list[str] = []
-    empty = 0
-    while empty < rounds:
-        got = await consumer.fetch(limit)
-        out += [str(m.id) for m in got]
-        empty = 0 if got else empty + 1
-    return out
-
-
-def ledger(sent: list[str], delivered: list[str]) -> tuple[int, int]:
-    counts = Counter(delivered)
-    return len(set(sent) - set(counts)), sum(n - 1 for n in counts.values())
 
 
 async def test_a_fast_consumer_clock_strands_messages_and_the_sweep_brings_them_back(manual: Pair, settings: Settings, queue_name: str) -> None:

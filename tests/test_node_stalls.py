@@ -82,7 +82,7 @@ async def test_node_stalls_while_a_backlog_is_taken_lose_nothing(node: Casque, q
     cq = node
     await cq.create_queue(queue_name, shards=4, timeout=15)  # four consumers take at once
     sent: list[str] = []
-    for start_at in range(0, 4000, 20):  # distinct due times, as from a live producer
+    for start_at in range(0, 6000, 20):  # distinct due times, as from a live producer
         sent += await asyncio.gather(*(cq.send(queue_name, "test.record", i) for i in range(start_at, start_at + 20)))
     record = tmp_path / "record.txt"
     cfg = write_config(tmp_path / "stall.toml", KEYSPACE, [queue_name], consumers=4, batch_size=10, in_flight=100)
@@ -91,7 +91,7 @@ async def test_node_stalls_while_a_backlog_is_taken_lose_nothing(node: Casque, q
     daemon = start_daemon(cfg, record, tmp_path / "log", env={"CASQUE_CLOCK_OFFSET_MS": "6000"})
     started = time.monotonic()
     try:
-        await until(lambda: len(records(record)) >= 20, 60, "the daemon taking the backlog", daemon)
+        await until(lambda: len(records(record)) >= 500, 60, "the daemon taking the backlog at full speed", daemon)
         await stall(node_pid(), 4.5, 2)
         sent_set = set(sent)
         deadline = time.monotonic() + 60

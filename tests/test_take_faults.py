@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections import Counter
 from dataclasses import replace
 from typing import AsyncIterator
 
@@ -19,27 +18,17 @@ from daemon.base.clock import Clock, ManualClock
 from daemon.base.config import Settings
 from daemon.base.errors import StorageUnavailable
 from daemon.engine.client import Casque
-from daemon.engine.consumer import TAKE_BYTES, Consumer
+from daemon.engine.consumer import TAKE_BYTES
 from daemon.engine.db import Database
 from daemon.engine.producer import Job
 from daemon.engine.schema import apply_schema
 from daemon.engine.table import LOCK_ACQUIRED, lock_ttl_seconds
 
 from .support.clocks import SteppingClock
+from .support.ledger import drain_ids as drain, ledger
 
 Pair = tuple[Casque, ManualClock]
 BACKLOG_MS = 10_000  # the consumer looks this long after the sends: > clock_tolerance overdue
-
-
-async def drain(consumer: Consumer, limit: int, rounds: int = 3) -> list[str]:
-    """Fetch until a few full rounds come back empty; the ids of every delivery, in order."""
-    out: list[str] = []
-    empty = 0
-    while empty < rounds:
-        got = await consumer.fetch(limit)
-        out += [str(m.id) for m in got]
-        empty = 0 if got else empty + 1
-    return out
 
 
 async def send_spread(cq: Casque, clock: ManualClock, queue: str, n: int) -> list[str]:
@@ -49,13 +38,6 @@ async def send_spread(cq: Casque, clock: ManualClock, queue: str, n: int) -> lis
         sent.append(await cq.send(queue, "t", i))
         clock.advance(1)
     return sent
-
-
-def ledger(sent: list[str], delivered: list[str]) -> tuple[int, int]:
-    """(lost, duplicated) from the ids sent and the ids delivered."""
-    counts = Counter(delivered)
-    lost = len(set(sent) - set(counts))
-    return lost, sum(n - 1 for n in counts.values())
 
 
 async def stepping_consumer(settings: Settings, start_ms: int) -> tuple[Casque, SteppingClock]:
