@@ -82,9 +82,9 @@ class Sweeper:
         for rank, (low, upper) in stretches.items():
             if await self._strays(qs, bucket, shard, rank, low, upper):
                 repaired = await self._repair(qs, bucket, shard, rank, low, upper)
-                if repaired is None:
-                    continue  # the row was busy: the watermark stays, the next pass looks again
-                moved += repaired
+                moved += repaired or 0
+                if repaired is None or repaired >= SWEEP_LIMIT:
+                    continue  # the row was busy, or there may be more: the watermark stays
             self.marks[(bucket, shard, rank)] = upper
         return moved
 
