@@ -126,10 +126,12 @@ async def test_node_stalls_while_a_backlog_is_taken_lose_nothing(node: Casque, q
     lost = len(set(sent) - set(delivered))
     duplicated = sum(n - 1 for n in delivered.values())
     abandoned, failed = _faults(daemon.output())
+    stranded = daemon.output().count('"message_below_cursor"')  # what the sweep had to rescue
     print(f"sent={len(sent)} processed={len(set(delivered))} lost={lost} duplicated={duplicated} "
-          f"takes_abandoned={abandoned} takes_failed={failed} seconds={time.monotonic() - started:.1f}")
+          f"takes_abandoned={abandoned} takes_failed={failed} swept={stranded} seconds={time.monotonic() - started:.1f}")
     assert abandoned + failed >= 1, "the fault did not happen: no take failed or was abandoned"
     assert lost == 0
+    assert stranded == 0  # nothing was left behind a cursor (the old take path stranded 45 here)
     # A take whose batch timed out is not delivered by it; if the batch was applied all the same,
     # its messages come back once, after their timeout. Only a batch applied *after* the messages
     # were taken again could deliver a second time (at most a batch of 10): measured 0.
