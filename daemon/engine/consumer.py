@@ -344,7 +344,7 @@ class Consumer:
 class TakeBudget:
     """How much one take may still hold: a count (the caller's batch size) and payload bytes. The
     first message is always kept, so a row never stalls on one large message (payloads are capped
-    at send far below the limit, see base/model.py)."""
+    at 4 MiB, engine/queues.py, so one message alone always fits)."""
 
     def __init__(self, count: int, size: int) -> None:
         self.count = count
