@@ -1,4 +1,4 @@
-"""``python -m bench [--quick] [--only PARTS] [--report-only]``; ``python -m bench setup``.
+"""``python -m bench [--quick] [--only PARTS] [--report-only] [--no-docs]``; ``python -m bench setup``.
 
 Runs the parts in order (each prints its progress), saves every result to
 bench/out/results-<mode>.json as soon as it is measured (so a failure later loses nothing, and
@@ -30,6 +30,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--only", default="", help=f"comma-separated parts to run: {','.join(PARTS)} (default: all)")
     p.add_argument("--report-only", action="store_true", help="re-render plots and report from the saved results")
     p.add_argument("--write-docs", action="store_true", help="write docs/benchmarks.md even in quick mode")
+    p.add_argument("--no-docs", action="store_true",
+                   help="write bench/out/report-<mode>.md even in full mode (a partial run must not replace docs/ figures of another run)")
     p.add_argument("--daemon-option", action="append", default=[], metavar="KEY=VALUE",
                    help="a [worker] option for every casque daemon (a what-if: results go to results-<mode>-<options>.json, "
                         "never to docs/), e.g. --daemon-option max_poll_interval=0.1")
@@ -82,7 +84,7 @@ def versions() -> dict[str, str]:
         out["casque"] += f" (git {rev}{', engine with uncommitted changes' if dirty else ''})"
     except OSError:
         pass
-    for pkg in ("cassandra-driver", "celery", "kombu", "redis", "arq", "pgqueuer", "asyncpg", "py-spy"):
+    for pkg in ("cassandra-driver", "celery", "kombu", "redis", "arq", "dramatiq", "pgqueuer", "asyncpg", "procrastinate", "psycopg", "py-spy"):
         try:
             out[pkg] = version(pkg)
         except Exception:
@@ -227,11 +229,11 @@ def main(argv: list[str] | None = None) -> int:
             progress("a part failed: the results measured so far are saved; the report shows them")
             _record_duration(R, started, partial)
             save(plan, R)
-            render(plan, R, to_docs=(args.write_docs or plan is FULL) and not overrides)
+            render(plan, R, to_docs=(args.write_docs or plan is FULL) and not overrides and not args.no_docs)
             return 1
         _record_duration(R, started, partial)
         save(plan, R)
-    target = render(plan, R, to_docs=(args.write_docs or plan is FULL) and not overrides)
+    target = render(plan, R, to_docs=(args.write_docs or plan is FULL) and not overrides and not args.no_docs)
     save(plan, R)  # with the ceiling as the report computed it
     progress(f"report: {target.relative_to(ROOT)}")
     return 0

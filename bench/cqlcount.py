@@ -1,6 +1,6 @@
 """Count the CQL work casque really does: requests (round trips) and the reads and writes inside them.
 
-``install()`` wraps ``daemon.db.Database.run``, the one door every engine statement goes through,
+``install()`` wraps ``daemon.engine.db.Database.run``, the one door every engine statement goes through,
 so the counts come from the code as it runs, not from reading it. A batch is one request holding
 several mutations; each statement is classified by its CQL text (SELECT = read, else write;
 ``IF`` = a lightweight transaction). The per-message ceiling in docs/benchmarks.md divides the
@@ -111,7 +111,7 @@ def snapshot() -> CqlCounts:
 
 def install() -> None:
     """Wrap Database.run (and remember prepared statements' text so batch members can be named)."""
-    from daemon import db as dbmod
+    from daemon.engine import db as dbmod
 
     if getattr(dbmod.Database.run, "_bench_counted", False):
         return

@@ -1,14 +1,17 @@
-"""Part 4: peers on the same machine, in the same run: Celery (Redis, acks_late), arq (Redis) and
-pgqueuer (PostgreSQL), each running the same workload as casque.
+"""Part 4: peers on the same machine, in the same run: Celery (Redis, acks_late), arq (Redis),
+Dramatiq (Redis), pgqueuer (PostgreSQL) and procrastinate (PostgreSQL), each running the same
+workload as casque.
 
 The workload: N no-op tasks sent as fast as each system's producer API allows, one worker
-process, at most C tasks running at once (``--concurrency C`` / ``max_jobs`` /
-``--max-concurrent-tasks``; casque: its best consumers/batch setting, handler concurrency C).
-Each worker notes send→start latency in the task (bench/peer_record.py). "Acked" is read from the
-broker: Celery's queue and unacked hash empty, arq's queue sorted set empty, pgqueuer's job table
-empty. Every system first gets 200 warm-up tasks (not counted) so connections and imports are
-done before the clock starts. casque runs first and last, and its ratio uses the mean of the two,
-so a drift of the machine's load during the section does not favour it.
+process, at most C tasks running at once (``--concurrency C`` / ``max_jobs`` / ``--threads C`` /
+``--max-concurrent-tasks`` / procrastinate's ``--concurrency C``; casque: its best consumers/batch
+setting, handler concurrency C). Each worker notes send→start latency in the task
+(bench/peer_record.py). "Acked" is read from the broker: Celery's queue and unacked hash empty,
+arq's queue sorted set empty, Dramatiq's message hash empty, pgqueuer's job table empty,
+procrastinate's jobs all past ``todo``/``doing``. Every system first gets 200 warm-up tasks (not
+counted) so connections and imports are done before the clock starts. casque runs first and last,
+and its ratio uses the mean of the two, so a drift of the machine's load during the section does
+not favour it.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ class PeerDriver:
 
     name = ""
     senders = 4
+    database = "redis"  # whose server's CPU the run counts: "redis" or "postgres"
 
     def __init__(self, concurrency: int) -> None:
         self.concurrency = concurrency
@@ -162,6 +166,7 @@ class ArqDriver(PeerDriver):
 class PgQueuerDriver(PeerDriver):
     name = "pgqueuer"
     batch = 16
+    database = "postgres"
 
     def config(self) -> dict[str, str]:
         return {"version": _version("pgqueuer"), "broker": f"PostgreSQL 127.0.0.1:{PG_PORT} (synchronous_commit=off), asyncpg {_version('asyncpg')}",
@@ -170,11 +175,6 @@ class PgQueuerDriver(PeerDriver):
 
     def worker_cmd(self) -> list[str]:
         return [sys.executable, "-m", "bench.peer_pgqueuer"]
-
-    pg_pid = 0
-
-    def server_pids(self) -> list[int]:
-        return children_of(self.pg_pid) if self.pg_pid else []  # a backend per connection: read them now
 
     async def open(self) -> None:
         import asyncpg
@@ -200,6 +200,93 @@ class PgQueuerDriver(PeerDriver):
         return int(await self.db.fetchval("SELECT count(*) FROM pgqueuer"))
 
 
+class DramatiqDriver(PeerDriver):
+    name = "Dramatiq"
+    senders = 2
+
+    def config(self) -> dict[str, str]:
+        from . import peer_dramatiq
+
+        return {"version": _version("dramatiq"), "broker": f"Redis {peer_dramatiq.URL} (RedisBroker)",
+                "worker": f"dramatiq --processes 1 --threads {self.concurrency}",
+                "settings": f"defaults: default middleware, prefetch 2 × threads = {2 * self.concurrency}, ack after the actor, no result backend",
+                "producer": "actor.send (one Redis script call per message), 2 threads"}
+
+    def worker_cmd(self) -> list[str]:
+        return [_bin("dramatiq"), "bench.peer_dramatiq", "--processes", "1", "--threads", str(self.concurrency)]
+
+    async def open(self) -> None:
+        from . import peer_dramatiq
+
+        self.broker = peer_dramatiq.broker
+        self.actor = peer_dramatiq.noop
+        self.msgs = f"{self.broker.namespace}:{peer_dramatiq.QUEUE}.msgs"  # a message's body, from enqueue to ack
+
+    async def close(self) -> None:
+        self.broker.close()
+
+    async def reset(self) -> None:
+        await asyncio.to_thread(self.broker.client.flushdb)
+
+    def _send_sync(self, count: int, t: float) -> None:
+        for _ in range(count):
+            self.actor.send(t)
+
+    async def send(self, count: int, t: float) -> None:
+        await asyncio.to_thread(self._send_sync, count, t)
+
+    async def pending(self) -> int:
+        return int(await asyncio.to_thread(self.broker.client.hlen, self.msgs))
+
+
+class ProcrastinateDriver(PeerDriver):
+    name = "procrastinate"
+    database = "postgres"
+
+    def config(self) -> dict[str, str]:
+        return {"version": _version("procrastinate"),
+                "broker": f"PostgreSQL 127.0.0.1:{PG_PORT} (synchronous_commit=off), PsycopgConnector, psycopg {_version('psycopg')} (binary)",
+                "worker": f"procrastinate --log-level=warning worker --concurrency {self.concurrency}",
+                "settings": f"pool max_size={self.concurrency + 1} (concurrency + 1, as its docs size it for short jobs); defaults otherwise: LISTEN/NOTIFY, one job per fetch, delete_jobs=never; async task",
+                "producer": "task.batch_defer_async (one INSERT per 500 jobs), 4 senders on the connector's pool"}
+
+    def worker_cmd(self) -> list[str]:
+        return [_bin("procrastinate"), "--log-level=warning", "--app=bench.peer_procrastinate.app", "worker", "--concurrency", str(self.concurrency)]
+
+    async def open(self) -> None:
+        from . import peer_procrastinate
+
+        self.app = peer_procrastinate.app
+        self.task = peer_procrastinate.noop
+        await self.app.open_async()
+        if not await self._fetchval("SELECT to_regclass('procrastinate_jobs') IS NOT NULL"):
+            await self.app.schema_manager.apply_schema_async()  # what `procrastinate schema --apply` runs
+
+    async def close(self) -> None:
+        await self.app.close_async()
+
+    async def _fetchval(self, sql: str) -> Any:
+        async with self.app.connector.pool.connection() as conn:
+            row = await (await conn.execute(sql)).fetchone()
+        return row[0] if row else None
+
+    async def reset(self) -> None:
+        async with self.app.connector.pool.connection() as conn:
+            await conn.execute("TRUNCATE procrastinate_jobs CASCADE")
+
+    async def send(self, count: int, t: float) -> None:
+        await self.task.batch_defer_async(*({"t": t} for _ in range(count)))
+
+    async def pending(self) -> int:
+        return int(await self._fetchval("SELECT count(*) FROM procrastinate_jobs WHERE status IN ('todo', 'doing')"))
+
+
+def drivers(concurrency: int) -> list[PeerDriver]:
+    """Every peer, in the order each round runs them (Redis ones, then PostgreSQL ones)."""
+    return [CeleryDriver(concurrency), ArqDriver(concurrency), DramatiqDriver(concurrency),
+            PgQueuerDriver(concurrency), ProcrastinateDriver(concurrency)]
+
+
 async def run_peer(driver: PeerDriver, n: int, rate: float | None = None, label: str = "") -> RunResult:
     """One measured run of a peer: reset, start its worker, warm up, send N, wait until all acked."""
     label = label or driver.name
@@ -217,7 +304,7 @@ async def run_peer(driver: PeerDriver, n: int, rate: float | None = None, label:
         server0 = cpu_seconds(driver.server_pids())
         worker0 = cpu_seconds(children_of(proc.pid))
         sent = await (send_fast(driver.send, n, senders=driver.senders) if rate is None else send_paced(driver.send, n, rate))
-        end = await _until_empty(driver, proc, max(180.0, n / 100), "run")
+        end = await _until_empty(driver, proc, max(180.0, n / 25), "run")  # procrastinate takes 30,000 at 100-300/s here
         worker_cpu = cpu_seconds(children_of(proc.pid)) - worker0
         server_cpu = cpu_seconds(driver.server_pids()) - server0
     finally:
@@ -255,41 +342,41 @@ async def run(cq: Casque, plan: Plan, best: dict[str, Any]) -> dict[str, Any]:
     async def casque_run(tag: str, rate: float | None = None) -> RunResult:
         r = await run_casque(cq, n if rate is None else int(rate * plan.equal_seconds), best["consumers"],
                              best["batch_size"], label=f"peers_casque_{tag}", concurrency=c, rate=rate)
-        progress(f"  casque    {r.throughput:8.0f} msg/s  p50 {r.latency.p50:8.1f} ms  p99 {r.latency.p99:8.1f} ms  ({tag})")
+        progress(f"  {'casque':<13} {r.throughput:8.0f} msg/s  p50 {r.latency.p50:8.1f} ms  p99 {r.latency.p99:8.1f} ms  ({tag})")
         return r
 
-    drivers: list[PeerDriver] = [CeleryDriver(c), ArqDriver(c), PgQueuerDriver(c)]
+    peers = drivers(c)
     with redis_server() as redis_proc, postgres_server() as pg_pid:
-        for d in drivers:
+        for d in peers:
             await d.open()
-            if isinstance(d, PgQueuerDriver):
-                d.pg_pid = pg_pid
+            if d.database == "postgres":  # a backend per connection: read them when asked
+                d.server_pids = lambda pid=pg_pid: children_of(pid)  # type: ignore[method-assign]
             else:
                 d.server_pids = lambda pid=redis_proc.pid: [pid]  # type: ignore[method-assign]
         try:
             for rnd in range(1, plan.peer_rounds + 1):  # casque, then each peer, round after round
                 results.append(await casque_run(f"round{rnd}"))
-                for d in drivers:
+                for d in peers:
                     r = await run_peer(d, n, label=f"{d.name}_round{rnd}")
                     results.append(r)
-                    progress(f"  {d.name:<9} {r.throughput:8.0f} msg/s  p50 {r.latency.p50:8.1f} ms  p99 {r.latency.p99:8.1f} ms  "
+                    progress(f"  {d.name:<13} {r.throughput:8.0f} msg/s  p50 {r.latency.p50:8.1f} ms  p99 {r.latency.p99:8.1f} ms  "
                              f"(sent at {r.send_rate:.0f}/s, round {rnd})")
             results.append(await casque_run("last"))
             mean = {name: sum(r.throughput for r in results if r.system == name) / sum(1 for r in results if r.system == name)
-                    for name in ["casque"] + [d.name for d in drivers]}
+                    for name in ["casque"] + [d.name for d in peers]}
             slowest = min(mean.values())
             equal_rate = max(20.0, round(slowest / 2))
             progress(f"  equal load: every system offered {equal_rate:.0f} msg/s for {plan.equal_seconds:.0f}s (half the slowest mean)")
             equal: list[RunResult] = [await casque_run("equal", rate=equal_rate)]
-            for d in drivers:
+            for d in peers:
                 r = await run_peer(d, int(equal_rate * plan.equal_seconds), rate=equal_rate, label=f"{d.name}_equal")
                 equal.append(r)
-                progress(f"  {d.name:<9} p50 {r.latency.p50:8.1f} ms  p95 {r.latency.p95:8.1f} ms  p99 {r.latency.p99:8.1f} ms  max {r.latency.max:8.1f} ms")
+                progress(f"  {d.name:<13} p50 {r.latency.p50:8.1f} ms  p95 {r.latency.p95:8.1f} ms  p99 {r.latency.p99:8.1f} ms  max {r.latency.max:8.1f} ms")
         finally:
-            for d in drivers:
+            for d in peers:
                 await d.close()
     return {
-        "n": n, "concurrency": c, "rounds": plan.peer_rounds,
+        "n": n, "concurrency": c, "rounds": plan.peer_rounds, "systems": ["casque"] + [d.name for d in peers],
         "runs": [r.as_dict() for r in results],
         "mean_throughput": mean,
         "casque_throughput": mean["casque"],

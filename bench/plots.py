@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 DPI = 80
 COLORS = {"casque": "#1f77b4", "casque (half load)": "#17becf", "Celery": "#d62728", "arq": "#ff7f0e", "pgqueuer": "#2ca02c",
-          "naive": "#d62728"}
+          "Dramatiq": "#9467bd", "procrastinate": "#8c564b", "naive": "#d62728"}
 
 
 def _save(fig: Any, path: Path) -> Path:

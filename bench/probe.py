@@ -58,7 +58,7 @@ class Noop(Handler):
 
 
 def _install_ack_counter() -> None:
-    from daemon import acks
+    from daemon.engine import acks
 
     original = acks.Acker.ack
     if getattr(original, "_bench_counted", False):

@@ -69,8 +69,9 @@ def summary(R: dict[str, Any]) -> str:
     if peers:
         r = peers["ratios"]
         ok = all(r.get(k, 0) > 1 for k in ("Celery", "arq"))
+        others = ", ".join(f"casque / {k} = {_n(v, 2)}×" for k, v in r.items() if k not in ("Celery", "arq"))
         rows.append(["faster than Celery and arq, same run", "casque / Celery = " + _n(r.get("Celery"), 2) + "×, casque / arq = " + _n(r.get("arq"), 2) + "×"
-                     + (f" (casque / pgqueuer = {_n(r.get('pgqueuer'), 2)}×)" if "pgqueuer" in r else ""), _met(ok)])
+                     + (f" ({others})" if others else ""), _met(ok)])
     if half:
         p99 = half["run"]["latency"]["p99"]
         rows.append(["p99 send→start ≤ 100 ms at half load", f"p99 {_ms(p99)} (p50 {_ms(half['run']['latency']['p50'])}) at {_n(half['run']['offered_rate'])} msg/s", _met(p99 <= 100)])
@@ -208,7 +209,8 @@ def section_peers(R: dict[str, Any], img: str) -> str:
         "## 4. Peers: same machine, same run, same workload", "",
         f"{_n(p['n'])} no-op tasks each, sent as fast as each system's producer API allows, one worker process, at most {p['concurrency']} "
         "tasks running at once. \"Acked\" is read from each broker (casque: the ack batch written). The runs are interleaved "
-        f"({p.get('rounds', 1)} round(s) of casque, Celery, arq, pgqueuer, then casque once more); each system's throughput is the mean of its runs.", "",
+        f"({p.get('rounds', 1)} round(s) of {', '.join(p.get('systems', ['casque', 'Celery', 'arq', 'pgqueuer']))}, then casque once more); "
+        "each system's throughput is the mean of its runs.", "",
         _table(["system", "mean msg/s", "casque ÷ system"], mrows), "",
         _table(["run", "msg/s", "sent at msg/s", "p50 ms", "p95 ms", "p99 ms", "max ms", "worker CPU ms/msg"], rows), "",
         "Latency at full load is mostly time spent queued behind the backlog (the producers outrun every consumer), so it is shown "
@@ -288,6 +290,7 @@ def repro() -> str:
         "python -m bench setup               # only install: bench/requirements.lock, redis-server, postgresql, cassandra-stress",
         "python -m bench --report-only       # re-render the report from bench/out/results-full.json",
         "python -m bench --only sched --daemon-option max_poll_interval=0.1   # a what-if: its own results file, never docs/",
+        "python -m bench --only peers --no-docs   # full size, one part, report in bench/out/report-full.md: docs/ keeps the full run",
         "```", "",
         "The bench installs what it needs itself: its hash-locked Python packages (bench/requirements.lock) into the running venv, "
         "Debian's redis-server and postgresql (as root, `apt-get update` first), cassandra-stress from Maven Central, and it starts the "

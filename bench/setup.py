@@ -27,7 +27,7 @@ LOCK = ROOT / "bench" / "requirements.lock"
 STRESS_VERSION = "4.0-alpha2"
 STRESS_HOME = Path.home() / ".cache" / "casque" / f"apache-cassandra-{STRESS_VERSION}"
 APT_PACKAGES = {"redis-server": "/usr/bin/redis-server", "postgresql": "/usr/lib/postgresql"}
-NEEDED_MODULES = ("celery", "redis", "arq", "pgqueuer", "asyncpg", "matplotlib")
+NEEDED_MODULES = ("celery", "redis", "arq", "dramatiq", "pgqueuer", "asyncpg", "procrastinate", "psycopg", "matplotlib")
 
 
 def python_deps() -> None:

@@ -32,7 +32,10 @@ async def test_daemon_processes_delayed_priority_and_keyed_messages(cq: Casque, 
     await cq.send(queue_name, "test.record", "normal")
     await cq.send(queue_name, "test.record", "high", priority=5)
     await cq.send(queue_name, "test.record", "keyed", key="k1")
-    await cq.send(queue_name, "test.record", "delayed", delay="2s")
+    # Lowest priority, so its place is last however long the daemon takes to start; that it waited
+    # for its due time is checked against the time its handler started.
+    delayed_id = await cq.send(queue_name, "test.record", "delayed", delay="2s", priority=-10)
+    delayed_due = (await cq.get(queue_name, id=delayed_id)).due_ms / 1000
     record = tmp_path / "record.txt"
     d = start_daemon(write_config(tmp_path / "c.toml", TEST_KEYSPACE, [queue_name], consumers=1, batch_size=1, in_flight=1), record, tmp_path / "log")
     try:
@@ -42,7 +45,7 @@ async def test_daemon_processes_delayed_priority_and_keyed_messages(cq: Casque, 
         assert d.wait() == 0, d.output()[-3000:]
     payloads = [r[5] for r in records(record)]
     assert payloads[:4] == ["high", "normal", "keyed", "low"]  # one row, one at a time: priority first, then due time
-    assert payloads[4] == "delayed"
+    assert payloads[4] == "delayed" and float(records(record)[4][4]) >= delayed_due
     assert await cq.get_key(queue_name, "k1") is None  # released once its message finished
 
 

@@ -14,6 +14,8 @@ from collections import defaultdict
 from typing import Any
 
 from daemon.base.clock import Clock
+from daemon.base.crashpoints import crash_point
+from daemon.engine import chain
 from daemon.engine.db import Database
 from daemon.engine.keys import KeyStore
 from daemon.base.model import Message
@@ -41,10 +43,22 @@ class Acker:
             for m in group:
                 batch.add(self.table.delete_message(m, _copy_due(m)))
             await self.db.run(batch, timestamp=after(*(m.write_ts for m in group), now_us=self.db.next_timestamp()))
+        if any(m.trigger for m in messages):
+            crash_point("schedule.acked")
         if release_keys:
             for m in messages:
                 if m.key:
-                    await self.keys.release(m.queue, m.key, m.id)
+                    await self._finish_key(m)
+
+    async def _finish_key(self, m: Message) -> None:
+        """Free the key of a finished message, if it still names it. A schedule's occurrence with
+        a successor hands a key that still names it (left behind by a crash) to the successor
+        instead: releasing it would end the schedule (chain.py)."""
+        successor = chain.successor_entry(m, self.clock.now_ms())
+        if successor is not None:
+            await self.keys.repoint(successor, m.id)
+        else:
+            await self.keys.release(m.queue, m.key or "", m.id)
 
     async def retry(self, m: Message, delay_s: float, error: str) -> None:
         """Put the message back as WAITING, due after ``delay_s``, in the same batch that removes its
@@ -76,7 +90,11 @@ class Acker:
         m.due_ms = m.copy_due_ms = now + int(seconds * 1000)
         batch = self._move(m, old_due, now, qs.retention_s)
         ts = after(m.write_ts, now_us=self.db.next_timestamp())
-        await self.db.run(batch, timestamp=ts)
+        try:
+            await self.db.run(batch, timestamp=ts)
+        except BaseException:  # not known to be moved: assume the earlier due time (the safe side)
+            m.due_ms = m.copy_due_ms = old_due
+            raise
         m.write_ts = ts
 
     def _move(self, m: Message, old_due: int, now: int, retention_s: int) -> Any:

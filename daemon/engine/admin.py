@@ -13,6 +13,7 @@ import uuid
 from typing import Any
 
 from daemon.engine.client import Casque
+from daemon.base.errors import KeyConflict
 from daemon.base.model import QueueSettings
 from daemon.engine.poison import PoisonRecord
 from daemon.engine.producer import Job
@@ -59,7 +60,13 @@ async def delete_queue(cq: Casque, queue: str) -> int:
 
 async def replay(cq: Casque, queue: str, ids: list[uuid.UUID] | None = None, task: str | None = None) -> tuple[list[str], list[str]]:
     """Send poisoned messages again as new messages (attempt 0), then drop them from the poison
-    queue. Select by ids, by task, or (neither) all. Returns (new ids, reasons for those left)."""
+    queue. Select by ids, by task, or (neither) all. Returns (new ids, reasons for those left).
+
+    Replay never cancels anything. A keyed message is re-sent with its key only if the key is
+    free; if newer work holds the key, the poisoned one stays in the poison queue (its key says
+    there may be only one, and the newer one wins). An occurrence of a schedule is re-sent once,
+    as a plain message without key or trigger: the schedule itself, live or cancelled, is left as
+    it is, and this one run does not chain further occurrences."""
     records = await cq.poison.list(queue, limit=1_000_000)
     chosen = [r for r in records if (ids is None or r.id in ids) and (task is None or r.task == task)]
     new_ids, left = [], []
@@ -69,11 +76,18 @@ async def replay(cq: Casque, queue: str, ids: list[uuid.UUID] | None = None, tas
         except ValueError as exc:
             left.append(f"{r.id}: its stored payload is not JSON ({exc}); it stays in the poison queue")
             continue
-        new_ids.append(await cq.producer.send(queue, job))
+        try:
+            new_ids.append(await cq.producer.send(queue, job))
+        except KeyConflict:
+            holder = await cq.keys.get(queue, r.key or "")
+            left.append(f"{r.id}: its key '{r.key}' now names newer message {holder.id if holder else '?'}; it stays in the poison "
+                        f"queue (cancel that one first to replay this one)")
+            continue
         await cq.poison.remove(queue, r.id)
     return new_ids, left
 
 
 def _job(r: PoisonRecord) -> Job:
     payload: Any = json.loads(r.payload) if r.payload is not None else None
-    return Job(task=r.task, payload=payload, priority=r.priority, headers=r.headers, key=r.key, on_conflict="replace")
+    key = None if r.trigger else r.key  # a schedule's key belongs to the live schedule
+    return Job(task=r.task, payload=payload, priority=r.priority, headers=r.headers, key=key, on_conflict="error")

@@ -36,7 +36,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from daemon.base import metrics
-from daemon.engine import triggers
+from daemon.engine import chain, triggers
+from daemon.base.crashpoints import crash_point
 from daemon.base.clock import Clock
 from daemon.engine.db import Database
 from daemon.engine.keys import KeyEntry, KeyStore
@@ -96,6 +97,9 @@ class Consumer:
         self.rows: dict[tuple[int, int], RowState] = {}
         self.stats = ConsumerStats()
         self._next_shard: dict[int, int] = {}
+        #: How long past its timeout a taken message stays invisible: the dispatcher's margin for
+        #: clock skew (service/visibility.py); 0 for other consumers.
+        self.hold_ms = 0
 
     def expect(self, bucket: int, shard: int, due_ms: int) -> None:
         """A hint from this process: something in this row becomes due at ``due_ms`` (a retry or
@@ -267,6 +271,7 @@ class Consumer:
             nxt = self._next_occurrence(m, now)
             if nxt is not None:  # written in this same batch: the schedule survives any crash
                 batch.add(self.table.insert_message(nxt, now, qs.retention_s))
+                chain.record_successor(m, nxt)  # stored with m's timeout column (chain.py)
                 chained.append((m, nxt))
             if m.state == STATE_IN_FLIGHT:
                 self.stats.timed_out += 1
@@ -274,7 +279,7 @@ class Consumer:
             m.scheduled_ms = (m.trigger or {}).get("fire_ms") or m.due_ms
             m.attempt += 1
             m.state = STATE_IN_FLIGHT
-            m.due_ms = m.copy_due_ms = now + m.timeout_ms
+            m.due_ms = m.copy_due_ms = now + m.timeout_ms + self.hold_ms
             batch.add(self.table.insert_message(m, now, qs.retention_s))
             delivered.append(m)
         cursors = dict(state.cursors)
@@ -290,9 +295,13 @@ class Consumer:
         _merge(state.cursors, cursors)  # committed: only now may later reads start past what was read
         for m in delivered:
             m.write_ts = ts
+        if chained:
+            crash_point("schedule.take_committed")
         for m, nxt in chained:
             nxt.write_ts = ts
             await self._move_key(qs, m, nxt, now)
+        if chained:
+            crash_point("schedule.key_moved")
         self.stats.takes += 1
         self.stats.taken += len(delivered)
         return delivered
@@ -312,13 +321,14 @@ class Consumer:
                        enqueued_at=now, last_error=None, copy_due_ms=None, write_ts=0)
 
     async def _move_key(self, qs: QueueSettings, m: Message, nxt: Message, now: int) -> None:
-        """Point the schedule's key at its next occurrence. If the key no longer names this
-        occurrence, the schedule was cancelled or replaced meanwhile: withdraw the next one."""
+        """Point the schedule's key at its next occurrence (also from an earlier occurrence, when a
+        crash left the key behind: chain.py). If the key is gone or names another schedule, it was
+        cancelled or replaced meanwhile: withdraw the next occurrence."""
         if not m.key:
             return
         entry = KeyEntry(qs.name, m.key, nxt.id, nxt.bucket, nxt.shard, nxt.task, nxt.trigger, now, last_run=now)
         try:
-            moved = await self.keys.repoint(entry, m.id)
+            moved = await chain.advance(self.keys, entry, m.id)
         except Exception as exc:  # the occurrence ran; lookups follow the chain (lookup.py)
             log.error("schedule_key_not_moved", queue=qs.name, key=m.key, error=str(exc))
             return

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Literal
 
 from daemon.base import metrics
@@ -19,6 +19,7 @@ from daemon.base.clock import Clock
 from daemon.engine.db import Database
 from daemon.base.durations import parse_duration
 from daemon.base.errors import KeyConflict, StorageUnavailable, UsageError
+from daemon.engine.chain import same_schedule
 from daemon.engine.keys import KeyEntry, KeyStore
 from daemon.engine.lookup import Lookup
 from daemon.base.model import Message, QueueSettings, check_headers, check_key, check_priority, check_task_name, encode_payload
@@ -135,12 +136,36 @@ class Producer:
                 return holder.id
             if not stale and policy == "error":
                 raise KeyConflict(f"key '{m.key}' in queue '{qs.name}' already names message {holder.id}: use on_conflict='replace' or 'keep', or cancel it first")
+            if same_schedule(holder, m.trigger):  # the same schedule sent again: it updates itself in place
+                await self._resend_same(qs, m, holder, now)
+                return m.id
             if await self.keys.repoint(entry, holder.id):
                 await self.db.run(self._insert(qs, m))
                 if not stale:
                     await self._cancel_quietly(qs.name, holder.id)
                 return m.id
         raise StorageUnavailable(f"key '{m.key}' in queue '{qs.name}' is being changed concurrently by other senders: retry the send")
+
+    async def _resend_same(self, qs: QueueSettings, m: Message, holder: KeyEntry, now: int) -> None:
+        """A keyed schedule sent again with the same first fire time has the same deterministic
+        origin id as the schedule its key names (every deploy re-sends its schedules). Replacing it
+        would cancel the schedule's current occurrence and restart it, or cancel the new send
+        itself, so the current occurrence is updated in place instead (payload, headers, task,
+        limits, trigger settings; its number and fire time stay). The rewrite is timestamped just
+        after the stored row, so it can never win over a take's delete of that row (a take writes
+        later, and a delete wins a tie): an occurrence being taken is left to run as it was. The
+        first occurrence of a send that died before its INSERT is written now."""
+        stored = await self.lookup.find(qs, holder.id)
+        if stored is None:
+            if holder.id == m.id:
+                await self.db.run(self._insert(qs, m))
+            return
+        if stored.state != STATE_WAITING or stored.priority != m.priority or not stored.trigger:
+            return
+        trigger = {**(m.trigger or {}), "n": stored.trigger["n"], "fire_ms": stored.trigger["fire_ms"]}
+        updated = replace(stored, task=m.task, payload=m.payload, raw_payload=m.raw_payload, headers=m.headers, timeout_ms=m.timeout_ms,
+                          max_attempts=m.max_attempts, trigger=trigger)
+        await self.db.run(self.table.insert_message(updated, now, qs.retention_s), timestamp=stored.write_ts + 1)
 
     async def _is_stale(self, qs: QueueSettings, holder: KeyEntry, now: int) -> bool:
         """A key whose message is gone (a crash between ack and key release) may be taken over;

@@ -21,14 +21,15 @@ from daemon.engine.client import Casque
 from daemon.base.config import WorkerSettings
 from daemon.engine.consumer import Consumer
 from daemon.base.errors import CasqueError
-from daemon.engine import triggers
+from daemon.engine import chain, triggers
+from daemon.base.crashpoints import crash_point
 from daemon.service.handler import Context, Poison, Retry
 from daemon.base.logs import debug_enabled, get_logger
 from daemon.base.model import Message
 from daemon.service.registry import Registry, TaskSpec
+from daemon.service.visibility import Visibility
 
 log = get_logger("casque.dispatcher")
-START_MARGIN_MS = 500
 EXTEND_SLACK_MS = 2000
 
 
@@ -97,7 +98,10 @@ class Dispatcher:
         #: "received" and "started" are observed only when asked (history needs them); metrics
         #: count receptions per batch and derive lateness from ``started_ms`` at the outcome.
         self.observe_starts = False
+        self.visibility = Visibility(cq.acker, cq.clock, settings.clock_tolerance)
         self.consumers = {q: cq.consumer(q) for q in queues}
+        for consumer in self.consumers.values():
+            consumer.hold_ms = self.visibility.hold_ms  # the column falls due hold after the deadline
         self.counters = Counters()
         self.per_queue = {q: Counters() for q in queues}
         self.acks = AckBuffer(cq)
@@ -110,6 +114,7 @@ class Dispatcher:
         self._work: dict[str, asyncio.Event] = {}
         self._limits: dict[str, asyncio.Semaphore] = {}
         self._pool = ThreadPoolExecutor(max_workers=settings.sync_threads, thread_name_prefix="casque-sync")
+        self._threads = asyncio.Semaphore(settings.sync_threads)  # a sync handler starts only with a free thread
 
     # ---- the consumer loop --------------------------------------------------------------------
     async def run(self, burst: bool = False) -> None:
@@ -242,15 +247,54 @@ class Dispatcher:
         if not await self._still_wanted(m, mlog):
             self.acks.add(m)
             return
-        limit = self._limit(spec)
-        async with limit:
+        slots = self._slots(spec)
+        await self._acquire(slots, m, mlog)
+        try:
             await self._run(consumer, spec, m, mlog)
+        finally:
+            for slot in slots:
+                slot.release()
+
+    def _slots(self, spec: TaskSpec) -> list[asyncio.Semaphore]:
+        """What a handler needs before its deadline starts: its task's concurrency slot, if it has a
+        limit, and a thread, if it is sync (else it would time out queued in the pool)."""
+        slots = []
+        if spec.concurrency:
+            sem = self._limits.get(spec.name)
+            if sem is None:
+                sem = self._limits[spec.name] = asyncio.Semaphore(spec.concurrency)
+            slots.append(sem)
+        if not spec.is_async:
+            slots.append(self._threads)
+        return slots
+
+    async def _acquire(self, slots: list[asyncio.Semaphore], m: Message, mlog: Any) -> None:
+        """Take the slots; while waiting for them, keep the message invisible (the wait must not use
+        up its timeout or its attempts). No wait, no extra task and no extra write."""
+        got: list[asyncio.Semaphore] = []
+        try:
+            if any(slot.locked() for slot in slots):
+                async with self.visibility.kept(m, mlog):
+                    for slot in slots:
+                        await slot.acquire()
+                        got.append(slot)
+            else:
+                for slot in slots:
+                    await slot.acquire()
+                    got.append(slot)
+        except BaseException:
+            for slot in got:
+                slot.release()
+            raise
 
     async def _still_wanted(self, m: Message, mlog: Any) -> bool:
         """A late occurrence under the 'skip' misfire policy is not run, nor is a keyed message whose
         key was cancelled or moved to another message after it was taken (so a cancelled schedule
-        never fires again, even with an occurrence already in flight)."""
-        if m.trigger and not triggers.should_run(triggers.Trigger.from_json(m.trigger), self.cq.clock.now_ms()):
+        never fires again, even with an occurrence already in flight). Misfire judges an
+        occurrence's first delivery only: a retry or a redelivery after a timeout is late because
+        it failed, not because no daemon ran, so it always runs."""
+        first_delivery = m.attempt <= 1
+        if m.trigger and first_delivery and not triggers.should_run(triggers.Trigger.from_json(m.trigger), self.cq.clock.now_ms()):
             mlog.warning("misfire_skipped", fire_ms=m.trigger.get("fire_ms"), late_ms=self.cq.clock.now_ms() - int(m.trigger.get("fire_ms", 0)))
             return False
         if not m.key:
@@ -259,19 +303,10 @@ class Dispatcher:
             entry = await self.cq.keys.get(m.queue, m.key)
         except CasqueError:
             return True  # can't tell: at-least-once says run it
-        same_schedule = bool(m.trigger and entry and entry.trigger and entry.trigger.get("origin") == m.trigger.get("origin"))
-        if entry is not None and (entry.id == m.id or same_schedule):
+        if entry is not None and (entry.id == m.id or chain.same_schedule(entry, m.trigger)):
             return True
         mlog.info("message_cancelled", key=m.key, reason="its key was cancelled or now names another message")
         return False
-
-    def _limit(self, spec: TaskSpec) -> Any:
-        if not spec.concurrency:
-            return _NoLimit()
-        sem = self._limits.get(spec.name)
-        if sem is None:
-            sem = self._limits[spec.name] = asyncio.Semaphore(spec.concurrency)
-        return sem
 
     async def _run(self, consumer: Consumer, spec: TaskSpec, m: Message, mlog: Any) -> None:
         run_timeout = await self._deadline(spec, m, mlog)
@@ -284,9 +319,9 @@ class Dispatcher:
         if debug_enabled():
             mlog.debug("message_started")
         try:
-            async with asyncio.timeout(run_timeout) as deadline:
+            async with asyncio.timeout(run_timeout if spec.is_async else None) as deadline:
                 ctx = self._context(m, mlog, deadline)
-                await self._call(spec, ctx, m)
+                await self._call(spec, ctx, m, mlog, run_timeout)
         except TimeoutError:
             self._count(m, "timed_out")
             duration = time.monotonic() - started
@@ -308,6 +343,8 @@ class Dispatcher:
             await self._retry_or_poison(consumer, spec, m, mlog, None, exc, started)
         else:
             duration = time.monotonic() - started
+            if m.trigger:
+                crash_point("schedule.ran")
             self.acks.add(m)
             self._count(m, "acked")
             self.observe("acked", m, duration)
@@ -315,33 +352,43 @@ class Dispatcher:
                 mlog.debug("message_acked", duration=round(duration, 4))
 
     async def _deadline(self, spec: TaskSpec, m: Message, mlog: Any) -> float | None:
-        """How long the handler may run: its timeout, but always ending before its timeout column
-        comes due (else another consumer could start it while it still runs). A class timeout
-        longer than the message's moves the column first. None: the column is already due."""
-        wanted = spec.timeout or m.timeout_ms / 1000
-        remaining = (m.copy_due_ms or 0) - self.cq.clock.now_ms() - START_MARGIN_MS
-        if remaining <= 0:
-            mlog.warning("message_expired_before_start", late_ms=-remaining)
-            return None  # its timeout column is (nearly) due: the next delivery owns it
-        if wanted * 1000 > remaining + EXTEND_SLACK_MS:  # only a class timeout longer than the message's
+        """How long the handler may run: its timeout, but always ending ``hold`` (clock tolerance
+        + time to write the outcome) before its timeout column falls due (visibility.py). When
+        less than that is left (a class timeout longer than the message's, or time spent waiting
+        for a slot) the column is moved first. None: too late, the next delivery owns it."""
+        wanted_ms = int((spec.timeout or m.timeout_ms / 1000) * 1000)
+        runway = self.visibility.runway_ms(m)
+        if runway <= 0:
+            mlog.warning("message_expired_before_start", late_ms=-runway)
+            return None
+        if wanted_ms > runway + min(EXTEND_SLACK_MS, wanted_ms // 10):
             try:
-                await self.cq.acker.extend(m, wanted + 2 * START_MARGIN_MS / 1000)
+                await self.visibility.extend(m, wanted_ms / 1000)
             except CasqueError as exc:
                 mlog.error("extend_failed", error=str(exc), comes_back_at_ms=m.copy_due_ms)
                 return None
-            remaining = (m.copy_due_ms or 0) - self.cq.clock.now_ms() - START_MARGIN_MS
-        return min(wanted, remaining / 1000)
+            runway = self.visibility.runway_ms(m)
+        return min(wanted_ms, runway) / 1000
 
-    async def _call(self, spec: TaskSpec, ctx: Context, m: Message) -> None:
+    async def _call(self, spec: TaskSpec, ctx: Context, m: Message, mlog: Any, run_timeout: float) -> None:
         handler = spec.cls()
         if spec.is_async:
             await handler.handle(ctx, m.payload)
-        else:
-            await asyncio.get_running_loop().run_in_executor(self._pool, handler.handle, ctx, m.payload)
+            return
+        # A thread can't be stopped: while it runs the message is kept invisible, past its timeout
+        # too, so it is never delivered again while its handler still runs. Its outcome counts.
+        async with self.visibility.kept(m, mlog):
+            work = asyncio.get_running_loop().run_in_executor(self._pool, handler.handle, ctx, m.payload)
+            done, _ = await asyncio.wait({work}, timeout=run_timeout)
+            if not done:
+                mlog.warning("sync_handler_overran", timeout_s=round(run_timeout, 3),
+                             reason="a thread can't be stopped: its message stays invisible until it returns")
+                await asyncio.wait({work})
+        work.result()
 
     def _context(self, m: Message, mlog: Any, deadline: Any) -> Context:
         async def extend(seconds: float) -> None:
-            await self.cq.acker.extend(m, seconds)
+            await self.visibility.extend(m, seconds)
             deadline.reschedule(asyncio.get_running_loop().time() + seconds)
 
         return Context(id=str(m.id), queue=m.queue, task=m.task, attempt=m.attempt, max_attempts=m.max_attempts,
@@ -356,6 +403,9 @@ class Dispatcher:
                                "".join(traceback.format_exception(exc)), duration, error)
             return
         delay = spec.backoff.delay(m.attempt) if after is None else after
+        if not self.visibility.held(m):  # another consumer may have taken it: a rewrite would be a second copy
+            mlog.warning("retry_too_late", error=error, comes_back_at_ms=m.copy_due_ms)
+            return
         try:
             await self.cq.acker.retry(m, delay, error)
         except CasqueError as store_exc:
@@ -418,11 +468,3 @@ class _MessageLog:
             m = self._m
             self._bound = log.bind(queue=m.queue, task=m.task, id=str(m.id), attempt=m.attempt)
         return getattr(self._bound, name)
-
-
-class _NoLimit:
-    async def __aenter__(self) -> None:
-        return None
-
-    async def __aexit__(self, *exc: object) -> None:
-        return None

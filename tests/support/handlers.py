@@ -74,3 +74,23 @@ class Tick(Handler):
     async def handle(self, ctx: Context, payload: Any) -> None:
         fire = ctx.fire_time.timestamp() if ctx.fire_time else 0
         record(ctx, f"{ctx.occurrence} {fire:.3f}")
+
+
+@register("test.sync_one_at_a_time", timeout=3, concurrency=1)
+class SyncOneAtATime(Handler):
+    """A sync handler that may run once at a time per daemon: the others wait for its slot."""
+
+    def handle(self, ctx: Context, payload: Any) -> None:
+        time.sleep(float(payload))
+        record(ctx)
+
+
+@register("test.sync_overrun", timeout=1)
+class SyncOverrun(Handler):
+    """A sync handler that runs past its timeout: its thread can't be stopped, so it must not be
+    counted as timed out (and redelivered) while the thread still runs it."""
+
+    def handle(self, ctx: Context, payload: Any) -> None:
+        record(ctx, "start")
+        time.sleep(float(payload))
+        record(ctx, "done")
