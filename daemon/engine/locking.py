@@ -7,10 +7,11 @@ Step by step (docs/design.md has the argument for why each step is there):
    starts there, so old lock tombstones are never scanned).
 3. Busy if any *foreign* column is ACQUIRED, or if ours is not the earliest live column.
 4. Overwrite our column with state ACQUIRED.
-5. Re-check when the messages are read: a foreign ACQUIRED column means two consumers got past
-   step 3 (possible when clocks are skewed, since "earliest" compares client clocks); then we back
-   off. Each consumer writes its ACQUIRED column before reading the others', so of two racers at
-   least one sees the other: never both proceed.
+5. Re-check, and only then read the messages: a foreign ACQUIRED column means two consumers got
+   past step 3 (possible when clocks are skewed, since "earliest" compares client clocks); then we
+   back off. Each consumer writes its ACQUIRED column before reading the others', so of two racers
+   at least one sees the other, or sees it gone because its take committed -- and then a message
+   read that starts after the re-check sees that take's deletes too: never both take.
 6. The consumer's take is one single-partition batch that also deletes our lock column.
 
 A dead consumer's lock expires with its TTL, so a shard is never blocked for longer than that.
