@@ -23,6 +23,11 @@ class Clock:
         """Seconds since the epoch, as ``time.time()`` would give with this clock's offset."""
         return self.now_ms() / 1000.0
 
+    def elapsed_ms(self) -> int:
+        """A monotonic reading in ms, for measuring how long something took (a lock's age): an NTP
+        step of the wall clock must not make an old lock look young."""
+        return time.monotonic_ns() // 1_000_000
+
 
 class ManualClock(Clock):
     """A clock that only moves when told to: for the pure tests of trigger and placement math."""
@@ -32,6 +37,9 @@ class ManualClock(Clock):
         self._now = start_ms
 
     def now_ms(self) -> int:
+        return self._now
+
+    def elapsed_ms(self) -> int:
         return self._now
 
     def advance(self, ms: int) -> None:

@@ -30,6 +30,7 @@ RETRIED = Counter("casque_retried", "Failures put back for another attempt", _QT
 POISONED = Counter("casque_poisoned", "Messages moved to the poison queue", _QT, registry=REGISTRY)
 TIMED_OUT = Counter("casque_timed_out", "Handlers cancelled at their timeout", _QT, registry=REGISTRY)
 CONTENTION = Counter("casque_lock_contention", "Shard-row locks found busy", ["queue"], registry=REGISTRY)
+SWEPT = Counter("casque_swept", "Messages the sweep found below a row's cursor and put back within reach", ["queue"], registry=REGISTRY)
 EMPTY_POLLS = Counter("casque_empty_polls", "Full rounds over a queue's shards that found nothing due", ["queue"], registry=REGISTRY)
 HANDLER_SECONDS = Histogram("casque_handler_seconds", "Handler run time", _QT, registry=REGISTRY,
                             buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120))

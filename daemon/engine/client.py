@@ -43,7 +43,8 @@ class Casque:
         self.keys = KeyStore(db, ks)
         self.poison = PoisonStore(db, ks)
         self.lookup = Lookup(db, self.queues, self.table, self.keys)
-        self.producer = Producer(db, self.queues, self.table, self.keys, self.lookup, clock)
+        self.producer = Producer(db, self.queues, self.table, self.keys, self.lookup, clock,
+                                 tolerance_ms=int(settings.worker.clock_tolerance * 1000))
         self.acker = Acker(db, self.table, self.queues, self.keys, self.poison, clock)
 
     @classmethod

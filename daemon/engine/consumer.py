@@ -19,6 +19,14 @@ A take (under the lock, see locking.py) is one single-partition batch: delete ou
 delete each taken message, write its timeout column (a copy due at now + timeout, attempt + 1, state
 IN_FLIGHT) and move the cursor. Messages that are corrupt or out of attempts go to the poison queue
 first, then leave the row in that same batch.
+
+Two rules keep a take from losing what it read:
+  - the cursor moves (in memory and in the row) only with a take batch that committed: a take that
+    fails or is abandoned (lock too old, poison write failed, write timeout) leaves the cursor where
+    it was, so what it read is read again;
+  - a take is bounded by bytes as well as by count (``TAKE_BYTES``): every taken payload is copied
+    into its timeout column, and a batch past Cassandra's 16 MiB request/mutation limits is refused
+    whole, which would stall the row for good.
 """
 
 from __future__ import annotations
@@ -41,6 +49,11 @@ from daemon.engine.queues import QueueStore
 from daemon.engine.table import STATE_IN_FLIGHT, MessageTable, after, message_from_row
 
 log = get_logger("casque.consumer")
+#: Payload bytes one take may copy into timeout columns (a schedule's next occurrence counts too):
+#: a quarter of Cassandra's 16 MiB native request and mutation limits, so a take is never refused.
+TAKE_BYTES = 4 << 20
+#: What a stored message costs in a take besides its payload (ids, task, headers, error, trigger).
+MESSAGE_OVERHEAD = 512
 
 
 @dataclass
@@ -201,37 +214,54 @@ class Consumer:
         _merge(state.cursors, lock.cursors)
         now = self.clock.now_ms()
         ranks = qs.ranks()
-        first_read = self._read_due(qs, lock, ranks[0], state, now, limit)
-        alone, rows = await asyncio.gather(self.locker.recheck(qs, lock), first_read)
+        # The re-check must finish before the messages are read. Read together, the message read
+        # could be served before a racer's take batch and the re-check after it (the racer's lock
+        # column already deleted by that batch): both would take the same messages. Measured: 100
+        # duplicates of 50,000 in the skewed race test (tests/test_races.py) with the two reads
+        # issued together; docs/design.md, "The re-check comes before the message read".
+        alone = await self.locker.recheck(qs, lock)
         if not alone:
             self.stats.contention += 1
             metrics.CONTENTION.labels(qs.name).inc()
             await self.locker.release(lock)
             return []
-        found = [(ranks[0], r) for r in rows]
-        self._advance_after_read(state, ranks[0], rows, limit, now)
+        rows = await self._read_due(qs, lock, ranks[0], state, now, limit)
+        budget = TakeBudget(limit, TAKE_BYTES)
+        moves: dict[int, int] = {}
+        found = self._keep(budget, moves, ranks[0], rows, limit, now)
         for rank in ranks[1:]:
-            if len(found) >= limit:
+            if budget.full():
                 break
-            more = await self._read_due(qs, lock, rank, state, now, limit - len(found))
-            self._advance_after_read(state, rank, more, limit - len(found), now)
-            found += [(rank, r) for r in more]
+            more = await self._read_due(qs, lock, rank, state, now, budget.count_left())
+            found += self._keep(budget, moves, rank, more, budget.count_left(), now)
         if self.locker.expired(qs, lock):
-            log.warning("lock_expired_before_take", queue=qs.name, bucket=lock.bucket, shard=lock.shard)
+            log.warning("lock_expired_before_take", queue=qs.name, bucket=lock.bucket, shard=lock.shard, read=len(found))
             await self.locker.release(lock)
             return []
-        return await self._commit(qs, state, lock, [message_from_row(qs.name, lock.bucket, lock.shard, r) for _, r in found], ranks)
+        messages = [message_from_row(qs.name, lock.bucket, lock.shard, r) for r in found]
+        return await self._commit(qs, state, lock, messages, moves)
 
     async def _read_due(self, qs: QueueSettings, lock: HeldLock, rank: int, state: RowState, now: int, limit: int) -> list[Any]:
         start = state.cursors.get(rank, 0)
         return await self.db.run(self.table.read_due, [qs.name, lock.bucket, lock.shard, rank, start, now, limit])
 
-    def _advance_after_read(self, state: RowState, rank: int, rows: list[Any], limit: int, now: int) -> None:
-        """All due rows up to the last one read were taken; if the read was short, all due rows were."""
-        self._advance(state, rank, rows[-1].due if len(rows) >= limit else None, now)
+    def _keep(self, budget: "TakeBudget", moves: dict[int, int], rank: int, rows: list[Any], read_limit: int, now: int) -> list[Any]:
+        """The rows of one lane that fit the take, and (in ``moves``) where the lane's cursor may go
+        *if* the take commits: past every row kept, never past the first row left behind."""
+        kept = budget.fit(rows)
+        safe = now - self.tolerance_ms
+        if len(kept) < len(rows):
+            target = min(rows[len(kept)].due, safe)  # cut by size: the next one waits for the next take
+        elif len(rows) >= read_limit:
+            target = min(rows[-1].due, safe)  # a full read: more may follow the last one read
+        else:
+            target = safe  # a short read: every due row of the lane was read
+        moves[rank] = target
+        return kept
 
-    async def _commit(self, qs: QueueSettings, state: RowState, lock: HeldLock, messages: list[Message], ranks: list[int]) -> list[Message]:
-        """The take: one single-partition batch (release lock, remove taken, write timeout columns)."""
+    async def _commit(self, qs: QueueSettings, state: RowState, lock: HeldLock, messages: list[Message], moves: dict[int, int]) -> list[Message]:
+        """The take: one single-partition batch (release lock, remove taken, write timeout columns,
+        move the cursors). The in-memory cursors follow only once the batch is written."""
         now = self.clock.now_ms()
         batch = self.db.batch()
         batch.add(self.locker.release_statement(lock))
@@ -258,15 +288,17 @@ class Consumer:
             m.due_ms = m.copy_due_ms = now + m.timeout_ms + self.hold_ms
             batch.add(self.table.insert_message(m, now, qs.retention_s))
             delivered.append(m)
-        for rank in ranks:
-            if rank in state.cursors:
-                batch.add(self.table.set_cursor.bind([rank, state.cursors[rank], qs.name, lock.bucket, lock.shard]))
+        cursors = dict(state.cursors)
+        _merge(cursors, moves)
+        for rank, value in cursors.items():
+            batch.add(self.table.set_cursor.bind([rank, value, qs.name, lock.bucket, lock.shard]))
         for m, reason in doomed:  # into the poison queue before the batch removes them from the row
             await self.poison.add(m, reason, "Poisoned", m.last_error or reason, "", now, qs.retention_s)
             self.stats.poisoned += 1
             log.error("message_poisoned", queue=qs.name, task=m.task, id=str(m.id), attempt=m.attempt, reason=reason)
         ts = after(*(m.write_ts for m in messages), now_us=self.db.next_timestamp())
         await self.db.run(batch, timestamp=ts)
+        _merge(state.cursors, cursors)  # committed: only now may later reads start past what was read
         for m in delivered:
             m.write_ts = ts
         if chained:
@@ -323,6 +355,42 @@ class Consumer:
             await self.locker.release(lock)
         except Exception:  # the lock's TTL frees the row anyway
             pass
+
+
+class TakeBudget:
+    """How much one take may still hold: a count (the caller's batch size) and payload bytes. The
+    first message is always kept, so a row never stalls on one large message (payloads are capped
+    at 4 MiB, engine/queues.py, so one message alone always fits)."""
+
+    def __init__(self, count: int, size: int) -> None:
+        self.count = count
+        self.size = size
+        self.used_count = 0
+        self.used_size = 0
+
+    def full(self) -> bool:
+        return self.used_count >= self.count or self.used_size >= self.size
+
+    def count_left(self) -> int:
+        return max(0, self.count - self.used_count)
+
+    def fit(self, rows: list[Any]) -> list[Any]:
+        kept: list[Any] = []
+        for r in rows:
+            cost = take_bytes(r)
+            if self.used_count >= self.count or (self.used_count and self.used_size + cost > self.size):
+                break
+            kept.append(r)
+            self.used_count += 1
+            self.used_size += cost
+        return kept
+
+
+def take_bytes(r: Any) -> int:
+    """What taking stored row ``r`` adds to the batch: its payload copied into the timeout column,
+    and once more for a schedule's next occurrence written in the same batch."""
+    payload = len(r.payload or b"")
+    return payload * (2 if r.trigger else 1) + len(r.last_error or "") + len(r.trigger or "") + MESSAGE_OVERHEAD
 
 
 def _merge(mine: dict[int, int], theirs: dict[int, int]) -> None:

@@ -7,10 +7,11 @@ Step by step (docs/design.md has the argument for why each step is there):
    starts there, so old lock tombstones are never scanned).
 3. Busy if any *foreign* column is ACQUIRED, or if ours is not the earliest live column.
 4. Overwrite our column with state ACQUIRED.
-5. Re-check when the messages are read: a foreign ACQUIRED column means two consumers got past
-   step 3 (possible when clocks are skewed, since "earliest" compares client clocks); then we back
-   off. Each consumer writes its ACQUIRED column before reading the others', so of two racers at
-   least one sees the other: never both proceed.
+5. Re-check, and only then read the messages: a foreign ACQUIRED column means two consumers got
+   past step 3 (possible when clocks are skewed, since "earliest" compares client clocks); then we
+   back off. Each consumer writes its ACQUIRED column before reading the others', so of two racers
+   at least one sees the other, or sees it gone because its take committed -- and then a message
+   read that starts after the re-check sees that take's deletes too: never both take.
 6. The consumer's take is one single-partition batch that also deletes our lock column.
 
 A dead consumer's lock expires with its TTL, so a shard is never blocked for longer than that.
@@ -27,6 +28,9 @@ from daemon.engine.db import Database
 from daemon.base.model import QueueSettings
 from daemon.engine.table import LOCK_ACQUIRED, LOCK_PENDING, MessageTable, lock_ttl_seconds
 
+#: A take is abandoned when less than this is left of its lock's life.
+EXPIRY_MARGIN_MS = 1000
+
 
 @dataclass
 class HeldLock:
@@ -35,7 +39,7 @@ class HeldLock:
     shard: int
     lock_due: int
     lock_id: uuid.UUID
-    started_ms: int
+    started_ms: int  # Clock.elapsed_ms() before the lock column was written
     cursors: dict[int, int] = field(default_factory=dict)
 
 
@@ -49,7 +53,7 @@ class ShardLocker:
     async def acquire(self, qs: QueueSettings, bucket: int, shard: int) -> HeldLock | None:
         """Steps 1-4. Returns the held lock, or None if the row is busy (the caller moves on)."""
         now = self.clock.now_ms()
-        lock = HeldLock(qs.name, bucket, shard, now, uuid.uuid4(), now)
+        lock = HeldLock(qs.name, bucket, shard, now, uuid.uuid4(), self.clock.elapsed_ms())
         ttl = lock_ttl_seconds(qs)
         await self.db.run(self.table.lock_write, [qs.name, bucket, shard, now, lock.lock_id, LOCK_PENDING, ttl])
         rows = await self._read_locks(qs, lock)
@@ -71,9 +75,12 @@ class ShardLocker:
     async def release(self, lock: HeldLock) -> None:
         await self.db.run(self.release_statement(lock))
 
-    def expired(self, qs: QueueSettings, lock: HeldLock, margin_ms: int = 1000) -> bool:
-        """True when the lock is too close to its TTL to commit a take safely."""
-        return self.clock.now_ms() - lock.started_ms > qs.lock_ttl_ms - margin_ms
+    def expired(self, qs: QueueSettings, lock: HeldLock, margin_ms: int = EXPIRY_MARGIN_MS) -> bool:
+        """True when the lock is too close to its TTL to commit a take safely. The age counts from
+        before the lock column was written, on a monotonic clock; the column itself lives at least
+        ``lock_ttl_ms`` (table.lock_ttl_seconds), so ``margin_ms`` is left for the take batch to
+        reach the replicas and for the replicas' clocks to disagree with the coordinator's."""
+        return self.clock.elapsed_ms() - lock.started_ms > qs.lock_ttl_ms - margin_ms
 
     async def _read_locks(self, qs: QueueSettings, lock: HeldLock) -> list[Any]:
         window = lock.lock_due - qs.lock_ttl_ms - self.tolerance_ms

@@ -17,7 +17,7 @@ from daemon.engine.keys import KeyEntry, KeyStore
 from daemon.base.model import Message, QueueSettings
 from daemon.engine.placement import row_of
 from daemon.engine.queues import QueueStore
-from daemon.engine.table import MessageTable, all_rows, message_from_row
+from daemon.engine.table import MessageTable, after, all_rows, message_from_row
 from daemon.engine.triggers import Trigger, occurrence_id
 
 CANCEL_TRIES = 5
@@ -75,7 +75,9 @@ class Lookup:
             if m is None:
                 break
             found = m
-            await self.db.run(self.table.delete_message(m, m.due_ms))
+            # After the row it deletes, whatever the clocks: a delete timestamped before the insert
+            # (a producer whose clock runs ahead of ours) would lose to it silently.
+            await self.db.run(self.table.delete_message(m, m.due_ms), timestamp=after(m.write_ts, now_us=self.db.next_timestamp()))
         else:
             raise MessageNotFound(f"message {message_id} in queue '{queue}' kept moving while being cancelled: try again")
         if found is None:

@@ -53,8 +53,12 @@ class Job:
 
 
 class Producer:
-    def __init__(self, db: Database, queues: QueueStore, table: MessageTable, keys: KeyStore, lookup: Lookup, clock: Clock) -> None:
+    def __init__(self, db: Database, queues: QueueStore, table: MessageTable, keys: KeyStore, lookup: Lookup, clock: Clock,
+                 tolerance_ms: int = 5000) -> None:
         self.db = db
+        #: A message is written at the due time it was built with only while that is at most this
+        #: old; later (a long send_many, a keyed send waiting on its LWTs) it is written at now.
+        self.late_ms = tolerance_ms // 4
         self.queues = queues
         self.table = table
         self.keys = keys
@@ -70,7 +74,7 @@ class Producer:
         if m.key is not None:
             mid = await self._send_keyed(qs, m, job.on_conflict, now)
         else:
-            await self.db.run(self.table.insert_message(m, now, qs.retention_s))
+            await self.db.run(self._insert(qs, m))
             mid = m.id
         metrics.SENT.labels(qs.name, m.task).inc()
         return str(mid)
@@ -97,13 +101,23 @@ class Producer:
             metrics.SENT.labels(qs.name, m.task).inc()
         return ids
 
+    def _insert(self, qs: QueueSettings, m: Message) -> Any:
+        """The INSERT of ``m``, bound right before it is sent. Each write checks its own time: a
+        message built more than ``late_ms`` ago (due now, but the send took that long to reach
+        this write) is written at now instead, in the same row (its id does not change), so it
+        can't land behind a cursor that moved meanwhile (docs/design.md, "Cursors")."""
+        now = self.clock.now_ms()
+        if now - m.due_ms > self.late_ms:
+            m.due_ms = now
+        return self.table.insert_message(m, now, qs.retention_s)
+
     async def _write_batch(self, qs: QueueSettings, messages: list[Message], now: int) -> None:
         chunk, size = self.db.batch(), 0
         for m in messages:
             if len(chunk) and (len(chunk) >= BATCH_ROWS or size + len(m.raw_payload or b"") > BATCH_BYTES):
                 await self.db.run(chunk)
                 chunk, size = self.db.batch(), 0
-            chunk.add(self.table.insert_message(m, now, qs.retention_s))
+            chunk.add(self._insert(qs, m))
             size += len(m.raw_payload or b"")
         if len(chunk):
             await self.db.run(chunk)
@@ -115,7 +129,7 @@ class Producer:
         for _ in range(5):
             holder = await self.keys.claim(entry)
             if holder is None:
-                await self.db.run(self.table.insert_message(m, now, qs.retention_s))
+                await self.db.run(self._insert(qs, m))
                 return m.id
             stale = await self._is_stale(qs, holder, now)
             if not stale and policy == "keep":
@@ -126,7 +140,7 @@ class Producer:
                 await self._resend_same(qs, m, holder, now)
                 return m.id
             if await self.keys.repoint(entry, holder.id):
-                await self.db.run(self.table.insert_message(m, now, qs.retention_s))
+                await self.db.run(self._insert(qs, m))
                 if not stale:
                     await self._cancel_quietly(qs.name, holder.id)
                 return m.id
@@ -144,7 +158,7 @@ class Producer:
         stored = await self.lookup.find(qs, holder.id)
         if stored is None:
             if holder.id == m.id:
-                await self.db.run(self.table.insert_message(m, now, qs.retention_s))
+                await self.db.run(self._insert(qs, m))
             return
         if stored.state != STATE_WAITING or stored.priority != m.priority or not stored.trigger:
             return

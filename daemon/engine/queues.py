@@ -45,6 +45,11 @@ def settings_from_defaults(name: str, d: QueueDefaults, **overrides: Any) -> Que
     return check_settings(qs)
 
 
+#: A take copies a payload into its timeout column (twice for a schedule's next occurrence): one
+#: message at this size still makes a batch far below Cassandra's 16 MiB request/mutation limits.
+MAX_PAYLOAD_BYTES = 4 * 1024 * 1024
+
+
 def check_settings(qs: QueueSettings) -> QueueSettings:
     for key, (lo, hi) in _LIMITS.items():
         value = getattr(qs, key)
@@ -56,8 +61,8 @@ def check_settings(qs: QueueSettings) -> QueueSettings:
         raise UsageError(f"queue {qs.name}: message timeout must be at least 100ms, got {qs.timeout_ms}ms")
     if qs.retention_s < 60:
         raise UsageError(f"queue {qs.name}: retention must be at least 60s, got {qs.retention_s}s")
-    if not 64 <= qs.max_payload_bytes <= 16 * 1024 * 1024:
-        raise UsageError(f"queue {qs.name}: max_payload_bytes must be between 64 and 16777216, got {qs.max_payload_bytes}")
+    if not 64 <= qs.max_payload_bytes <= MAX_PAYLOAD_BYTES:
+        raise UsageError(f"queue {qs.name}: max_payload_bytes must be between 64 and {MAX_PAYLOAD_BYTES} (4 MiB), got {qs.max_payload_bytes}")
     return qs
 
 

@@ -58,6 +58,9 @@ class MessageTable:
         self.delete = p(f"DELETE FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due = ? AND id = ?")
         self.peek = p(f"SELECT due FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ? AND due <= ? LIMIT 1")
         self.read_due = p(f"SELECT {_SELECT} FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ? AND due <= ? LIMIT ?")
+        # The sweep (sweep.py): a stretch below a cursor, with the cursors *from the same read*, so
+        # a take batch (cursor move + deletes, atomic per replica) is seen whole or not at all.
+        self.read_below = p(f"SELECT cursors, {_SELECT} FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ? AND due < ? LIMIT ?")
         self.read_rank = p(f"SELECT {_SELECT} FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ? LIMIT ?")
         self.read_id = p(f"SELECT {_SELECT} FROM {t} WHERE {_PK} AND id = ? ALLOW FILTERING")
         self.count_from = p(f"SELECT cursors, state, due FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ?")
@@ -118,7 +121,10 @@ def all_rows(qs: QueueSettings) -> Iterable[tuple[int, int]]:
 
 
 def lock_ttl_seconds(qs: QueueSettings) -> int:
-    return max(1, math.ceil(qs.lock_ttl_ms / 1000))
+    """The lock column's TTL. Cassandra counts a TTL from the coordinator's *whole* second
+    (``now_in_sec + ttl``), so a column written at x.9 s dies up to 1 s early; one second more
+    makes it live at least ``lock_ttl_ms``, which the consumer's expiry check relies on."""
+    return math.ceil(qs.lock_ttl_ms / 1000) + 1
 
 
 def new_lock_id() -> uuid.UUID:

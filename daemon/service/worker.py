@@ -35,6 +35,7 @@ from daemon.service.sdnotify import Notifier
 from daemon.engine.heartbeats import Heartbeats, this_process
 from daemon.engine.samples import DEPTH_EVERY_S, Samples
 from daemon.engine.stats import STATS_EVERY_S, count_depth, daemon_id
+from daemon.engine.sweep import SWEEP_EVERY_S, Sweeper
 
 log = get_logger("casque.worker")
 CONNECT_BACKOFF_MAX = 30.0
@@ -103,7 +104,7 @@ class Worker:
                  tasks=self.registry.names(), burst=burst)
         self.notifier.ready(status)
         self.serving = True
-        background = [asyncio.create_task(self._watchdog()), asyncio.create_task(self._stats_loop())]
+        background = [asyncio.create_task(self._watchdog()), asyncio.create_task(self._stats_loop()), asyncio.create_task(self._sweep_loop())]
         if server is not None and self.settings.metrics.queue_gauges:
             m = self.settings.metrics
             gauges = QueueGauges(self.cq, self.daemon, m.queue_gauges_interval, only=m.queue_gauges_queues)
@@ -139,6 +140,19 @@ class Worker:
         while True:
             await self._write_stats()
             await asyncio.sleep(STATS_EVERY_S)
+
+    async def _sweep_loop(self) -> None:
+        """Every 30 s: the low-watermark sweep of each served queue (engine/sweep.py), which finds
+        messages left below a cursor; a failed pass is logged and tried again next time."""
+        assert self.dispatcher is not None
+        sweepers = [Sweeper(c) for c in self.dispatcher.consumers.values()]
+        while True:
+            await asyncio.sleep(SWEEP_EVERY_S)
+            for sweeper in sweepers:
+                try:
+                    await sweeper.sweep()
+                except CasqueError as exc:
+                    log.warning("sweep_failed", queue=sweeper.consumer.queue, error=str(exc))
 
     async def _write_stats(self) -> None:
         """Per served queue, the counters (and every 60 s the exact depth); then this daemon's heartbeat."""
