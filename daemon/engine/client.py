@@ -23,12 +23,15 @@ from daemon.engine.keys import KeyEntry, KeyStore
 from daemon.base.logs import get_logger
 from daemon.engine.lookup import Lookup
 from daemon.base.model import Message, QueueSettings
-from daemon.engine.placement import parse_id
+from daemon.engine.placement import id_due_ms, parse_id
 from daemon.engine.poison import PoisonStore
 from daemon.engine.producer import Job, OnConflict, Producer
 from daemon.engine.queues import QueueStore, settings_from_defaults
+from daemon.engine.receive import Delivery, Receiver
+from daemon.engine.secrets import SecretStore
 from daemon.engine.table import MessageTable
 from daemon.engine.triggers import make_trigger
+from daemon.engine.wakeups import Wakeups
 
 
 class Casque:
@@ -44,6 +47,10 @@ class Casque:
         self.lookup = Lookup(db, self.queues, self.table, self.keys)
         self.producer = Producer(db, self.queues, self.table, self.keys, self.lookup, clock)
         self.acker = Acker(db, self.table, self.queues, self.keys, self.poison, clock)
+        self.secrets = SecretStore(db, ks, clock)
+        self.wakeups = Wakeups(clock)
+        self.receiver = Receiver(db, self.table, self.queues, self.keys, self.secrets, self.wakeups, clock, self.consumer,
+                                 poll_interval_s=settings.sqs.poll_interval)
 
     @classmethod
     async def connect(cls, settings: Settings | None = None, clock: Clock = SYSTEM_CLOCK) -> "Casque":
@@ -110,7 +117,9 @@ class Casque:
         elif tz is not None or times is not None or until is not None:
             raise UsageError("tz, times and until only apply to schedules: add every=... or cron=...")
         job = Job(task, payload, delay, at, priority, timeout, max_attempts, headers or {}, key, on_conflict, schedule)
-        return await self.producer.send(queue, job)
+        mid = await self.producer.send(queue, job)
+        self.wakeups.notify(queue, id_due_ms(parse_id(mid)))
+        return mid
 
     async def schedules(self, queue: str) -> list[tuple[KeyEntry, Message | None]]:
         """Every keyed message of a queue with its current occurrence (next fire time = its due)."""
@@ -120,7 +129,10 @@ class Casque:
         return out
 
     async def send_many(self, queue: str, jobs: Iterable[Job]) -> list[str]:
-        return await self.producer.send_many(queue, jobs)
+        ids = await self.producer.send_many(queue, jobs)
+        if ids:
+            self.wakeups.notify(queue, min(id_due_ms(parse_id(i)) for i in ids))
+        return ids
 
     # ---- reading and cancelling -------------------------------------------------------------
     async def get(self, queue: str, id: str | uuid.UUID | None = None, key: str | None = None) -> Message | None:
@@ -142,6 +154,26 @@ class Casque:
 
     async def peek(self, queue: str, limit: int = 10) -> list[Message]:
         return await self.lookup.peek(queue, limit)
+
+    # ---- pulling (engine/receive.py) ------------------------------------------------------
+    async def receive(self, queue: str, max: int = 10, wait: float = 20.0, visibility: float = 30.0) -> list[Delivery]:
+        """Up to ``max`` messages, each hidden for ``visibility`` seconds; waits up to ``wait``
+        seconds for the first (a long poll that returns as soon as one is available)."""
+        return await self.receiver.receive(queue, max, wait, visibility)
+
+    async def delete(self, receipt: str) -> bool:
+        """Delete a received message. False (and no change) if the receipt is stale."""
+        return await self.receiver.delete(receipt)
+
+    async def delete_many(self, receipts: Iterable[str]) -> list[bool | Exception]:
+        return await self.receiver.delete_many(receipts)
+
+    async def change_visibility(self, receipt: str, seconds: float) -> int:
+        """Hide a received message for ``seconds`` more from now (0: visible again at once)."""
+        return await self.receiver.change_visibility(receipt, seconds)
+
+    async def change_visibility_many(self, changes: Iterable[tuple[str, float]]) -> list[int | Exception]:
+        return await self.receiver.change_visibility_many(changes)
 
     # ---- consuming --------------------------------------------------------------------------
     def consumer(self, queue: str) -> Consumer:

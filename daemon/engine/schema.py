@@ -97,11 +97,30 @@ TABLES: dict[str, str] = {
         ) WITH gc_grace_seconds = 3600
           AND compaction = {{'class': 'TimeWindowCompactionStrategy', 'compaction_window_unit': 'DAYS', 'compaction_window_size': 1}}
           AND comment = 'casque message history'""",
+    # Secrets every server of a cluster must share, created once with an LWT: the key that signs
+    # receipt handles (so a receipt issued by one `casque serve` is honoured by another, and none
+    # can be forged). Tiny, never expires.
+    "secrets": """
+        CREATE TABLE IF NOT EXISTS {ks}.secrets (
+            name text PRIMARY KEY, value blob, created_at bigint
+        ) WITH comment = 'casque shared secrets (receipt signing key)'""",
+    # Access keys for the SQS endpoint's SigV4 verification. SigV4 is an HMAC, so the server needs
+    # the secret itself (not a hash of it): restrict who can read this table (docs/security.md).
+    "access_keys": """
+        CREATE TABLE IF NOT EXISTS {ks}.access_keys (
+            access_key_id text PRIMARY KEY, secret text, description text, created_at bigint
+        ) WITH comment = 'casque SQS access keys (SigV4)'""",
 }
 
 # Columns added after a table's first release: applied with ALTER TABLE, "already exists" ignored.
 MIGRATIONS: list[tuple[str, str, str]] = [
     ("queues", "history", "boolean"),
+    # SQS queue attributes with no casque equivalent (DelaySeconds, RedrivePolicy, ...) and tags.
+    ("queues", "attributes", "map<text, text>"),
+    ("queues", "tags", "map<text, text>"),
+    # kind 2 rows ("moved" markers): a visibility change moves a timeout column; the marker at the
+    # receipt's original position names where it went (engine/receive.py).
+    ("messages", "moved_to", "bigint"),
 ]
 
 
