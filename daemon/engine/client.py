@@ -14,6 +14,7 @@ import uuid
 from typing import Any, Iterable
 
 from daemon.engine.acks import Acker
+from daemon.engine.attributes import QueueAttributes
 from daemon.base.clock import SYSTEM_CLOCK, Clock
 from daemon.engine.consumer import Consumer
 from daemon.base.config import Settings, load_settings
@@ -48,6 +49,7 @@ class Casque:
         self.producer = Producer(db, self.queues, self.table, self.keys, self.lookup, clock)
         self.acker = Acker(db, self.table, self.queues, self.keys, self.poison, clock)
         self.secrets = SecretStore(db, ks, clock)
+        self.attributes = QueueAttributes(db, ks)
         self.wakeups = Wakeups(clock)
         self.receiver = Receiver(db, self.table, self.queues, self.keys, self.secrets, self.wakeups, clock, self.consumer,
                                  poll_interval_s=settings.sqs.poll_interval)

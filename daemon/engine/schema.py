@@ -13,6 +13,9 @@ from daemon.engine.db import Database
 from daemon.base.errors import ConfigError
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,47}$")
+# Queue names are data (partition key values), never CQL identifiers: SQS's rule, 1-80 of A-Z a-z
+# 0-9 _ -, so queues created over the SQS endpoint are ordinary casque queues.
+_QUEUE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
 
 TABLES: dict[str, str] = {
     # One row per queue: the settings every producer and consumer reads (Astyanax's createQueue).
@@ -127,6 +130,12 @@ MIGRATIONS: list[tuple[str, str, str]] = [
 def validate_name(name: str, what: str = "keyspace") -> str:
     if not _NAME.match(name):
         raise ConfigError(f"invalid {what} name {name!r}: use letters, digits and '_' (at most 48, starting with a letter)")
+    return name
+
+
+def validate_queue_name(name: str) -> str:
+    if not isinstance(name, str) or not _QUEUE_NAME.match(name):
+        raise ConfigError(f"invalid queue name {name!r}: use 1-80 letters, digits, '-' and '_'")
     return name
 
 
