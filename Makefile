@@ -5,19 +5,21 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | sha1sum | cut -c1-12)
+STAMP  := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml tests/js/package-lock.json | sha1sum | cut -c1-12)
 PYTEST_ARGS ?=
 
 .PHONY: setup demo test cassandra stop bench lock clean
 
 setup: $(STAMP)
 
-$(STAMP): requirements.lock pyproject.toml
+$(STAMP): requirements.lock pyproject.toml tests/js/package-lock.json
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "casque needs Python 3.11 or newer: install python3.11 and run make PYTHON=python3.11")'
 	@command -v mvn >/dev/null || { echo "casque: Maven is needed to fetch Cassandra: apt-get install maven" >&2; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check --require-hashes -r requirements.lock
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -e .
+	@command -v npm >/dev/null || { echo "casque: npm is needed for the JS SDK tests: apt-get install nodejs npm" >&2; exit 1; }
+	cd tests/js && npm ci --no-audit --no-fund --silent
 	@rm -f $(VENV)/.installed-*; touch $@
 
 # A local node (downloaded on first use), the schema, the daemon with the example handlers, jobs.
