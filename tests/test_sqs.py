@@ -339,3 +339,28 @@ def test_binary_attribute_md5_matches_a_fixed_vector() -> None:
     buf = b"\x00\x00\x00\x01a" + b"\x00\x00\x00\x06String" + b"\x01" + b"\x00\x00\x00\x01b"
     assert reference_md5_of_attributes(attrs) == hashlib.md5(buf).hexdigest()
     assert base64.b64encode(b"\x00\x01") == b"AAE="
+
+
+def test_redrive_policy_moves_to_a_real_dead_letter_queue_and_back(sqs: Any, qname: str) -> None:
+    dlq = sqs.create_queue(QueueName=qname + "-dlq")["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    policy = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 2})
+    src = sqs.create_queue(QueueName=qname, Attributes={"RedrivePolicy": policy})["QueueUrl"]
+    assert json.loads(sqs.get_queue_attributes(QueueUrl=src, AttributeNames=["RedrivePolicy"])["Attributes"]["RedrivePolicy"]) == json.loads(policy)
+    mid = sqs.send_message(QueueUrl=src, MessageBody="doomed", MessageAttributes={"k": {"DataType": "String", "StringValue": "v"}})["MessageId"]
+    for count in ("1", "2"):  # received and never deleted: visible again at once (VisibilityTimeout 0)
+        (m,) = sqs.receive_message(QueueUrl=src, WaitTimeSeconds=5, VisibilityTimeout=0, AttributeNames=["All"])["Messages"]
+        assert m["MessageId"] == mid and m["Attributes"]["ApproximateReceiveCount"] == count
+    assert "Messages" not in sqs.receive_message(QueueUrl=src, WaitTimeSeconds=1), "past maxReceiveCount it must leave the source"
+    (dead,) = sqs.receive_message(QueueUrl=dlq, WaitTimeSeconds=5, MessageAttributeNames=["All"], VisibilityTimeout=0)["Messages"]
+    assert dead["Body"] == "doomed" and dead["MessageAttributes"] == {"k": {"DataType": "String", "StringValue": "v"}}
+    assert sqs.list_dead_letter_source_queues(QueueUrl=dlq)["queueUrls"] == [src]
+    handle = sqs.start_message_move_task(SourceArn=dlq_arn)["TaskHandle"]
+    (task,) = sqs.list_message_move_tasks(SourceArn=dlq_arn)["Results"]
+    assert task["TaskHandle"] == handle and task["Status"] == "COMPLETED" and task["ApproximateNumberOfMessagesMoved"] == 1
+    (back,) = sqs.receive_message(QueueUrl=src, WaitTimeSeconds=5, AttributeNames=["All"], MessageAttributeNames=["All"])["Messages"]
+    assert back["Body"] == "doomed" and back["Attributes"]["ApproximateReceiveCount"] == "1" and back["MessageAttributes"]["k"]["StringValue"] == "v"
+    assert "Messages" not in sqs.receive_message(QueueUrl=dlq, WaitTimeSeconds=0)
+    with pytest.raises(ClientError) as err:
+        sqs.set_queue_attributes(QueueUrl=src, Attributes={"RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn + "-nope", "maxReceiveCount": 2})})
+    assert code(err.value) == "InvalidAttributeValue"

@@ -19,6 +19,7 @@ from daemon.base.clock import SYSTEM_CLOCK, Clock
 from daemon.engine.consumer import Consumer
 from daemon.base.config import Settings, load_settings
 from daemon.engine.db import Database
+from daemon.engine.deadletter import PoisonRouter
 from daemon.base.errors import UsageError
 from daemon.engine.keys import KeyEntry, KeyStore
 from daemon.base.logs import get_logger
@@ -47,10 +48,11 @@ class Casque:
         self.poison = PoisonStore(db, ks)
         self.lookup = Lookup(db, self.queues, self.table, self.keys)
         self.producer = Producer(db, self.queues, self.table, self.keys, self.lookup, clock)
-        self.acker = Acker(db, self.table, self.queues, self.keys, self.poison, clock)
         self.secrets = SecretStore(db, ks, clock)
         self.attributes = QueueAttributes(db, ks)
         self.wakeups = Wakeups(clock)
+        self.dead_letters = PoisonRouter(db, self.queues, self.table, self.attributes, self.poison, self.wakeups.notify)
+        self.acker = Acker(db, self.table, self.queues, self.keys, self.dead_letters, clock)  # type: ignore[arg-type]
         self.receiver = Receiver(db, self.table, self.queues, self.keys, self.secrets, self.wakeups, clock, self.consumer,
                                  poll_interval_s=settings.sqs.poll_interval)
 
@@ -181,7 +183,7 @@ class Casque:
     def consumer(self, queue: str) -> Consumer:
         """A consumer of one queue; share it between the coroutines of one process."""
         w = self.settings.worker
-        return Consumer(self.db, self.table, self.queues, self.poison, self.keys, self.clock, queue,
+        return Consumer(self.db, self.table, self.queues, self.dead_letters, self.keys, self.clock, queue,  # type: ignore[arg-type]
                         tolerance_ms=int(w.clock_tolerance * 1000), rescan_ms=int(w.rescan_interval * 1000),
                         lookahead_ms=int(max(1.0, 2 * w.max_poll_interval) * 1000))
 

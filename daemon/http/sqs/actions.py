@@ -19,6 +19,7 @@ from daemon.base.config import SqsSettings
 from daemon.base.errors import QueueNotFound, UsageError
 from daemon.engine import admin
 from daemon.engine.client import Casque
+from daemon.engine.deadletter import FROM_HEADER, ID_HEADER
 from daemon.engine.producer import Job
 from daemon.engine.queues import settings_from_defaults
 from daemon.engine.receive import Delivery, InvalidReceipt, NotInFlight
@@ -53,13 +54,15 @@ class SqsService:
                 "CreateQueue", "GetQueueUrl", "ListQueues", "DeleteQueue", "GetQueueAttributes", "SetQueueAttributes", "PurgeQueue",
                 "SendMessage", "SendMessageBatch", "ReceiveMessage", "DeleteMessage", "DeleteMessageBatch", "ChangeMessageVisibility",
                 "ChangeMessageVisibilityBatch", "ListDeadLetterSourceQueues", "TagQueue", "UntagQueue", "ListQueueTags",
+                "StartMessageMoveTask", "ListMessageMoveTasks",
             )
         }
+        self.moves: dict[str, list[dict[str, Any]]] = {}
 
     async def run(self, action: str, call: Call) -> dict[str, Any]:
         fn = self.actions.get(action)
         if fn is None:
-            unsupported = {"AddPermission", "RemovePermission", "StartMessageMoveTask", "CancelMessageMoveTask", "ListMessageMoveTasks"}
+            unsupported = {"AddPermission", "RemovePermission", "CancelMessageMoveTask"}
             if action in unsupported:
                 raise SqsError("UnsupportedOperation", f"{action} is not supported by casque.")
             raise SqsError("InvalidAction", f"The action {action} is not valid for this endpoint.")
@@ -104,7 +107,8 @@ class SqsService:
         if not created:
             await self._same_attributes(name, attrs)
         else:
-            await self.cq.attributes.set(name, attrs, set(), self.cq.clock.now_ms())
+            extra, _ = qattr.internal(attrs)
+            await self.cq.attributes.set(name, attrs | extra, set(), self.cq.clock.now_ms())
             await self.cq.attributes.tag(name, tags, set())
         return {"QueueUrl": self.url(call, name)}
 
@@ -190,9 +194,41 @@ class SqsService:
         options = qattr.casque_options(attrs)
         if options:
             await self.cq.queues.update(name, **options)
-        keep = {k: v for k, v in attrs.items() if v != ""}
-        await self.cq.attributes.set(name, keep, {k for k, v in attrs.items() if v == ""}, self.cq.clock.now_ms())
+        extra, dropped = qattr.internal(attrs)
+        keep = {k: v for k, v in attrs.items() if v != ""} | extra
+        await self.cq.attributes.set(name, keep, {k for k, v in attrs.items() if v == ""} | dropped, self.cq.clock.now_ms())
         return {}
+
+    async def start_message_move_task(self, call: Call) -> dict[str, Any]:
+        """Redrive: move every message of a dead-letter queue back to its source queue (or to
+        DestinationArn), now, within this request (SQS runs it in the background; casque's move
+        is complete when the call returns, and ListMessageMoveTasks reports it)."""
+        source = qattr.queue_of_arn(call.params.get("SourceArn"))
+        if source is None:
+            raise invalid("SourceArn must be the ARN of a dead-letter queue.")
+        dest_arn = call.params.get("DestinationArn")
+        dest = qattr.queue_of_arn(dest_arn) if dest_arn else None
+        if dest_arn and dest is None:
+            raise invalid("DestinationArn must be a queue ARN.")
+        await self.cq.queues.get(source)
+        if dest:
+            await self.cq.queues.get(dest)
+        started = self.cq.clock.now_ms()
+        moved = await redrive(self.cq, source, dest)
+        handle = base64.urlsafe_b64encode(json.dumps([source, started]).encode()).decode()
+        task = {"TaskHandle": handle, "Status": "COMPLETED", "SourceArn": self.arn(source), "ApproximateNumberOfMessagesMoved": moved,
+                "ApproximateNumberOfMessagesToMove": moved, "StartedTimestamp": started}
+        if dest:
+            task["DestinationArn"] = self.arn(dest)
+        self.moves[source] = ([task] + self.moves.get(source, []))[:10]
+        return {"TaskHandle": handle}
+
+    async def list_message_move_tasks(self, call: Call) -> dict[str, Any]:
+        source = qattr.queue_of_arn(call.params.get("SourceArn"))
+        if source is None:
+            raise invalid("SourceArn must be the ARN of a dead-letter queue.")
+        limit = _int(call.params, "MaxResults", 1, 1, 10)
+        return {"Results": self.moves.get(source, [])[:limit]}
 
     async def _check_redrive_target(self, attrs: dict[str, str]) -> None:
         if attrs.get("RedrivePolicy"):
@@ -370,6 +406,26 @@ class SqsService:
 
 
 # ---- helpers ---------------------------------------------------------------------------------
+async def redrive(cq: Casque, source: str, dest: str | None, limit: int = 100_000) -> int:
+    """Move messages out of a dead-letter queue: each is sent to ``dest`` (or back to the queue it
+    came from), then deleted from the dead-letter queue; at-least-once, like any consumer."""
+    moved, empty, kept = 0, 0, []
+    while moved < limit and empty < 2:
+        batch = await cq.receive(source, max=10, wait=0, visibility=300)
+        empty = 0 if batch else empty + 1
+        for d in batch:
+            m = d.message
+            target = dest or m.headers.get(FROM_HEADER)
+            if not target:  # not a dead letter (sent straight to this queue): it stays
+                kept.append(d.receipt)
+                continue
+            headers = {k: v for k, v in m.headers.items() if k not in (FROM_HEADER, ID_HEADER)}
+            await cq.send(target, m.task, m.payload, priority=m.priority, headers=headers)
+            await cq.delete(d.receipt)
+            moved += 1
+    await cq.change_visibility_many((r, 0) for r in kept)
+    return moved
+
 def _snake(action: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", action).lower()
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from daemon.base.model import QueueSettings
 from daemon.engine.attributes import QueueExtras
+from daemon.engine.deadletter import DEAD_LETTER
 from daemon.http.sqs.errors import SqsError
 
 NO_REDRIVE_ATTEMPTS = 1000
@@ -109,7 +110,7 @@ def number(qs: QueueSettings, extras: QueueExtras, name: str) -> int:
 
 def describe(qs: QueueSettings, extras: QueueExtras, queue_arn: str) -> dict[str, str]:
     """Every attribute but the counts (which cost reads): the GetQueueAttributes answer."""
-    out = {k: v for k, v in extras.attributes.items() if v != ""}
+    out = {k: v for k, v in extras.attributes.items() if v != "" and not k.startswith("casque.")}
     for name in ("VisibilityTimeout", "MessageRetentionPeriod", "DelaySeconds", "MaximumMessageSize", "ReceiveMessageWaitTimeSeconds"):
         out[name] = str(number(qs, extras, name))
     out["QueueArn"] = queue_arn
@@ -117,6 +118,15 @@ def describe(qs: QueueSettings, extras: QueueExtras, queue_arn: str) -> dict[str
     out["LastModifiedTimestamp"] = str(extras.updated_at // 1000)
     out.setdefault("SqsManagedSseEnabled", "false")
     return out
+
+
+def internal(attrs: dict[str, str]) -> tuple[dict[str, str], set[str]]:
+    """casque's own attributes implied by SQS ones: a RedrivePolicy names the dead-letter queue
+    that engine/deadletter.py sends failed messages to (a real second queue)."""
+    if "RedrivePolicy" not in attrs:
+        return {}, set()
+    target = redrive_target(QueueExtras(attributes=attrs))
+    return ({DEAD_LETTER: target}, set()) if target else ({}, {DEAD_LETTER})
 
 
 def redrive_target(extras: QueueExtras) -> str | None:
