@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 from typing import Any
 
@@ -62,14 +63,24 @@ async def _serve(settings: Any) -> int:
 
     notifier = Notifier()
     cq = await Casque.connect(settings)
+    pinger = asyncio.create_task(_watchdog(notifier)) if notifier.watchdog_interval else None
     try:
         app = build_app(cq, settings.sqs)
         await serve(app, settings.sqs.host, settings.sqs.port, settings.sqs.cert_file, settings.sqs.key_file,
                     on_ready=lambda url: notifier.ready(f"serving SQS on {url}"))
     finally:
         notifier.stopping("stopped serving")
+        if pinger:
+            pinger.cancel()
         await cq.close()
     return 0
+
+
+async def _watchdog(notifier: Any) -> None:
+    """WATCHDOG=1 from the event loop itself: a wedged loop stops pinging and systemd restarts it."""
+    while True:
+        notifier.watchdog()
+        await asyncio.sleep(notifier.watchdog_interval)
 
 
 async def _create(cq: Casque, args: argparse.Namespace) -> int:
