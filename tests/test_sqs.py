@@ -208,6 +208,7 @@ def test_change_visibility_batch_reports_each_entry(sqs: Any, qname: str) -> Non
 
 def test_long_poll_returns_as_soon_as_a_message_is_sent(server: sqsserver.SqsServer, sqs: Any, qname: str) -> None:
     url = sqs.create_queue(QueueName=qname)["QueueUrl"]
+    assert "Messages" not in sqs.receive_message(QueueUrl=url, WaitTimeSeconds=0)  # the first visit reads every row once
     result: dict[str, Any] = {}
 
     def poll() -> None:
@@ -217,7 +218,7 @@ def test_long_poll_returns_as_soon_as_a_message_is_sent(server: sqsserver.SqsSer
 
     t = threading.Thread(target=poll)
     t.start()
-    time.sleep(0.5)  # the poll is in flight; what matters is the latency measured from the send
+    time.sleep(0.5)  # most likely parked by now; if not, a send during its read still wakes it (generation check)
     sent = time.monotonic()
     mid = sqs.send_message(QueueUrl=url, MessageBody="now")["MessageId"]
     t.join(20)
@@ -286,9 +287,9 @@ def test_limits_and_bad_input_get_sqs_errors_and_change_nothing(server: sqsserve
         (lambda: sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": "x"} for i in range(11)]), "AWS.SimpleQueueService.TooManyEntriesInBatchRequest"),
         (lambda: sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": "a", "MessageBody": "x"}, {"Id": "a", "MessageBody": "y"}]), "AWS.SimpleQueueService.BatchEntryIdsNotDistinct"),
         (lambda: sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": "bad id!", "MessageBody": "x"}]), "AWS.SimpleQueueService.InvalidBatchEntryId"),
-        (lambda: sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": "x" * 200_000} for i in range(2)]), "AWS.SimpleQueueService.BatchRequestTooLong"),
+        (lambda: sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": "x" * 600_000} for i in range(2)]), "AWS.SimpleQueueService.BatchRequestTooLong"),
         (lambda: sqs.delete_message_batch(QueueUrl=url, Entries=[]), "AWS.SimpleQueueService.EmptyBatchRequest"),
-        (lambda: sqs.send_message(QueueUrl=url, MessageBody="x" * (256 * 1024 + 1)), "InvalidParameterValue"),
+        (lambda: sqs.send_message(QueueUrl=url, MessageBody="x" * (1024 * 1024 + 1)), "InvalidParameterValue"),
         (lambda: sqs.send_message(QueueUrl=url, MessageBody="bad \x00 char"), "InvalidMessageContents"),
         (lambda: sqs.send_message(QueueUrl=url, MessageBody="x", DelaySeconds=901), "InvalidParameterValue"),
         (lambda: sqs.receive_message(QueueUrl=url, WaitTimeSeconds=21), "InvalidParameterValue"),

@@ -21,7 +21,7 @@ from daemon.http.sqs.errors import SqsError
 NO_REDRIVE_ATTEMPTS = 1000
 DEFAULT_VISIBILITY = 30
 DEFAULT_RETENTION = 345_600
-DEFAULT_MAX_SIZE = 262_144
+DEFAULT_MAX_SIZE = 1_048_576  # SQS's default since 2025 (it was 256 KiB)
 RANGES = {"DelaySeconds": (0, 900), "MaximumMessageSize": (1024, 1_048_576), "MessageRetentionPeriod": (60, 1_209_600),
           "ReceiveMessageWaitTimeSeconds": (0, 20), "VisibilityTimeout": (0, 43_200), "KmsDataKeyReusePeriodSeconds": (60, 86_400)}
 DEFAULTS = {"DelaySeconds": "0", "MaximumMessageSize": str(DEFAULT_MAX_SIZE), "ReceiveMessageWaitTimeSeconds": "0"}
@@ -49,7 +49,8 @@ def check(attrs: Any, creating: bool) -> dict[str, str]:
     if not isinstance(attrs, dict):
         raise SqsError("InvalidParameterValue", "Attributes must be a map of attribute name to value.")
     out: dict[str, str] = {}
-    for name, value in attrs.items():
+    for raw_name, value in attrs.items():
+        name = str(raw_name).strip()  # SQS ignores surrounding spaces in attribute names
         text = str(value).lower() if isinstance(value, bool) else str(value)
         if name == "FifoQueue" and text.lower() == "false" and creating:
             continue
