@@ -101,7 +101,7 @@ class SqsService:
         options = {"max_attempts": qattr.NO_REDRIVE_ATTEMPTS, "timeout": qattr.DEFAULT_VISIBILITY, "retention": qattr.DEFAULT_RETENTION,
                    "max_payload_bytes": 16 * 1024 * 1024} | qattr.casque_options(attrs)
         try:
-            created = await self.cq.queues.create(_settings(self.cq, name, options), if_missing=True)
+            created = await self.cq.queues.create(settings_from_defaults(name, self.cq.settings.queue_defaults, **options), if_missing=True)
         except UsageError as exc:
             raise invalid(str(exc)) from None
         if not created:
@@ -428,10 +428,6 @@ async def redrive(cq: Casque, source: str, dest: str | None, limit: int = 100_00
 
 def _snake(action: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", action).lower()
-
-
-def _settings(cq: Casque, name: str, options: dict[str, Any]) -> Any:
-    return settings_from_defaults(name, cq.settings.queue_defaults, **options)
 
 
 def _int(p: dict[str, Any], key: str, default: int, lo: int, hi: int, message: str | None = None) -> int:

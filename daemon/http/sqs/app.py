@@ -9,8 +9,6 @@ is logged and answered with InternalError, and the server keeps serving everythi
 
 from __future__ import annotations
 
-from typing import Any
-
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -88,5 +86,3 @@ def _as_sqs_error(exc: Exception, action: str) -> SqsError:
     log.exception("sqs_internal_error", action=action, error=repr(exc))
     return SqsError("InternalError", "We encountered an internal error. Please try again.")
 
-
-__all__: list[Any] = ["build_app"]

@@ -23,7 +23,7 @@ import struct
 from typing import Any
 
 from daemon.base.model import Message
-from daemon.http.sqs.errors import SqsError, invalid
+from daemon.http.sqs.errors import SqsError, invalid, missing
 
 HEADER_PREFIX = "sqs:"
 TASK_ATTRIBUTE = "casque.task"
@@ -69,8 +69,10 @@ def binary_value(value: Any) -> bytes:
 
 
 def check_body(body: Any) -> str:
-    if not isinstance(body, str) or body == "":
-        raise SqsError("MissingParameter", "The request must contain the parameter MessageBody.") if not body else invalid("MessageBody must be a string.")
+    if body is None or body == "":
+        raise missing("MessageBody")
+    if not isinstance(body, str):
+        raise invalid("MessageBody must be a string.")
     if _BAD_CHARS.search(body):
         raise SqsError("InvalidMessageContents", "Invalid characters found. Valid values are #x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF")
     return body
