@@ -5,7 +5,7 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | sha1sum | cut -c1-12)
+STAMP  := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml tests/js/package-lock.json | sha1sum | cut -c1-12)
 PYTEST_ARGS ?=
 
 .PHONY: setup browser demo test cassandra stop bench lock clean
@@ -17,12 +17,14 @@ browser:
 	@[ -x /usr/bin/chromium ] || { if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium; \
 	  else echo "casque: the console's browser tests need Chromium (skipped without it): sudo apt-get install -y chromium" >&2; fi; }
 
-$(STAMP): requirements.lock pyproject.toml
+$(STAMP): requirements.lock pyproject.toml tests/js/package-lock.json
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "casque needs Python 3.11 or newer: install python3.11 and run make PYTHON=python3.11")'
 	@command -v mvn >/dev/null || { echo "casque: Maven is needed to fetch Cassandra: apt-get install maven" >&2; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check --require-hashes -r requirements.lock
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -e .
+	@command -v npm >/dev/null || { echo "casque: npm is needed for the JS SDK tests: apt-get install nodejs npm" >&2; exit 1; }
+	cd tests/js && npm ci --no-audit --no-fund --silent
 	@rm -f $(VENV)/.installed-*; touch $@
 
 # A local node (downloaded on first use), the schema, the daemon with the example handlers, jobs.

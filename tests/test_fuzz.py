@@ -23,7 +23,7 @@ from daemon.base.model import QueueSettings, check_key, check_task_name, decode_
 from daemon.engine.placement import row_of
 from daemon.engine.producer import Job, build_message
 from daemon.service.registry import Registry
-from daemon.engine.schema import validate_name
+from daemon.engine.schema import validate_queue_name
 from daemon.engine.triggers import cron_next, make_trigger, zone
 
 from .conftest import TEST_KEYSPACE
@@ -93,7 +93,7 @@ def test_durations_parse_or_fail_clearly(text: str) -> None:
 @given(st.text(max_size=600))
 @settings(max_examples=300, deadline=None)
 def test_keys_task_names_and_queue_names_are_validated(text: str) -> None:
-    for check in (check_key, check_task_name, lambda t: validate_name(t, "queue")):
+    for check in (check_key, check_task_name, validate_queue_name):
         try:
             check(text)
         except (UsageError, ConfigError) as exc:

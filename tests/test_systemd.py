@@ -23,7 +23,8 @@ UNIT_DIR = ROOT / "systemd"
 MAIN = "casque.service"
 TEMPLATE = "casque@.service"
 INSTANCE = "casque@emails.service"  # what the template is verified as
-UNITS = [MAIN, TEMPLATE]
+SERVE = "casque-serve.service"  # the SQS endpoint (casque serve)
+UNITS = [MAIN, TEMPLATE, SERVE]
 
 MAX_EXPOSURE = 2.0  # systemd-analyze security's 0.0 (locked down) .. 10.0 (unprotected) scale
 DRAIN_TIMEOUT_S = 30  # the daemon's default worker.drain_timeout
@@ -166,7 +167,7 @@ def verify_root(tmp_path_factory: pytest.TempPathFactory, systemd_analyze: str) 
 
 
 # ---- systemd-analyze verify / security -------------------------------------------------------
-@pytest.mark.parametrize("name", [MAIN, INSTANCE])
+@pytest.mark.parametrize("name", [MAIN, INSTANCE, SERVE])
 def test_verify_is_clean(systemd_analyze: str, verify_root: Path, name: str) -> None:
     res = _run([systemd_analyze, "verify", f"--root={verify_root}", name])
     # verify exits 0 even when it ignores an unknown key or an unparsable value, so any output
@@ -229,7 +230,8 @@ def test_notify_watchdog_and_stop(unit: Unit, systemd_analyze: str) -> None:
     stop = seconds(systemd_analyze, unit.one("Service", "TimeoutStopSec"))
     assert stop > DRAIN_TIMEOUT_S, f"TimeoutStopSec={stop}s leaves no room for the {DRAIN_TIMEOUT_S}s drain"
     assert unit.one("Service", "KillMode") == "mixed"
-    assert unit.one("Service", "ExecReload") == "/bin/kill -HUP $MAINPID"
+    if unit.name != SERVE:  # the worker reloads on SIGHUP; casque serve has nothing to reload
+        assert unit.one("Service", "ExecReload") == "/bin/kill -HUP $MAINPID"
 
 
 def test_restart_policy_cannot_storm(unit: Unit, systemd_analyze: str) -> None:
@@ -243,7 +245,8 @@ def test_restart_policy_cannot_storm(unit: Unit, systemd_analyze: str) -> None:
 def test_exec_start(unit: Unit) -> None:
     config = "/etc/casque/%i.toml" if "@" in unit.name else "/etc/casque/casque.toml"
     # `-c` belongs to the top-level parser: `casque run -c X` is rejected with exit status 2.
-    assert unit.one("Service", "ExecStart") == f"/opt/casque/venv/bin/casque -c {config} run"
+    command = "serve" if unit.name == SERVE else "run"
+    assert unit.one("Service", "ExecStart") == f"/opt/casque/venv/bin/casque -c {config} {command}"
     assert unit.values("Service", "Environment") == [f"CASQUE_CONFIG={config}"]
     assert unit.one("Unit", "AssertPathExists") == config
 

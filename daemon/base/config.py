@@ -121,6 +121,21 @@ class ConsoleSettings:
 
 
 @dataclass
+class SqsSettings:
+    """``casque serve``: the SQS-compatible endpoint, and the pull API's long-poll cadence."""
+
+    host: str = "127.0.0.1"
+    port: int = 9324
+    auth: str = "none"
+    region: str = "us-east-1"
+    account: str = "000000000000"
+    task: str = "sqs"
+    poll_interval: float = 0.5
+    cert_file: str = ""
+    key_file: str = ""
+
+
+@dataclass
 class Settings:
     cassandra: CassandraSettings = field(default_factory=CassandraSettings)
     schema: SchemaSettings = field(default_factory=SchemaSettings)
@@ -129,6 +144,7 @@ class Settings:
     log: LogSettings = field(default_factory=LogSettings)
     metrics: MetricsSettings = field(default_factory=MetricsSettings)
     console: ConsoleSettings = field(default_factory=ConsoleSettings)
+    sqs: SqsSettings = field(default_factory=SqsSettings)
     source: str = field(default="<defaults>", compare=False)
 
 
@@ -140,6 +156,7 @@ _CHOICES = {
     "log.level": {"debug", "info", "warning", "error"},
     "log.format": {"auto", "console", "json"},
     "schema.replication_class": {"SimpleStrategy", "NetworkTopologyStrategy"},
+    "sqs.auth": {"none", "sigv4"},
 }
 
 

@@ -11,7 +11,7 @@ import argparse
 
 from daemon import __version__
 from daemon.base.terminal import run_command
-from daemon.cli import admin, messages, queues, run, schema, web
+from daemon.cli import admin, messages, queues, run, schema, serve, web
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     from daemon.devnode import add_cli as add_cassandra_cli
 
     add_cassandra_cli(sub)
-    for group in (schema, queues, messages, run, admin, web):
+    for group in (schema, queues, messages, run, admin, serve, web):
         group.add_cli(sub)
     from pipeline.cli import add_cli as add_pipeline_cli
 

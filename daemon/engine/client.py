@@ -15,21 +15,26 @@ from datetime import datetime, timezone
 from typing import Any, Iterable
 
 from daemon.engine.acks import Acker
+from daemon.engine.attributes import QueueAttributes
 from daemon.base.clock import SYSTEM_CLOCK, Clock
 from daemon.engine.consumer import Consumer
 from daemon.base.config import Settings, load_settings
 from daemon.engine.db import Database
+from daemon.engine.deadletter import PoisonRouter
 from daemon.base.errors import UsageError
 from daemon.engine.keys import KeyEntry, KeyStore
 from daemon.base.logs import get_logger
 from daemon.engine.lookup import Lookup
 from daemon.base.model import Message, QueueSettings
-from daemon.engine.placement import parse_id
+from daemon.engine.placement import id_due_ms, parse_id
 from daemon.engine.poison import PoisonStore
 from daemon.engine.producer import Job, OnConflict, Producer, first_due
 from daemon.engine.queues import QueueStore, settings_from_defaults
+from daemon.engine.receive import Delivery, Receiver
+from daemon.engine.secrets import SecretStore
 from daemon.engine.table import MessageTable
 from daemon.engine.triggers import make_trigger, upcoming
+from daemon.engine.wakeups import Wakeups
 
 
 class Casque:
@@ -45,7 +50,13 @@ class Casque:
         self.lookup = Lookup(db, self.queues, self.table, self.keys)
         self.producer = Producer(db, self.queues, self.table, self.keys, self.lookup, clock,
                                  tolerance_ms=int(settings.worker.clock_tolerance * 1000))
-        self.acker = Acker(db, self.table, self.queues, self.keys, self.poison, clock)
+        self.secrets = SecretStore(db, ks, clock)
+        self.attributes = QueueAttributes(db, ks)
+        self.wakeups = Wakeups(clock)
+        self.dead_letters = PoisonRouter(db, self.queues, self.table, self.attributes, self.poison, self.wakeups.notify)
+        self.acker = Acker(db, self.table, self.queues, self.keys, self.dead_letters, clock)  # type: ignore[arg-type]
+        self.receiver = Receiver(db, self.table, self.queues, self.keys, self.secrets, self.wakeups, clock, self.consumer,
+                                 poll_interval_s=settings.sqs.poll_interval)
 
     @classmethod
     async def connect(cls, settings: Settings | None = None, clock: Clock = SYSTEM_CLOCK) -> "Casque":
@@ -119,6 +130,7 @@ class Casque:
         job = Job(task, payload, delay, at, priority, timeout, max_attempts, headers or {}, key, on_conflict, schedule)
         now = self.clock.now_ms()
         mid = await self.producer.send(queue, job)
+        self.wakeups.notify(queue, id_due_ms(parse_id(mid)))
         fires = upcoming(schedule, first_due(job, now)) if schedule is not None else []
         return Sent(mid, [datetime.fromtimestamp(ms / 1000, tz=timezone.utc) for ms in fires])
 
@@ -135,7 +147,10 @@ class Casque:
         return list(zip(entries, await asyncio.gather(*(current(e) for e in entries))))
 
     async def send_many(self, queue: str, jobs: Iterable[Job]) -> list[str]:
-        return await self.producer.send_many(queue, jobs)
+        ids = await self.producer.send_many(queue, jobs)
+        if ids:
+            self.wakeups.notify(queue, min(id_due_ms(parse_id(i)) for i in ids))
+        return ids
 
     # ---- reading and cancelling -------------------------------------------------------------
     async def get(self, queue: str, id: str | uuid.UUID | None = None, key: str | None = None) -> Message | None:
@@ -158,11 +173,31 @@ class Casque:
     async def peek(self, queue: str, limit: int = 10) -> list[Message]:
         return await self.lookup.peek(queue, limit)
 
+    # ---- pulling (engine/receive.py) ------------------------------------------------------
+    async def receive(self, queue: str, max: int = 10, wait: float = 20.0, visibility: float = 30.0) -> list[Delivery]:
+        """Up to ``max`` messages, each hidden for ``visibility`` seconds; waits up to ``wait``
+        seconds for the first (a long poll that returns as soon as one is available)."""
+        return await self.receiver.receive(queue, max, wait, visibility)
+
+    async def delete(self, receipt: str) -> bool:
+        """Delete a received message. False (and no change) if the receipt is stale."""
+        return await self.receiver.delete(receipt)
+
+    async def delete_many(self, receipts: Iterable[str]) -> list[bool | Exception]:
+        return await self.receiver.delete_many(receipts)
+
+    async def change_visibility(self, receipt: str, seconds: float) -> int:
+        """Hide a received message for ``seconds`` more from now (0: visible again at once)."""
+        return await self.receiver.change_visibility(receipt, seconds)
+
+    async def change_visibility_many(self, changes: Iterable[tuple[str, float]]) -> list[int | Exception]:
+        return await self.receiver.change_visibility_many(changes)
+
     # ---- consuming --------------------------------------------------------------------------
     def consumer(self, queue: str) -> Consumer:
         """A consumer of one queue; share it between the coroutines of one process."""
         w = self.settings.worker
-        return Consumer(self.db, self.table, self.queues, self.poison, self.keys, self.clock, queue,
+        return Consumer(self.db, self.table, self.queues, self.dead_letters, self.keys, self.clock, queue,  # type: ignore[arg-type]
                         tolerance_ms=int(w.clock_tolerance * 1000), rescan_ms=int(w.rescan_interval * 1000),
                         lookahead_ms=int(max(1.0, 2 * w.max_poll_interval) * 1000))
 

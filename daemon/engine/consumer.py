@@ -113,22 +113,24 @@ class Consumer:
         wakes = [st.wake for st in self.rows.values() if st.wake < RowState.wake]
         return min(wakes) if wakes else None
 
-    async def fetch(self, limit: int, slot: int = 0) -> list[Message]:
+    async def fetch(self, limit: int, slot: int = 0, visibility_ms: int | None = None) -> list[Message]:
         """Return up to ``limit`` taken messages, visiting shards round-robin from this slot's
-        position until one yields messages; [] after a full round with nothing due."""
+        position until one yields messages; [] after a full round with nothing due.
+        ``visibility_ms`` places the timeout columns at now + it instead of each message's own
+        timeout (a pulled message's visibility timeout, engine/receive.py)."""
         qs = await self.queues.get(self.queue)
         shards = qs.span()[0]  # after a reshard, also the shards of layouts still draining
         for _ in range(shards):
             shard = self._next_shard.get(slot, slot * 7919) % shards
             self._next_shard[slot] = shard + 1
-            taken = await self._visit_shard(qs, shard, limit)
+            taken = await self._visit_shard(qs, shard, limit, visibility_ms)
             if taken:
                 return taken
         self.stats.empty_polls += 1
         metrics.EMPTY_POLLS.labels(self.queue).inc()
         return []
 
-    async def _visit_shard(self, qs: QueueSettings, shard: int, limit: int) -> list[Message]:
+    async def _visit_shard(self, qs: QueueSettings, shard: int, limit: int, visibility_ms: int | None) -> list[Message]:
         now = self.clock.now_ms()
         for bucket in self._rows_to_check(qs, shard, now):
             state = self.rows.setdefault((bucket, shard), RowState())
@@ -136,7 +138,7 @@ class Consumer:
                 continue
             state.busy = True
             try:
-                taken = await self._visit_row(qs, bucket, shard, state, limit)
+                taken = await self._visit_row(qs, bucket, shard, state, limit, visibility_ms)
             finally:
                 state.busy = False
             if taken:
@@ -157,7 +159,8 @@ class Consumer:
         order.append(current)
         return order
 
-    async def _visit_row(self, qs: QueueSettings, bucket: int, shard: int, state: RowState, limit: int) -> list[Message]:
+    async def _visit_row(self, qs: QueueSettings, bucket: int, shard: int, state: RowState, limit: int,
+                         visibility_ms: int | None) -> list[Message]:
         if not state.loaded:
             rows = await self.db.run(self.table.read_cursors, [qs.name, bucket, shard])
             _merge(state.cursors, dict(rows[0].cursors or {}) if rows else {})
@@ -169,7 +172,7 @@ class Consumer:
             state.next_check = min(now + self.rescan_ms, state.wake)
             return []
         state.next_check = now  # there was due work: look again on the next round
-        return await self._take(qs, bucket, shard, state, limit)
+        return await self._take(qs, bucket, shard, state, limit, visibility_ms)
 
     async def _anything_due(self, qs: QueueSettings, bucket: int, shard: int, state: RowState, now: int) -> bool:
         """Is a message due in this row (no lock)? The read spans [cursor, now + lookahead] only: a
@@ -198,19 +201,19 @@ class Consumer:
         if target > state.cursors.get(rank, 0):
             state.cursors[rank] = target
 
-    async def _take(self, qs: QueueSettings, bucket: int, shard: int, state: RowState, limit: int) -> list[Message]:
+    async def _take(self, qs: QueueSettings, bucket: int, shard: int, state: RowState, limit: int, visibility_ms: int | None) -> list[Message]:
         lock = await self.locker.acquire(qs, bucket, shard)
         if lock is None:
             self.stats.contention += 1
             metrics.CONTENTION.labels(qs.name).inc()
             return []
         try:
-            return await self._take_locked(qs, state, lock, limit)
+            return await self._take_locked(qs, state, lock, limit, visibility_ms)
         except BaseException:
             await asyncio.shield(self._release_quietly(lock))
             raise
 
-    async def _take_locked(self, qs: QueueSettings, state: RowState, lock: HeldLock, limit: int) -> list[Message]:
+    async def _take_locked(self, qs: QueueSettings, state: RowState, lock: HeldLock, limit: int, visibility_ms: int | None) -> list[Message]:
         _merge(state.cursors, lock.cursors)
         now = self.clock.now_ms()
         ranks = qs.ranks()
@@ -239,7 +242,7 @@ class Consumer:
             await self.locker.release(lock)
             return []
         messages = [message_from_row(qs.name, lock.bucket, lock.shard, r) for r in found]
-        return await self._commit(qs, state, lock, messages, moves)
+        return await self._commit(qs, state, lock, messages, moves, visibility_ms)
 
     async def _read_due(self, qs: QueueSettings, lock: HeldLock, rank: int, state: RowState, now: int, limit: int) -> list[Any]:
         start = state.cursors.get(rank, 0)
@@ -259,9 +262,11 @@ class Consumer:
         moves[rank] = target
         return kept
 
-    async def _commit(self, qs: QueueSettings, state: RowState, lock: HeldLock, messages: list[Message], moves: dict[int, int]) -> list[Message]:
+    async def _commit(self, qs: QueueSettings, state: RowState, lock: HeldLock, messages: list[Message], moves: dict[int, int],
+                      visibility_ms: int | None = None) -> list[Message]:
         """The take: one single-partition batch (release lock, remove taken, write timeout columns,
-        move the cursors). The in-memory cursors follow only once the batch is written."""
+        move the cursors). The in-memory cursors follow only once the batch is written.
+        ``visibility_ms`` replaces the messages' own timeout (a pulled message's visibility timeout)."""
         now = self.clock.now_ms()
         batch = self.db.batch()
         batch.add(self.locker.release_statement(lock))
@@ -285,7 +290,7 @@ class Consumer:
             m.scheduled_ms = (m.trigger or {}).get("fire_ms") or m.due_ms
             m.attempt += 1
             m.state = STATE_IN_FLIGHT
-            m.due_ms = m.copy_due_ms = now + m.timeout_ms + self.hold_ms
+            m.due_ms = m.copy_due_ms = now + (m.timeout_ms if visibility_ms is None else visibility_ms) + self.hold_ms
             batch.add(self.table.insert_message(m, now, qs.retention_s))
             delivered.append(m)
         cursors = dict(state.cursors)

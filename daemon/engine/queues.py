@@ -18,7 +18,7 @@ from daemon.engine.db import Database
 from daemon.engine.paging import every_row
 from daemon.base.errors import QueueNotFound, UsageError
 from daemon.base.model import QueueSettings, check_priority
-from daemon.engine.schema import validate_name
+from daemon.engine.schema import validate_queue_name
 
 CACHE_SECONDS = 5.0
 MIN_TOKEN = -(1 << 63)  # Murmur3Partitioner: tokens are signed 64-bit
@@ -31,7 +31,7 @@ def settings_from_defaults(name: str, d: QueueDefaults, **overrides: Any) -> Que
     """Queue settings from config defaults plus explicit overrides (None means 'use the default')."""
     o = {k: v for k, v in overrides.items() if v is not None}
     qs = QueueSettings(
-        name=validate_name(name, "queue"),
+        name=validate_queue_name(name),
         shards=int(o.get("shards", d.shards)),
         buckets=int(o.get("buckets", d.buckets)),
         bucket_seconds=int(o.get("bucket_seconds", d.bucket_seconds)),

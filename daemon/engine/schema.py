@@ -13,6 +13,9 @@ from daemon.engine.db import Database
 from daemon.base.errors import ConfigError
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,47}$")
+# Queue names are data (partition key values), never CQL identifiers: SQS's rule, 1-80 of A-Z a-z
+# 0-9 _ -, so queues created over the SQS endpoint are ordinary casque queues.
+_QUEUE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
 
 TABLES: dict[str, str] = {
     # One row per queue: the settings every producer and consumer reads (Astyanax's createQueue).
@@ -130,6 +133,19 @@ TABLES: dict[str, str] = {
             name text PRIMARY KEY, holder text
         ) WITH gc_grace_seconds = 3600
           AND comment = 'casque single-holder duties'""",
+    # Secrets every server of a cluster must share, created once with an LWT: the key that signs
+    # receipt handles (so a receipt issued by one `casque serve` is honoured by another, and none
+    # can be forged). Tiny, never expires.
+    "secrets": """
+        CREATE TABLE IF NOT EXISTS {ks}.secrets (
+            name text PRIMARY KEY, value blob, created_at bigint
+        ) WITH comment = 'casque shared secrets (receipt signing key)'""",
+    # Access keys for the SQS endpoint's SigV4 verification. SigV4 is an HMAC, so the server needs
+    # the secret itself (not a hash of it): restrict who can read this table (docs/security.md).
+    "access_keys": """
+        CREATE TABLE IF NOT EXISTS {ks}.access_keys (
+            access_key_id text PRIMARY KEY, secret text, description text, created_at bigint
+        ) WITH comment = 'casque SQS access keys (SigV4)'""",
 }
 
 # Columns added after a table's first release: applied with ALTER TABLE, "already exists" ignored.
@@ -140,12 +156,24 @@ MIGRATIONS: list[tuple[str, str, str]] = [
     ("daemon_stats", "depth_waiting", "int"),
     ("daemon_stats", "depth_scheduled", "int"),
     ("daemon_stats", "depth_in_flight", "int"),
+    # SQS queue attributes with no casque equivalent (DelaySeconds, RedrivePolicy, ...) and tags.
+    ("queues", "attributes", "map<text, text>"),
+    ("queues", "tags", "map<text, text>"),
+    # kind 2 rows ("moved" markers): a visibility change moves a timeout column; the marker at the
+    # receipt's original position names where it went (engine/receive.py).
+    ("messages", "moved_to", "bigint"),
 ]
 
 
 def validate_name(name: str, what: str = "keyspace") -> str:
     if not _NAME.match(name):
         raise ConfigError(f"invalid {what} name {name!r}: use letters, digits and '_' (at most 48, starting with a letter)")
+    return name
+
+
+def validate_queue_name(name: str) -> str:
+    if not isinstance(name, str) or not _QUEUE_NAME.match(name):
+        raise ConfigError(f"invalid queue name {name!r}: use 1-80 letters, digits, '-' and '_'")
     return name
 
 

@@ -19,7 +19,7 @@ from daemon.engine.db import Database
 from daemon.base.model import Message, QueueSettings, decode_payload
 from daemon.engine.triggers import parse_stored
 
-KIND_LOCK, KIND_MESSAGE = 0, 1
+KIND_LOCK, KIND_MESSAGE, KIND_MOVED = 0, 1, 2
 STATE_WAITING, STATE_IN_FLIGHT = 0, 1
 LOCK_PENDING, LOCK_ACQUIRED = 0, 1
 MAX_TTL = 630_720_000  # Cassandra's ceiling: 20 years
@@ -62,7 +62,12 @@ class MessageTable:
         # a take batch (cursor move + deletes, atomic per replica) is seen whole or not at all.
         self.read_below = p(f"SELECT cursors, {_SELECT} FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ? AND due < ? LIMIT ?")
         self.read_rank = p(f"SELECT {_SELECT} FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ? LIMIT ?")
-        self.read_id = p(f"SELECT {_SELECT} FROM {t} WHERE {_PK} AND id = ? ALLOW FILTERING")
+        self.read_id = p(f"SELECT {_SELECT} FROM {t} WHERE {_PK} AND kind = 1 AND id = ? ALLOW FILTERING")
+        # A receipt's position: the message (kind 1) and, if its visibility was changed, the
+        # "moved" marker (kind 2) naming where its timeout column went (engine/receive.py).
+        self.read_at = p(f"SELECT kind, moved_to, {_SELECT} FROM {t} WHERE {_PK} AND kind IN (1, 2) AND rank = ? AND due = ? AND id = ?")
+        self.mark_moved = p(f"INSERT INTO {t} (queue, bucket, shard, kind, rank, due, id, moved_to) VALUES (?,?,?,2,?,?,?,?) USING TTL ?")
+        self.unmark_moved = p(f"DELETE FROM {t} WHERE {_PK} AND kind = 2 AND rank = ? AND due = ? AND id = ?")
         self.count_from = p(f"SELECT cursors, state, due FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ?")
         self.set_cursor = p(f"UPDATE {t} SET cursors[?] = ? WHERE {_PK}")
         self.read_cursors = p(f"SELECT cursors FROM {t} WHERE {_PK} LIMIT 1")

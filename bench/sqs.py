@@ -1,0 +1,210 @@
+"""The SQS endpoint side by side with ElasticMQ: ``python -m bench.sqs [--messages N]``.
+
+Both servers run here on 127.0.0.1 and are driven by the same clients in one run:
+  * send: SendMessageBatch (10 per call) from ``--concurrency`` aiobotocore tasks -> msgs/s;
+  * receive-and-delete: ReceiveMessage (10, long poll 1 s) + DeleteMessageBatch from as many
+    tasks until every message sent is consumed -> msgs/s (a ledger checks none is lost);
+  * long-poll latency: a boto3 client parked in ReceiveMessage (WaitTimeSeconds 20) while another
+    sends one message at a time; latency = received - sent, per message.
+ElasticMQ (org.elasticmq:elasticmq-server_2.13 from Maven Central, in-memory, a JVM process) keeps
+messages in memory; casque serve writes every send to the Cassandra node at LOCAL_QUORUM. The table
+goes to bench/out/sqs.json and, with --write-docs, to docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import boto3
+from aiobotocore.session import get_session
+from botocore.config import Config
+
+from .env import KEYSPACE, ROOT, out_dir, progress
+
+EMQ_HOME = Path.home() / ".cache" / "casque" / "elasticmq"
+EMQ_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>
+<groupId>casque.bench</groupId><artifactId>elasticmq-fetch</artifactId><version>1</version><packaging>pom</packaging>
+<dependencies><dependency><groupId>org.elasticmq</groupId><artifactId>elasticmq-server_2.13</artifactId><version>{v}</version></dependency></dependencies>
+</project>"""
+EMQ_VERSION = "1.7.1"
+CREDS = {"region_name": "us-east-1", "aws_access_key_id": "bench", "aws_secret_access_key": "bench"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port: int, proc: subprocess.Popen[Any], what: str, timeout: float = 120) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise SystemExit(f"bench: {what} exited ({proc.returncode})")
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.5).close()
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise SystemExit(f"bench: {what} did not listen on {port} within {timeout}s")
+
+
+@contextmanager
+def elasticmq() -> Iterator[str]:
+    lib = EMQ_HOME / EMQ_VERSION / "lib"
+    if not list(lib.glob("elasticmq-server_*.jar")):
+        progress(f"fetching ElasticMQ {EMQ_VERSION} and its dependencies from Maven Central")
+        lib.parent.mkdir(parents=True, exist_ok=True)
+        (lib.parent / "pom.xml").write_text(EMQ_POM.format(v=EMQ_VERSION))
+        subprocess.run(["mvn", "-q", "-B", "dependency:copy-dependencies", f"-DoutputDirectory={lib}"], cwd=lib.parent, check=True)
+    port = free_port()
+    conf = lib.parent / "bench.conf"
+    conf.write_text('include classpath("application.conf")\n'
+                    f'node-address {{ protocol = http, host = "127.0.0.1", port = {port}, context-path = "" }}\n'
+                    f'rest-sqs {{ enabled = true, bind-port = {port}, bind-hostname = "127.0.0.1", sqs-limits = strict }}\n'
+                    "rest-stats { enabled = false }\n")
+    log = open(out_dir("sqs") / "elasticmq.log", "wb")
+    proc = subprocess.Popen([shutil.which("java") or "java", f"-Dconfig.file={conf}", "-cp", f"{lib}/*", "org.elasticmq.server.Main"],
+                            stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_port(port, proc, "ElasticMQ")
+        progress(f"ElasticMQ {EMQ_VERSION} on 127.0.0.1:{port} (pid {proc.pid})")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        log.close()
+
+
+@contextmanager
+def casque_serve() -> Iterator[str]:
+    env = dict(os.environ, CASQUE_CASSANDRA__KEYSPACE=KEYSPACE, CASQUE_LOG__LEVEL="warning")
+    subprocess.run([sys.executable, "-m", "daemon.cli", "schema", "apply"], cwd=ROOT, env=env, check=True, capture_output=True)
+    proc = subprocess.Popen([sys.executable, "-m", "daemon.cli", "serve", "--port", "0"], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line.startswith("casque: listening on "):
+        proc.kill()
+        raise SystemExit(f"bench: casque serve did not start: {line!r}")
+    url = line.split()[-1]
+    progress(f"casque serve on {url} (pid {proc.pid}, keyspace {KEYSPACE})")
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+async def throughput(url: str, n: int, concurrency: int) -> dict[str, float]:
+    cfg = Config(max_pool_connections=concurrency * 2, retries={"max_attempts": 1})
+    async with get_session().create_client("sqs", endpoint_url=url, config=cfg, **CREDS) as c:
+        q = (await c.create_queue(QueueName=f"bench-{uuid.uuid4().hex[:8]}"))["QueueUrl"]
+        # a server that has run for a while has looked at every row of its queues once (casque
+        # reads each row's cursor on its first visit: buckets x shards reads); so does this one
+        await c.receive_message(QueueUrl=q, WaitTimeSeconds=0)
+        per = n // concurrency // 10
+
+        async def sender(w: int) -> list[str]:
+            ids = []
+            for b in range(per):
+                r = await c.send_message_batch(QueueUrl=q, Entries=[{"Id": str(i), "MessageBody": f"{w}-{b}-{i}"} for i in range(10)])
+                ids += [e["MessageId"] for e in r["Successful"]]
+            return ids
+
+        t0 = time.perf_counter()
+        sent = [i for ids in await asyncio.gather(*(sender(w) for w in range(concurrency))) for i in ids]
+        send_s = time.perf_counter() - t0
+        got: list[str] = []
+
+        async def receiver() -> None:
+            idle = 0
+            while len(got) < len(sent) and idle < 5:
+                r = await c.receive_message(QueueUrl=q, MaxNumberOfMessages=10, WaitTimeSeconds=1, VisibilityTimeout=120)
+                msgs = r.get("Messages", [])
+                idle = 0 if msgs else idle + 1
+                if msgs:
+                    got.extend(m["MessageId"] for m in msgs)
+                    await c.delete_message_batch(QueueUrl=q, Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(msgs)])
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(receiver() for _ in range(concurrency)))
+        recv_s = time.perf_counter() - t0
+        await c.delete_queue(QueueUrl=q)
+    return {"sent": len(sent), "send_per_s": round(len(sent) / send_s, 1), "received": len(got), "lost": len(set(sent) - set(got)),
+            "duplicates": len(got) - len(set(got)), "receive_delete_per_s": round(len(got) / recv_s, 1)}
+
+
+def latency(url: str, count: int) -> dict[str, float]:
+    cfg = Config(read_timeout=40, retries={"max_attempts": 1})
+    sender = boto3.client("sqs", endpoint_url=url, config=cfg, **CREDS)
+    q = sender.create_queue(QueueName=f"bench-lat-{uuid.uuid4().hex[:8]}")["QueueUrl"]
+    receiver = boto3.client("sqs", endpoint_url=url, config=cfg, **CREDS)
+    receiver.receive_message(QueueUrl=q, WaitTimeSeconds=0)  # warm: connections, the first visit of every row
+    sent_at: dict[str, float] = {}
+    lat: list[float] = []
+    done = threading.Event()
+
+    def poll() -> None:
+        while len(lat) < count:
+            for m in receiver.receive_message(QueueUrl=q, WaitTimeSeconds=20, MaxNumberOfMessages=10).get("Messages", []):
+                lat.append(time.perf_counter() - sent_at[m["Body"]])
+                receiver.delete_message(QueueUrl=q, ReceiptHandle=m["ReceiptHandle"])
+        done.set()
+
+    t = threading.Thread(target=poll, daemon=True)
+    t.start()
+    for i in range(count):
+        time.sleep(0.3)  # pacing: one message at a time reaches a parked poll
+        sent_at[str(i)] = time.perf_counter()
+        sender.send_message(QueueUrl=q, MessageBody=str(i))
+    done.wait(60)
+    sender.delete_queue(QueueUrl=q)
+    ms = sorted(x * 1000 for x in lat)
+    return {"messages": len(ms), "p50_ms": round(statistics.median(ms), 1), "p95_ms": round(ms[int(len(ms) * 0.95) - 1], 1), "max_ms": round(ms[-1], 1)}
+
+
+def table(results: dict[str, dict[str, Any]]) -> str:
+    rows = ["| server | send msgs/s (batches of 10) | receive+delete msgs/s | lost / dup | long-poll send->receive p50 / p95 / max (ms) |",
+            "| --- | --- | --- | --- | --- |"]
+    for name, r in results.items():
+        t, l = r["throughput"], r["latency"]
+        rows.append(f"| {name} | {t['send_per_s']} | {t['receive_delete_per_s']} | {t['lost']} / {t['duplicates']} | "
+                    f"{l['p50_ms']} / {l['p95_ms']} / {l['max_ms']} |")
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.sqs")
+    p.add_argument("--messages", type=int, default=4000)
+    p.add_argument("--concurrency", type=int, default=8)
+    p.add_argument("--latency-messages", type=int, default=40)
+    args = p.parse_args(argv)
+    results: dict[str, dict[str, Any]] = {}
+    for name, server in (("casque serve", casque_serve), (f"ElasticMQ {EMQ_VERSION} (in memory)", elasticmq)):
+        with server() as url:
+            progress(f"{name}: throughput, {args.messages} messages, {args.concurrency} tasks")
+            tp = asyncio.run(throughput(url, args.messages, args.concurrency))
+            progress(f"{name}: long-poll latency, {args.latency_messages} messages")
+            results[name] = {"throughput": tp, "latency": latency(url, args.latency_messages)}
+            progress(f"{name}: {results[name]}")
+    (out_dir("sqs") / "sqs.json").write_text(json.dumps({"args": vars(args), "results": results}, indent=2))
+    print(table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""``casque serve`` (the SQS-compatible HTTP endpoint) and ``casque sqs-keys`` (its SigV4 keys)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import Any
+
+from daemon.base.errors import UsageError
+from daemon.base.terminal import iso, settings_of
+from daemon.cli.common import emit, with_client
+from daemon.engine.access_keys import AccessKeyStore
+from daemon.engine.client import Casque
+
+
+def add_cli(sub: Any) -> None:
+    s = sub.add_parser("serve", help="serve the Amazon SQS-compatible HTTP API (foreground; systemd Type=notify)")
+    s.add_argument("--host", help="address to listen on (default: sqs.host, 127.0.0.1)")
+    s.add_argument("--port", type=int, help="port (default: sqs.port, 9324; 0 picks a free one)")
+    s.add_argument("--auth", choices=["none", "sigv4"], help="request authentication (default: sqs.auth)")
+    s.add_argument("--cert-file", help="TLS certificate (PEM); default: sqs.cert_file, or plain HTTP")
+    s.add_argument("--key-file", help="TLS private key (PEM); default: sqs.key_file")
+    s.set_defaults(func=cmd_serve)
+    k = sub.add_parser("sqs-keys", help="access keys for 'casque serve' with sqs.auth = sigv4")
+    ks = k.add_subparsers(metavar="ACTION")
+    c = ks.add_parser("create", help="create a key; prints the id and the secret (shown once)")
+    c.add_argument("--description", default="", help="what the key is for")
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(func=with_client(_create))
+    ls = ks.add_parser("list", help="list key ids (never secrets)")
+    ls.add_argument("--json", action="store_true")
+    ls.set_defaults(func=with_client(_list))
+    d = ks.add_parser("delete", help="revoke a key (servers stop accepting it within a minute)")
+    d.add_argument("key_id")
+    d.set_defaults(func=with_client(_delete))
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvloop
+
+    from daemon.http.server import is_loopback
+
+    settings = settings_of(args)
+    sqs = settings.sqs
+    sqs.host = args.host or sqs.host
+    sqs.port = sqs.port if args.port is None else args.port
+    sqs.auth = args.auth or sqs.auth
+    sqs.cert_file = args.cert_file or sqs.cert_file
+    sqs.key_file = args.key_file or sqs.key_file
+    if not 0 <= sqs.port <= 65535:
+        raise UsageError(f"invalid port {sqs.port}: use 0-65535 (0 picks a free one)")
+    if sqs.auth == "none" and not is_loopback(sqs.host):
+        raise UsageError(f"refusing to serve SQS without authentication on {sqs.host}: use --auth sigv4 (keys from 'casque sqs-keys create') "
+                         "or listen on 127.0.0.1 behind a proxy that authenticates")
+    return uvloop.run(_serve(settings))
+
+
+async def _serve(settings: Any) -> int:
+    from daemon.http.server import serve
+    from daemon.http.sqs import build_app
+    from daemon.service.sdnotify import Notifier
+
+    notifier = Notifier()
+    cq = await Casque.connect(settings)
+    pinger = asyncio.create_task(_watchdog(notifier)) if notifier.watchdog_interval else None
+    try:
+        app = build_app(cq, settings.sqs)
+        await serve(app, settings.sqs.host, settings.sqs.port, settings.sqs.cert_file, settings.sqs.key_file,
+                    on_ready=lambda url: notifier.ready(f"serving SQS on {url}"))
+    finally:
+        notifier.stopping("stopped serving")
+        if pinger:
+            pinger.cancel()
+        await cq.close()
+    return 0
+
+
+async def _watchdog(notifier: Any) -> None:
+    """WATCHDOG=1 from the event loop itself: a wedged loop stops pinging and systemd restarts it."""
+    while True:
+        notifier.watchdog()
+        await asyncio.sleep(notifier.watchdog_interval)
+
+
+async def _create(cq: Casque, args: argparse.Namespace) -> int:
+    key = await _store(cq).create(args.description)
+    data = {"access_key_id": key.access_key_id, "secret_access_key": key.secret, "description": key.description}
+    if args.json:
+        emit(args, data)
+    else:
+        print(f"aws_access_key_id = {key.access_key_id}\naws_secret_access_key = {key.secret}")
+        print("casque: the secret is shown only now; store it (e.g. in ~/.aws/credentials)", file=sys.stderr)
+    return 0
+
+
+async def _list(cq: Casque, args: argparse.Namespace) -> int:
+    keys = await _store(cq).list()
+    emit(args, [{"access_key_id": k.access_key_id, "description": k.description, "created_at": iso(k.created_at)} for k in keys],
+         [[k.access_key_id, k.description, iso(k.created_at)] for k in keys], ["KEY ID", "DESCRIPTION", "CREATED"])
+    return 0
+
+
+async def _delete(cq: Casque, args: argparse.Namespace) -> int:
+    await _store(cq).delete(args.key_id)
+    print(f"deleted {args.key_id}")
+    return 0
+
+
+def _store(cq: Casque) -> AccessKeyStore:
+    return AccessKeyStore(cq.db, cq.settings.cassandra.keyspace, cq.clock)

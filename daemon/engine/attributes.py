@@ -1,0 +1,76 @@
+"""A queue's free-form attributes and tags (the ``attributes`` and ``tags`` maps of its
+``queues`` row), and listing queue names a page at a time.
+
+casque's own settings (visibility = message timeout, retention, max attempts) stay in their typed
+columns; what has no casque meaning (SQS's DelaySeconds, ReceiveMessageWaitTimeSeconds,
+RedrivePolicy, MaximumMessageSize, ...) is kept here as text. Reads are cached for a few seconds,
+like queue settings: they are read on every send and receive of the SQS endpoint.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from daemon.engine.db import Database
+
+CACHE_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class QueueExtras:
+    attributes: dict[str, str] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+    created_at: int = 0
+    updated_at: int = 0
+
+
+class QueueAttributes:
+    def __init__(self, db: Database, keyspace: str) -> None:
+        self.db = db
+        t = f"{keyspace}.queues"
+        p = db.prepare
+        self._read = p(f"SELECT attributes, tags, created_at, updated_at FROM {t} WHERE name = ?")
+        self._put = p(f"UPDATE {t} SET attributes = attributes + ?, updated_at = ? WHERE name = ?")
+        self._drop = p(f"UPDATE {t} SET attributes = attributes - ?, updated_at = ? WHERE name = ?")
+        self._tag = p(f"UPDATE {t} SET tags = tags + ? WHERE name = ?")
+        self._untag = p(f"UPDATE {t} SET tags = tags - ? WHERE name = ?")
+        self._page_first = p(f"SELECT name FROM {t} LIMIT ?")
+        self._page_after = p(f"SELECT name FROM {t} WHERE token(name) > token(?) LIMIT ?")
+        self._cache: dict[str, tuple[float, QueueExtras]] = {}
+
+    async def get(self, queue: str, fresh: bool = False) -> QueueExtras:
+        hit = self._cache.get(queue)
+        if hit and not fresh and time.monotonic() - hit[0] < CACHE_SECONDS:
+            return hit[1]
+        rows = await self.db.run(self._read, [queue])
+        r = rows[0] if rows else None
+        extras = QueueExtras(dict(r.attributes or {}), dict(r.tags or {}), r.created_at or 0, r.updated_at or 0) if r else QueueExtras()
+        self._cache[queue] = (time.monotonic(), extras)
+        return extras
+
+    async def set(self, queue: str, put: dict[str, str], drop: set[str], now_ms: int) -> None:
+        if put:
+            await self.db.run(self._put, [put, now_ms, queue])
+        if drop:
+            await self.db.run(self._drop, [drop, now_ms, queue])
+        self._cache.pop(queue, None)
+
+    async def tag(self, queue: str, put: dict[str, str], drop: set[str]) -> None:
+        if put:
+            await self.db.run(self._tag, [put, queue])
+        if drop:
+            await self.db.run(self._untag, [drop, queue])
+        self._cache.pop(queue, None)
+
+    async def names_page(self, after: str | None, limit: int) -> list[str]:
+        """Up to ``limit`` queue names in token order after ``after``: one bounded read, whatever
+        the number of queues (the page token is the last name returned)."""
+        if after is None:
+            rows = await self.db.run(self._page_first, [limit])
+        else:
+            rows = await self.db.run(self._page_after, [after, limit])
+        return [r.name for r in rows]
+
+    def forget(self, queue: str) -> None:
+        self._cache.pop(queue, None)

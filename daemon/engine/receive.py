@@ -1,0 +1,241 @@
+"""The pull API: receive messages with a visibility timeout, then delete them or change it.
+
+    deliveries = await cq.receive("jobs", max=10, wait=20, visibility=30)
+    for d in deliveries:
+        ...                                   # d.message.payload, d.message.attempt
+        await cq.delete(d.receipt)            # or: await cq.change_visibility(d.receipt, 0)
+
+A receive is the engine's take (engine/consumer.py) with the timeout column placed at
+``now + visibility``: a pulled message that is not deleted comes back exactly like a handler's that
+timed out, with its attempt (= SQS's ApproximateReceiveCount) counted up, and goes to the poison
+queue after the queue's ``max_attempts`` deliveries.
+
+Delete and change-visibility locate the delivery from the receipt (engine/receipts.py) with one
+point read: the timeout column at the receipt's position and, in the same read, a "moved" marker
+(kind 2) if a visibility change moved that column. A change writes the column at its new position,
+deletes the old one and points the marker at the new one, in one single-partition batch; so a
+receipt stays valid across any number of changes, as SQS clients expect. A delivery matches only
+if its attempt equals the receipt's: a receipt whose visibility expired (the message was taken
+again) deletes nothing and can't change anything.
+
+Long polls: see engine/wakeups.py. Within a process a poll returns as soon as a message is sent,
+falls due or is made visible again; a send from another process is seen within
+``poll_interval`` (the scout's cadence), and a message made visible again by another process's
+visibility change or expiry within the consumer's ``rescan_interval`` (docs/design.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+from daemon.base.clock import Clock
+from daemon.base.errors import CasqueError, UsageError
+from daemon.base.model import Message
+from daemon.engine.consumer import Consumer
+from daemon.engine.db import Database
+from daemon.engine.keys import KeyStore
+from daemon.engine.queues import QueueStore
+from daemon.engine.receipts import InvalidReceipt, Receipt, ReceiptSigner
+from daemon.engine.secrets import RECEIPT_KEY, SecretStore
+from daemon.engine.table import KIND_MESSAGE, KIND_MOVED, STATE_IN_FLIGHT, MessageTable, after, message_from_row, ttl_for
+from daemon.engine.wakeups import Wakeups
+
+MAX_VISIBILITY_S = 12 * 3600
+MAX_CONSUMERS = 4096
+FILL_ROUNDS = 3
+
+
+class NotInFlight(CasqueError):
+    """The receipt's delivery is over: the message was deleted, or its visibility expired."""
+
+    exit_code = 4
+
+
+@dataclass
+class Delivery:
+    """A received message and the receipt handle that deletes it or changes its visibility."""
+
+    message: Message
+    receipt: str
+    received_ms: int
+
+
+class Receiver:
+    def __init__(self, db: Database, table: MessageTable, queues: QueueStore, keys: KeyStore, secrets: SecretStore, wakeups: Wakeups,
+                 clock: Clock, consumer_of: Callable[[str], Consumer], poll_interval_s: float = 0.5) -> None:
+        self.db = db
+        self.table = table
+        self.queues = queues
+        self.keys = keys
+        self.secrets = secrets
+        self.wakeups = wakeups
+        self.clock = clock
+        self.consumer_of = consumer_of
+        self.poll_interval_s = poll_interval_s
+        self._consumers: OrderedDict[str, Consumer] = OrderedDict()
+        self._signer: ReceiptSigner | None = None
+        self._slots = itertools.count()
+
+    async def signer(self) -> ReceiptSigner:
+        if self._signer is None:
+            self._signer = ReceiptSigner(await self.secrets.get_or_create(RECEIPT_KEY))
+        return self._signer
+
+    # ---- receive ------------------------------------------------------------------------------
+    async def receive(self, queue: str, limit: int = 10, wait_s: float = 20.0, visibility_s: float = 30.0) -> list[Delivery]:
+        """Up to ``limit`` messages, waiting up to ``wait_s`` for the first one."""
+        _check_number("max", limit, 1, 10_000, int)
+        _check_number("wait", wait_s, 0, 3600)
+        _check_number("visibility", visibility_s, 0, MAX_VISIBILITY_S)
+        await self.queues.get(queue)  # QueueNotFound before any waiting
+        signer = await self.signer()
+        consumer = self._consumer(queue)
+        waiter = self.wakeups.enter(queue)
+        scout = False
+        deadline = time.monotonic() + wait_s
+        slot = next(self._slots) % 64
+        try:
+            while True:
+                generation = waiter.generation
+                taken = await self._fill(consumer, limit, slot, int(visibility_s * 1000))
+                if taken:
+                    return self._deliveries(queue, consumer, signer, taken)
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return []
+                coming = consumer.next_due()
+                if coming is not None and coming > self.clock.now_ms():
+                    waiter.at(coming)
+                if not waiter.scouted:
+                    waiter.scouted = scout = True
+                await waiter.park(generation, min(remaining, self.poll_interval_s) if scout else remaining)
+        finally:
+            if scout:
+                waiter.scouted = False
+            if not waiter.scouted:  # someone must keep polling: the next parked poll takes over
+                waiter.handoff()
+            self.wakeups.leave(queue, waiter)
+
+    @staticmethod
+    async def _fill(consumer: Consumer, limit: int, slot: int, visibility_ms: int) -> list[Message]:
+        """A take from one row, topped up from the next rows while they yield (a few more takes at
+        most): a client asking for 10 gets the 3 + 4 + 3 spread over three shards in one answer."""
+        taken = await consumer.fetch(limit, slot, visibility_ms=visibility_ms)
+        for _ in range(FILL_ROUNDS):
+            if not taken or len(taken) >= limit:
+                break
+            more = await consumer.fetch(limit - len(taken), slot, visibility_ms=visibility_ms)
+            if not more:
+                break
+            taken += more
+        return taken
+
+    def _deliveries(self, queue: str, consumer: Consumer, signer: ReceiptSigner, taken: list[Message]) -> list[Delivery]:
+        now = self.clock.now_ms()
+        out = []
+        for m in taken:
+            due = m.copy_due_ms if m.copy_due_ms is not None else m.due_ms
+            consumer.expect(m.bucket, m.shard, due)  # visible again at due, if not deleted by then
+            self.wakeups.notify(queue, due)
+            out.append(Delivery(m, signer.issue(Receipt(queue, m.id, m.bucket, m.shard, m.rank, due, m.attempt)), now))
+        return out
+
+    def _consumer(self, queue: str) -> Consumer:
+        c = self._consumers.get(queue)
+        if c is None:
+            c = self._consumers[queue] = self.consumer_of(queue)
+            if len(self._consumers) > MAX_CONSUMERS:
+                self._consumers.popitem(last=False)
+        else:
+            self._consumers.move_to_end(queue)
+        return c
+
+    # ---- delete and change visibility ---------------------------------------------------------
+    async def delete(self, receipt: str, queue: str | None = None) -> bool:
+        """Delete the delivery ``receipt`` names. True if it was current; False if the receipt is
+        stale (already deleted, or its visibility expired): then nothing changes, like SQS."""
+        r = (await self.signer()).open(receipt, queue)
+        found = await self._locate(r)
+        if found is None:
+            return False
+        m, marker = found
+        batch = self.db.batch()
+        batch.add(self.table.delete_message(m, m.due_ms))
+        if marker:
+            batch.add(self.table.unmark_moved.bind([r.queue, r.bucket, r.shard, r.rank, r.due_ms, r.id]))
+        await self.db.run(batch, timestamp=after(m.write_ts, now_us=self.db.next_timestamp()))
+        if m.key:
+            await self.keys.release(m.queue, m.key, m.id)
+        return True
+
+    async def change_visibility(self, receipt: str, seconds: float, queue: str | None = None) -> int:
+        """Make the delivery visible again ``seconds`` from now (0: at once). Returns the new due
+        time (ms). NotInFlight if the receipt's delivery is over."""
+        _check_number("visibility", seconds, 0, MAX_VISIBILITY_S)
+        r = (await self.signer()).open(receipt, queue)
+        found = await self._locate(r)
+        if found is None:
+            raise NotInFlight("the message is not in flight under this receipt: it was deleted, or its visibility timeout expired; receive it again")
+        m, marker = found
+        qs = await self.queues.get(r.queue)
+        now = self.clock.now_ms()
+        new_due = now + int(seconds * 1000)
+        batch = self.db.batch()
+        if new_due != m.due_ms:
+            batch.add(self.table.delete_message(m, m.due_ms))
+        m.due_ms = m.copy_due_ms = new_due
+        batch.add(self.table.insert_message(m, now, qs.retention_s))
+        pk = [r.queue, r.bucket, r.shard, r.rank, r.due_ms, r.id]
+        if new_due != r.due_ms:
+            batch.add(self.table.mark_moved.bind(pk + [new_due, ttl_for(new_due, now, qs.retention_s)]))
+        elif marker:
+            batch.add(self.table.unmark_moved.bind(pk))
+        await self.db.run(batch, timestamp=after(m.write_ts, now_us=self.db.next_timestamp()))
+        self._consumer(r.queue).expect(r.bucket, r.shard, new_due)
+        self.wakeups.notify(r.queue, new_due)
+        return new_due
+
+    async def delete_many(self, receipts: Iterable[str], queue: str | None = None) -> list[bool | Exception]:
+        """Each receipt's outcome, in order: True/False as ``delete``, or the error for that one."""
+        return await _each(receipts, lambda h: self.delete(h, queue))
+
+    async def change_visibility_many(self, changes: Iterable[tuple[str, float]], queue: str | None = None) -> list[int | Exception]:
+        return await _each(changes, lambda c: self.change_visibility(c[0], c[1], queue))
+
+    async def _locate(self, r: Receipt) -> tuple[Message, bool] | None:
+        """The current delivery a receipt names, and whether a moved marker points to it."""
+        rows = await self.db.run(self.table.read_at, [r.queue, r.bucket, r.shard, r.rank, r.due_ms, r.id])
+        row = next((x for x in rows if x.kind == KIND_MESSAGE), None)
+        marker = next((x for x in rows if x.kind == KIND_MOVED), None)
+        if marker is not None and marker.moved_to is not None:
+            moved = await self.db.run(self.table.read_at, [r.queue, r.bucket, r.shard, r.rank, marker.moved_to, r.id])
+            row = next((x for x in moved if x.kind == KIND_MESSAGE), None)
+        if row is None or row.state != STATE_IN_FLIGHT or (row.attempt or 0) != r.attempt:
+            return None
+        m = message_from_row(r.queue, r.bucket, r.shard, row)
+        m.copy_due_ms = m.due_ms
+        return m, marker is not None
+
+
+async def _each(items: Iterable[Any], one: Callable[[Any], Any]) -> list[Any]:
+    """Run ``one`` on every item concurrently; per-item errors are returned, not raised."""
+    results = await asyncio.gather(*(one(i) for i in items), return_exceptions=True)
+    for res in results:
+        if isinstance(res, BaseException) and not isinstance(res, Exception):
+            raise res
+    return list(results)
+
+
+def _check_number(name: str, value: Any, lo: float, hi: float, kind: type = float) -> None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (kind is float or isinstance(value, int))
+    if not ok or not lo <= value <= hi:
+        what = "an integer" if kind is int else "a number of seconds"
+        raise UsageError(f"invalid {name} {value!r}: use {what} from {lo:g} to {hi:g}")
+
+
+__all__ = ["Delivery", "InvalidReceipt", "NotInFlight", "Receiver"]

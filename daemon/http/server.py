@@ -1,0 +1,51 @@
+"""Serving an ASGI app with uvicorn on the running (uvloop) event loop: shared by ``casque serve``
+and any other HTTP face, so TLS, the listening line and sd_notify work the same everywhere.
+
+Port 0 picks a free port; the line ``casque: listening on URL`` is printed (and flushed) once the
+socket is bound, so scripts and tests learn the real address.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import sys
+from typing import Any, Callable
+
+import uvicorn
+
+from daemon.base.errors import UsageError
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+async def serve(app: Any, host: str, port: int, cert_file: str = "", key_file: str = "", on_ready: Callable[[str], None] | None = None) -> None:
+    """Serve until SIGINT/SIGTERM (uvicorn's own handlers: stop accepting, finish requests)."""
+    if bool(cert_file) != bool(key_file):
+        raise UsageError("TLS needs both sqs.cert_file and sqs.key_file (or neither, behind a TLS reverse proxy)")
+    config = uvicorn.Config(app, host=host, port=port, loop="none", lifespan="off", log_config=None, access_log=False,
+                            ssl_certfile=cert_file or None, ssl_keyfile=key_file or None, timeout_keep_alive=65)
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    while not server.started and not task.done():
+        await asyncio.sleep(0.01)
+    if server.started:
+        bound = server.servers[0].sockets[0].getsockname()
+        url = f"{'https' if cert_file else 'http'}://{_host(bound[0])}:{bound[1]}"
+        print(f"casque: listening on {url}", flush=True, file=sys.stdout)
+        if on_ready:
+            on_ready(url)
+    await task
+    if not server.started:
+        raise UsageError(f"cannot listen on {host}:{port}: the address is in use or not allowed (see the log above)")
+
+
+def _host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host

@@ -1,0 +1,136 @@
+"""SQS queue attributes <-> casque queue settings.
+
+VisibilityTimeout is the queue's message timeout, MessageRetentionPeriod its retention, and a
+RedrivePolicy's maxReceiveCount its max_attempts (without one, max_attempts is casque's ceiling,
+1000: SQS has no limit). The rest (DelaySeconds, ReceiveMessageWaitTimeSeconds,
+MaximumMessageSize, RedrivePolicy itself, Policy, ...) is kept as text in the queue row's
+``attributes`` map (engine/attributes.py). Each value is checked against SQS's range first.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from daemon.base.model import QueueSettings
+from daemon.engine.attributes import QueueExtras
+from daemon.engine.deadletter import DEAD_LETTER
+from daemon.http.sqs.errors import SqsError
+
+NO_REDRIVE_ATTEMPTS = 1000
+DEFAULT_VISIBILITY = 30
+DEFAULT_RETENTION = 345_600
+DEFAULT_MAX_SIZE = 1_048_576  # SQS's default since 2025 (it was 256 KiB)
+RANGES = {"DelaySeconds": (0, 900), "MaximumMessageSize": (1024, 1_048_576), "MessageRetentionPeriod": (60, 1_209_600),
+          "ReceiveMessageWaitTimeSeconds": (0, 20), "VisibilityTimeout": (0, 43_200), "KmsDataKeyReusePeriodSeconds": (60, 86_400)}
+DEFAULTS = {"DelaySeconds": "0", "MaximumMessageSize": str(DEFAULT_MAX_SIZE), "ReceiveMessageWaitTimeSeconds": "0"}
+STORED_AS_IS = {"Policy", "RedriveAllowPolicy", "KmsMasterKeyId", "SqsManagedSseEnabled"}
+FIFO_ONLY = {"FifoQueue", "ContentBasedDeduplication", "DeduplicationScope", "FifoThroughputLimit"}
+COUNTS = {"ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible", "ApproximateNumberOfMessagesDelayed"}
+READ_ONLY = COUNTS | {"CreatedTimestamp", "LastModifiedTimestamp", "QueueArn"}
+SETTABLE = set(RANGES) | STORED_AS_IS | {"RedrivePolicy"}
+_ARN = re.compile(r"^arn:aws[a-z-]*:sqs:[a-z0-9-]+:[0-9]{12}:([A-Za-z0-9_-]{1,80})$")
+
+
+def arn(region: str, account: str, queue: str) -> str:
+    return f"arn:aws:sqs:{region}:{account}:{queue}"
+
+
+def queue_of_arn(value: Any) -> str | None:
+    m = _ARN.match(value) if isinstance(value, str) else None
+    return m.group(1) if m else None
+
+
+def check(attrs: Any, creating: bool) -> dict[str, str]:
+    """Validate attributes to set; returns them as text. FIFO ones are refused (not supported)."""
+    if attrs is None:
+        return {}
+    if not isinstance(attrs, dict):
+        raise SqsError("InvalidParameterValue", "Attributes must be a map of attribute name to value.")
+    out: dict[str, str] = {}
+    for raw_name, value in attrs.items():
+        name = str(raw_name).strip()  # SQS ignores surrounding spaces in attribute names
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        if name == "FifoQueue" and text.lower() == "false" and creating:
+            continue
+        if name in FIFO_ONLY:
+            raise SqsError("UnsupportedOperation" if name == "FifoQueue" else "InvalidAttributeName",
+                           "FIFO queues are not supported by casque (order holds only within a shard row): use a standard queue."
+                           if name == "FifoQueue" else f"Unknown Attribute {name}.")
+        if name not in SETTABLE:
+            raise SqsError("InvalidAttributeName", f"Unknown Attribute {name}.")
+        if name in RANGES:
+            lo, hi = RANGES[name]
+            if not text.isdigit() or not lo <= int(text) <= hi:
+                raise SqsError("InvalidAttributeValue", f"Invalid value for the parameter {name}: must be an integer from {lo} to {hi}.")
+            text = str(int(text))
+        if name == "RedrivePolicy" and text:
+            text = _redrive(text)
+        out[name] = text
+    return out
+
+
+def _redrive(text: str) -> str:
+    try:
+        policy = json.loads(text)
+    except ValueError:
+        raise SqsError("InvalidAttributeValue", "Value for parameter RedrivePolicy is invalid. Reason: Redrive policy is not a valid JSON map.") from None
+    if not isinstance(policy, dict) or queue_of_arn(policy.get("deadLetterTargetArn")) is None:
+        raise SqsError("InvalidAttributeValue", "Value for parameter RedrivePolicy is invalid. Reason: Invalid value for deadLetterTargetArn.")
+    count = policy.get("maxReceiveCount")
+    try:
+        n = int(count)
+    except (TypeError, ValueError):
+        n = 0
+    if not 1 <= n <= NO_REDRIVE_ATTEMPTS:
+        raise SqsError("InvalidAttributeValue", f"Value for parameter RedrivePolicy is invalid. Reason: Invalid value for maxReceiveCount: {count}, valid values are from 1 to 1000 both inclusive.")
+    return json.dumps({"deadLetterTargetArn": policy["deadLetterTargetArn"], "maxReceiveCount": n}, separators=(",", ":"))
+
+
+def casque_options(attrs: dict[str, str]) -> dict[str, Any]:
+    """The casque settings these SQS attributes imply (for create and update)."""
+    out: dict[str, Any] = {}
+    if "VisibilityTimeout" in attrs:
+        out["timeout"] = max(0.1, int(attrs["VisibilityTimeout"]))
+    if "MessageRetentionPeriod" in attrs:
+        out["retention"] = int(attrs["MessageRetentionPeriod"])
+    if "RedrivePolicy" in attrs:
+        out["max_attempts"] = json.loads(attrs["RedrivePolicy"])["maxReceiveCount"] if attrs["RedrivePolicy"] else NO_REDRIVE_ATTEMPTS
+    return out
+
+
+def number(qs: QueueSettings, extras: QueueExtras, name: str) -> int:
+    """A numeric attribute's current value."""
+    if name == "VisibilityTimeout":
+        return qs.timeout_ms // 1000
+    if name == "MessageRetentionPeriod":
+        return qs.retention_s
+    return int(extras.attributes.get(name, DEFAULTS.get(name, "0")))
+
+
+def describe(qs: QueueSettings, extras: QueueExtras, queue_arn: str) -> dict[str, str]:
+    """Every attribute but the counts (which cost reads): the GetQueueAttributes answer."""
+    out = {k: v for k, v in extras.attributes.items() if v != "" and not k.startswith("casque.")}
+    for name in ("VisibilityTimeout", "MessageRetentionPeriod", "DelaySeconds", "MaximumMessageSize", "ReceiveMessageWaitTimeSeconds"):
+        out[name] = str(number(qs, extras, name))
+    out["QueueArn"] = queue_arn
+    out["CreatedTimestamp"] = str(extras.created_at // 1000)
+    out["LastModifiedTimestamp"] = str(extras.updated_at // 1000)
+    out.setdefault("SqsManagedSseEnabled", "false")
+    return out
+
+
+def internal(attrs: dict[str, str]) -> tuple[dict[str, str], set[str]]:
+    """casque's own attributes implied by SQS ones: a RedrivePolicy names the dead-letter queue
+    that engine/deadletter.py sends failed messages to (a real second queue)."""
+    if "RedrivePolicy" not in attrs:
+        return {}, set()
+    target = redrive_target(QueueExtras(attributes=attrs))
+    return ({DEAD_LETTER: target}, set()) if target else ({}, {DEAD_LETTER})
+
+
+def redrive_target(extras: QueueExtras) -> str | None:
+    """The dead-letter queue's name, if the queue has a RedrivePolicy."""
+    text = extras.attributes.get("RedrivePolicy")
+    return queue_of_arn(json.loads(text).get("deadLetterTargetArn")) if text else None

@@ -1,0 +1,229 @@
+"""The pull API (engine/receive.py) against the real node: receive, delete, change visibility,
+batch forms, receipts that can't be forged, and long polls that wake at once.
+
+Visibility expiry is checked with the ManualClock (moved, never slept on). The long-poll tests use
+the real clock with a scout cadence of 30 s, so a poll that returns within a second was woken by
+the event under test, not by re-reading Cassandra.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import time
+from typing import AsyncIterator
+
+import pytest
+
+from daemon.base.clock import ManualClock
+from daemon.base.config import Settings
+from daemon.base.errors import QueueNotFound, UsageError
+from daemon.engine.admin import purge
+from daemon.engine.client import Casque
+from daemon.engine.receive import InvalidReceipt, NotInFlight
+from daemon.engine.stats import queue_stats
+
+Pair = tuple[Casque, ManualClock]
+
+
+@pytest.fixture
+async def slow_scout(settings: Settings) -> AsyncIterator[Casque]:
+    """A client whose long polls re-read Cassandra only every 30 s: any quicker return was a wake-up."""
+    s = copy.deepcopy(settings)
+    s.sqs.poll_interval = 30.0
+    client = await Casque.connect(s)
+    yield client
+    await client.close()
+
+
+async def parked(cq: Casque, queue: str, deadline_s: float = 10.0) -> None:
+    """Wait until a receive on ``queue`` is parked (polls a condition, with a deadline)."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        w = cq.wakeups._waiters.get(queue)
+        if w is not None and w._parked:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"no receive parked on {queue} within {deadline_s}s")
+
+
+async def test_receive_delete_ledger_each_message_exactly_once(cq: Casque, queue_name: str) -> None:
+    await cq.create_queue(queue_name)
+    sent = {await cq.send(queue_name, "t", {"n": i}) for i in range(60)}
+    seen: list[str] = []
+    while len(seen) < len(sent):
+        got = await cq.receive(queue_name, max=10, wait=5, visibility=60)
+        assert got, f"receive came back empty with {len(sent) - len(seen)} messages left"
+        seen += [str(d.message.id) for d in got]
+        assert all(await cq.delete_many([d.receipt for d in got]))
+    assert sorted(seen) == sorted(sent), "lost or duplicated"
+    assert await cq.receive(queue_name, wait=0) == []
+    st = await queue_stats(cq, queue_name)
+    assert (st.waiting_due, st.in_flight, st.scheduled) == (0, 0, 0)
+
+
+async def test_undeleted_message_comes_back_after_visibility_with_next_attempt(manual: Pair, queue_name: str) -> None:
+    cq, clock = manual
+    await cq.create_queue(queue_name)
+    mid = await cq.send(queue_name, "t", "x")
+    first = await cq.receive(queue_name, wait=0, visibility=30)
+    assert [str(d.message.id) for d in first] == [mid] and first[0].message.attempt == 1
+    clock.advance(29_000)
+    assert await cq.receive(queue_name, wait=0) == [], "visible before its visibility timeout"
+    clock.advance(2_000)
+    again = await cq.receive(queue_name, wait=0, visibility=30)
+    assert [str(d.message.id) for d in again] == [mid] and again[0].message.attempt == 2
+    assert await cq.delete(first[0].receipt) is False, "a stale receipt must not delete the new delivery"
+    with pytest.raises(NotInFlight):
+        await cq.change_visibility(first[0].receipt, 0)
+    assert await cq.delete(again[0].receipt) is True
+    clock.advance(60_000)
+    assert await cq.receive(queue_name, wait=0) == []
+
+
+async def test_change_visibility_zero_makes_it_visible_now_and_receipt_survives_moves(manual: Pair, queue_name: str) -> None:
+    cq, clock = manual
+    await cq.create_queue(queue_name)
+    mid = await cq.send(queue_name, "t", "x")
+    (d,) = await cq.receive(queue_name, wait=0, visibility=30)
+    await cq.change_visibility(d.receipt, 300)
+    clock.advance(60_000)
+    assert await cq.receive(queue_name, wait=0) == [], "extended visibility ignored"
+    await cq.change_visibility(d.receipt, 120)  # the same receipt, after a move: still valid
+    await cq.change_visibility(d.receipt, 0)
+    (back,) = await cq.receive(queue_name, wait=0, visibility=30)
+    assert str(back.message.id) == mid and back.message.attempt == 2
+    assert await cq.delete(d.receipt) is False
+    await cq.change_visibility(back.receipt, 500)
+    assert await cq.delete(back.receipt) is True, "a receipt must delete after its visibility was changed"
+    clock.advance(600_000)
+    assert await cq.receive(queue_name, wait=0) == []
+    st = await queue_stats(cq, queue_name, now_ms=clock.now_ms())
+    assert (st.waiting_due, st.in_flight, st.scheduled) == (0, 0, 0)
+
+
+async def test_forged_altered_or_foreign_receipts_are_refused_and_change_nothing(cq: Casque, queue_name: str) -> None:
+    await cq.create_queue(queue_name)
+    await cq.create_queue(queue_name + "b")
+    await cq.send(queue_name, "t", "x")
+    (d,) = await cq.receive(queue_name, wait=5, visibility=60)
+    flipped = d.receipt[:10] + ("A" if d.receipt[10] != "A" else "B") + d.receipt[11:]
+    for bad in ("", "not a receipt!", "AAAA", flipped, d.receipt[:-2]):
+        with pytest.raises(InvalidReceipt):
+            await cq.delete(bad)
+        with pytest.raises(InvalidReceipt):
+            await cq.change_visibility(bad, 0)
+    with pytest.raises(InvalidReceipt):
+        await cq.receiver.delete(d.receipt, queue=queue_name + "b")
+    assert (await queue_stats(cq, queue_name)).in_flight == 1
+    assert await cq.delete(d.receipt) is True
+
+
+async def test_batch_forms_report_each_entry(cq: Casque, queue_name: str) -> None:
+    await cq.create_queue(queue_name)
+    for i in range(3):
+        await cq.send(queue_name, "t", i)
+    got: list = []
+    while len(got) < 3:
+        got += await cq.receive(queue_name, max=3, wait=5, visibility=60)
+    changed = await cq.change_visibility_many([(got[0].receipt, 100), ("junk", 1), (got[1].receipt, 100)])
+    assert isinstance(changed[0], int) and isinstance(changed[1], InvalidReceipt) and isinstance(changed[2], int)
+    deleted = await cq.delete_many([d.receipt for d in got] + ["junk"])
+    assert deleted[:3] == [True, True, True] and isinstance(deleted[3], InvalidReceipt)
+
+
+async def test_receive_counts_attempts_and_poisons_after_max(manual: Pair, queue_name: str) -> None:
+    cq, clock = manual
+    await cq.create_queue(queue_name, max_attempts=2)
+    mid = await cq.send(queue_name, "t", "x")
+    for attempt in (1, 2):
+        (d,) = await cq.receive(queue_name, wait=0, visibility=10)
+        assert d.message.attempt == attempt
+        clock.advance(11_000)
+    assert await cq.receive(queue_name, wait=0) == []
+    poisoned = await cq.poison.list(queue_name)
+    assert [str(p.id) for p in poisoned] == [mid]
+
+
+async def test_bad_arguments_are_one_line_usage_errors(cq: Casque, queue_name: str) -> None:
+    await cq.create_queue(queue_name)
+    for kwargs in ({"max": 0}, {"wait": -1}, {"visibility": 12 * 3600 + 1}, {"max": True}):
+        with pytest.raises(UsageError) as err:
+            await cq.receive(queue_name, **kwargs)
+        assert "\n" not in str(err.value)
+    with pytest.raises(QueueNotFound):
+        await cq.receive(queue_name + "_missing", wait=0)
+
+
+async def test_long_poll_wakes_on_in_process_send(slow_scout: Casque, queue_name: str) -> None:
+    cq = slow_scout
+    await cq.create_queue(queue_name)
+    poll = asyncio.create_task(cq.receive(queue_name, wait=20))
+    await parked(cq, queue_name)
+    t0 = time.monotonic()
+    mid = await cq.send(queue_name, "t", "x")
+    got = await poll
+    assert [str(d.message.id) for d in got] == [mid]
+    assert time.monotonic() - t0 < 2.0, "woken by polling, not by the send"
+
+
+async def test_long_poll_wakes_when_a_delayed_message_falls_due(slow_scout: Casque, queue_name: str) -> None:
+    cq = slow_scout
+    await cq.create_queue(queue_name)
+    poll = asyncio.create_task(cq.receive(queue_name, wait=20))
+    await parked(cq, queue_name)
+    mid = await cq.send(queue_name, "t", "x", delay=1.5)
+    due = time.time() + 1.5
+    got = await poll
+    late = time.time() - due
+    assert [str(d.message.id) for d in got] == [mid]
+    assert -0.05 < late < 1.0, f"delivered {late:.3f}s from its due time"
+
+
+async def test_long_poll_wakes_on_change_visibility_and_on_expiry(slow_scout: Casque, queue_name: str) -> None:
+    cq = slow_scout
+    await cq.create_queue(queue_name)
+    await cq.send(queue_name, "t", "x")
+    (d,) = await cq.receive(queue_name, wait=5, visibility=600)
+    poll = asyncio.create_task(cq.receive(queue_name, wait=20, visibility=1))
+    await parked(cq, queue_name)
+    t0 = time.monotonic()
+    await cq.change_visibility(d.receipt, 0)
+    (back,) = await poll
+    assert time.monotonic() - t0 < 2.0 and back.message.attempt == 2
+    # not deleted: its 1 s visibility expires, and a parked poll gets it at once
+    t1 = time.monotonic()
+    (third,) = await cq.receive(queue_name, wait=20, visibility=60)
+    assert third.message.attempt == 3 and 0.5 < time.monotonic() - t1 < 2.5
+    assert await cq.delete(third.receipt)
+
+
+async def test_long_poll_sees_another_clients_send_within_the_poll_interval(cq: Casque, settings: Settings, queue_name: str) -> None:
+    """Another process's send is seen by the scout's polling: within sqs.poll_interval (0.5 s)."""
+    await cq.create_queue(queue_name)
+    other = await Casque.connect(settings)
+    try:
+        poll = asyncio.create_task(cq.receive(queue_name, wait=20))
+        await parked(cq, queue_name)
+        mid = await other.send(queue_name, "t", "x")
+        t0 = time.monotonic()
+        got = await poll
+        assert [str(d.message.id) for d in got] == [mid]
+        assert time.monotonic() - t0 < settings.sqs.poll_interval + 1.0
+    finally:
+        await other.close()
+        await purge(cq, queue_name)
+
+
+async def test_many_parked_polls_one_scout_and_each_message_once(cq: Casque, settings: Settings, queue_name: str) -> None:
+    await cq.create_queue(queue_name)
+    polls = [asyncio.create_task(cq.receive(queue_name, max=1, wait=15, visibility=60)) for _ in range(8)]
+    await parked(cq, queue_name)
+    other = await Casque.connect(settings)
+    try:
+        sent = {await other.send(queue_name, "t", i) for i in range(8)}
+    finally:
+        await other.close()
+    got = [d for res in await asyncio.gather(*polls) for d in res]
+    assert sorted(str(d.message.id) for d in got) == sorted(sent)
+    assert cq.wakeups.watched() == 0, "waiters must not outlive their polls"
