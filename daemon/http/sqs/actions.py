@@ -21,7 +21,7 @@ from daemon.engine import admin
 from daemon.engine.client import Casque
 from daemon.engine.deadletter import FROM_HEADER, ID_HEADER
 from daemon.engine.producer import Job
-from daemon.engine.queues import settings_from_defaults
+from daemon.engine.queues import MAX_PAYLOAD_BYTES, settings_from_defaults
 from daemon.engine.receive import Delivery, InvalidReceipt, NotInFlight
 from daemon.engine.stats import queue_stats
 from daemon.http.sqs import attributes as qattr
@@ -99,7 +99,7 @@ class SqsService:
         tags = _tags(call.params.get("tags") or call.params.get("Tags"))
         await self._check_redrive_target(attrs)
         options = {"max_attempts": qattr.NO_REDRIVE_ATTEMPTS, "timeout": qattr.DEFAULT_VISIBILITY, "retention": qattr.DEFAULT_RETENTION,
-                   "max_payload_bytes": 16 * 1024 * 1024} | qattr.casque_options(attrs)
+                   "max_payload_bytes": MAX_PAYLOAD_BYTES} | qattr.casque_options(attrs)
         try:
             created = await self.cq.queues.create(settings_from_defaults(name, self.cq.settings.queue_defaults, **options), if_missing=True)
         except UsageError as exc:
