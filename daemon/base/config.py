@@ -133,6 +133,7 @@ class SqsSettings:
     poll_interval: float = 0.5
     cert_file: str = ""
     key_file: str = ""
+    console: bool = False  # casque serve also serves the console at /console
 
 
 @dataclass

@@ -21,6 +21,8 @@ def add_cli(sub: Any) -> None:
     s.add_argument("--auth", choices=["none", "sigv4"], help="request authentication (default: sqs.auth)")
     s.add_argument("--cert-file", help="TLS certificate (PEM); default: sqs.cert_file, or plain HTTP")
     s.add_argument("--key-file", help="TLS private key (PEM); default: sqs.key_file")
+    s.add_argument("--console", action=argparse.BooleanOptionalAction, default=None,
+                   help="also serve the operators' console at /console on the same port (default: sqs.console)")
     s.set_defaults(func=cmd_serve)
     k = sub.add_parser("sqs-keys", help="access keys for 'casque serve' with sqs.auth = sigv4")
     ks = k.add_subparsers(metavar="ACTION")
@@ -48,26 +50,31 @@ def cmd_serve(args: argparse.Namespace) -> int:
     sqs.auth = args.auth or sqs.auth
     sqs.cert_file = args.cert_file or sqs.cert_file
     sqs.key_file = args.key_file or sqs.key_file
+    sqs.console = sqs.console if args.console is None else args.console
     if not 0 <= sqs.port <= 65535:
         raise UsageError(f"invalid port {sqs.port}: use 0-65535 (0 picks a free one)")
     if sqs.auth == "none" and not is_loopback(sqs.host):
         raise UsageError(f"refusing to serve SQS without authentication on {sqs.host}: use --auth sigv4 (keys from 'casque sqs-keys create') "
                          "or listen on 127.0.0.1 behind a proxy that authenticates")
+    if sqs.console and not (settings.console.admin_password or settings.console.viewer_password):
+        raise UsageError("--console needs a console password: set console.admin_password (or CASQUE_CONSOLE__ADMIN_PASSWORD), "
+                         "and console.viewer_password for a read-only user")
     return uvloop.run(_serve(settings))
 
 
 async def _serve(settings: Any) -> int:
+    from daemon.http.app import build_serve_app
     from daemon.http.server import serve
-    from daemon.http.sqs import build_app
     from daemon.service.sdnotify import Notifier
 
     notifier = Notifier()
     cq = await Casque.connect(settings)
     pinger = asyncio.create_task(_watchdog(notifier)) if notifier.watchdog_interval else None
     try:
-        app = build_app(cq, settings.sqs)
+        app = build_serve_app(cq, settings.sqs, settings.console if settings.sqs.console else None)
+        what = "SQS and the console" if settings.sqs.console else "SQS"
         await serve(app, settings.sqs.host, settings.sqs.port, settings.sqs.cert_file, settings.sqs.key_file,
-                    on_ready=lambda url: notifier.ready(f"serving SQS on {url}"))
+                    on_ready=lambda url: notifier.ready(f"serving {what} on {url}"))
     finally:
         notifier.stopping("stopped serving")
         if pinger:
