@@ -45,6 +45,7 @@ class AckBuffer:
         self._items: list[Message] = []
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._closing = False
         self.failed = 0
 
     def start(self) -> None:
@@ -55,9 +56,9 @@ class AckBuffer:
         self._wake.set()
 
     async def _run(self) -> None:
-        while True:
+        while not self._closing:
             await self._wake.wait()
-            if len(self._items) < self.max_items:
+            if not self._closing and len(self._items) < self.max_items:
                 await asyncio.sleep(self.delay)
             await self.flush()
 
@@ -73,8 +74,12 @@ class AckBuffer:
             log.error("ack_failed", count=len(items), error=str(exc))
 
     async def close(self) -> None:
+        """Write every buffered ack. The background task is asked to stop, never cancelled: a
+        cancel while it awaits a write would drop acks it has already taken from the buffer (their
+        messages would be delivered again after their timeout)."""
         if self._task:
-            self._task.cancel()
+            self._closing = True
+            self._wake.set()
             await asyncio.gather(self._task, return_exceptions=True)
         await self.flush()
 
