@@ -148,7 +148,7 @@ async def node_loss(n: int, daemons: int = 3) -> Outcome:
     started = loop.time()
     sent: list[str] = []
     failures: list[str] = []
-    down = 0.0
+    down, sent_while_down = 0.0, 0
     try:
         await cq.create_queue(queue, shards=8, timeout=10, max_attempts=50)
         with tempfile.TemporaryDirectory() as tmp:
@@ -160,12 +160,12 @@ async def node_loss(n: int, daemons: int = 3) -> Outcome:
             try:
                 await until(lambda: len(tail.seen()) >= n * 0.3, 1800, "30 % processed", procs[0])
                 await asyncio.to_thread(kill9_node, RING, LOST_NODE)
-                lost_at = loop.time()
-                print(f"  node{LOST_NODE} killed (kill -9) at {lost_at - started:.0f}s, {len(tail.ids)} processed", flush=True)
+                lost_at, sent_at_loss = loop.time(), len(sent)
+                print(f"  node{LOST_NODE} killed (kill -9) at {lost_at - started:.0f}s: {len(sent)} sent, {len(tail.ids)} processed", flush=True)
                 await until(lambda: len(tail.seen()) >= n * 0.6 and loop.time() - lost_at >= 30, 1800, "60 % processed", procs[0])
                 await asyncio.to_thread(start_node, RING, LOST_NODE)
-                down = loop.time() - lost_at
-                print(f"  node{LOST_NODE} back after {down:.0f}s, {len(tail.ids)} processed", flush=True)
+                down, sent_while_down = loop.time() - lost_at, len(sent) - sent_at_loss
+                print(f"  node{LOST_NODE} back after {down:.0f}s: {len(sent)} sent, {len(tail.seen())} processed", flush=True)
                 await sending
             except BaseException:
                 sending.cancel()
@@ -178,7 +178,7 @@ async def node_loss(n: int, daemons: int = 3) -> Outcome:
     finally:
         await cq.close()
     out.seconds = loop.time() - started
-    out.notes |= {"node_down_s": round(down, 1), "failed_sends": len(failures), "redeliveries": redelivered,
+    out.notes |= {"node_down_s": round(down, 1), "sent_while_down": sent_while_down, "failed_sends": len(failures), "redeliveries": redelivered,
                   "load_before": round(load_before[0], 2), "load_after": round(os.getloadavg()[0], 2)}
     return out
 
