@@ -36,15 +36,20 @@ from tests.test_node_faults import settings_for  # noqa: E402
 KEYSPACE = "casque_bench"
 
 
+async def connect(settings: Settings) -> Casque:
+    """The schema applied (idempotent) to the settings' keyspace, then a client on it."""
+    db = Database(settings.cassandra).connect()
+    try:
+        apply_schema(db, settings.cassandra.keyspace, settings.schema)
+    finally:
+        db.close()
+    return await Casque.connect(settings)
+
+
 async def main(messages: int, kills: int) -> int:
     settings = Settings()
     settings.cassandra.keyspace = KEYSPACE
-    db = Database(settings.cassandra).connect()
-    try:
-        apply_schema(db, KEYSPACE, settings.schema)
-    finally:
-        db.close()
-    cq = await Casque.connect(settings)
+    cq = await connect(settings)
     stamp = int(time.time())
     results: list[tuple[str, Outcome]] = []
     try:
@@ -140,12 +145,7 @@ async def node_loss(n: int, daemons: int = 3) -> Outcome:
     await asyncio.to_thread(start, RING)
     settings = settings_for(RING)
     settings.cassandra.keyspace = RING_KEYSPACE
-    db = Database(settings.cassandra).connect()
-    try:
-        apply_schema(db, RING_KEYSPACE, settings.schema)
-    finally:
-        db.close()
-    cq = await Casque.connect(settings)
+    cq = await connect(settings)
     queue = f"soak_node_loss_{int(time.time())}"
     started = loop.time()
     sent: list[str] = []
