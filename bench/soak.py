@@ -1,6 +1,7 @@
 """The reliability soak: the fault scenarios of tests/test_reliability.py at full size.
 
     python -m bench.soak [--messages 100000] [--kills 20]
+    python -m bench.soak --scenario node-loss [--messages 100000]
 
 Runs against the local dev node (keyspace casque_bench), prints one line per scenario and a table,
 and exits non-zero if anything was lost. Its figures go in docs/reliability.md.
@@ -10,6 +11,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import os
+import signal
 import sys
 import tempfile
 import time
@@ -21,22 +25,31 @@ sys.path.insert(0, str(ROOT))
 from daemon.engine.client import Casque  # noqa: E402
 from daemon.base.config import Settings  # noqa: E402
 from daemon.engine.db import Database  # noqa: E402
-from daemon.devnode import ClusterSpec, start  # noqa: E402
+from daemon.base.errors import StorageUnavailable  # noqa: E402
+from daemon.devnode import ClusterSpec, process, start, start_node, stop  # noqa: E402
+from daemon.engine.producer import Job  # noqa: E402
 from daemon.engine.schema import apply_schema  # noqa: E402
-from tests.support.chaos import Outcome, kill_chaos, race  # noqa: E402
+from tests.support.chaos import Outcome, count, finish, kill_chaos, race  # noqa: E402
+from tests.support.daemonproc import records, start_daemon, until, write_config  # noqa: E402
+from tests.test_node_faults import settings_for  # noqa: E402
 
 KEYSPACE = "casque_bench"
+
+
+async def connect(settings: Settings) -> Casque:
+    """The schema applied (idempotent) to the settings' keyspace, then a client on it."""
+    db = Database(settings.cassandra).connect()
+    try:
+        apply_schema(db, settings.cassandra.keyspace, settings.schema)
+    finally:
+        db.close()
+    return await Casque.connect(settings)
 
 
 async def main(messages: int, kills: int) -> int:
     settings = Settings()
     settings.cassandra.keyspace = KEYSPACE
-    db = Database(settings.cassandra).connect()
-    try:
-        apply_schema(db, KEYSPACE, settings.schema)
-    finally:
-        db.close()
-    cq = await Casque.connect(settings)
+    cq = await connect(settings)
     stamp = int(time.time())
     results: list[tuple[str, Outcome]] = []
     try:
@@ -62,10 +75,134 @@ async def main(messages: int, kills: int) -> int:
     return 1 if any(o.lost or o.same_attempt_twice or (o.kills == 0 and o.duplicated) for _, o in results) else 0
 
 
+
+# --------------------------------------------------------------------------- node loss
+
+RING = ClusterSpec(name="soak", nodes=3, native_port=9442, storage_port=7400, jmx_base=7700)
+RING_KEYSPACE = "casque_soak"
+LOST_NODE = 3
+
+
+class Tail:
+    """The handlers' record file read incrementally: at 100,000 lines, re-reading it on every
+    poll would cost the 2-core machine more than the daemons being measured."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.offset, self.ids = path, 0, set[str]()
+
+    def seen(self) -> set[str]:
+        if self.path.exists():
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                chunk = f.read()
+            whole = chunk[: chunk.rfind(b"\n") + 1]
+            self.offset += len(whole)
+            self.ids.update(line.split()[1] for line in whole.decode().splitlines() if line.strip())
+        return self.ids
+
+
+def ring_config(path: Path, queue: str) -> Path:
+    """A daemon config pointing at RING (as tests/test_node_faults.py does for its cluster)."""
+    cfg = write_config(path, RING_KEYSPACE, [queue], consumers=4, batch_size=50, max_poll_interval="500ms")
+    points = json.dumps([f"127.0.0.{i}" for i in range(1, RING.nodes + 1)])
+    cfg.write_text(cfg.read_text().replace("[cassandra]", f"[cassandra]\ncontact_points = {points}\nport = {RING.native_port}\nrequest_timeout = 5"))
+    return cfg
+
+
+def kill9_node(spec: ClusterSpec, index: int) -> None:
+    """kill -9 the node's JVM: no drain, no flush, as a lost machine would."""
+    node = spec.node(index)
+    pid = process.node_pid(node)
+    if pid is None:
+        raise RuntimeError(f"{node.name} of cluster '{spec.name}' is not running")
+    os.kill(pid, signal.SIGKILL)
+    while process.pid_alive(pid):
+        time.sleep(0.1)
+    process.remove_pidfile(node)
+
+
+async def produce(cq: Casque, queue: str, n: int, sent: list[str], failures: list[str]) -> None:
+    """Send in chunks of 500 while the daemons consume; a chunk that fails is sent again (only
+    ids that ``send_many`` returned count as sent, so a failed chunk can add extras, never losses)."""
+    for start_at in range(0, n, 500):
+        jobs = [Job("test.record", i) for i in range(start_at, min(n, start_at + 500))]
+        while True:
+            try:
+                sent += await cq.send_many(queue, jobs)
+                break
+            except StorageUnavailable as exc:
+                failures.append(str(exc))
+                await asyncio.sleep(0.5)
+
+
+async def node_loss(n: int, daemons: int = 3) -> Outcome:
+    """RF=3 at LOCAL_QUORUM: a producer sends ``n`` while ``daemons`` consume; at 30 % sent node 3's
+    JVM is killed with SIGKILL, and started again at 60 % sent (and at least 30 s later), so the
+    loss falls on sends and takes alike (keyed on sends: on a loaded machine the producer can
+    finish before 30 % is processed)."""
+    loop = asyncio.get_running_loop()
+    load_before = os.getloadavg()
+    await asyncio.to_thread(start, RING)
+    settings = settings_for(RING)
+    settings.cassandra.keyspace = RING_KEYSPACE
+    cq = await connect(settings)
+    queue = f"soak_node_loss_{int(time.time())}"
+    started = loop.time()
+    sent: list[str] = []
+    failures: list[str] = []
+    down, sent_while_down = 0.0, 0
+    try:
+        await cq.create_queue(queue, shards=8, timeout=10, max_attempts=50)
+        with tempfile.TemporaryDirectory() as tmp:
+            record = Path(tmp) / "record.txt"
+            tail = Tail(record)
+            cfg = ring_config(Path(tmp) / "ring.toml", queue)
+            procs = [start_daemon(cfg, record, Path(tmp) / f"log-{i}") for i in range(daemons)]
+            sending = asyncio.create_task(produce(cq, queue, n, sent, failures))
+            try:
+                await until(lambda: len(sent) >= n * 0.3 and len(tail.seen()) > 0, 1800, "30 % sent", procs[0])
+                await asyncio.to_thread(kill9_node, RING, LOST_NODE)
+                lost_at, sent_at_loss = loop.time(), len(sent)
+                print(f"  node{LOST_NODE} killed (kill -9) at {lost_at - started:.0f}s: {len(sent)} sent, {len(tail.ids)} processed", flush=True)
+                await until(lambda: len(sent) >= n * 0.6 and loop.time() - lost_at >= 30, 1800, "60 % sent", procs[0])
+                await asyncio.to_thread(start_node, RING, LOST_NODE)
+                down, sent_while_down = loop.time() - lost_at, len(sent) - sent_at_loss
+                print(f"  node{LOST_NODE} back after {down:.0f}s: {len(sent)} sent, {len(tail.seen())} processed", flush=True)
+                await sending
+            except BaseException:
+                sending.cancel()
+                for p in procs:
+                    p.kill9()
+                raise
+            await finish(procs, sent, record, 1800)
+            out = count(sent, record)
+            redelivered = sum(1 for r in records(record) if r[2] != "1")
+    finally:
+        await cq.close()
+    out.seconds = loop.time() - started
+    out.notes |= {"node_down_s": round(down, 1), "sent_while_down": sent_while_down, "failed_sends": len(failures), "redeliveries": redelivered,
+                  "load_before": round(load_before[0], 2), "load_after": round(os.getloadavg()[0], 2)}
+    return out
+
+
+async def run_node_loss(messages: int) -> int:
+    """The node-loss scenario on its own cluster, stopped at the end whatever happened."""
+    try:
+        out = await node_loss(messages)
+    finally:
+        await asyncio.to_thread(stop, RING)
+    print(f"node loss (1 of 3, kill -9, RF=3 LOCAL_QUORUM): {out.line()}", flush=True)
+    return 1 if out.lost or out.same_attempt_twice else 0
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--messages", type=int, default=100_000)
     ap.add_argument("--kills", type=int, default=20)
+    ap.add_argument("--scenario", choices=["daemons", "node-loss"], default="daemons",
+                    help="daemons: kill -9 chaos, contention, clock skew on the dev node; "
+                         "node-loss: a 3-node RF=3 cluster of its own (ports 9442/7400/7700) loses a node")
     args = ap.parse_args()
+    if args.scenario == "node-loss":
+        sys.exit(asyncio.run(run_node_loss(args.messages)))
     start(ClusterSpec())
     sys.exit(asyncio.run(main(args.messages, args.kills)))
