@@ -26,7 +26,7 @@ from daemon.engine.keys import KeyEntry, KeyStore
 from daemon.base.logs import get_logger
 from daemon.engine.lookup import Lookup
 from daemon.base.model import Message, QueueSettings
-from daemon.engine.placement import id_due_ms, parse_id
+from daemon.engine.placement import PLACEMENT_MASK, id_due_ms, parse_id
 from daemon.engine.poison import PoisonStore
 from daemon.engine.producer import Job, OnConflict, Producer, first_due
 from daemon.engine.queues import QueueStore, settings_from_defaults
@@ -130,7 +130,8 @@ class Casque:
         job = Job(task, payload, delay, at, priority, timeout, max_attempts, headers or {}, key, on_conflict, schedule)
         now = self.clock.now_ms()
         mid = await self.producer.send(queue, job)
-        self.wakeups.notify(queue, id_due_ms(parse_id(mid)))
+        sent = parse_id(mid)
+        self.wakeups.notify(queue, id_due_ms(sent), sent.int & PLACEMENT_MASK)
         fires = upcoming(schedule, first_due(job, now)) if schedule is not None else []
         return Sent(mid, [datetime.fromtimestamp(ms / 1000, tz=timezone.utc) for ms in fires])
 
@@ -148,8 +149,8 @@ class Casque:
 
     async def send_many(self, queue: str, jobs: Iterable[Job]) -> list[str]:
         ids = await self.producer.send_many(queue, jobs)
-        if ids:
-            self.wakeups.notify(queue, min(id_due_ms(parse_id(i)) for i in ids))
+        for row in {(id_due_ms(u), u.int & PLACEMENT_MASK) for u in map(parse_id, ids)}:
+            self.wakeups.notify(queue, *row)
         return ids
 
     # ---- reading and cancelling -------------------------------------------------------------

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+from typing import Callable
 
 from daemon.base.clock import Clock
 
@@ -100,12 +101,31 @@ class QueueWaiter:
         self._timers.clear()
 
 
+#: Told of every message that becomes available: (due_ms, placement bits of its id or None).
+Listener = Callable[[int, "int | None"], None]
+
+
 class Wakeups:
-    """The waiters of the queues that have a receive running in this process."""
+    """The waiters of the queues that have a receive running in this process, and the listeners
+    (a daemon's consumers) that want to hear of every send to a queue they serve."""
 
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
         self._waiters: dict[str, QueueWaiter] = {}
+        self._listeners: dict[str, list[Listener]] = {}
+
+    def subscribe(self, queue: str, listener: Listener) -> Callable[[], None]:
+        """Call ``listener(due_ms, placement)`` for every notify on ``queue``; returns the
+        unsubscribe function. The listener runs in the notifier's call: it must not block."""
+        self._listeners.setdefault(queue, []).append(listener)
+
+        def unsubscribe() -> None:
+            listeners = self._listeners.get(queue, [])
+            if listener in listeners:
+                listeners.remove(listener)
+            if not listeners:
+                self._listeners.pop(queue, None)
+        return unsubscribe
 
     def enter(self, queue: str) -> QueueWaiter:
         w = self._waiters.get(queue)
@@ -120,11 +140,14 @@ class Wakeups:
             w.close()
             del self._waiters[queue]
 
-    def notify(self, queue: str, due_ms: int) -> None:
-        """A message of ``queue`` is (or becomes, at ``due_ms``) available. Free when nobody waits."""
+    def notify(self, queue: str, due_ms: int, placement: int | None = None) -> None:
+        """A message of ``queue`` is (or becomes, at ``due_ms``) available; ``placement`` (the low
+        32 bits of its id, engine/placement.py) names its shard when known. Free when nobody waits."""
         w = self._waiters.get(queue)
         if w is not None:
             w.at(due_ms)
+        for listener in self._listeners.get(queue, ()):
+            listener(due_ms, placement)
 
     def watched(self) -> int:
         return len(self._waiters)
