@@ -152,40 +152,91 @@ class Consumer:
         self._hinted[shard] = min(self._hinted.get(shard, due_ms), due_ms)
         self.expect(bucket_of(due_ms, qs.bucket_ms, qs.buckets), shard, due_ms)
 
+    def pending_hints(self) -> bool:
+        """Did a wake-up name a shard with something due that no fetch has visited since?"""
+        horizon = self.clock.now_ms() + self.ahead_ms
+        return any(due <= horizon for due in self._hinted.values())
+
     def next_due(self) -> int | None:
         """When to fetch next for what this process knows is coming (peeks, its own writes,
         hints): the earliest due time, less the take-ahead."""
         wakes = [st.wake for st in self.rows.values() if st.wake < RowState.wake] + list(self._hinted.values())
         return min(wakes) - self.ahead_ms if wakes else None
 
-    async def fetch(self, limit: int, slot: int = 0, visibility_ms: int | None = None) -> list[Message]:
-        """Return up to ``limit`` taken messages, visiting shards round-robin from this slot's
-        position until one yields messages; [] after a full round with nothing due.
-        ``visibility_ms`` places the timeout columns at now + it instead of each message's own
-        timeout (a pulled message's visibility timeout, engine/receive.py)."""
+    async def fetch(self, limit: int, slot: int = 0, visibility_ms: int | None = None, sweep: bool = False) -> list[Message]:
+        """Return up to ``limit`` taken messages: first from the shards a wake-up named, then
+        visiting shards round-robin from this slot's position until one yields; [] after a full
+        round with nothing due. ``sweep`` (an idle daemon's scout): instead of the round, peek
+        every shard's rows at once and visit only those with something due, so an idle round is
+        one round trip, not one per shard. ``visibility_ms`` places the timeout columns at now +
+        it instead of each message's own timeout (a pulled message's visibility timeout)."""
         qs = self.last_settings = await self.queues.get(self.queue)
         trips = [0]
         token = _TRIPS.set(trips)
         try:
-            for shard in self._shard_order(qs, slot):
-                taken = await self._visit_shard(qs, shard, limit, visibility_ms)
-                if taken:
-                    metrics.TAKE_ROUND_TRIPS.labels(self.queue).observe(trips[0])
-                    return taken
+            taken = await self._fetch(qs, limit, slot, visibility_ms, sweep)
         finally:
             _TRIPS.reset(token)
+        if taken:
+            metrics.TAKE_ROUND_TRIPS.labels(self.queue).observe(trips[0])
+            return taken
         self.stats.empty_polls += 1
         metrics.EMPTY_POLLS.labels(self.queue).inc()
         return []
 
+    async def _fetch(self, qs: QueueSettings, limit: int, slot: int, visibility_ms: int | None, sweep: bool) -> list[Message]:
+        horizon = self.clock.now_ms() + self.ahead_ms
+        order = self._shard_order(qs, slot)
+        hinted = [s for s in order if self._hinted.get(s, horizon + 1) <= horizon]
+        for shard in order:
+            if sweep and shard not in hinted:
+                break
+            if shard in hinted:
+                del self._hinted[shard]  # visited now; the row's wake time keeps anything later
+            taken = await self._visit_shard(qs, shard, limit, visibility_ms)
+            if taken:
+                return taken
+        if not sweep:
+            return []
+        for bucket, shard in await self._due_rows(qs, [s for s in order if s not in hinted]):
+            state = self.rows.setdefault((bucket, shard), RowState())
+            if state.busy:
+                continue
+            state.busy = True
+            try:
+                taken = await self._take_row(qs, bucket, shard, state, limit, visibility_ms)
+            finally:
+                state.busy = False
+            if taken:
+                return taken
+        return []
+
+    async def _due_rows(self, qs: QueueSettings, shards: list[int]) -> list[tuple[int, int]]:
+        """Every row of these shards that is visited this round (the current ones, and those whose
+        rescan has come), peeked at once; the rows with something due, oldest first per shard."""
+        now = self.clock.now_ms()
+        rows: list[tuple[int, int]] = []
+        for shard in shards:
+            every, rescans = self._rows_to_check(qs, shard, now)
+            rows += [(b, shard) for b in rescans + every]
+        states = [self.rows.setdefault(row, RowState()) for row in rows]
+        free = [(row, st) for row, st in zip(rows, states) if not st.busy and st.backoff_until <= self.clock.elapsed_ms()]
+        for _, st in free:
+            st.busy = True
+        try:
+            _trip()
+            due = await asyncio.gather(*(self._peek_row(qs, b, s, st, count=False) for (b, s), st in free))
+        finally:
+            for _, st in free:
+                st.busy = False
+        return [row for (row, _), found in zip(free, due) if found]
+
     def _shard_order(self, qs: QueueSettings, slot: int) -> list[int]:
-        """The shards a fetch visits: those a wake-up named as due first (then forgotten: the row's
-        wake time keeps the rest), then one round from this slot's position."""
+        """The shards a fetch visits: those a wake-up named as due first, then one round from this
+        slot's position."""
         shards = qs.span()[0]  # after a reshard, also the shards of layouts still draining
         horizon = self.clock.now_ms() + self.ahead_ms
         first = sorted(s for s, due in self._hinted.items() if due <= horizon and s < shards)
-        for s in first:
-            del self._hinted[s]
         start = self._next_shard.get(slot, slot * 7919) % shards
         self._next_shard[slot] = start + 1
         return first + [s for s in ((start + i) % shards for i in range(shards)) if s not in first]
