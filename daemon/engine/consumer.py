@@ -198,27 +198,15 @@ class Consumer:
                 return taken
         if not sweep:
             return []
-        for bucket, shard in await self._due_rows(qs, [s for s in order if s not in hinted]):
-            state = self.rows.setdefault((bucket, shard), RowState())
-            if state.busy:
-                continue
-            state.busy = True
-            try:
-                taken = await self._take_row(qs, bucket, shard, state, limit, visibility_ms)
-            finally:
-                state.busy = False
-            if taken:
-                return taken
-        return []
-
-    async def _due_rows(self, qs: QueueSettings, shards: list[int]) -> list[tuple[int, int]]:
-        """Every row of these shards that is visited this round (the current ones, and those whose
-        rescan has come), peeked at once; the rows with something due, oldest first per shard."""
         now = self.clock.now_ms()
         rows: list[tuple[int, int]] = []
-        for shard in shards:
+        for shard in (s for s in order if s not in hinted):
             every, rescans = self._rows_to_check(qs, shard, now)
-            rows += [(b, shard) for b in rescans + every]
+            rows += [(b, shard) for b in rescans + every]  # oldest first
+        return await self._take_first(qs, await self._peek_rows(qs, rows), limit, visibility_ms)
+
+    async def _peek_rows(self, qs: QueueSettings, rows: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """Peek these rows at once (one round trip); those with something due, in the given order."""
         states = [self.rows.setdefault(row, RowState()) for row in rows]
         free = [(row, st) for row, st in zip(rows, states) if not st.busy and st.backoff_until <= self.clock.elapsed_ms()]
         for _, st in free:
@@ -230,6 +218,21 @@ class Consumer:
             for _, st in free:
                 st.busy = False
         return [row for (row, _), found in zip(free, due) if found]
+
+    async def _take_first(self, qs: QueueSettings, rows: list[tuple[int, int]], limit: int, visibility_ms: int | None) -> list[Message]:
+        """Take from the first of these rows that yields."""
+        for bucket, shard in rows:
+            state = self.rows.setdefault((bucket, shard), RowState())
+            if state.busy:
+                continue
+            state.busy = True
+            try:
+                taken = await self._take_row(qs, bucket, shard, state, limit, visibility_ms)
+            finally:
+                state.busy = False
+            if taken:
+                return taken
+        return []
 
     def _shard_order(self, qs: QueueSettings, slot: int) -> list[int]:
         """The shards a fetch visits: those a wake-up named as due first, then one round from this
@@ -248,31 +251,13 @@ class Consumer:
         now = self.clock.now_ms()
         every, rescans = self._rows_to_check(qs, shard, now)
         if rescans:
-            taken = await self._rescan(qs, shard, rescans, limit, visibility_ms)
+            taken = await self._take_first(qs, await self._peek_rows(qs, [(b, shard) for b in rescans]), limit, visibility_ms)
             if taken:
                 return taken
         for bucket in every:
             taken = await self._visit_one(qs, bucket, shard, limit, visibility_ms)
             if taken:
                 return taken
-        return []
-
-    async def _rescan(self, qs: QueueSettings, shard: int, buckets: list[int], limit: int, visibility_ms: int | None) -> list[Message]:
-        states = [self.rows.setdefault((b, shard), RowState()) for b in buckets]
-        free = [(b, st) for b, st in zip(buckets, states) if not st.busy]
-        for _, st in free:
-            st.busy = True
-        try:
-            _trip()
-            due = await asyncio.gather(*(self._peek_row(qs, b, shard, st, count=False) for b, st in free))
-            for (bucket, state), found in zip(free, due):
-                if found:
-                    taken = await self._take_row(qs, bucket, shard, state, limit, visibility_ms)
-                    if taken:
-                        return taken
-        finally:
-            for _, st in free:
-                st.busy = False
         return []
 
     async def _visit_one(self, qs: QueueSettings, bucket: int, shard: int, limit: int, visibility_ms: int | None) -> list[Message]:
