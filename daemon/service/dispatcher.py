@@ -37,9 +37,11 @@ EXTEND_SLACK_MS = 2000
 
 
 class AckBuffer:
-    """Coalesces acks for ``delay`` seconds and writes them in one batch per row."""
+    """Coalesces acks for ``delay`` seconds and writes them in one batch per row, up to
+    ``writers`` batches at once: under load a slow ack write must not hold back the acks
+    behind it (their timeout columns would come due while they wait)."""
 
-    def __init__(self, cq: Casque, delay: float = 0.004, max_items: int = 256) -> None:
+    def __init__(self, cq: Casque, delay: float = 0.004, max_items: int = 256, writers: int = 4) -> None:
         self.cq = cq
         self.delay = delay
         self.max_items = max_items
@@ -47,6 +49,8 @@ class AckBuffer:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
+        self._writers = asyncio.Semaphore(writers)
+        self._writing: set[asyncio.Task[None]] = set()
         self.failed = 0
 
     def start(self) -> None:
@@ -61,18 +65,32 @@ class AckBuffer:
             await self._wake.wait()
             if not self._closing and len(self._items) < self.max_items:
                 await asyncio.sleep(self.delay)
-            await self.flush()
+            await self._writers.acquire()
+            self._wake.clear()
+            items, self._items = self._items, []
+            task = asyncio.create_task(self._write(items))
+            self._writing.add(task)
+            task.add_done_callback(self._writing.discard)
 
-    async def flush(self) -> None:
-        self._wake.clear()
-        items, self._items = self._items, []
-        if not items:
-            return
+    async def _write(self, items: list[Message]) -> None:
         try:
-            await self.cq.acker.ack(items)
+            if items:
+                await self.cq.acker.ack(items)
         except CasqueError as exc:  # they will come back after their timeout: at-least-once
             self.failed += len(items)
             log.error("ack_failed", count=len(items), error=str(exc))
+        finally:
+            self._writers.release()
+
+    async def flush(self) -> None:
+        """Write what is buffered now, and wait for the writes already under way."""
+        self._wake.clear()
+        items, self._items = self._items, []
+        if items:
+            await self._writers.acquire()
+            await self._write(items)
+        if self._writing:
+            await asyncio.gather(*list(self._writing), return_exceptions=True)
 
     async def close(self) -> None:
         """Write every buffered ack. The background task is asked to stop, never cancelled: a
