@@ -1,0 +1,219 @@
+"""Wake hints (engine/hints.py) against the real node, over real UDP sockets: a signed hint wakes
+what subscribed to its queue; forged, stale, cut or garbage datagrams are counted and dropped while
+the listener keeps working; a send from another process wakes a parked long poll long before its
+safety poll; and nothing is sent to a queue nobody listens to.
+
+Long polls here re-read Cassandra only every 30 s (``sqs.poll_interval``), so a message received
+within a few seconds was brought by the hint, not by polling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import AsyncIterator, Callable
+
+import pytest
+
+from daemon.base import metrics
+from daemon.base.config import Settings
+from daemon.engine.admin import purge
+from daemon.engine.client import Casque
+from daemon.engine.hints import HINT_KEY, MAX_DATAGRAM, MAX_ENTRIES, encode, pack, parse_address
+from daemon.engine.producer import Job
+from daemon.engine.placement import PLACEMENT_MASK, id_due_ms, parse_id
+
+ROOT = Path(__file__).resolve().parent.parent
+SAFETY_POLL_S = 30.0
+
+
+def _slow(settings: Settings) -> Settings:
+    s = copy.deepcopy(settings)
+    s.sqs.poll_interval = SAFETY_POLL_S
+    return s
+
+
+@pytest.fixture
+async def listener(settings: Settings) -> AsyncIterator[Casque]:
+    """A second client in this process (its own wakeups), that polls only every 30 s."""
+    client = await Casque.connect(_slow(settings))
+    yield client
+    await client.close()
+
+
+@pytest.fixture
+async def producer(settings: Settings) -> AsyncIterator[Casque]:
+    """A fresh client, so its view of the listeners is read at its first send."""
+    client = await Casque.connect(settings)
+    yield client
+    await client.close()
+
+
+def sent() -> float:
+    return metrics.HINTS_SENT._value.get()
+
+
+def received() -> float:
+    return metrics.HINTS_RECEIVED._value.get()
+
+
+def rejected(reason: str) -> float:
+    return metrics.counter_value(metrics.HINTS_REJECTED, reason)
+
+
+async def eventually(condition: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if condition():
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def datagram_to(address: str, data: bytes) -> None:
+    host, port = parse_address(address)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.sendto(data, (host, port))
+
+
+async def test_a_signed_hint_wakes_a_subscriber_with_its_queue_due_and_placement(listener: Casque, queue_name: str) -> None:
+    got: list[tuple[int, int | None]] = []
+    listener.wakeups.subscribe(queue_name, lambda due, placement: got.append((due, placement)))
+    address = await listener.listen_for_hints([queue_name])
+    key = await listener.secrets.get_or_create(HINT_KEY)
+    before = received()
+    now = listener.clock.now_ms()
+    datagram_to(address, encode(key, now, queue_name, [(now + 250, 0xDEADBEEF), (now, 7)]))
+    await eventually(lambda: len(got) == 2, "two notifies")
+    assert got == [(now + 250, 0xDEADBEEF), (now, 7)]
+    assert received() == before + 1
+
+
+async def test_a_send_hints_the_listener_of_another_client_with_the_message_row(listener: Casque, producer: Casque,
+                                                                              queue_name: str) -> None:
+    got: list[tuple[int, int | None]] = []
+    listener.wakeups.subscribe(queue_name, lambda due, placement: got.append((due, placement)))
+    await listener.listen_for_hints([queue_name])
+    await producer.create_queue(queue_name)
+    before = received()
+    mid = parse_id(await producer.send(queue_name, "t", "x", delay=60))
+    await eventually(lambda: bool(got), "the hint of the send")
+    assert got == [(id_due_ms(mid), mid.int & PLACEMENT_MASK)]
+    assert received() == before + 1
+    await purge(producer, queue_name)
+
+
+async def test_forged_stale_cut_and_garbage_datagrams_are_counted_and_the_listener_keeps_working(listener: Casque,
+                                                                                                  queue_name: str) -> None:
+    got: list[tuple[int, int | None]] = []
+    listener.wakeups.subscribe(queue_name, lambda due, placement: got.append((due, placement)))
+    address = await listener.listen_for_hints([queue_name])
+    key = await listener.secrets.get_or_create(HINT_KEY)
+    now = listener.clock.now_ms()
+    good = encode(key, now, queue_name, [(now, 1)])
+    tampered = bytearray(good)
+    tampered[-20] ^= 0x01  # the placement's last byte: the tag no longer matches
+    bad = {
+        "version": [b"", b"\x07" + os.urandom(60)],
+        "truncated": [good[:20]],
+        "signature": [encode(os.urandom(32), now, queue_name, [(now, 1)]), bytes(tampered), good[:-1] + bytes([good[-1] ^ 0xFF]),
+                      b"\x01" + os.urandom(80)],
+        "stale": [encode(key, now - 10_000, queue_name, [(now, 1)]), encode(key, now + 10_000, queue_name, [(now, 1)])],
+    }
+    before = {reason: rejected(reason) for reason in bad}
+    before_received = received()
+    for datagrams in bad.values():
+        for data in datagrams:
+            datagram_to(address, data)
+    datagram_to(address, good)
+    await eventually(lambda: bool(got), "the valid hint after the bad ones")
+    await eventually(lambda: all(rejected(r) - before[r] == len(d) for r, d in bad.items()), "every bad datagram counted")
+    assert got == [(now, 1)], "no bad datagram may notify anything"
+    assert received() == before_received + 1
+
+
+async def test_a_send_from_another_process_wakes_a_parked_long_poll_before_its_safety_poll(listener: Casque, settings: Settings,
+                                                                                           queue_name: str) -> None:
+    await listener.create_queue(queue_name)
+    await listener.listen_for_hints([queue_name])
+    poll = asyncio.create_task(listener.receive(queue_name, wait=SAFETY_POLL_S - 5, visibility=60))
+    await parked(listener, queue_name)
+    before = received()
+    t0 = time.monotonic()
+    env = dict(os.environ) | {"CASQUE_CASSANDRA__KEYSPACE": settings.cassandra.keyspace, "PYTHONPATH": str(ROOT),
+                              "CASQUE_CONFIG": str(ROOT / "tests/support/empty.toml")}
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "daemon.cli", "send", queue_name, "t", "--payload", '"x"',
+                                                cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    done = time.monotonic()
+    got = await asyncio.wait_for(poll, SAFETY_POLL_S)
+    woke = time.monotonic()
+    assert [str(d.message.id) for d in got] == [out.decode().strip()]
+    assert received() > before, "the message must have come with a hint"
+    assert woke - t0 < SAFETY_POLL_S / 2, f"received {woke - t0:.1f}s after the send started: that was the safety poll"
+    print(f"cli send ran {done - t0:.2f}s; poll returned {1000 * (woke - done):.0f} ms after the CLI exited")
+    await purge(listener, queue_name)
+
+
+async def test_no_datagram_for_a_queue_nobody_listens_to(producer: Casque, queue_name: str) -> None:
+    await producer.create_queue(queue_name)
+    await producer.send(queue_name, "warm", "x")  # reads the listener view once
+    await eventually(lambda: not producer.hints._pending, "the first view read")
+    assert not [e for e in producer.hints._view if e.serves(queue_name)], "a listener serves this fresh queue: is a casque serve running?"
+    before, failed = sent(), metrics.HINTS_SEND_FAILED.labels("socket")._value.get()
+    await producer.send_many(queue_name, [_job(i) for i in range(50)])
+    await producer.send(queue_name, "t", "y")
+    assert not producer.hints._pending
+    assert sent() == before and metrics.HINTS_SEND_FAILED.labels("socket")._value.get() == failed
+    assert not producer.hints._sockets, "no socket is even opened"
+    await purge(producer, queue_name)
+
+
+async def test_send_many_of_500_is_one_datagram_per_listener(listener: Casque, producer: Casque, queue_name: str) -> None:
+    got: list[tuple[int, int | None]] = []
+    listener.wakeups.subscribe(queue_name, lambda due, placement: got.append((due, placement)))
+    await listener.listen_for_hints([queue_name])
+    await producer.create_queue(queue_name)
+    await producer.send(queue_name, "warm", "x")
+    await eventually(lambda: bool(got) and not producer.hints._pending, "the first hint")
+    targets = [e for e in producer.hints._view if e.serves(queue_name)]
+    before, got[:] = sent(), []
+    ids = await producer.send_many(queue_name, [_job(i) for i in range(500)])
+    await eventually(lambda: bool(got), "the hint of the batch")
+    assert sent() - before == len(targets), "one datagram per listener of the queue"
+    shards = (await producer.queues.get(queue_name)).shards
+    rows = {(id_due_ms(u), (u.int & PLACEMENT_MASK) % shards) for u in map(parse_id, ids)}
+    await eventually(lambda: len(got) == len(rows), "one entry per (due, shard)")
+    assert {(d, p % shards) for d, p in got if p is not None} == rows
+    await purge(producer, queue_name)
+
+
+def test_pack_compacts_by_row_and_caps_datagrams_below_the_mtu() -> None:
+    queue = "q" * 80
+    due_now = [(1_000, p) for p in range(500)]
+    assert pack(queue, due_now, (16,)) == [[(1_000, p) for p in range(16)]], "one entry per row: the first one seen"
+    spread = [(1_000 + i, i) for i in range(1_000)]
+    chunks = pack(queue, spread, (16,))
+    assert [len(c) for c in chunks] == [MAX_ENTRIES] * 4 and chunks[0][0] == (1_000, 0), "the earliest are kept"
+    assert max(len(encode(b"k" * 32, 1, queue, c)) for c in chunks) <= MAX_DATAGRAM
+
+
+def _job(i: int) -> Job:
+    return Job("t", i)
+
+
+async def parked(cq: Casque, queue: str, deadline_s: float = 10.0) -> None:
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        w = cq.wakeups._waiters.get(queue)
+        if w is not None and w._parked:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"no receive parked on {queue} within {deadline_s}s")
