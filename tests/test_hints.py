@@ -16,6 +16,8 @@ import socket
 import subprocess
 import sys
 import time
+import json
+import urllib.request
 from pathlib import Path
 from typing import AsyncIterator, Callable
 
@@ -27,6 +29,7 @@ from daemon.engine.admin import purge
 from daemon.engine.client import Casque
 from daemon.engine.hints import HINT_KEY, MAX_DATAGRAM, MAX_ENTRIES, encode, pack, parse_address
 from daemon.engine.producer import Job
+from tests.support import sqsserver
 from daemon.engine.placement import PLACEMENT_MASK, id_due_ms, parse_id
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -160,6 +163,43 @@ async def test_a_send_from_another_process_wakes_a_parked_long_poll_before_its_s
     assert woke - t0 < SAFETY_POLL_S / 2, f"received {woke - t0:.1f}s after the send started: that was the safety poll"
     print(f"cli send ran {done - t0:.2f}s; poll returned {1000 * (woke - done):.0f} ms after the CLI exited")
     await purge(listener, queue_name)
+
+
+async def test_casque_serve_registers_for_every_queue_and_a_send_here_wakes_its_sqs_long_poll(producer: Casque, settings: Settings,
+                                                                                               queue_name: str) -> None:
+    await producer.create_queue(queue_name)
+    server = sqsserver.start(settings.cassandra.keyspace, env={"CASQUE_SQS__POLL_INTERVAL": f"{SAFETY_POLL_S:.0f}s"})
+    try:
+        entries = await producer.hint_directory.live()
+        assert any(e.serves(queue_name) and "*" in e.queues for e in entries), "casque serve must listen for every queue"
+        body = json.dumps({"QueueUrl": f"{server.url}/000000000000/{queue_name}", "WaitTimeSeconds": 20}).encode()
+        headers = {"Content-Type": "application/x-amz-json-1.0", "X-Amz-Target": "AmazonSQS.ReceiveMessage"}
+        poll = asyncio.create_task(asyncio.to_thread(_post, server.url, body, headers))
+        done, _ = await asyncio.wait([poll], timeout=2.0)
+        assert not done, "the queue is empty: the long poll must still be waiting (parked in the server)"
+        t0 = time.monotonic()
+        mid = await producer.send(queue_name, "t", "hello")
+        answer = json.loads(await asyncio.wait_for(poll, SAFETY_POLL_S))
+        woke = time.monotonic() - t0
+        assert [m["MessageId"] for m in answer["Messages"]] == [mid]
+        assert woke < SAFETY_POLL_S / 2, f"answered {woke:.1f}s after the send: that was the safety poll"
+        print(f"SQS long poll answered {1000 * woke:.0f} ms after send() was called")
+    finally:
+        server.stop()
+    await purge(producer, queue_name)
+
+
+async def test_a_closed_listener_leaves_the_directory(settings: Settings, producer: Casque, queue_name: str) -> None:
+    client = await Casque.connect(settings)
+    address = await client.listen_for_hints([queue_name])
+    assert [e.queues for e in await producer.hint_directory.live() if e.address == address] == [frozenset({queue_name})]
+    await client.close()
+    assert not [e for e in await producer.hint_directory.live() if e.address == address]
+
+
+def _post(url: str, body: bytes, headers: dict[str, str]) -> bytes:
+    with urllib.request.urlopen(urllib.request.Request(url, data=body, headers=headers, method="POST"), timeout=40) as resp:
+        return resp.read()
 
 
 async def test_no_datagram_for_a_queue_nobody_listens_to(producer: Casque, queue_name: str) -> None:
