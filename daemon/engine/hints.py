@@ -113,10 +113,12 @@ def pack(queue: str, entries: Iterable[Entry], shard_counts: tuple[int, ...] = (
     same row at the same due time wake the same consumer, so one of them stands for all (500
     messages due now on 16 shards are 16 entries); the earliest ``MAX_DATAGRAMS * MAX_ENTRIES`` are
     kept, and the rest are left to the consumers' look-ahead and the safety poll."""
-    seen: dict[tuple[int, tuple[int, ...]], Entry] = {}
-    for due, placement in entries:
-        row = tuple(placement % n for n in shard_counts) if shard_counts else (placement,)
-        seen.setdefault((due, row), (due, placement))
+    ordered = list(entries)[::-1]  # a later duplicate is overwritten by an earlier one: the first seen stands
+    if len(shard_counts) == 1:  # the usual case, kept cheap
+        n = shard_counts[0]
+        seen = {(e[0], e[1] % n): e for e in ordered}
+    else:  # during a reshard a row per layout; with no settings known, every placement counts
+        seen = {(e[0], tuple(e[1] % n for n in shard_counts) or e[1]): e for e in ordered}
     kept = sorted(seen.values())
     limit = MAX_DATAGRAMS * MAX_ENTRIES
     if len(kept) > limit:

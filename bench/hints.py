@@ -1,0 +1,107 @@
+"""Wake hints (engine/hints.py): what a hint costs a send, and how soon it wakes a listener.
+
+    python -m bench.hints [--sends 300]
+
+Against the local node and the bench keyspace (schema applied first). Prints:
+
+* the cost of ``HintSender.announce`` per call with a fresh listener view: for a queue nobody
+  listens to, for a queue with one listener (one HMAC and one ``sendto``), and for the 500 ids of
+  a ``send_many``;
+* ``send`` latency with hints on and off (a hint must not delay the send);
+* the time from ``send`` returning to the listener's ``notify``, through a real UDP socket, with
+  the listener in another client (its own wakeups) on the same loop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import copy
+import statistics
+import time
+import uuid
+
+from daemon.engine.client import Casque
+from daemon.engine.db import Database
+from daemon.engine.placement import PLACEMENT_MASK, new_id
+from daemon.engine.admin import purge
+from daemon.engine.schema import apply_schema
+
+from .env import bench_settings
+
+
+def per_call_us(fn: object, n: int) -> float:
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()  # type: ignore[operator]
+    return (time.perf_counter() - t0) / n * 1e6
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
+
+
+async def main(sends: int) -> None:
+    settings = bench_settings()
+    db = Database(settings.cassandra).connect()
+    try:
+        apply_schema(db, settings.cassandra.keyspace, settings.schema)
+    finally:
+        db.close()
+    quiet = copy.deepcopy(settings)
+    quiet.hints.send = False
+    producer, listener, silent = (await Casque.connect(settings), await Casque.connect(settings), await Casque.connect(quiet))
+    try:
+        q, lonely = f"hb_{uuid.uuid4().hex[:8]}", f"hb_{uuid.uuid4().hex[:8]}"
+        for name in (q, lonely):
+            await producer.create_queue(name, if_missing=True)
+        woken: list[float] = []
+        listener.wakeups.subscribe(q, lambda due, placement: woken.append(time.perf_counter()))
+        await listener.listen_for_hints([q])
+        await producer.send(q, "warm", None)  # reads the listener view once
+        while producer.hints._pending or not woken:
+            await asyncio.sleep(0.01)
+        entry = [(int(time.time() * 1000), new_id(0).int & PLACEMENT_MASK)]
+        batch = [(int(time.time() * 1000), new_id(0).int & PLACEMENT_MASK) for _ in range(500)]
+        none_us = per_call_us(lambda: producer.hints.announce(lonely, entry, (16,)), 20_000)
+        one_us, many_us = [], []
+        for _ in range(20):  # in rounds, so the listener drains its socket between them
+            one_us.append(per_call_us(lambda: producer.hints.announce(q, entry, (16,)), 100))
+            many_us.append(per_call_us(lambda: producer.hints.announce(q, batch, (16,)), 10))
+            await asyncio.sleep(0.05)
+        print(f"announce, no listener of the queue: {none_us:.2f} µs per send")
+        print(f"announce, one listener: {statistics.median(one_us):.1f} µs per send (one datagram)")
+        print(f"announce, send_many of 500 ids (16 shards): {statistics.median(many_us):.1f} µs per call (one datagram)")
+        lat, with_hint, without = [], [], []
+        for i in range(sends):
+            woken.clear()
+            t0 = time.perf_counter()
+            await producer.send(q, "t", i)
+            t1 = time.perf_counter()
+            with_hint.append(t1 - t0)
+            while not woken:
+                await asyncio.sleep(0)
+                if time.perf_counter() - t1 > 1.0:
+                    break
+            if woken:
+                lat.append(woken[0] - t1)
+            t2 = time.perf_counter()
+            await silent.send(q, "t", i)
+            without.append(time.perf_counter() - t2)
+        ms = 1000
+        print(f"send() p50/p99 with hints {pct(with_hint, .5) * ms:.2f}/{pct(with_hint, .99) * ms:.2f} ms, "
+              f"without {pct(without, .5) * ms:.2f}/{pct(without, .99) * ms:.2f} ms ({sends} each)")
+        print(f"send returned -> listener notified: p50 {pct(lat, .5) * 1e6:.0f} µs, p99 {pct(lat, .99) * 1e6:.0f} µs, "
+              f"max {max(lat) * 1e6:.0f} µs; {sends - len(lat)} of {sends} not woken within 1 s")
+        for name in (q, lonely):
+            await purge(producer, name)
+    finally:
+        for cq in (producer, listener, silent):
+            await cq.close()
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(prog="python -m bench.hints", description=__doc__.split("\n")[0])
+    p.add_argument("--sends", type=int, default=300)
+    asyncio.run(main(p.parse_args().sends))
