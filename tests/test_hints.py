@@ -185,7 +185,10 @@ async def test_casque_serve_registers_for_every_queue_and_a_send_here_wakes_its_
         assert woke < SAFETY_POLL_S / 2, f"answered {woke:.1f}s after the send: that was the safety poll"
         print(f"SQS long poll answered {1000 * woke:.0f} ms after send() was called")
     finally:
-        server.stop()
+        log = server.stop()
+    assert server.proc.returncode == 0, log[-2000:]
+    ours = [json.loads(line)["address"] for line in log.splitlines() if '"hints_listening"' in line]
+    assert ours and not [e for e in await producer.hint_directory.live() if e.address in ours], "a stopped server removes its row"
     await purge(producer, queue_name)
 
 
