@@ -22,12 +22,10 @@ import time
 import uuid
 
 from daemon.engine.client import Casque
-from daemon.engine.db import Database
 from daemon.engine.placement import PLACEMENT_MASK, new_id
 from daemon.engine.admin import purge
-from daemon.engine.schema import apply_schema
 
-from .env import bench_settings
+from .env import schema_settings
 
 
 def per_call_us(fn: object, n: int) -> float:
@@ -43,12 +41,7 @@ def pct(values: list[float], p: float) -> float:
 
 
 async def main(sends: int) -> None:
-    settings = bench_settings()
-    db = Database(settings.cassandra).connect()
-    try:
-        apply_schema(db, settings.cassandra.keyspace, settings.schema)
-    finally:
-        db.close()
+    settings = schema_settings()
     quiet = copy.deepcopy(settings)
     quiet.hints.send = False
     producer, listener, silent = (await Casque.connect(settings), await Casque.connect(settings), await Casque.connect(quiet))

@@ -30,6 +30,7 @@ from daemon.engine.client import Casque
 from daemon.engine.hints import HINT_KEY, MAX_DATAGRAM, MAX_ENTRIES, encode, pack, parse_address
 from daemon.engine.producer import Job
 from tests.support import sqsserver
+from tests.support.longpoll import parked
 from daemon.engine.placement import PLACEMENT_MASK, id_due_ms, parse_id
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -250,13 +251,3 @@ def test_pack_compacts_by_row_and_caps_datagrams_below_the_mtu() -> None:
 
 def _job(i: int) -> Job:
     return Job("t", i)
-
-
-async def parked(cq: Casque, queue: str, deadline_s: float = 10.0) -> None:
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        w = cq.wakeups._waiters.get(queue)
-        if w is not None and w._parked:
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"no receive parked on {queue} within {deadline_s}s")
