@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -30,6 +31,7 @@ from daemon.engine.client import Casque
 from daemon.engine.hints import HINT_KEY, MAX_DATAGRAM, MAX_ENTRIES, encode, pack, parse_address
 from daemon.engine.producer import Job
 from tests.support import sqsserver
+from tests.support.daemonproc import records, start_daemon, until, write_config
 from tests.support.longpoll import parked
 from daemon.engine.placement import PLACEMENT_MASK, id_due_ms, parse_id
 
@@ -237,6 +239,43 @@ async def test_send_many_of_500_is_one_datagram_per_listener(listener: Casque, p
     await eventually(lambda: len(got) == len(rows), "one entry per (due, shard)")
     assert {(d, p % shards) for d, p in got if p is not None} == rows
     await purge(producer, queue_name)
+
+
+async def test_a_casque_run_daemon_that_polls_every_10s_takes_a_message_sent_here_at_once(tmp_path: Path, settings: Settings,
+                                                                                          queue_name: str) -> None:
+    """The daemon's dispatcher subscribes its consumers to ``Wakeups``; its listener turns our
+    hint into that notify. It has finished an empty round (so it sleeps >= 10 s) before we send."""
+    record, log = tmp_path / "record", tmp_path / "log"
+    cfg = write_config(tmp_path / "c.toml", settings.cassandra.keyspace, [queue_name], poll_interval="10s", max_poll_interval="30s",
+                       rescan_interval="30s")
+    d = start_daemon(cfg, record, log, env={"CASQUE_METRICS__ENABLED": "true", "CASQUE_METRICS__PORT": "0"})
+    producer = await Casque.connect(settings)
+    try:
+        await until(lambda: '"metrics_listening"' in d.output() and '"hints_listening"' in d.output(), 60, "the daemon's listeners", d)
+        url = next(json.loads(line)["url"] for line in d.output().splitlines() if '"metrics_listening"' in line)
+        await until(lambda: _scrape(url, f'casque_empty_polls_total{{queue="{queue_name}"}}') >= 1, 60, "an empty round", d)
+        hinted = _scrape(url, "casque_hints_received_total")
+        t0 = time.monotonic()
+        mid = await producer.send(queue_name, "test.record", "x")
+        await until(lambda: any(r[1] == mid for r in records(record)), SAFETY_POLL_S, "the handler", d)
+        took = time.monotonic() - t0
+        assert took < 5.0, f"handled {took:.1f}s after the send: that was the daemon's poll (every 10-30 s)"
+        assert _scrape(url, "casque_hints_received_total") > hinted
+        print(f"casque run daemon (poll 10-30 s) ran the handler {1000 * took:.0f} ms after send() was called")
+    finally:
+        d.signal(signal.SIGTERM)
+        d.wait(60)
+        await purge(producer, queue_name)
+        await producer.close()
+
+
+def _scrape(url: str, series: str) -> float:
+    """One series from the daemon's /metrics (0 when absent)."""
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        for line in resp.read().decode().splitlines():
+            if line.startswith(series + " "):
+                return float(line.split()[-1])
+    return 0.0
 
 
 def test_pack_compacts_by_row_and_caps_datagrams_below_the_mtu() -> None:
