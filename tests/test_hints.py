@@ -269,6 +269,26 @@ async def test_a_casque_run_daemon_that_polls_every_10s_takes_a_message_sent_her
         await producer.close()
 
 
+async def test_a_keyspace_without_the_listener_table_still_sends_and_serves_without_hints(settings: Settings, queue_name: str) -> None:
+    """A client upgraded before ``casque schema apply``: the directory's table is missing (the
+    real server's error, on a table name that does not exist)."""
+    client = await Casque.connect(settings)
+    try:
+        client.hint_directory.table = f"{settings.cassandra.keyspace}.hint_listeners_missing"
+        await client.create_queue(queue_name)
+        failed = metrics.counter_value(metrics.HINTS_SEND_FAILED, "directory")
+        first = await client.send(queue_name, "t", 1)
+        await eventually(lambda: not client.hints._pending, "the directory read")
+        await client.send_many(queue_name, [_job(2), _job(3)])
+        assert not client.hints._pending, "the failed read is not retried before hints.refresh"
+        assert metrics.counter_value(metrics.HINTS_SEND_FAILED, "directory") == failed + 1
+        assert await client.listen_for_hints([queue_name]) == "" and client.hint_listener is None
+        assert (await client.get(queue_name, id=first)) is not None
+        await purge(client, queue_name)
+    finally:
+        await client.close()
+
+
 def _scrape(url: str, series: str) -> float:
     """One series from the daemon's /metrics (0 when absent)."""
     with urllib.request.urlopen(url, timeout=5) as resp:

@@ -22,7 +22,7 @@ from daemon.base.config import Settings, load_settings
 from daemon.engine.db import Database
 from daemon.engine.deadletter import PoisonRouter
 from daemon.engine.hint_directory import HintDirectory
-from daemon.engine.hints import HINT_KEY, HintListener, HintSender, format_address, listen_addresses
+from daemon.engine.hints import HintListener, HintSender, open_listener
 from daemon.base.errors import UsageError
 from daemon.engine.keys import KeyEntry, KeyStore
 from daemon.base.logs import get_logger
@@ -95,22 +95,14 @@ class Casque:
 
     async def listen_for_hints(self, queues: list[str]) -> str:
         """Receive wake hints for ``queues`` (``["*"]``: every queue) from other processes' sends
-        (engine/hints.py) and register where; returns the advertised ``host:port``."""
-        h, c = self.settings.hints, self.settings.cassandra
-        try:
-            bind, advertise = listen_addresses(h.address, h.advertise, c.contact_points, c.port)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
-        listener = HintListener(self.hint_directory, self.clock, queues)
-        key = await self.secrets.get_or_create(HINT_KEY)
-        try:
-            address = await listener.start(key, bind, advertise, int(self.settings.worker.clock_tolerance * 1000), self.wakeups.notify)
-        except OSError as exc:
-            raise UsageError(f"cannot listen for hints on {format_address(*bind)} ({exc.strerror}): set hints.address to a free "
-                             "host[:port] of this host, or hints.listen = false") from None
+        (engine/hints.py) and register where; returns the advertised ``host:port`` ("" when this
+        keyspace has no hint_listeners table yet: then it serves without hints)."""
+        listener = await open_listener(self.hint_directory, self.secrets, self.clock, self.settings, queues, self.wakeups.notify)
+        if listener is None:
+            return ""
         self.hint_listener = listener
-        self.hints.own.add(address)
-        return address
+        self.hints.own.add(listener.address)
+        return listener.address
 
     async def close(self) -> None:
         if self.hint_listener is not None:

@@ -13,9 +13,11 @@ daemon there.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 from dataclasses import dataclass
+from typing import Any
 
 from daemon.engine.db import Database
 
@@ -34,20 +36,24 @@ class ListenerEntry:
 
 
 class HintDirectory:
+    """Statements are prepared on first use, not at connect: a client of a keyspace whose schema
+    predates this table still connects and sends (it just finds no listener)."""
+
     def __init__(self, db: Database, keyspace: str) -> None:
         self.db = db
-        t = f"{keyspace}.hint_listeners"
-        self._write = db.prepare(f"INSERT INTO {t} (slot, address, queues, host, pid, heartbeat) VALUES ({SLOT}, ?, ?, ?, ?, ?) USING TTL ?")
-        self._delete = db.prepare(f"DELETE FROM {t} WHERE slot = {SLOT} AND address = ?")
-        self._list = db.prepare(f"SELECT address, queues, heartbeat FROM {t} WHERE slot = {SLOT}")
+        self.table = f"{keyspace}.hint_listeners"
+
+    async def _prepared(self, cql: str) -> Any:
+        return await asyncio.to_thread(self.db.prepare, cql.format(t=self.table, slot=SLOT))
 
     async def register(self, address: str, queues: list[str], now_ms: int, ttl_s: int) -> None:
-        await self.db.run(self._write, [address, set(queues), socket.gethostname(), os.getpid(), now_ms, ttl_s])
+        stmt = await self._prepared("INSERT INTO {t} (slot, address, queues, host, pid, heartbeat) VALUES ({slot}, ?, ?, ?, ?, ?) USING TTL ?")
+        await self.db.run(stmt, [address, set(queues), socket.gethostname(), os.getpid(), now_ms, ttl_s])
 
     async def remove(self, address: str) -> None:
-        await self.db.run(self._delete, [address])
+        await self.db.run(await self._prepared("DELETE FROM {t} WHERE slot = {slot} AND address = ?"), [address])
 
     async def live(self) -> list[ListenerEntry]:
         """Every registered listener (rows vanish with their TTL once their listener stops)."""
-        rows = await self.db.run(self._list)
+        rows = await self.db.run(await self._prepared("SELECT address, queues, heartbeat FROM {t} WHERE slot = {slot}"))
         return [ListenerEntry(r.address, frozenset(r.queues or ()), r.heartbeat or 0) for r in rows]

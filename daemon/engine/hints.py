@@ -32,8 +32,12 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
+from cassandra import InvalidRequest
+
 from daemon.base import metrics
 from daemon.base.clock import Clock
+from daemon.base.config import Settings
+from daemon.base.errors import UsageError
 from daemon.base.logs import get_logger
 from daemon.engine.hint_directory import HintDirectory, ListenerEntry
 from daemon.engine.secrets import SecretStore
@@ -200,7 +204,7 @@ class HintSender:
     def announce(self, queue: str, entries: Iterable[Entry], shard_counts: tuple[int, ...] = ()) -> None:
         """Hint ``entries`` of ``queue`` to the other processes. Never raises, never waits."""
         try:
-            if self._key is not None and time.monotonic() - self._view_at < self.refresh_s:
+            if time.monotonic() - self._view_at < self.refresh_s:
                 self._send(queue, list(entries), shard_counts)
                 return
             task = asyncio.get_running_loop().create_task(self._refreshed_send(queue, list(entries), shard_counts))
@@ -221,10 +225,17 @@ class HintSender:
             log.debug("hint_directory_unavailable", queue=queue, error=str(exc))
 
     async def _reload(self) -> None:
-        if self._key is None:
-            self._key = await self.secrets.get_or_create(HINT_KEY)
-        self._view = await self.directory.live()
-        self._view_at = time.monotonic()
+        """Read the key (once) and the listeners. A failed read leaves an empty view that is
+        trusted for ``refresh_s`` too, so an outage or an old schema costs one read per interval."""
+        try:
+            if self._key is None:
+                self._key = await self.secrets.get_or_create(HINT_KEY)
+            self._view = await self.directory.live()
+        except BaseException:
+            self._view = []
+            raise
+        finally:
+            self._view_at = time.monotonic()
 
     def _send(self, queue: str, entries: list[Entry], shard_counts: tuple[int, ...]) -> None:
         targets = [e.address for e in self._view if e.serves(queue) and e.address not in self.own]
@@ -346,3 +357,26 @@ class HintListener:
                 await self.directory.remove(self.address)
             except Exception as exc:  # noqa: BLE001 - the row expires with its TTL anyway
                 log.warning("hint_listener_unregister_failed", address=self.address, error=str(exc))
+
+
+async def open_listener(directory: HintDirectory, secrets: SecretStore, clock: Clock, settings: Settings, queues: list[str],
+                        notify: Notify) -> HintListener | None:
+    """A started, registered listener for ``queues``, bound as ``[hints]`` says; None (and a
+    warning naming the fix) when the keyspace predates ``hint_listeners``, so the caller serves on
+    without hints. A bad or busy address is a one-line UsageError."""
+    h, c = settings.hints, settings.cassandra
+    try:
+        bind, advertise = listen_addresses(h.address, h.advertise, c.contact_points, c.port)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    listener = HintListener(directory, clock, queues)
+    key = await secrets.get_or_create(HINT_KEY)
+    try:
+        await listener.start(key, bind, advertise, int(settings.worker.clock_tolerance * 1000), notify)
+    except OSError as exc:
+        raise UsageError(f"cannot listen for hints on {format_address(*bind)} ({exc.strerror}): set hints.address to a free "
+                         "host[:port] of this host, or hints.listen = false") from None
+    except InvalidRequest as exc:
+        log.warning("hints_unavailable", error=str(exc), fix="run 'casque schema apply' to add the hint_listeners table")
+        return None
+    return listener
