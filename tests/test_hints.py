@@ -26,6 +26,7 @@ import pytest
 
 from daemon.base import metrics
 from daemon.base.config import Settings
+from daemon.base.errors import UsageError
 from daemon.engine.admin import purge
 from daemon.engine.client import Casque
 from daemon.engine.hints import HINT_KEY, MAX_DATAGRAM, MAX_ENTRIES, encode, pack, parse_address
@@ -287,6 +288,24 @@ async def test_a_keyspace_without_the_listener_table_still_sends_and_serves_with
         await purge(client, queue_name)
     finally:
         await client.close()
+
+
+async def test_a_bad_or_busy_hint_address_is_one_line_naming_the_fix(settings: Settings, listener: Casque, queue_name: str) -> None:
+    taken = await listener.listen_for_hints([queue_name])
+    for address, says in ((taken, "set hints.address to a free host[:port]"), ("127.0.0.1:99999", "expected host:port")):
+        s = copy.deepcopy(settings)
+        s.hints.address = address
+        client = await Casque.connect(s)
+        try:
+            with pytest.raises(UsageError) as err:
+                await client.listen_for_hints([queue_name])
+            assert says in str(err.value) and "\n" not in str(err.value)
+        finally:
+            await client.close()
+    env = dict(os.environ, CASQUE_CASSANDRA__KEYSPACE=settings.cassandra.keyspace, CASQUE_HINTS__ADDRESS=taken)
+    done = subprocess.run([sys.executable, "-m", "daemon.cli", "serve", "--port", "0"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode != 0 and "hints.address" in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
 
 
 def _scrape(url: str, series: str) -> float:
