@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import ipaddress
 import socket
 import struct
 import time
@@ -173,7 +174,20 @@ def listen_addresses(address: str, advertise: str, contact_points: list[str], ca
         raise ValueError(f"hints.address/hints.advertise: {exc}") from None
     if host in ("", "0.0.0.0", "::"):
         host = bind_host(contact_points, cassandra_port)
-    return bind, (host, port)
+    return bind, (_ip(host), port)
+
+
+def _ip(host: str) -> str:
+    """A name is resolved once, here, so producers' ``sendto`` never waits on DNS."""
+    try:
+        ipaddress.ip_address(host)
+        return host
+    except ValueError:
+        pass
+    try:
+        return str(socket.getaddrinfo(host, None, type=socket.SOCK_DGRAM)[0][4][0])
+    except OSError as exc:
+        raise ValueError(f"hints.advertise/hints.address: cannot resolve {host!r} ({exc}): give an IP address") from None
 
 
 def format_address(host: str, port: int) -> str:
