@@ -9,7 +9,7 @@ Against the local node and the bench keyspace (schema applied first). Prints:
   a ``send_many``;
 * ``send`` latency with hints on and off (a hint must not delay the send);
 * the time from ``send`` returning to the listener's ``notify``, through a real UDP socket, with
-  the listener in another client (its own wakeups) on the same loop.
+  the listener in another client (its own wakeups) on the same loop, then in another process.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import argparse
 import asyncio
 import copy
 import statistics
+import sys
 import time
 import uuid
 
@@ -25,7 +26,7 @@ from daemon.engine.client import Casque
 from daemon.engine.placement import PLACEMENT_MASK, new_id
 from daemon.engine.admin import purge
 
-from .env import schema_settings
+from .env import ROOT, bench_settings, schema_settings
 
 
 def per_call_us(fn: object, n: int) -> float:
@@ -87,6 +88,7 @@ async def main(sends: int) -> None:
               f"without {pct(without, .5) * ms:.2f}/{pct(without, .99) * ms:.2f} ms ({sends} each)")
         print(f"send returned -> listener notified: p50 {pct(lat, .5) * 1e6:.0f} µs, p99 {pct(lat, .99) * 1e6:.0f} µs, "
               f"max {max(lat) * 1e6:.0f} µs; {sends - len(lat)} of {sends} not woken within 1 s")
+        await across_processes(producer, q, sends)
         for name in (q, lonely):
             await purge(producer, name)
     finally:
@@ -94,7 +96,51 @@ async def main(sends: int) -> None:
             await cq.close()
 
 
+async def across_processes(producer: Casque, queue: str, sends: int) -> None:
+    """The same, with the listener in a child process: it prints the wall time of each notify,
+    the parent the wall time each send returned (one host, one clock)."""
+    child = await asyncio.create_subprocess_exec(sys.executable, "-m", "bench.hints", "--listen", queue, cwd=ROOT,
+                                                 stdout=asyncio.subprocess.PIPE)
+    assert child.stdout is not None
+    returned, woke = [], []
+    try:
+        while not (await asyncio.wait_for(child.stdout.readline(), 60)).startswith(b"listening"):
+            pass  # its log lines
+        await asyncio.sleep(producer.settings.hints.refresh + 0.5)  # the producer's view is refreshed on its next send after this
+        await producer.send(queue, "warm", None)
+        await _stamp(child.stdout)
+        for i in range(sends):
+            await producer.send(queue, "t", i)
+            returned.append(time.time())
+            woke.append(await _stamp(child.stdout))
+    finally:
+        child.terminate()
+        await child.wait()
+    lat = [w - r for r, w in zip(returned, woke)]
+    print(f"send returned -> notify in another process: p50 {pct(lat, .5) * 1e6:.0f} µs, p99 {pct(lat, .99) * 1e6:.0f} µs, "
+          f"max {max(lat) * 1e6:.0f} µs ({sends} sends)")
+
+
+async def _stamp(out: asyncio.StreamReader) -> float:
+    """The next notify time the child printed (its log lines skipped)."""
+    while True:
+        line = (await asyncio.wait_for(out.readline(), 5)).strip()
+        if line[:1].isdigit():
+            return float(line)
+
+
+async def listen(queue: str) -> None:
+    settings = bench_settings()
+    cq = await Casque.connect(settings)
+    cq.wakeups.subscribe(queue, lambda due, placement: print(f"{time.time():.6f}", flush=True))
+    await cq.listen_for_hints([queue])
+    print("listening", flush=True)
+    await asyncio.Event().wait()
+
+
 if __name__ == "__main__":
     p = argparse.ArgumentParser(prog="python -m bench.hints", description=__doc__.split("\n")[0])
     p.add_argument("--sends", type=int, default=300)
-    asyncio.run(main(p.parse_args().sends))
+    p.add_argument("--listen", metavar="QUEUE", help=argparse.SUPPRESS)  # the child of across_processes
+    args = p.parse_args()
+    asyncio.run(listen(args.listen) if args.listen else main(args.sends))
