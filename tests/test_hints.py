@@ -169,6 +169,31 @@ async def test_a_send_from_another_process_wakes_a_parked_long_poll_before_its_s
     await purge(listener, queue_name)
 
 
+async def test_a_lost_hint_costs_only_latency_the_safety_poll_finds_the_message(settings: Settings, producer: Casque,
+                                                                                queue_name: str) -> None:
+    s = copy.deepcopy(settings)
+    s.sqs.poll_interval = 2.0
+    client = await Casque.connect(s)
+    try:
+        await client.listen_for_hints([queue_name])
+        assert client.hint_listener is not None and client.hint_listener._transport is not None
+        client.hint_listener._transport.get_protocol().key = os.urandom(32)  # type: ignore[attr-defined]  # every hint is now lost
+        await producer.create_queue(queue_name)
+        poll = asyncio.create_task(client.receive(queue_name, wait=20))
+        await parked(client, queue_name)
+        lost, before = rejected("signature"), received()
+        t0 = time.monotonic()
+        mid = await producer.send(queue_name, "t", "x")
+        got = await asyncio.wait_for(poll, 20)
+        took = time.monotonic() - t0
+        assert [str(d.message.id) for d in got] == [mid]
+        assert rejected("signature") == lost + 1 and received() == before, "the hint was sent, and lost"
+        assert took < s.sqs.poll_interval + 1.5, f"found {took:.1f}s after the send: the safety poll must find it"
+        await purge(producer, queue_name)
+    finally:
+        await client.close()
+
+
 async def test_casque_serve_registers_for_every_queue_and_a_send_here_wakes_its_sqs_long_poll(producer: Casque, settings: Settings,
                                                                                                queue_name: str) -> None:
     await producer.create_queue(queue_name)
