@@ -152,70 +152,112 @@ class Consumer:
         self._hinted[shard] = min(self._hinted.get(shard, due_ms), due_ms)
         self.expect(bucket_of(due_ms, qs.bucket_ms, qs.buckets), shard, due_ms)
 
+    def pending_hints(self) -> bool:
+        """Did a wake-up name a shard with something due that no fetch has visited since?"""
+        horizon = self.clock.now_ms() + self.ahead_ms
+        return any(due <= horizon for due in self._hinted.values())
+
     def next_due(self) -> int | None:
         """When to fetch next for what this process knows is coming (peeks, its own writes,
         hints): the earliest due time, less the take-ahead."""
         wakes = [st.wake for st in self.rows.values() if st.wake < RowState.wake] + list(self._hinted.values())
         return min(wakes) - self.ahead_ms if wakes else None
 
-    async def fetch(self, limit: int, slot: int = 0, visibility_ms: int | None = None) -> list[Message]:
-        """Return up to ``limit`` taken messages, visiting shards round-robin from this slot's
-        position until one yields messages; [] after a full round with nothing due.
-        ``visibility_ms`` places the timeout columns at now + it instead of each message's own
-        timeout (a pulled message's visibility timeout, engine/receive.py)."""
+    async def fetch(self, limit: int, slot: int = 0, visibility_ms: int | None = None, sweep: bool = False) -> list[Message]:
+        """Return up to ``limit`` taken messages: first from the shards a wake-up named, then
+        visiting shards round-robin from this slot's position until one yields; [] after a full
+        round with nothing due. ``sweep`` (an idle daemon's scout): instead of the round, peek
+        every shard's rows at once and visit only those with something due, so an idle round is
+        one round trip, not one per shard. ``visibility_ms`` places the timeout columns at now +
+        it instead of each message's own timeout (a pulled message's visibility timeout)."""
         qs = self.last_settings = await self.queues.get(self.queue)
         trips = [0]
         token = _TRIPS.set(trips)
         try:
-            for shard in self._shard_order(qs, slot):
-                taken = await self._visit_shard(qs, shard, limit, visibility_ms)
-                if taken:
-                    metrics.TAKE_ROUND_TRIPS.labels(self.queue).observe(trips[0])
-                    return taken
+            taken = await self._fetch(qs, limit, slot, visibility_ms, sweep)
         finally:
             _TRIPS.reset(token)
+        if taken:
+            metrics.TAKE_ROUND_TRIPS.labels(self.queue).observe(trips[0])
+            return taken
         self.stats.empty_polls += 1
         metrics.EMPTY_POLLS.labels(self.queue).inc()
         return []
 
+    async def _fetch(self, qs: QueueSettings, limit: int, slot: int, visibility_ms: int | None, sweep: bool) -> list[Message]:
+        horizon = self.clock.now_ms() + self.ahead_ms
+        order = self._shard_order(qs, slot)
+        hinted = [s for s in order if self._hinted.get(s, horizon + 1) <= horizon]
+        for shard in order:
+            if sweep and shard not in hinted:
+                break
+            if shard in hinted:
+                del self._hinted[shard]  # visited now; the row's wake time keeps anything later
+            taken = await self._visit_shard(qs, shard, limit, visibility_ms)
+            if taken:
+                return taken
+        if not sweep:
+            return []
+        now = self.clock.now_ms()
+        rows: list[tuple[int, int]] = []
+        for shard in (s for s in order if s not in hinted):
+            every, rescans = self._rows_to_check(qs, shard, now)
+            rows += [(b, shard) for b in rescans + every]  # oldest first
+        return await self._take_first(qs, await self._peek_rows(qs, rows), limit, visibility_ms)
+
+    async def _peek_rows(self, qs: QueueSettings, rows: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """Peek these rows at once (one round trip); those with something due, in the given order."""
+        states = [self.rows.setdefault(row, RowState()) for row in rows]
+        free = [(row, st) for row, st in zip(rows, states) if not st.busy and st.backoff_until <= self.clock.elapsed_ms()]
+        for _, st in free:
+            st.busy = True
+        try:
+            _trip()
+            due = await asyncio.gather(*(self._peek_row(qs, b, s, st, count=False) for (b, s), st in free))
+        finally:
+            for _, st in free:
+                st.busy = False
+        return [row for (row, _), found in zip(free, due) if found]
+
+    async def _take_first(self, qs: QueueSettings, rows: list[tuple[int, int]], limit: int, visibility_ms: int | None) -> list[Message]:
+        """Take from the first of these rows that yields."""
+        for bucket, shard in rows:
+            state = self.rows.setdefault((bucket, shard), RowState())
+            if state.busy:
+                continue
+            state.busy = True
+            try:
+                taken = await self._take_row(qs, bucket, shard, state, limit, visibility_ms)
+            finally:
+                state.busy = False
+            if taken:
+                return taken
+        return []
+
     def _shard_order(self, qs: QueueSettings, slot: int) -> list[int]:
-        """The shards a fetch visits: those a wake-up named as due first (then forgotten: the row's
-        wake time keeps the rest), then one round from this slot's position."""
+        """The shards a fetch visits: those a wake-up named as due first, then one round from this
+        slot's position."""
         shards = qs.span()[0]  # after a reshard, also the shards of layouts still draining
         horizon = self.clock.now_ms() + self.ahead_ms
         first = sorted(s for s, due in self._hinted.items() if due <= horizon and s < shards)
-        for s in first:
-            del self._hinted[s]
         start = self._next_shard.get(slot, slot * 7919) % shards
         self._next_shard[slot] = start + 1
         return first + [s for s in ((start + i) % shards for i in range(shards)) if s not in first]
 
     async def _visit_shard(self, qs: QueueSettings, shard: int, limit: int, visibility_ms: int | None) -> list[Message]:
-        """The current row first (where sends land), then the previous one while late producers
-        may still write to it, then, all at once, the rows whose rescan has come."""
+        """Oldest rows first, so a shard hands out its messages by due time across rows: the rows
+        whose rescan has come (peeked all at once: one round trip, every ``rescan_ms``), then the
+        previous row while late producers may still write to it, then the current row."""
         now = self.clock.now_ms()
-        current, rescans = self._rows_to_check(qs, shard, now)
-        for bucket in current:
+        every, rescans = self._rows_to_check(qs, shard, now)
+        if rescans:
+            taken = await self._take_first(qs, await self._peek_rows(qs, [(b, shard) for b in rescans]), limit, visibility_ms)
+            if taken:
+                return taken
+        for bucket in every:
             taken = await self._visit_one(qs, bucket, shard, limit, visibility_ms)
             if taken:
                 return taken
-        if not rescans:
-            return []
-        states = [self.rows.setdefault((b, shard), RowState()) for b in rescans]
-        free = [(b, st) for b, st in zip(rescans, states) if not st.busy]
-        for _, st in free:
-            st.busy = True
-        try:
-            _trip()
-            due = await asyncio.gather(*(self._peek_row(qs, b, shard, st) for b, st in free))
-            for (bucket, state), found in zip(free, due):
-                if found:
-                    taken = await self._take_row(qs, bucket, shard, state, limit, visibility_ms)
-                    if taken:
-                        return taken
-        finally:
-            for _, st in free:
-                st.busy = False
         return []
 
     async def _visit_one(self, qs: QueueSettings, bucket: int, shard: int, limit: int, visibility_ms: int | None) -> list[Message]:
@@ -235,8 +277,10 @@ class Consumer:
         every = [current]
         previous = (current_abs - 1) % qs.buckets
         if now - current_abs * qs.bucket_ms < self.tolerance_ms and previous != current:
-            every.append(previous)
-        rescans = [b for b in range(qs.span()[1]) if b not in every and self._rescan_due((b, shard), now)]
+            every.insert(0, previous)
+        span = qs.span()[1]
+        rescans = [b for b in range(span) if b not in every and self._rescan_due((b, shard), now)]
+        rescans.sort(key=lambda b: -((current - b) % span))  # oldest first
         return every, rescans
 
     def _rescan_due(self, row: tuple[int, int], now: int) -> bool:
@@ -252,17 +296,18 @@ class Consumer:
             return []
         return await self._take_row(qs, bucket, shard, state, limit, visibility_ms)
 
-    async def _peek_row(self, qs: QueueSettings, bucket: int, shard: int, state: RowState) -> bool:
-        """Is anything due (within the take-ahead) in this row? Loads its cursors on a first visit."""
+    async def _peek_row(self, qs: QueueSettings, bucket: int, shard: int, state: RowState, count: bool = True) -> bool:
+        """Is anything due (within the take-ahead) in this row? Loads its cursors on a first visit.
+        ``count``: False when the caller counts one round trip for many rows peeked at once."""
         if not state.loaded:
-            _trip()
+            _trip(count)
             rows = await self.db.run(self.table.read_cursors, [qs.name, bucket, shard])
             _merge(state.cursors, dict(rows[0].cursors or {}) if rows else {})
             state.loaded = True
         now = self.clock.now_ms()
         if state.wake <= now + self.ahead_ms:
             state.wake = RowState.wake
-        _trip()
+        _trip(count)
         if not await self._anything_due(qs, bucket, shard, state, now):
             state.next_check = min(now + self.rescan_ms, state.wake - self.ahead_ms)
             return False
@@ -370,38 +415,36 @@ class Consumer:
             self.holds.leave(row)
 
     async def _read_take(self, qs: QueueSettings, lock: HeldLock, state: RowState, now: int, limit: int) -> tuple[list[Any], dict[int, int]]:
-        """Read what is due (up to the take-ahead) lane by lane, within the take's budget; with
-        nothing due in the first lane, also peek past it for the row's wake time."""
+        """Read what is due (up to the take-ahead) lane by lane, within the take's budget. The
+        first lane's read runs on to the lookahead: what it finds there is not taken, but sets
+        the row's wake time, so an idle row costs one request per visit, not two."""
         ranks = qs.ranks()
+        due_by = now + self.ahead_ms
         _trip()
-        rows, coming = await asyncio.gather(self._read_due(qs, lock, ranks[0], state, now, limit), self._peek_coming(qs, lock, ranks[0], now))
+        rows = await self._read_due(qs, lock, ranks[0], state, now + max(self.lookahead_ms, self.ahead_ms), limit)
+        due = [r for r in rows if r.due <= due_by]
+        if len(due) < len(rows):
+            state.wake = min(state.wake, rows[len(due)].due)
         budget = TakeBudget(limit, TAKE_BYTES)
         moves: dict[int, int] = {}
-        found = self._keep(budget, moves, ranks[0], rows, limit, now)
-        if coming is not None:
-            state.wake = min(state.wake, coming)
+        found = self._keep(budget, moves, ranks[0], due, limit if len(due) == len(rows) else limit + 1, now)
         for rank in ranks[1:]:
             if budget.full():
                 break
             _trip()
-            more = await self._read_due(qs, lock, rank, state, now, budget.count_left())
+            more = await self._read_due(qs, lock, rank, state, due_by, budget.count_left())
             found += self._keep(budget, moves, rank, more, budget.count_left(), now)
         return found, moves
-
-    async def _peek_coming(self, qs: QueueSettings, lock: HeldLock, rank: int, now: int) -> int | None:
-        """The first due time after the take-ahead and within the lookahead (a timer to set)."""
-        start = now + self.ahead_ms + 1
-        rows = await self.db.run(self.table.peek, [qs.name, lock.bucket, lock.shard, rank, start, now + max(self.lookahead_ms, self.ahead_ms)])
-        return rows[0].due if rows else None
 
     def _contended(self, qs: QueueSettings, state: RowState) -> None:
         self.stats.contention += 1
         metrics.CONTENTION.labels(qs.name).inc()
         state.contended(self.clock.elapsed_ms(), qs.lock_ttl_ms)
 
-    async def _read_due(self, qs: QueueSettings, lock: HeldLock, rank: int, state: RowState, now: int, limit: int) -> list[Any]:
+    async def _read_due(self, qs: QueueSettings, lock: HeldLock, rank: int, state: RowState, until: int, limit: int) -> list[Any]:
+        """The lane's rows from its cursor up to ``until`` (inclusive), at most ``limit``."""
         start = state.cursors.get(rank, 0)
-        return await self.db.run(self.table.read_due, [qs.name, lock.bucket, lock.shard, rank, start, now + self.ahead_ms, limit])
+        return await self.db.run(self.table.read_due, [qs.name, lock.bucket, lock.shard, rank, start, until, limit])
 
     def _keep(self, budget: "TakeBudget", moves: dict[int, int], rank: int, rows: list[Any], read_limit: int, now: int) -> list[Any]:
         """The rows of one lane that fit the take, and (in ``moves``) where the lane's cursor may go

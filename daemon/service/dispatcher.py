@@ -155,8 +155,9 @@ class Dispatcher:
             if self.stopping.is_set():
                 return
             self.busy_consumers += 1
+            asked = min(self.settings.batch_size, room)
             try:
-                messages = await consumer.fetch(min(self.settings.batch_size, room), slot)
+                messages = await consumer.fetch(asked, slot, sweep=self._scouts.get(queue) == slot)
             except CasqueError as exc:
                 log.error("fetch_failed", queue=queue, error=str(exc), retry_in=round(delay, 2))
                 messages = []
@@ -165,12 +166,21 @@ class Dispatcher:
             self._idle[(queue, slot)] = not messages
             if messages:
                 delay = self.settings.poll_interval
-                if self._scouts.get(queue) == slot:
-                    del self._scouts[queue]
-                self._wake(queue)
                 for m in messages:
                     self._start(consumer, m)
-                continue
+                if len(messages) > 1 or len(messages) >= asked:  # work is piling up: every consumer joins in
+                    if self._scouts.get(queue) == slot:
+                        del self._scouts[queue]
+                    self._wake(queue)
+                    continue
+                if consumer.pending_hints():  # a send named another row: go there now
+                    continue
+                # One message: the scout looks again shortly (a send wakes it sooner) instead of
+                # calling every consumer to sweep every shard for one message (measured: that
+                # storm made pickup at 50 msg/s 270 ms at p50).
+                if self._scouts.setdefault(queue, slot) == slot:
+                    await self._sleep(self.settings.poll_interval, self._kick[queue])
+                    continue
             if burst and self._all_idle():
                 await self._wait_in_flight()
                 if self._all_idle() and not self.tasks:
