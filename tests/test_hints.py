@@ -29,7 +29,8 @@ from daemon.base.config import Settings
 from daemon.base.errors import UsageError
 from daemon.engine.admin import purge
 from daemon.engine.client import Casque
-from daemon.engine.hints import HINT_KEY, HintListener, MAX_DATAGRAM, MAX_ENTRIES, encode, pack, parse_address
+from daemon.engine.hint_directory import parse_address
+from daemon.engine.hints import HINT_KEY, HintListener, MAX_DATAGRAM, MAX_ENTRIES, encode, pack
 from daemon.engine.producer import Job
 from tests.support import sqsserver
 from tests.support.daemonproc import records, start_daemon, until, write_config
@@ -360,9 +361,9 @@ def _scrape(url: str, series: str) -> float:
 def test_pack_compacts_by_row_and_caps_datagrams_below_the_mtu() -> None:
     queue = "q" * 80
     due_now = [(1_000, p) for p in range(500)]
-    assert pack(queue, due_now, (16,)) == [[(1_000, p) for p in range(16)]], "one entry per row: the first one seen"
+    assert pack(due_now, (16,)) == [[(1_000, p) for p in range(16)]], "one entry per row: the first one seen"
     spread = [(1_000 + i, i) for i in range(1_000)]
-    chunks = pack(queue, spread, (16,))
+    chunks = pack(spread, (16,))
     assert [len(c) for c in chunks] == [MAX_ENTRIES] * 4 and chunks[0][0] == (1_000, 0), "the earliest are kept"
     assert max(len(encode(b"k" * 32, 1, queue, c)) for c in chunks) <= MAX_DATAGRAM
 
