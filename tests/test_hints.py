@@ -29,7 +29,7 @@ from daemon.base.config import Settings
 from daemon.base.errors import UsageError
 from daemon.engine.admin import purge
 from daemon.engine.client import Casque
-from daemon.engine.hint_directory import parse_address
+from daemon.engine.hint_directory import listen_addresses, parse_address
 from daemon.engine.hints import HINT_KEY, HintListener, MAX_DATAGRAM, MAX_ENTRIES, encode, pack
 from daemon.engine.producer import Job
 from tests.support import sqsserver
@@ -356,6 +356,15 @@ def _scrape(url: str, series: str) -> float:
             if line.startswith(series + " "):
                 return float(line.split()[-1])
     return 0.0
+
+
+def test_listen_addresses_default_to_the_route_to_cassandra_and_honour_advertise() -> None:
+    assert listen_addresses("", "", ["127.0.0.1"], 9042) == (("127.0.0.1", 0), ("127.0.0.1", 0))
+    assert listen_addresses("0.0.0.0:7001", "", ["127.0.0.1"], 9042) == (("0.0.0.0", 7001), ("127.0.0.1", 0))
+    assert listen_addresses("127.0.0.1", "192.0.2.7:9000", ["127.0.0.1"], 9042) == (("127.0.0.1", 0), ("192.0.2.7", 9000))
+    assert listen_addresses("[::1]:0", "", ["127.0.0.1"], 9042) == (("::1", 0), ("::1", 0))
+    with pytest.raises(ValueError, match="expected host:port"):
+        listen_addresses("127.0.0.1:99999", "", ["127.0.0.1"], 9042)
 
 
 def test_pack_compacts_by_row_and_caps_datagrams_below_the_mtu() -> None:
