@@ -358,6 +358,25 @@ def _scrape(url: str, series: str) -> float:
     return 0.0
 
 
+async def test_sends_completing_in_one_loop_turn_cost_two_datagrams_not_one_each(listener: Casque, producer: Casque, queue_name: str) -> None:
+    got: list[tuple[int, int | None]] = []
+    listener.wakeups.subscribe(queue_name, lambda due, placement: got.append((due, placement)))
+    await listener.listen_for_hints([queue_name])
+    await producer.create_queue(queue_name)
+    await producer.send(queue_name, "warm", "x")
+    await eventually(lambda: bool(got) and not producer.hints._pending, "the first hint")
+    targets = [e for e in producer.hints._view if e.serves(queue_name)]
+    before, got[:] = sent(), []
+    now = producer.clock.now_ms()
+    for i in range(50):  # what 50 concurrent sends whose writes were acknowledged in the same turn do
+        producer.hints.announce(queue_name, [(now + i, i)], (4,))
+    assert sent() - before == len(targets), "the turn's first send hints at once"
+    await eventually(lambda: len(got) == 50, "all 50 entries")
+    assert sorted(got) == [(now + i, i) for i in range(50)]
+    assert sent() - before == 2 * len(targets), "the other 49 share one datagram per listener"
+    await purge(producer, queue_name)
+
+
 def test_listen_addresses_default_to_the_route_to_cassandra_and_honour_advertise() -> None:
     assert listen_addresses("", "", ["127.0.0.1"], 9042) == (("127.0.0.1", 0), ("127.0.0.1", 0))
     assert listen_addresses("0.0.0.0:7001", "", ["127.0.0.1"], 9042) == (("0.0.0.0", 7001), ("127.0.0.1", 0))
