@@ -32,6 +32,8 @@ Two rules keep a take from losing what it read:
 from __future__ import annotations
 
 import asyncio
+import heapq
+import random
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -57,6 +59,11 @@ log = get_logger("casque.consumer")
 TAKE_BYTES = 4 << 20
 #: What a stored message costs in a take besides its payload (ids, task, headers, error, trigger).
 MESSAGE_OVERHEAD = 512
+#: Rows an idle sweep rescans at most (the longest waiting first): a cold start's hundreds of
+#: rows are rescanned over a few sweeps, never in one burst that holds up what falls due meanwhile.
+SWEEP_RESCANS = 32
+#: Wake-up due times remembered per shard (the earliest ones).
+MAX_HINTS = 256
 #: The first wait after a row's lock was found busy; it doubles up to a lock TTL.
 MIN_BACKOFF_MS = 50
 #: Sequential round trips of the fetch running in this task (a list, so gathered children add to it).
@@ -122,7 +129,7 @@ class Consumer:
         #: Take a message up to this long before it is due (the dispatcher starts its handler at
         #: the due time): a timer fires on time although the take costs round trips.
         self.ahead_ms = 0
-        self._hinted: dict[int, int] = {}  # shard -> earliest due a wake-up named
+        self._hinted: dict[int, list[int]] = {}  # shard -> heap of the due times wake-ups named
         self.last_settings: QueueSettings | None = None
         self.rows: dict[tuple[int, int], RowState] = {}
         self.stats = ConsumerStats()
@@ -140,27 +147,37 @@ class Consumer:
 
     def hint(self, due_ms: int, placement: int | None) -> None:
         """A send (in this process, or another one's wake hint): a message falls due at ``due_ms``
-        in the shard of ``placement`` (unknown: None). The next fetch goes to that row first."""
+        in the shard of ``placement`` (unknown: every shard). A fetch goes to that shard first once
+        it is due; until then it is a timer (``next_due``). At most ``MAX_HINTS`` per shard are
+        kept, the earliest: a later one is found by the read that takes the earlier ones."""
         qs = self.last_settings
         if qs is None:
             return
-        if placement is None:
-            for shard in range(qs.shards):
-                self._hinted[shard] = min(self._hinted.get(shard, due_ms), due_ms)
-            return
-        shard = placement % qs.shards
-        self._hinted[shard] = min(self._hinted.get(shard, due_ms), due_ms)
-        self.expect(bucket_of(due_ms, qs.bucket_ms, qs.buckets), shard, due_ms)
+        for shard in range(qs.shards) if placement is None else [placement % qs.shards]:
+            heap = self._hinted.setdefault(shard, [])
+            heapq.heappush(heap, due_ms)
+            if len(heap) > MAX_HINTS:
+                self._hinted[shard] = heapq.nsmallest(MAX_HINTS // 2, heap)
+
+    def _due_hints(self, horizon: int) -> list[int]:
+        return [s for s, heap in self._hinted.items() if heap and heap[0] <= horizon]
+
+    def _visited(self, shard: int, horizon: int) -> None:
+        """A fetch visits ``shard`` now: forget the hints it covers."""
+        heap = self._hinted.get(shard)
+        while heap and heap[0] <= horizon:
+            heapq.heappop(heap)
+        if not heap:
+            self._hinted.pop(shard, None)
 
     def pending_hints(self) -> bool:
         """Did a wake-up name a shard with something due that no fetch has visited since?"""
-        horizon = self.clock.now_ms() + self.ahead_ms
-        return any(due <= horizon for due in self._hinted.values())
+        return bool(self._due_hints(self.clock.now_ms() + self.ahead_ms))
 
     def next_due(self) -> int | None:
         """When to fetch next for what this process knows is coming (peeks, its own writes,
         hints): the earliest due time, less the take-ahead."""
-        wakes = [st.wake for st in self.rows.values() if st.wake < RowState.wake] + list(self._hinted.values())
+        wakes = [st.wake for st in self.rows.values() if st.wake < RowState.wake] + [h[0] for h in self._hinted.values() if h]
         return min(wakes) - self.ahead_ms if wakes else None
 
     async def fetch(self, limit: int, slot: int = 0, visibility_ms: int | None = None, sweep: bool = False) -> list[Message]:
@@ -187,22 +204,25 @@ class Consumer:
     async def _fetch(self, qs: QueueSettings, limit: int, slot: int, visibility_ms: int | None, sweep: bool) -> list[Message]:
         horizon = self.clock.now_ms() + self.ahead_ms
         order = self._shard_order(qs, slot)
-        hinted = [s for s in order if self._hinted.get(s, horizon + 1) <= horizon]
+        hinted = set(self._due_hints(horizon))
         for shard in order:
             if sweep and shard not in hinted:
                 break
-            if shard in hinted:
-                del self._hinted[shard]  # visited now; the row's wake time keeps anything later
+            self._visited(shard, horizon)
             taken = await self._visit_shard(qs, shard, limit, visibility_ms)
             if taken:
                 return taken
         if not sweep:
             return []
         now = self.clock.now_ms()
-        rows: list[tuple[int, int]] = []
+        current: list[tuple[int, int]] = []
+        overdue: list[tuple[int, int]] = []
         for shard in (s for s in order if s not in hinted):
             every, rescans = self._rows_to_check(qs, shard, now)
-            rows += [(b, shard) for b in rescans + every]  # oldest first
+            current += [(b, shard) for b in every]
+            overdue += [(b, shard) for b in rescans]
+        overdue.sort(key=lambda row: self.rows[row].next_check if row in self.rows else 0)
+        rows = overdue[:SWEEP_RESCANS] + current  # rescans first: older rows
         return await self._take_first(qs, await self._peek_rows(qs, rows), limit, visibility_ms)
 
     async def _peek_rows(self, qs: QueueSettings, rows: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -239,7 +259,7 @@ class Consumer:
         slot's position."""
         shards = qs.span()[0]  # after a reshard, also the shards of layouts still draining
         horizon = self.clock.now_ms() + self.ahead_ms
-        first = sorted(s for s, due in self._hinted.items() if due <= horizon and s < shards)
+        first = sorted(s for s in self._due_hints(horizon) if s < shards)
         start = self._next_shard.get(slot, slot * 7919) % shards
         self._next_shard[slot] = start + 1
         return first + [s for s in ((start + i) % shards for i in range(shards)) if s not in first]
@@ -283,6 +303,12 @@ class Consumer:
         rescans.sort(key=lambda b: -((current - b) % span))  # oldest first
         return every, rescans
 
+    def _next_rescan(self, now: int) -> int:
+        """Between a half and a whole ``rescan_ms`` from now, at random: the rows of a queue peeked
+        together once (a cold start) drift apart, so rescans never come as one burst of hundreds
+        of reads (measured: such a burst made messages due meanwhile up to 1 s late)."""
+        return now + self.rescan_ms // 2 + random.randrange(self.rescan_ms // 2 + 1)
+
     def _rescan_due(self, row: tuple[int, int], now: int) -> bool:
         state = self.rows.get(row)
         return state is None or state.next_check <= now
@@ -309,7 +335,7 @@ class Consumer:
             state.wake = RowState.wake
         _trip(count)
         if not await self._anything_due(qs, bucket, shard, state, now):
-            state.next_check = min(now + self.rescan_ms, state.wake - self.ahead_ms)
+            state.next_check = min(self._next_rescan(now), state.wake - self.ahead_ms)
             return False
         state.next_check = now  # there was due work: look again on the next round
         return True
@@ -398,7 +424,7 @@ class Consumer:
                 state.wake = RowState.wake
             found, moves = await self._read_take(qs, lock, state, now, limit)
             if not found:
-                state.next_check = min(now + self.rescan_ms, state.wake - self.ahead_ms)
+                state.next_check = min(self._next_rescan(now), state.wake - self.ahead_ms)
                 return []
             state.next_check = now
             pause_point("take.held_read")
