@@ -36,6 +36,20 @@ def bench_settings() -> Settings:
     return s
 
 
+def schema_settings() -> Settings:
+    """``bench_settings()`` after applying the schema to casque_bench (idempotent)."""
+    from daemon.engine.db import Database
+    from daemon.engine.schema import apply_schema
+
+    settings = bench_settings()
+    db = Database(settings.cassandra).connect()
+    try:
+        apply_schema(db, settings.cassandra.keyspace, settings.schema)
+    finally:
+        db.close()
+    return settings
+
+
 def node_pid() -> int | None:
     """The pid of the local dev node's JVM (to read its CPU time), if it is the devnode launcher's."""
     try:

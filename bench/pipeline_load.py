@@ -20,11 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from daemon.engine.client import Casque
-from daemon.engine.db import Database
 from daemon.engine.producer import Job
-from daemon.engine.schema import apply_schema
 
-from .env import QUEUE_RETENTION_S, bench_settings, out_dir
+from .env import QUEUE_RETENTION_S, out_dir, schema_settings
 
 CHUNK = 2000
 
@@ -75,12 +73,7 @@ def main() -> None:
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--partitions", default="2,4", help="writer counts to try (comma-separated)")
     args = ap.parse_args()
-    settings = bench_settings()
-    db = Database(settings.cassandra).connect()
-    try:
-        apply_schema(db, settings.cassandra.keyspace, settings.schema)
-    finally:
-        db.close()
+    settings = schema_settings()
     data = rows(args.rows)
     results: list[dict[str, Any]] = []
     for senders in (1, 4):

@@ -21,6 +21,7 @@ def test_default_config_file_parses_and_matches_the_built_in_defaults() -> None:
     assert from_file.worker == built_in.worker
     assert from_file.queue_defaults == built_in.queue_defaults
     assert from_file.cassandra == built_in.cassandra
+    assert from_file.hints == built_in.hints
 
 
 def test_env_overrides_every_level(tmp_path: Path) -> None:

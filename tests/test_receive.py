@@ -22,6 +22,7 @@ from daemon.engine.admin import purge
 from daemon.engine.client import Casque
 from daemon.engine.receive import InvalidReceipt, NotInFlight
 from daemon.engine.stats import queue_stats
+from tests.support.longpoll import parked
 
 Pair = tuple[Casque, ManualClock]
 
@@ -34,17 +35,6 @@ async def slow_scout(settings: Settings) -> AsyncIterator[Casque]:
     client = await Casque.connect(s)
     yield client
     await client.close()
-
-
-async def parked(cq: Casque, queue: str, deadline_s: float = 10.0) -> None:
-    """Wait until a receive on ``queue`` is parked (polls a condition, with a deadline)."""
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        w = cq.wakeups._waiters.get(queue)
-        if w is not None and w._parked:
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"no receive parked on {queue} within {deadline_s}s")
 
 
 async def test_receive_delete_ledger_each_message_exactly_once(cq: Casque, queue_name: str) -> None:

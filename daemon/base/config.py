@@ -142,6 +142,18 @@ class SqsSettings:
 
 
 @dataclass
+class HintSettings:
+    """Wake hints (docs/design.md, "Wake hints"): signed UDP datagrams that wake other processes'
+    consumers and long polls right after a send, instead of at their next poll."""
+
+    listen: bool = True  # casque run and casque serve receive hints for what they serve
+    send: bool = True  # every client hints the listeners of a queue after each acknowledged send
+    address: str = ""  # bind host[:port]; empty: the address that reaches Cassandra (127.0.0.1 if local), a free port
+    advertise: str = ""  # host[:port] producers should send to, when it differs from the bound one (NAT)
+    refresh: float = 5.0  # how long a producer trusts its list of listeners
+
+
+@dataclass
 class Settings:
     cassandra: CassandraSettings = field(default_factory=CassandraSettings)
     schema: SchemaSettings = field(default_factory=SchemaSettings)
@@ -151,6 +163,7 @@ class Settings:
     metrics: MetricsSettings = field(default_factory=MetricsSettings)
     console: ConsoleSettings = field(default_factory=ConsoleSettings)
     sqs: SqsSettings = field(default_factory=SqsSettings)
+    hints: HintSettings = field(default_factory=HintSettings)
     source: str = field(default="<defaults>", compare=False)
 
 

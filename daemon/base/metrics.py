@@ -39,6 +39,12 @@ HANDLER_SECONDS = Histogram("casque_handler_seconds", "Handler run time", _QT, r
                             buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120))
 LATENESS_SECONDS = Histogram("casque_lateness_seconds", "Handler start minus due time", _QT, registry=REGISTRY,
                              buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30))
+HINTS_SENT = Counter("casque_hints_sent", "Wake-hint datagrams sent to other processes after acknowledged sends", registry=REGISTRY)
+HINTS_SEND_FAILED = Counter("casque_hints_send_failed", "Wake hints not sent (socket error, directory unreadable, over the per-send cap)",
+                            ["reason"], registry=REGISTRY)
+HINTS_RECEIVED = Counter("casque_hints_received", "Valid wake-hint datagrams received", registry=REGISTRY)
+HINTS_REJECTED = Counter("casque_hints_rejected", "Datagrams dropped by the hint listener (version, truncated, signature, malformed, stale)",
+                         ["reason"], registry=REGISTRY)
 IN_FLIGHT = Gauge("casque_in_flight", "Messages held by this daemon (running or waiting for a slot)", registry=REGISTRY)
 CONSUMERS_BUSY = Gauge("casque_consumers_busy", "Consumer coroutines in the middle of a fetch", registry=REGISTRY)
 

@@ -71,6 +71,8 @@ async def _serve(settings: Any) -> int:
     cq = await Casque.connect(settings)
     pinger = asyncio.create_task(_watchdog(notifier)) if notifier.watchdog_interval else None
     try:
+        if settings.hints.listen:
+            await cq.listen_for_hints(["*"])  # other processes' sends wake parked SQS long polls at once
         app = build_serve_app(cq, settings.sqs, settings.console if settings.sqs.console else None)
         what = "SQS and the console" if settings.sqs.console else "SQS"
         await serve(app, settings.sqs.host, settings.sqs.port, settings.sqs.cert_file, settings.sqs.key_file,

@@ -21,6 +21,8 @@ from daemon.engine.consumer import Consumer
 from daemon.base.config import Settings, load_settings
 from daemon.engine.db import Database
 from daemon.engine.deadletter import PoisonRouter
+from daemon.engine.hint_directory import HintDirectory
+from daemon.engine.hints import HintListener, HintSender, open_listener
 from daemon.base.errors import UsageError
 from daemon.engine.keys import KeyEntry, KeyStore
 from daemon.base.logs import get_logger
@@ -53,6 +55,9 @@ class Casque:
         self.secrets = SecretStore(db, ks, clock)
         self.attributes = QueueAttributes(db, ks)
         self.wakeups = Wakeups(clock)
+        self.hint_directory = HintDirectory(db, ks)
+        self.hints = HintSender(self.hint_directory, self.secrets, clock, settings.hints.refresh)
+        self.hint_listener: HintListener | None = None
         self.dead_letters = PoisonRouter(db, self.queues, self.table, self.attributes, self.poison, self.wakeups.notify)
         self.acker = Acker(db, self.table, self.queues, self.keys, self.dead_letters, clock)  # type: ignore[arg-type]
         self.receiver = Receiver(db, self.table, self.queues, self.keys, self.secrets, self.wakeups, clock, self.consumer,
@@ -88,7 +93,21 @@ class Casque:
                                                 fix="synchronise this host's clock (NTP) or raise worker.clock_tolerance")
         return offset
 
+    async def listen_for_hints(self, queues: list[str]) -> str:
+        """Receive wake hints for ``queues`` (``["*"]``: every queue) from other processes' sends
+        (engine/hints.py) and register where; returns the advertised ``host:port`` ("" when this
+        keyspace has no hint_listeners table yet: then it serves without hints)."""
+        listener = await open_listener(self.hint_directory, self.secrets, self.clock, self.settings, queues, self.wakeups.notify)
+        if listener is None:
+            return ""
+        self.hint_listener = listener
+        self.hints.own.add(listener.address)
+        return listener.address
+
     async def close(self) -> None:
+        if self.hint_listener is not None:
+            await self.hint_listener.close()
+        await self.hints.close()
         await asyncio.to_thread(self.db.close)
 
     async def __aenter__(self) -> "Casque":
@@ -131,7 +150,7 @@ class Casque:
         now = self.clock.now_ms()
         mid = await self.producer.send(queue, job)
         sent = parse_id(mid)
-        self.wakeups.notify(queue, id_due_ms(sent), sent.int & PLACEMENT_MASK)
+        self._announce(queue, [(id_due_ms(sent), sent.int & PLACEMENT_MASK)])
         fires = upcoming(schedule, first_due(job, now)) if schedule is not None else []
         return Sent(mid, [datetime.fromtimestamp(ms / 1000, tz=timezone.utc) for ms in fires])
 
@@ -149,9 +168,17 @@ class Casque:
 
     async def send_many(self, queue: str, jobs: Iterable[Job]) -> list[str]:
         ids = await self.producer.send_many(queue, jobs)
-        for row in {(id_due_ms(u), u.int & PLACEMENT_MASK) for u in map(parse_id, ids)}:
-            self.wakeups.notify(queue, *row)
+        self._announce(queue, list({(id_due_ms(u), u.int & PLACEMENT_MASK) for u in map(parse_id, ids)}))
         return ids
+
+    def _announce(self, queue: str, entries: list[tuple[int, int]]) -> None:
+        """After the write was acknowledged: wake this process's waiters and consumers, and hint
+        the other processes' listeners of the queue (fire-and-forget, engine/hints.py)."""
+        for due, placement in entries:
+            self.wakeups.notify(queue, due, placement)
+        if self.settings.hints.send:
+            qs = self.queues.cached(queue)
+            self.hints.announce(queue, entries, tuple(s for s, _, _ in qs.layouts()) if qs else ())
 
     # ---- reading and cancelling -------------------------------------------------------------
     async def get(self, queue: str, id: str | uuid.UUID | None = None, key: str | None = None) -> Message | None:

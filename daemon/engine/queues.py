@@ -100,6 +100,11 @@ class QueueStore:
         self._cache[name] = (time.monotonic(), qs)
         return qs
 
+    def cached(self, name: str) -> QueueSettings | None:
+        """The last settings read for ``name``, however old, without a read (None if never read)."""
+        hit = self._cache.get(name)
+        return hit[1] if hit else None
+
     async def list(self) -> list[QueueSettings]:
         rows = await every_row(self.db, f"SELECT {_READ} FROM {self.ks}.queues")
         return sorted((_from_row(r) for r in rows), key=lambda q: q.name)

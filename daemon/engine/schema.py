@@ -133,6 +133,16 @@ TABLES: dict[str, str] = {
             name text PRIMARY KEY, holder text
         ) WITH gc_grace_seconds = 3600
           AND comment = 'casque single-holder duties'""",
+    # Who listens for wake hints (engine/hint_directory.py): one row per listening process, written
+    # with a 15 s TTL and renewed every 5 s, so a dead listener is forgotten within seconds.
+    # Listeners are few: one partition, read whole by each producer at most every few seconds.
+    "hint_listeners": """
+        CREATE TABLE IF NOT EXISTS {ks}.hint_listeners (
+            slot int, address text,
+            queues set<text>, host text, pid int, heartbeat bigint,
+            PRIMARY KEY ((slot), address)
+        ) WITH gc_grace_seconds = 300
+          AND comment = 'casque wake-hint listeners'""",
     # Secrets every server of a cluster must share, created once with an LWT: the key that signs
     # receipt handles (so a receipt issued by one `casque serve` is honoured by another, and none
     # can be forged). Tiny, never expires.

@@ -8,9 +8,12 @@ socket is bound, so scripts and tests learn the real address.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
+import signal
 import sys
-from typing import Any, Callable
+import threading
+from typing import Any, Callable, Iterator
 
 import uvicorn
 
@@ -32,7 +35,7 @@ async def serve(app: Any, host: str, port: int, cert_file: str = "", key_file: s
         raise UsageError("TLS needs both sqs.cert_file and sqs.key_file (or neither, behind a TLS reverse proxy)")
     config = uvicorn.Config(app, host=host, port=port, loop="none", lifespan="off", log_config=None, access_log=False,
                             ssl_certfile=cert_file or None, ssl_keyfile=key_file or None, timeout_keep_alive=65)
-    server = uvicorn.Server(config)
+    server = _Server(config)
     task = asyncio.create_task(server.serve())
     while not server.started and not task.done():
         await asyncio.sleep(0.01)
@@ -45,6 +48,24 @@ async def serve(app: Any, host: str, port: int, cert_file: str = "", key_file: s
     await task
     if not server.started:
         raise UsageError(f"cannot listen on {host}:{port}: the address is in use or not allowed (see the log above)")
+
+
+class _Server(uvicorn.Server):
+    """uvicorn re-raises SIGTERM/SIGINT once it has stopped serving, which killed ``casque serve``
+    before its own cleanup (closing the session, removing its hint listener's row). Here the signal
+    only stops serving; the caller's cleanup runs and the process exits normally."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        original = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in original.items():
+                signal.signal(sig, handler)
 
 
 def _host(host: str) -> str:

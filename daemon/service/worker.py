@@ -95,6 +95,8 @@ class Worker:
         self._queue_settings = {q: await self.cq.queues.get(q) for q in self.queues}
         own = [MetricsObserver(self.cq.clock), HistoryObserver(self.history, self.cq.clock, self._queue_settings.get)]
         self.dispatcher = Dispatcher(self.cq, self.registry, self.settings.worker, self.queues, hooks=Hooks(own + self.registry.middleware))
+        if self.settings.hints.listen:
+            await self.cq.listen_for_hints(self.queues)  # other processes' sends wake our consumers at once
         metrics.bind_gauges(lambda: len(self.dispatcher.tasks) if self.dispatcher else 0,
                             lambda: self.dispatcher.busy_consumers if self.dispatcher else 0)
         server = await self._start_metrics()

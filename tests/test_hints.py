@@ -1,0 +1,400 @@
+"""Wake hints (engine/hints.py) against the real node, over real UDP sockets: a signed hint wakes
+what subscribed to its queue; forged, stale, cut or garbage datagrams are counted and dropped while
+the listener keeps working; a send from another process wakes a parked long poll long before its
+safety poll; and nothing is sent to a queue nobody listens to.
+
+Long polls here re-read Cassandra only every 30 s (``sqs.poll_interval``), so a message received
+within a few seconds was brought by the hint, not by polling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import json
+import urllib.request
+from pathlib import Path
+from typing import AsyncIterator, Callable
+
+import pytest
+
+from daemon.base import metrics
+from daemon.base.config import Settings
+from daemon.base.errors import UsageError
+from daemon.engine.admin import purge
+from daemon.engine.client import Casque
+from daemon.engine.hint_directory import listen_addresses, parse_address
+from daemon.engine.hints import HINT_KEY, HintListener, MAX_DATAGRAM, MAX_ENTRIES, encode, pack
+from daemon.engine.producer import Job
+from tests.support import sqsserver
+from tests.support.daemonproc import records, start_daemon, until, write_config
+from tests.support.longpoll import parked
+from daemon.engine.placement import PLACEMENT_MASK, id_due_ms, parse_id
+
+ROOT = Path(__file__).resolve().parent.parent
+SAFETY_POLL_S = 30.0
+
+
+def _slow(settings: Settings) -> Settings:
+    s = copy.deepcopy(settings)
+    s.sqs.poll_interval = SAFETY_POLL_S
+    return s
+
+
+@pytest.fixture
+async def listener(settings: Settings) -> AsyncIterator[Casque]:
+    """A second client in this process (its own wakeups), that polls only every 30 s."""
+    client = await Casque.connect(_slow(settings))
+    yield client
+    await client.close()
+
+
+@pytest.fixture
+async def producer(settings: Settings) -> AsyncIterator[Casque]:
+    """A fresh client, so its view of the listeners is read at its first send."""
+    client = await Casque.connect(settings)
+    yield client
+    await client.close()
+
+
+def sent() -> float:
+    return metrics.HINTS_SENT._value.get()
+
+
+def received() -> float:
+    return metrics.HINTS_RECEIVED._value.get()
+
+
+def rejected(reason: str) -> float:
+    return metrics.counter_value(metrics.HINTS_REJECTED, reason)
+
+
+async def eventually(condition: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if condition():
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def datagram_to(address: str, data: bytes) -> None:
+    host, port = parse_address(address)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.sendto(data, (host, port))
+
+
+async def test_a_signed_hint_wakes_a_subscriber_with_its_queue_due_and_placement(listener: Casque, queue_name: str) -> None:
+    got: list[tuple[int, int | None]] = []
+    listener.wakeups.subscribe(queue_name, lambda due, placement: got.append((due, placement)))
+    address = await listener.listen_for_hints([queue_name])
+    key = await listener.secrets.get_or_create(HINT_KEY)
+    before = received()
+    now = listener.clock.now_ms()
+    datagram_to(address, encode(key, now, queue_name, [(now + 250, 0xDEADBEEF), (now, 7)]))
+    await eventually(lambda: len(got) == 2, "two notifies")
+    assert got == [(now + 250, 0xDEADBEEF), (now, 7)]
+    assert received() == before + 1
+
+
+async def test_a_send_hints_the_listener_of_another_client_with_the_message_row(listener: Casque, producer: Casque,
+                                                                              queue_name: str) -> None:
+    got: list[tuple[int, int | None]] = []
+    listener.wakeups.subscribe(queue_name, lambda due, placement: got.append((due, placement)))
+    await listener.listen_for_hints([queue_name])
+    await producer.create_queue(queue_name)
+    before = received()
+    mid = parse_id(await producer.send(queue_name, "t", "x", delay=60))
+    await eventually(lambda: bool(got), "the hint of the send")
+    assert got == [(id_due_ms(mid), mid.int & PLACEMENT_MASK)]
+    assert received() == before + 1
+    await purge(producer, queue_name)
+
+
+async def test_forged_stale_cut_and_garbage_datagrams_are_counted_and_the_listener_keeps_working(listener: Casque,
+                                                                                                  queue_name: str) -> None:
+    got: list[tuple[int, int | None]] = []
+    listener.wakeups.subscribe(queue_name, lambda due, placement: got.append((due, placement)))
+    address = await listener.listen_for_hints([queue_name])
+    key = await listener.secrets.get_or_create(HINT_KEY)
+    now = listener.clock.now_ms()
+    good = encode(key, now, queue_name, [(now, 1)])
+    tampered = bytearray(good)
+    tampered[-20] ^= 0x01  # the placement's last byte: the tag no longer matches
+    bad = {
+        "version": [b"", b"\x07" + os.urandom(60)],
+        "truncated": [good[:20]],
+        "signature": [encode(os.urandom(32), now, queue_name, [(now, 1)]), bytes(tampered), good[:-1] + bytes([good[-1] ^ 0xFF]),
+                      b"\x01" + os.urandom(80)],
+        "stale": [encode(key, now - 10_000, queue_name, [(now, 1)]), encode(key, now + 10_000, queue_name, [(now, 1)])],
+    }
+    before = {reason: rejected(reason) for reason in bad}
+    before_received = received()
+    for datagrams in bad.values():
+        for data in datagrams:
+            datagram_to(address, data)
+    datagram_to(address, good)
+    await eventually(lambda: bool(got), "the valid hint after the bad ones")
+    await eventually(lambda: all(rejected(r) - before[r] == len(d) for r, d in bad.items()), "every bad datagram counted")
+    assert got == [(now, 1)], "no bad datagram may notify anything"
+    assert received() == before_received + 1
+
+
+async def test_a_send_from_another_process_wakes_a_parked_long_poll_before_its_safety_poll(listener: Casque, settings: Settings,
+                                                                                           queue_name: str) -> None:
+    await listener.create_queue(queue_name)
+    await listener.listen_for_hints([queue_name])
+    poll = asyncio.create_task(listener.receive(queue_name, wait=SAFETY_POLL_S - 5, visibility=60))
+    await parked(listener, queue_name)
+    before = received()
+    t0 = time.monotonic()
+    env = dict(os.environ) | {"CASQUE_CASSANDRA__KEYSPACE": settings.cassandra.keyspace, "PYTHONPATH": str(ROOT),
+                              "CASQUE_CONFIG": str(ROOT / "tests/support/empty.toml")}
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "daemon.cli", "send", queue_name, "t", "--payload", '"x"',
+                                                cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    done = time.monotonic()
+    got = await asyncio.wait_for(poll, SAFETY_POLL_S)
+    woke = time.monotonic()
+    assert [str(d.message.id) for d in got] == [out.decode().strip()]
+    assert received() > before, "the message must have come with a hint"
+    assert woke - t0 < SAFETY_POLL_S / 2, f"received {woke - t0:.1f}s after the send started: that was the safety poll"
+    print(f"cli send ran {done - t0:.2f}s; poll returned {1000 * (woke - done):.0f} ms after the CLI exited")
+    await purge(listener, queue_name)
+
+
+async def test_a_lost_hint_costs_only_latency_the_safety_poll_finds_the_message(settings: Settings, producer: Casque,
+                                                                                queue_name: str) -> None:
+    s = copy.deepcopy(settings)
+    s.sqs.poll_interval = 2.0
+    client = await Casque.connect(s)
+    try:
+        await client.listen_for_hints([queue_name])
+        assert client.hint_listener is not None and client.hint_listener._transport is not None
+        client.hint_listener._transport.get_protocol().key = os.urandom(32)  # type: ignore[attr-defined]  # every hint is now lost
+        await producer.create_queue(queue_name)
+        poll = asyncio.create_task(client.receive(queue_name, wait=20))
+        await parked(client, queue_name)
+        lost, before = rejected("signature"), received()
+        t0 = time.monotonic()
+        mid = await producer.send(queue_name, "t", "x")
+        got = await asyncio.wait_for(poll, 20)
+        took = time.monotonic() - t0
+        assert [str(d.message.id) for d in got] == [mid]
+        assert rejected("signature") == lost + 1 and received() == before, "the hint was sent, and lost"
+        assert took < s.sqs.poll_interval + 1.5, f"found {took:.1f}s after the send: the safety poll must find it"
+        await purge(producer, queue_name)
+    finally:
+        await client.close()
+
+
+async def test_casque_serve_registers_for_every_queue_and_a_send_here_wakes_its_sqs_long_poll(producer: Casque, settings: Settings,
+                                                                                               queue_name: str) -> None:
+    await producer.create_queue(queue_name)
+    server = sqsserver.start(settings.cassandra.keyspace, env={"CASQUE_SQS__POLL_INTERVAL": f"{SAFETY_POLL_S:.0f}s"})
+    try:
+        entries = await producer.hint_directory.live()
+        assert any(e.serves(queue_name) and "*" in e.queues for e in entries), "casque serve must listen for every queue"
+        body = json.dumps({"QueueUrl": f"{server.url}/000000000000/{queue_name}", "WaitTimeSeconds": 20}).encode()
+        headers = {"Content-Type": "application/x-amz-json-1.0", "X-Amz-Target": "AmazonSQS.ReceiveMessage"}
+        poll = asyncio.create_task(asyncio.to_thread(_post, server.url, body, headers))
+        done, _ = await asyncio.wait([poll], timeout=2.0)
+        assert not done, "the queue is empty: the long poll must still be waiting (parked in the server)"
+        t0 = time.monotonic()
+        mid = await producer.send(queue_name, "t", "hello")
+        answer = json.loads(await asyncio.wait_for(poll, SAFETY_POLL_S))
+        woke = time.monotonic() - t0
+        assert [m["MessageId"] for m in answer["Messages"]] == [mid]
+        assert woke < SAFETY_POLL_S / 2, f"answered {woke:.1f}s after the send: that was the safety poll"
+        print(f"SQS long poll answered {1000 * woke:.0f} ms after send() was called")
+    finally:
+        log = server.stop()
+    assert server.proc.returncode == 0, log[-2000:]
+    ours = [json.loads(line)["address"] for line in log.splitlines() if '"hints_listening"' in line]
+    assert ours and not [e for e in await producer.hint_directory.live() if e.address in ours], "a stopped server removes its row"
+    await purge(producer, queue_name)
+
+
+async def test_a_closed_listener_leaves_the_directory(settings: Settings, producer: Casque, queue_name: str) -> None:
+    client = await Casque.connect(settings)
+    address = await client.listen_for_hints([queue_name])
+    assert [e.queues for e in await producer.hint_directory.live() if e.address == address] == [frozenset({queue_name})]
+    await client.close()
+    assert not [e for e in await producer.hint_directory.live() if e.address == address]
+
+
+def _post(url: str, body: bytes, headers: dict[str, str]) -> bytes:
+    with urllib.request.urlopen(urllib.request.Request(url, data=body, headers=headers, method="POST"), timeout=40) as resp:
+        return resp.read()
+
+
+async def test_no_datagram_for_a_queue_nobody_listens_to(settings: Settings, queue_name: str) -> None:
+    """A fresh queue has no listener but a ``casque serve`` (``*``): wait out any left by a serve
+    that was killed (its row expires with its TTL), then a fresh producer sends nothing."""
+    async with await Casque.connect(settings) as probe:
+        await probe.create_queue(queue_name)
+        end = time.monotonic() + HintListener.TTL_S + 5
+        while [e for e in await probe.hint_directory.live() if e.serves(queue_name)]:
+            assert time.monotonic() < end, "a listener of every queue stays registered: is a casque serve running?"
+            await asyncio.sleep(0.5)
+    producer = await Casque.connect(settings)
+    try:
+        await _nothing_sent(producer, queue_name)
+    finally:
+        await producer.close()
+
+
+async def _nothing_sent(producer: Casque, queue_name: str) -> None:
+    await producer.send(queue_name, "warm", "x")  # reads the listener view once
+    await eventually(lambda: not producer.hints._pending, "the first view read")
+    assert not [e for e in producer.hints._view if e.serves(queue_name)]
+    before, failed = sent(), metrics.HINTS_SEND_FAILED.labels("socket")._value.get()
+    await producer.send_many(queue_name, [_job(i) for i in range(50)])
+    await producer.send(queue_name, "t", "y")
+    assert not producer.hints._pending
+    assert sent() == before and metrics.HINTS_SEND_FAILED.labels("socket")._value.get() == failed
+    assert not producer.hints._sockets, "no socket is even opened"
+    await purge(producer, queue_name)
+
+
+async def test_send_many_of_500_is_one_datagram_per_listener(listener: Casque, producer: Casque, queue_name: str) -> None:
+    got: list[tuple[int, int | None]] = []
+    listener.wakeups.subscribe(queue_name, lambda due, placement: got.append((due, placement)))
+    await listener.listen_for_hints([queue_name])
+    await producer.create_queue(queue_name)
+    await producer.send(queue_name, "warm", "x")
+    await eventually(lambda: bool(got) and not producer.hints._pending, "the first hint")
+    targets = [e for e in producer.hints._view if e.serves(queue_name)]
+    before, got[:] = sent(), []
+    ids = await producer.send_many(queue_name, [_job(i) for i in range(500)])
+    await eventually(lambda: bool(got), "the hint of the batch")
+    assert sent() - before == len(targets), "one datagram per listener of the queue"
+    shards = (await producer.queues.get(queue_name)).shards
+    rows = {(id_due_ms(u), (u.int & PLACEMENT_MASK) % shards) for u in map(parse_id, ids)}
+    await eventually(lambda: len(got) == len(rows), "one entry per (due, shard)")
+    assert {(d, p % shards) for d, p in got if p is not None} == rows
+    await purge(producer, queue_name)
+
+
+async def test_a_casque_run_daemon_that_polls_every_10s_takes_a_message_sent_here_at_once(tmp_path: Path, settings: Settings,
+                                                                                          queue_name: str) -> None:
+    """The daemon's dispatcher subscribes its consumers to ``Wakeups``; its listener turns our
+    hint into that notify. It has finished an empty round (so it sleeps >= 10 s) before we send."""
+    record, log = tmp_path / "record", tmp_path / "log"
+    cfg = write_config(tmp_path / "c.toml", settings.cassandra.keyspace, [queue_name], poll_interval="10s", max_poll_interval="30s",
+                       rescan_interval="30s")
+    d = start_daemon(cfg, record, log, env={"CASQUE_METRICS__ENABLED": "true", "CASQUE_METRICS__PORT": "0"})
+    producer = await Casque.connect(settings)
+    try:
+        await until(lambda: '"metrics_listening"' in d.output() and '"hints_listening"' in d.output(), 60, "the daemon's listeners", d)
+        url = next(json.loads(line)["url"] for line in d.output().splitlines() if '"metrics_listening"' in line)
+        await until(lambda: _scrape(url, f'casque_empty_polls_total{{queue="{queue_name}"}}') >= 1, 60, "an empty round", d)
+        hinted = _scrape(url, "casque_hints_received_total")
+        t0 = time.monotonic()
+        mid = await producer.send(queue_name, "test.record", "x")
+        await until(lambda: any(r[1] == mid for r in records(record)), SAFETY_POLL_S, "the handler", d)
+        took = time.monotonic() - t0
+        assert took < 5.0, f"handled {took:.1f}s after the send: that was the daemon's poll (every 10-30 s)"
+        assert _scrape(url, "casque_hints_received_total") > hinted
+        print(f"casque run daemon (poll 10-30 s) ran the handler {1000 * took:.0f} ms after send() was called")
+    finally:
+        d.signal(signal.SIGTERM)
+        d.wait(60)
+        await purge(producer, queue_name)
+        await producer.close()
+
+
+async def test_a_keyspace_without_the_listener_table_still_sends_and_serves_without_hints(settings: Settings, queue_name: str) -> None:
+    """A client upgraded before ``casque schema apply``: the directory's table is missing (the
+    real server's error, on a table name that does not exist)."""
+    client = await Casque.connect(settings)
+    try:
+        client.hint_directory.table = f"{settings.cassandra.keyspace}.hint_listeners_missing"
+        await client.create_queue(queue_name)
+        failed = metrics.counter_value(metrics.HINTS_SEND_FAILED, "directory")
+        first = await client.send(queue_name, "t", 1)
+        await eventually(lambda: not client.hints._pending, "the directory read")
+        await client.send_many(queue_name, [_job(2), _job(3)])
+        assert not client.hints._pending, "the failed read is not retried before hints.refresh"
+        assert metrics.counter_value(metrics.HINTS_SEND_FAILED, "directory") == failed + 1
+        assert await client.listen_for_hints([queue_name]) == "" and client.hint_listener is None
+        assert (await client.get(queue_name, id=first)) is not None
+        await purge(client, queue_name)
+    finally:
+        await client.close()
+
+
+async def test_a_bad_or_busy_hint_address_is_one_line_naming_the_fix(settings: Settings, listener: Casque, queue_name: str) -> None:
+    taken = await listener.listen_for_hints([queue_name])
+    for address, says in ((taken, "set hints.address to a free host[:port]"), ("127.0.0.1:99999", "expected host:port")):
+        s = copy.deepcopy(settings)
+        s.hints.address = address
+        client = await Casque.connect(s)
+        try:
+            with pytest.raises(UsageError) as err:
+                await client.listen_for_hints([queue_name])
+            assert says in str(err.value) and "\n" not in str(err.value)
+        finally:
+            await client.close()
+    env = dict(os.environ, CASQUE_CASSANDRA__KEYSPACE=settings.cassandra.keyspace, CASQUE_HINTS__ADDRESS=taken)
+    done = subprocess.run([sys.executable, "-m", "daemon.cli", "serve", "--port", "0"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode != 0 and "hints.address" in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def _scrape(url: str, series: str) -> float:
+    """One series from the daemon's /metrics (0 when absent)."""
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        for line in resp.read().decode().splitlines():
+            if line.startswith(series + " "):
+                return float(line.split()[-1])
+    return 0.0
+
+
+async def test_sends_completing_in_one_loop_turn_cost_two_datagrams_not_one_each(listener: Casque, producer: Casque, queue_name: str) -> None:
+    got: list[tuple[int, int | None]] = []
+    listener.wakeups.subscribe(queue_name, lambda due, placement: got.append((due, placement)))
+    await listener.listen_for_hints([queue_name])
+    await producer.create_queue(queue_name)
+    await producer.send(queue_name, "warm", "x")
+    await eventually(lambda: bool(got) and not producer.hints._pending, "the first hint")
+    targets = [e for e in producer.hints._view if e.serves(queue_name)]
+    before, got[:] = sent(), []
+    now = producer.clock.now_ms()
+    for i in range(50):  # what 50 concurrent sends whose writes were acknowledged in the same turn do
+        producer.hints.announce(queue_name, [(now + i, i)], (4,))
+    assert sent() - before == len(targets), "the turn's first send hints at once"
+    await eventually(lambda: len(got) == 50, "all 50 entries")
+    assert sorted(got) == [(now + i, i) for i in range(50)]
+    assert sent() - before == 2 * len(targets), "the other 49 share one datagram per listener"
+    await purge(producer, queue_name)
+
+
+def test_listen_addresses_default_to_the_route_to_cassandra_and_honour_advertise() -> None:
+    assert listen_addresses("", "", ["127.0.0.1"], 9042) == (("127.0.0.1", 0), ("127.0.0.1", 0))
+    assert listen_addresses("0.0.0.0:7001", "", ["127.0.0.1"], 9042) == (("0.0.0.0", 7001), ("127.0.0.1", 0))
+    assert listen_addresses("127.0.0.1", "192.0.2.7:9000", ["127.0.0.1"], 9042) == (("127.0.0.1", 0), ("192.0.2.7", 9000))
+    assert listen_addresses("[::1]:0", "", ["127.0.0.1"], 9042) == (("::1", 0), ("::1", 0))
+    with pytest.raises(ValueError, match="expected host:port"):
+        listen_addresses("127.0.0.1:99999", "", ["127.0.0.1"], 9042)
+
+
+def test_pack_compacts_by_row_and_caps_datagrams_below_the_mtu() -> None:
+    queue = "q" * 80
+    due_now = [(1_000, p) for p in range(500)]
+    assert pack(due_now, (16,)) == [[(1_000, p) for p in range(16)]], "one entry per row: the first one seen"
+    spread = [(1_000 + i, i) for i in range(1_000)]
+    chunks = pack(spread, (16,))
+    assert [len(c) for c in chunks] == [MAX_ENTRIES] * 4 and chunks[0][0] == (1_000, 0), "the earliest are kept"
+    assert max(len(encode(b"k" * 32, 1, queue, c)) for c in chunks) <= MAX_DATAGRAM
+
+
+def _job(i: int) -> Job:
+    return Job("t", i)
