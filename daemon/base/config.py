@@ -79,7 +79,7 @@ class WorkerSettings:
     consumers: int = 16
     batch_size: int = 400
     poll_interval: float = 0.02
-    max_poll_interval: float = 0.2
+    max_poll_interval: float = 1.0  # the safety poll: sends wake the daemon (wake hints), this finds what no hint announced
     in_flight: int = 500
     sync_threads: int = 8
     drain_timeout: float = 30.0
