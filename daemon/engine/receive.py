@@ -127,6 +127,8 @@ class Receiver:
                 if not waiter.scouted:
                     waiter.scouted = scout = True
                 await waiter.park(generation, min(remaining, self.poll_interval_s) if scout else remaining)
+                if waiter.generation == generation and time.monotonic() >= deadline:
+                    return []  # timed out, never woken: nothing new to read
         finally:
             if scout:
                 waiter.scouted = False
