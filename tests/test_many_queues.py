@@ -293,3 +293,32 @@ async def test_deleting_a_queue_writes_partition_tombstones_not_one_per_message(
         tombstones = await delete_queue(cq, name)
         counts.append((tombstones, (cq.db.requests - requests) - (cq.db.reads - reads)))
     assert counts == [(20, 20), (20, 20)]
+
+
+async def test_list_queues_next_token_walks_every_queue_once_with_boto3(cq: Casque, queue_name: str) -> None:
+    """A real boto3 client pages the whole table with MaxResults/NextToken: every queue once."""
+    import boto3
+    from botocore.config import Config
+
+    from tests.support import sqsserver
+
+    names = {f"{queue_name}_{i}" for i in range(25)}
+    await cq.create_queues(names, shards=1, buckets=1)
+    server = await asyncio.to_thread(sqsserver.start, TEST_KEYSPACE)
+    try:
+        sqs = boto3.client("sqs", endpoint_url=server.url, region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s",
+                           config=Config(retries={"max_attempts": 1}))
+        seen: list[str] = []
+        kwargs: dict[str, Any] = {"MaxResults": 300}
+        while True:
+            page = await asyncio.to_thread(lambda: sqs.list_queues(**kwargs))
+            urls = page.get("QueueUrls", [])
+            assert len(urls) <= 300
+            seen += [u.rsplit("/", 1)[-1] for u in urls]
+            if "NextToken" not in page:
+                break
+            kwargs["NextToken"] = page["NextToken"]
+        assert len(seen) == len(set(seen)), "a queue was listed twice"
+        assert names <= set(seen)
+    finally:
+        await asyncio.to_thread(server.stop)

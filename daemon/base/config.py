@@ -270,6 +270,8 @@ def _scalar(hint: Any, value: Any, key: str, source: str) -> Any:
         raise ConfigError(f"{key} in {source} must be one of {', '.join(sorted(choices))}, got {value!r}")
     if hint is int and value < 0:
         raise ConfigError(f"{key} in {source} must not be negative, got {value!r}")
+    if key.startswith("cache.") and value < 1:
+        raise ConfigError(f"{key} in {source} must be at least 1 (entries kept per process), got {value!r}")
     return float(value) if hint is float else value
 
 
