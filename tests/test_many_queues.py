@@ -46,6 +46,24 @@ async def small_caches(settings: Settings) -> AsyncIterator[Casque]:
     await client.close()
 
 
+@pytest.fixture
+async def made(cq: Casque) -> AsyncIterator[list[str]]:
+    """Names a test creates in bulk, deleted afterwards: the keyspace is shared, and listings
+    scanned by other tests (the console's search) should not grow by hundreds a run."""
+    names: list[str] = []
+    yield names
+    sem = asyncio.Semaphore(32)
+
+    async def drop(name: str) -> None:
+        async with sem:
+            try:
+                await delete_queue(cq, name)
+            except QueueNotFound:
+                pass
+
+    await asyncio.gather(*(drop(n) for n in names))
+
+
 async def parked(cq: Casque, queue: str, deadline_s: float = 10.0) -> None:
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
@@ -146,10 +164,12 @@ def test_lru_drops_the_least_recently_used_and_tells_its_owner() -> None:
     assert gone == ["b"] and list(lru) == ["a", "c"]
 
 
-async def test_caches_stay_bounded_after_touching_more_queues_than_the_limit(small_caches: Casque, cq: Casque, queue_name: str) -> None:
+async def test_caches_stay_bounded_after_touching_more_queues_than_the_limit(small_caches: Casque, cq: Casque, queue_name: str,
+                                                                             made: list[str]) -> None:
     """Settings, attributes, consumers and metric series follow the last queues used, not all 200."""
     client = small_caches
     names = [f"{queue_name}_{i}" for i in range(200)]
+    made += names
     assert await cq.create_queues(names, shards=1, buckets=1) == 200
     for name in names:
         await client.send(name, "t", "x")
@@ -164,8 +184,9 @@ async def test_caches_stay_bounded_after_touching_more_queues_than_the_limit(sma
 
 
 # ---- listing by page --------------------------------------------------------------------------
-async def test_paging_returns_every_queue_exactly_once(cq: Casque, queue_name: str) -> None:
+async def test_paging_returns_every_queue_exactly_once(cq: Casque, queue_name: str, made: list[str]) -> None:
     names = {f"{queue_name}_{i}" for i in range(40)}
+    made += names
     await cq.create_queues(names, shards=1, buckets=1)
     seen: list[str] = []
     token = None
@@ -191,8 +212,9 @@ def casque_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProc
                           env=dict(os.environ, **env), timeout=120)
 
 
-async def test_cli_queues_pages_by_token_and_create_many_reads_stdin(cq: Casque, queue_name: str) -> None:
+async def test_cli_queues_pages_by_token_and_create_many_reads_stdin(cq: Casque, queue_name: str, made: list[str]) -> None:
     names = [f"{queue_name}_{i}" for i in range(30)]
+    made += names
     done = await asyncio.to_thread(casque_cli, "queues", "create-many", "--shards", "1", "--buckets", "1", stdin="\n".join(names) + "\n\n")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "30 queues created"
@@ -214,8 +236,9 @@ async def test_cli_queues_pages_by_token_and_create_many_reads_stdin(cq: Casque,
     assert bad.returncode != 0 and "invalid --after 'nope'" in bad.stderr
 
 
-async def test_create_queues_counts_what_it_created_and_names_a_bad_name(cq: Casque, queue_name: str) -> None:
+async def test_create_queues_counts_what_it_created_and_names_a_bad_name(cq: Casque, queue_name: str, made: list[str]) -> None:
     names = [f"{queue_name}_{i}" for i in range(50)]
+    made += names + [f"{queue_name}_ok"]
     assert await cq.create_queues(names[:20], shards=1, buckets=2, concurrency=8) == 20
     assert await cq.create_queues(names, shards=1, buckets=2, concurrency=8) == 30
     assert (await cq.queues.get(names[-1])).buckets == 2
@@ -295,7 +318,7 @@ async def test_deleting_a_queue_writes_partition_tombstones_not_one_per_message(
     assert counts == [(20, 20), (20, 20)]
 
 
-async def test_list_queues_next_token_walks_every_queue_once_with_boto3(cq: Casque, queue_name: str) -> None:
+async def test_list_queues_next_token_walks_every_queue_once_with_boto3(cq: Casque, queue_name: str, made: list[str]) -> None:
     """A real boto3 client pages the whole table with MaxResults/NextToken: every queue once."""
     import boto3
     from botocore.config import Config
@@ -303,6 +326,7 @@ async def test_list_queues_next_token_walks_every_queue_once_with_boto3(cq: Casq
     from tests.support import sqsserver
 
     names = {f"{queue_name}_{i}" for i in range(25)}
+    made += names
     await cq.create_queues(names, shards=1, buckets=1)
     server = await asyncio.to_thread(sqsserver.start, TEST_KEYSPACE)
     try:

@@ -400,6 +400,10 @@ async def test_create_queues_job_creates_each_name_once_and_rejects_bad_ones(spa
     assert (again["created"], again["existing"]) == (0, 350)
     with pytest.raises(UsageError, match="shards must be between 1"):
         QueuesSpec.from_options(str(src), None, None, {"shards": 0}, None, 8, None)
+    from daemon.engine.admin import delete_queue
+
+    for name in names:  # the keyspace is shared: leave no 300 queues behind for other listings
+        await delete_queue(cq, name)
 
 
 # ---- the cluster path: spark-submit with the entry script -----------------------------------------
