@@ -226,6 +226,15 @@ async def test_cli_queues_pages_by_token_and_create_many_reads_stdin(cq: Casque,
     assert bad.returncode != 0 and "invalid --after 'nope'" in bad.stderr
 
 
+async def test_cli_queue_create_takes_expire_after_and_refuses_a_short_one(cq: Casque, queue_name: str) -> None:
+    made = await asyncio.to_thread(casque_cli, "queue", "create", queue_name, "--shards", "1", "--buckets", "1", "--expire-after", "2m")
+    assert made.returncode == 0, made.stderr
+    assert (await cq.queues.get(queue_name, fresh=True)).expire_after_s == 120
+    short = await asyncio.to_thread(casque_cli, "queue", "create", queue_name + "s", "--expire-after", "10s")
+    assert short.returncode == 2 and "expire_after must be 0 (never) or at least 60s, got 10s" in short.stderr
+    await delete_queue(cq, queue_name)
+
+
 async def test_create_queues_counts_what_it_created_and_names_a_bad_name(cq: Casque, queue_name: str, made: list[str]) -> None:
     names = [f"{queue_name}_{i}" for i in range(50)]
     made += names + [f"{queue_name}_ok"]
