@@ -25,7 +25,6 @@ from daemon.base.lru import Lru
 from daemon.engine.admin import delete_queue
 from daemon.engine.client import Casque
 from daemon.engine.expiry import ExpirySweeper
-from daemon.engine.lease import Lease
 
 from .conftest import ROOT, TEST_KEYSPACE
 from .test_receive import parked
@@ -292,13 +291,23 @@ async def test_activity_writes_at_most_one_mark_per_interval(settings: Settings,
         await client.close()
 
 
-async def test_only_the_lease_holder_sweeps(cq: Casque) -> None:
-    a = Lease(cq.db, TEST_KEYSPACE, "queue_expiry_test", "a", ttl_s=30)
-    b = Lease(cq.db, TEST_KEYSPACE, "queue_expiry_test", "b", ttl_s=30)
+async def test_only_the_lease_holder_sweeps(settings: Settings, queue_name: str) -> None:
+    """Two processes' sweepers: the holder deletes the idle queue, the other does nothing until the
+    holder lets the lease go."""
+    clock = ManualClock(Clock().now_ms())
+    client = await fresh(settings, clock=clock)
+    lease = f"expiry_{queue_name}"  # not the real lease, which a running `casque serve` may hold
+    a, b = ExpirySweeper(client, "a", lease=lease), ExpirySweeper(client, "b", lease=lease)
     try:
-        assert await a.hold() and not await b.hold()
+        await client.create_queue(queue_name, shards=1, buckets=1, expire_after=60)
+        clock.advance(61_000)
+        assert queue_name in (await a.tick() or [])
+        assert await b.tick() is None
+        await a.lease.release()
+        assert await b.tick() is not None
     finally:
-        await a.release()
+        await b.lease.release()
+        await client.close()
 
 
 async def test_deleting_a_queue_writes_partition_tombstones_not_one_per_message(cq: Casque, queue_name: str) -> None:
