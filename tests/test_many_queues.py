@@ -192,6 +192,18 @@ async def test_caches_stay_bounded_after_touching_more_queues_than_the_limit(sma
     assert len(mine) <= 8 + 64, f"{len(mine)} queues still have metric series (limit 8, forgotten in batches of 64)"
 
 
+async def test_queue_gauges_cover_a_bounded_number_of_queues(cq: Casque, queue_name: str, made: list[str]) -> None:
+    from daemon.service.queue_gauges import QueueGauges
+
+    names = [f"{queue_name}_{i}" for i in range(12)]
+    made += names
+    await cq.create_queues(names, shards=1, buckets=1)
+    reads = cq.db.reads
+    gauged = await QueueGauges(cq, "test", 15.0, max_queues=5).first_queues()
+    assert len(gauged) == 5 and len(set(gauged)) == 5
+    assert cq.db.reads - reads == 1, "one bounded page read, not the whole table"
+
+
 # ---- listing by page --------------------------------------------------------------------------
 async def test_paging_returns_every_queue_exactly_once(cq: Casque, queue_name: str, made: list[str]) -> None:
     names = {f"{queue_name}_{i}" for i in range(40)}
