@@ -22,11 +22,17 @@ from daemon.engine.stats import Cursors, queue_stats
 log = get_logger("casque.queue_gauges")
 LEASE = "queue_gauges"
 QUEUES_AT_ONCE = 8  # x 8 reads each: at most 64 reads in flight, small queues read side by side
+#: Queues gauged per round when metrics.queue_gauges_queues is empty: the first ones in token order.
+#: A cluster of a million per-user queues would otherwise export a million series per gauge and
+#: read every row of every queue each interval; list the queues that matter instead.
+MAX_GAUGED = 1000
 
 
 class QueueGauges:
-    def __init__(self, cq: Casque, holder: str, interval: float, only: list[str] | None = None, lease: str = LEASE) -> None:
+    def __init__(self, cq: Casque, holder: str, interval: float, only: list[str] | None = None, lease: str = LEASE,
+                 max_queues: int = MAX_GAUGED) -> None:
         self.cq = cq
+        self.max_queues = max_queues
         self.interval = interval
         self.only = only or []
         self.lease = Lease(cq.db, cq.settings.cassandra.keyspace, lease, holder, ttl_s=3 * interval)
@@ -57,7 +63,7 @@ class QueueGauges:
 
     async def round(self) -> None:
         started = time.monotonic()
-        names = list(self.only) or [q.name for q in await self.cq.queues.list()]
+        names = list(self.only) or await self.first_queues()
         sem = asyncio.Semaphore(QUEUES_AT_ONCE)
 
         async def one(name: str) -> None:
@@ -77,6 +83,17 @@ class QueueGauges:
         queue_metrics.UPDATED.set(time.time())
         queue_metrics.ROUND_SECONDS.set(time.monotonic() - started)
         self.rounds += 1
+
+    async def first_queues(self) -> list[str]:
+        """The queues gauged when none are listed: the first ``max_queues`` in token order, read a
+        page at a time (never the whole table)."""
+        names: list[str] = []
+        async for page in self.cq.queues.pages(min(self.max_queues, 1000)):
+            names += [q.name for q in page][: self.max_queues - len(names)]
+            if len(names) >= self.max_queues:
+                log.warning("queue_gauges_capped", gauged=self.max_queues, fix="list the queues to gauge in metrics.queue_gauges_queues")
+                break
+        return names
 
     def _withdraw(self) -> None:
         queue_metrics.HOLDER.set(0)

@@ -29,6 +29,7 @@ from daemon.base.model import QueueSettings
 from daemon.base.logs import configure_logging, get_logger
 from daemon.service.hooks import Hooks
 from daemon.service.observers import HistoryObserver, MetricsObserver
+from daemon.engine.expiry import ExpirySweeper
 from daemon.service.queue_gauges import QueueGauges
 from daemon.service.registry import Registry, registry as default_registry
 from daemon.service.sdnotify import Notifier
@@ -111,6 +112,8 @@ class Worker:
             m = self.settings.metrics
             gauges = QueueGauges(self.cq, self.daemon, m.queue_gauges_interval, only=m.queue_gauges_queues)
             background.append(asyncio.create_task(gauges.run(), name="casque-queue-gauges"))
+        expiry = ExpirySweeper(self.cq, self.daemon, self.settings.worker.expiry_interval)  # one sweeper per cluster (a lease)
+        background.append(asyncio.create_task(expiry.run(), name="casque-queue-expiry"))
         try:
             await self.dispatcher.run(burst=burst)
             self.serving = False
@@ -165,6 +168,7 @@ class Worker:
         try:
             for q in self.queues:
                 qs = self._queue_settings[q] = await self.cq.queues.get(q)
+                self.cq.activity.touch(q)  # a served queue is polled: active, like a receive (idle expiry)
                 c, cs = self.dispatcher.per_queue[q], self.dispatcher.consumers[q].stats
                 depth = None
                 if sample_depth:
