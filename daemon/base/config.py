@@ -154,6 +154,9 @@ class HintSettings:
     address: str = ""  # bind host[:port]; empty: the address that reaches Cassandra (127.0.0.1 if local), a free port
     advertise: str = ""  # host[:port] producers should send to, when it differs from the bound one (NAT)
     refresh: float = 5.0  # how long a producer trusts its list of listeners
+
+
+@dataclass
 class CacheSettings:
     """Per-queue memory of one process, bounded so it follows the queues active now, not the
     queues that exist (least recently used entries are dropped first)."""
