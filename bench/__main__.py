@@ -1,4 +1,5 @@
-"""``python -m bench [--quick] [--only PARTS] [--report-only] [--no-docs]``; ``python -m bench setup``.
+"""``python -m bench [--quick] [--only PARTS] [--report-only] [--no-docs]``; ``python -m bench setup``;
+``python -m bench many-queues [--quick] [--write-docs] [--report-only]`` (bench/many_queues.py, a scenario of its own).
 
 Runs the parts in order (each prints its progress), saves every result to
 bench/out/results-<mode>.json as soon as it is measured (so a failure later loses nothing, and
@@ -25,7 +26,8 @@ PARTS = ("e2e", "sched", "tomb", "peers", "stress", "profile")
 
 def parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench", description="casque's benchmark suite (docs/benchmarks.md).")
-    p.add_argument("command", nargs="?", choices=["run", "setup"], default="run", help="setup: only install what the bench needs")
+    p.add_argument("command", nargs="?", choices=["run", "setup", "many-queues"], default="run",
+                   help="setup: only install what the bench needs; many-queues: the per-user-queues scenario (bench/many_queues.py)")
     p.add_argument("--quick", action="store_true", help="a few minutes instead of the full run (< 45 min)")
     p.add_argument("--only", default="", help=f"comma-separated parts to run: {','.join(PARTS)} (default: all)")
     p.add_argument("--report-only", action="store_true", help="re-render plots and report from the saved results")
@@ -188,8 +190,32 @@ def render(plan: Plan, R: dict[str, Any], to_docs: bool) -> Path:
     return report.write(R, d, to_docs, name=f"report-{plan.name}{SUFFIX}.md")
 
 
+def many_queues(args: argparse.Namespace) -> int:
+    """The many-queues scenario: its own results file, plot and docs section (quick or full size)."""
+    from . import many_queues as mq
+    from . import plots, report
+
+    size = mq.QUICK if args.quick else mq.FULL
+    path = out_dir() / f"many-queues-{size.name}.json"
+    if args.report_only:
+        R = json.loads(path.read_text())
+    else:
+        R = asyncio.run(mq.scenario(size))
+        R["machine"] = machine()
+        R["engine"] = versions()["casque"]
+        R["full_expected_min"] = mq.full_estimate_min(R)
+        path.write_text(json.dumps(R, default=str))
+        progress(mq.headline(R))
+    plots.rss_vs_queues(R["rss"]["samples"], out_dir() / "bench-many-queues-rss.png", R["size"]["name"])
+    target = report.write_many_queues(R, out_dir(), to_docs=args.write_docs or size is mq.FULL)
+    progress(f"report: {target.relative_to(ROOT)}")
+    return 1 if R["ledger"]["lost"] else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
+    if args.command == "many-queues":
+        return many_queues(args)
     plan = QUICK if args.quick else FULL
     global SUFFIX
     overrides = daemon_options(args.daemon_option)
