@@ -353,7 +353,8 @@ def section_many_queues(R: dict[str, Any], img: str) -> str:
          f"away from the kill: p50 {_ms(lat['calm_p50_ms'])}, p99 {_ms(lat['calm_p99_ms'])} ({_n(lat['calm_count'])})"],
         ["kill -9 of casque serve halfway, restarted on the same port",
          f"back in {_n(kill.get('down_s'), 1)} s; clients retried {_n(kill.get('client_retries'))} calls" if kill.get("done") else "no kill in this run"],
-        ["server RSS vs queues it has served (last process)",
+        ["server RSS vs queues it has served (last process); its [cache] limits: "
+         + (", ".join(f"{k} {v:,}" for k, v in R.get("server_cache", {}).items()) or "the defaults"),
          f"{_n(at.get('25%'), 1)} / {_n(at.get('50%'), 1)} / {_n(at.get('75%'), 1)} / {_n(at.get('100%'), 1)} MB at 25/50/75/100 % of "
          f"{_n(rss.get('queues_touched'))} queues: {_n(rss.get('growth_second_half_mb'), 1)} MB growth over the second half; peak {_n(rss.get('peak_mb'), 1)} MB"],
         ["ledger", f"sent {_n(led['sent'])}, deleted {_n(led['deleted'])}, **lost {led['lost']}**, duplicate deliveries {led['duplicate_deliveries']}, "
