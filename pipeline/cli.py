@@ -3,6 +3,7 @@
     casque pipeline stats [--queues a,b] [--out DIR] [--since 24h] [--now ISO]
     casque pipeline load QUEUE INPUT [--format csv|json|parquet] --map task=COL [--map ...] [--const ...]
     casque pipeline archive --older-than 30d | --before ISO --out DIR [--tables history,poison] [--purge]
+    casque pipeline create-queues NAMES [--format text|csv|json|parquet] [--column name] [--shards 1 --buckets 1 ...]
     casque pipeline jar        # the connector's jars, comma-separated, for spark-submit --jars
     casque pipeline entry      # the script to give spark-submit
 
@@ -41,6 +42,7 @@ def add_jobs(jobs: Any) -> None:
     _add_stats(jobs)
     _add_load(jobs)
     _add_archive(jobs)
+    _add_create_queues(jobs)
     jar = jobs.add_parser("jar", help="fetch (once) and print the Spark Cassandra connector's jars, comma-separated, for --jars")
     jar.set_defaults(func=cmd_jar)
     entry = jobs.add_parser("entry", help="print the Python file to give spark-submit")
@@ -185,6 +187,40 @@ def cmd_archive(spark: Any, settings: Settings, args: argparse.Namespace) -> int
     for name, t in m["tables"].items():
         print(f"{name}: {t['note']}" if t.get("note") else
               f"{name}: archived {t['archived']} rows to {t['path']}, verified {t['verified']}, purged {t['purged']}")
+    return 0
+
+
+# ---- create-queues ----------------------------------------------------------------------------
+def _add_create_queues(jobs: Any) -> None:
+    c = jobs.add_parser("create-queues", help="bulk-create a queue for every name in a dataset (existing queues are left as they are)")
+    c.add_argument("input", help="names: text (one per line), CSV with a header, JSON lines or Parquet; file, directory or URI")
+    c.add_argument("--format", choices=["text", "parquet", "csv", "json"], help="input format (default: from the extension; .txt is text)")
+    c.add_argument("--column", help="the column holding the names (default: name; value for text)")
+    c.add_argument("--shards", type=int, help="concurrency shards of each queue (1 for small per-user queues)")
+    c.add_argument("--buckets", type=int, help="rolling time buckets of each queue")
+    c.add_argument("--bucket-seconds", type=int, help="length of one time bucket in seconds")
+    c.add_argument("--timeout", help="default message timeout, e.g. 30s")
+    c.add_argument("--max-attempts", type=int, help="deliveries before a message is poisoned")
+    c.add_argument("--retention", help="how long finished data is kept, e.g. 7d")
+    c.add_argument("--expire-after", help="delete each queue after this long without a send or receive, e.g. 30d")
+    c.add_argument("--partitions", type=int, help="parallel tasks (default: Spark's default parallelism)")
+    c.add_argument("--concurrency", type=int, default=32, help="queues each task creates at once (default 32)")
+    c.add_argument("--report-dir", help="local directory for summary.json")
+    _spark_options(c)
+    c.set_defaults(func=with_spark(cmd_create_queues))
+
+
+def cmd_create_queues(spark: Any, settings: Settings, args: argparse.Namespace) -> int:
+    from .queues import QueuesSpec, run
+
+    durations = {k: parse_duration(v, k.replace("_", "-")) for k in ("timeout", "retention", "expire_after") if (v := getattr(args, k)) is not None}
+    options = {"shards": args.shards, "buckets": args.buckets, "bucket_seconds": args.bucket_seconds, "max_attempts": args.max_attempts, **durations}
+    spec = QueuesSpec.from_options(args.input, args.format, args.column, options, args.partitions, args.concurrency, args.report_dir)
+    s = run(spark, settings, spec)
+    print(f"{s['names']} names: {s['created']} queues created, {s['existing']} existed, {s['rejected']} rejected "
+          f"in {s['seconds']}s ({s['queues_per_s']} names/s)")
+    for r in s["rejects"]:
+        print(f"  rejected {r['name']!r}: {r['error']}")
     return 0
 
 

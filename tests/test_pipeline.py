@@ -24,6 +24,7 @@ import pytest
 
 from daemon.engine.client import Casque
 from daemon.base.config import Settings
+from daemon.base.errors import UsageError
 from daemon.engine.db import Database
 from daemon.engine.placement import id_due_ms, row_of
 from daemon.engine.producer import Job, build_message
@@ -374,6 +375,31 @@ async def test_archive_round_trip_reads_back_equal_then_purges_only_what_it_arch
                                 [queue_name, f"key:k{i}", day])
     assert sorted({r.key for r in left}) == ["k3"]  # after the cut-off: kept
     assert json.loads((tmp_path / "arch" / f"archive-{manifest['run']}.json").read_text())["tables"]["poison"]["purged"] == 8
+
+
+# ---- create-queues: bulk-create queues from a dataset of names ------------------------------------
+async def test_create_queues_job_creates_each_name_once_and_rejects_bad_ones(spark: Any, settings: Settings, cq: Casque, queue_name: str,
+                                                                             tmp_path: Path) -> None:
+    """300 names (50 listed twice) and 2 bad ones: 300 tiny queues created, duplicates counted as
+    existing, the bad names rejected with the reason; a second run creates nothing."""
+    from pipeline.queues import QueuesSpec
+    from pipeline.queues import run as create_queues
+
+    names = [f"{queue_name}_{i}" for i in range(300)]
+    src = tmp_path / "names.txt"
+    src.write_text("\n".join(names + names[:50] + ["bad name!", "also/bad", ""]) + "\n")
+    spec = QueuesSpec.from_options(str(src), None, None, {"shards": 1, "buckets": 1, "expire_after": 86400.0}, 3, 8, str(tmp_path / "r"))
+    first = await asyncio.to_thread(create_queues, spark, settings, spec)
+    assert (first["names"], first["created"], first["existing"], first["rejected"]) == (352, 300, 50, 2)
+    assert {r["name"] for r in first["rejects"]} <= {"bad name!", "also/bad"}
+    assert json.loads((tmp_path / "r" / "summary.json").read_text())["created"] == 300
+    for name in (names[0], names[-1]):
+        qs = await cq.queues.get(name, fresh=True)
+        assert (qs.shards, qs.buckets, qs.expire_after_s) == (1, 1, 86400)
+    again = await asyncio.to_thread(create_queues, spark, settings, spec)
+    assert (again["created"], again["existing"]) == (0, 350)
+    with pytest.raises(UsageError, match="shards must be between 1"):
+        QueuesSpec.from_options(str(src), None, None, {"shards": 0}, None, 8, None)
 
 
 # ---- the cluster path: spark-submit with the entry script -----------------------------------------

@@ -57,7 +57,13 @@ def test_cli_create_send_get_cancel(tmp_path: Path, settings: Settings, queue_na
     got = casque("get", queue_name, "--key", "ada", "--json", config=cfg)
     data = json.loads(got.stdout)
     assert data["id"] == mid and data["payload"] == {"name": "Ada"} and data["priority"] == 3 and data["state"] == "waiting"
-    listed = json.loads(casque("queues", "--json", config=cfg).stdout)
+    listed, after = [], []
+    while True:  # `casque queues` shows a page; stderr names the next one
+        page = casque("queues", "--json", "--limit", "1000", *after, config=cfg)
+        listed += json.loads(page.stdout)
+        if "next page" not in page.stderr:
+            break
+        after = ["--after", page.stderr.rsplit("--after ", 1)[1].strip()]
     mine = next(q for q in listed if q["name"] == queue_name)
     assert mine["shards"] == 3 and mine["timeout_ms"] == 45000 and mine["max_attempts"] == 4 and mine["priorities"] == [0, 3]
     conflict = casque("send", queue_name, "demo.greet", "--key", "ada", "--on-conflict", "error", config=cfg)

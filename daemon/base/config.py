@@ -85,6 +85,7 @@ class WorkerSettings:
     drain_timeout: float = 30.0
     clock_tolerance: float = 5.0
     rescan_interval: float = 10.0
+    expiry_interval: float = 60.0  # how often the one lease holder deletes queues idle past their expire_after
 
 
 @dataclass
@@ -130,10 +131,22 @@ class SqsSettings:
     region: str = "us-east-1"
     account: str = "000000000000"
     task: str = "sqs"
-    poll_interval: float = 0.5
+    #: The safety poll of a parked long poll: sends from this process, wake hints and known due
+    #: times wake it at once; this slow re-read only backs them up (docs/design.md, "Many queues").
+    poll_interval: float = 15.0
     cert_file: str = ""
     key_file: str = ""
     console: bool = False  # casque serve also serves the console at /console
+
+
+@dataclass
+class CacheSettings:
+    """Per-queue memory of one process, bounded so it follows the queues active now, not the
+    queues that exist (least recently used entries are dropped first)."""
+
+    queues: int = 10000  # queue settings and attributes cached; also bounds per-queue metric series
+    consumers: int = 1024  # pull-API consumers (their row cursors) kept warm
+    activity: int = 10000  # queues whose last activity write this process remembers (expiry)
 
 
 @dataclass
@@ -146,12 +159,13 @@ class Settings:
     metrics: MetricsSettings = field(default_factory=MetricsSettings)
     console: ConsoleSettings = field(default_factory=ConsoleSettings)
     sqs: SqsSettings = field(default_factory=SqsSettings)
+    cache: CacheSettings = field(default_factory=CacheSettings)
     source: str = field(default="<defaults>", compare=False)
 
 
 _DURATION_FIELDS = {
     "lock_ttl", "timeout", "retention", "poll_interval", "max_poll_interval", "drain_timeout",
-    "clock_tolerance", "rescan_interval", "connect_timeout", "request_timeout", "refresh", "queue_gauges_interval",
+    "clock_tolerance", "rescan_interval", "expiry_interval", "connect_timeout", "request_timeout", "refresh", "queue_gauges_interval",
 }
 _CHOICES = {
     "log.level": {"debug", "info", "warning", "error"},
@@ -256,6 +270,8 @@ def _scalar(hint: Any, value: Any, key: str, source: str) -> Any:
         raise ConfigError(f"{key} in {source} must be one of {', '.join(sorted(choices))}, got {value!r}")
     if hint is int and value < 0:
         raise ConfigError(f"{key} in {source} must not be negative, got {value!r}")
+    if key.startswith("cache.") and value < 1:
+        raise ConfigError(f"{key} in {source} must be at least 1 (entries kept per process), got {value!r}")
     return float(value) if hint is float else value
 
 

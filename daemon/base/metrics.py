@@ -56,6 +56,25 @@ def _series(queue: str, task: str) -> dict[str, Any]:
     return found
 
 
+_PER_QUEUE = (SENT, RECEIVED, ACKED, RETRIED, POISONED, TIMED_OUT, CONTENTION, SWEPT, EMPTY_POLLS, HANDLER_SECONDS, LATENESS_SECONDS)
+
+
+def forget_queues(queues: set[str]) -> None:
+    """Drop every series of these queues (called, in batches, for queues that left this process's
+    bounded caches): the series a process exports follow the queues active now, not every queue it
+    ever touched. A queue that comes back starts its counters from 0, which rate() reads as a reset."""
+    for metric in _PER_QUEUE:
+        for labels in [k for k in list(metric._metrics) if k and k[0] in queues]:
+            metric.remove(*labels)
+    for key in [k for k in _children if k[0] in queues]:
+        del _children[key]
+
+
+def queue_series() -> int:
+    """How many label sets the per-queue metrics hold (what ``forget_queue`` keeps bounded)."""
+    return sum(len(metric._metrics) for metric in _PER_QUEUE)
+
+
 def observe(event: str, m: Message, duration: float, now_ms: int) -> None:
     """The dispatcher's observer, called once per outcome (acked, retried, poisoned, timed_out):
     it also counts the reception and the lateness of the start, which the dispatcher recorded."""

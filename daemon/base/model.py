@@ -35,6 +35,8 @@ class QueueSettings:
     #: Earlier layouts (shards, buckets, bucket_seconds) whose rows may still hold messages after
     #: a reshard: read by consumers and lookups until ``casque queue reshard --finish`` drops them.
     draining: tuple[tuple[int, int, int], ...] = ()
+    #: Delete the queue after this many seconds without a send or receive (0: never; engine/expiry.py).
+    expire_after_s: int = 0
 
     @property
     def bucket_ms(self) -> int:

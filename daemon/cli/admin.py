@@ -8,12 +8,13 @@ from typing import Any
 
 from daemon.base.durations import format_duration
 from daemon.base.terminal import iso, print_table
-from daemon.cli.common import add_paging, confirm, emit, next_page_hint, with_client
+from daemon.cli.common import add_paging, confirm, emit, next_page_hint, page_token, with_client
 from daemon.engine.client import Casque
 
 def add_cli(sub: Any) -> None:
     st = sub.add_parser("stats", help="per-queue statistics read from Cassandra (waiting, in flight, poisoned, age, skew, throughput)")
-    st.add_argument("queue", nargs="?", help="one queue (default: all)")
+    st.add_argument("queue", nargs="?", help="one queue (default: a page of queues, see --limit/--after)")
+    add_paging(st, 100, "TOKEN")
     st.add_argument("--json", action="store_true")
     st.set_defaults(func=with_client(cmd_stats))
     pu = sub.add_parser("purge", help="delete every message of a queue")
@@ -56,7 +57,12 @@ def add_cli(sub: Any) -> None:
 async def cmd_stats(cq: Casque, args: argparse.Namespace) -> int:
     from daemon.engine.stats import queue_stats
 
-    names = [args.queue] if args.queue else [q.name for q in await cq.queues.list()]
+    token = None
+    if args.queue:
+        names = [args.queue]
+    else:  # a page of queues: never every queue of a cluster in one command
+        page, token = await cq.queues.page(page_token(args.after), args.limit)
+        names = [q.name for q in page]
     found = [await queue_stats(cq, name) for name in names]
     rows = [[s.queue, str(s.waiting_due), str(s.scheduled), str(s.in_flight), str(s.poisoned),
              "-" if s.oldest_due_age_s is None else format_duration(s.oldest_due_age_s), "-" if s.skew is None else f"{s.skew:.2f}",
@@ -66,6 +72,8 @@ async def cmd_stats(cq: Casque, args: argparse.Namespace) -> int:
     else:
         print_table(["QUEUE", "DUE", "SCHEDULED", "IN FLIGHT", "POISONED", "OLDEST DUE", "SKEW", "ACKED (est.)", "DAEMONS"], rows)
         print("exact: due, scheduled, in flight, poisoned, oldest due, skew (max/mean per shard); estimated: acked/s from daemon stats rows (10 s)")
+    if token is not None:
+        print(f"casque: {len(names)} shown; next page: casque stats --limit {args.limit} --after {token}", file=sys.stderr)
     return 0
 
 

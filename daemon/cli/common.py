@@ -70,6 +70,16 @@ def next_page_hint(args: argparse.Namespace, shown: int, last: str | None, comma
         print(f"casque: {shown} shown; next page: {command} --limit {args.limit} --after {last}", file=sys.stderr)
 
 
+def page_token(text: str | None) -> int | None:
+    """The ``--after`` of a listing paged by partition token (queues): the number it printed."""
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise UsageError(f"invalid --after {text!r}: use the token printed after the previous page ('next page: ... --after N')") from None
+
+
 def _at_least_one(text: str) -> int:
     try:
         value = int(text)

@@ -8,7 +8,7 @@ from typing import Any
 
 from daemon.base.durations import format_duration, parse_duration
 from daemon.base.errors import UsageError
-from daemon.cli.common import confirm, emit, with_client
+from daemon.cli.common import add_paging, confirm, page_token, emit, with_client
 from daemon.engine.client import Casque
 
 def _queue_options(p: argparse.ArgumentParser, create: bool) -> None:
@@ -16,6 +16,7 @@ def _queue_options(p: argparse.ArgumentParser, create: bool) -> None:
         p.add_argument("--shards", type=int, help="concurrency shards (rows per time bucket)")
         p.add_argument("--buckets", type=int, help="rolling time buckets")
         p.add_argument("--bucket-seconds", type=int, help="length of one time bucket in seconds")
+        p.add_argument("--expire-after", help="delete the queue after this long without a send or receive, e.g. 30d (default: never)")
     p.add_argument("--timeout", help="default message timeout, e.g. 30s")
     p.add_argument("--lock-timeout", dest="lock_ttl", help="shard lock timeout, e.g. 5s")
     p.add_argument("--max-attempts", type=int, help="deliveries before a message is poisoned")
@@ -47,16 +48,23 @@ def add_cli(sub: Any) -> None:
     d.add_argument("name")
     d.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     d.set_defaults(func=with_client(cmd_queue_delete))
-    ls = sub.add_parser("queues", help="list queues and their settings")
+    ls = sub.add_parser("queues", help="list queues and their settings, a page at a time; or create many (create-many)")
+    add_paging(ls, 100, "TOKEN")
     ls.add_argument("--json", action="store_true")
     ls.set_defaults(func=with_client(cmd_queues))
+    lss = ls.add_subparsers(metavar="ACTION")
+    cm = lss.add_parser("create-many", help="create a queue for every name in a file or on stdin (one per line); skips existing ones")
+    cm.add_argument("file", nargs="?", default="-", help="file of names, one per line (default: stdin)")
+    cm.add_argument("--concurrency", type=int, default=64, help="queues created at once (default 64)")
+    _queue_options(cm, create=True)
+    cm.set_defaults(func=with_client(cmd_queues_create_many))
 
 
 def _durations(args: argparse.Namespace) -> dict[str, Any]:
     out = {}
-    for name in ("timeout", "lock_ttl", "retention"):
+    for name in ("timeout", "lock_ttl", "retention", "expire_after"):
         value = getattr(args, name, None)
-        out[name] = parse_duration(value, name.replace("_ttl", " timeout")) if value is not None else None
+        out[name] = parse_duration(value, name.replace("_ttl", " timeout").replace("_", "-")) if value is not None else None
     return out
 
 
@@ -97,12 +105,46 @@ async def cmd_queue_reshard(cq: Casque, args: argparse.Namespace) -> int:
 
 
 async def cmd_queues(cq: Casque, args: argparse.Namespace) -> int:
-    queues = await cq.queues.list()
+    """One page of queues in token order (one bounded read, whatever the number of queues); the
+    last line on stderr gives the --after of the next page."""
+    queues, token = await cq.queues.page(page_token(args.after), args.limit)
     data = [q.__dict__ | {"priorities": sorted(q.priorities)} for q in queues]
     rows = [[q.name, str(q.shards), str(q.buckets), f"{q.bucket_seconds}s", format_duration(q.timeout_ms / 1000), str(q.max_attempts),
              format_duration(q.retention_s), ", ".join(f"{s}x{b}x{bs}s" for s, b, bs in q.draining) or "-"] for q in queues]
     emit(args, data, rows, ["QUEUE", "SHARDS", "BUCKETS", "BUCKET", "TIMEOUT", "ATTEMPTS", "RETENTION", "DRAINING"])
+    if token is not None:
+        print(f"casque: {len(queues)} shown; next page: casque queues --limit {args.limit} --after {token}", file=sys.stderr)
     return 0
+
+
+async def cmd_queues_create_many(cq: Casque, args: argparse.Namespace) -> int:
+    """Names from a file or stdin, created ``--concurrency`` at a time; progress on stderr."""
+    stream = sys.stdin if args.file == "-" else _open(args.file)
+    names = (line.strip() for line in stream if line.strip() and not line.lstrip().startswith("#"))
+    shown = {"at": 0}
+
+    def progress(done: int, created: int) -> None:
+        if done - shown["at"] >= 1000:
+            shown["at"] = done
+            print(f"casque: {done} queues done, {created} created", file=sys.stderr)
+
+    try:
+        created = await cq.create_queues(names, if_missing=True, concurrency=args.concurrency, progress=progress,
+                                         shards=args.shards, buckets=args.buckets, bucket_seconds=args.bucket_seconds,
+                                         max_attempts=args.max_attempts, max_payload_bytes=args.max_payload_bytes, history=args.history,
+                                         **_durations(args))
+    finally:
+        if stream is not sys.stdin:
+            stream.close()
+    print(f"{created} queues created")
+    return 0
+
+
+def _open(path: str) -> Any:
+    try:
+        return open(path, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read {path} ({exc.strerror}): give a file of queue names, one per line, or - for stdin") from None
 
 
 async def cmd_queue_delete(cq: Casque, args: argparse.Namespace) -> int:
@@ -110,6 +152,6 @@ async def cmd_queue_delete(cq: Casque, args: argparse.Namespace) -> int:
 
     await cq.queues.get(args.name)
     confirm(args, f"delete queue '{args.name}' with all its messages")
-    count = await delete_queue(cq, args.name)
-    print(f"queue {args.name} deleted ({count} messages removed)")
+    tombstones = await delete_queue(cq, args.name)
+    print(f"queue {args.name} deleted ({tombstones} partitions dropped whole: no tombstone per message)")
     return 0

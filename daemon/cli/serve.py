@@ -12,6 +12,8 @@ from daemon.base.terminal import iso, settings_of
 from daemon.cli.common import emit, with_client
 from daemon.engine.access_keys import AccessKeyStore
 from daemon.engine.client import Casque
+from daemon.engine.expiry import ExpirySweeper
+from daemon.engine.stats import daemon_id
 
 
 def add_cli(sub: Any) -> None:
@@ -70,6 +72,7 @@ async def _serve(settings: Any) -> int:
     notifier = Notifier()
     cq = await Casque.connect(settings)
     pinger = asyncio.create_task(_watchdog(notifier)) if notifier.watchdog_interval else None
+    expiry = asyncio.create_task(ExpirySweeper(cq, daemon_id(), settings.worker.expiry_interval).run())  # lease: one per cluster
     try:
         app = build_serve_app(cq, settings.sqs, settings.console if settings.sqs.console else None)
         what = "SQS and the console" if settings.sqs.console else "SQS"
@@ -79,6 +82,8 @@ async def _serve(settings: Any) -> int:
         notifier.stopping("stopped serving")
         if pinger:
             pinger.cancel()
+        expiry.cancel()
+        await asyncio.gather(expiry, return_exceptions=True)
         await cq.close()
     return 0
 

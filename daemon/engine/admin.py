@@ -3,6 +3,12 @@
 Purge deletes each live message it reads, one cell at a time, timestamped after the row it deletes.
 It never writes a partition or range tombstone: such a tombstone would also swallow any message
 written afterwards by a producer whose clock lags, which a purge must not do.
+
+Delete is the opposite: the queue is going away, so each of its partitions gets one partition
+tombstone (shard rows, key shards, poison queue, settings), whatever the number of messages, and
+nothing is read first. A queue with 1 shard x 1 bucket is dropped with 20 tombstones; one with a
+million messages in 16 x 24 rows with 403. (Then a send from a client that still had the settings
+cached for up to 5 s lands in rows nobody reads; its TTL removes it.)
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from typing import Any, AsyncIterator
 from daemon.engine.client import Casque
 from daemon.base.errors import KeyConflict
 from daemon.base.model import QueueSettings
+from daemon.engine.placement import KEY_SHARDS
 from daemon.engine.poison import PoisonRecord
 from daemon.engine.producer import Job
 from daemon.engine.table import after, all_rows, message_from_row
@@ -50,12 +57,23 @@ async def _purge_row(cq: Casque, qs: QueueSettings, bucket: int, shard: int) -> 
     return deleted
 
 
-async def delete_queue(cq: Casque, queue: str) -> int:
-    """Purge, empty the poison queue, and remove the queue's settings row."""
-    count = await purge(cq, queue)
-    await cq.poison.purge(queue)
+async def delete_queue(cq: Casque, queue: str, parallel: int = 16) -> int:
+    """Remove the queue's settings row (new sends and receives fail from now on, or within the 5 s
+    settings cache elsewhere), then drop each of its partitions whole. Returns the number of
+    partition tombstones written (no tombstone per message: docs/design.md, "Many queues")."""
+    qs = await cq.queues.get(queue, fresh=True)
     await cq.queues.delete(queue)
-    return count
+    sem = asyncio.Semaphore(parallel)
+
+    async def drop(bucket: int, shard: int) -> None:
+        async with sem:
+            await cq.db.run(cq.table.purge_row, [queue, bucket, shard])
+
+    rows = list(all_rows(qs))
+    await asyncio.gather(*(drop(b, s) for b, s in rows))
+    await cq.keys.purge(queue)
+    await cq.poison.purge(queue)
+    return len(rows) + KEY_SHARDS + 3  # + poison partition, queues row, queue_expiry row
 
 
 async def replay(cq: Casque, queue: str, ids: list[uuid.UUID] | None = None, task: str | None = None) -> tuple[list[str], list[str]]:

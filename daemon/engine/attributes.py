@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from daemon.base.lru import Lru
 from daemon.engine.db import Database
 
 CACHE_SECONDS = 5.0
@@ -26,7 +27,7 @@ class QueueExtras:
 
 
 class QueueAttributes:
-    def __init__(self, db: Database, keyspace: str) -> None:
+    def __init__(self, db: Database, keyspace: str, cache_limit: int = 10_000) -> None:
         self.db = db
         t = f"{keyspace}.queues"
         p = db.prepare
@@ -37,7 +38,7 @@ class QueueAttributes:
         self._untag = p(f"UPDATE {t} SET tags = tags - ? WHERE name = ?")
         self._page_first = p(f"SELECT name FROM {t} LIMIT ?")
         self._page_after = p(f"SELECT name FROM {t} WHERE token(name) > token(?) LIMIT ?")
-        self._cache: dict[str, tuple[float, QueueExtras]] = {}
+        self._cache: Lru[str, tuple[float, QueueExtras]] = Lru(cache_limit)  # bounded: the queues used now
 
     async def get(self, queue: str, fresh: bool = False) -> QueueExtras:
         hit = self._cache.get(queue)
@@ -46,7 +47,7 @@ class QueueAttributes:
         rows = await self.db.run(self._read, [queue])
         r = rows[0] if rows else None
         extras = QueueExtras(dict(r.attributes or {}), dict(r.tags or {}), r.created_at or 0, r.updated_at or 0) if r else QueueExtras()
-        self._cache[queue] = (time.monotonic(), extras)
+        self._cache.put(queue, (time.monotonic(), extras))
         return extras
 
     async def set(self, queue: str, put: dict[str, str], drop: set[str], now_ms: int) -> None:
@@ -54,14 +55,14 @@ class QueueAttributes:
             await self.db.run(self._put, [put, now_ms, queue])
         if drop:
             await self.db.run(self._drop, [drop, now_ms, queue])
-        self._cache.pop(queue, None)
+        self._cache.pop(queue)
 
     async def tag(self, queue: str, put: dict[str, str], drop: set[str]) -> None:
         if put:
             await self.db.run(self._tag, [put, queue])
         if drop:
             await self.db.run(self._untag, [drop, queue])
-        self._cache.pop(queue, None)
+        self._cache.pop(queue)
 
     async def names_page(self, after: str | None, limit: int) -> list[str]:
         """Up to ``limit`` queue names in token order after ``after``: one bounded read, whatever
@@ -73,4 +74,4 @@ class QueueAttributes:
         return [r.name for r in rows]
 
     def forget(self, queue: str) -> None:
-        self._cache.pop(queue, None)
+        self._cache.pop(queue)

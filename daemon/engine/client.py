@@ -12,9 +12,10 @@ from __future__ import annotations
 import asyncio
 import uuid
 from datetime import datetime, timezone
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from daemon.engine.acks import Acker
+from daemon.engine.activity import ActivityMarks
 from daemon.engine.attributes import QueueAttributes
 from daemon.base.clock import SYSTEM_CLOCK, Clock
 from daemon.engine.consumer import Consumer
@@ -43,7 +44,7 @@ class Casque:
         self.db = db
         self.clock = clock
         ks = settings.cassandra.keyspace
-        self.queues = QueueStore(db, ks, clock)
+        self.queues = QueueStore(db, ks, clock, cache_limit=settings.cache.queues)
         self.table = MessageTable(db, ks)
         self.keys = KeyStore(db, ks)
         self.poison = PoisonStore(db, ks)
@@ -51,12 +52,14 @@ class Casque:
         self.producer = Producer(db, self.queues, self.table, self.keys, self.lookup, clock,
                                  tolerance_ms=int(settings.worker.clock_tolerance * 1000))
         self.secrets = SecretStore(db, ks, clock)
-        self.attributes = QueueAttributes(db, ks)
+        self.attributes = QueueAttributes(db, ks, cache_limit=settings.cache.queues)
+        self.activity = ActivityMarks(db, ks, self.queues, clock, limit=settings.cache.activity)
         self.wakeups = Wakeups(clock)
         self.dead_letters = PoisonRouter(db, self.queues, self.table, self.attributes, self.poison, self.wakeups.notify)
         self.acker = Acker(db, self.table, self.queues, self.keys, self.dead_letters, clock)  # type: ignore[arg-type]
         self.receiver = Receiver(db, self.table, self.queues, self.keys, self.secrets, self.wakeups, clock, self.consumer,
-                                 poll_interval_s=settings.sqs.poll_interval)
+                                 poll_interval_s=settings.sqs.poll_interval, max_consumers=settings.cache.consumers,
+                                 touch=self.activity.touch)
 
     @classmethod
     async def connect(cls, settings: Settings | None = None, clock: Clock = SYSTEM_CLOCK) -> "Casque":
@@ -89,6 +92,7 @@ class Casque:
         return offset
 
     async def close(self) -> None:
+        await self.activity.flush()
         await asyncio.to_thread(self.db.close)
 
     async def __aenter__(self) -> "Casque":
@@ -102,6 +106,16 @@ class Casque:
         qs = settings_from_defaults(name, self.settings.queue_defaults, **options)
         await self.queues.create(qs, if_missing=if_missing)
         return await self.queues.get(name, fresh=True)
+
+    async def create_queues(self, names: Iterable[str], *, if_missing: bool = True, concurrency: int = 64,
+                            progress: Callable[[int, int], None] | None = None, **settings: Any) -> int:
+        """Create many queues with the same settings (``create_queue``'s options, e.g. ``shards=1,
+        buckets=1`` for tiny per-user queues), ``concurrency`` at a time; ``names`` is read lazily.
+        Returns how many were created: with ``if_missing`` existing ones are skipped, without it the
+        first existing one raises. ``progress(done, created)`` follows each queue."""
+        defaults = self.settings.queue_defaults
+        return await self.queues.create_many((settings_from_defaults(n, defaults, **settings) for n in names), if_missing=if_missing,
+                                             concurrency=concurrency, progress=progress)
 
     # ---- producing --------------------------------------------------------------------------
     async def send(self, queue: str, task: str, payload: Any = None, *, delay: float | str | None = None, at: float | None = None,
@@ -130,6 +144,7 @@ class Casque:
         job = Job(task, payload, delay, at, priority, timeout, max_attempts, headers or {}, key, on_conflict, schedule)
         now = self.clock.now_ms()
         mid = await self.producer.send(queue, job)
+        self.activity.touch(queue)
         sent = parse_id(mid)
         self.wakeups.notify(queue, id_due_ms(sent), sent.int & PLACEMENT_MASK)
         fires = upcoming(schedule, first_due(job, now)) if schedule is not None else []
@@ -149,6 +164,7 @@ class Casque:
 
     async def send_many(self, queue: str, jobs: Iterable[Job]) -> list[str]:
         ids = await self.producer.send_many(queue, jobs)
+        self.activity.touch(queue)
         for row in {(id_due_ms(u), u.int & PLACEMENT_MASK) for u in map(parse_id, ids)}:
             self.wakeups.notify(queue, *row)
         return ids

@@ -66,6 +66,10 @@ class Database:
         self.cluster: Cluster | None = None
         self.session: Session | None = None
         self._prepared: dict[str, PreparedStatement] = {}
+        #: Requests sent by this process, and how many of them were reads (SELECTs): what tests and
+        #: benchmarks count to show a cost is bounded (an empty long poll: 0 while it waits).
+        self.requests = 0
+        self.reads = 0
 
     # ---- connection -------------------------------------------------------------------------
     def connect(self, keyspace: str | None = None) -> "Database":
@@ -140,6 +144,7 @@ class Database:
         """Execute asynchronously and return the ResultSet's rows (first page) as a list.
         ``timestamp`` (us) sets the write timestamp of every mutation in the statement."""
         assert self.session is not None, "not connected"
+        self.count_request(stmt)
         token = _TS_OVERRIDE.set(timestamp)
         try:
             rf = self.session.execute_async(stmt, params, timeout=timeout or self.settings.request_timeout)
@@ -150,6 +155,7 @@ class Database:
     async def run_all(self, stmt: str | Statement, params: Sequence[Any] | None = None) -> list[Any]:
         """Every page of a result (for admin reads that may exceed one page), paged in a thread."""
         assert self.session is not None, "not connected"
+        self.count_request(stmt)
         session = self.session
 
         def fetch() -> list[Any]:
@@ -159,6 +165,11 @@ class Database:
                 raise StorageUnavailable(describe_failure(exc)) from None
 
         return await asyncio.to_thread(fetch)
+
+    def count_request(self, stmt: str | Statement) -> None:
+        self.requests += 1
+        if _is_read(stmt):
+            self.reads += 1
 
     def now_us(self) -> int:
         """Microseconds on this database's clock: the default write timestamp."""
@@ -173,6 +184,13 @@ class Database:
         with self._ts_lock:
             self._last_ts = max(self.now_us(), self._last_ts + 1)
             return self._last_ts
+
+
+def _is_read(stmt: str | Statement) -> bool:
+    """A SELECT (a bound statement's prepared text, or plain text); batches are writes."""
+    prepared = getattr(stmt, "prepared_statement", None)
+    text = prepared.query_string if prepared is not None else stmt if isinstance(stmt, str) else getattr(stmt, "query_string", "")
+    return text.lstrip()[:6].upper() == "SELECT"
 
 
 _TS_OVERRIDE: contextvars.ContextVar[int | None] = contextvars.ContextVar("casque_write_ts", default=None)

@@ -31,6 +31,7 @@ async def page(db: Database, stmt: str | Statement, params: Sequence[Any] | None
     """One page of at most ``size`` rows, starting where ``token`` (from the previous page) left off."""
     assert db.session is not None, "not connected"
     bound = _sized(stmt, params, size)
+    db.count_request(bound)
     plain = isinstance(stmt, str)  # a string statement keeps its %s parameters; the others are bound here
     rf = db.session.execute_async(bound, params if plain else None, timeout=db.settings.request_timeout, paging_state=token)
     rows = await wrap_future(rf)

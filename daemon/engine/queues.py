@@ -7,23 +7,31 @@ config), so a producer and a consumer on different hosts always agree on the pla
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from dataclasses import replace
-from typing import Any
+from typing import Any, AsyncIterator, Callable, Iterable
 
+from daemon.base import metrics
 from daemon.base.clock import Clock
 from daemon.base.config import QueueDefaults
+from daemon.base.lru import Lru
 from daemon.engine.db import Database
-from daemon.engine.paging import every_row
 from daemon.base.errors import QueueNotFound, UsageError
 from daemon.base.model import QueueSettings, check_priority
 from daemon.engine.schema import validate_queue_name
 
 CACHE_SECONDS = 5.0
+CACHE_LIMIT = 10_000  # queues whose settings one process keeps (config: cache.queues)
+FORGET_BATCH = 64  # evicted queues whose metric series are dropped together (one pass over the series)
+MIN_EXPIRE_S = 60
 MIN_TOKEN = -(1 << 63)  # Murmur3Partitioner: tokens are signed 64-bit
-_COLUMNS = "name, shards, buckets, bucket_seconds, lock_ttl_ms, timeout_ms, max_attempts, retention_s, max_payload_bytes, priorities, history"
+_COLUMNS = ("name, shards, buckets, bucket_seconds, lock_ttl_ms, timeout_ms, max_attempts, retention_s, max_payload_bytes, priorities, history, "
+            "expire_after_s")
 _READ = _COLUMNS + ", draining"
+#: 1 shard x 1 bucket is valid: a tiny queue (one user's) is a single row, and an idle receive on it
+#: reads that row's lanes only (docs/design.md, "Many queues").
 _LIMITS = {"shards": (1, 4096), "buckets": (1, 1024), "bucket_seconds": (1, 86400), "max_attempts": (1, 1000)}
 
 
@@ -41,6 +49,7 @@ def settings_from_defaults(name: str, d: QueueDefaults, **overrides: Any) -> Que
         retention_s=int(float(o.get("retention", d.retention))),
         max_payload_bytes=int(o.get("max_payload_bytes", d.max_payload_bytes)),
         history=bool(o.get("history", False)),
+        expire_after_s=int(float(o.get("expire_after", 0))),
     )
     return check_settings(qs)
 
@@ -61,48 +70,108 @@ def check_settings(qs: QueueSettings) -> QueueSettings:
         raise UsageError(f"queue {qs.name}: message timeout must be at least 100ms, got {qs.timeout_ms}ms")
     if qs.retention_s < 60:
         raise UsageError(f"queue {qs.name}: retention must be at least 60s, got {qs.retention_s}s")
+    if qs.expire_after_s and qs.expire_after_s < MIN_EXPIRE_S:
+        raise UsageError(f"queue {qs.name}: expire_after must be 0 (never) or at least {MIN_EXPIRE_S}s, got {qs.expire_after_s}s")
     if not 64 <= qs.max_payload_bytes <= MAX_PAYLOAD_BYTES:
         raise UsageError(f"queue {qs.name}: max_payload_bytes must be between 64 and {MAX_PAYLOAD_BYTES} (4 MiB), got {qs.max_payload_bytes}")
     return qs
 
 
 class QueueStore:
-    """Reads and writes queue rows, caching reads for a few seconds (settings rarely change)."""
+    """Reads and writes queue rows, caching reads for a few seconds (settings rarely change) in an
+    LRU of ``cache_limit`` queues: a process's memory follows the queues it uses now."""
 
-    def __init__(self, db: Database, keyspace: str, clock: Clock) -> None:
+    def __init__(self, db: Database, keyspace: str, clock: Clock, cache_limit: int = CACHE_LIMIT) -> None:
         self.db = db
         self.ks = keyspace
         self.clock = clock
-        self._cache: dict[str, tuple[float, QueueSettings]] = {}
+        self._cache: Lru[str, tuple[float, QueueSettings]] = Lru(cache_limit, self._evicted)
+        self._forget: set[str] = set()
+
+    def _evicted(self, name: str, _: tuple[float, QueueSettings]) -> None:
+        """A queue this process has not used among its last ``cache_limit``: drop its metric
+        series too (in batches: one pass over the series per FORGET_BATCH queues)."""
+        self._forget.add(name)
+        if len(self._forget) >= FORGET_BATCH:
+            metrics.forget_queues(self._forget)
+            self._forget = set()
+
+    def cached(self, name: str) -> QueueSettings | None:
+        """The cached settings, if any, however old (no read): for cheap hints such as activity."""
+        hit = self._cache.peek(name)
+        return hit[1] if hit else None
 
     async def create(self, qs: QueueSettings, if_missing: bool = False) -> bool:
         """Create the queue row (LWT, so two creators can't clobber each other). False if it existed."""
         check_settings(qs)
         now = self.clock.now_ms()
         rows = await self.db.run(
-            self.db.prepare(f"INSERT INTO {self.ks}.queues ({_COLUMNS}, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) IF NOT EXISTS"),
+            self.db.prepare(f"INSERT INTO {self.ks}.queues ({_COLUMNS}, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) IF NOT EXISTS"),
             _values(qs) + [now, now],
         )
         applied = bool(rows[0].applied) if rows else True
         if not applied and not if_missing:
             raise UsageError(f"queue '{qs.name}' already exists: use 'casque queue update {qs.name} ...' to change it")
-        self._cache.pop(qs.name, None)
+        if applied and qs.expire_after_s:
+            await self.db.run(self.db.prepare(f"INSERT INTO {self.ks}.queue_expiry (name, expire_after_s, active_at) VALUES (?, ?, ?)"),
+                              [qs.name, qs.expire_after_s, now])
+        self._cache.pop(qs.name)
         return applied
+
+    async def create_many(self, queues: Iterable[QueueSettings], if_missing: bool = True, concurrency: int = 64,
+                          progress: Callable[[int, int], None] | None = None) -> int:
+        """Create many queues, ``concurrency`` LWTs at a time, pulling from ``queues`` lazily (a
+        million names are never all in memory). Returns how many were created (existing ones are
+        skipped with ``if_missing``, else the first one found raises once the others finished).
+        ``progress(done, created)`` is called after each queue."""
+        if concurrency < 1:
+            raise UsageError(f"concurrency must be at least 1, got {concurrency}")
+        source = iter(queues)
+        counts = {"done": 0, "created": 0}
+        failures: list[BaseException] = []
+
+        async def worker() -> None:
+            while not failures:
+                try:
+                    qs = next(source)  # each worker pulls the next queue: the iterator is shared
+                    created = await self.create(qs, if_missing=if_missing)
+                except StopIteration:
+                    return
+                except Exception as exc:  # a bad name or an existing queue: stop every worker
+                    failures.append(exc)
+                    return
+                counts["done"] += 1
+                counts["created"] += int(created)
+                if progress is not None:
+                    progress(counts["done"], counts["created"])
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        if failures:
+            raise failures[0]
+        return counts["created"]
 
     async def get(self, name: str, fresh: bool = False) -> QueueSettings:
         hit = self._cache.get(name)
         if hit and not fresh and time.monotonic() - hit[0] < CACHE_SECONDS:
             return hit[1]
         rows = await self.db.run(self.db.prepare(f"SELECT {_READ} FROM {self.ks}.queues WHERE name = ?"), [name])
-        if not rows:
+        if not rows or rows[0].shards is None:  # no row, or only cells written after a delete
+            self._cache.pop(name)
             raise QueueNotFound(f"queue '{name}' does not exist: create it with 'casque queue create {name}'")
         qs = _from_row(rows[0])
-        self._cache[name] = (time.monotonic(), qs)
+        self._cache.put(name, (time.monotonic(), qs))
         return qs
 
-    async def list(self) -> list[QueueSettings]:
-        rows = await every_row(self.db, f"SELECT {_READ} FROM {self.ks}.queues")
-        return sorted((_from_row(r) for r in rows), key=lambda q: q.name)
+    async def pages(self, size: int = 1000) -> AsyncIterator[list[QueueSettings]]:
+        """Every queue, one bounded page (``size`` rows, one read) at a time, in token order: for
+        the few callers that must visit all queues (stats of every queue), holding one page."""
+        after: int | None = None
+        while True:
+            found, after = await self.page(after, size)
+            if found:
+                yield found
+            if after is None:
+                return
 
     async def page(self, after: int | None = None, limit: int = 25, contains: str = "", scan: int = 2000) -> tuple[list[QueueSettings], int | None]:
         """One page of queues in token order, starting after token ``after``: never the whole table,
@@ -116,7 +185,7 @@ class QueueStore:
             rows = await self.db.run(stmt, [cursor, chunk])
             for r in rows:
                 cursor, scanned = r.t, scanned + 1
-                if needle in r.name.lower():
+                if r.shards is not None and needle in r.name.lower():  # no shards: cells written after a delete
                     found.append(_from_row(r))
                     if len(found) == limit:
                         break
@@ -143,7 +212,7 @@ class QueueStore:
             self.db.prepare(f"UPDATE {self.ks}.queues SET lock_ttl_ms=?, timeout_ms=?, max_attempts=?, retention_s=?, max_payload_bytes=?, history=?, updated_at=? WHERE name=? IF EXISTS"),
             [merged.lock_ttl_ms, merged.timeout_ms, merged.max_attempts, merged.retention_s, merged.max_payload_bytes, merged.history, self.clock.now_ms(), name],
         )
-        self._cache.pop(name, None)
+        self._cache.pop(name)
         return merged
 
     async def add_priority(self, qs: QueueSettings, priority: int) -> QueueSettings:
@@ -154,24 +223,28 @@ class QueueStore:
             return qs
         await self.db.run(self.db.prepare(f"UPDATE {self.ks}.queues SET priorities = priorities + ? WHERE name = ?"), [{priority}, qs.name])
         updated = replace(qs, priorities=qs.priorities | {priority})
-        self._cache[qs.name] = (time.monotonic(), updated)
+        self._cache.put(qs.name, (time.monotonic(), updated))
         return updated
 
     async def delete(self, name: str) -> None:
         await self.db.run(self.db.prepare(f"DELETE FROM {self.ks}.queues WHERE name = ?"), [name])
-        self._cache.pop(name, None)
+        await self.db.run(self.db.prepare(f"DELETE FROM {self.ks}.queue_expiry WHERE name = ?"), [name])
+        self._cache.pop(name)
+
+    def cache_size(self) -> int:
+        return len(self._cache)
 
 
 def _values(qs: QueueSettings) -> list[Any]:
     return [qs.name, qs.shards, qs.buckets, qs.bucket_seconds, qs.lock_ttl_ms, qs.timeout_ms, qs.max_attempts, qs.retention_s, qs.max_payload_bytes,
-            set(qs.priorities), qs.history]
+            set(qs.priorities), qs.history, qs.expire_after_s]
 
 
 def _from_row(r: Any) -> QueueSettings:
     return QueueSettings(
         name=r.name, shards=r.shards, buckets=r.buckets, bucket_seconds=r.bucket_seconds, lock_ttl_ms=r.lock_ttl_ms,
         timeout_ms=r.timeout_ms, max_attempts=r.max_attempts, retention_s=r.retention_s, max_payload_bytes=r.max_payload_bytes,
-        priorities=frozenset(r.priorities or {0}), history=bool(r.history),
+        priorities=frozenset(r.priorities or {0}), history=bool(r.history), expire_after_s=int(getattr(r, "expire_after_s", None) or 0),
         draining=tuple(tuple(layout[:3]) for layout in json.loads(r.draining)) if getattr(r, "draining", None) else (),
     )
 

@@ -19,9 +19,16 @@ if its attempt equals the receipt's: a receipt whose visibility expired (the mes
 again) deletes nothing and can't change anything.
 
 Long polls: see engine/wakeups.py. Within a process a poll returns as soon as a message is sent,
-falls due or is made visible again; a send from another process is seen within
-``poll_interval`` (the scout's cadence), and a message made visible again by another process's
-visibility change or expiry within the consumer's ``rescan_interval`` (docs/design.md).
+falls due or is made visible again, or a wake hint from another process arrives (``Wakeups.notify``);
+while it waits it reads nothing from Cassandra. Only the scout among a queue's parked polls re-reads,
+at the slow safety cadence ``sqs.poll_interval`` (15 s), in case a hint was lost; a message made
+visible again by another process's visibility change or expiry is found within the consumer's
+``rescan_interval`` of the next read (docs/design.md, "Many queues").
+
+Cost of a receive on an idle queue: the first in a process (cold) reads the queue's settings, the
+cursors of all its rows in one request per shard, and one peek per row and priority lane; later ones
+(warm) peek the current bucket's row of each shard only (and a row whose rescan is due). A tiny queue
+(1 shard, 1 bucket, one priority) costs 3 reads cold and 1 warm (tests/test_many_queues.py).
 """
 
 from __future__ import annotations
@@ -29,14 +36,14 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from daemon.base.clock import Clock
 from daemon.base.errors import CasqueError, UsageError
-from daemon.base.model import Message
-from daemon.engine.consumer import Consumer
+from daemon.base.lru import Lru
+from daemon.base.model import Message, QueueSettings
+from daemon.engine.consumer import Consumer, RowState
 from daemon.engine.db import Database
 from daemon.engine.keys import KeyStore
 from daemon.engine.queues import QueueStore
@@ -46,7 +53,7 @@ from daemon.engine.table import KIND_MESSAGE, KIND_MOVED, STATE_IN_FLIGHT, Messa
 from daemon.engine.wakeups import Wakeups
 
 MAX_VISIBILITY_S = 12 * 3600
-MAX_CONSUMERS = 4096
+MAX_CONSUMERS = 1024  # config: cache.consumers
 FILL_ROUNDS = 3
 
 
@@ -67,7 +74,8 @@ class Delivery:
 
 class Receiver:
     def __init__(self, db: Database, table: MessageTable, queues: QueueStore, keys: KeyStore, secrets: SecretStore, wakeups: Wakeups,
-                 clock: Clock, consumer_of: Callable[[str], Consumer], poll_interval_s: float = 0.5) -> None:
+                 clock: Clock, consumer_of: Callable[[str], Consumer], poll_interval_s: float = 15.0,
+                 max_consumers: int = MAX_CONSUMERS, touch: Callable[[str], None] | None = None) -> None:
         self.db = db
         self.table = table
         self.queues = queues
@@ -77,7 +85,8 @@ class Receiver:
         self.clock = clock
         self.consumer_of = consumer_of
         self.poll_interval_s = poll_interval_s
-        self._consumers: OrderedDict[str, Consumer] = OrderedDict()
+        self._consumers: Lru[str, Consumer] = Lru(max_consumers)  # the queues pulled from lately, not every queue
+        self.touch = touch  # records activity for idle expiry (engine/expiry.py)
         self._signer: ReceiptSigner | None = None
         self._slots = itertools.count()
 
@@ -92,9 +101,13 @@ class Receiver:
         _check_number("max", limit, 1, 10_000, int)
         _check_number("wait", wait_s, 0, 3600)
         _check_number("visibility", visibility_s, 0, MAX_VISIBILITY_S)
-        await self.queues.get(queue)  # QueueNotFound before any waiting
+        qs = await self.queues.get(queue)  # QueueNotFound before any waiting
+        if self.touch is not None:
+            self.touch(queue)
         signer = await self.signer()
         consumer = self._consumer(queue)
+        if not consumer.rows:
+            await self._warm(consumer, qs)
         waiter = self.wakeups.enter(queue)
         scout = False
         deadline = time.monotonic() + wait_s
@@ -114,6 +127,8 @@ class Receiver:
                 if not waiter.scouted:
                     waiter.scouted = scout = True
                 await waiter.park(generation, min(remaining, self.poll_interval_s) if scout else remaining)
+                if waiter.generation == generation and time.monotonic() >= deadline:
+                    return []  # timed out, never woken: nothing new to read
         finally:
             if scout:
                 waiter.scouted = False
@@ -148,12 +163,27 @@ class Receiver:
     def _consumer(self, queue: str) -> Consumer:
         c = self._consumers.get(queue)
         if c is None:
-            c = self._consumers[queue] = self.consumer_of(queue)
-            if len(self._consumers) > MAX_CONSUMERS:
-                self._consumers.popitem(last=False)
-        else:
-            self._consumers.move_to_end(queue)
+            c = self.consumer_of(queue)
+            self._consumers.put(queue, c)
         return c
+
+    async def _warm(self, consumer: Consumer, qs: QueueSettings) -> None:
+        """A cold consumer's first look: the cursors of every row of the queue, one request per
+        shard (``bucket IN (...)``, read by the coordinator in parallel) instead of one per row
+        read one after another as the consumer's visits come round."""
+        shards, buckets = qs.span()
+        results = await asyncio.gather(*(
+            self.db.run(self.table.read_shard_cursors, [qs.name, list(range(buckets)), shard]) for shard in range(shards)))
+        found = {(r.bucket, r.shard): dict(r.cursors or {}) for rows in results for r in rows}
+        for bucket in range(buckets):
+            for shard in range(shards):
+                state = consumer.rows.setdefault((bucket, shard), RowState())
+                for rank, value in found.get((bucket, shard), {}).items():
+                    state.cursors[rank] = max(value, state.cursors.get(rank, 0))
+                state.loaded = True
+
+    def consumers_cached(self) -> int:
+        return len(self._consumers)
 
     # ---- delete and change visibility ---------------------------------------------------------
     async def delete(self, receipt: str, queue: str | None = None) -> bool:

@@ -133,6 +133,14 @@ TABLES: dict[str, str] = {
             name text PRIMARY KEY, holder text
         ) WITH gc_grace_seconds = 3600
           AND comment = 'casque single-holder duties'""",
+    # Queues created with expire_after (engine/expiry.py): one row each, so the sweeper pages through
+    # only the queues that can expire, never the whole queues table. active_at is rewritten at most
+    # once per queue every few minutes per process (a send or a receive).
+    "queue_expiry": """
+        CREATE TABLE IF NOT EXISTS {ks}.queue_expiry (
+            name text PRIMARY KEY, expire_after_s int, active_at bigint
+        ) WITH gc_grace_seconds = 3600
+          AND comment = 'casque queues that expire when idle'""",
     # Secrets every server of a cluster must share, created once with an LWT: the key that signs
     # receipt handles (so a receipt issued by one `casque serve` is honoured by another, and none
     # can be forged). Tiny, never expires.
@@ -162,6 +170,8 @@ MIGRATIONS: list[tuple[str, str, str]] = [
     # kind 2 rows ("moved" markers): a visibility change moves a timeout column; the marker at the
     # receipt's original position names where it went (engine/receive.py).
     ("messages", "moved_to", "bigint"),
+    # Idle expiry: seconds without a send or receive after which the queue is deleted (0: never).
+    ("queues", "expire_after_s", "int"),
 ]
 
 

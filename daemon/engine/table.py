@@ -71,6 +71,9 @@ class MessageTable:
         self.count_from = p(f"SELECT cursors, state, due FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ?")
         self.set_cursor = p(f"UPDATE {t} SET cursors[?] = ? WHERE {_PK}")
         self.read_cursors = p(f"SELECT cursors FROM {t} WHERE {_PK} LIMIT 1")
+        # The cursors of every bucket row of one shard in one request (the coordinator reads the
+        # partitions in parallel): a cold consumer's first look at a queue (engine/receive.py).
+        self.read_shard_cursors = p(f"SELECT DISTINCT queue, bucket, shard, cursors FROM {t} WHERE queue = ? AND bucket IN ? AND shard = ?")
         self.lock_write = p(f"INSERT INTO {t} (queue, bucket, shard, kind, rank, due, id, state) VALUES (?,?,?,0,0,?,?,?) USING TTL ?")
         self.lock_read = p(f"SELECT due, id, state, cursors FROM {t} WHERE {_PK} AND kind = 0 AND rank = 0 AND due >= ?")
         self.lock_delete = p(f"DELETE FROM {t} WHERE {_PK} AND kind = 0 AND rank = 0 AND due = ? AND id = ?")

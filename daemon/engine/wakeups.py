@@ -5,8 +5,10 @@ A long poll that found nothing parks on its queue's ``QueueWaiter``. What wakes 
   - a visibility change or a receive in this process (the message becomes visible again at a
     known time: a timer at that time);
   - the consumer's own peeks, which see messages due within the lookahead (a timer at their due).
-What this process can't see (a send from another process) is found by the one *scout* among the
-queue's parked polls, which re-reads Cassandra every ``poll_interval``; the others only wait.
+  - a wake hint from another process (its ``notify`` calls arrive here).
+A parked poll reads nothing while it waits. In case a hint was lost, the one *scout* among the
+queue's parked polls re-reads Cassandra at the slow safety cadence ``sqs.poll_interval`` (15 s by
+default); the others only wait.
 
 A waiter exists only while some receive is running on its queue, so memory is bounded by the
 number of concurrent long polls, never by the number of queues or messages sent.

@@ -22,6 +22,10 @@ from daemon.engine.stats import Cursors, queue_stats
 log = get_logger("casque.queue_gauges")
 LEASE = "queue_gauges"
 QUEUES_AT_ONCE = 8  # x 8 reads each: at most 64 reads in flight, small queues read side by side
+#: Queues gauged per round when metrics.queue_gauges_queues is empty: the first ones in token order.
+#: A cluster of a million per-user queues would otherwise export a million series per gauge and
+#: read every row of every queue each interval; list the queues that matter instead.
+MAX_GAUGED = 1000
 
 
 class QueueGauges:
@@ -57,7 +61,7 @@ class QueueGauges:
 
     async def round(self) -> None:
         started = time.monotonic()
-        names = list(self.only) or [q.name for q in await self.cq.queues.list()]
+        names = list(self.only) or await self._first_queues()
         sem = asyncio.Semaphore(QUEUES_AT_ONCE)
 
         async def one(name: str) -> None:
@@ -77,6 +81,15 @@ class QueueGauges:
         queue_metrics.UPDATED.set(time.time())
         queue_metrics.ROUND_SECONDS.set(time.monotonic() - started)
         self.rounds += 1
+
+    async def _first_queues(self) -> list[str]:
+        names: list[str] = []
+        async for page in self.cq.queues.pages(min(MAX_GAUGED, 1000)):
+            names += [q.name for q in page][: MAX_GAUGED - len(names)]
+            if len(names) >= MAX_GAUGED:
+                log.warning("queue_gauges_capped", gauged=MAX_GAUGED, fix="list the queues to gauge in metrics.queue_gauges_queues")
+                break
+        return names
 
     def _withdraw(self) -> None:
         queue_metrics.HOLDER.set(0)

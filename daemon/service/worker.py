@@ -29,6 +29,7 @@ from daemon.base.model import QueueSettings
 from daemon.base.logs import configure_logging, get_logger
 from daemon.service.hooks import Hooks
 from daemon.service.observers import HistoryObserver, MetricsObserver
+from daemon.engine.expiry import ExpirySweeper
 from daemon.service.queue_gauges import QueueGauges
 from daemon.service.registry import Registry, registry as default_registry
 from daemon.service.sdnotify import Notifier
@@ -109,6 +110,8 @@ class Worker:
             m = self.settings.metrics
             gauges = QueueGauges(self.cq, self.daemon, m.queue_gauges_interval, only=m.queue_gauges_queues)
             background.append(asyncio.create_task(gauges.run(), name="casque-queue-gauges"))
+        expiry = ExpirySweeper(self.cq, self.daemon, self.settings.worker.expiry_interval)  # one sweeper per cluster (a lease)
+        background.append(asyncio.create_task(expiry.run(), name="casque-queue-expiry"))
         try:
             await self.dispatcher.run(burst=burst)
             self.serving = False

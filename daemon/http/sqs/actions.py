@@ -31,6 +31,9 @@ from daemon.http.sqs.errors import SqsError, invalid, missing
 MAX_BATCH = 10
 MAX_TAGS = 50
 LIST_PAGE = 1000
+#: Names one ListQueues request reads at most (10 pages): with a prefix that matches few of a million
+#: queues, the answer is what matched so far plus a NextToken (given MaxResults), like SQS may.
+LIST_SCAN = 10_000
 _QUEUE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
 _ENTRY_ID = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
 SYSTEM_ATTRIBUTES = ("SenderId", "SentTimestamp", "ApproximateReceiveCount", "ApproximateFirstReceiveTimestamp")
@@ -136,10 +139,11 @@ class SqsService:
         after = _decode_token(call.params.get("NextToken"))
         names: list[str] = []
         more = False
+        scanned = 0
         while True:
             page = await self.cq.attributes.names_page(after, LIST_PAGE)
             for name in page:
-                after = name
+                after, scanned = name, scanned + 1
                 if name.startswith(prefix):
                     names.append(name)
                     if len(names) == limit:
@@ -149,9 +153,12 @@ class SqsService:
                 break
             if len(page) < LIST_PAGE:
                 break
+            if scanned >= LIST_SCAN:  # a prefix matching few of many queues: never the whole table in one request
+                more = True
+                break
         out: dict[str, Any] = {"QueueUrls": [self.url(call, n) for n in names]} if names else {}
-        if more and limit_given:
-            out["NextToken"] = base64.urlsafe_b64encode(names[-1].encode()).decode()
+        if more and limit_given and after is not None:
+            out["NextToken"] = base64.urlsafe_b64encode(after.encode()).decode()
         return out
 
     async def delete_queue(self, call: Call) -> dict[str, Any]:

@@ -1,0 +1,324 @@
+"""Many queues (issue 17) against the real node: what an idle queue costs, and what must not grow
+with the number of queues that exist.
+
+Reads are counted by the client itself (``Database.reads``: every SELECT it sends), so "0 reads while
+a long poll waits" is a count of requests, not a timing. Expiry runs on the ManualClock (moved, never
+slept on); tombstones are counted as the delete requests a queue delete sends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import subprocess
+import sys
+import time
+from typing import Any, AsyncIterator
+
+import pytest
+
+from daemon.base import metrics
+from daemon.base.clock import Clock, ManualClock
+from daemon.base.config import Settings
+from daemon.base.errors import QueueNotFound, UsageError
+from daemon.base.lru import Lru
+from daemon.engine.admin import delete_queue
+from daemon.engine.client import Casque
+from daemon.engine.expiry import ExpirySweeper
+from daemon.engine.lease import Lease
+
+from .conftest import ROOT, TEST_KEYSPACE
+
+
+async def fresh(settings: Settings, clock: Clock | None = None, **sections: dict[str, Any]) -> Casque:
+    """A new client: a process's first contact with every queue (nothing cached)."""
+    s = copy.deepcopy(settings)
+    for section, values in sections.items():
+        for key, value in values.items():
+            setattr(getattr(s, section), key, value)
+    return await Casque.connect(s, clock=clock) if clock else await Casque.connect(s)
+
+
+@pytest.fixture
+async def small_caches(settings: Settings) -> AsyncIterator[Casque]:
+    client = await fresh(settings, cache={"queues": 8, "consumers": 4, "activity": 8})
+    yield client
+    await client.close()
+
+
+async def parked(cq: Casque, queue: str, deadline_s: float = 10.0) -> None:
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        w = cq.wakeups._waiters.get(queue)
+        if w is not None and w._parked:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"no receive parked on {queue} within {deadline_s}s")
+
+
+# ---- tiny queues ------------------------------------------------------------------------------
+async def test_a_tiny_queue_is_one_shard_and_one_bucket(cq: Casque, queue_name: str) -> None:
+    qs = await cq.create_queue(queue_name, shards=1, buckets=1)
+    assert (qs.shards, qs.buckets) == (1, 1)
+    with pytest.raises(UsageError, match="shards must be between 1"):
+        await cq.create_queue(queue_name + "x", shards=0)
+
+
+async def test_receive_on_an_idle_tiny_queue_reads_3_cold_and_1_warm(cq: Casque, settings: Settings, queue_name: str) -> None:
+    """Cold (a process's first receive on the queue): settings, the cursors of its row, one peek.
+    Warm: one peek. The receipt key is read once per process, before, so it is not counted."""
+    await cq.create_queue(queue_name, shards=1, buckets=1)
+    client = await fresh(settings)
+    try:
+        await client.receiver.signer()
+        before = client.db.reads
+        assert await client.receive(queue_name, wait=0) == []
+        cold = client.db.reads - before
+        before = client.db.reads
+        assert await client.receive(queue_name, wait=0) == []
+        warm = client.db.reads - before
+        assert (cold, warm) == (3, 1), f"cold {cold}, warm {warm}"
+    finally:
+        await client.close()
+
+
+async def test_a_cold_receive_reads_the_cursors_in_one_request_per_shard(cq: Casque, settings: Settings, queue_name: str) -> None:
+    """4 shards x 4 buckets: 1 settings read + 4 cursor reads (one per shard) + 16 peeks, where it
+    read a cursor per row before (16 more)."""
+    await cq.create_queue(queue_name, shards=4, buckets=4)
+    client = await fresh(settings)
+    try:
+        await client.receiver.signer()
+        before = client.db.reads
+        assert await client.receive(queue_name, wait=0) == []
+        assert client.db.reads - before == 1 + 4 + 16
+    finally:
+        await client.close()
+
+
+async def test_a_cold_receive_still_starts_at_the_stored_cursor(cq: Casque, settings: Settings, queue_name: str) -> None:
+    """The cursors read in the burst are used: a second process finds the message the first left."""
+    await cq.create_queue(queue_name, shards=1, buckets=2)
+    ids = [await cq.send(queue_name, "t", i) for i in range(3)]
+    first = await cq.receive(queue_name, max=2, wait=5, visibility=60)
+    assert await cq.delete_many([d.receipt for d in first]) == [True, True]
+    client = await fresh(settings)
+    try:
+        (last,) = await client.receive(queue_name, max=10, wait=5, visibility=60)
+        assert sorted([str(d.message.id) for d in first] + [str(last.message.id)]) == sorted(ids)
+        assert await client.delete(last.receipt)
+    finally:
+        await client.close()
+
+
+async def test_an_empty_long_poll_reads_nothing_while_it_waits(cq: Casque, queue_name: str) -> None:
+    """Parked for 3 s with the default 15 s safety poll: the reads all happen before it parks."""
+    await cq.create_queue(queue_name, shards=1, buckets=1)
+    assert cq.settings.sqs.poll_interval == 15.0
+    poll = asyncio.create_task(cq.receive(queue_name, wait=3))
+    await parked(cq, queue_name)
+    at_park = cq.db.reads
+    assert await poll == []
+    assert cq.db.reads - at_park == 0
+
+
+async def test_a_parked_poll_reads_again_only_when_woken(cq: Casque, queue_name: str) -> None:
+    await cq.create_queue(queue_name, shards=1, buckets=1)
+    poll = asyncio.create_task(cq.receive(queue_name, wait=20, visibility=60))
+    await parked(cq, queue_name)
+    at_park = cq.db.reads
+    mid = await cq.send(queue_name, "t", "x")  # wakes it (Wakeups.notify)
+    (got,) = await poll
+    assert str(got.message.id) == mid
+    # settings cached; a peek, the take (lock read, re-check, due read), one top-up peek: 5 measured
+    assert cq.db.reads - at_park <= 5
+    assert await cq.delete(got.receipt)
+
+
+# ---- bounded caches ---------------------------------------------------------------------------
+def test_lru_drops_the_least_recently_used_and_tells_its_owner() -> None:
+    gone: list[str] = []
+    lru: Lru[str, int] = Lru(2, lambda k, v: gone.append(k))
+    lru.put("a", 1)
+    lru.put("b", 2)
+    assert lru.get("a") == 1  # a is now the most recent
+    lru.put("c", 3)
+    assert gone == ["b"] and list(lru) == ["a", "c"]
+
+
+async def test_caches_stay_bounded_after_touching_more_queues_than_the_limit(small_caches: Casque, cq: Casque, queue_name: str) -> None:
+    """Settings, attributes, consumers and metric series follow the last queues used, not all 200."""
+    client = small_caches
+    names = [f"{queue_name}_{i}" for i in range(200)]
+    assert await cq.create_queues(names, shards=1, buckets=1) == 200
+    for name in names:
+        await client.send(name, "t", "x")
+        await client.receive(name, wait=0, visibility=60)
+        await client.attributes.get(name)
+    assert client.queues.cache_size() <= 8
+    assert len(client.attributes._cache) <= 8
+    assert client.receiver.consumers_cached() <= 4
+    assert client.wakeups.watched() == 0
+    mine = {k[0] for m in (metrics.SENT, metrics.EMPTY_POLLS) for k in m._metrics if k[0].startswith(queue_name)}
+    assert len(mine) <= 8 + 64, f"{len(mine)} queues still have metric series (limit 8, forgotten in batches of 64)"
+
+
+# ---- listing by page --------------------------------------------------------------------------
+async def test_paging_returns_every_queue_exactly_once(cq: Casque, queue_name: str) -> None:
+    names = {f"{queue_name}_{i}" for i in range(40)}
+    await cq.create_queues(names, shards=1, buckets=1)
+    seen: list[str] = []
+    token = None
+    reads = cq.db.reads
+    pages = 0
+    while True:
+        page, token = await cq.queues.page(token, 97)
+        pages += 1
+        assert len(page) <= 97
+        seen += [q.name for q in page]
+        if token is None:
+            break
+    assert len(seen) == len(set(seen)), "a queue was listed twice"
+    assert names <= set(seen)
+    assert cq.db.reads - reads <= pages + 1, "one bounded read per page"
+
+
+def casque_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {"CASQUE_CASSANDRA__KEYSPACE": TEST_KEYSPACE, "CASQUE_QUEUE_DEFAULTS__SHARDS": "1", "CASQUE_QUEUE_DEFAULTS__BUCKETS": "1"}
+    import os
+
+    return subprocess.run([sys.executable, "-m", "daemon.cli", *args], cwd=ROOT, capture_output=True, text=True, input=stdin,
+                          env=dict(os.environ, **env), timeout=120)
+
+
+async def test_cli_queues_pages_by_token_and_create_many_reads_stdin(cq: Casque, queue_name: str) -> None:
+    names = [f"{queue_name}_{i}" for i in range(30)]
+    done = await asyncio.to_thread(casque_cli, "queues", "create-many", "--shards", "1", "--buckets", "1", stdin="\n".join(names) + "\n\n")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "30 queues created"
+    again = await asyncio.to_thread(casque_cli, "queues", "create-many", stdin="\n".join(names))
+    assert again.stdout.strip() == "0 queues created"
+    seen: list[str] = []
+    after: list[str] = []
+    for _ in range(1000):
+        out = await asyncio.to_thread(casque_cli, "queues", "--json", "--limit", "500", *after)
+        assert out.returncode == 0, out.stderr
+        import json
+
+        seen += [q["name"] for q in json.loads(out.stdout)]
+        if "next page" not in out.stderr:
+            break
+        after = ["--after", out.stderr.rsplit("--after ", 1)[1].strip()]
+    assert len(seen) == len(set(seen)) and set(names) <= set(seen)
+    bad = await asyncio.to_thread(casque_cli, "queues", "--after", "nope")
+    assert bad.returncode != 0 and "invalid --after 'nope'" in bad.stderr
+
+
+async def test_create_queues_counts_what_it_created_and_names_a_bad_name(cq: Casque, queue_name: str) -> None:
+    names = [f"{queue_name}_{i}" for i in range(50)]
+    assert await cq.create_queues(names[:20], shards=1, buckets=2, concurrency=8) == 20
+    assert await cq.create_queues(names, shards=1, buckets=2, concurrency=8) == 30
+    assert (await cq.queues.get(names[-1])).buckets == 2
+    with pytest.raises(UsageError, match="already exists"):
+        await cq.create_queues(names[:1], if_missing=False)
+    with pytest.raises(UsageError, match="invalid queue name .bad name!."):
+        await cq.create_queues([f"{queue_name}_ok", "bad name!"])
+
+
+# ---- idle expiry ------------------------------------------------------------------------------
+async def test_expiry_deletes_an_idle_queue_and_keeps_an_active_one(settings: Settings, queue_name: str) -> None:
+    clock = ManualClock(Clock().now_ms())
+    client = await fresh(settings, clock=clock)
+    idle, busy, forever = f"{queue_name}_idle", f"{queue_name}_busy", f"{queue_name}_forever"
+    try:
+        for q in (idle, busy):
+            await client.create_queue(q, shards=1, buckets=1, expire_after=120)
+        await client.create_queue(forever, shards=1, buckets=1)
+        await client.send(idle, "t", "left behind")
+        clock.advance(100_000)
+        await client.send(busy, "t", "x")  # marks busy active at +100 s
+        await client.activity.flush()
+        clock.advance(50_000)  # +150 s: idle is 150 s idle, busy 50 s
+        sweeper = ExpirySweeper(client, "test-sweeper")
+        gone = await sweeper.sweep()
+        assert idle in gone and busy not in gone and forever not in gone
+        with pytest.raises(QueueNotFound):
+            await client.queues.get(idle, fresh=True)
+        assert (await client.queues.get(busy, fresh=True)).expire_after_s == 120
+        assert await client.peek(busy) != []
+        clock.advance(130_000)  # busy now idle past its 120 s too
+        assert busy in await sweeper.sweep()
+    finally:
+        await client.close()
+
+
+async def test_activity_writes_at_most_one_mark_per_interval(settings: Settings, queue_name: str) -> None:
+    clock = ManualClock(Clock().now_ms())
+    client = await fresh(settings, clock=clock)
+    try:
+        await client.create_queue(queue_name, shards=1, buckets=1, expire_after=3600)
+        for _ in range(50):
+            await client.send(queue_name, "t", "x")
+            await client.receive(queue_name, max=10, wait=0, visibility=60)
+        await client.activity.flush()
+        assert client.activity.writes == 1
+        clock.advance(301_000)  # min(5 min, expire_after / 4) later: one more
+        await client.send(queue_name, "t", "x")
+        await client.activity.flush()
+        assert client.activity.writes == 2
+    finally:
+        await client.close()
+
+
+async def test_only_the_lease_holder_sweeps(cq: Casque) -> None:
+    a = Lease(cq.db, TEST_KEYSPACE, "queue_expiry_test", "a", ttl_s=30)
+    b = Lease(cq.db, TEST_KEYSPACE, "queue_expiry_test", "b", ttl_s=30)
+    try:
+        assert await a.hold() and not await b.hold()
+    finally:
+        await a.release()
+
+
+async def test_deleting_a_queue_writes_partition_tombstones_not_one_per_message(cq: Casque, queue_name: str) -> None:
+    """1 x 1 queue with 500 messages: 20 delete requests (its row, 16 key shards, poison, settings,
+    expiry mark), the same as for an empty queue; the old delete wrote one tombstone per message."""
+    counts = []
+    for name, n in ((queue_name + "_full", 500), (queue_name + "_empty", 0)):
+        await cq.create_queue(name, shards=1, buckets=1)
+        if n:
+            from daemon.engine.producer import Job
+
+            await cq.send_many(name, [Job("t", i) for i in range(n)])
+        requests, reads = cq.db.requests, cq.db.reads
+        tombstones = await delete_queue(cq, name)
+        counts.append((tombstones, (cq.db.requests - requests) - (cq.db.reads - reads)))
+    assert counts == [(20, 20), (20, 20)]
+
+
+async def test_list_queues_next_token_walks_every_queue_once_with_boto3(cq: Casque, queue_name: str) -> None:
+    """A real boto3 client pages the whole table with MaxResults/NextToken: every queue once."""
+    import boto3
+    from botocore.config import Config
+
+    from tests.support import sqsserver
+
+    names = {f"{queue_name}_{i}" for i in range(25)}
+    await cq.create_queues(names, shards=1, buckets=1)
+    server = await asyncio.to_thread(sqsserver.start, TEST_KEYSPACE)
+    try:
+        sqs = boto3.client("sqs", endpoint_url=server.url, region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s",
+                           config=Config(retries={"max_attempts": 1}))
+        seen: list[str] = []
+        kwargs: dict[str, Any] = {"MaxResults": 300}
+        while True:
+            page = await asyncio.to_thread(lambda: sqs.list_queues(**kwargs))
+            urls = page.get("QueueUrls", [])
+            assert len(urls) <= 300
+            seen += [u.rsplit("/", 1)[-1] for u in urls]
+            if "NextToken" not in page:
+                break
+            kwargs["NextToken"] = page["NextToken"]
+        assert len(seen) == len(set(seen)), "a queue was listed twice"
+        assert names <= set(seen)
+    finally:
+        await asyncio.to_thread(server.stop)
