@@ -206,7 +206,14 @@ def many_queues(args: argparse.Namespace) -> int:
         R["full_expected_min"] = mq.full_estimate_min(R)
         path.write_text(json.dumps(R, default=str))
         progress(mq.headline(R))
-    plots.rss_vs_queues(R["rss"]["samples"], out_dir() / "bench-many-queues-rss.png", R["size"]["name"])
+    before = out_dir() / f"many-queues-{size.name}-before.json"  # a run of the engine before bounded caches, if kept
+    baseline = None
+    if before.exists():
+        B = json.loads(before.read_text())
+        baseline = (f"before the LRU caches ({B.get('engine', '?')})", B["rss"]["samples"])
+        R["baseline"] = {"engine": B.get("engine"), "queues": B["size"]["queues"], "rss": {k: v for k, v in B["rss"].items() if k != "samples"},
+                         "reads": B["reads"]["by_kind"], "latency": B["latency"], "ledger": B["ledger"], "started": B["started"]}
+    plots.rss_vs_queues(R["rss"]["samples"], out_dir() / "bench-many-queues-rss.png", R["size"]["name"], baseline)
     target = report.write_many_queues(R, out_dir(), to_docs=args.write_docs or size is mq.FULL)
     progress(f"report: {target.relative_to(ROOT)}")
     return 1 if R["ledger"]["lost"] else 0

@@ -334,6 +334,7 @@ class Run:
         self.kill_at: float | None = None
         self.back_at: float | None = None
         self.retries = 0
+        self.send_ms: list[float] = []  # SendMessage round trips (answered on the first try)
         self.empty_drain_receives = 0
 
     # ---- calls that outlive a restart -------------------------------------------------------
@@ -378,7 +379,10 @@ class Run:
         async def send(mid: str, queue: str) -> None:
             async with sem:
                 at = time.time()
+                retries = self.retries
                 r = await self.retrying("SendMessage", queue, MessageBody=f"{mid} {at:.6f}")
+                if self.retries == retries:
+                    self.send_ms.append((time.time() - at) * 1000)
                 self.ledger.send(mid, queue, at, queue in online, r["MessageId"])
 
         for i in itertools.count():
@@ -428,7 +432,7 @@ class Run:
         self.stop_users.set()
         await asyncio.gather(*users)
         return {"seconds": time.time() - t0, "users": len(self.online), "send_rate": self.size.send_rate, "backlog": backlog,
-                "catch_up_s": catch_up_s}
+                "catch_up_s": catch_up_s, "send_p50_ms": pct(self.send_ms, 50), "send_p99_ms": pct(self.send_ms, 99)}
 
     # ---- the drain ----------------------------------------------------------------------------
     async def empty_queue(self, queue: str) -> None:
@@ -470,7 +474,9 @@ def reads_figures(server: Server) -> dict[str, Any]:
     per = {k: {"requests": v[0], "cql_per_request": v[1] / v[0] if v[0] else None, "reads_per_request": v[2] / v[0] if v[0] else None}
            for k, v in total.items()}
     charged = sum(v[2] for v in total.values())
-    return {"by_kind": per, "cql_requests": cql_requests, "cql_reads": cql_reads, "reads_outside_requests": cql_reads - charged}
+    last = server.finished[-1] if server.finished else {}
+    return {"by_kind": per, "cql_requests": cql_requests, "cql_reads": cql_reads, "reads_outside_requests": cql_reads - charged,
+            "cql_latency_ms": last.get("cql_latency_ms", {})}
 
 
 def latency_figures(ledger: Ledger, kill_at: float | None, back_at: float | None, wait_s: int) -> dict[str, Any]:
@@ -538,8 +544,10 @@ async def scenario(size: Size, keyspace: str = KEYSPACE, measure_table: bool = T
         progress(f"  {R['create']['rate']:,.0f} queues/s ({R['create']['api']}), p99 {R['create']['p99_ms']:.1f} ms per {R['create']['per']}")
         if measure_table:
             after = await asyncio.to_thread(table_stats, keyspace)
-            grown = after.get("bytes", 0) - before.get("bytes", 0)
-            R["table"] = {"before": before, "after": after, "bytes_per_queue": grown / size.queues if grown > 0 else None}
+            # bytes ÷ partitions at one moment: compaction between two measurements (the keyspace is
+            # shared with earlier runs, whose deleted rows it purges) makes a before/after difference meaningless
+            per = after["bytes"] / after["partitions"] if after.get("bytes") and after.get("partitions") else None
+            R["table"] = {"before": before, "after": after, "bytes_per_partition": per}
         progress(f"  filling {size.messages:,} messages, Zipf s={size.zipf_s}")
         R["fill"] = await fill(cq, names, cum, size, ledger)
         progress(f"  {R['fill']['rate']:,.0f} msg/s into {R['fill']['queues_with_messages']:,} queues (largest {R['fill']['largest_queue']:,})")

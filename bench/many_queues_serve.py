@@ -16,6 +16,7 @@ the server runs and after a kill -9 (losing at most that last half second).
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sys
@@ -79,17 +80,32 @@ def install() -> None:
     SqsService.run = service_run  # type: ignore[method-assign]
 
 
-def stats() -> dict[str, Any]:
+def stats(latency: dict[str, Any]) -> dict[str, Any]:
     from .cqlcount import COUNTS
 
     return {"pid": os.getpid(), "t": time.time(), "cql_requests": COUNTS.requests, "cql_reads": COUNTS.reads,
-            "tally": {k: list(v) for k, v in TALLY.items()}}
+            "tally": {k: list(v) for k, v in TALLY.items()}, "cql_latency_ms": latency}
+
+
+def cql_latency() -> dict[str, Any]:
+    """p50/p99 of the server's CQL round trips by kind (is Cassandra the slow part?)."""
+    from .cqlcount import COUNTS
+
+    out = {}
+    for kind, samples in list(COUNTS.latency_ms.items()):
+        s = sorted(samples)
+        if s:
+            out[kind] = {"count": len(s), "p50": s[len(s) // 2], "p99": s[min(len(s) - 1, int(0.99 * len(s)))]}
+    return out
 
 
 def keep_writing(path: Path, every_s: float = 0.5) -> None:
     tmp = path.with_suffix(".tmp")
-    while True:
-        tmp.write_text(json.dumps(stats()))
+    latency: dict[str, Any] = {}
+    for n in itertools.count():
+        if n % 10 == 0:  # sorting the samples costs the server CPU: every 5 s is enough
+            latency = cql_latency()
+        tmp.write_text(json.dumps(stats(latency)))
         tmp.replace(path)
         time.sleep(every_s)
 

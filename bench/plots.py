@@ -117,10 +117,15 @@ def finite(x: float | None) -> bool:
     return x is not None and not (isinstance(x, float) and (math.isnan(x) or math.isinf(x)))
 
 
-def rss_vs_queues(samples: list[dict[str, Any]], path: Path, mode: str) -> Path:
+def rss_vs_queues(samples: list[dict[str, Any]], path: Path, mode: str, baseline: tuple[str, list[dict[str, Any]]] | None = None) -> Path:
     """The serving process's RSS against the number of queues it has served since it started, one
-    line per process (the kill -9 starts a new one), coloured by phase."""
+    line per process (the kill -9 starts a new one); ``baseline`` (label, samples) adds the last
+    process of another run (an engine without bounded caches) in grey."""
     fig, ax = plt.subplots(figsize=(7, 4))
+    if baseline:
+        label, old = baseline
+        last = [s for s in old if s["incarnation"] == old[-1]["incarnation"]]
+        ax.plot([s["touched"] for s in last], [s["rss_mb"] for s in last], color="grey", linestyle="--", linewidth=1, label=label)
     for inc in sorted({s["incarnation"] for s in samples}):
         mine = [s for s in samples if s["incarnation"] == inc]
         label = "first process (killed with -9)" if inc == 1 and len({s["incarnation"] for s in samples}) > 1 else f"process {inc}"

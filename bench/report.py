@@ -334,6 +334,8 @@ def section_many_queues(R: dict[str, Any], img: str) -> str:
     t, kill, reads = R.get("table") or {}, R.get("kill") or {}, R["reads"]
     mach = R.get("machine", {})
     by = reads["by_kind"]
+    live = R.get("live") or {}
+    rt = reads.get("cql_latency_ms") or {}
 
     def cql(kind: str, what: str) -> list[str]:
         k = by.get(kind) or {}
@@ -345,12 +347,15 @@ def section_many_queues(R: dict[str, Any], img: str) -> str:
         [f"create {_n(c['queues'])} tiny queues ({', '.join(f'{k} {v}' for k, v in c['settings'].items())})",
          f"{_n(c['rate'])} queues/s with `{c['api']}`, {c['concurrency']} concurrent; per {c['per']}: p50 {_ms(c['p50_ms'])}, p99 {_ms(c['p99_ms'])}"],
         ["`queues` table on disk (nodetool flush + tablestats)",
-         f"{_n(t.get('after', {}).get('bytes'))} bytes after, {_n(t.get('before', {}).get('bytes'))} before: "
-         f"{_n(t.get('bytes_per_queue'), 1)} bytes per queue (compressed); partitions estimate {_n(t.get('after', {}).get('partitions'))}" if t else "not measured"],
+         f"{_n(t['after'].get('bytes'))} bytes (compressed, live SSTables) for an estimated {_n(t['after'].get('partitions'))} partitions "
+         f"(this run's queues and the deleted rows of earlier runs): {_n(t.get('bytes_per_partition'), 1)} bytes per queue row, "
+         f"so about {_n((t.get('bytes_per_partition') or 0) * 1e6 / 2**20)} MiB per million queues" if t else "not measured"],
         [f"fill {_n(f['messages'])} messages, Zipf s={f['zipf_s']}", f"{_n(f['rate'])} msg/s (`send_many` per queue) into {_n(f['queues_with_messages'])} queues; the largest holds {_n(f['largest_queue'])}"],
         [f"{_n(z['users'])} users long-polling (WaitTimeSeconds {z['wait_s']}), producers at {_n(z['send_rate'])} msg/s for {_n(z['live_s'])} s",
          f"send→receive for online owners: p50 {_ms(lat['p50_ms'])}, p99 {_ms(lat['p99_ms'])} ({_n(lat['count'])} messages); "
-         f"away from the kill: p50 {_ms(lat['calm_p50_ms'])}, p99 {_ms(lat['calm_p99_ms'])} ({_n(lat['calm_count'])})"],
+         f"away from the kill: p50 {_ms(lat['calm_p50_ms'])}, p99 {_ms(lat['calm_p99_ms'])} ({_n(lat['calm_count'])}). "
+         f"SendMessage round trip p50 {_ms(live.get('send_p50_ms'))}, p99 {_ms(live.get('send_p99_ms'))}. The owners first emptied the "
+         f"{_n(live.get('backlog'))} messages the fill left them ({_n(live.get('catch_up_s'), 1)} s)"],
         ["kill -9 of casque serve halfway, restarted on the same port",
          f"back in {_n(kill.get('down_s'), 1)} s; clients retried {_n(kill.get('client_retries'))} calls" if kill.get("done") else "no kill in this run"],
         ["server RSS vs queues it has served (last process); its [cache] limits: "
@@ -375,8 +380,12 @@ def section_many_queues(R: dict[str, Any], img: str) -> str:
                [cql("receive", "ReceiveMessage that returned messages"), cql("empty_long_poll", "empty long poll (WaitTimeSeconds > 0)"),
                 cql("empty_receive", "receive on an idle queue (WaitTimeSeconds 0)"), cql("send", "SendMessage"), cql("delete", "DeleteMessageBatch")]),
         "",
-        f"CQL reads outside any request (background): {_n(reads['reads_outside_requests'])} in {_n(serving_s)} s of serving.", "",
+        f"CQL reads outside any request (background): {_n(reads['reads_outside_requests'])} in {_n(serving_s)} s of serving. "
+        "CQL round trips seen by the server (last process): "
+        + "; ".join(f"{k} p50 {v['p50']:.1f} / p99 {v['p99']:.1f} ms" for k, v in rt.items())
+        + ": a receive is several of them in sequence, so on this shared node they, not the wake-ups, set the latency above.", "",
         f"![server RSS vs queues touched]({img}/bench-many-queues-rss.png)", "",
+        _mq_baseline(R.get("baseline")),
         "Full size (1,000,000 queues, 1,000,000 messages, 20,000 users; needs `ulimit -n` ≥ 40,000 and about "
         f"{_n(R.get('full_expected_min'))} min here): `python -m bench many-queues --write-docs`.", "",
     ]
@@ -402,3 +411,18 @@ def write_many_queues(R: dict[str, Any], plots_dir: Path, to_docs: bool) -> Path
         text = old.rstrip("\n") + "\n\n" + block + "\n"
     target.write_text(text)
     return target
+
+
+def _mq_baseline(B: dict[str, Any] | None) -> str:
+    """One paragraph on the run kept as bench/out/many-queues-<size>-before.json (the grey line)."""
+    if not B:
+        return ""
+    at, by = B["rss"].get("rss_mb_at", {}), B["reads"]
+    return (f"The grey line: the same bench on the engine before issue 17's changes ({B['engine']}, {B['started']}; {_n(B['queues'])} queues "
+            "of 1 shard × 4 buckets, unbounded settings cache, 0.5 s scout polls): RSS "
+            f"{_n(at.get('25%'), 1)} / {_n(at.get('50%'), 1)} / {_n(at.get('75%'), 1)} / {_n(at.get('100%'), 1)} MB at 25/50/75/100 %, still "
+            f"growing ({_n(B['rss'].get('growth_second_half_mb'), 1)} MB over the second half); reads per empty long poll "
+            f"{_n(by['empty_long_poll']['reads_per_request'], 2)}, per idle receive {_n(by['empty_receive']['reads_per_request'], 2)}, per receive "
+            f"with messages {_n(by['receive']['reads_per_request'], 2)}. Its ledger counted {B['ledger']['lost']} lost, but that version of the "
+            "bench neither retried a delete whose answer the kill swallowed nor re-checked the queues once its drain deadline had passed "
+            "(both fixed since), so that count is not evidence either way.\n")
