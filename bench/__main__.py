@@ -31,6 +31,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="a few minutes instead of the full run (< 45 min)")
     p.add_argument("--only", default="", help=f"comma-separated parts to run: {','.join(PARTS)} (default: all)")
     p.add_argument("--report-only", action="store_true", help="re-render plots and report from the saved results")
+    p.add_argument("--size", choices=["quick", "full", "test", "light"],
+                   help="many-queues only: a size of bench/many_queues.py (default: full, or quick with --quick); test and light never go to docs/")
     p.add_argument("--write-docs", action="store_true", help="write docs/benchmarks.md even in quick mode")
     p.add_argument("--no-docs", action="store_true",
                    help="write bench/out/report-<mode>.md even in full mode (a partial run must not replace docs/ figures of another run)")
@@ -195,7 +197,7 @@ def many_queues(args: argparse.Namespace) -> int:
     from . import many_queues as mq
     from . import plots, report
 
-    size = mq.QUICK if args.quick else mq.FULL
+    size = mq.SIZES[args.size] if args.size else mq.QUICK if args.quick else mq.FULL
     path = out_dir() / f"many-queues-{size.name}.json"
     if args.report_only:
         R = json.loads(path.read_text())
@@ -213,8 +215,10 @@ def many_queues(args: argparse.Namespace) -> int:
         baseline = (f"before the LRU caches ({B.get('engine', '?')})", B["rss"]["samples"])
         R["baseline"] = {"engine": B.get("engine"), "queues": B["size"]["queues"], "rss": {k: v for k, v in B["rss"].items() if k != "samples"},
                          "reads": B["reads"]["by_kind"], "latency": B["latency"], "ledger": B["ledger"], "started": B["started"]}
-    plots.rss_vs_queues(R["rss"]["samples"], out_dir() / "bench-many-queues-rss.png", R["size"]["name"], baseline)
-    target = report.write_many_queues(R, out_dir(), to_docs=args.write_docs or size is mq.FULL)
+    to_docs = (args.write_docs or size is mq.FULL) and size in (mq.QUICK, mq.FULL)
+    plot = "bench-many-queues-rss.png" if size in (mq.QUICK, mq.FULL) else f"bench-many-queues-rss-{size.name}.png"
+    plots.rss_vs_queues(R["rss"]["samples"], out_dir() / plot, R["size"]["name"], baseline)
+    target = report.write_many_queues(R, out_dir(), to_docs=to_docs)
     progress(f"report: {target.relative_to(ROOT)}")
     return 1 if R["ledger"]["lost"] else 0
 

@@ -46,7 +46,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterable
 
-from .env import KEYSPACE, ROOT, out_dir, progress
+from .env import KEYSPACE, ROOT, cpu_seconds, out_dir, progress
 from .sqs_json import ServerGone, SqsJson
 
 TINY = {"shards": 1, "buckets": 1, "max_attempts": 1000}  # docs/design.md "Many queues": a tiny queue
@@ -78,7 +78,9 @@ FULL = Size("full", queues=1_000_000, messages=1_000_000, users=20_000, live_s=6
             drain_concurrency=128, expected_min=180.0)
 TEST = Size("test", queues=400, messages=400, users=20, live_s=8, send_rate=20, wait_s=2, visibility_s=3, drain_concurrency=16, expected_min=1.0,
              cache=(("queues", 100), ("consumers", 50), ("activity", 100)))
-SIZES = {s.name: s for s in (QUICK, FULL, TEST)}
+#: send→receive when neither the node nor the server is busy: the same path with 5 users (no kill)
+LIGHT = Size("light", queues=50, messages=10, users=5, live_s=20, send_rate=5, wait_s=5, kill=False, expected_min=1.0)
+SIZES = {s.name: s for s in (QUICK, FULL, TEST, LIGHT)}
 
 
 # --------------------------------------------------------------------------- the ledger
@@ -318,6 +320,7 @@ class Sample:
     incarnation: int
     touched: int
     rss_mb: float
+    cpu_s: float = 0.0  # the server's CPU time so far (user + system)
 
 
 class Run:
@@ -408,8 +411,9 @@ class Run:
         while True:
             proc = self.server.proc
             rss = rss_kb(proc.pid) if proc is not None and proc.poll() is None else None
-            if rss is not None:
-                self.samples.append(Sample(time.time(), self.phase, self.server.incarnation, len(self.client.touched), rss / 1024))
+            if rss is not None and proc is not None:
+                self.samples.append(Sample(time.time(), self.phase, self.server.incarnation, len(self.client.touched), rss / 1024,
+                                           cpu_seconds([proc.pid])))
             await asyncio.sleep(0.5)
 
     async def catch_up(self, limit_s: float) -> float:
@@ -495,6 +499,17 @@ def latency_figures(ledger: Ledger, kill_at: float | None, back_at: float | None
             "calm_count": len(calm), "calm_p50_ms": pct(calm, 50), "calm_p99_ms": pct(calm, 99)}
 
 
+def cpu_share(samples: list[Sample], phase: str) -> float | None:
+    """The server's CPU use in a phase, in % of one core (each process's samples counted apart)."""
+    cpu = wall = 0.0
+    for inc in {s.incarnation for s in samples}:
+        mine = [s for s in samples if s.incarnation == inc and s.phase == phase]
+        if len(mine) > 1:
+            cpu += mine[-1].cpu_s - mine[0].cpu_s
+            wall += mine[-1].t - mine[0].t
+    return 100 * cpu / wall if wall else None
+
+
 def rss_figures(samples: list[Sample]) -> dict[str, Any]:
     """The last incarnation's RSS as the queues it has seen grow: the drain sweep takes it to N."""
     if not samples:
@@ -506,7 +521,7 @@ def rss_figures(samples: list[Sample]) -> dict[str, Any]:
         near = [s.rss_mb for s in last if s.touched >= frac * top]
         at[f"{int(frac * 100)}%"] = near[0] if near else None
     half, full = at.get("50%"), at.get("100%")
-    return {"queues_touched": top, "rss_mb_at": at, "growth_second_half_mb": (full - half) if half is not None and full is not None else None,
+    return {"cpu_pct": {phase: cpu_share(samples, phase) for phase in ("live", "drain")},"queues_touched": top, "rss_mb_at": at, "growth_second_half_mb": (full - half) if half is not None and full is not None else None,
             "peak_mb": max(s.rss_mb for s in samples), "samples": [asdict(s) for s in samples]}
 
 

@@ -383,7 +383,8 @@ def section_many_queues(R: dict[str, Any], img: str) -> str:
         f"CQL reads outside any request (background): {_n(reads['reads_outside_requests'])} in {_n(serving_s)} s of serving. "
         "CQL round trips seen by the server (last process): "
         + "; ".join(f"{k} p50 {v['p50']:.1f} / p99 {v['p99']:.1f} ms" for k, v in rt.items())
-        + ": a receive is several of them in sequence, so on this shared node they, not the wake-ups, set the latency above.", "",
+        + f". The server used {_n((rss.get('cpu_pct') or {}).get('live'))} % of a core while users and producers ran, "
+        f"{_n((rss.get('cpu_pct') or {}).get('drain'))} % during the drain.", "",
         f"![server RSS vs queues touched]({img}/bench-many-queues-rss.png)", "",
         _mq_baseline(R.get("baseline")),
         "Full size (1,000,000 queues, 1,000,000 messages, 20,000 users; needs `ulimit -n` ≥ 40,000 and about "
