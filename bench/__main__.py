@@ -215,6 +215,11 @@ def many_queues(args: argparse.Namespace) -> int:
         baseline = (f"before the LRU caches ({B.get('engine', '?')})", B["rss"]["samples"])
         R["baseline"] = {"engine": B.get("engine"), "queues": B["size"]["queues"], "rss": {k: v for k, v in B["rss"].items() if k != "samples"},
                          "reads": B["reads"]["by_kind"], "latency": B["latency"], "ledger": B["ledger"], "started": B["started"]}
+    light = out_dir() / "many-queues-light.json"  # the same path unloaded (--size light), if it was run
+    if light.exists() and size is not mq.LIGHT:
+        L = json.loads(light.read_text())
+        R["light"] = {"started": L["started"], "size": L["size"], "latency": L["latency"], "live": L["live"],
+                      "cql_latency_ms": L["reads"].get("cql_latency_ms"), "load": (L.get("machine") or {}).get("load_at_start")}
     to_docs = (args.write_docs or size is mq.FULL) and size in (mq.QUICK, mq.FULL)
     plot = "bench-many-queues-rss.png" if size in (mq.QUICK, mq.FULL) else f"bench-many-queues-rss-{size.name}.png"
     plots.rss_vs_queues(R["rss"]["samples"], out_dir() / plot, R["size"]["name"], baseline)
