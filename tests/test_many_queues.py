@@ -25,9 +25,9 @@ from daemon.base.lru import Lru
 from daemon.engine.admin import delete_queue
 from daemon.engine.client import Casque
 from daemon.engine.expiry import ExpirySweeper
-from daemon.engine.lease import Lease
 
 from .conftest import ROOT, TEST_KEYSPACE
+from .test_receive import parked
 
 
 async def fresh(settings: Settings, clock: Clock | None = None, **sections: dict[str, Any]) -> Casque:
@@ -46,14 +46,22 @@ async def small_caches(settings: Settings) -> AsyncIterator[Casque]:
     await client.close()
 
 
-async def parked(cq: Casque, queue: str, deadline_s: float = 10.0) -> None:
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        w = cq.wakeups._waiters.get(queue)
-        if w is not None and w._parked:
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"no receive parked on {queue} within {deadline_s}s")
+@pytest.fixture
+async def made(cq: Casque) -> AsyncIterator[list[str]]:
+    """Names a test creates in bulk, deleted afterwards: the keyspace is shared, and listings
+    scanned by other tests (the console's search) should not grow by hundreds a run."""
+    names: list[str] = []
+    yield names
+    sem = asyncio.Semaphore(32)
+
+    async def drop(name: str) -> None:
+        async with sem:
+            try:
+                await delete_queue(cq, name)
+            except QueueNotFound:
+                pass
+
+    await asyncio.gather(*(drop(n) for n in names))
 
 
 # ---- tiny queues ------------------------------------------------------------------------------
@@ -64,34 +72,53 @@ async def test_a_tiny_queue_is_one_shard_and_one_bucket(cq: Casque, queue_name: 
         await cq.create_queue(queue_name + "x", shards=0)
 
 
-async def test_receive_on_an_idle_tiny_queue_reads_3_cold_and_1_warm(cq: Casque, settings: Settings, queue_name: str) -> None:
-    """Cold (a process's first receive on the queue): settings, the cursors of its row, one peek.
-    Warm: one peek. The receipt key is read once per process, before, so it is not counted."""
-    await cq.create_queue(queue_name, shards=1, buckets=1)
+async def receive_reads(settings: Settings, queue: str) -> tuple[int, int]:
+    """Reads of a new process's first empty receive on ``queue`` (cold) and of its second (warm).
+    The receipt key is read once per process, before, so it is not counted."""
     client = await fresh(settings)
     try:
         await client.receiver.signer()
-        before = client.db.reads
-        assert await client.receive(queue_name, wait=0) == []
-        cold = client.db.reads - before
-        before = client.db.reads
-        assert await client.receive(queue_name, wait=0) == []
-        warm = client.db.reads - before
-        assert (cold, warm) == (3, 1), f"cold {cold}, warm {warm}"
+        counts = []
+        for _ in range(2):
+            before = client.db.reads
+            assert await client.receive(queue, wait=0) == []
+            counts.append(client.db.reads - before)
+        return counts[0], counts[1]
     finally:
         await client.close()
 
 
+async def test_receive_on_an_idle_tiny_queue_reads_3_cold_and_1_warm(cq: Casque, settings: Settings, queue_name: str) -> None:
+    """Cold: settings, the cursors of its row, one peek. Warm: one peek."""
+    await cq.create_queue(queue_name, shards=1, buckets=1)
+    assert await receive_reads(settings, queue_name) == (3, 1)
+
+
 async def test_a_cold_receive_reads_the_cursors_in_one_request_per_shard(cq: Casque, settings: Settings, queue_name: str) -> None:
-    """4 shards x 4 buckets: 1 settings read + 4 cursor reads (one per shard) + 16 peeks, where it
-    read a cursor per row before (16 more)."""
+    """An idle 4 shards x 4 buckets queue: 1 settings read + 4 cursor reads (one per shard, which
+    also show that no row has a partition) + a peek of the current bucket's row in each shard;
+    before, a read of each row's cursor and a peek of each row (33). The previous bucket's rows are
+    peeked too during the first clock tolerance (5 s) of a bucket."""
     await cq.create_queue(queue_name, shards=4, buckets=4)
+    cold, warm = await receive_reads(settings, queue_name)
+    assert cold in (1 + 4 + 4, 1 + 4 + 8) and warm in (4, 8)
+
+
+async def test_a_cold_receive_peeks_the_rows_that_exist_and_finds_an_old_buckets_message(cq: Casque, settings: Settings,
+                                                                                         queue_name: str) -> None:
+    """A message in the row of a bucket two minutes back (sent by a client whose clock is 130 s
+    behind): that row has a partition, so a new process's first receive peeks it and takes it."""
+    await cq.create_queue(queue_name, shards=1, buckets=4, bucket_seconds=60)
+    late = await fresh(settings, clock=ManualClock(Clock().now_ms() - 130_000))
+    try:
+        mid = await late.send(queue_name, "t", "old")
+    finally:
+        await late.close()
     client = await fresh(settings)
     try:
-        await client.receiver.signer()
-        before = client.db.reads
-        assert await client.receive(queue_name, wait=0) == []
-        assert client.db.reads - before == 1 + 4 + 16
+        (got,) = await client.receive(queue_name, wait=0, visibility=60)
+        assert str(got.message.id) == mid and got.message.bucket != (client.clock.now_ms() // 60_000) % 4
+        assert await client.delete(got.receipt)
     finally:
         await client.close()
 
@@ -146,10 +173,12 @@ def test_lru_drops_the_least_recently_used_and_tells_its_owner() -> None:
     assert gone == ["b"] and list(lru) == ["a", "c"]
 
 
-async def test_caches_stay_bounded_after_touching_more_queues_than_the_limit(small_caches: Casque, cq: Casque, queue_name: str) -> None:
+async def test_caches_stay_bounded_after_touching_more_queues_than_the_limit(small_caches: Casque, cq: Casque, queue_name: str,
+                                                                             made: list[str]) -> None:
     """Settings, attributes, consumers and metric series follow the last queues used, not all 200."""
     client = small_caches
     names = [f"{queue_name}_{i}" for i in range(200)]
+    made += names
     assert await cq.create_queues(names, shards=1, buckets=1) == 200
     for name in names:
         await client.send(name, "t", "x")
@@ -163,9 +192,22 @@ async def test_caches_stay_bounded_after_touching_more_queues_than_the_limit(sma
     assert len(mine) <= 8 + 64, f"{len(mine)} queues still have metric series (limit 8, forgotten in batches of 64)"
 
 
+async def test_queue_gauges_cover_a_bounded_number_of_queues(cq: Casque, queue_name: str, made: list[str]) -> None:
+    from daemon.service.queue_gauges import QueueGauges
+
+    names = [f"{queue_name}_{i}" for i in range(12)]
+    made += names
+    await cq.create_queues(names, shards=1, buckets=1)
+    reads = cq.db.reads
+    gauged = await QueueGauges(cq, "test", 15.0, max_queues=5).first_queues()
+    assert len(gauged) == 5 and len(set(gauged)) == 5
+    assert cq.db.reads - reads == 1, "one bounded page read, not the whole table"
+
+
 # ---- listing by page --------------------------------------------------------------------------
-async def test_paging_returns_every_queue_exactly_once(cq: Casque, queue_name: str) -> None:
+async def test_paging_returns_every_queue_exactly_once(cq: Casque, queue_name: str, made: list[str]) -> None:
     names = {f"{queue_name}_{i}" for i in range(40)}
+    made += names
     await cq.create_queues(names, shards=1, buckets=1)
     seen: list[str] = []
     token = None
@@ -191,8 +233,9 @@ def casque_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProc
                           env=dict(os.environ, **env), timeout=120)
 
 
-async def test_cli_queues_pages_by_token_and_create_many_reads_stdin(cq: Casque, queue_name: str) -> None:
+async def test_cli_queues_pages_by_token_and_create_many_reads_stdin(cq: Casque, queue_name: str, made: list[str]) -> None:
     names = [f"{queue_name}_{i}" for i in range(30)]
+    made += names
     done = await asyncio.to_thread(casque_cli, "queues", "create-many", "--shards", "1", "--buckets", "1", stdin="\n".join(names) + "\n\n")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "30 queues created"
@@ -214,8 +257,18 @@ async def test_cli_queues_pages_by_token_and_create_many_reads_stdin(cq: Casque,
     assert bad.returncode != 0 and "invalid --after 'nope'" in bad.stderr
 
 
-async def test_create_queues_counts_what_it_created_and_names_a_bad_name(cq: Casque, queue_name: str) -> None:
+async def test_cli_queue_create_takes_expire_after_and_refuses_a_short_one(cq: Casque, queue_name: str) -> None:
+    made = await asyncio.to_thread(casque_cli, "queue", "create", queue_name, "--shards", "1", "--buckets", "1", "--expire-after", "2m")
+    assert made.returncode == 0, made.stderr
+    assert (await cq.queues.get(queue_name, fresh=True)).expire_after_s == 120
+    short = await asyncio.to_thread(casque_cli, "queue", "create", queue_name + "s", "--expire-after", "10s")
+    assert short.returncode == 2 and "expire_after must be 0 (never) or at least 60s, got 10s" in short.stderr
+    await delete_queue(cq, queue_name)
+
+
+async def test_create_queues_counts_what_it_created_and_names_a_bad_name(cq: Casque, queue_name: str, made: list[str]) -> None:
     names = [f"{queue_name}_{i}" for i in range(50)]
+    made += names + [f"{queue_name}_ok"]
     assert await cq.create_queues(names[:20], shards=1, buckets=2, concurrency=8) == 20
     assert await cq.create_queues(names, shards=1, buckets=2, concurrency=8) == 30
     assert (await cq.queues.get(names[-1])).buckets == 2
@@ -270,13 +323,23 @@ async def test_activity_writes_at_most_one_mark_per_interval(settings: Settings,
         await client.close()
 
 
-async def test_only_the_lease_holder_sweeps(cq: Casque) -> None:
-    a = Lease(cq.db, TEST_KEYSPACE, "queue_expiry_test", "a", ttl_s=30)
-    b = Lease(cq.db, TEST_KEYSPACE, "queue_expiry_test", "b", ttl_s=30)
+async def test_only_the_lease_holder_sweeps(settings: Settings, queue_name: str) -> None:
+    """Two processes' sweepers: the holder deletes the idle queue, the other does nothing until the
+    holder lets the lease go."""
+    clock = ManualClock(Clock().now_ms())
+    client = await fresh(settings, clock=clock)
+    lease = f"expiry_{queue_name}"  # not the real lease, which a running `casque serve` may hold
+    a, b = ExpirySweeper(client, "a", lease=lease), ExpirySweeper(client, "b", lease=lease)
     try:
-        assert await a.hold() and not await b.hold()
+        await client.create_queue(queue_name, shards=1, buckets=1, expire_after=60)
+        clock.advance(61_000)
+        assert queue_name in (await a.tick() or [])
+        assert await b.tick() is None
+        await a.lease.release()
+        assert await b.tick() is not None
     finally:
-        await a.release()
+        await b.lease.release()
+        await client.close()
 
 
 async def test_deleting_a_queue_writes_partition_tombstones_not_one_per_message(cq: Casque, queue_name: str) -> None:
@@ -295,7 +358,7 @@ async def test_deleting_a_queue_writes_partition_tombstones_not_one_per_message(
     assert counts == [(20, 20), (20, 20)]
 
 
-async def test_list_queues_next_token_walks_every_queue_once_with_boto3(cq: Casque, queue_name: str) -> None:
+async def test_list_queues_next_token_walks_every_queue_once_with_boto3(cq: Casque, queue_name: str, made: list[str]) -> None:
     """A real boto3 client pages the whole table with MaxResults/NextToken: every queue once."""
     import boto3
     from botocore.config import Config
@@ -303,6 +366,7 @@ async def test_list_queues_next_token_walks_every_queue_once_with_boto3(cq: Casq
     from tests.support import sqsserver
 
     names = {f"{queue_name}_{i}" for i in range(25)}
+    made += names
     await cq.create_queues(names, shards=1, buckets=1)
     server = await asyncio.to_thread(sqsserver.start, TEST_KEYSPACE)
     try:

@@ -115,6 +115,8 @@ def test_cli_registers_pipeline_jobs() -> None:
     assert (args.queue, args.input, args.map, args.const, args.on_conflict) == ("q", "in.csv", ["task=kind"], ["priority=2"], "keep")
     args = parser.parse_args(["pipeline", "archive", "--out", "a", "--older-than", "30d", "--purge"])
     assert args.purge and args.older_than == "30d" and callable(args.func)
+    args = parser.parse_args(["pipeline", "create-queues", "users.txt", "--shards", "1", "--buckets", "1", "--expire-after", "30d"])
+    assert (args.input, args.shards, args.buckets, args.expire_after, args.concurrency) == ("users.txt", 1, 1, "30d", 32) and callable(args.func)
 
 
 # ---- stats ----------------------------------------------------------------------------------------
@@ -400,6 +402,10 @@ async def test_create_queues_job_creates_each_name_once_and_rejects_bad_ones(spa
     assert (again["created"], again["existing"]) == (0, 350)
     with pytest.raises(UsageError, match="shards must be between 1"):
         QueuesSpec.from_options(str(src), None, None, {"shards": 0}, None, 8, None)
+    from daemon.engine.admin import delete_queue
+
+    for name in names:  # the keyspace is shared: leave no 300 queues behind for other listings
+        await delete_queue(cq, name)
 
 
 # ---- the cluster path: spark-submit with the entry script -----------------------------------------

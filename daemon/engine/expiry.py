@@ -30,11 +30,11 @@ LEASE = "queue_expiry"
 
 
 class ExpirySweeper:
-    def __init__(self, cq: Casque, holder: str, interval_s: float = 60.0) -> None:
+    def __init__(self, cq: Casque, holder: str, interval_s: float = 60.0, lease: str = LEASE) -> None:
         self.cq = cq
         self.interval_s = interval_s
         ks = cq.settings.cassandra.keyspace
-        self.lease = Lease(cq.db, ks, LEASE, holder, ttl_s=3 * interval_s)
+        self.lease = Lease(cq.db, ks, lease, holder, ttl_s=3 * interval_s)
         self._all = f"SELECT name, expire_after_s, active_at FROM {ks}.queue_expiry"
         self._one = cq.db.prepare(f"SELECT expire_after_s, active_at FROM {ks}.queue_expiry WHERE name = ?")
         self._forget = cq.db.prepare(f"DELETE FROM {ks}.queue_expiry WHERE name = ?")
@@ -44,14 +44,20 @@ class ExpirySweeper:
         """Every interval: sweep while holding the lease (the others only bid for it)."""
         try:
             while True:
-                if await self.lease.hold():
-                    try:
-                        await self.sweep()
-                    except CasqueError as exc:
-                        log.warning("expiry_sweep_failed", error=str(exc))
+                await self.tick()
                 await asyncio.sleep(self.interval_s)
         finally:
             await asyncio.shield(self.lease.release())
+
+    async def tick(self) -> list[str] | None:
+        """One turn: sweep if this process holds the lease (the queues deleted), else None."""
+        if not await self.lease.hold():
+            return None
+        try:
+            return await self.sweep()
+        except CasqueError as exc:  # tried again next interval
+            log.warning("expiry_sweep_failed", error=str(exc))
+            return []
 
     async def sweep(self) -> list[str]:
         """Delete every queue idle past its ``expire_after``; returns their names."""

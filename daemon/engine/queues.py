@@ -180,12 +180,17 @@ class QueueStore:
         stmt = self.db.prepare(f"SELECT {_COLUMNS}, token(name) AS t FROM {self.ks}.queues WHERE token(name) > ? LIMIT ?")
         found: list[QueueSettings] = []
         cursor, scanned, needle = MIN_TOKEN if after is None else after, 0, contains.lower()
+        if contains and after is None:  # a whole name is found by one point read, however many queues there are
+            try:
+                found.append(await self.get(contains, fresh=True))
+            except (QueueNotFound, UsageError):
+                pass
         while len(found) < limit and scanned < scan:
             chunk = min(max(limit * 4, 100) if needle else limit - len(found), scan - scanned)
             rows = await self.db.run(stmt, [cursor, chunk])
             for r in rows:
                 cursor, scanned = r.t, scanned + 1
-                if r.shards is not None and needle in r.name.lower():  # no shards: cells written after a delete
+                if r.shards is not None and needle in r.name.lower() and r.name != contains:  # no shards: cells written after a delete
                     found.append(_from_row(r))
                     if len(found) == limit:
                         break

@@ -29,8 +29,10 @@ MAX_GAUGED = 1000
 
 
 class QueueGauges:
-    def __init__(self, cq: Casque, holder: str, interval: float, only: list[str] | None = None, lease: str = LEASE) -> None:
+    def __init__(self, cq: Casque, holder: str, interval: float, only: list[str] | None = None, lease: str = LEASE,
+                 max_queues: int = MAX_GAUGED) -> None:
         self.cq = cq
+        self.max_queues = max_queues
         self.interval = interval
         self.only = only or []
         self.lease = Lease(cq.db, cq.settings.cassandra.keyspace, lease, holder, ttl_s=3 * interval)
@@ -61,7 +63,7 @@ class QueueGauges:
 
     async def round(self) -> None:
         started = time.monotonic()
-        names = list(self.only) or await self._first_queues()
+        names = list(self.only) or await self.first_queues()
         sem = asyncio.Semaphore(QUEUES_AT_ONCE)
 
         async def one(name: str) -> None:
@@ -82,12 +84,14 @@ class QueueGauges:
         queue_metrics.ROUND_SECONDS.set(time.monotonic() - started)
         self.rounds += 1
 
-    async def _first_queues(self) -> list[str]:
+    async def first_queues(self) -> list[str]:
+        """The queues gauged when none are listed: the first ``max_queues`` in token order, read a
+        page at a time (never the whole table)."""
         names: list[str] = []
-        async for page in self.cq.queues.pages(min(MAX_GAUGED, 1000)):
-            names += [q.name for q in page][: MAX_GAUGED - len(names)]
-            if len(names) >= MAX_GAUGED:
-                log.warning("queue_gauges_capped", gauged=MAX_GAUGED, fix="list the queues to gauge in metrics.queue_gauges_queues")
+        async for page in self.cq.queues.pages(min(self.max_queues, 1000)):
+            names += [q.name for q in page][: self.max_queues - len(names)]
+            if len(names) >= self.max_queues:
+                log.warning("queue_gauges_capped", gauged=self.max_queues, fix="list the queues to gauge in metrics.queue_gauges_queues")
                 break
         return names
 

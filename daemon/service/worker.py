@@ -166,6 +166,7 @@ class Worker:
         try:
             for q in self.queues:
                 qs = self._queue_settings[q] = await self.cq.queues.get(q)
+                self.cq.activity.touch(q)  # a served queue is polled: active, like a receive (idle expiry)
                 c, cs = self.dispatcher.per_queue[q], self.dispatcher.consumers[q].stats
                 depth = None
                 if sample_depth:
