@@ -438,7 +438,4 @@ def _mq_light(L: dict[str, Any] | None) -> str:
     lat, z, live = L["latency"], L["size"], L["live"]
     return (f"The same path at light load (`python -m bench many-queues --size light`, {L['started']}, load average {L.get('load', '?')}: "
             f"{z['users']} users, {_n(z['send_rate'])} msg/s, no kill): send→receive p50 {_ms(lat['p50_ms'])}, p99 {_ms(lat['p99_ms'])} "
-            f"({_n(lat['count'])} messages); SendMessage round trip p50 {_ms(live.get('send_p50_ms'))}. A SendMessage is 2 CQL requests "
-            "either way; that its round trip is hundreds of ms in the table above, while the server used about a third of a core on a "
-            "2-core machine with a load average around 6, points to time spent waiting for a CPU and for the shared node rather than "
-            "to work that grows with the queues. This is an inference from these figures: a run on an unshared machine would settle it.\n")
+            f"({_n(lat['count'])} messages); SendMessage round trip p50 {_ms(live.get('send_p50_ms'))}.\n")
