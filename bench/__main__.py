@@ -1,4 +1,5 @@
-"""``python -m bench [--quick] [--only PARTS] [--report-only] [--no-docs]``; ``python -m bench setup``.
+"""``python -m bench [--quick] [--only PARTS] [--report-only] [--no-docs]``; ``python -m bench setup``;
+``python -m bench many-queues [--quick] [--write-docs] [--report-only]`` (bench/many_queues.py, a scenario of its own).
 
 Runs the parts in order (each prints its progress), saves every result to
 bench/out/results-<mode>.json as soon as it is measured (so a failure later loses nothing, and
@@ -25,10 +26,13 @@ PARTS = ("e2e", "sched", "tomb", "peers", "stress", "profile")
 
 def parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench", description="casque's benchmark suite (docs/benchmarks.md).")
-    p.add_argument("command", nargs="?", choices=["run", "setup"], default="run", help="setup: only install what the bench needs")
+    p.add_argument("command", nargs="?", choices=["run", "setup", "many-queues"], default="run",
+                   help="setup: only install what the bench needs; many-queues: the per-user-queues scenario (bench/many_queues.py)")
     p.add_argument("--quick", action="store_true", help="a few minutes instead of the full run (< 45 min)")
     p.add_argument("--only", default="", help=f"comma-separated parts to run: {','.join(PARTS)} (default: all)")
     p.add_argument("--report-only", action="store_true", help="re-render plots and report from the saved results")
+    p.add_argument("--size", choices=["quick", "full", "test", "light"],
+                   help="many-queues only: a size of bench/many_queues.py (default: full, or quick with --quick); test and light never go to docs/")
     p.add_argument("--write-docs", action="store_true", help="write docs/benchmarks.md even in quick mode")
     p.add_argument("--no-docs", action="store_true",
                    help="write bench/out/report-<mode>.md even in full mode (a partial run must not replace docs/ figures of another run)")
@@ -188,8 +192,46 @@ def render(plan: Plan, R: dict[str, Any], to_docs: bool) -> Path:
     return report.write(R, d, to_docs, name=f"report-{plan.name}{SUFFIX}.md")
 
 
+def many_queues(args: argparse.Namespace) -> int:
+    """The many-queues scenario: its own results file, plot and docs section (quick or full size)."""
+    from . import many_queues as mq
+    from . import plots, report
+
+    size = mq.SIZES[args.size] if args.size else mq.QUICK if args.quick else mq.FULL
+    path = out_dir() / f"many-queues-{size.name}.json"
+    if args.report_only:
+        R = json.loads(path.read_text())
+    else:
+        R = asyncio.run(mq.scenario(size))
+        R["machine"] = machine()
+        R["engine"] = versions()["casque"]
+        R["full_expected_min"] = mq.full_estimate_min(R)
+        path.write_text(json.dumps(R, default=str))
+        progress(mq.headline(R))
+    before = out_dir() / f"many-queues-{size.name}-before.json"  # a run of the engine before bounded caches, if kept
+    baseline = None
+    if before.exists():
+        B = json.loads(before.read_text())
+        baseline = (f"before the LRU caches ({B.get('engine', '?')})", B["rss"]["samples"])
+        R["baseline"] = {"engine": B.get("engine"), "queues": B["size"]["queues"], "rss": {k: v for k, v in B["rss"].items() if k != "samples"},
+                         "reads": B["reads"]["by_kind"], "latency": B["latency"], "ledger": B["ledger"], "started": B["started"]}
+    light = out_dir() / "many-queues-light.json"  # the same path unloaded (--size light), if it was run
+    if light.exists() and size is not mq.LIGHT:
+        L = json.loads(light.read_text())
+        R["light"] = {"started": L["started"], "size": L["size"], "latency": L["latency"], "live": L["live"],
+                      "cql_latency_ms": L["reads"].get("cql_latency_ms"), "load": (L.get("machine") or {}).get("load_at_start")}
+    to_docs = (args.write_docs or size is mq.FULL) and size in (mq.QUICK, mq.FULL)
+    plot = "bench-many-queues-rss.png" if size in (mq.QUICK, mq.FULL) else f"bench-many-queues-rss-{size.name}.png"
+    plots.rss_vs_queues(R["rss"]["samples"], out_dir() / plot, R["size"]["name"], baseline)
+    target = report.write_many_queues(R, out_dir(), to_docs=to_docs)
+    progress(f"report: {target.relative_to(ROOT)}")
+    return 1 if R["ledger"]["lost"] else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
+    if args.command == "many-queues":
+        return many_queues(args)
     plan = QUICK if args.quick else FULL
     global SUFFIX
     overrides = daemon_options(args.daemon_option)

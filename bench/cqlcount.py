@@ -88,8 +88,7 @@ def record(stmt: Any) -> str:
         for is_prepared, query, _values in inner:
             c.by_statement["batch: " + (_TEXT.get(query, "prepared statement") if is_prepared else str(query))] += 1
         return "batch"
-    prepared = getattr(stmt, "prepared_statement", None)
-    text = prepared.query_string if prepared is not None else str(getattr(stmt, "query_string", stmt))
+    text = _text(stmt)
     is_read, is_lwt = _classify(text)
     if is_read:
         c.read_requests += 1
@@ -101,6 +100,18 @@ def record(stmt: Any) -> str:
         c.lwt += 1
     c.by_statement[text] += 1
     return "read" if is_read else "write"
+
+
+def _text(stmt: Any) -> str:
+    prepared = getattr(stmt, "prepared_statement", None)
+    return prepared.query_string if prepared is not None else str(getattr(stmt, "query_string", stmt))
+
+
+def kind_of(stmt: Any) -> str:
+    """read / write / batch, without counting (for callers that keep their own tallies)."""
+    if getattr(stmt, "_statements_and_parameters", None) is not None:
+        return "batch"
+    return "read" if _classify(_text(stmt))[0] else "write"
 
 
 def snapshot() -> CqlCounts:

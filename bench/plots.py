@@ -115,3 +115,29 @@ def profile_bars(p: dict[str, Any], path: Path) -> Path:
 
 def finite(x: float | None) -> bool:
     return x is not None and not (isinstance(x, float) and (math.isnan(x) or math.isinf(x)))
+
+
+def rss_vs_queues(samples: list[dict[str, Any]], path: Path, mode: str, baseline: tuple[str, list[dict[str, Any]]] | None = None) -> Path:
+    """The serving process's RSS against the number of queues it has served since it started, one
+    line per process (the kill -9 starts a new one); ``baseline`` (label, samples) adds the last
+    process of another run (an engine without bounded caches) in grey."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    if baseline:
+        label, old = baseline
+        last = [s for s in old if s["incarnation"] == old[-1]["incarnation"]]
+        ax.plot([s["touched"] for s in last], [s["rss_mb"] for s in last], color="grey", linestyle="--", linewidth=1, label=label)
+    for inc in sorted({s["incarnation"] for s in samples}):
+        mine = [s for s in samples if s["incarnation"] == inc]
+        label = "first process (killed with -9)" if inc == 1 and len({s["incarnation"] for s in samples}) > 1 else f"process {inc}"
+        ax.plot([s["touched"] for s in mine], [s["rss_mb"] for s in mine], marker=".", markersize=3, linewidth=1, label=label)
+    drain = [s for s in samples if s["phase"] == "drain"]
+    if drain:
+        ax.axvline(drain[0]["touched"], color="grey", linestyle=":", linewidth=1)
+        ax.text(drain[0]["touched"], ax.get_ylim()[0], " drain sweep starts", color="grey", fontsize=8, va="bottom")
+    ax.set_xlabel("queues addressed through this casque serve process so far")
+    ax.set_ylabel("RSS of casque serve (MB)")
+    ax.set_ylim(bottom=0)
+    ax.set_title(f"many-queues ({mode} size): server memory vs queues touched", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    return _save(fig, path)
