@@ -20,7 +20,7 @@ from typing import Any
 from .env import KEYSPACE, ROOT, machine, out_dir, progress
 from .plan import FULL, QUICK, Plan
 
-PARTS = ("e2e", "sched", "tomb", "peers", "stress", "profile")
+PARTS = ("e2e", "takes", "idle", "sched", "tomb", "peers", "stress", "profile")
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -98,7 +98,7 @@ def versions() -> dict[str, str]:
 async def measure(plan: Plan, parts: list[str], R: dict[str, Any]) -> None:
     from daemon.engine.client import Casque
 
-    from . import cqlcount, e2e, peers, profiling, schedule, stress, tombstones
+    from . import cqlcount, e2e, idle, peers, profiling, schedule, stress, takes, tombstones
     from .env import bench_settings
 
     cqlcount.install()  # the producer's CQL is counted too
@@ -112,7 +112,8 @@ async def measure(plan: Plan, parts: list[str], R: dict[str, Any]) -> None:
             R["half"] = await e2e.half_load(cq, plan, R["e2e"]["best"])
             save(plan, R)
         best = (R.get("e2e") or {}).get("best") or _saved_best(plan) or _defaults()
-        steps = [("sched", lambda: schedule.run(cq, plan, best)), ("tomb", lambda: tombstones.run(cq, plan, best)),
+        steps = [("takes", lambda: takes.run(cq, plan)), ("idle", lambda: idle.run(cq, plan)),
+                 ("sched", lambda: schedule.run(cq, plan, best)), ("tomb", lambda: tombstones.run(cq, plan, best)),
                  ("peers", lambda: peers.run(cq, plan, best)), ("profile", lambda: profiling.run(cq, plan, best))]
         for name, step in steps:
             if name in parts:

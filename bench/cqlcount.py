@@ -10,6 +10,7 @@ node's measured capacity by these counts.
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -134,3 +135,50 @@ def install() -> None:
     run._bench_counted = True  # type: ignore[attr-defined]
     dbmod.Database.run = run  # type: ignore[method-assign]
     dbmod.Database.prepare = prepare  # type: ignore[method-assign]
+
+
+#: Every request frame the driver put on the wire, by message type (QueryMessage, ExecuteMessage,
+#: BatchMessage, OptionsMessage = heartbeat, PrepareMessage, ...): what the process really sends,
+#: including what bypasses Database.run (the driver's control connection, heartbeats, paging).
+WIRE: Counter = Counter()
+_WIRE_LOCK = threading.Lock()  # send_msg runs in the caller's thread and in the driver's reactor thread
+
+
+def install_wire() -> None:
+    """Wrap the driver's ``Connection.send_msg``, the one call every request frame goes through."""
+    from cassandra.connection import Connection
+
+    if getattr(Connection.send_msg, "_bench_counted", False):
+        return
+    original = Connection.send_msg
+
+    def send_msg(self: Any, msg: Any, *args: Any, **kwargs: Any) -> Any:
+        with _WIRE_LOCK:
+            WIRE[type(msg).__name__] += 1
+        return original(self, msg, *args, **kwargs)
+
+    send_msg._bench_counted = True  # type: ignore[attr-defined]
+    Connection.send_msg = send_msg  # type: ignore[method-assign]
+
+
+def totals() -> dict[str, Any]:
+    """The running totals now (safe from another thread: each counter is copied in one C call)."""
+    with _WIRE_LOCK:
+        wire = dict(WIRE)
+    return {"t": time.time(), "requests": COUNTS.requests, "by_statement": dict(COUNTS.by_statement), "wire": wire}
+
+
+def rates(before: dict[str, Any], after: dict[str, Any], names: dict[str, str] | None = None, top: int = 12) -> dict[str, Any]:
+    """Requests per second between two ``totals()``: on the wire (all, and by message type) and
+    through Database.run (all, and by statement: the engine's name for it when ``names`` (CQL text
+    -> name) has it, else the shortened text)."""
+    dt = max(1e-9, after["t"] - before["t"])
+    wire = {k: (v - before["wire"].get(k, 0)) / dt for k, v in after["wire"].items() if v - before["wire"].get(k, 0)}
+    stmts: Counter = Counter()
+    for key, n in after["by_statement"].items():
+        d = n - before["by_statement"].get(key, 0)
+        if d:
+            stmts[(names or {}).get(key) or _short(key)] += d
+    return {"seconds": dt, "wire_per_s": sum(wire.values()), "wire_by_type_per_s": dict(sorted(wire.items(), key=lambda kv: -kv[1])),
+            "engine_per_s": (after["requests"] - before["requests"]) / dt,
+            "engine_by_statement_per_s": {k: v / dt for k, v in stmts.most_common(top)}}
