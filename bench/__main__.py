@@ -1,4 +1,5 @@
-"""``python -m bench [--quick] [--only PARTS] [--report-only] [--no-docs]``; ``python -m bench setup``.
+"""``python -m bench [--quick] [--only PARTS] [--report-only] [--no-docs]``; ``python -m bench setup``;
+``python -m bench baseline [--quick]`` (the saved results become issue 15's "before" column, bench/baseline.py).
 
 Runs the parts in order (each prints its progress), saves every result to
 bench/out/results-<mode>.json as soon as it is measured (so a failure later loses nothing, and
@@ -25,7 +26,8 @@ PARTS = ("e2e", "takes", "idle", "sched", "tomb", "peers", "stress", "profile")
 
 def parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench", description="casque's benchmark suite (docs/benchmarks.md).")
-    p.add_argument("command", nargs="?", choices=["run", "setup"], default="run", help="setup: only install what the bench needs")
+    p.add_argument("command", nargs="?", choices=["run", "setup", "baseline"], default="run",
+                   help="setup: only install what the bench needs; baseline: write bench/baseline-issue15.json from the saved results")
     p.add_argument("--quick", action="store_true", help="a few minutes instead of the full run (< 45 min)")
     p.add_argument("--only", default="", help=f"comma-separated parts to run: {','.join(PARTS)} (default: all)")
     p.add_argument("--report-only", action="store_true", help="re-render plots and report from the saved results")
@@ -211,6 +213,14 @@ def main(argv: list[str] | None = None) -> int:
         progress("set-up done")
         return 0
     R = load(plan)
+    if args.command == "baseline":
+        from . import baseline
+
+        if not R:
+            print(f"bench: no saved results in {results_path(plan)}: run `python -m bench{' --quick' if args.quick else ''}` first", file=sys.stderr)
+            return 2
+        progress(f"baseline: {baseline.save(R).relative_to(ROOT)} (from {results_path(plan).relative_to(ROOT)})")
+        return 0
     if not args.report_only:
         started = time.time()
         setup.all_steps(peers="peers" in parts, stress="stress" in parts)

@@ -10,6 +10,7 @@ node's measured capacity by these counts.
 from __future__ import annotations
 
 import re
+import sys
 import threading
 import time
 from collections import Counter
@@ -30,6 +31,7 @@ class CqlCounts:
     lwt: int = 0
     by_statement: Counter = field(default_factory=Counter)  # keyed by CQL text; shortened only when reported
     latency_ms: dict[str, list[float]] = field(default_factory=dict)  # round trips by kind: read / write / batch
+    by_caller: Counter = field(default_factory=Counter)  # engine function that issued it ("sweep.Sweeper.run"); only with BY_CALLER
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -46,6 +48,9 @@ class CqlCounts:
 
 
 COUNTS = CqlCounts()
+#: Also count requests by the engine function that issued them (a frame walk per request: for the
+#: idle daemon, bench/idle.py, where it says which loop costs what; off under load).
+BY_CALLER = False
 _TEXT: dict[Any, str] = {}  # prepared query id -> CQL text (so batch members can be named)
 _KIND: dict[str, tuple[bool, bool]] = {}  # CQL text -> (is a read, is an LWT), classified once
 
@@ -76,11 +81,24 @@ def timed(kind: str, ms: float) -> None:
         samples.append(ms)
 
 
+def _caller() -> str:
+    """The innermost daemon function (outside db.py) on the stack: who issued the request."""
+    f = sys._getframe(2)
+    while f is not None:
+        mod = f.f_globals.get("__name__", "")
+        if mod.startswith("daemon.") and mod != "daemon.engine.db":
+            return f"{mod.rsplit('.', 1)[-1]}.{f.f_code.co_qualname}"
+        f = f.f_back
+    return "other"
+
+
 def record(stmt: Any) -> str:
     """Count one request and return its kind (read / write / batch). Cheap (dictionary lookups
     only): it runs inside the daemon under test."""
     c = COUNTS
     c.requests += 1
+    if BY_CALLER:
+        c.by_caller[_caller()] += 1
     inner = getattr(stmt, "_statements_and_parameters", None)
     if inner is not None:  # a BatchStatement: one request, many mutations
         c.batch_requests += 1
@@ -165,7 +183,8 @@ def totals() -> dict[str, Any]:
     """The running totals now (safe from another thread: each counter is copied in one C call)."""
     with _WIRE_LOCK:
         wire = dict(WIRE)
-    return {"t": time.time(), "requests": COUNTS.requests, "by_statement": dict(COUNTS.by_statement), "wire": wire}
+    return {"t": time.time(), "requests": COUNTS.requests, "by_statement": dict(COUNTS.by_statement), "by_caller": dict(COUNTS.by_caller),
+            "wire": wire}
 
 
 def rates(before: dict[str, Any], after: dict[str, Any], names: dict[str, str] | None = None, top: int = 12) -> dict[str, Any]:
@@ -179,6 +198,8 @@ def rates(before: dict[str, Any], after: dict[str, Any], names: dict[str, str] |
         d = n - before["by_statement"].get(key, 0)
         if d:
             stmts[(names or {}).get(key) or _short(key)] += d
-    return {"seconds": dt, "wire_per_s": sum(wire.values()), "wire_by_type_per_s": dict(sorted(wire.items(), key=lambda kv: -kv[1])),
+    callers = {k: (v - before.get("by_caller", {}).get(k, 0)) / dt for k, v in after.get("by_caller", {}).items()}
+    return {"seconds": dt, "wire_per_s": sum(wire.values()),
+            "engine_by_caller_per_s": dict(sorted(((k, v) for k, v in callers.items() if v), key=lambda kv: -kv[1])[:top]), "wire_by_type_per_s": dict(sorted(wire.items(), key=lambda kv: -kv[1])),
             "engine_per_s": (after["requests"] - before["requests"]) / dt,
             "engine_by_statement_per_s": {k: v / dt for k, v in stmts.most_common(top)}}

@@ -7,7 +7,8 @@ daemon (bench/probe.py with ``BENCH_PROBE_LIVE=1``):
 
 * on the wire: every request frame the driver sends (``Connection.send_msg``), by message type, so
   heartbeats (OPTIONS), the control connection and anything else that bypasses the engine count;
-* through the engine's ``Database.run``, by statement, to say which loop costs what.
+* through the engine's ``Database.run``, by statement and by the engine function that issued it,
+  to say which loop costs what.
 
 The headline is the wire figure: it is what the node has to serve for an idle daemon.
 """
@@ -67,4 +68,6 @@ async def run(cq: Casque, plan: Plan) -> dict[str, Any]:
              f"over {r['seconds']:.0f}s")
     for stmt, per_s in list(r["engine_by_statement_per_s"].items())[:5]:
         progress(f"    {per_s:7.2f}/s  {stmt}")
+    for caller, per_s in list(r["engine_by_caller_per_s"].items())[:5]:
+        progress(f"    {per_s:7.2f}/s  from {caller}")
     return {"queue_shards": SHARDS, "consumers": w.consumers, "warmup_s": plan.idle_warmup_s, **r}

@@ -45,7 +45,7 @@ class Plan:
 
 QUICK = Plan(
     name="quick",
-    sweep_n=6_000, sweep_consumers=(2, 8), sweep_batches=(50, 200), confirm_top=0, confirm_repeats=0, confirm_n=0,
+    sweep_n=6_000, sweep_consumers=(8, 16), sweep_batches=(200, 400), confirm_top=0, confirm_repeats=0, confirm_n=0,
     half_load_seconds=15,
     takes_rate=20, takes_seconds=15, idle_warmup_s=15, idle_seconds=30,
     schedule_seconds=20, delayed_messages=400,

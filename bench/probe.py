@@ -143,6 +143,7 @@ if OUT:
     if os.environ.get("BENCH_PROBE_CQL", "1") != "0":  # the profile run leaves the counting out of the picture
         cqlcount.install()
         cqlcount.install_wire()
+        cqlcount.BY_CALLER = LIVE
     if TAKES:
         taketrace.install()
     atexit.register(_dump)

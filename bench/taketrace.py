@@ -116,8 +116,8 @@ def prepared_names() -> list[tuple[Any, str, str]]:
     found: dict[Any, tuple[Any, str, str]] = {}
     for obj in gc.get_objects():
         d = getattr(obj, "__dict__", None)
-        if not isinstance(d, dict) or isinstance(obj, type):
-            continue
+        if not isinstance(d, dict) or isinstance(obj, type) or type(obj).__module__.startswith("cassandra"):
+            continue  # the driver's own objects (futures, bound statements) hold statements too: name them by their owner
         for attr, value in list(d.items()):
             if isinstance(value, PreparedStatement) and value.query_id not in found:
                 found[value.query_id] = (value.query_id, value.query_string, f"{type(obj).__name__}.{attr}")
