@@ -83,7 +83,8 @@ def versions() -> dict[str, str]:
     try:
         rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain", "daemon"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-        out["casque"] += f" (git {rev}{', engine with uncommitted changes' if dirty else ''})"
+        engine = subprocess.run(["git", "log", "-1", "--format=%h", "--", "daemon"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+        out["casque"] += f" (git {rev}, engine as of {engine}{', with uncommitted changes' if dirty else ''})"
     except OSError:
         pass
     for pkg in ("cassandra-driver", "celery", "kombu", "redis", "arq", "dramatiq", "pgqueuer", "asyncpg", "procrastinate", "psycopg", "py-spy"):

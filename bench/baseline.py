@@ -26,6 +26,7 @@ def extract(R: dict[str, Any]) -> dict[str, Any]:
         "mode": meta.get("mode", "?"),
         "date": meta.get("machine", {}).get("date", "?"),
         "load_at_start": meta.get("machine", {}).get("load_at_start", "?"),
+        "reruns": [{k: r.get(k) for k in ("parts", "date", "load_at_start")} for r in meta.get("reruns", [])],
         "parts": parts,
         "figures": figures(R),
     }

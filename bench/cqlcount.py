@@ -34,8 +34,9 @@ class CqlCounts:
     by_caller: Counter = field(default_factory=Counter)  # engine function that issued it ("sweep.Sweeper.run"); only with BY_CALLER
 
     def as_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        d = asdict(self)  # (asdict turns a Counter into a Counter *of its pairs*: both are replaced below)
         d.pop("latency_ms")
+        d["by_caller"] = dict(self.by_caller.most_common(25))
         d["latency"] = {}
         for kind, samples in self.latency_ms.items():
             s = sorted(samples)
@@ -88,6 +89,8 @@ def _caller() -> str:
         mod = f.f_globals.get("__name__", "")
         if mod.startswith("daemon.") and mod != "daemon.engine.db":
             return f"{mod.rsplit('.', 1)[-1]}.{f.f_code.co_qualname}"
+        if mod.startswith(("asyncio", "uvloop")):  # the bottom of a task's stack: who made the task is not on it
+            return "(a task of its own, e.g. asyncio.gather: see the statement)"
         f = f.f_back
     return "other"
 

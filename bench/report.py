@@ -127,7 +127,7 @@ def header(R: dict[str, Any]) -> str:
         "Versions: " + ", ".join(f"{k} {val}" for k, val in v.items()) + ".",
     ]
     for r in m.get("reruns", []):
-        lines += ["", f"Re-run after the full run: part(s) {', '.join(r['parts'])} on {r['date']} ({r.get('duration_min', 0):.0f} min, "
+        lines += ["", f"Re-run after the {m.get('mode', '?')} run: part(s) {', '.join(r['parts'])} on {r['date']} ({r.get('duration_min', 0):.0f} min, "
                       f"load average {r.get('load_at_start', '?')} at its start){': ' + r['why'] if r.get('why') else ''}."]
     return "\n".join(lines)
 
