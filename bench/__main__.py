@@ -180,9 +180,14 @@ def render(plan: Plan, R: dict[str, Any], to_docs: bool) -> Path:
     if R.get("half"):
         curves["casque (half load)"] = R["half"]["cdf"]
     if R.get("peers"):
+        from . import baseline
+
         rate = R["peers"]["equal_rate"]
         for name, cdf in R["peers"]["cdf"].items():
             curves[f"{name} @ {rate:.0f} msg/s"] = cdf
+        before = (baseline.load() or {}).get("casque_equal_cdf")
+        if before:
+            curves[f"casque before (baseline) @ {before['rate']:.0f} msg/s"] = before["cdf"]
     if curves:
         plots.latency_cdf(curves, d / "bench-latency-cdf.png", "send → handler start: casque (best setting) and the peers at equal load")
     if R.get("tomb"):

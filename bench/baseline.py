@@ -3,7 +3,7 @@
 ``python -m bench baseline [--quick]`` reduces the saved results of that mode (bench/out/results-<mode>.json)
 to the figures the targets name (bench/targets.py) plus the take and idle breakdowns, and writes them
 to bench/baseline-issue15.json with the engine's git revision, the mode and the date. The report
-shows them beside every later run. A baseline is small on purpose: no samples, no CDFs.
+shows them beside every later run. A baseline is small on purpose: no samples, and one CDF (casque's at equal load, 200 points).
 """
 
 from __future__ import annotations
@@ -35,6 +35,10 @@ def extract(R: dict[str, Any]) -> dict[str, Any]:
         out["takes"] = {k: t[k] for k in ("rate", "n", "unit", "takes", "waves", "requests", "take_ms", "sequences", "latency")}
     if R.get("idle"):
         out["idle"] = {k: v for k, v in R["idle"].items()}
+    cdf = (R.get("peers") or {}).get("cdf", {}).get("casque")
+    if cdf:  # casque's equal-load curve, drawn as "before" beside every later run's
+        xs, ys = cdf
+        out["casque_equal_cdf"] = {"rate": R["peers"]["equal_rate"], "cdf": [[round(x, 2) for x in xs], [round(y, 4) for y in ys]]}
     return out
 
 
