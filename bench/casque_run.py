@@ -117,6 +117,6 @@ def _delta(before: cqlcount.CqlCounts, after: cqlcount.CqlCounts) -> dict[str, A
     """What the producer issued during one run (the counter is process-wide)."""
     d = after.as_dict()
     b = before.as_dict()
-    out: dict[str, Any] = {k: d[k] - b[k] for k in d if k not in ("by_statement", "latency")}
+    out: dict[str, Any] = {k: d[k] - b[k] for k in d if k not in ("by_statement", "by_caller", "latency")}
     out["by_statement"] = {k: v - b["by_statement"].get(k, 0) for k, v in d["by_statement"].items() if v - b["by_statement"].get(k, 0)}
     return out

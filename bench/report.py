@@ -186,8 +186,11 @@ def section_pickup(R: dict[str, Any]) -> str:
     def row(label: str, show: Any) -> list[str]:
         return [label, show(bf) if bf else "–", show(f)]
 
-    rt = lambda g: (f"{_num(g.get('take_round_trips'))} (median {_num(g.get('take_round_trips_p50'), 0)}, max {_num(g.get('take_waves_max'), 0)})"
-                    if "take_round_trips" in g else "–")
+    def rt(g: dict[str, Any]) -> str:
+        if "take_round_trips" not in g:
+            return "–"
+        return f"{_num(g.get('take_round_trips'))} (median {_num(g.get('take_round_trips_p50'), 0)}, max {_num(g.get('take_waves_max'), 0)})"
+
     rows = [
         row("sequential round trips per take: mean (median, max)", rt),
         row("counted by", lambda g: g.get("take_round_trips_source", "–")),
