@@ -1,5 +1,8 @@
 """docs/benchmarks.md: the tables and plots of one run, regenerated between two markers.
 
+The Summary at the top has one row per target of issue 15 (bench/targets.py), beside the "before"
+baseline (bench/baseline.py), and gives the reason of every miss (bench/why-issue15.toml).
+
 Everything between ``<!-- bench:begin -->`` and ``<!-- bench:end -->`` is written by this module
 from bench/out/results-<mode>.json; text outside the markers (the analysis a person wrote about
 the profile and the missed targets) is kept as it is. A quick run writes bench/out/report-quick.md
@@ -304,7 +307,7 @@ def section_peers(R: dict[str, Any], img: str) -> str:
         _table(["run", "msg/s", "sent at msg/s", "p50 ms", "p95 ms", "p99 ms", "max ms", "worker CPU ms/msg"], rows), "",
         "Latency at full load is mostly time spent queued behind the backlog (the producers outrun every consumer), so it is shown "
         "for completeness; the equal-load runs below compare latency.", "",
-        f"Latency at equal load: every system offered {_n(p['equal_rate'])} msg/s (half the slowest system's maximum) for the same time:", "",
+        f"Latency at equal load: every system offered {_n(p['equal_rate'])} msg/s (half the slowest peer's maximum) for the same time:", "",
         _table(["system", "offered msg/s", "msg/s", "p50 ms", "p95 ms", "p99 ms", "max ms"], eq), "",
         f"![latency CDF]({img}/bench-latency-cdf.png)", "",
         "Configurations (each as its documentation recommends for throughput; durability no stronger than the Cassandra node's):", "",
