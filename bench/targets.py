@@ -119,10 +119,12 @@ def _faster_at_equal(f: dict[str, Any]) -> str:
     return f"lower p99 than casque's: {', '.join(better)}" if better else ""
 
 
-def _lower_than_before(key: str) -> Callable[[dict[str, Any], dict[str, Any]], bool | None]:
+def _lower_than_before(key: str, noise: float = 0.0) -> Callable[[dict[str, Any], dict[str, Any]], bool | None]:
+    """Met when this run's figure is below the baseline's by more than ``noise`` (a fraction)."""
+
     def met(f: dict[str, Any], before: dict[str, Any]) -> bool | None:
         now, then = f.get(key), before.get(key)
-        return None if not (finite(now) and finite(then)) else now < then
+        return None if not (finite(now) and finite(then)) else now < then * (1.0 - noise)
 
     return met
 
@@ -161,9 +163,10 @@ TARGETS: list[Target] = [
            _at_least("pgqueuer_ratio", 2.0)),
     Target("throughput", "Throughput ≥ 5,000 msg/s (no-op, one daemon, one node; part 1's best setting)",
            lambda f: None if "throughput" not in f else f"{f['throughput']:,.0f} msg/s", _at_least("throughput", 5000)),
-    Target("idle_rps", "Idle cost: CQL requests/s of an idle daemon serving 16 shards, lower than before",
+    Target("idle_rps", "Idle cost: CQL requests/s of an idle daemon serving 16 shards, lower than before (by more than the 25 % "
+           "the same engine moved between runs: 267 to 345 requests/s)",
            lambda f: None if "idle_rps" not in f else f"{f['idle_rps']:,.1f} requests/s on the wire ({f['idle_engine_rps']:,.1f}/s through the engine)",
-           _lower_than_before("idle_rps")),
+           _lower_than_before("idle_rps", noise=0.25)),
     Target("take_round_trips", "Round trips per take (message due → handler start), fewer than before", _take_text,
            _lower_than_before("take_round_trips"),
            lambda f: f"the usual take: {f['take_sequence']}" if f.get("take_sequence") else ""),
