@@ -42,14 +42,15 @@ def extract(R: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def save(R: dict[str, Any], path: Path = PATH) -> Path:
+def save(R: dict[str, Any], path: Path | None = None) -> Path:
+    path = path or PATH
     path.write_text(json.dumps(extract(R), indent=1, default=str) + "\n")
     return path
 
 
-def load(path: Path = PATH) -> dict[str, Any] | None:
+def load(path: Path | None = None) -> dict[str, Any] | None:
     try:
-        data: dict[str, Any] = json.loads(path.read_text())
+        data: dict[str, Any] = json.loads((path or PATH).read_text())
     except (OSError, ValueError):
         return None
     return data

@@ -173,10 +173,10 @@ TARGETS: list[Target] = [
 ]
 
 
-def reasons(path: Path = WHY) -> dict[str, str]:
+def reasons(path: Path | None = None) -> dict[str, str]:
     """The hand-written reasons, by target key ({} if the file is missing or unreadable)."""
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads((path or WHY).read_text())
     except (OSError, tomllib.TOMLDecodeError):
         return {}
     return {k: str(v).strip() for k, v in data.items() if str(v).strip()}
