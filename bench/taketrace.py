@@ -84,7 +84,10 @@ def install() -> None:
             trace.end()
 
     dbmod.Database.run = run  # type: ignore[method-assign]
-    unit = "_visit_row" if hasattr(cmod.Consumer, "_visit_row") else "fetch"
+    unit = next((u for u in ("_visit_row", "fetch") if hasattr(getattr(cmod, "Consumer", None), u)), None)
+    if unit is None:  # an engine shaped otherwise: only its own histogram (if any) is read
+        STATE["unit"] = "none (no Consumer._visit_row or Consumer.fetch in this engine)"
+        return
     STATE["unit"] = f"Consumer.{unit}"
     original_unit = getattr(cmod.Consumer, unit)
 
