@@ -137,11 +137,15 @@ def _at_least(key: str, limit: float) -> Callable[[dict[str, Any], dict[str, Any
     return lambda f, _: None if not finite(f.get(key)) else f[key] >= limit
 
 
+def _2(x: Any) -> str:
+    return f"{x:.2f}" if finite(x) else "–"
+
+
 def _take_text(f: dict[str, Any]) -> str | None:
     if "take_round_trips" not in f:
         return None
-    return (f"{f['take_round_trips']:.2f} sequential round trips per take (mean; median {f.get('take_round_trips_p50')}; "
-            f"{f['take_round_trips_source']}), {f['take_requests_mean']:.2f} requests")
+    return (f"{_2(f['take_round_trips'])} sequential round trips per take (mean; median {_2(f.get('take_round_trips_p50'))}; "
+            f"{f['take_round_trips_source']}), {_2(f['take_requests_mean'])} requests")
 
 
 TARGETS: list[Target] = [
