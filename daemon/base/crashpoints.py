@@ -9,6 +9,7 @@ Never set in production. The variable is read once, so an unset one costs a stri
 from __future__ import annotations
 
 import os
+import signal
 
 CRASH_EXIT_CODE = 137  # what a shell reports for a process killed by SIGKILL
 _AT = os.environ.get("CASQUE_CRASH_AT", "")
@@ -18,3 +19,17 @@ def crash_point(step: str) -> None:
     """Exit at once if the environment names this step."""
     if _AT and _AT == step:
         os._exit(CRASH_EXIT_CODE)
+
+
+_PAUSE_AT = os.environ.get("CASQUE_PAUSE_AT", "")
+_paused: set[str] = set()
+
+
+def pause_point(step: str) -> None:
+    """Freeze this process (SIGSTOP to itself, as ``kill -STOP`` from outside would) the first time
+    it reaches the step the environment names with ``CASQUE_PAUSE_AT``; a test sends SIGCONT. A
+    pause at an exact step (after a held row was read, before its take commits) is what proves
+    that a process that wakes up after its lock expired does not commit."""
+    if _PAUSE_AT and _PAUSE_AT == step and step not in _paused:
+        _paused.add(step)
+        os.kill(os.getpid(), signal.SIGSTOP)

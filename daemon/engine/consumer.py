@@ -32,18 +32,21 @@ Two rules keep a take from losing what it read:
 from __future__ import annotations
 
 import asyncio
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from daemon.base import metrics
 from daemon.engine import chain, triggers
-from daemon.base.crashpoints import crash_point
+from daemon.base.crashpoints import crash_point, pause_point
 from daemon.base.clock import Clock
 from daemon.engine.db import Database
+from daemon.engine.holds import RowHolds
 from daemon.engine.keys import KeyEntry, KeyStore
 from daemon.engine.locking import HeldLock, ShardLocker
 from daemon.base.logs import get_logger
 from daemon.base.model import Message, QueueSettings
+from daemon.engine.placement import bucket_of
 from daemon.engine.poison import PoisonStore
 from daemon.engine.queues import QueueStore
 from daemon.engine.table import STATE_IN_FLIGHT, MessageTable, after, message_from_row
@@ -54,6 +57,16 @@ log = get_logger("casque.consumer")
 TAKE_BYTES = 4 << 20
 #: What a stored message costs in a take besides its payload (ids, task, headers, error, trigger).
 MESSAGE_OVERHEAD = 512
+#: The first wait after a row's lock was found busy; it doubles up to a lock TTL.
+MIN_BACKOFF_MS = 50
+#: Sequential round trips of the fetch running in this task (a list, so gathered children add to it).
+_TRIPS: ContextVar[list[int]] = ContextVar("casque_trips")
+
+
+def _trip(n: int = 1) -> None:
+    trips = _TRIPS.get(None)
+    if trips is not None:
+        trips[0] += n
 
 
 @dataclass
@@ -65,6 +78,17 @@ class RowState:
     next_check: int = 0
     wake: int = 1 << 62  # earliest due time this process wrote into the row, or a peek saw coming
     busy: bool = False
+    #: After the row's lock was found busy: not tried again before this (monotonic ms). Doubles
+    #: while the row stays busy (another daemon holds it, holds.py), so a busy row costs little.
+    backoff_until: int = 0
+    backoff_ms: int = 0
+
+    def contended(self, now_elapsed: int, cap_ms: int) -> None:
+        self.backoff_ms = min(cap_ms, max(MIN_BACKOFF_MS, 2 * self.backoff_ms))
+        self.backoff_until = now_elapsed + self.backoff_ms
+
+    def took(self) -> None:
+        self.backoff_ms = self.backoff_until = 0
 
 
 @dataclass
@@ -94,6 +118,12 @@ class Consumer:
         self.rescan_ms = rescan_ms
         self.lookahead_ms = lookahead_ms
         self.locker = ShardLocker(db, table, clock, tolerance_ms)
+        self.holds = RowHolds(db, table, self.locker, clock)
+        #: Take a message up to this long before it is due (the dispatcher starts its handler at
+        #: the due time): a timer fires on time although the take costs round trips.
+        self.ahead_ms = 0
+        self._hinted: dict[int, int] = {}  # shard -> earliest due a wake-up named
+        self.last_settings: QueueSettings | None = None
         self.rows: dict[tuple[int, int], RowState] = {}
         self.stats = ConsumerStats()
         self._next_shard: dict[int, int] = {}
@@ -108,70 +138,187 @@ class Consumer:
         state.wake = min(state.wake, due_ms)
         state.next_check = min(state.next_check, due_ms)
 
-    def next_due(self) -> int | None:
-        """The earliest due time this process knows is coming (from peeks and its own writes)."""
-        wakes = [st.wake for st in self.rows.values() if st.wake < RowState.wake]
-        return min(wakes) if wakes else None
+    def hint(self, due_ms: int, placement: int | None) -> None:
+        """A send (in this process, or another one's wake hint): a message falls due at ``due_ms``
+        in the shard of ``placement`` (unknown: None). The next fetch goes to that row first."""
+        qs = self.last_settings
+        if qs is None:
+            return
+        if placement is None:
+            for shard in range(qs.shards):
+                self._hinted[shard] = min(self._hinted.get(shard, due_ms), due_ms)
+            return
+        shard = placement % qs.shards
+        self._hinted[shard] = min(self._hinted.get(shard, due_ms), due_ms)
+        self.expect(bucket_of(due_ms, qs.bucket_ms, qs.buckets), shard, due_ms)
 
-    async def fetch(self, limit: int, slot: int = 0, visibility_ms: int | None = None) -> list[Message]:
-        """Return up to ``limit`` taken messages, visiting shards round-robin from this slot's
-        position until one yields messages; [] after a full round with nothing due.
-        ``visibility_ms`` places the timeout columns at now + it instead of each message's own
-        timeout (a pulled message's visibility timeout, engine/receive.py)."""
-        qs = await self.queues.get(self.queue)
-        shards = qs.span()[0]  # after a reshard, also the shards of layouts still draining
-        for _ in range(shards):
-            shard = self._next_shard.get(slot, slot * 7919) % shards
-            self._next_shard[slot] = shard + 1
-            taken = await self._visit_shard(qs, shard, limit, visibility_ms)
-            if taken:
-                return taken
+    def pending_hints(self) -> bool:
+        """Did a wake-up name a shard with something due that no fetch has visited since?"""
+        horizon = self.clock.now_ms() + self.ahead_ms
+        return any(due <= horizon for due in self._hinted.values())
+
+    def next_due(self) -> int | None:
+        """When to fetch next for what this process knows is coming (peeks, its own writes,
+        hints): the earliest due time, less the take-ahead."""
+        wakes = [st.wake for st in self.rows.values() if st.wake < RowState.wake] + list(self._hinted.values())
+        return min(wakes) - self.ahead_ms if wakes else None
+
+    async def fetch(self, limit: int, slot: int = 0, visibility_ms: int | None = None, sweep: bool = False) -> list[Message]:
+        """Return up to ``limit`` taken messages: first from the shards a wake-up named, then
+        visiting shards round-robin from this slot's position until one yields; [] after a full
+        round with nothing due. ``sweep`` (an idle daemon's scout): instead of the round, peek
+        every shard's rows at once and visit only those with something due, so an idle round is
+        one round trip, not one per shard. ``visibility_ms`` places the timeout columns at now +
+        it instead of each message's own timeout (a pulled message's visibility timeout)."""
+        qs = self.last_settings = await self.queues.get(self.queue)
+        trips = [0]
+        token = _TRIPS.set(trips)
+        try:
+            taken = await self._fetch(qs, limit, slot, visibility_ms, sweep)
+        finally:
+            _TRIPS.reset(token)
+        if taken:
+            metrics.TAKE_ROUND_TRIPS.labels(self.queue).observe(trips[0])
+            return taken
         self.stats.empty_polls += 1
         metrics.EMPTY_POLLS.labels(self.queue).inc()
         return []
 
-    async def _visit_shard(self, qs: QueueSettings, shard: int, limit: int, visibility_ms: int | None) -> list[Message]:
+    async def _fetch(self, qs: QueueSettings, limit: int, slot: int, visibility_ms: int | None, sweep: bool) -> list[Message]:
+        horizon = self.clock.now_ms() + self.ahead_ms
+        order = self._shard_order(qs, slot)
+        hinted = [s for s in order if self._hinted.get(s, horizon + 1) <= horizon]
+        for shard in order:
+            if sweep and shard not in hinted:
+                break
+            if shard in hinted:
+                del self._hinted[shard]  # visited now; the row's wake time keeps anything later
+            taken = await self._visit_shard(qs, shard, limit, visibility_ms)
+            if taken:
+                return taken
+        if not sweep:
+            return []
         now = self.clock.now_ms()
-        for bucket in self._rows_to_check(qs, shard, now):
+        rows: list[tuple[int, int]] = []
+        for shard in (s for s in order if s not in hinted):
+            every, rescans = self._rows_to_check(qs, shard, now)
+            rows += [(b, shard) for b in rescans + every]  # oldest first
+        return await self._take_first(qs, await self._peek_rows(qs, rows), limit, visibility_ms)
+
+    async def _peek_rows(self, qs: QueueSettings, rows: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """Peek these rows at once (one round trip); those with something due, in the given order."""
+        states = [self.rows.setdefault(row, RowState()) for row in rows]
+        free = [(row, st) for row, st in zip(rows, states) if not st.busy and st.backoff_until <= self.clock.elapsed_ms()]
+        for _, st in free:
+            st.busy = True
+        try:
+            _trip()
+            due = await asyncio.gather(*(self._peek_row(qs, b, s, st, count=False) for (b, s), st in free))
+        finally:
+            for _, st in free:
+                st.busy = False
+        return [row for (row, _), found in zip(free, due) if found]
+
+    async def _take_first(self, qs: QueueSettings, rows: list[tuple[int, int]], limit: int, visibility_ms: int | None) -> list[Message]:
+        """Take from the first of these rows that yields."""
+        for bucket, shard in rows:
             state = self.rows.setdefault((bucket, shard), RowState())
             if state.busy:
                 continue
             state.busy = True
             try:
-                taken = await self._visit_row(qs, bucket, shard, state, limit, visibility_ms)
+                taken = await self._take_row(qs, bucket, shard, state, limit, visibility_ms)
             finally:
                 state.busy = False
             if taken:
                 return taken
         return []
 
-    def _rows_to_check(self, qs: QueueSettings, shard: int, now: int) -> list[int]:
+    def _shard_order(self, qs: QueueSettings, slot: int) -> list[int]:
+        """The shards a fetch visits: those a wake-up named as due first, then one round from this
+        slot's position."""
+        shards = qs.span()[0]  # after a reshard, also the shards of layouts still draining
+        horizon = self.clock.now_ms() + self.ahead_ms
+        first = sorted(s for s, due in self._hinted.items() if due <= horizon and s < shards)
+        start = self._next_shard.get(slot, slot * 7919) % shards
+        self._next_shard[slot] = start + 1
+        return first + [s for s in ((start + i) % shards for i in range(shards)) if s not in first]
+
+    async def _visit_shard(self, qs: QueueSettings, shard: int, limit: int, visibility_ms: int | None) -> list[Message]:
+        """Oldest rows first, so a shard hands out its messages by due time across rows: the rows
+        whose rescan has come (peeked all at once: one round trip, every ``rescan_ms``), then the
+        previous row while late producers may still write to it, then the current row."""
+        now = self.clock.now_ms()
+        every, rescans = self._rows_to_check(qs, shard, now)
+        if rescans:
+            taken = await self._take_first(qs, await self._peek_rows(qs, [(b, shard) for b in rescans]), limit, visibility_ms)
+            if taken:
+                return taken
+        for bucket in every:
+            taken = await self._visit_one(qs, bucket, shard, limit, visibility_ms)
+            if taken:
+                return taken
+        return []
+
+    async def _visit_one(self, qs: QueueSettings, bucket: int, shard: int, limit: int, visibility_ms: int | None) -> list[Message]:
+        state = self.rows.setdefault((bucket, shard), RowState())
+        if state.busy or state.backoff_until > self.clock.elapsed_ms():
+            return []
+        state.busy = True
+        try:
+            return await self._visit_row(qs, bucket, shard, state, limit, visibility_ms)
+        finally:
+            state.busy = False
+
+    def _rows_to_check(self, qs: QueueSettings, shard: int, now: int) -> tuple[list[int], list[int]]:
+        """(rows to visit every round, rows whose rescan has come)."""
         current_abs = now // qs.bucket_ms
         current = current_abs % qs.buckets
-        order: list[int] = []
-        for bucket in range(qs.span()[1]):
-            state = self.rows.get((bucket, shard))
-            if bucket != current and (state is None or state.next_check <= now):
-                order.append(bucket)
+        every = [current]
         previous = (current_abs - 1) % qs.buckets
-        if now - current_abs * qs.bucket_ms < self.tolerance_ms and previous not in order and previous != current:
-            order.append(previous)
-        order.append(current)
-        return order
+        if now - current_abs * qs.bucket_ms < self.tolerance_ms and previous != current:
+            every.insert(0, previous)
+        span = qs.span()[1]
+        rescans = [b for b in range(span) if b not in every and self._rescan_due((b, shard), now)]
+        rescans.sort(key=lambda b: -((current - b) % span))  # oldest first
+        return every, rescans
+
+    def _rescan_due(self, row: tuple[int, int], now: int) -> bool:
+        state = self.rows.get(row)
+        return state is None or state.next_check <= now
 
     async def _visit_row(self, qs: QueueSettings, bucket: int, shard: int, state: RowState, limit: int,
                          visibility_ms: int | None) -> list[Message]:
+        lock = self.holds.valid(qs, (bucket, shard))
+        if lock is not None:
+            return await self._take_held(qs, state, lock, limit, visibility_ms)
+        if not await self._peek_row(qs, bucket, shard, state):
+            return []
+        return await self._take_row(qs, bucket, shard, state, limit, visibility_ms)
+
+    async def _peek_row(self, qs: QueueSettings, bucket: int, shard: int, state: RowState, count: bool = True) -> bool:
+        """Is anything due (within the take-ahead) in this row? Loads its cursors on a first visit.
+        ``count``: False when the caller counts one round trip for many rows peeked at once."""
         if not state.loaded:
+            _trip(count)
             rows = await self.db.run(self.table.read_cursors, [qs.name, bucket, shard])
             _merge(state.cursors, dict(rows[0].cursors or {}) if rows else {})
             state.loaded = True
         now = self.clock.now_ms()
-        if state.wake <= now:
+        if state.wake <= now + self.ahead_ms:
             state.wake = RowState.wake
+        _trip(count)
         if not await self._anything_due(qs, bucket, shard, state, now):
-            state.next_check = min(now + self.rescan_ms, state.wake)
-            return []
+            state.next_check = min(now + self.rescan_ms, state.wake - self.ahead_ms)
+            return False
         state.next_check = now  # there was due work: look again on the next round
+        return True
+
+    async def _take_row(self, qs: QueueSettings, bucket: int, shard: int, state: RowState, limit: int,
+                        visibility_ms: int | None) -> list[Message]:
+        lock = self.holds.valid(qs, (bucket, shard))
+        if lock is not None:
+            return await self._take_held(qs, state, lock, limit, visibility_ms)
         return await self._take(qs, bucket, shard, state, limit, visibility_ms)
 
     async def _anything_due(self, qs: QueueSettings, bucket: int, shard: int, state: RowState, now: int) -> bool:
@@ -180,7 +327,7 @@ class Consumer:
         it. A lane with nothing due moves its cursor up to now - tolerance; a message seen coming
         within the lookahead sets the row's wake time."""
         ranks = qs.ranks()
-        horizon = now + self.lookahead_ms
+        horizon = now + max(self.lookahead_ms, self.ahead_ms)
         results = await asyncio.gather(*(
             self.db.run(self.table.peek, [qs.name, bucket, shard, r, state.cursors.get(r, 0), horizon]) for r in ranks
         ))
@@ -189,7 +336,7 @@ class Consumer:
         for rank, rows in zip(ranks, results):
             first = rows[0].due if rows else None
             self._advance(state, rank, first, now)
-            if first is not None and first <= now:
+            if first is not None and first <= now + self.ahead_ms:
                 due = True
             elif first is not None:
                 state.wake = min(state.wake, first)
@@ -202,10 +349,10 @@ class Consumer:
             state.cursors[rank] = target
 
     async def _take(self, qs: QueueSettings, bucket: int, shard: int, state: RowState, limit: int, visibility_ms: int | None) -> list[Message]:
+        _trip(3)  # lock write, lock read, acquired write
         lock = await self.locker.acquire(qs, bucket, shard)
         if lock is None:
-            self.stats.contention += 1
-            metrics.CONTENTION.labels(qs.name).inc()
+            self._contended(qs, state)
             return []
         try:
             return await self._take_locked(qs, state, lock, limit, visibility_ms)
@@ -222,21 +369,14 @@ class Consumer:
         # column already deleted by that batch): both would take the same messages. Measured: 100
         # duplicates of 50,000 in the skewed race test (tests/test_races.py) with the two reads
         # issued together; docs/design.md, "The re-check comes before the message read".
+        _trip()
         alone = await self.locker.recheck(qs, lock)
         if not alone:
-            self.stats.contention += 1
-            metrics.CONTENTION.labels(qs.name).inc()
+            self._contended(qs, state)
             await self.locker.release(lock)
             return []
-        rows = await self._read_due(qs, lock, ranks[0], state, now, limit)
-        budget = TakeBudget(limit, TAKE_BYTES)
-        moves: dict[int, int] = {}
-        found = self._keep(budget, moves, ranks[0], rows, limit, now)
-        for rank in ranks[1:]:
-            if budget.full():
-                break
-            more = await self._read_due(qs, lock, rank, state, now, budget.count_left())
-            found += self._keep(budget, moves, rank, more, budget.count_left(), now)
+        state.took()
+        found, moves = await self._read_take(qs, lock, state, now, limit)
         if self.locker.expired(qs, lock):
             log.warning("lock_expired_before_take", queue=qs.name, bucket=lock.bucket, shard=lock.shard, read=len(found))
             await self.locker.release(lock)
@@ -244,9 +384,67 @@ class Consumer:
         messages = [message_from_row(qs.name, lock.bucket, lock.shard, r) for r in found]
         return await self._commit(qs, state, lock, messages, moves, visibility_ms)
 
-    async def _read_due(self, qs: QueueSettings, lock: HeldLock, rank: int, state: RowState, now: int, limit: int) -> list[Any]:
+    async def _take_held(self, qs: QueueSettings, state: RowState, lock: HeldLock, limit: int, visibility_ms: int | None) -> list[Message]:
+        """A take from a row this process holds (holds.py): read, then one batch that keeps the
+        hold column. Nothing due: the row's wake time and cursors come from the same read."""
+        row = (lock.bucket, lock.shard)
+        self.holds.enter(row)
+        try:
+            if not state.loaded:
+                _merge(state.cursors, lock.cursors)  # read with the hold's lock columns
+                state.loaded = True
+            now = self.clock.now_ms()
+            if state.wake <= now + self.ahead_ms:
+                state.wake = RowState.wake
+            found, moves = await self._read_take(qs, lock, state, now, limit)
+            if not found:
+                state.next_check = min(now + self.rescan_ms, state.wake - self.ahead_ms)
+                return []
+            state.next_check = now
+            pause_point("take.held_read")
+            if self.holds.valid(qs, row) is None:  # lapsed meanwhile (a renewal keeps it: the newest column counts)
+                log.warning("hold_expired_before_take", queue=qs.name, bucket=lock.bucket, shard=lock.shard, read=len(found))
+                return []
+            messages = [message_from_row(qs.name, lock.bucket, lock.shard, r) for r in found]
+            try:
+                return await self._commit(qs, state, lock, messages, moves, visibility_ms, keep_lock=True)
+            except BaseException:
+                self.holds.drop(row)  # in doubt: the batch may still be applied
+                raise
+        finally:
+            self.holds.leave(row)
+
+    async def _read_take(self, qs: QueueSettings, lock: HeldLock, state: RowState, now: int, limit: int) -> tuple[list[Any], dict[int, int]]:
+        """Read what is due (up to the take-ahead) lane by lane, within the take's budget. The
+        first lane's read runs on to the lookahead: what it finds there is not taken, but sets
+        the row's wake time, so an idle row costs one request per visit, not two."""
+        ranks = qs.ranks()
+        due_by = now + self.ahead_ms
+        _trip()
+        rows = await self._read_due(qs, lock, ranks[0], state, now + max(self.lookahead_ms, self.ahead_ms), limit)
+        due = [r for r in rows if r.due <= due_by]
+        if len(due) < len(rows):
+            state.wake = min(state.wake, rows[len(due)].due)
+        budget = TakeBudget(limit, TAKE_BYTES)
+        moves: dict[int, int] = {}
+        found = self._keep(budget, moves, ranks[0], due, limit if len(due) == len(rows) else limit + 1, now)
+        for rank in ranks[1:]:
+            if budget.full():
+                break
+            _trip()
+            more = await self._read_due(qs, lock, rank, state, due_by, budget.count_left())
+            found += self._keep(budget, moves, rank, more, budget.count_left(), now)
+        return found, moves
+
+    def _contended(self, qs: QueueSettings, state: RowState) -> None:
+        self.stats.contention += 1
+        metrics.CONTENTION.labels(qs.name).inc()
+        state.contended(self.clock.elapsed_ms(), qs.lock_ttl_ms)
+
+    async def _read_due(self, qs: QueueSettings, lock: HeldLock, rank: int, state: RowState, until: int, limit: int) -> list[Any]:
+        """The lane's rows from its cursor up to ``until`` (inclusive), at most ``limit``."""
         start = state.cursors.get(rank, 0)
-        return await self.db.run(self.table.read_due, [qs.name, lock.bucket, lock.shard, rank, start, now, limit])
+        return await self.db.run(self.table.read_due, [qs.name, lock.bucket, lock.shard, rank, start, until, limit])
 
     def _keep(self, budget: "TakeBudget", moves: dict[int, int], rank: int, rows: list[Any], read_limit: int, now: int) -> list[Any]:
         """The rows of one lane that fit the take, and (in ``moves``) where the lane's cursor may go
@@ -263,13 +461,14 @@ class Consumer:
         return kept
 
     async def _commit(self, qs: QueueSettings, state: RowState, lock: HeldLock, messages: list[Message], moves: dict[int, int],
-                      visibility_ms: int | None = None) -> list[Message]:
+                      visibility_ms: int | None = None, keep_lock: bool = False) -> list[Message]:
         """The take: one single-partition batch (release lock, remove taken, write timeout columns,
         move the cursors). The in-memory cursors follow only once the batch is written.
         ``visibility_ms`` replaces the messages' own timeout (a pulled message's visibility timeout)."""
         now = self.clock.now_ms()
         batch = self.db.batch()
-        batch.add(self.locker.release_statement(lock))
+        if not keep_lock:
+            batch.add(self.locker.release_statement(lock))
         delivered: list[Message] = []
         doomed: list[tuple[Message, str]] = []
         chained: list[tuple[Message, Message]] = []
@@ -302,6 +501,7 @@ class Consumer:
             self.stats.poisoned += 1
             log.error("message_poisoned", queue=qs.name, task=m.task, id=str(m.id), attempt=m.attempt, reason=reason)
         ts = after(*(m.write_ts for m in messages), now_us=self.db.next_timestamp())
+        _trip()
         await self.db.run(batch, timestamp=ts)
         _merge(state.cursors, cursors)  # committed: only now may later reads start past what was read
         for m in delivered:

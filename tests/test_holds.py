@@ -1,0 +1,144 @@
+"""Held rows (engine/holds.py, issue 15): a daemon keeps the lock of the rows it owns between
+takes, so a take is one read and one batch; nobody else takes from a held row; a hold that is not
+renewed lapses; and an owner frozen (SIGSTOP) after reading a held row, past its hold's expiry,
+commits nothing when it wakes: another daemon runs those messages, each exactly once."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import pytest
+
+from daemon.base.metrics import REGISTRY
+from daemon.engine.client import Casque
+from daemon.engine.consumer import Consumer
+from daemon.engine.producer import Job
+
+from .conftest import TEST_KEYSPACE
+from .support.daemonproc import Daemon, records, start_daemon, until, write_config
+
+
+def trips(queue: str) -> float:
+    return REGISTRY.get_sample_value("casque_take_round_trips_sum", {"queue": queue}) or 0.0
+
+
+async def one_take(cq: Casque, c: Consumer, queue: str) -> float:
+    """Send one message, take it; the sequential round trips that take cost."""
+    await cq.send(queue, "test.record", 1)
+    before = trips(queue)
+    assert len(await c.fetch(10)) == 1
+    return trips(queue) - before
+
+
+async def tiny_queue(cq: Casque, name: str, **kw: object) -> tuple[Consumer, tuple[int, int]]:
+    """One shard, one day-long bucket: every message of the test lands in the same row."""
+    await cq.create_queue(name, shards=1, buckets=1, bucket_seconds=86400, **kw)
+    return cq.consumer(name), (0, 0)
+
+
+async def test_a_take_from_a_held_row_costs_two_round_trips_against_seven(cq: Casque, queue_name: str) -> None:
+    c, row = await tiny_queue(cq, queue_name)
+    cold = await one_take(cq, c, queue_name)  # cursors, peek, lock write/read/write, re-check, read, batch
+    warm = await one_take(cq, c, queue_name)
+    qs = await cq.queues.get(queue_name)
+    await c.holds.keep(qs, {row}, renew_ms=1000)
+    assert c.holds.valid(qs, row) is not None
+    held = [await one_take(cq, c, queue_name) for _ in range(3)]
+    print(f"round trips per take: first visit {cold:.0f}, lock each take {warm:.0f}, held row {held}")
+    assert (cold, warm, held) == (8, 7, [2, 2, 2])
+    await c.holds.release_all(qs)
+
+
+async def test_nobody_else_takes_from_a_held_row_until_it_is_released(cq: Casque, queue_name: str) -> None:
+    owner, row = await tiny_queue(cq, queue_name)
+    other = cq.consumer(queue_name)  # another process, as far as the locks can tell
+    qs = await cq.queues.get(queue_name)
+    await owner.holds.keep(qs, {row}, renew_ms=1000)
+    await cq.send(queue_name, "test.record", 1)
+    assert await other.fetch(10) == [] and other.stats.contention == 1
+    assert len(await owner.fetch(10)) == 1
+    await owner.holds.release_all(qs)
+    await cq.send(queue_name, "test.record", 2)
+    taken: list[object] = []
+
+    async def other_took() -> bool:
+        taken.extend(await other.fetch(10))  # returns [] while its back-off after the contention runs
+        return bool(taken)
+    await until(other_took, 10, "the other consumer takes once the hold is released")
+    assert [m.payload for m in taken] == [2]  # type: ignore[attr-defined]
+
+
+async def test_a_hold_that_is_not_renewed_lapses_and_the_row_is_free_again(cq: Casque, queue_name: str) -> None:
+    owner, row = await tiny_queue(cq, queue_name, lock_ttl=2)
+    other = cq.consumer(queue_name)
+    qs = await cq.queues.get(queue_name)
+    await owner.holds.keep(qs, {row}, renew_ms=60_000)
+    assert owner.holds.valid(qs, row) is not None
+    await until(lambda: owner.holds.valid(qs, row) is None, 10, "the owner stops trusting its unrenewed hold")
+    await cq.send(queue_name, "test.record", 1)
+    taken: list[object] = []
+
+    async def someone_took() -> bool:
+        taken.extend(await other.fetch(10))
+        taken.extend(await owner.fetch(10))
+        return bool(taken)
+    await until(someone_took, 15, "the row is taken again once the hold's column expired")
+    assert len(taken) == 1
+
+
+def events(d: Daemon, name: str) -> list[dict[str, object]]:
+    found = []
+    for line in d.output().splitlines():
+        try:
+            e = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(e, dict) and e.get("event") == name:
+            found.append(e)
+    return found
+
+
+def frozen(d: Daemon) -> bool:
+    """True while the process is stopped (state T in /proc)."""
+    stat = Path(f"/proc/{d.proc.pid}/stat").read_text()
+    return stat.rsplit(")", 1)[1].split()[0] in ("T", "t")
+
+
+@pytest.mark.slow
+async def test_an_owner_frozen_past_its_hold_expiry_commits_nothing_and_nothing_is_lost_or_doubled(
+        cq: Casque, queue_name: str, tmp_path: Path) -> None:
+    await cq.create_queue(queue_name, shards=4, timeout=60)
+    record = tmp_path / "record.txt"
+    cfg = write_config(tmp_path / "c.toml", TEST_KEYSPACE, [queue_name], consumers=2, batch_size=50)
+    owner = start_daemon(cfg, record, tmp_path / "owner.log", env={"CASQUE_PAUSE_AT": "take.held_read"})
+    other: Daemon | None = None
+    try:
+        await until(lambda: any(int(e["rows"]) >= 4 for e in events(owner, "rows_held")), 60, "the owner holds its rows", owner)
+        ids = await cq.send_many(queue_name, [Job("test.record", i) for i in range(200)])
+        # The owner's first held take reads messages and freezes itself right there (SIGSTOP), before
+        # it checks its hold and commits: it has nothing in flight, and its holds lapse while frozen.
+        await until(lambda: frozen(owner), 60, "the owner frozen between a held read and its take", owner)
+        other = start_daemon(cfg, record, tmp_path / "other.log")
+        await until(lambda: len({r[1] for r in records(record)} & set(ids)) == len(ids), 120,
+                    "the other daemon runs every message while the owner is frozen", other)
+        assert {r[3] for r in records(record)} == {str(other.proc.pid)}
+        owner.signal(signal.SIGCONT)
+        more = await cq.send_many(queue_name, [Job("test.record", i) for i in range(200, 300)])
+        await until(lambda: len({r[1] for r in records(record)} & set(more)) == len(more), 120, "both daemons serve on", owner)
+        woke = events(owner, "hold_expired_before_take")
+    finally:
+        for d in [owner, other]:
+            if d is not None:
+                d.signal(signal.SIGCONT)
+                d.signal(signal.SIGTERM)
+        for d in [owner, other]:
+            if d is not None:
+                assert d.wait() == 0, d.output()[-3000:]
+    done = [r[1] for r in records(record)]
+    lost = set(ids + more) - set(done)
+    doubled = len(done) - len(set(done))
+    print(f"sent={len(ids) + len(more)} lost={len(lost)} duplicated={doubled}")
+    assert not lost and doubled == 0
+    assert woke, "the owner woke, found its hold lapsed and did not commit what it had read"
