@@ -32,7 +32,7 @@ def extract(R: dict[str, Any]) -> dict[str, Any]:
     }
     if R.get("takes"):
         t = R["takes"]
-        out["takes"] = {k: t[k] for k in ("rate", "n", "unit", "takes", "waves", "requests", "take_ms", "sequences", "latency")}
+        out["takes"] = {k: t.get(k) for k in ("rate", "n", "levels", "engine_histogram", "latency")}
     if R.get("idle"):
         out["idle"] = {k: v for k, v in R["idle"].items()}
     cdf = (R.get("peers") or {}).get("cdf", {}).get("casque")

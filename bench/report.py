@@ -189,17 +189,19 @@ def section_pickup(R: dict[str, Any]) -> str:
     def row(label: str, show: Any) -> list[str]:
         return [label, show(bf) if bf else "–", show(f)]
 
-    def rt(g: dict[str, Any]) -> str:
-        if "take_round_trips" not in g:
-            return "–"
-        return f"{_num(g.get('take_round_trips'))} (median {_num(g.get('take_round_trips_p50'), 0)}, max {_num(g.get('take_waves_max'), 0)})"
+    def trips(level: str) -> Any:
+        def show(g: dict[str, Any]) -> str:
+            if f"{level}_waves_mean" not in g:
+                return "–"
+            return (f"{_num(g[f'{level}_waves_mean'])} (median {_num(g[f'{level}_waves_p50'], 0)}, max {_num(g[f'{level}_waves_max'], 0)}); "
+                    f"{_num(g[f'{level}_requests_mean'])} requests; {_n(g[f'{level}_takes'])} traced")
+        return show
 
     rows = [
-        row("sequential round trips per take: mean (median, max)", rt),
-        row("counted by", lambda g: g.get("take_round_trips_source", "–")),
-        row("CQL requests per take: mean (median)", lambda g: f"{_num(g.get('take_requests_mean'))} ({_num(g.get('take_requests_p50'), 0)})"
-            if "take_requests_mean" in g else "–"),
-        row("one take, first request → batch written: p50 ms", lambda g: _num(g.get("take_ms_p50"), 1)),
+        row("round trips per fetch that took messages, from its first request (bench trace of `Consumer.fetch`): mean (median, max)", trips("fetch")),
+        row("… the same, from the engine's `casque_take_round_trips` histogram: mean", lambda g: _num(g.get("engine_round_trips"))),
+        row("round trips of the visit of the row that yielded, from its peek (`Consumer._visit_row`): mean (median, max)", trips("visit")),
+        row("one visit, first request → batch written: p50 ms", lambda g: _num(g.get("visit_take_ms_p50"), 1)),
         row("send → handler start at the same low rate: p50 / p99", lambda g: f"{_ms(g['low_load_p50'])} / {_ms(g['low_load_p99'])}"
             if "low_load_p50" in g else "–"),
         row("idle daemon, one 16-shard queue: CQL requests/s on the wire", lambda g: _num(g.get("idle_rps"), 1)),
@@ -208,20 +210,23 @@ def section_pickup(R: dict[str, Any]) -> str:
     out = ["## 1c. Pickup cost: round trips per take, and the idle daemon (issue 15)", "",
            "**Round trips per take** (part `takes`, bench/takes.py): one daemon with the default `[worker]` settings on a fresh 16-shard "
            f"queue, messages offered one at a time at {_n(takes['rate'] if takes else 20)} msg/s, so nearly every take finds one message that "
-           "has just become due. Inside the daemon (bench/taketrace.py) every take (a visit of a shard row that returned messages, from the "
-           "peek that found the work to the batch that took it) is followed through `Database.run`: requests issued while another of the "
-           "same take is in flight share a round trip, so the *sequential round trips* are what a message waits for and the *requests* "
-           "are what the node serves. An engine that observes its own `casque_take_round_trips` histogram is read instead (the "
-           "\"counted by\" row says which).", "",
+           "has just become due. Inside the daemon (bench/taketrace.py) two things are followed through `Database.run`: every *fetch* "
+           "that took messages, from its first request (the definition of the engine's `casque_take_round_trips` histogram, so empty "
+           "shards passed on the way count), and every *visit* of the row that yielded, from the peek that found the work to the batch "
+           "that took it. Requests issued while another of the same take is in flight share a round trip: the *sequential round trips* "
+           "are what a message waits for, the *requests* what the node serves. The Summary takes the engine's histogram when it has one, "
+           "else the fetch trace.", "",
            "**Idle cost** (part `idle`, bench/idle.py): one daemon with the default settings serves one fresh 16-shard queue and nothing is "
            f"sent; after a {_n(idle['warmup_s'] if idle else 15)} s warm-up, every request frame its driver sends (`Connection.send_msg`: "
            "statements, heartbeats, control connection) is counted for "
            f"{_n(idle['seconds'] if idle else 30)} s, and the engine's statements by name beside it.", "",
            _table(["figure", f"before (casque {engine})" if bf else "before", "this run"], rows), ""]
-    seqs = [("before", s) for s in base.get("takes", {}).get("sequences", [])[:3]] + [("this run", s) for s in (takes or {}).get("sequences", [])[:4]]
+    seqs = [("before", level, q) for level, v in (base.get("takes") or {}).get("levels", {}).items() for q in v.get("sequences", [])[:3]]
+    seqs += [("this run", level, q) for level, v in (takes or {}).get("levels", {}).items() for q in v.get("sequences", [])[:3]]
     if seqs:
-        out += ["The usual takes (`→` separates round trips, `‖` requests in the same round trip):", "",
-                _table(["run", "takes", "round trips", "requests in order"], [[w, _n(s["count"]), str(s["waves"]), s["steps"]] for w, s in seqs]), ""]
+        out += ["The usual takes (`→` separates round trips, `‖` requests in the same round trip, `×n` n requests of one statement):", "",
+                _table(["run", "traced", "takes", "round trips", "requests in order"], [[w, lv, _n(q["count"]), str(q["waves"]), q["steps"]] for w, lv, q in seqs]),
+                ""]
     if idle:
         before = (base.get("idle") or {}).get("engine_by_statement_per_s", {})
         names = list(idle["engine_by_statement_per_s"]) + [k for k in before if k not in idle["engine_by_statement_per_s"]]

@@ -2,11 +2,10 @@
 
 One daemon (default ``[worker]`` settings) on a fresh 16-shard queue; messages are offered one at
 a time at a low rate, so nearly every take finds one message that just became due: the path the
-pickup latency is made of. Inside the daemon, bench/taketrace.py follows every take (the visit of
-a row that returned messages) and counts its requests and its *waves* (requests issued while
-another of the same take is in flight share a wave): waves are the round trips a message waits
-for. If the engine observes its own ``casque_take_round_trips`` histogram, that is read too, and
-the report prefers it. The send→start latency of the same messages is kept beside it.
+pickup latency is made of. Inside the daemon, bench/taketrace.py follows every fetch that took
+messages and every visit of the row that yielded, and counts their requests and their sequential
+round trips. If the engine observes its own ``casque_take_round_trips`` histogram, that is read
+too, and the Summary prefers it. The send→start latency of the same messages is kept beside it.
 """
 
 from __future__ import annotations
@@ -37,19 +36,25 @@ async def run(cq: Casque, plan: Plan) -> dict[str, Any]:
     progress(f"takes: {n} messages offered at {rate:.0f} msg/s, one daemon ({w.consumers} consumers), round trips of every take")
     r = await run_casque(cq, n, w.consumers, w.batch_size, label="takes", rate=rate, probe_env={"BENCH_PROBE_TAKES": "1"}, keep=("takes",))
     t = r.probe.get("takes") or {}
-    out = {
-        "rate": rate, "n": n, "acked": r.cql.get("acked"), "unit": t.get("unit"), "takes": t.get("takes", 0),
-        "empty_visits": t.get("empty_visits", 0),
-        "waves": _dist(t.get("waves", [])), "requests": _dist(t.get("requests", [])), "messages": _dist(t.get("messages", [])),
-        "take_ms": _dist(t.get("take_ms", [])), "sequences": t.get("sequences", []), "engine_histogram": t.get("engine_histogram"),
-        "latency": r.latency.as_dict(), "settings": r.settings,
-    }
-    wv, rq, lat = out["waves"], out["requests"], Latency.from_dict(out["latency"])
-    progress(f"  {out['takes']} takes: round trips (waves) p50 {wv['p50']} p90 {wv['p90']} max {wv['max']}; requests p50 {rq['p50']}; "
-             f"send→start p50 {lat.p50:.1f} ms p99 {lat.p99:.1f} ms")
-    for s in out["sequences"][:3]:
-        progress(f"    {s['count']:5d} × {s['waves']} waves: {s['steps']}")
+    levels = {}
+    for level, v in (t.get("levels") or {}).items():
+        levels[level] = {"unit": v["unit"], "takes": v["takes"], "empty": v["empty"], "waves": _dist(v["waves"]), "requests": _dist(v["requests"]),
+                         "messages": _dist(v["messages"]), "take_ms": _dist(v["take_ms"]), "sequences": v["sequences"]}
+    out = {"rate": rate, "n": n, "acked": r.cql.get("acked"), "levels": levels, "engine_histogram": t.get("engine_histogram"),
+           "latency": r.latency.as_dict(), "settings": r.settings}
+    lat = Latency.from_dict(out["latency"])
+    progress(f"  send→start p50 {lat.p50:.1f} ms p99 {lat.p99:.1f} ms")
+    for level, v in levels.items():
+        wv, rq = v["waves"], v["requests"]
+        progress(f"  {level:<5} ({v['unit']}): {v['takes']} takes, round trips mean {_f(wv['mean'])} p50 {wv['p50']} p90 {wv['p90']} max {wv['max']}; "
+                 f"requests mean {_f(rq['mean'])}")
+        for s in v["sequences"][:2]:
+            progress(f"    {s['count']:5d} × {s['waves']} round trips: {s['steps']}")
     h = out["engine_histogram"]
     if h:
-        progress(f"  engine histogram casque_take_round_trips: mean {h['mean']} over {h['count']:.0f} takes")
+        progress(f"  engine histogram casque_take_round_trips: mean {_f(h['mean'])} over {h['count']:.0f} takes")
     return out
+
+
+def _f(x: float | None) -> str:
+    return "–" if x is None else f"{x:.2f}"

@@ -1,14 +1,15 @@
 """Loaded INTO the daemon under test (by bench/probe.py, ``BENCH_PROBE_TAKES=1``): how many CQL
 round trips one take costs, counted while the real engine runs.
 
-A *take* is one visit of a shard row that returned messages: on the path from "a message became
-due" to "its handler started", it holds every request from the peek that found the work to the
-batch that took it (with the row's cursor read on its first visit). The tracer wraps the engine's
-row visit (``Consumer._visit_row``; ``Consumer.fetch`` if an engine has no such method, which also
-counts the peeks of the empty shards a fetch passed on its way) and ``Database.run``, the door
-every engine statement goes through. Requests of one take issued while another of the same take is
-still in flight (``asyncio.gather``) share a *wave*: the waves are the sequential round trips,
-the figure a message's pickup waits for; the requests are what the node serves.
+Two things are traced, with the same counter: a *fetch* that took messages (``Consumer.fetch``,
+from its first request: the engine's own definition for ``casque_take_round_trips``, so the shards
+a round-robin fetch passed empty on the way count), and the *visit* of the row that yielded
+(``Consumer._visit_row``, from the peek that found the work to the batch that took it; an engine
+that takes some rows outside that method, like a scout's sweep, leaves those out of this level).
+Every request goes through ``Database.run``, the door every engine statement uses. Requests of one
+take issued while another of the same take is still in flight (``asyncio.gather``) share a *wave*:
+the waves are the sequential round trips, the figure a message's pickup waits for; the requests
+are what the node serves.
 
 An engine that observes its own Prometheus histogram ``casque_take_round_trips`` is read too
 (``engine_histogram``); the report prefers it, since the engine knows its own take best.
@@ -51,9 +52,15 @@ class Trace:
         self.inflight = max(0, self.inflight - 1)
 
 
-_CURRENT: contextvars.ContextVar[Trace | None] = contextvars.ContextVar("bench_take", default=None)
-TAKES: list[dict[str, Any]] = []  # one per visit that returned messages
-STATE: dict[str, Any] = {"unit": "", "empty_visits": 0}
+#: The traces open in this task, outermost first: a request counts in each (a fetch and the visit inside it).
+_CURRENT: contextvars.ContextVar[tuple[Trace, ...]] = contextvars.ContextVar("bench_take", default=())
+#: What is traced: a *fetch* that took messages (from its first request: the definition of the
+#: engine's ``casque_take_round_trips``, empty shards passed on the way included), and the *visit*
+#: of the row that yielded (from the peek that found the work).
+UNITS = {"fetch": "fetch", "visit": "_visit_row"}
+TAKES: dict[str, list[dict[str, Any]]] = {level: [] for level in UNITS}
+EMPTY: Counter = Counter()
+STATE: dict[str, Any] = {"units": {}}
 
 
 def _identity(stmt: Any) -> Any:
@@ -74,40 +81,44 @@ def install() -> None:
     original_run = dbmod.Database.run
 
     async def run(self: Any, stmt: Any, *args: Any, **kwargs: Any) -> Any:
-        trace = _CURRENT.get()
-        if trace is None:
+        traces = _CURRENT.get()
+        if not traces:
             return await original_run(self, stmt, *args, **kwargs)
-        trace.start(_identity(stmt))
+        what = _identity(stmt)
+        for trace in traces:
+            trace.start(what)
         try:
             return await original_run(self, stmt, *args, **kwargs)
         finally:
-            trace.end()
+            for trace in traces:
+                trace.end()
 
     dbmod.Database.run = run  # type: ignore[method-assign]
-    unit = next((u for u in ("_visit_row", "fetch") if hasattr(getattr(cmod, "Consumer", None), u)), None)
-    if unit is None:  # an engine shaped otherwise: only its own histogram (if any) is read
-        STATE["unit"] = "none (no Consumer._visit_row or Consumer.fetch in this engine)"
-        return
-    STATE["unit"] = f"Consumer.{unit}"
-    original_unit = getattr(cmod.Consumer, unit)
+    consumer = getattr(cmod, "Consumer", None)
+    for level, method in UNITS.items():
+        if hasattr(consumer, method):  # an engine shaped otherwise: only its own histogram (if any) is read
+            STATE["units"][level] = f"Consumer.{method}"
+            setattr(consumer, method, _traced(level, getattr(consumer, method)))
 
+
+def _traced(level: str, original: Any) -> Any:
     async def traced(self: Any, *args: Any, **kwargs: Any) -> Any:
         trace = Trace()
-        token = _CURRENT.set(trace)
+        token = _CURRENT.set(_CURRENT.get() + (trace,))
         try:
-            taken = await original_unit(self, *args, **kwargs)
+            taken = await original(self, *args, **kwargs)
         finally:
             _CURRENT.reset(token)
             trace.closed = True
         if taken and trace.steps:
-            if len(TAKES) < MAX_TAKES:
-                TAKES.append({"waves": trace.waves, "requests": len(trace.steps), "messages": len(taken), "steps": list(trace.steps),
-                              "ms": (time.perf_counter() - trace.t0) * 1000.0})
+            if len(TAKES[level]) < MAX_TAKES:
+                TAKES[level].append({"waves": trace.waves, "requests": len(trace.steps), "messages": len(taken), "steps": list(trace.steps),
+                                     "ms": (time.perf_counter() - trace.t0) * 1000.0})
         elif not taken:
-            STATE["empty_visits"] += 1
+            EMPTY[level] += 1
         return taken
 
-    setattr(cmod.Consumer, unit, traced)
+    return traced
 
 
 def prepared_names() -> list[tuple[Any, str, str]]:
@@ -170,17 +181,17 @@ def _engine_histogram() -> dict[str, Any] | None:
 
 
 def summary() -> dict[str, Any]:
-    """What the probe writes at exit: per-take distributions, the usual sequences, the histogram."""
+    """What the probe writes at exit: per level, the distributions and the usual sequences; the histogram."""
     names = _names()
-    seqs: Counter = Counter(sequence(t["steps"], names) for t in TAKES)
-    return {
-        "unit": STATE["unit"],
-        "takes": len(TAKES),
-        "empty_visits": STATE["empty_visits"],
-        "waves": [t["waves"] for t in TAKES],
-        "requests": [t["requests"] for t in TAKES],
-        "messages": [t["messages"] for t in TAKES],
-        "take_ms": [round(t["ms"], 3) for t in TAKES],
-        "sequences": [{"count": n, "waves": s.count(" → ") + 1, "steps": s} for s, n in seqs.most_common(6)],
-        "engine_histogram": _engine_histogram(),
-    }
+    levels: dict[str, Any] = {}
+    for level, takes in TAKES.items():
+        if level not in STATE["units"]:
+            continue
+        seqs: Counter = Counter(sequence(t["steps"], names) for t in takes)
+        levels[level] = {
+            "unit": STATE["units"][level], "takes": len(takes), "empty": EMPTY[level],
+            "waves": [t["waves"] for t in takes], "requests": [t["requests"] for t in takes],
+            "messages": [t["messages"] for t in takes], "take_ms": [round(t["ms"], 3) for t in takes],
+            "sequences": [{"count": n, "waves": s.count(" → ") + 1, "steps": s} for s, n in seqs.most_common(6)],
+        }
+    return {"levels": levels, "engine_histogram": _engine_histogram()}

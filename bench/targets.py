@@ -36,18 +36,26 @@ def _histogram_median(h: dict[str, Any]) -> float | None:
 
 
 def take_figures(takes: dict[str, Any]) -> dict[str, Any]:
-    """Round trips per take: the engine's own histogram when it has one, else the bench's trace."""
-    f: dict[str, Any] = {"take_requests_p50": takes["requests"]["p50"], "take_requests_mean": takes["requests"]["mean"],
-                         "take_waves_p50": takes["waves"]["p50"], "take_waves_mean": takes["waves"]["mean"], "take_waves_max": takes["waves"]["max"],
-                         "take_ms_p50": takes["take_ms"]["p50"], "takes_traced": takes["takes"],
-                         "take_sequence": (takes.get("sequences") or [{}])[0].get("steps"),
-                         "low_load_p50": takes["latency"]["p50"], "low_load_p99": takes["latency"]["p99"], "low_load_rate": takes["rate"]}
+    """Round trips per take, per traced level (``fetch_*``, ``visit_*``), and the headline
+    ``take_round_trips``: the engine's own histogram when it has one, else the bench's trace of a
+    fetch that took messages (the same definition)."""
+    levels = takes.get("levels") or {}
+    f: dict[str, Any] = {"low_load_p50": takes["latency"]["p50"], "low_load_p99": takes["latency"]["p99"], "low_load_rate": takes["rate"]}
+    for level, v in levels.items():
+        f.update({f"{level}_waves_mean": v["waves"]["mean"], f"{level}_waves_p50": v["waves"]["p50"], f"{level}_waves_max": v["waves"]["max"],
+                  f"{level}_requests_mean": v["requests"]["mean"], f"{level}_take_ms_p50": v["take_ms"]["p50"], f"{level}_takes": v["takes"],
+                  f"{level}_sequence": (v.get("sequences") or [{}])[0].get("steps"), f"{level}_unit": v["unit"]})
+    traced = levels.get("fetch") or levels.get("visit")
     h = takes.get("engine_histogram")
     if h and h.get("count"):
-        f.update(take_round_trips=h["mean"], take_round_trips_p50=_histogram_median(h), take_round_trips_source="engine histogram casque_take_round_trips")
-    else:
-        f.update(take_round_trips=takes["waves"]["mean"], take_round_trips_p50=takes["waves"]["p50"],
-                 take_round_trips_source=f"bench trace of {takes.get('unit') or 'the take'}")
+        f.update(take_round_trips=h["mean"], take_round_trips_p50=_histogram_median(h), engine_round_trips=h["mean"],
+                 take_round_trips_source="engine histogram casque_take_round_trips")
+    elif traced:
+        f.update(take_round_trips=traced["waves"]["mean"], take_round_trips_p50=traced["waves"]["p50"],
+                 take_round_trips_source=f"bench trace of {traced['unit']}")
+    if traced:
+        f["take_requests_mean"] = traced["requests"]["mean"]
+    f["take_sequence"] = f.get("visit_sequence") or f.get("fetch_sequence")
     return f
 
 
@@ -145,7 +153,7 @@ def _take_text(f: dict[str, Any]) -> str | None:
     if "take_round_trips" not in f:
         return None
     return (f"{_2(f['take_round_trips'])} sequential round trips per take (mean; median {_2(f.get('take_round_trips_p50'))}; "
-            f"{f['take_round_trips_source']}), {_2(f['take_requests_mean'])} requests")
+            f"{f['take_round_trips_source']}), {_2(f.get('take_requests_mean'))} requests")
 
 
 TARGETS: list[Target] = [

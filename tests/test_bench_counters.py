@@ -27,8 +27,9 @@ def instruments(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(db_mod.Database, "run", db_mod.Database.run)
     monkeypatch.setattr(db_mod.Database, "prepare", db_mod.Database.prepare)
     monkeypatch.setattr(consumer_mod.Consumer, "_visit_row", consumer_mod.Consumer._visit_row)
+    monkeypatch.setattr(consumer_mod.Consumer, "fetch", consumer_mod.Consumer.fetch)
     monkeypatch.setattr(Connection, "send_msg", Connection.send_msg)
-    monkeypatch.setattr(taketrace, "TAKES", [])
+    monkeypatch.setattr(taketrace, "TAKES", {level: [] for level in taketrace.UNITS})
     cqlcount.install()
     cqlcount.install_wire()
     taketrace.install()
@@ -44,14 +45,16 @@ async def test_take_trace_counts_every_request_of_the_take(instruments: None, ma
     taken = await consumer.fetch(10)  # the clock has not moved: only the current row is due for a look
     requests = cqlcount.COUNTS.requests - before
     assert len(taken) == 1
-    assert len(taketrace.TAKES) == 1, "one visit returned messages: one take"
-    take = taketrace.TAKES[0]
-    assert take["requests"] == requests, "the take holds every request the fetch made, and only those"
+    assert len(taketrace.TAKES["fetch"]) == 1, "one fetch returned messages: one take"
+    take = taketrace.TAKES["fetch"][0]
+    assert take["requests"] == requests, "the fetch's take holds every request the fetch made, and only those"
     assert 2 <= take["waves"] <= take["requests"]
     seq = taketrace.sequence(take["steps"], taketrace._names())
     assert seq.count(" → ") + 1 == take["waves"]
     assert seq.endswith("batch"), "a take ends with the batch that takes the messages"
     assert "prepared statement" not in seq, "every step is named after the engine attribute that holds it"
+    for visit in taketrace.TAKES["visit"]:  # the row's visit, if the take went through one, is part of the fetch
+        assert visit["requests"] <= take["requests"] and visit["waves"] <= take["waves"]
 
 
 async def test_wire_counter_sees_each_request_frame(instruments: None, cq: Casque) -> None:
