@@ -1,5 +1,6 @@
 """``python -m bench [--quick] [--only PARTS] [--report-only] [--no-docs]``; ``python -m bench setup``;
 ``python -m bench many-queues [--quick] [--write-docs] [--report-only]`` (bench/many_queues.py, a scenario of its own).
+``python -m bench baseline [--quick]`` (the saved results become issue 15's "before" column, bench/baseline.py).
 
 Runs the parts in order (each prints its progress), saves every result to
 bench/out/results-<mode>.json as soon as it is measured (so a failure later loses nothing, and
@@ -21,13 +22,14 @@ from typing import Any
 from .env import KEYSPACE, ROOT, machine, out_dir, progress
 from .plan import FULL, QUICK, Plan
 
-PARTS = ("e2e", "sched", "tomb", "peers", "stress", "profile")
+PARTS = ("e2e", "takes", "idle", "sched", "tomb", "peers", "stress", "profile")
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench", description="casque's benchmark suite (docs/benchmarks.md).")
-    p.add_argument("command", nargs="?", choices=["run", "setup", "many-queues"], default="run",
-                   help="setup: only install what the bench needs; many-queues: the per-user-queues scenario (bench/many_queues.py)")
+    p.add_argument("command", nargs="?", choices=["run", "setup", "many-queues", "baseline"], default="run",
+                   help="setup: only install what the bench needs; many-queues: the per-user-queues scenario (bench/many_queues.py); "
+                        "baseline: write bench/baseline-issue15.json from the saved results")
     p.add_argument("--quick", action="store_true", help="a few minutes instead of the full run (< 45 min)")
     p.add_argument("--only", default="", help=f"comma-separated parts to run: {','.join(PARTS)} (default: all)")
     p.add_argument("--report-only", action="store_true", help="re-render plots and report from the saved results")
@@ -85,7 +87,8 @@ def versions() -> dict[str, str]:
     try:
         rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain", "daemon"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-        out["casque"] += f" (git {rev}{', engine with uncommitted changes' if dirty else ''})"
+        engine = subprocess.run(["git", "log", "-1", "--format=%h", "--", "daemon"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+        out["casque"] += f" (git {rev}, engine as of {engine}{', with uncommitted changes' if dirty else ''})"
     except OSError:
         pass
     for pkg in ("cassandra-driver", "celery", "kombu", "redis", "arq", "dramatiq", "pgqueuer", "asyncpg", "procrastinate", "psycopg", "py-spy"):
@@ -102,7 +105,7 @@ def versions() -> dict[str, str]:
 async def measure(plan: Plan, parts: list[str], R: dict[str, Any]) -> None:
     from daemon.engine.client import Casque
 
-    from . import cqlcount, e2e, peers, profiling, schedule, stress, tombstones
+    from . import cqlcount, e2e, idle, peers, profiling, schedule, stress, takes, tombstones
     from .env import bench_settings
 
     cqlcount.install()  # the producer's CQL is counted too
@@ -116,7 +119,8 @@ async def measure(plan: Plan, parts: list[str], R: dict[str, Any]) -> None:
             R["half"] = await e2e.half_load(cq, plan, R["e2e"]["best"])
             save(plan, R)
         best = (R.get("e2e") or {}).get("best") or _saved_best(plan) or _defaults()
-        steps = [("sched", lambda: schedule.run(cq, plan, best)), ("tomb", lambda: tombstones.run(cq, plan, best)),
+        steps = [("takes", lambda: takes.run(cq, plan)), ("idle", lambda: idle.run(cq, plan)),
+                 ("sched", lambda: schedule.run(cq, plan, best)), ("tomb", lambda: tombstones.run(cq, plan, best)),
                  ("peers", lambda: peers.run(cq, plan, best)), ("profile", lambda: profiling.run(cq, plan, best))]
         for name, step in steps:
             if name in parts:
@@ -180,9 +184,14 @@ def render(plan: Plan, R: dict[str, Any], to_docs: bool) -> Path:
     if R.get("half"):
         curves["casque (half load)"] = R["half"]["cdf"]
     if R.get("peers"):
+        from . import baseline
+
         rate = R["peers"]["equal_rate"]
         for name, cdf in R["peers"]["cdf"].items():
             curves[f"{name} @ {rate:.0f} msg/s"] = cdf
+        before = (baseline.load() or {}).get("casque_equal_cdf")
+        if before:
+            curves[f"casque before (baseline) @ {before['rate']:.0f} msg/s"] = before["cdf"]
     if curves:
         plots.latency_cdf(curves, d / "bench-latency-cdf.png", "send → handler start: casque (best setting) and the peers at equal load")
     if R.get("tomb"):
@@ -252,6 +261,14 @@ def main(argv: list[str] | None = None) -> int:
         progress("set-up done")
         return 0
     R = load(plan)
+    if args.command == "baseline":
+        from . import baseline
+
+        if not R:
+            print(f"bench: no saved results in {results_path(plan)}: run `python -m bench{' --quick' if args.quick else ''}` first", file=sys.stderr)
+            return 2
+        progress(f"baseline: {baseline.save(R).relative_to(ROOT)} (from {results_path(plan).relative_to(ROOT)})")
+        return 0
     if not args.report_only:
         started = time.time()
         setup.all_steps(peers="peers" in parts, stress="stress" in parts)

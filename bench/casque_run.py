@@ -38,6 +38,7 @@ class RunResult:
     cql: dict[str, Any] = field(default_factory=dict)
     samples_ms: list[float] = field(default_factory=list)
     offered_rate: float | None = None
+    probe: dict[str, Any] = field(default_factory=dict)  # more of what the probe measured, when asked (``keep``)
 
     def as_dict(self, with_samples: bool = False) -> dict[str, Any]:
         d = {k: v for k, v in self.__dict__.items() if k != "samples_ms"}
@@ -68,11 +69,13 @@ async def make_queue(cq: Casque, prefix: str, **options: Any) -> str:
 
 async def run_casque(cq: Casque, n: int, consumers: int, batch: int, *, label: str, rate: float | None = None,
                      daemon_extra: dict[str, Any] | None = None, concurrency: int | None = None, on_started: Any = None,
-                     timeout: float | None = None, count_cql: bool = True) -> RunResult:
+                     timeout: float | None = None, count_cql: bool = True, probe_env: dict[str, str] | None = None,
+                     keep: tuple[str, ...] = ()) -> RunResult:
     """Start a daemon on a fresh queue, send ``n`` messages (as fast as possible, or at ``rate``/s),
-    wait until all are acked."""
+    wait until all are acked. ``probe_env`` turns on more of the probe; ``keep`` names what of its
+    result file to return in ``RunResult.probe``."""
     queue = await make_queue(cq, "e2e")
-    env = {"BENCH_PROBE_CQL": "1" if count_cql else "0"}
+    env = {"BENCH_PROBE_CQL": "1" if count_cql else "0", **(probe_env or {})}
     if concurrency:
         env["BENCH_PROBE_CONCURRENCY"] = str(concurrency)
     daemon = await Daemon(DaemonSpec(queue, consumers, batch, expect=n, extra=daemon_extra, env=env), label).start()
@@ -106,7 +109,7 @@ async def run_casque(cq: Casque, n: int, consumers: int, batch: int, *, label: s
                   **(daemon_extra or {})},
         cpu={"daemon_s": float(res.get("cpu_s", 0.0)), "node_s": node_cpu, "producer_s": producer_cpu},
         cql={"daemon": res.get("cql", {}), "producer": producer, "acked": acked},
-        samples_ms=samples,
+        samples_ms=samples, probe={k: res[k] for k in keep if k in res},
     )
 
 
@@ -114,6 +117,6 @@ def _delta(before: cqlcount.CqlCounts, after: cqlcount.CqlCounts) -> dict[str, A
     """What the producer issued during one run (the counter is process-wide)."""
     d = after.as_dict()
     b = before.as_dict()
-    out: dict[str, Any] = {k: d[k] - b[k] for k in d if k not in ("by_statement", "latency")}
+    out: dict[str, Any] = {k: d[k] - b[k] for k in d if k not in ("by_statement", "by_caller", "latency")}
     out["by_statement"] = {k: v - b["by_statement"].get(k, 0) for k, v in d["by_statement"].items() if v - b["by_statement"].get(k, 0)}
     return out

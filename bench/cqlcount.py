@@ -10,6 +10,8 @@ node's measured capacity by these counts.
 from __future__ import annotations
 
 import re
+import sys
+import threading
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -29,10 +31,12 @@ class CqlCounts:
     lwt: int = 0
     by_statement: Counter = field(default_factory=Counter)  # keyed by CQL text; shortened only when reported
     latency_ms: dict[str, list[float]] = field(default_factory=dict)  # round trips by kind: read / write / batch
+    by_caller: Counter = field(default_factory=Counter)  # engine function that issued it ("sweep.Sweeper.run"); only with BY_CALLER
 
     def as_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        d = asdict(self)  # (asdict turns a Counter into a Counter *of its pairs*: both are replaced below)
         d.pop("latency_ms")
+        d["by_caller"] = dict(self.by_caller.most_common(25))
         d["latency"] = {}
         for kind, samples in self.latency_ms.items():
             s = sorted(samples)
@@ -45,6 +49,9 @@ class CqlCounts:
 
 
 COUNTS = CqlCounts()
+#: Also count requests by the engine function that issued them (a frame walk per request: for the
+#: idle daemon, bench/idle.py, where it says which loop costs what; off under load).
+BY_CALLER = False
 _TEXT: dict[Any, str] = {}  # prepared query id -> CQL text (so batch members can be named)
 _KIND: dict[str, tuple[bool, bool]] = {}  # CQL text -> (is a read, is an LWT), classified once
 
@@ -75,11 +82,26 @@ def timed(kind: str, ms: float) -> None:
         samples.append(ms)
 
 
+def _caller() -> str:
+    """The innermost daemon function (outside db.py) on the stack: who issued the request."""
+    f = sys._getframe(2)
+    while f is not None:
+        mod = f.f_globals.get("__name__", "")
+        if mod.startswith("daemon.") and mod != "daemon.engine.db":
+            return f"{mod.rsplit('.', 1)[-1]}.{f.f_code.co_qualname}"
+        if mod.startswith(("asyncio", "uvloop")):  # the bottom of a task's stack: who made the task is not on it
+            return "(a task of its own, e.g. asyncio.gather: see the statement)"
+        f = f.f_back
+    return "other"
+
+
 def record(stmt: Any) -> str:
     """Count one request and return its kind (read / write / batch). Cheap (dictionary lookups
     only): it runs inside the daemon under test."""
     c = COUNTS
     c.requests += 1
+    if BY_CALLER:
+        c.by_caller[_caller()] += 1
     inner = getattr(stmt, "_statements_and_parameters", None)
     if inner is not None:  # a BatchStatement: one request, many mutations
         c.batch_requests += 1
@@ -145,3 +167,53 @@ def install() -> None:
     run._bench_counted = True  # type: ignore[attr-defined]
     dbmod.Database.run = run  # type: ignore[method-assign]
     dbmod.Database.prepare = prepare  # type: ignore[method-assign]
+
+
+#: Every request frame the driver put on the wire, by message type (QueryMessage, ExecuteMessage,
+#: BatchMessage, OptionsMessage = heartbeat, PrepareMessage, ...): what the process really sends,
+#: including what bypasses Database.run (the driver's control connection, heartbeats, paging).
+WIRE: Counter = Counter()
+_WIRE_LOCK = threading.Lock()  # send_msg runs in the caller's thread and in the driver's reactor thread
+
+
+def install_wire() -> None:
+    """Wrap the driver's ``Connection.send_msg``, the one call every request frame goes through."""
+    from cassandra.connection import Connection
+
+    if getattr(Connection.send_msg, "_bench_counted", False):
+        return
+    original = Connection.send_msg
+
+    def send_msg(self: Any, msg: Any, *args: Any, **kwargs: Any) -> Any:
+        with _WIRE_LOCK:
+            WIRE[type(msg).__name__] += 1
+        return original(self, msg, *args, **kwargs)
+
+    send_msg._bench_counted = True  # type: ignore[attr-defined]
+    Connection.send_msg = send_msg  # type: ignore[method-assign]
+
+
+def totals() -> dict[str, Any]:
+    """The running totals now (safe from another thread: each counter is copied in one C call)."""
+    with _WIRE_LOCK:
+        wire = dict(WIRE)
+    return {"t": time.time(), "requests": COUNTS.requests, "by_statement": dict(COUNTS.by_statement), "by_caller": dict(COUNTS.by_caller),
+            "wire": wire}
+
+
+def rates(before: dict[str, Any], after: dict[str, Any], names: dict[str, str] | None = None, top: int = 12) -> dict[str, Any]:
+    """Requests per second between two ``totals()``: on the wire (all, and by message type) and
+    through Database.run (all, and by statement: the engine's name for it when ``names`` (CQL text
+    -> name) has it, else the shortened text)."""
+    dt = max(1e-9, after["t"] - before["t"])
+    wire = {k: (v - before["wire"].get(k, 0)) / dt for k, v in after["wire"].items() if v - before["wire"].get(k, 0)}
+    stmts: Counter = Counter()
+    for key, n in after["by_statement"].items():
+        d = n - before["by_statement"].get(key, 0)
+        if d:
+            stmts[(names or {}).get(key) or _short(key)] += d
+    callers = {k: (v - before.get("by_caller", {}).get(k, 0)) / dt for k, v in after.get("by_caller", {}).items()}
+    return {"seconds": dt, "wire_per_s": sum(wire.values()),
+            "engine_by_caller_per_s": dict(sorted(((k, v) for k, v in callers.items() if v), key=lambda kv: -kv[1])[:top]), "wire_by_type_per_s": dict(sorted(wire.items(), key=lambda kv: -kv[1])),
+            "engine_per_s": (after["requests"] - before["requests"]) / dt,
+            "engine_by_statement_per_s": {k: v / dt for k, v in stmts.most_common(top)}}

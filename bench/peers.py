@@ -364,9 +364,9 @@ async def run(cq: Casque, plan: Plan, best: dict[str, Any]) -> dict[str, Any]:
             results.append(await casque_run("last"))
             mean = {name: sum(r.throughput for r in results if r.system == name) / sum(1 for r in results if r.system == name)
                     for name in ["casque"] + [d.name for d in peers]}
-            slowest = min(mean.values())
+            slowest = min(tp for name, tp in mean.items() if name != "casque")  # issue 15: half the slowest *peer's* maximum
             equal_rate = max(20.0, round(slowest / 2))
-            progress(f"  equal load: every system offered {equal_rate:.0f} msg/s for {plan.equal_seconds:.0f}s (half the slowest mean)")
+            progress(f"  equal load: every system offered {equal_rate:.0f} msg/s for {plan.equal_seconds:.0f}s (half the slowest peer's mean)")
             equal: list[RunResult] = [await casque_run("equal", rate=equal_rate)]
             for d in peers:
                 r = await run_peer(d, int(equal_rate * plan.equal_seconds), rate=equal_rate, label=f"{d.name}_equal")

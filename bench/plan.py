@@ -1,4 +1,4 @@
-"""How big each part of the suite is, in the quick mode (a few minutes) and the full one (< 45 min)."""
+"""How big each part of the suite is, in the quick mode (about 15 min) and the full one (45-60 min on a shared 2-core machine)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,11 @@ class Plan:
     confirm_repeats: int  # ...this many times each, interleaved, and pick by the median
     confirm_n: int
     half_load_seconds: float
+    # 1c. round trips per take (low load) and the idle daemon's requests
+    takes_rate: float
+    takes_seconds: float
+    idle_warmup_s: float
+    idle_seconds: float
     # 2. scheduling
     schedule_seconds: float
     delayed_messages: int
@@ -40,11 +45,12 @@ class Plan:
 
 QUICK = Plan(
     name="quick",
-    sweep_n=6_000, sweep_consumers=(2, 8), sweep_batches=(50, 200), confirm_top=0, confirm_repeats=0, confirm_n=0,
+    sweep_n=6_000, sweep_consumers=(8, 16), sweep_batches=(200, 400), confirm_top=0, confirm_repeats=0, confirm_n=0,
     half_load_seconds=15,
+    takes_rate=20, takes_seconds=15, idle_warmup_s=15, idle_seconds=30,
     schedule_seconds=20, delayed_messages=400,
-    tomb_checkpoints=(60_000, 75_000, 90_000), tomb_rate_fraction=0.6, tomb_min_rate=500, tomb_max_rate=20_000,
-    tomb_max_seconds=60, naive_checkpoints=(5_000, 10_000, 20_000, 40_000, 60_000), naive_limit_seconds=60,
+    tomb_checkpoints=(20_000, 30_000, 40_000), tomb_rate_fraction=0.6, tomb_min_rate=500, tomb_max_rate=20_000,
+    tomb_max_seconds=45, naive_checkpoints=(5_000, 10_000, 20_000, 40_000), naive_limit_seconds=45,
     peer_n=5_000, concurrency=32, peer_rounds=1, equal_seconds=8,
     stress_ops=30_000,
     profile_n=15_000,
@@ -55,6 +61,7 @@ FULL = Plan(
     sweep_n=20_000, sweep_consumers=(1, 2, 4, 8, 16, 32), sweep_batches=(25, 50, 100, 200, 400), confirm_top=3, confirm_repeats=2,
     confirm_n=40_000,
     half_load_seconds=60,
+    takes_rate=20, takes_seconds=30, idle_warmup_s=20, idle_seconds=60,
     schedule_seconds=60, delayed_messages=3_000,
     tomb_checkpoints=(100_000, 200_000, 300_000, 400_000, 500_000, 600_000, 700_000, 800_000, 900_000, 1_000_000),
     tomb_rate_fraction=0.6, tomb_min_rate=500, tomb_max_rate=20_000, tomb_max_seconds=720,

@@ -8,7 +8,10 @@ see from inside it:
   (or a schedule's fire time);
 * an ack counter around ``Acker.ack`` (the moment acks are *written*), which stops the daemon
   with its own graceful SIGTERM once ``BENCH_PROBE_EXPECT`` messages are acked;
-* the CQL counter (bench/cqlcount.py);
+* the CQL counter (bench/cqlcount.py): statements through ``Database.run``, and every request
+  frame the driver sends; with ``BENCH_PROBE_LIVE=1`` the running totals in ``<out>.cql`` every
+  0.2 s, so the bench can count over a window of its choosing (bench/idle.py);
+* with ``BENCH_PROBE_TAKES=1``, the round trips of every take (bench/taketrace.py);
 * at exit, one JSON file (``BENCH_PROBE_OUT``) with all of it and the process's CPU time.
 """
 
@@ -25,8 +28,10 @@ from typing import Any
 
 from daemon import Context, Handler, register
 
-from . import cqlcount
+from . import cqlcount, taketrace
 
+LIVE = os.environ.get("BENCH_PROBE_LIVE", "0") == "1"
+TAKES = os.environ.get("BENCH_PROBE_TAKES", "0") == "1"
 EXPECT = int(os.environ.get("BENCH_PROBE_EXPECT", "0") or 0)
 CONCURRENCY = int(os.environ.get("BENCH_PROBE_CONCURRENCY", "0") or 0) or None  # handlers running at once
 OUT = os.environ.get("BENCH_PROBE_OUT", "")
@@ -90,6 +95,13 @@ def _write_progress() -> None:
         os.replace(tmp, OUT + ".progress")
 
 
+def _write_live_counts() -> None:
+    tmp = OUT + ".cql.tmp"
+    with open(tmp, "w") as f:
+        json.dump(cqlcount.totals(), f)
+    os.replace(tmp, OUT + ".cql")
+
+
 def _progress_loop() -> None:
     last = -1
     while True:
@@ -97,6 +109,8 @@ def _progress_loop() -> None:
         if _state["acked"] != last:
             last = _state["acked"]
             _write_progress()
+        if LIVE:
+            _write_live_counts()
 
 
 def _dump() -> None:
@@ -112,7 +126,11 @@ def _dump() -> None:
         "send_ms": _send_ms,
         "late_ms": _late_ms,
         "cql": cqlcount.COUNTS.as_dict(),
+        "wire": dict(cqlcount.WIRE),
+        "statement_names": {text: name for _, text, name in taketrace.prepared_names()},
     }
+    if TAKES:
+        data["takes"] = taketrace.summary()
     tmp = OUT + ".tmp"
     with open(tmp, "w") as f:
         json.dump(data, f)
@@ -124,4 +142,8 @@ if OUT:
     _install_ack_counter()
     if os.environ.get("BENCH_PROBE_CQL", "1") != "0":  # the profile run leaves the counting out of the picture
         cqlcount.install()
+        cqlcount.install_wire()
+        cqlcount.BY_CALLER = LIVE
+    if TAKES:
+        taketrace.install()
     atexit.register(_dump)

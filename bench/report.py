@@ -1,5 +1,8 @@
 """docs/benchmarks.md: the tables and plots of one run, regenerated between two markers.
 
+The Summary at the top has one row per target of issue 15 (bench/targets.py), beside the "before"
+baseline (bench/baseline.py), and gives the reason of every miss (bench/why-issue15.toml).
+
 Everything between ``<!-- bench:begin -->`` and ``<!-- bench:end -->`` is written by this module
 from bench/out/results-<mode>.json; text outside the markers (the analysis a person wrote about
 the profile and the missed targets) is kept as it is. A quick run writes bench/out/report-quick.md
@@ -14,6 +17,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from . import baseline, targets
 from .env import DOCS, out_dir
 from .stats import fmt_ms
 
@@ -60,35 +64,58 @@ def tomb_ratios(t: dict[str, Any]) -> tuple[float | None, float | None, float | 
     return ts, (tail / head if head else None), (last["peek_ms"] / first["peek_ms"] if first["peek_ms"] else None)
 
 
+PLACEHOLDER = ("_Reason not written yet: write it by hand in bench/why-issue15.toml under `{key}` and re-render "
+               "(`python -m bench --report-only`)._")
+
+
 def summary(R: dict[str, Any]) -> str:
+    """One row per issue-15 target (before, this run, met or missed), the earlier targets, and the
+    reason for every miss."""
+    f = targets.figures(R)
+    base = baseline.load() or {}
+    bf = base.get("figures", {})
+    why = targets.reasons()
     rows: list[list[str]] = []
-    e2e, half, sched, tomb, peers = R.get("e2e"), R.get("half"), R.get("sched"), R.get("tomb"), R.get("peers")
-    if e2e:
-        tp = e2e["best"]["throughput"]
-        rows.append(["≥ 5,000 no-op msg/s end to end, one daemon, one node", f"{_n(tp)} msg/s ({e2e['best']['consumers']} consumers, batch {e2e['best']['batch_size']})", _met(tp >= 5000)])
+    misses: list[str] = []
+    for t in targets.TARGETS:
+        now = t.show(f)
+        ok = t.met(f, bf) if now is not None else None
+        rows.append([t.text, (t.show(bf) if bf else None) or "–", now or "not measured in this run", _met(ok)])
+        if ok is False:
+            facts = t.facts(f)
+            misses.append(f"- **{t.text}**: {now}{'; ' + facts if facts else ''}. " + (why.get(t.key) or PLACEHOLDER.format(key=t.key)))
+    rows += earlier_targets(R)
+    out = [_table(["target", "before (baseline)", "measured in this run", ""], rows), ""]
+    if base:
+        out += [f"Before: bench/baseline-issue15.json, measured on casque {base.get('engine', '?')} in {base.get('mode', '?')} mode on "
+                f"{base.get('date', '?')} (load average {base.get('load_at_start', '?')} at its start). A quick run is smaller (fewer messages, "
+                "shorter runs, one round of peers) and its equal-load rate is half the slowest peer's maximum *in that run*: compare "
+                "the two columns with that in mind.", ""]
+    if misses:
+        out += ["Why each missed target was missed:", "", *misses, ""]
+    return "\n".join(out)
+
+
+def earlier_targets(R: dict[str, Any]) -> list[list[str]]:
+    """Targets of the issues before 15, still measured: faster than Celery and arq, flat poll cost."""
+    rows: list[list[str]] = []
+    tomb, peers = R.get("tomb"), R.get("peers")
     if peers:
         r = peers["ratios"]
         ok = all(r.get(k, 0) > 1 for k in ("Celery", "arq"))
-        others = ", ".join(f"casque / {k} = {_n(v, 2)}×" for k, v in r.items() if k not in ("Celery", "arq"))
-        rows.append(["faster than Celery and arq, same run", "casque / Celery = " + _n(r.get("Celery"), 2) + "×, casque / arq = " + _n(r.get("arq"), 2) + "×"
-                     + (f" ({others})" if others else ""), _met(ok)])
-    if half:
-        p99 = half["run"]["latency"]["p99"]
-        rows.append(["p99 send→start ≤ 100 ms at half load", f"p99 {_ms(p99)} (p50 {_ms(half['run']['latency']['p50'])}) at {_n(half['run']['offered_rate'])} msg/s", _met(p99 <= 100)])
-    if sched:
-        d, c = sched["delay"]["latency"]["p99"], sched["cron"]["latency"]["p99"]
-        rows.append(["cron / delay lateness p99 ≤ 100 ms", f"delayed p99 {_ms(d)}, cron p99 {_ms(c)}", _met(max(d, c) <= 100)])
+        rows.append(["(earlier) faster than Celery and arq, same run", "–",
+                     "casque / Celery = " + _n(r.get("Celery"), 2) + "×, casque / arq = " + _n(r.get("arq"), 2) + "×", _met(ok)])
     if tomb:
         first, last = tomb["casque"][0], tomb["casque"][-1]
         ts, lat3, lat1 = tomb_ratios(tomb)
         ok_ts = None if ts is None else ts <= 1.2
         ok_lat = None if lat3 is None else lat3 <= 1.2
         verdict = _met(ok_ts) if ok_ts == ok_lat else f"{_met(ok_ts)} (tombstones), {_met(ok_lat)} (latency)"
-        rows.append([f"poll cost after {_n(tomb['messages'])} messages within 1.2× of fresh",
+        rows.append([f"(earlier) poll cost after {_n(tomb['messages'])} messages within 1.2× of fresh", "–",
                      f"tombstones per poll (median shard) {_n(first['tombstones_peek_median'])} → {_n(last['tombstones_peek_median'])} (×{_n(ts, 2)}); "
                      f"peek latency ×{_n(lat3, 2)} (median of the last three checkpoints ÷ the first three; last ÷ first alone ×{_n(lat1, 2)})",
                      verdict])
-    return _table(["target (the issue)", "measured in this run", ""], rows)
+    return rows
 
 
 def header(R: dict[str, Any]) -> str:
@@ -103,7 +130,7 @@ def header(R: dict[str, Any]) -> str:
         "Versions: " + ", ".join(f"{k} {val}" for k, val in v.items()) + ".",
     ]
     for r in m.get("reruns", []):
-        lines += ["", f"Re-run after the full run: part(s) {', '.join(r['parts'])} on {r['date']} ({r.get('duration_min', 0):.0f} min, "
+        lines += ["", f"Re-run after the {m.get('mode', '?')} run: part(s) {', '.join(r['parts'])} on {r['date']} ({r.get('duration_min', 0):.0f} min, "
                       f"load average {r.get('load_at_start', '?')} at its start){': ' + r['why'] if r.get('why') else ''}."]
     return "\n".join(lines)
 
@@ -144,6 +171,76 @@ def _rt_line(run: dict[str, Any], what: str) -> str:
     lat = (run.get("cql", {}).get("daemon", {}) or {}).get("latency", {})
     parts = [f"{kind} p50 {v['p50']:.1f} / p99 {v['p99']:.1f} ms ({v['count']:,})" for kind, v in lat.items() if v]
     return (f"CQL round trips seen by the daemon {what}: " + "; ".join(parts) + ".  ") if parts else ""
+
+
+def _num(x: Any, digits: int = 2) -> str:
+    return _n(x, digits) if targets.finite(x) else "–"
+
+
+def section_pickup(R: dict[str, Any]) -> str:
+    """Round trips per take and the idle daemon's requests, before and after (issue 15)."""
+    takes, idle = R.get("takes"), R.get("idle")
+    if not takes and not idle:
+        return ""
+    base = baseline.load() or {}
+    f, bf = targets.figures(R), base.get("figures", {})
+    engine = base.get("engine", "?")
+
+    def row(label: str, show: Any) -> list[str]:
+        return [label, show(bf) if bf else "–", show(f)]
+
+    def trips(level: str) -> Any:
+        def show(g: dict[str, Any]) -> str:
+            if f"{level}_waves_mean" not in g:
+                return "–"
+            return (f"{_num(g[f'{level}_waves_mean'])} (median {_num(g[f'{level}_waves_p50'], 0)}, max {_num(g[f'{level}_waves_max'], 0)}); "
+                    f"{_num(g[f'{level}_requests_mean'])} requests; {_n(g[f'{level}_takes'])} traced")
+        return show
+
+    rows = [
+        row("round trips per fetch that took messages, from its first request (bench trace of `Consumer.fetch`): mean (median, max)", trips("fetch")),
+        row("… the same, from the engine's `casque_take_round_trips` histogram: mean", lambda g: _num(g.get("engine_round_trips"))),
+        row("round trips of the visit of the row that yielded, from its peek (`Consumer._visit_row`): mean (median, max)", trips("visit")),
+        row("one visit, first request → batch written: p50 ms", lambda g: _num(g.get("visit_take_ms_p50"), 1)),
+        row("send → handler start at the same low rate: p50 / p99", lambda g: f"{_ms(g['low_load_p50'])} / {_ms(g['low_load_p99'])}"
+            if "low_load_p50" in g else "–"),
+        row("idle daemon, one 16-shard queue: CQL requests/s on the wire", lambda g: _num(g.get("idle_rps"), 1)),
+        row("… of which through the engine (Database.run)", lambda g: _num(g.get("idle_engine_rps"), 1)),
+    ]
+    out = ["## 1c. Pickup cost: round trips per take, and the idle daemon (issue 15)", "",
+           "**Round trips per take** (part `takes`, bench/takes.py): one daemon with the default `[worker]` settings on a fresh 16-shard "
+           f"queue, messages offered one at a time at {_n(takes['rate'] if takes else 20)} msg/s, so nearly every take finds one message that "
+           "has just become due. Inside the daemon (bench/taketrace.py) two things are followed through `Database.run`: every *fetch* "
+           "that took messages, from its first request (the definition of the engine's `casque_take_round_trips` histogram, so empty "
+           "shards passed on the way count), and every *visit* of the row that yielded, from the peek that found the work to the batch "
+           "that took it. Requests issued while another of the same take is in flight share a round trip: the *sequential round trips* "
+           "are what a message waits for, the *requests* what the node serves. The Summary takes the engine's histogram when it has one, "
+           "else the fetch trace.", "",
+           "**Idle cost** (part `idle`, bench/idle.py): one daemon with the default settings serves one fresh 16-shard queue and nothing is "
+           f"sent; after a {_n(idle['warmup_s'] if idle else 15)} s warm-up, every request frame its driver sends (`Connection.send_msg`: "
+           "statements, heartbeats, control connection) is counted for "
+           f"{_n(idle['seconds'] if idle else 30)} s, and the engine's statements by name beside it.", "",
+           _table(["figure", f"before (casque {engine})" if bf else "before", "this run"], rows), ""]
+    seqs = [("before", level, q) for level, v in (base.get("takes") or {}).get("levels", {}).items() for q in v.get("sequences", [])[:3]]
+    seqs += [("this run", level, q) for level, v in (takes or {}).get("levels", {}).items() for q in v.get("sequences", [])[:3]]
+    if seqs:
+        out += ["The usual takes (`→` separates round trips, `‖` requests in the same round trip, `×n` n requests of one statement):", "",
+                _table(["run", "traced", "takes", "round trips", "requests in order"], [[w, lv, _n(q["count"]), str(q["waves"]), q["steps"]] for w, lv, q in seqs]),
+                ""]
+    if idle:
+        before = (base.get("idle") or {}).get("engine_by_statement_per_s", {})
+        names = list(idle["engine_by_statement_per_s"]) + [k for k in before if k not in idle["engine_by_statement_per_s"]]
+        out += ["What the idle daemon sends, per second:", "",
+                _table(["statement (engine) or frame type (wire)", "before", "this run"],
+                       [[f"`{k}`", _num(before.get(k)), _num(idle["engine_by_statement_per_s"].get(k))] for k in names[:12]]
+                       + [[f"wire: {k}", _num((base.get("idle") or {}).get("wire_by_type_per_s", {}).get(k)), _num(v)]
+                          for k, v in idle["wire_by_type_per_s"].items()]), ""]
+        callers, before_callers = idle.get("engine_by_caller_per_s", {}), (base.get("idle") or {}).get("engine_by_caller_per_s", {})
+        if callers or before_callers:
+            keys = list(callers) + [k for k in before_callers if k not in callers]
+            out += ["… and which engine function sent it:", "",
+                    _table(["engine function", "before", "this run"], [[f"`{k}`", _num(before_callers.get(k)), _num(callers.get(k))] for k in keys[:12]]), ""]
+    return "\n".join(out)
 
 
 def section_sched(R: dict[str, Any]) -> str:
@@ -215,7 +312,7 @@ def section_peers(R: dict[str, Any], img: str) -> str:
         _table(["run", "msg/s", "sent at msg/s", "p50 ms", "p95 ms", "p99 ms", "max ms", "worker CPU ms/msg"], rows), "",
         "Latency at full load is mostly time spent queued behind the backlog (the producers outrun every consumer), so it is shown "
         "for completeness; the equal-load runs below compare latency.", "",
-        f"Latency at equal load: every system offered {_n(p['equal_rate'])} msg/s (half the slowest system's maximum) for the same time:", "",
+        f"Latency at equal load: every system offered {_n(p['equal_rate'])} msg/s (half the slowest peer's maximum) for the same time:", "",
         _table(["system", "offered msg/s", "msg/s", "p50 ms", "p95 ms", "p99 ms", "max ms"], eq), "",
         f"![latency CDF]({img}/bench-latency-cdf.png)", "",
         "Configurations (each as its documentation recommends for throughput; durability no stronger than the Cassandra node's):", "",
@@ -284,15 +381,36 @@ def repro() -> str:
     return "\n".join([
         "## Reproduce", "",
         "```console",
-        "make bench                          # full mode (< 45 min): every part, writes docs/benchmarks.md and docs/bench-*.png",
-        "make bench BENCH_ARGS=--quick       # a few minutes; writes bench/out/report-quick.md",
-        "python -m bench --only e2e,tomb     # some parts (e2e, sched, tomb, peers, stress, profile); others keep their last results",
+        "make bench                          # full mode (45-60 min on this shared 2-core machine): every part, writes docs/benchmarks.md and docs/bench-*.png",
+        "make bench BENCH_ARGS=--quick       # about 15 min; writes bench/out/report-quick.md",
+        "python -m bench --only e2e,tomb     # some parts (e2e, takes, idle, sched, tomb, peers, stress, profile); others keep their last results",
+        "python -m bench --quick --only takes,idle   # issue 15's pickup figures alone (about 2 min)",
+        "python -m bench baseline --quick    # the saved quick results become issue 15's \"before\" column (bench/baseline-issue15.json)",
         "python -m bench setup               # only install: bench/requirements.lock, redis-server, postgresql, cassandra-stress",
-        "python -m bench --report-only       # re-render the report from bench/out/results-full.json",
+        "python -m bench --report-only       # re-render the report from bench/out/results-full.json (after editing bench/why-issue15.toml)",
         "python -m bench --only sched --daemon-option max_poll_interval=0.1   # a what-if: its own results file, never docs/",
         "python -m bench --only peers --no-docs   # full size, one part, report in bench/out/report-full.md: docs/ keeps the full run",
         "python -m bench many-queues --quick --write-docs   # issue 17's scenario (section \"Many queues\" below); full size: without --quick",
         "```", "",
+        "The parts, in the order they run:", "",
+        "- `e2e` (1): the sweep of consumers × batch size, N no-op messages sent as fast as possible, then the best setting at half its "
+        "throughput (1b).",
+        "- `takes` (1c): messages offered one at a time at 20 msg/s to a default daemon; inside it bench/taketrace.py follows every take "
+        "through `Database.run` and counts its requests and its sequential round trips (requests of one take in flight together count "
+        "once), and names each statement; an engine that observes `casque_take_round_trips` is read too, and preferred.",
+        "- `idle` (1c): a default daemon on one fresh 16-shard queue, nothing sent; after a warm-up, every request frame the daemon's "
+        "driver sends (`Connection.send_msg`: statements, heartbeats, control connection) is counted over a fixed window (30 s quick, "
+        "60 s full), with the engine's statements by name.",
+        "- `sched` (2): delayed messages and a per-second cron on an otherwise idle daemon; lateness = handler start − due time.",
+        "- `tomb` (3): tombstones and latency of casque's polls as a million messages (full mode) go through one time bucket, against "
+        "a naive delete-on-ack queue.",
+        "- `peers` (4): casque, Celery, arq, Dramatiq, pgqueuer and procrastinate, interleaved, throughput at full load, then every "
+        "system at an equal rate (half the slowest one's maximum) for latency; the CDF plot draws every system.",
+        "- `stress` (5): cassandra-stress on the same node, the physical ceiling.",
+        "- `profile` (6): py-spy on the daemon at full load.", "",
+        "The Summary compares every issue-15 target with bench/baseline-issue15.json (the \"before\" column, written by "
+        "`python -m bench baseline`) and states the reason of each miss from bench/why-issue15.toml (written by hand after the run; a "
+        "placeholder sentence until then).", "",
         "The bench installs what it needs itself: its hash-locked Python packages (bench/requirements.lock) into the running venv, "
         "Debian's redis-server and postgresql (as root, `apt-get update` first), cassandra-stress from Maven Central, and it starts the "
         "local Cassandra node (`daemon.devnode`) and its own Redis and PostgreSQL instances on ports 6391 and 5439, which it stops at "
@@ -301,7 +419,7 @@ def repro() -> str:
 
 def render(R: dict[str, Any], img: str) -> str:
     parts = ["# casque benchmarks", "", BEGIN, "", header(R), "", "## Summary: the targets", "", summary(R), "",
-             section_e2e(R, img), section_sched(R), section_tomb(R, img), section_peers(R, img), section_stress(R), section_profile(R, img),
+             section_e2e(R, img), section_pickup(R), section_sched(R), section_tomb(R, img), section_peers(R, img), section_stress(R), section_profile(R, img),
              repro(), END]
     return "\n".join(p for p in parts if p is not None)
 
