@@ -40,6 +40,10 @@ async def test_take_trace_counts_every_request_of_the_take(instruments: None, ma
     await cq.create_queue(queue_name, shards=1)
     consumer = cq.consumer(queue_name)
     assert await consumer.fetch(10) == []  # every row visited once: cursors loaded, next checks set
+    await cq.send(queue_name, "t", {"n": 0})  # a first send does its once-a-while work in the background
+    assert len(await consumer.fetch(10)) == 1  # (the wake-hint listeners read, the activity mark)
+    taketrace.TAKES["fetch"].clear()
+    taketrace.TAKES["visit"].clear()
     await cq.send(queue_name, "t", {"n": 1})
     before = cqlcount.COUNTS.requests
     taken = await consumer.fetch(10)  # the clock has not moved: only the current row is due for a look
