@@ -170,9 +170,9 @@ class Consumer:
         if not heap:
             self._hinted.pop(shard, None)
 
-    def pending_hints(self) -> bool:
-        """Did a wake-up name a shard with something due that no fetch has visited since?"""
-        return bool(self._due_hints(self.clock.now_ms() + self.ahead_ms))
+    def pending_hints(self) -> int:
+        """How many shards a wake-up named with something due that no fetch has visited since."""
+        return len(self._due_hints(self.clock.now_ms() + self.ahead_ms))
 
     def next_due(self) -> int | None:
         """When to fetch next for what this process knows is coming (peeks, its own writes,
