@@ -63,8 +63,8 @@ async def node() -> AsyncIterator[Casque]:
 
 
 def _faults(log: str) -> tuple[int, int]:
-    """(takes abandoned on an expired lock, takes failed) as the daemon logged them."""
-    return log.count("lock_expired_before_take"), log.count('"fetch_failed"')
+    """(takes abandoned on an expired lock or hold, takes failed) as the daemon logged them."""
+    return log.count("lock_expired_before_take") + log.count("hold_expired_before_take"), log.count('"fetch_failed"')
 
 
 async def _until_done_or_stuck(sent: set[str], record: Path, daemon: Daemon, quiet_s: float = 30) -> None:
