@@ -157,8 +157,10 @@ async def test_a_parked_poll_reads_again_only_when_woken(cq: Casque, queue_name:
     mid = await cq.send(queue_name, "t", "x")  # wakes it (Wakeups.notify)
     (got,) = await poll
     assert str(got.message.id) == mid
-    # settings cached; a peek, the take (lock read, re-check, due read), one top-up peek: 5 measured
-    assert cq.db.reads - at_park <= 5
+    # settings cached; a peek, the take (lock read, re-check, due read), one top-up peek: 5 measured;
+    # plus, when the send finds its list of wake-hint listeners older than hints.refresh (5 s), the
+    # one background read that refreshes it (engine/hint_directory.py)
+    assert cq.db.reads - at_park <= 6
     assert await cq.delete(got.receipt)
 
 

@@ -142,7 +142,9 @@ class Dispatcher:
             asyncio.create_task(self._consume(q, c, slot, burst), name=f"casque-consumer-{q}-{slot}")
             for q, c in self.consumers.items() for slot in range(self.settings.consumers)
         ]
-        holds = asyncio.create_task(self.ownership.run(), name="casque-holds") if self.ownership else None
+        # No holds in burst mode: it ends when a round finds nothing, and a hold being acquired
+        # makes that round's take of the same row find it busy (a message left behind).
+        holds = asyncio.create_task(self.ownership.run(), name="casque-holds") if self.ownership and not burst else None
         try:
             await asyncio.gather(*loops)
         finally:
