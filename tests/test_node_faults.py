@@ -97,10 +97,12 @@ async def test_node_loss_at_quorum_loses_nothing_and_two_lost_nodes_fail_loudly(
         await until(lambda: len(records(record)) >= 50, 60, "processing under way", daemon)
         await asyncio.to_thread(stop_node, RING, 3)  # one of three replicas gone: QUORUM still holds
         before_sent, before_done, failed_before = len(producer.sent), len(records(record)), len(producer.failures)
-        await asyncio.sleep(6)  # a window of time in which sends and consumption must go on
-        assert len(producer.sent) - before_sent >= 100, "sends stalled with one node down"
-        assert len(records(record)) - before_done >= 100, "consumption stalled with one node down"
+        # Sends and consumption go on, and no send fails, while QUORUM holds. Counted, not timed: a
+        # loaded machine only makes it slower (the deadline is there for a real stall).
+        await until(lambda: len(producer.sent) - before_sent >= 100, 60, "sends to go on with one node down", daemon)
+        await until(lambda: len(records(record)) - before_done >= 100, 60, "consumption to go on with one node down", daemon)
         one_down_failures = len(producer.failures) - failed_before
+        assert one_down_failures == 0, producer.failures[failed_before:][:3]
         await asyncio.to_thread(start_node, RING, 3)
         await asyncio.to_thread(stop_node, RING, 2)
         await asyncio.to_thread(stop_node, RING, 3)  # two of three gone: QUORUM impossible
