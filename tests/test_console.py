@@ -308,9 +308,13 @@ async def test_daemons_page_shows_a_running_daemons_heartbeat(cq: Casque, admin:
     beats = Heartbeats(cq.db, TEST_KEYSPACE)
     try:
         await until(lambda: _beating(beats, d.proc.pid), 60, "a heartbeat row", d)
-        # its first stats row carries the queue's depth, counted from the shard rows
-        rows = await Samples(cq.db, TEST_KEYSPACE).read(queue_name, 0)
-        assert [(r.depth_waiting, r.depth_scheduled, r.depth_in_flight) for r in rows if r.depth_waiting is not None] == [(0, 3, 0)]
+        # a stats row soon carries the queue's depth, counted from the shard rows (the daemon's
+        # first count starts at once; a row is written every 10 s)
+        async def depths() -> list[tuple[int, int, int]]:
+            rows = await Samples(cq.db, TEST_KEYSPACE).read(queue_name, 0)
+            return [(r.depth_waiting, r.depth_scheduled, r.depth_in_flight) for r in rows if r.depth_waiting is not None]
+        await until(depths, 60, "a stats row with the depth", d)
+        assert await depths() == [(0, 3, 0)]
         page = await admin.get("/daemons")
         row = re.search(rf"<td class=\"n\">{d.proc.pid}</td>.*?</tr>", page.text, re.S)
         assert row and queue_name in row.group(0) and '<td class="n">3</td>' in row.group(0) and "(stale)" not in row.group(0)

@@ -1,7 +1,7 @@
 """The daemons' stats rows (``daemon_stats``) read as time series: the console's one-hour chart of
 depth and rates, and its sent/s and acked/s columns.
 
-Each daemon writes its cumulative counters per queue every 10 s and, every 60 s, the queue's depth
+Each daemon writes its cumulative counters per queue every 10 s and, about every 60 s, the queue's depth
 counted exactly from its shard rows. Nothing is counted per message on a shared row. Rates come from
 the difference of one daemon's counters between two of its rows, summed over daemons.
 

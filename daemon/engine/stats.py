@@ -57,16 +57,21 @@ class Depth:
     per_shard: list[int] = field(default_factory=list)
 
 
-async def count_depth(cq: Casque, qs: QueueSettings, now: int, parallel: int = 32, cursors: Cursors | None = None) -> Depth:
+async def count_depth(cq: Casque, qs: QueueSettings, now: int, parallel: int = 32, cursors: Cursors | None = None,
+                      pace_s: float = 0.0) -> Depth:
     """Read every shard row (of every layout, after a reshard) from its cursors (buckets x shards
     reads) and count what is live. ``cursors`` (kept by a caller that reads the queue repeatedly,
-    like the gauges) saves the cursor read of each row: one read per row and lane instead of two."""
+    like the gauges) saves the cursor read of each row: one read per row and lane instead of two.
+    ``pace_s``: a pause after each row, so a count running beside takes trickles instead of
+    bursting (the count is then spread over rows x pace_s / parallel seconds)."""
     d = Depth(per_shard=[0] * qs.span()[0])
     sem = asyncio.Semaphore(parallel)
 
     async def one_row(bucket: int, shard: int) -> None:
         async with sem:
             rows = await live_rows(cq, qs, bucket, shard, cursors)
+            if pace_s:
+                await asyncio.sleep(pace_s)
         for r in rows:
             if r.state == STATE_IN_FLIGHT:
                 d.in_flight += 1

@@ -126,7 +126,11 @@ class Dispatcher:
         self._room = asyncio.Event()
         self._idle: dict[tuple[str, int], bool] = {}
         self._scouts: dict[str, int] = {}
-        self._work: dict[str, asyncio.Event] = {}
+        self._delay: dict[str, float] = {}  # per queue: the scout's poll delay, poll_interval..max_poll_interval
+        self._sweep_at: dict[str, float] = {}  # per queue: when the scout's next sweep of every row is due (loop time)
+        #: Wake-ups seen within this window mean the producers announce their sends (two safety polls).
+        self._flowing_ms = int(2000 * settings.max_poll_interval)
+        self._waiting: dict[str, list[asyncio.Future[None]]] = {}  # per queue: consumers waiting for work, oldest first
         self._kick = {q: asyncio.Event() for q in queues}  # a send named something due: the scout looks now
         self._unsubscribe = [cq.wakeups.subscribe(q, self._hinted(q)) for q in queues]
         self.ownership = Ownership(cq, self.consumers, self.stopping, lambda: len(self.tasks) < settings.in_flight) if settings.hold_rows else None
@@ -135,6 +139,15 @@ class Dispatcher:
         self._threads = asyncio.Semaphore(settings.sync_threads)  # a sync handler starts only with a free thread
 
     # ---- the consumer loop --------------------------------------------------------------------
+    async def warm(self, burst: bool = False) -> None:
+        """Before serving: hold the rows this daemon owns (service/ownership.py ``warm``), so the
+        first takes are already the two-round-trip kind, and load every row's cursors
+        (Consumer.warm). Burst mode holds nothing (see run)."""
+        if self.ownership is not None and not burst:
+            await self.ownership.warm()
+        for consumer in self.consumers.values():
+            await consumer.warm()
+
     async def run(self, burst: bool = False) -> None:
         """Serve until ``stopping`` is set (or, in burst mode, until nothing due is left)."""
         self.acks.start()
@@ -166,46 +179,58 @@ class Dispatcher:
         def listener(due_ms: int, placement: int | None) -> None:
             consumer.hint(due_ms, placement)
             kick.set()
+            if consumer.pending_hints() > 1:  # more named rows than the scout: call a helper in
+                self._wake(queue, 1)
         return listener
 
     async def _consume(self, queue: str, consumer: Consumer, slot: int, burst: bool) -> None:
-        delay = self.settings.poll_interval
         while not self.stopping.is_set():
             room = await self._wait_for_room()
             if self.stopping.is_set():
                 return
             self.busy_consumers += 1
             asked = min(self.settings.batch_size, room)
+            scout = self._scouts.get(queue) == slot
+            # The scout sweeps every row only when its poll is due (or in burst mode, which ends
+            # on a sweep that found nothing); woken by a send, it visits the rows named.
+            if scout:
+                full = burst or self._loop_time() >= self._sweep_at.get(queue, 0.0)
+            else:  # a woken consumer: the named rows only, while wake-ups name them
+                full = burst or not consumer.hints_flowing(self._flowing_ms)
             try:
-                messages = await consumer.fetch(asked, slot, sweep=self._scouts.get(queue) == slot)
+                messages = await consumer.fetch(asked, slot, sweep=scout, full=full)
             except CasqueError as exc:
-                log.error("fetch_failed", queue=queue, error=str(exc), retry_in=round(delay, 2))
+                log.error("fetch_failed", queue=queue, error=str(exc), retry_in=round(self._delay.get(queue, 0.0), 2))
                 messages = []
             finally:
                 self.busy_consumers -= 1
+            if scout and full:
+                self._swept(queue, bool(messages), consumer.hints_flowing(self._flowing_ms))
             self._idle[(queue, slot)] = not messages
             if messages:
-                delay = self.settings.poll_interval
                 for m in messages:
                     self._start(consumer, m)
-                # Work piling up, or sends named four or more other rows: every consumer joins in (they
-                # share the named rows). Measured at 2,000 msg/s: one consumer going from row to
-                # row alone fell behind (p50 637 ms, p99 5.8 s).
+                # More work known: with wake-ups flowing it is named by shard (a send, a take
+                # that filled its batch, a peek that found more rows due): this consumer goes on
+                # to one named shard and wakes one more per other one (measured at 2,000 msg/s:
+                # one consumer going from row to row alone fell behind, p50 637 ms; at 94 msg/s
+                # waking all 31 for a take of 8 sent each round 16 rows, ~500 reads in a burst).
+                # Without wake-ups (old clients, the Spark loader), a big take calls every
+                # consumer to go round the rows.
                 named = consumer.pending_hints()
-                if len(messages) >= max(4, asked // 50) or named >= 4:
+                flowing = consumer.hints_flowing(self._flowing_ms)
+                if named or (not flowing and len(messages) >= max(4, asked // 50)):
                     if self._scouts.get(queue) == slot:
                         del self._scouts[queue]
-                    self._wake(queue)
+                    self._wake(queue, named - 1 if flowing else None)
                     continue
-                if named:  # a few other rows named: go there now
-                    continue
-                # A few messages: the scout looks again shortly (a send wakes it sooner) instead of
+                # A few messages: the scout waits for the next send or its poll instead of
                 # calling every consumer to go round every shard for them (measured: that storm
                 # made pickup at 50 msg/s 270 ms at p50, and fetches of up to 1.2 s).
                 # Any other consumer looks once more: it may wait only after a fetch that found
                 # nothing (its last fetch counts as idle, or burst mode would never end).
                 if self._scouts.setdefault(queue, slot) == slot:
-                    await self._sleep(self.settings.poll_interval, self._kick[queue])
+                    await self._sleep(self._until_sweep(queue, consumer), self._kick[queue])
                 continue
             if burst and self._all_idle():
                 await self._wait_in_flight()
@@ -215,10 +240,32 @@ class Dispatcher:
             if self._scouts.setdefault(queue, slot) != slot:
                 await self._wait_for_work(queue)  # another consumer of this queue keeps watch
                 continue
-            if await self._sleep(self._idle_sleep(consumer, delay), self._kick[queue]):
-                delay = self.settings.poll_interval
-            else:
-                delay = min(delay * 2, self.settings.max_poll_interval)
+            await self._sleep(self._until_sweep(queue, consumer), self._kick[queue])
+
+    def _swept(self, queue: str, found: bool, flowing: bool) -> None:
+        """After the scout's sweep of every row: when the next one is due. While wake-ups flow,
+        the sweep is only the safety poll (``max_poll_interval``): sends announce themselves.
+        Otherwise work found (an old client, the Spark loader, hints off) may be followed by
+        more, so the poll drops to ``poll_interval``, and nothing found doubles it up to
+        ``max_poll_interval``. (Measured at 94 msg/s: sweeping after every take made the scout
+        peek 16 rows 15 times a second, half of the node's reads.)"""
+        delay = self._delay.get(queue, self.settings.poll_interval)
+        if flowing:
+            delay = self.settings.max_poll_interval
+        elif found:
+            delay = self.settings.poll_interval
+        else:
+            delay = min(delay * 2, self.settings.max_poll_interval)
+        self._delay[queue] = delay
+        self._sweep_at[queue] = self._loop_time() + delay
+
+    def _until_sweep(self, queue: str, consumer: Consumer) -> float:
+        """Seconds the scout may sleep: until its next sweep, or a message known to be coming."""
+        return self._idle_sleep(consumer, max(0.0, self._sweep_at.get(queue, 0.0) - self._loop_time()))
+
+    @staticmethod
+    def _loop_time() -> float:
+        return asyncio.get_running_loop().time()
 
     def _count(self, m: Message, name: str) -> None:
         setattr(self.counters, name, getattr(self.counters, name) + 1)
@@ -227,21 +274,30 @@ class Dispatcher:
             setattr(per, name, getattr(per, name) + 1)
 
     async def _wait_for_work(self, queue: str) -> None:
-        """While a queue is idle one consumer (the scout) polls it; the others wait here until the
-        scout finds work piling up, so an idle daemon costs one round of peeks per poll, not N.
+        """While a queue is idle one consumer (the scout) polls it; the others wait here until
+        there is work for them, so an idle daemon costs one round of peeks per poll, not N.
         No timeout: the scout is a coroutine of this process and never stops while we run (a
         timeout made 15 consumers go round every shard every 0.8 s, each fetch up to 1 s late)."""
-        event = self._work.setdefault(queue, asyncio.Event())
-        waiter = asyncio.ensure_future(event.wait())
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(queue, []).append(waiter)
         stop = asyncio.ensure_future(self.stopping.wait())
-        await asyncio.wait([waiter, stop], return_when=asyncio.FIRST_COMPLETED)
-        waiter.cancel()
-        stop.cancel()
+        try:
+            await asyncio.wait([waiter, stop], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+            if not waiter.done():
+                waiter.cancel()
+                self._waiting[queue].remove(waiter)
 
-    def _wake(self, queue: str) -> None:
-        event = self._work.pop(queue, None)
-        if event is not None:
-            event.set()
+    def _wake(self, queue: str, n: int | None = None) -> None:
+        """Wake ``n`` waiting consumers of ``queue`` (None: all). One per row with known work:
+        waking every consumer for a take of 8 messages at 94 msg/s sent 31 of them round 16
+        rows each (measured: ~500 reads in a burst, and the burst made the next take bigger)."""
+        waiting = self._waiting.get(queue, [])
+        count = len(waiting) if n is None else min(n, len(waiting))
+        for waiter in waiting[:count]:
+            waiter.set_result(None)
+        del waiting[:count]
 
     def _idle_sleep(self, consumer: Consumer, delay: float) -> float:
         """Back off while idle, but wake exactly when a message known to be coming falls due."""

@@ -53,18 +53,29 @@ class Ownership:
         self.tolerance_ms = int(cq.settings.worker.clock_tolerance * 1000)
         self._peers: list[tuple[str, list[str]]] = []
         self._peers_at = 0.0
+        self._warm_tick: float | None = None
+
+    async def warm(self) -> None:
+        """Hold the owned rows once, before the consumers start. Acquired while the consumers
+        already run, a hold races their first takes of the same rows and both sides back off:
+        measured at a daemon's start, the first 60-80 messages were 100-700 ms late."""
+        self._warm_tick = await self._tick()
 
     async def run(self) -> None:
         """Keep the holds until ``stopping``; then release them, so another daemon takes over now."""
         try:
+            if self._warm_tick is not None:  # warm() has just done the first tick
+                await self._rest(self._warm_tick)
             while not self.stopping.is_set():
-                tick = await self._tick()
-                try:
-                    await asyncio.wait_for(self.stopping.wait(), timeout=tick)
-                except asyncio.TimeoutError:
-                    pass
+                await self._rest(await self._tick())
         finally:
             await asyncio.shield(self.release_all())
+
+    async def _rest(self, seconds: float) -> None:
+        try:
+            await asyncio.wait_for(self.stopping.wait(), timeout=seconds)
+        except asyncio.TimeoutError:
+            pass
 
     async def release_all(self) -> None:
         for consumer in self.consumers.values():
