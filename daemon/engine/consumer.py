@@ -149,6 +149,7 @@ class Consumer:
         state = self.rows.setdefault((bucket, shard), RowState())
         state.wake = min(state.wake, due_ms)
         state.next_check = min(state.next_check, due_ms)
+        self._name(shard, due_ms)  # a fetch at the due time visits the shard (named shards only while wake-ups flow)
 
     def hint(self, due_ms: int, placement: int | None) -> None:
         """A send (in this process, or another one's wake hint): a message falls due at ``due_ms``
@@ -586,6 +587,7 @@ class Consumer:
             crash_point("schedule.take_committed")
         for m, nxt in chained:
             nxt.write_ts = ts
+            self.expect(nxt.bucket, nxt.shard, nxt.due_ms)  # written after our read: nothing else would tell us
             await self._move_key(qs, m, nxt, now)
         if chained:
             crash_point("schedule.key_moved")
