@@ -11,6 +11,7 @@ as one batch per row; an ack lost in a crash only means a redelivery (at-least-o
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
@@ -190,21 +191,24 @@ class Dispatcher:
                 return
             self.busy_consumers += 1
             asked = min(self.settings.batch_size, room)
+            # A sweep of every row when the poll is due, by whichever consumer comes first (under
+            # load there is no idle scout: measured at 2,000 msg/s, messages no wake-up named
+            # waited for the end of the run, 37 s); in burst mode always (it ends on a sweep that
+            # found nothing). Otherwise the scout, woken by a send, visits the rows named, and so
+            # does every other consumer while wake-ups name them.
+            sweeping = burst or self._loop_time() >= self._sweep_at.get(queue, 0.0)
+            if sweeping:
+                self._sweep_at[queue] = math.inf  # ours: no second sweep until this one is done
             scout = self._scouts.get(queue) == slot
-            # The scout sweeps every row only when its poll is due (or in burst mode, which ends
-            # on a sweep that found nothing); woken by a send, it visits the rows named.
-            if scout:
-                full = burst or self._loop_time() >= self._sweep_at.get(queue, 0.0)
-            else:  # a woken consumer: the named rows only, while wake-ups name them
-                full = burst or not consumer.hints_flowing(self._flowing_ms)
+            full = sweeping or (not scout and not consumer.hints_flowing(self._flowing_ms))
             try:
-                messages = await consumer.fetch(asked, slot, sweep=scout, full=full)
+                messages = await consumer.fetch(asked, slot, sweep=scout or sweeping, full=full)
             except CasqueError as exc:
                 log.error("fetch_failed", queue=queue, error=str(exc), retry_in=round(self._delay.get(queue, 0.0), 2))
                 messages = []
             finally:
                 self.busy_consumers -= 1
-            if scout and full:
+            if sweeping:
                 self._swept(queue, bool(messages), consumer.hints_flowing(self._flowing_ms))
             self._idle[(queue, slot)] = not messages
             if messages:
@@ -261,7 +265,8 @@ class Dispatcher:
 
     def _until_sweep(self, queue: str, consumer: Consumer) -> float:
         """Seconds the scout may sleep: until its next sweep, or a message known to be coming."""
-        return self._idle_sleep(consumer, max(0.0, self._sweep_at.get(queue, 0.0) - self._loop_time()))
+        until = self._sweep_at.get(queue, 0.0) - self._loop_time()  # inf while another consumer sweeps
+        return self._idle_sleep(consumer, min(self.settings.max_poll_interval, max(0.0, until)))
 
     @staticmethod
     def _loop_time() -> float:
