@@ -289,14 +289,16 @@ class Consumer:
         return []
 
     def _shard_order(self, qs: QueueSettings, slot: int) -> list[int]:
-        """The shards a fetch visits: those a wake-up named as due first, then one round from this
-        slot's position."""
+        """The shards a fetch visits: those named as due first, then one round from this slot's
+        position."""
         shards = qs.span()[0]  # after a reshard, also the shards of layouts still draining
         horizon = self.clock.now_ms() + self.ahead_ms
-        first = sorted(s for s in self._due_hints(horizon) if s < shards)
-        if first:  # consumers woken together start at different named rows
-            k = slot % len(first)
-            first = first[k:] + first[:k]
+        # The named shard waiting longest first (earliest due time named). Not by shard number, nor
+        # rotated by slot: under load every named shard yields, so the shards past the first
+        # `consumers` of a fixed order were never reached (measured at 1,567 msg/s with 8
+        # consumers: rows starved for up to 50 s). Consumers woken together meet at the same
+        # shard; all but one find it busy (no read) and go on to the next.
+        first = sorted((s for s in self._due_hints(horizon) if s < shards), key=lambda s: self._hinted[s][0])
         start = self._next_shard.get(slot, slot * 7919) % shards
         self._next_shard[slot] = start + 1
         return first + [s for s in ((start + i) % shards for i in range(shards)) if s not in first]
