@@ -174,6 +174,11 @@ class Consumer:
         if len(heap) > MAX_HINTS:
             self._hinted[shard] = heapq.nsmallest(MAX_HINTS // 2, heap)
 
+    def _busy_elsewhere(self, shard: int) -> None:
+        """A row of ``shard`` is being taken from by another fetch of ours, whose read may predate
+        the send that sent us here: name the shard again, so whoever fetches next looks once more."""
+        self._name(shard, self.clock.now_ms())
+
     def _due_hints(self, horizon: int) -> list[int]:
         return [s for s, heap in self._hinted.items() if heap and heap[0] <= horizon]
 
@@ -275,6 +280,7 @@ class Consumer:
         for i, (bucket, shard) in enumerate(rows):
             state = self.rows.setdefault((bucket, shard), RowState())
             if state.busy:
+                self._busy_elsewhere(shard)
                 continue
             state.busy = True
             try:
@@ -322,8 +328,8 @@ class Consumer:
 
     async def _visit_one(self, qs: QueueSettings, bucket: int, shard: int, limit: int, visibility_ms: int | None) -> list[Message]:
         state = self.rows.setdefault((bucket, shard), RowState())
-        if state.busy:  # another fetch of ours is taking from it, maybe from before the send that named it
-            self._name(shard, self.clock.now_ms())
+        if state.busy:
+            self._busy_elsewhere(shard)
             return []
         if state.backoff_until > self.clock.elapsed_ms():
             return []
