@@ -286,16 +286,21 @@ async def test_send_many_of_500_is_one_datagram_per_listener(listener: Casque, p
 async def test_a_casque_run_daemon_that_polls_every_10s_takes_a_message_sent_here_at_once(tmp_path: Path, settings: Settings,
                                                                                           queue_name: str) -> None:
     """The daemon's dispatcher subscribes its consumers to ``Wakeups``; its listener turns our
-    hint into that notify. It has finished an empty round (so it sleeps >= 10 s) before we send."""
+    hint into that notify. Every consumer has finished its first fetch with nothing found (so the
+    scout sleeps >= 10 s and the other waits for work) before we send: counting one empty round
+    was not enough, the other consumer's first round could still be going from shard to shard
+    and take the message without any hint (seen once in CI)."""
     record, log = tmp_path / "record", tmp_path / "log"
+    consumers = 2
     cfg = write_config(tmp_path / "c.toml", settings.cassandra.keyspace, [queue_name], poll_interval="10s", max_poll_interval="30s",
-                       rescan_interval="30s")
+                       rescan_interval="30s", consumers=consumers)
     d = start_daemon(cfg, record, log, env={"CASQUE_METRICS__ENABLED": "true", "CASQUE_METRICS__PORT": "0"})
     producer = await Casque.connect(settings)
     try:
         await until(lambda: '"metrics_listening"' in d.output() and '"hints_listening"' in d.output(), 60, "the daemon's listeners", d)
         url = next(json.loads(line)["url"] for line in d.output().splitlines() if '"metrics_listening"' in line)
-        await until(lambda: _scrape(url, f'casque_empty_polls_total{{queue="{queue_name}"}}') >= 1, 60, "an empty round", d)
+        await until(lambda: _scrape(url, f'casque_empty_polls_total{{queue="{queue_name}"}}') >= consumers, 60,
+                    "every consumer's first fetch to find nothing", d)
         hinted = _scrape(url, "casque_hints_received_total")
         t0 = time.monotonic()
         mid = await producer.send(queue_name, "test.record", "x")
