@@ -124,6 +124,7 @@ class Dispatcher:
         self.stopping = asyncio.Event()
         self.tasks: set[asyncio.Task[None]] = set()
         self.busy_consumers = 0
+        self._asked = 0  # messages the fetches under way may return: counted against in_flight
         self._room = asyncio.Event()
         self._idle: dict[tuple[str, int], bool] = {}
         self._scouts: dict[str, int] = {}
@@ -191,6 +192,7 @@ class Dispatcher:
                 return
             self.busy_consumers += 1
             asked = min(self.settings.batch_size, room)
+            self._asked += asked  # room promised to this fetch: others wait for what is left
             # A sweep of every row when the poll is due, by whichever consumer comes first (under
             # load there is no idle scout: measured at 2,000 msg/s, messages no wake-up named
             # waited for the end of the run, 37 s); in burst mode always (it ends on a sweep that
@@ -208,6 +210,7 @@ class Dispatcher:
                 messages = []
             finally:
                 self.busy_consumers -= 1
+                self._release(asked)
             if sweeping:
                 self._swept(queue, bool(messages), consumer.hints_flowing(self._flowing_ms))
             self._idle[(queue, slot)] = not messages
@@ -316,10 +319,22 @@ class Dispatcher:
         return len(self._idle) == expected and all(self._idle.values())
 
     async def _wait_for_room(self) -> int:
-        while len(self.tasks) >= self.settings.in_flight and not self.stopping.is_set():
+        """Room for a fetch: ``in_flight`` less the running messages and what the fetches under
+        way may return. Without the second part, every consumer saw the same room at once and
+        the daemon ran up to ``in_flight`` + consumers x batch_size messages (tests/test_liveness.py
+        counted 40 running at ``in_flight`` 10)."""
+        while self._free() <= 0 and not self.stopping.is_set():
             self._room.clear()
             await self._room.wait()
-        return self.settings.in_flight - len(self.tasks)
+        return self._free()
+
+    def _free(self) -> int:
+        return self.settings.in_flight - len(self.tasks) - self._asked
+
+    def _release(self, asked: int) -> None:
+        """A fetch ended: what it asked for and did not get is room again."""
+        self._asked -= asked
+        self._room.set()
 
     async def _sleep(self, seconds: float, kick: asyncio.Event | None = None) -> bool:
         """Sleep ``seconds``, or until stopping or ``kick`` is set; True if kicked."""
@@ -347,7 +362,7 @@ class Dispatcher:
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self.tasks.discard(task)
-        if len(self.tasks) < self.settings.in_flight:
+        if self._free() > 0:
             self._room.set()
 
     async def _wait_in_flight(self) -> None:

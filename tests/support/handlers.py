@@ -94,3 +94,13 @@ class SyncOverrun(Handler):
         record(ctx, "start")
         time.sleep(float(payload))
         record(ctx, "done")
+
+
+@register("test.record_then_sleep")
+class RecordThenSleep(Handler):
+    """Records when it starts (the pickup), then keeps its in-flight slot for ``payload`` seconds:
+    with ``in_flight`` slots the daemon's capacity is in_flight / payload messages a second."""
+
+    async def handle(self, ctx: Context, payload: Any) -> None:
+        record(ctx)
+        await asyncio.sleep(float(payload))
