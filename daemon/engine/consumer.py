@@ -241,7 +241,7 @@ class Consumer:
         if sweep and full:
             # The rows nothing named first: under load the named shards always yield, and a
             # sweep that visited them first never reached the others (tests/test_liveness.py:
-            # messages no wake-up announced waited for the whole 15 s of load).
+            # messages no wake-up announced waited as long as the load lasted).
             taken = await self._sweep(qs, order, hinted, limit, visibility_ms)
             if taken:
                 return taken

@@ -322,7 +322,7 @@ class Dispatcher:
         """Room for a fetch: ``in_flight`` less the running messages and what the fetches under
         way may return. Without the second part, every consumer saw the same room at once and
         the daemon ran up to ``in_flight`` + consumers x batch_size messages (tests/test_liveness.py
-        counted 40 running at ``in_flight`` 10)."""
+        counted 28 running at ``in_flight`` 10)."""
         while self._free() <= 0 and not self.stopping.is_set():
             self._room.clear()
             await self._room.wait()
@@ -334,7 +334,11 @@ class Dispatcher:
     def _release(self, asked: int) -> None:
         """A fetch ended: what it asked for and did not get is room again."""
         self._asked -= asked
-        self._room.set()
+        self._room_freed()
+
+    def _room_freed(self) -> None:
+        if self._free() > 0:
+            self._room.set()
 
     async def _sleep(self, seconds: float, kick: asyncio.Event | None = None) -> bool:
         """Sleep ``seconds``, or until stopping or ``kick`` is set; True if kicked."""
@@ -362,8 +366,7 @@ class Dispatcher:
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self.tasks.discard(task)
-        if self._free() > 0:
-            self._room.set()
+        self._room_freed()
 
     async def _wait_in_flight(self) -> None:
         while self.tasks:
