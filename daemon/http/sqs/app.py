@@ -41,13 +41,14 @@ def build_app(cq: Casque, settings: SqsSettings | None = None) -> Starlette:
         action = "?"
         try:
             body = await _read_body(request)
-            await auth.verify(request, body)
+            principal = await auth.verify(request, body)
             if use_json:
                 action, params = wire.parse_json(request.headers, body)
             else:
                 action, params = wire.parse_query(request.url.query, body if request.method == "POST" else b"")
             path = request.url.path.strip("/")
-            call = Call(params, f"{request.url.scheme}://{request.headers.get('host', request.url.netloc)}", path.rsplit("/", 1)[-1] if "/" in path else None)
+            base_url = f"{request.url.scheme}://{request.headers.get('host', request.url.netloc)}"
+            call = Call(params, base_url, path.rsplit("/", 1)[-1] if "/" in path else None, principal)
             result = await service.run(action, call)
             status, headers, out = wire.json_ok(result, request_id) if use_json else wire.xml_ok(action, result, request_id)
         except Exception as exc:  # every failure becomes the protocol's error; the server goes on

@@ -21,7 +21,7 @@ from urllib.parse import parse_qsl, quote
 from starlette.requests import Request
 
 from daemon.base.config import SqsSettings
-from daemon.engine.access_keys import AccessKeyStore
+from daemon.engine.access_keys import AccessKey, AccessKeyStore
 from daemon.engine.client import Casque
 from daemon.http.sqs.errors import SqsError
 
@@ -35,9 +35,10 @@ class Authenticator:
         self.keys = AccessKeyStore(cq.db, cq.settings.cassandra.keyspace, cq.clock)
         self.clock = cq.clock
 
-    async def verify(self, request: Request, body: bytes) -> None:
+    async def verify(self, request: Request, body: bytes) -> AccessKey | None:
+        """The key that signed the request (None under ``sqs.auth = "none"``), or SQS's error."""
         if self.mode == "none":
-            return
+            return None
         header = request.headers.get("authorization")
         if not header:
             raise SqsError("MissingAuthenticationToken", "Request is missing Authentication Token: sign it with SigV4 (an access key from 'casque sqs-keys create').")
@@ -60,6 +61,7 @@ class Authenticator:
         expected = hmac.new(_signing_key(key.secret, day, region, service), to_sign.encode(), hashlib.sha256).hexdigest()
         if not hmac.compare_digest(expected, signature):
             raise SqsError("SignatureDoesNotMatch", "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method.")
+        return key
 
     def _check_date(self, amz_date: str, day: str) -> None:
         try:

@@ -1,0 +1,51 @@
+"""The SQS actions on a connected ``Casque``, grouped by what they act on (moto's models /
+responses split, ElasticMQ's file per action): queues.py, messages.py, move_tasks.py,
+permissions.py. Each takes the request in the JSON protocol's shape and returns the result in that
+shape (wire.py renders either protocol).
+
+Queues are ordinary casque queues (a handler daemon can consume them; ``casque stats``/``poison``
+see them); messages go through the engine's send and pull API (engine/receive.py).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Awaitable, Callable
+
+from daemon.base.config import SqsSettings
+from daemon.base.errors import QueueNotFound
+from daemon.engine.client import Casque
+from daemon.http.sqs.actions.base import ActionGroup, Call
+from daemon.http.sqs.actions.messages import MessageActions
+from daemon.http.sqs.actions.move_tasks import MoveTaskActions
+from daemon.http.sqs.actions.permissions import PermissionActions
+from daemon.http.sqs.actions.queues import QueueActions
+from daemon.http.sqs.errors import SqsError
+
+__all__ = ["ActionGroup", "Call", "SqsService"]
+GROUPS: tuple[type[ActionGroup], ...] = (QueueActions, MessageActions, MoveTaskActions, PermissionActions)
+
+
+class SqsService:
+    """Routes an action name to the group method that runs it."""
+
+    def __init__(self, cq: Casque, settings: SqsSettings) -> None:
+        self.cq = cq
+        self.settings = settings
+        self.groups = [group(cq, settings) for group in GROUPS]
+        self.actions: dict[str, Callable[[Call], Awaitable[dict[str, Any]]]] = {
+            name: getattr(g, _snake(name)) for g in self.groups for name in g.ACTIONS
+        }
+
+    async def run(self, action: str, call: Call) -> dict[str, Any]:
+        fn = self.actions.get(action)
+        if fn is None:
+            raise SqsError("InvalidAction", f"The action {action} is not valid for this endpoint.")
+        try:
+            return await fn(call)
+        except QueueNotFound:
+            raise SqsError("QueueDoesNotExist", "The specified queue does not exist.") from None
+
+
+def _snake(action: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", action).lower()

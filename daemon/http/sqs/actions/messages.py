@@ -1,0 +1,143 @@
+"""SQS actions on messages: send (one or a batch), receive, delete, change visibility."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from daemon.engine.producer import Job
+from daemon.engine.receive import Delivery, InvalidReceipt, NotInFlight
+from daemon.http.sqs import attributes as qattr
+from daemon.http.sqs import messages as msg
+from daemon.http.sqs import params
+from daemon.http.sqs.actions.base import ActionGroup, Call
+from daemon.http.sqs.errors import SqsError, invalid, missing
+
+
+class MessageActions(ActionGroup):
+    ACTIONS = ("SendMessage", "SendMessageBatch", "ReceiveMessage", "DeleteMessage", "DeleteMessageBatch",
+               "ChangeMessageVisibility", "ChangeMessageVisibilityBatch")
+
+    async def send_message(self, call: Call) -> dict[str, Any]:
+        name = self.queue_of(call)
+        qs = await self.cq.queues.get(name)
+        extras = await self.cq.attributes.get(name)
+        job, result = self._job(call.params, qs, extras)
+        result["MessageId"] = await self.cq.send(name, job.task, job.payload, delay=job.delay, headers=job.headers)
+        return result
+
+    async def send_message_batch(self, call: Call) -> dict[str, Any]:
+        name = self.queue_of(call)
+        entries = params.entries(call.params)
+        qs = await self.cq.queues.get(name)
+        extras = await self.cq.attributes.get(name)
+        limit = qattr.number(qs, extras, "MaximumMessageSize")
+        total = sum(len(str(e.get("MessageBody", "")).encode("utf-8")) + params.attributes_size(e.get("MessageAttributes")) for e in entries)
+        if total > limit:
+            raise SqsError("BatchRequestTooLong", f"Batch requests cannot be longer than {limit} bytes. You have sent {total} bytes.")
+        ok: list[tuple[str, Job, dict[str, Any]]] = []
+        failed: list[dict[str, Any]] = []
+        for e in entries:
+            try:
+                job, result = self._job(e, qs, extras)
+                ok.append((e["Id"], job, result))
+            except SqsError as err:
+                failed.append({"Id": e["Id"], "SenderFault": True, "Code": err.query_code, "Message": err.message})
+        ids = await self.cq.send_many(name, [job for _, job, _ in ok]) if ok else []
+        successful = [{"Id": eid, "MessageId": mid, **result} for (eid, _, result), mid in zip(ok, ids)]
+        return {"Successful": successful, "Failed": failed}
+
+    def _job(self, p: dict[str, Any], qs: Any, extras: Any) -> tuple[Job, dict[str, Any]]:
+        body = msg.check_body(p.get("MessageBody"))
+        attrs = msg.check_attributes(p.get("MessageAttributes"))
+        if p.get("MessageDeduplicationId") is not None:
+            raise invalid("The request include parameter MessageDeduplicationId that is not valid for this queue type")
+        limit = qattr.number(qs, extras, "MaximumMessageSize")
+        size = len(body.encode("utf-8")) + msg.attributes_size(attrs)
+        if size > limit:
+            raise invalid(f"One or more parameters are invalid. Reason: Message must be shorter than {limit} bytes.")
+        delay = params.integer(p, "DelaySeconds", qattr.number(qs, extras, "DelaySeconds"), 0, 900)
+        job = Job(msg.task_of(attrs, self.settings.task), body, delay=delay or None, headers=msg.to_headers(attrs))
+        result = {"MD5OfMessageBody": msg.md5_hex(body.encode("utf-8"))}
+        digest = msg.md5_of_attributes(attrs)
+        if digest:
+            result["MD5OfMessageAttributes"] = digest
+        return job, result
+
+    async def receive_message(self, call: Call) -> dict[str, Any]:
+        name = self.queue_of(call)
+        p = call.params
+        qs = await self.cq.queues.get(name)
+        extras = await self.cq.attributes.get(name)
+        limit = params.integer(p, "MaxNumberOfMessages", 1, 1, 10, "Value {v} for parameter MaxNumberOfMessages is invalid. Reason: Must be between 1 and 10, if provided.")
+        wait = params.integer(p, "WaitTimeSeconds", qattr.number(qs, extras, "ReceiveMessageWaitTimeSeconds"), 0, 20,
+                    "Value {v} for parameter WaitTimeSeconds is invalid. Reason: Must be >= 0 and <= 20, if provided.")
+        visibility = params.integer(p, "VisibilityTimeout", qattr.number(qs, extras, "VisibilityTimeout"), 0, 43_200,
+                          "Value {v} for parameter VisibilityTimeout is invalid. Reason: Must be >= 0 and <= 43200, if provided.")
+        system = params.names(p.get("MessageSystemAttributeNames")) + params.names(p.get("AttributeNames"))
+        wanted = params.names(p.get("MessageAttributeNames"))
+        deliveries = await self.cq.receive(name, max=limit, wait=wait, visibility=visibility)
+        return {"Messages": [self._message(d, system, wanted) for d in deliveries]} if deliveries else {}
+
+    def _message(self, d: Delivery, system: list[str], wanted: list[str]) -> dict[str, Any]:
+        m = d.message
+        body = msg.body_of(m)
+        out: dict[str, Any] = {"MessageId": str(m.id), "ReceiptHandle": d.receipt, "MD5OfBody": msg.md5_hex(body.encode("utf-8")), "Body": body}
+        every = "All" in system
+        values = {"SenderId": self.settings.account, "SentTimestamp": str(m.enqueued_at), "ApproximateReceiveCount": str(m.attempt)}
+        if m.attempt == 1:
+            values["ApproximateFirstReceiveTimestamp"] = str(d.received_ms)
+        chosen = {k: v for k, v in values.items() if every or k in system}
+        if chosen:
+            out["Attributes"] = chosen
+        attrs = msg.select_attributes(msg.from_headers(m.headers), wanted)
+        if attrs:
+            out["MessageAttributes"] = attrs
+            out["MD5OfMessageAttributes"] = msg.md5_of_attributes(attrs)
+        return out
+
+    async def delete_message(self, call: Call) -> dict[str, Any]:
+        name = self.queue_of(call)
+        handle = call.params.get("ReceiptHandle")
+        if not handle:
+            raise missing("ReceiptHandle")
+        await self.cq.queues.get(name)
+        await self._delete(name, str(handle))
+        return {}
+
+    async def _delete(self, queue: str, handle: str) -> None:
+        try:
+            await self.cq.receiver.delete(handle, queue)
+        except InvalidReceipt:
+            raise SqsError("ReceiptHandleIsInvalid", f'The input receipt handle "{handle}" is not a valid receipt handle.') from None
+
+    async def delete_message_batch(self, call: Call) -> dict[str, Any]:
+        name = self.queue_of(call)
+        entries = params.entries(call.params)
+        await self.cq.queues.get(name)
+        return await params.batch(entries, lambda e: self._delete(name, str(e.get("ReceiptHandle") or "")))
+
+    async def change_message_visibility(self, call: Call) -> dict[str, Any]:
+        name = self.queue_of(call)
+        if not call.params.get("ReceiptHandle"):
+            raise missing("ReceiptHandle")
+        await self.cq.queues.get(name)
+        await self._change(name, call.params)
+        return {}
+
+    async def _change(self, queue: str, p: dict[str, Any]) -> None:
+        if p.get("VisibilityTimeout") is None:
+            raise missing("VisibilityTimeout")
+        seconds = params.integer(p, "VisibilityTimeout", 0, 0, 43_200, "Value {v} for parameter VisibilityTimeout is invalid. Reason: Must be >= 0 and <= 43200.")
+        handle = str(p.get("ReceiptHandle") or "")
+        try:
+            await self.cq.receiver.change_visibility(handle, seconds, queue)
+        except InvalidReceipt:
+            raise SqsError("ReceiptHandleIsInvalid", f'The input receipt handle "{handle}" is not a valid receipt handle.') from None
+        except NotInFlight:
+            raise SqsError("MessageNotInflight", "The message referred to isn't in flight.") from None
+
+    async def change_message_visibility_batch(self, call: Call) -> dict[str, Any]:
+        name = self.queue_of(call)
+        entries = params.entries(call.params)
+        await self.cq.queues.get(name)
+        return await params.batch(entries, lambda e: self._change(name, e))

@@ -1,0 +1,188 @@
+"""SQS actions on queues: create, find, list, delete, purge, attributes, tags, dead-letter sources."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from daemon.base.errors import QueueNotFound, UsageError
+from daemon.engine import admin
+from daemon.engine.queues import MAX_PAYLOAD_BYTES, settings_from_defaults
+from daemon.engine.stats import queue_stats
+from daemon.http.sqs import attributes as qattr
+from daemon.http.sqs import params
+from daemon.http.sqs.actions.base import ActionGroup, Call
+from daemon.http.sqs.errors import SqsError, invalid, missing
+
+LIST_PAGE = 1000
+#: Names one ListQueues request reads at most (10 pages): with a prefix that matches few of a million
+#: queues, the answer is what matched so far plus a NextToken (given MaxResults), like SQS may.
+LIST_SCAN = 10_000
+
+
+class QueueActions(ActionGroup):
+    ACTIONS = ("CreateQueue", "GetQueueUrl", "ListQueues", "DeleteQueue", "PurgeQueue", "GetQueueAttributes", "SetQueueAttributes",
+               "ListDeadLetterSourceQueues", "TagQueue", "UntagQueue", "ListQueueTags")
+
+    async def create_queue(self, call: Call) -> dict[str, Any]:
+        name = call.params.get("QueueName")
+        if not name:
+            raise missing("QueueName")
+        if str(name).endswith(".fifo"):
+            raise SqsError("UnsupportedOperation", "FIFO queues are not supported by casque (order holds only within a shard row): use a standard queue.")
+        if not params.QUEUE_NAME.match(str(name)):
+            raise invalid("Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length")
+        attrs = qattr.check(call.params.get("Attributes"), creating=True)
+        tags = params.tags(call.params.get("tags") or call.params.get("Tags"))
+        await self._check_redrive_target(attrs)
+        options = {"max_attempts": qattr.NO_REDRIVE_ATTEMPTS, "timeout": qattr.DEFAULT_VISIBILITY, "retention": qattr.DEFAULT_RETENTION,
+                   "max_payload_bytes": MAX_PAYLOAD_BYTES} | qattr.casque_options(attrs)
+        try:
+            created = await self.cq.queues.create(settings_from_defaults(name, self.cq.settings.queue_defaults, **options), if_missing=True)
+        except UsageError as exc:
+            raise invalid(str(exc)) from None
+        if not created:
+            await self._same_attributes(name, attrs)
+        else:
+            extra, _ = qattr.internal(attrs)
+            await self.cq.attributes.set(name, attrs | extra, set(), self.cq.clock.now_ms())
+            await self.cq.attributes.tag(name, tags, set())
+        return {"QueueUrl": self.url(call, name)}
+
+    async def _same_attributes(self, name: str, attrs: dict[str, str]) -> None:
+        """CreateQueue of an existing queue succeeds only if the given attributes match."""
+        qs = await self.cq.queues.get(name, fresh=True)
+        current = qattr.describe(qs, await self.cq.attributes.get(name, fresh=True), self.arn(name))
+        for key, value in attrs.items():
+            if current.get(key, qattr.DEFAULTS.get(key, "")) != value:
+                raise SqsError("QueueNameExists", f"A queue already exists with the same name and a different value for attribute {key}")
+
+    async def get_queue_url(self, call: Call) -> dict[str, Any]:
+        name = call.params.get("QueueName")
+        if not name:
+            raise missing("QueueName")
+        if not params.QUEUE_NAME.match(str(name)):
+            raise SqsError("QueueDoesNotExist", "The specified queue does not exist.")
+        await self.cq.queues.get(name)
+        return {"QueueUrl": self.url(call, name)}
+
+    async def list_queues(self, call: Call) -> dict[str, Any]:
+        prefix = str(call.params.get("QueueNamePrefix") or "")
+        limit_given = call.params.get("MaxResults") is not None
+        limit = params.integer(call.params, "MaxResults", 1000, 1, 1000)
+        after = params.decode_token(call.params.get("NextToken"))
+        names: list[str] = []
+        more = False
+        scanned = 0
+        while True:
+            page = await self.cq.attributes.names_page(after, LIST_PAGE)
+            for name in page:
+                after, scanned = name, scanned + 1
+                if name.startswith(prefix):
+                    names.append(name)
+                    if len(names) == limit:
+                        break
+            if len(names) == limit:
+                more = bool(await self.cq.attributes.names_page(after, 1))
+                break
+            if len(page) < LIST_PAGE:
+                break
+            if scanned >= LIST_SCAN:  # a prefix matching few of many queues: never the whole table in one request
+                more = True
+                break
+        out: dict[str, Any] = {"QueueUrls": [self.url(call, n) for n in names]} if names else {}
+        if more and limit_given and after is not None:
+            out["NextToken"] = params.encode_token(after)
+        return out
+
+    async def delete_queue(self, call: Call) -> dict[str, Any]:
+        name = self.queue_of(call)
+        await self.cq.queues.get(name, fresh=True)
+        await admin.delete_queue(self.cq, name)
+        self.cq.attributes.forget(name)
+        return {}
+
+    async def purge_queue(self, call: Call) -> dict[str, Any]:
+        name = self.queue_of(call)
+        await self.cq.queues.get(name, fresh=True)
+        await admin.purge(self.cq, name)
+        return {}
+
+    async def get_queue_attributes(self, call: Call) -> dict[str, Any]:
+        name = self.queue_of(call)
+        wanted = call.params.get("AttributeNames") or []
+        if not isinstance(wanted, list):
+            raise invalid("AttributeNames must be a list.")
+        known = qattr.SETTABLE | qattr.READ_ONLY | {"All"} | qattr.FIFO_ONLY
+        for w in wanted:
+            if w not in known:
+                raise SqsError("InvalidAttributeName", f"Unknown Attribute {w}.")
+        qs = await self.cq.queues.get(name, fresh=True)
+        everything = qattr.describe(qs, await self.cq.attributes.get(name), self.arn(name))
+        every = "All" in wanted
+        if every or set(wanted) & qattr.COUNTS:
+            st = await queue_stats(self.cq, name)
+            everything |= {"ApproximateNumberOfMessages": str(st.waiting_due), "ApproximateNumberOfMessagesNotVisible": str(st.in_flight),
+                           "ApproximateNumberOfMessagesDelayed": str(st.scheduled)}
+        chosen = everything if every else {k: v for k, v in everything.items() if k in wanted}
+        return {"Attributes": chosen} if chosen else {}
+
+    async def set_queue_attributes(self, call: Call) -> dict[str, Any]:
+        name = self.queue_of(call)
+        await self.cq.queues.get(name, fresh=True)
+        attrs = qattr.check(call.params.get("Attributes") or {}, creating=False)
+        await self._check_redrive_target(attrs)
+        options = qattr.casque_options(attrs)
+        if options:
+            await self.cq.queues.update(name, **options)
+        extra, dropped = qattr.internal(attrs)
+        keep = {k: v for k, v in attrs.items() if v != ""} | extra
+        await self.cq.attributes.set(name, keep, {k for k, v in attrs.items() if v == ""} | dropped, self.cq.clock.now_ms())
+        return {}
+
+    async def _check_redrive_target(self, attrs: dict[str, str]) -> None:
+        if attrs.get("RedrivePolicy"):
+            target = qattr.queue_of_arn(json.loads(attrs["RedrivePolicy"])["deadLetterTargetArn"])
+            try:
+                await self.cq.queues.get(str(target))
+            except QueueNotFound:
+                raise SqsError("InvalidAttributeValue", "Value for parameter RedrivePolicy is invalid. Reason: Dead-letter target does not exist.") from None
+
+    async def list_dead_letter_source_queues(self, call: Call) -> dict[str, Any]:
+        name = self.queue_of(call)
+        await self.cq.queues.get(name)
+        sources, after = [], None
+        while True:
+            page = await self.cq.attributes.names_page(after, LIST_PAGE)
+            for queue in page:
+                if qattr.redrive_target(await self.cq.attributes.get(queue)) == name:
+                    sources.append(self.url(call, queue))
+            if len(page) < LIST_PAGE:
+                break
+            after = page[-1]
+        return {"queueUrls": sources}
+
+    async def tag_queue(self, call: Call) -> dict[str, Any]:
+        name = self.queue_of(call)
+        await self.cq.queues.get(name)
+        tags = params.tags(call.params.get("Tags"))
+        current = (await self.cq.attributes.get(name, fresh=True)).tags
+        if len(current | tags) > params.MAX_TAGS:
+            raise invalid(f"Too many tags: a queue can have at most {params.MAX_TAGS}.")
+        await self.cq.attributes.tag(name, tags, set())
+        return {}
+
+    async def untag_queue(self, call: Call) -> dict[str, Any]:
+        name = self.queue_of(call)
+        await self.cq.queues.get(name)
+        keys = call.params.get("TagKeys") or []
+        if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+            raise invalid("TagKeys must be a list of strings.")
+        await self.cq.attributes.tag(name, {}, set(keys))
+        return {}
+
+    async def list_queue_tags(self, call: Call) -> dict[str, Any]:
+        name = self.queue_of(call)
+        await self.cq.queues.get(name)
+        tags = (await self.cq.attributes.get(name, fresh=True)).tags
+        return {"Tags": tags} if tags else {}
