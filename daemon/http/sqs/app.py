@@ -48,13 +48,11 @@ def build_app(cq: Casque, settings: SqsSettings | None = None) -> Starlette:
                 action, params = wire.parse_query(request.url.query, body if request.method == "POST" else b"")
             path = request.url.path.strip("/")
             base_url = f"{request.url.scheme}://{request.headers.get('host', request.url.netloc)}"
-            call = Call(params, base_url, path.rsplit("/", 1)[-1] if "/" in path else None, principal)
+            call = Call(params, base_url, path.rsplit("/", 1)[-1] if "/" in path else None, principal, request.headers.get("x-amzn-trace-id"))
             result = await service.run(action, call)
             status, headers, out = wire.json_ok(result, request_id) if use_json else wire.xml_ok(action, result, request_id)
         except Exception as exc:  # every failure becomes the protocol's error; the server goes on
             err = _as_sqs_error(exc, action)
-            if use_json and err.shape == "InvalidAction":  # what SQS's JSON protocol calls it
-                err = SqsError("UnknownOperationException", err.message)
             status, headers, out = wire.json_error(err, request_id) if use_json else wire.xml_error(err, request_id)
         return Response(out, status_code=status, headers=headers)
 

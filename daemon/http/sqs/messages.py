@@ -163,7 +163,7 @@ def select_attributes(attrs: dict[str, dict[str, Any]], wanted: list[str]) -> di
     """MessageAttributeNames: 'All' or '.*', exact names, or prefixes written 'prefix.*'."""
     if not wanted or not attrs:
         return {}
-    if any(w in ("All", ".*") for w in wanted):
+    if any(w in ("All", ".*", "*") for w in wanted):
         return dict(attrs)
     out = {}
     for name, a in attrs.items():

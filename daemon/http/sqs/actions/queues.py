@@ -133,11 +133,16 @@ class QueueActions(ActionGroup):
         attrs = qattr.check(call.params.get("Attributes") or {}, creating=False)
         await self._check_redrive_target(attrs)
         options = qattr.casque_options(attrs)
-        if options:
-            await self.cq.queues.update(name, **options)
         extra, dropped = qattr.internal(attrs)
         keep = {k: v for k, v in attrs.items() if v != ""} | extra
-        await self.cq.attributes.set(name, keep, {k for k, v in attrs.items() if v == ""} | dropped, self.cq.clock.now_ms())
+        # A redrive target is written before the limit that sends messages to it, and a limit is
+        # lifted before its target goes: a receive in between never poisons a message instead.
+        if extra:
+            await self.cq.attributes.set(name, keep, {k for k, v in attrs.items() if v == ""} | dropped, self.cq.clock.now_ms())
+        if options:
+            await self.cq.queues.update(name, **options)
+        if not extra:
+            await self.cq.attributes.set(name, keep, {k for k, v in attrs.items() if v == ""} | dropped, self.cq.clock.now_ms())
         return {}
 
     async def _check_redrive_target(self, attrs: dict[str, str]) -> None:
