@@ -22,6 +22,7 @@ from botocore.exceptions import ClientError
 
 from daemon.engine import admin
 from daemon.engine.client import Casque
+from daemon.engine.receive import VisibilityTooLong
 from tests.conftest import TEST_KEYSPACE
 from tests.support import sqsserver
 from tests.test_sqs import code, make_client, raw_post, reference_md5_of_attributes
@@ -114,6 +115,34 @@ async def test_removing_the_redrive_policy_keeps_redelivering_and_poisons_nothin
     assert sqs.receive_message(QueueUrl=dlq, WaitTimeSeconds=1).get("Messages") is None
 
 
+async def test_a_message_sent_with_max_attempts_0_follows_the_queue_at_each_take(manual: Any, queue_name: str) -> None:
+    """The engine rule under item 1: the limit is read at the take, not fixed at the send."""
+    cq, clock = manual
+    await cq.create_queue(queue_name, shards=1, buckets=1, max_attempts=0)
+    mid = await cq.send(queue_name, "t", "x", max_attempts=0)
+    for attempt in range(1, 8):  # queue 0: no limit
+        (d,) = await cq.receive(queue_name, wait=0, visibility=1)
+        assert (str(d.message.id), d.message.attempt) == (mid, attempt)
+        clock.advance(1_500)
+    await cq.queues.update(queue_name, max_attempts=7)  # lowered below what it had: the next take poisons
+    assert await cq.receive(queue_name, wait=0) == []
+    assert [str(r.id) for r in await cq.poison.list(queue_name)] == [mid]
+
+
+async def test_visibility_cap_counts_12_hours_from_the_receive_not_from_the_change(manual: Any, queue_name: str) -> None:
+    cq, clock = manual
+    await cq.create_queue(queue_name, shards=1, buckets=1)
+    await cq.send(queue_name, "t", "x")
+    (d,) = await cq.receive(queue_name, wait=0, visibility=3600)
+    clock.advance(11 * 3600 * 1000)
+    with pytest.raises(VisibilityTooLong):
+        await cq.change_visibility(d.receipt, 3600 + 1)
+    await cq.change_visibility(d.receipt, 3600)  # exactly 12 h after the receive: allowed
+    clock.advance(3600 * 1000 + 1)
+    (again,) = await cq.receive(queue_name, wait=0, visibility=43_200)
+    assert await cq.change_visibility(again.receipt, 43_200) == clock.now_ms() + 43_200_000, "a new receive starts a new 12 h"
+
+
 # ---- 2. ApproximateFirstReceiveTimestamp -----------------------------------------------------------
 def test_first_receive_timestamp_stays_on_every_later_receive(sqs: Any, qname: str) -> None:
     url = sqs.create_queue(QueueName=qname)["QueueUrl"]
@@ -158,6 +187,13 @@ def test_aws_trace_header_is_kept_returned_and_digested_as_sqs_does(sqs: Any, qn
         sqs.send_message(QueueUrl=url, MessageBody="x", MessageSystemAttributes={"AWSTraceHeader": {"DataType": "Number", "StringValue": "1"}})
     assert code(err.value) == "InvalidParameterValue"
     assert sqs.receive_message(QueueUrl=url, WaitTimeSeconds=1).get("Messages") is None, "refused sends stored nothing"
+    status, root = query(url, "SendMessage", {"MessageBody": "q", "MessageSystemAttribute.1.Name": "AWSTraceHeader",
+                                              "MessageSystemAttribute.1.Value.DataType": "String",
+                                              "MessageSystemAttribute.1.Value.StringValue": TRACE})
+    assert status == 200 and text(root, "q:SendMessageResult/q:MD5OfMessageSystemAttributes") == TRACE_MD5_FROM_AWS
+    _, root = query(url, "ReceiveMessage", {"WaitTimeSeconds": "5", "MessageSystemAttributeName.1": "AWSTraceHeader"})
+    (attr,) = root.findall("q:ReceiveMessageResult/q:Message/q:Attribute", NS)
+    assert (text(attr, "q:Name"), text(attr, "q:Value")) == ("AWSTraceHeader", TRACE)
 
 
 def test_x_amzn_trace_id_header_becomes_the_aws_trace_header(server: sqsserver.SqsServer, qname: str) -> None:
