@@ -256,6 +256,15 @@ def test_invalid_receipt_handle_is_404_in_both_protocols(sqs: Any, server: sqsse
     assert status == 404 and text(root, "q:Error/q:Code") == "ReceiptHandleIsInvalid"
 
 
+def test_missing_queue_is_worded_per_protocol_as_sqs(sqs: Any, server: sqsserver.SqsServer, qname: str) -> None:
+    with pytest.raises(sqs.exceptions.QueueDoesNotExist) as err:
+        sqs.get_queue_url(QueueName=qname)
+    assert err.value.response["Error"]["Message"] == "The specified queue does not exist."
+    status, root = query(server.url, "GetQueueUrl", {"QueueName": qname})
+    assert (status, text(root, "q:Error/q:Code")) == (400, "AWS.SimpleQueueService.NonExistentQueue")
+    assert text(root, "q:Error/q:Message") == "The specified queue does not exist for this wsdl version."
+
+
 # ---- 6. QueueDeletedRecently ---------------------------------------------------------------------
 def test_create_of_a_name_deleted_within_60_s_is_refused_by_every_server(sqs: Any, other_server: sqsserver.SqsServer, qname: str) -> None:
     url = sqs.create_queue(QueueName=qname)["QueueUrl"]

@@ -24,6 +24,7 @@ from daemon.http.sqs.errors import SqsError
 JSON_TYPE = "application/x-amz-json-1.0"
 XMLNS = "http://queue.amazonaws.com/doc/2012-11-05/"
 TARGET_PREFIX = "AmazonSQS."
+NO_QUEUE = "The specified queue does not exist."
 
 
 def is_json(headers: Any) -> bool:
@@ -127,6 +128,8 @@ def xml_ok(action: str, result: dict[str, Any], request_id: str) -> tuple[int, d
 def xml_error(err: SqsError, request_id: str) -> tuple[int, dict[str, str], bytes]:
     if err.shape == "UnknownOperationException":  # what SQS answers a GET naming no action: no ErrorResponse
         return 404, {"content-type": "text/xml", "x-amzn-requestid": request_id}, b"<UnknownOperationException/>"
+    if err.message == NO_QUEUE:  # SQS's query protocol words it so (its JSON protocol without the suffix)
+        err = SqsError(err.shape, NO_QUEUE[:-1] + " for this wsdl version.")
     body = (f'<?xml version="1.0" encoding="UTF-8"?><ErrorResponse xmlns="{XMLNS}"><Error><Type>{err.fault}</Type>'
             f"<Code>{_x(err.query_code)}</Code><Message>{_x(err.message)}</Message><Detail/></Error>"
             f"<RequestId>{request_id}</RequestId></ErrorResponse>")
