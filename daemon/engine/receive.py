@@ -61,8 +61,8 @@ FILL_ROUNDS = 3
 
 class NotInFlight(CasqueError):
     """The receipt's delivery is over: the message was deleted, or its visibility expired.
-    ``gone``: nothing is left where the receipt points (deleted, or received again since), as
-    opposed to a message still there but no longer in flight under this receipt."""
+    ``gone``: the message is no longer in its row at all (deleted, or dead-lettered), as opposed
+    to one still there but not in flight under this receipt (received again since)."""
 
     exit_code = 4
 

@@ -137,7 +137,7 @@ class MessageActions(ActionGroup):
         except InvalidReceipt:
             raise SqsError("ReceiptHandleIsInvalid", f'The input receipt handle "{handle}" is not a valid receipt handle.') from None
         except NotInFlight as exc:
-            if exc.gone:  # deleted, or received again since: SQS's answer for a message that is not there
+            if exc.gone:  # deleted (or dead-lettered): SQS's answer for a message that is not there
                 raise invalid(f"Value {handle} for parameter ReceiptHandle is invalid. Reason: Message does not exist or is not available "
                               "for visibility timeout change.") from None
             raise SqsError("MessageNotInflight", "The message referred to isn't in flight.") from None
