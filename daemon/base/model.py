@@ -145,3 +145,9 @@ def check_headers(headers: dict[str, str] | None) -> dict[str, str]:
         if not isinstance(k, str) or not isinstance(v, str):
             raise UsageError(f"invalid header {k!r}: header names and values must be strings")
     return headers
+
+
+def out_of_attempts(attempt: int, max_attempts: int) -> bool:
+    """True once ``attempt`` used the last of ``max_attempts``; 0 means no limit (a queue without
+    an SQS RedrivePolicy: messages are redelivered until their retention ends, as in SQS)."""
+    return max_attempts > 0 and attempt >= max_attempts

@@ -22,7 +22,7 @@ def add_cli(sub: Any) -> None:
     when.add_argument("--at", help="run at this ISO 8601 time")
     s.add_argument("--priority", type=int, default=0, help="higher runs first (default 0)")
     s.add_argument("--timeout", help="message timeout, e.g. 30s (default: the queue's)")
-    s.add_argument("--max-attempts", type=int)
+    s.add_argument("--max-attempts", type=int, help="deliveries before it is poisoned (default: the queue's at send; 0: the queue's at each delivery)")
     s.add_argument("--header", action="append", default=[], metavar="NAME=VALUE")
     s.add_argument("--key", help="lookup key, to get/replace/cancel the message later")
     s.add_argument("--on-conflict", choices=["replace", "keep", "error"], default="replace")

@@ -19,7 +19,7 @@ def _queue_options(p: argparse.ArgumentParser, create: bool) -> None:
         p.add_argument("--expire-after", help="delete the queue after this long without a send or receive, e.g. 30d (default: never)")
     p.add_argument("--timeout", help="default message timeout, e.g. 30s")
     p.add_argument("--lock-timeout", dest="lock_ttl", help="shard lock timeout, e.g. 5s")
-    p.add_argument("--max-attempts", type=int, help="deliveries before a message is poisoned")
+    p.add_argument("--max-attempts", type=int, help="deliveries before a message is poisoned (0: no limit, redelivered until retention)")
     p.add_argument("--retention", help="how long finished data is kept, e.g. 7d")
     p.add_argument("--max-payload-bytes", type=int, help="largest payload accepted by send")
     p.add_argument("--history", action=argparse.BooleanOptionalAction, default=None, help="keep message history (casque history)")

@@ -27,26 +27,32 @@ from daemon.engine.producer import Job
 from daemon.engine.table import after, all_rows, message_from_row
 
 
-async def purge(cq: Casque, queue: str, parallel: int = 16) -> int:
-    """Delete every message of a queue (waiting, scheduled and in flight) and its keys. Returns the count."""
+async def purge(cq: Casque, queue: str, parallel: int = 16, sent_before_ms: int | None = None) -> int:
+    """Delete every message of a queue (waiting, scheduled and in flight) and its keys. Returns the count.
+
+    ``sent_before_ms``: delete only messages sent before then (by their ``enqueued_at``, the
+    sender's clock): a message sent while the purge reads the rows survives it, whether its row
+    was read before or after it arrived (the SQS endpoint passes the PurgeQueue's start)."""
     qs = await cq.queues.get(queue, fresh=True)
     sem = asyncio.Semaphore(parallel)
 
     async def one(bucket: int, shard: int) -> int:
         async with sem:
-            return await _purge_row(cq, qs, bucket, shard)
+            return await _purge_row(cq, qs, bucket, shard, sent_before_ms)
 
     counts = await asyncio.gather(*(one(b, s) for b, s in all_rows(qs)))
     await cq.keys.purge(queue)
     return sum(counts)
 
 
-async def _purge_row(cq: Casque, qs: QueueSettings, bucket: int, shard: int) -> int:
+async def _purge_row(cq: Casque, qs: QueueSettings, bucket: int, shard: int, sent_before_ms: int | None = None) -> int:
     static = await cq.db.run(cq.table.read_cursors, [qs.name, bucket, shard])
     cursors = dict(static[0].cursors or {}) if static else {}
     deleted = 0
     for rank in qs.ranks():
         rows = await cq.db.run_all(cq.table.read_rank.bind([qs.name, bucket, shard, rank, cursors.get(rank, 0), 1 << 30]))
+        if sent_before_ms is not None:
+            rows = [r for r in rows if (r.enqueued_at or 0) < sent_before_ms]
         for chunk in range(0, len(rows), 100):
             batch = cq.db.batch()
             messages = [message_from_row(qs.name, bucket, shard, r) for r in rows[chunk:chunk + 100]]

@@ -47,10 +47,11 @@ from daemon.engine.holds import RowHolds
 from daemon.engine.keys import KeyEntry, KeyStore
 from daemon.engine.locking import HeldLock, ShardLocker
 from daemon.base.logs import get_logger
-from daemon.base.model import Message, QueueSettings
+from daemon.base.model import Message, QueueSettings, out_of_attempts
 from daemon.engine.placement import bucket_of
 from daemon.engine.poison import PoisonStore
 from daemon.engine.queues import QueueStore
+from daemon.engine.received import stamp as stamp_received
 from daemon.engine.table import STATE_IN_FLIGHT, MessageTable, after, all_rows, message_from_row
 
 log = get_logger("casque.consumer")
@@ -570,7 +571,7 @@ class Consumer:
         chained: list[tuple[Message, Message]] = []
         for m in messages:
             batch.add(self.table.delete_message(m, m.due_ms))
-            reason = self._poison_reason(m)
+            reason = self._poison_reason(m, qs)
             if reason:
                 doomed.append((m, reason))
                 continue
@@ -586,7 +587,10 @@ class Consumer:
             m.attempt += 1
             m.state = STATE_IN_FLIGHT
             m.due_ms = m.copy_due_ms = now + (m.timeout_ms if visibility_ms is None else visibility_ms) + self.hold_ms
+            if visibility_ms is not None:  # a pull: its receive times ride in the column written anyway
+                stamp_received(m.headers, now)
             batch.add(self.table.insert_message(m, now, qs.retention_s))
+            m.max_attempts = m.max_attempts or qs.max_attempts  # bound above as stored (0: follow the queue)
             delivered.append(m)
         cursors = dict(state.cursors)
         _merge(cursors, moves)
@@ -645,11 +649,16 @@ class Consumer:
             log.info("schedule_ended", queue=qs.name, key=m.key, reason="cancelled or replaced while an occurrence was taken")
 
     @staticmethod
-    def _poison_reason(m: Message) -> str | None:
+    def _poison_reason(m: Message, qs: QueueSettings) -> str | None:
+        """Why a message read for a take must leave the row instead (None: deliver it). Its
+        attempts are counted against its own max_attempts, or, if it was sent with 0 ("follow the
+        queue", what SQS sends store), against the queue's setting as it is now: a RedrivePolicy
+        set, lowered or removed after the send applies, as in SQS. 0 there too: no limit."""
         if m.corrupt:
             return m.corrupt
-        if m.state == STATE_IN_FLIGHT and m.attempt >= m.max_attempts:
-            return f"timed out on its last attempt ({m.attempt} of {m.max_attempts})"
+        limit = m.max_attempts or qs.max_attempts
+        if m.state == STATE_IN_FLIGHT and out_of_attempts(m.attempt, limit):
+            return f"timed out on its last attempt ({m.attempt} of {limit})"
         return None
 
     async def _release_quietly(self, lock: HeldLock) -> None:

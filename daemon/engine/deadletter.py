@@ -24,6 +24,7 @@ from daemon.engine.db import Database
 from daemon.engine.poison import PoisonStore
 from daemon.engine.producer import Job, build_message
 from daemon.engine.queues import QueueStore
+from daemon.engine.received import RECEIVED_HEADER
 from daemon.engine.table import MessageTable
 
 DEAD_LETTER = "casque.dead_letter"
@@ -56,8 +57,9 @@ class PoisonRouter:
         except QueueNotFound:
             log.error("dead_letter_queue_missing", queue=m.queue, target=target, fix="create it or change the RedrivePolicy")
             return False
-        headers = dict(m.headers) | {FROM_HEADER: m.queue, ID_HEADER: str(m.id)}
-        copy = build_message(qs, Job(m.task, m.payload, priority=m.priority, headers=headers), now_ms)
+        headers = {k: v for k, v in m.headers.items() if k != RECEIVED_HEADER} | {FROM_HEADER: m.queue, ID_HEADER: str(m.id)}
+        # A new message there: never received, and (max_attempts 0) under the dead-letter queue's own policy.
+        copy = build_message(qs, Job(m.task, m.payload, priority=m.priority, headers=headers, max_attempts=0), now_ms)
         qs = await self.queues.add_priority(qs, copy.priority)
         await self.db.run(self.table.insert_message(copy, now_ms, qs.retention_s))
         self.notify(target, now_ms)

@@ -218,8 +218,10 @@ def build_message(qs: QueueSettings, job: Job, now_ms: int) -> Message:
     bucket, shard = row_of(mid, qs.bucket_ms, qs.buckets, qs.shards)
     timeout_ms = int(parse_duration(job.timeout, "timeout") * 1000) if job.timeout is not None else qs.timeout_ms
     max_attempts = job.max_attempts if job.max_attempts is not None else qs.max_attempts
-    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
-        raise UsageError(f"invalid max_attempts {max_attempts!r}: use an integer of at least 1")
+    # 0: the message follows its queue's max_attempts as it is at each delivery (SQS's redrive
+    # policy applies to messages already sent); a queue's 0 is no limit (consumer.py).
+    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 0:
+        raise UsageError(f"invalid max_attempts {max_attempts!r}: use an integer of at least 1 (0: follow the queue's setting)")
     if timeout_ms < 100:
         raise UsageError(f"invalid timeout {job.timeout!r}: a message timeout must be at least 100ms")
     return Message(

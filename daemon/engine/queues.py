@@ -32,7 +32,9 @@ _COLUMNS = ("name, shards, buckets, bucket_seconds, lock_ttl_ms, timeout_ms, max
 _READ = _COLUMNS + ", draining"
 #: 1 shard x 1 bucket is valid: a tiny queue (one user's) is a single row, and an idle receive on it
 #: reads that row's lanes only (docs/design.md, "Many queues").
-_LIMITS = {"shards": (1, 4096), "buckets": (1, 1024), "bucket_seconds": (1, 86400), "max_attempts": (1, 1000)}
+#: max_attempts 0: no limit, a message is redelivered until its retention ends (an SQS queue
+#: without a RedrivePolicy).
+_LIMITS = {"shards": (1, 4096), "buckets": (1, 1024), "bucket_seconds": (1, 86400), "max_attempts": (0, 1000)}
 
 
 def settings_from_defaults(name: str, d: QueueDefaults, **overrides: Any) -> QueueSettings:

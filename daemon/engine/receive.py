@@ -49,6 +49,7 @@ from daemon.engine.db import Database
 from daemon.engine.keys import KeyStore
 from daemon.engine.queues import QueueStore
 from daemon.engine.receipts import InvalidReceipt, Receipt, ReceiptSigner
+from daemon.engine.received import times
 from daemon.engine.secrets import RECEIPT_KEY, SecretStore
 from daemon.engine.table import KIND_MESSAGE, KIND_MOVED, STATE_IN_FLIGHT, MessageTable, after, message_from_row, ttl_for
 from daemon.engine.wakeups import Wakeups
@@ -59,9 +60,19 @@ FILL_ROUNDS = 3
 
 
 class NotInFlight(CasqueError):
-    """The receipt's delivery is over: the message was deleted, or its visibility expired."""
+    """The receipt's delivery is over: the message was deleted, or its visibility expired.
+    ``gone``: the message is no longer in its row at all (deleted, or dead-lettered), as opposed
+    to one still there but not in flight under this receipt (received again since)."""
 
     exit_code = 4
+
+    def __init__(self, message: str, gone: bool = False) -> None:
+        super().__init__(message)
+        self.gone = gone
+
+
+class VisibilityTooLong(UsageError):
+    """A visibility change past ``MAX_VISIBILITY_S`` from the delivery's receive (SQS's 12 h cap)."""
 
 
 @dataclass
@@ -198,10 +209,9 @@ class Receiver:
         """Delete the delivery ``receipt`` names. True if it was current; False if the receipt is
         stale (already deleted, or its visibility expired): then nothing changes, like SQS."""
         r = (await self.signer()).open(receipt, queue)
-        found = await self._locate(r)
-        if found is None:
+        m, marker, _ = await self._locate(r)
+        if m is None:
             return False
-        m, marker = found
         batch = self.db.batch()
         batch.add(self.table.delete_message(m, m.due_ms))
         if marker:
@@ -216,13 +226,17 @@ class Receiver:
         time (ms). NotInFlight if the receipt's delivery is over."""
         _check_number("visibility", seconds, 0, MAX_VISIBILITY_S)
         r = (await self.signer()).open(receipt, queue)
-        found = await self._locate(r)
-        if found is None:
-            raise NotInFlight("the message is not in flight under this receipt: it was deleted, or its visibility timeout expired; receive it again")
-        m, marker = found
+        m, marker, present = await self._locate(r)
+        if m is None:
+            raise NotInFlight("the message is not in flight under this receipt: it was deleted, or its visibility timeout expired; receive it again",
+                              gone=not present and not await self._still_there(r))
         qs = await self.queues.get(r.queue)
         now = self.clock.now_ms()
         new_due = now + int(seconds * 1000)
+        _, received = times(m.headers)
+        if received is not None and new_due > received + MAX_VISIBILITY_S * 1000:
+            raise VisibilityTooLong(f"visibility {seconds:g}s would end {(new_due - received) / 1000:.0f}s after the receive: "
+                                    f"at most {MAX_VISIBILITY_S}s from the receive")
         batch = self.db.batch()
         if new_due != m.due_ms:
             batch.add(self.table.delete_message(m, m.due_ms))
@@ -245,8 +259,10 @@ class Receiver:
     async def change_visibility_many(self, changes: Iterable[tuple[str, float]], queue: str | None = None) -> list[int | Exception]:
         return await _each(changes, lambda c: self.change_visibility(c[0], c[1], queue))
 
-    async def _locate(self, r: Receipt) -> tuple[Message, bool] | None:
-        """The current delivery a receipt names, and whether a moved marker points to it."""
+    async def _locate(self, r: Receipt) -> tuple[Message | None, bool, bool]:
+        """The current delivery a receipt names (None if its delivery is over), whether a moved
+        marker points to it, and whether any message is there at all (so a deleted or re-received
+        message is told apart from one still there under another attempt or state)."""
         rows = await self.db.run(self.table.read_at, [r.queue, r.bucket, r.shard, r.rank, r.due_ms, r.id])
         row = next((x for x in rows if x.kind == KIND_MESSAGE), None)
         marker = next((x for x in rows if x.kind == KIND_MOVED), None)
@@ -254,10 +270,15 @@ class Receiver:
             moved = await self.db.run(self.table.read_at, [r.queue, r.bucket, r.shard, r.rank, marker.moved_to, r.id])
             row = next((x for x in moved if x.kind == KIND_MESSAGE), None)
         if row is None or row.state != STATE_IN_FLIGHT or (row.attempt or 0) != r.attempt:
-            return None
+            return None, marker is not None, row is not None
         m = message_from_row(r.queue, r.bucket, r.shard, row)
         m.copy_due_ms = m.due_ms
-        return m, marker is not None
+        return m, marker is not None, True
+
+    async def _still_there(self, r: Receipt) -> bool:
+        """Whether the receipt's message is anywhere in its row (received again since, say), as
+        opposed to deleted. A filtered read of the row: only a stale receipt's error path pays it."""
+        return bool(await self.db.run(self.table.read_id, [r.queue, r.bucket, r.shard, r.id]))
 
 
 async def _each(items: Iterable[Any], one: Callable[[Any], Any]) -> list[Any]:
@@ -276,4 +297,4 @@ def _check_number(name: str, value: Any, lo: float, hi: float, kind: type = floa
         raise UsageError(f"invalid {name} {value!r}: use {what} from {lo:g} to {hi:g}")
 
 
-__all__ = ["Delivery", "InvalidReceipt", "NotInFlight", "Receiver"]
+__all__ = ["Delivery", "InvalidReceipt", "NotInFlight", "Receiver", "VisibilityTooLong"]

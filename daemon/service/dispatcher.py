@@ -28,7 +28,7 @@ from daemon.service.handler import Context, Poison, Retry
 from daemon.service.hooks import Hooks
 from daemon.service.ownership import Ownership
 from daemon.base.logs import debug_enabled, get_logger
-from daemon.base.model import Message
+from daemon.base.model import Message, out_of_attempts
 from daemon.service.registry import Registry, TaskSpec
 from daemon.engine.samples import Counters
 from daemon.service.visibility import Visibility
@@ -475,7 +475,7 @@ class Dispatcher:
             duration = time.monotonic() - started
             mlog.warning("message_timed_out", timeout_s=round(run_timeout, 3), duration=round(duration, 3), comes_back_at_ms=m.copy_due_ms)
             await self.hooks.outcome("timed_out", m, duration, handled=True, error=TimeoutError(f"timed out after {run_timeout:.3f}s"))
-            if m.attempt >= m.max_attempts:
+            if out_of_attempts(m.attempt, m.max_attempts):
                 reason = f"timed out on its last attempt ({m.attempt} of {m.max_attempts})"
                 await self._poison(consumer, m, mlog, reason, "TimeoutError", "", duration)
             else:
@@ -554,7 +554,7 @@ class Dispatcher:
                                exc: BaseException, started: float) -> None:
         duration = time.monotonic() - started
         error = f"{type(exc).__name__}: {exc}"
-        if m.attempt >= m.max_attempts:
+        if out_of_attempts(m.attempt, m.max_attempts):
             await self._poison(consumer, m, mlog, f"failed on its last attempt ({m.attempt} of {m.max_attempts})", type(exc).__name__,
                                "".join(traceback.format_exception(exc)), duration, error, handled=exc)
             return

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable, ClassVar
 
+from daemon.base.model import out_of_attempts
+
 
 class Retry(Exception):
     """Raise from a handler to run the message again after ``after`` seconds (counts an attempt)."""
@@ -72,7 +74,7 @@ class Context:
 
     @property
     def last_attempt(self) -> bool:
-        return self.attempt >= self.max_attempts
+        return out_of_attempts(self.attempt, self.max_attempts)
 
     async def extend(self, seconds: float) -> None:
         """Keep this message invisible for ``seconds`` more from now (for long work): moves its

@@ -37,7 +37,7 @@ def build_app(cq: Casque, settings: SqsSettings | None = None) -> Starlette:
 
     async def endpoint(request: Request) -> Response:
         request_id = wire.new_request_id()
-        use_json = wire.is_json(request.headers)
+        use_json = request.method == "POST" and wire.is_json(request.headers)  # a GET is always the query protocol
         action = "?"
         try:
             body = await _read_body(request)
@@ -45,16 +45,14 @@ def build_app(cq: Casque, settings: SqsSettings | None = None) -> Starlette:
             if use_json:
                 action, params = wire.parse_json(request.headers, body)
             else:
-                action, params = wire.parse_query(request.url.query, body if request.method == "POST" else b"")
+                action, params = wire.parse_query(request.url.query, body if request.method == "POST" else b"", get=request.method == "GET")
             path = request.url.path.strip("/")
             base_url = f"{request.url.scheme}://{request.headers.get('host', request.url.netloc)}"
-            call = Call(params, base_url, path.rsplit("/", 1)[-1] if "/" in path else None, principal)
+            call = Call(params, base_url, path.rsplit("/", 1)[-1] if "/" in path else None, principal, request.headers.get("x-amzn-trace-id"))
             result = await service.run(action, call)
             status, headers, out = wire.json_ok(result, request_id) if use_json else wire.xml_ok(action, result, request_id)
         except Exception as exc:  # every failure becomes the protocol's error; the server goes on
             err = _as_sqs_error(exc, action)
-            if use_json and err.shape == "InvalidAction":  # what SQS's JSON protocol calls it
-                err = SqsError("UnknownOperationException", err.message)
             status, headers, out = wire.json_error(err, request_id) if use_json else wire.xml_error(err, request_id)
         return Response(out, status_code=status, headers=headers)
 

@@ -1,8 +1,10 @@
 """SQS queue attributes <-> casque queue settings.
 
 VisibilityTimeout is the queue's message timeout, MessageRetentionPeriod its retention, and a
-RedrivePolicy's maxReceiveCount its max_attempts (without one, max_attempts is casque's ceiling,
-1000: SQS has no limit). The rest (DelaySeconds, ReceiveMessageWaitTimeSeconds,
+RedrivePolicy's maxReceiveCount its max_attempts (without one, 0: no limit, as in SQS a message is
+received again until its retention ends). Messages sent over SQS store max_attempts 0, "follow the
+queue": the policy as it is when a message is received decides (engine/consumer.py), so a policy
+set, lowered or removed after the send applies to it, as in SQS. The rest (DelaySeconds, ReceiveMessageWaitTimeSeconds,
 MaximumMessageSize, RedrivePolicy itself, Policy, ...) is kept as text in the queue row's
 ``attributes`` map (engine/attributes.py). Each value is checked against SQS's range first.
 """
@@ -18,7 +20,9 @@ from daemon.engine.attributes import QueueExtras
 from daemon.engine.deadletter import DEAD_LETTER
 from daemon.http.sqs.errors import SqsError
 
-NO_REDRIVE_ATTEMPTS = 1000
+NO_REDRIVE_ATTEMPTS = 0  # the queue's max_attempts without a RedrivePolicy: no limit
+FOLLOW_QUEUE = 0  # a message's max_attempts: the queue's, as it is at each receive
+MAX_RECEIVE_COUNT = 1000
 DEFAULT_VISIBILITY = 30
 DEFAULT_RETENTION = 345_600
 DEFAULT_MAX_SIZE = 1_048_576  # SQS's default since 2025 (it was 256 KiB)
@@ -83,7 +87,7 @@ def _redrive(text: str) -> str:
         n = int(count)
     except (TypeError, ValueError):
         n = 0
-    if not 1 <= n <= NO_REDRIVE_ATTEMPTS:
+    if not 1 <= n <= MAX_RECEIVE_COUNT:
         raise SqsError("InvalidAttributeValue", f"Value for parameter RedrivePolicy is invalid. Reason: Invalid value for maxReceiveCount: {count}, valid values are from 1 to 1000 both inclusive.")
     return json.dumps({"deadLetterTargetArn": policy["deadLetterTargetArn"], "maxReceiveCount": n}, separators=(",", ":"))
 

@@ -23,13 +23,15 @@ CODES: dict[str, tuple[str, int]] = {
     "MessageNotInflight": ("AWS.SimpleQueueService.MessageNotInflight", 400),
     "PurgeQueueInProgress": ("AWS.SimpleQueueService.PurgeQueueInProgress", 403),
     "UnsupportedOperation": ("AWS.SimpleQueueService.UnsupportedOperation", 400),
-    "ReceiptHandleIsInvalid": ("ReceiptHandleIsInvalid", 400),
+    "ReceiptHandleIsInvalid": ("ReceiptHandleIsInvalid", 404),
     "InvalidMessageContents": ("InvalidMessageContents", 400),
     "InvalidAttributeName": ("InvalidAttributeName", 400),
     "InvalidAttributeValue": ("InvalidAttributeValue", 400),
     "InvalidSecurity": ("InvalidSecurity", 403),
     "OverLimit": ("OverLimit", 403),
-    "ResourceNotFoundException": ("ResourceNotFoundException", 400),
+    "ResourceNotFoundException": ("ResourceNotFoundException", 404),
+    "RequestThrottled": ("RequestThrottled", 403),
+    "InvalidAddress": ("InvalidAddress", 404),
     # Not modelled as shapes, but sent by SQS (common AWS errors).
     "InvalidParameterValue": ("InvalidParameterValue", 400),
     "MissingParameter": ("MissingParameter", 400),
@@ -47,6 +49,15 @@ CODES: dict[str, tuple[str, int]] = {
     "ServiceUnavailable": ("ServiceUnavailable", 503),
     "InternalError": ("InternalError", 500),
 }
+# Statuses and codes above: the awsQueryError trait of each error shape in SQS's Smithy model
+# (ReceiptHandleIsInvalid 404, PurgeQueueInProgress 403, ...).
+#
+# The JSON protocol's __type for errors SQS does not model as shapes: what SQS's JSON endpoint sends
+# (recorded against AWS: a bad MaxNumberOfMessages is __type InvalidParameterValueException with
+# x-amzn-query-error InvalidParameterValue;Sender). boto3 then reports Error.Code from the header
+# (the query code, as against AWS) and Error.QueryErrorCode from the __type.
+_JSON_SHAPE = {"InvalidParameterValue": "InvalidParameterValueException", "MissingParameter": "MissingRequiredParameterException",
+               "InvalidAction": "UnknownOperationException"}
 # __type prefixes: SQS's modelled shapes are com.amazonaws.sqs#X; coral's own errors differ.
 _CORAL = {"UnknownOperationException": "com.amazon.coral.service#", "SerializationException": "com.amazon.coral.service#"}
 
@@ -75,7 +86,8 @@ class SqsError(Exception):
 
     @property
     def json_type(self) -> str:
-        return _CORAL.get(self.shape, "com.amazonaws.sqs#") + self.shape
+        shape = _JSON_SHAPE.get(self.shape, self.shape)
+        return _CORAL.get(shape, "com.amazonaws.sqs#") + shape
 
 
 def invalid(message: str) -> SqsError:

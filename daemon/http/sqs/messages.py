@@ -160,15 +160,17 @@ def body_of(m: Message) -> str:
 
 
 def select_attributes(attrs: dict[str, dict[str, Any]], wanted: list[str]) -> dict[str, dict[str, Any]]:
-    """MessageAttributeNames: 'All' or '.*', exact names, or prefixes written 'prefix.*'."""
+    """MessageAttributeNames: 'All', '*' or '.*', exact names, or prefixes written 'prefix.*'
+    (what precedes '.*': 'Hel.*' gives Hello and Help.Me, as SQS answers). Other names, valid or
+    not, select nothing (no error, as SQS)."""
     if not wanted or not attrs:
         return {}
-    if any(w in ("All", ".*") for w in wanted):
+    if any(w in ("All", ".*", "*") for w in wanted):
         return dict(attrs)
     out = {}
     for name, a in attrs.items():
         for w in wanted:
-            if name == w or (w.endswith(".*") and name.startswith(w[:-1])):
+            if name == w or (w.endswith(".*") and name.startswith(w[:-2])):
                 out[name] = a
                 break
     return out

@@ -24,6 +24,7 @@ from daemon.http.sqs.errors import SqsError
 JSON_TYPE = "application/x-amz-json-1.0"
 XMLNS = "http://queue.amazonaws.com/doc/2012-11-05/"
 TARGET_PREFIX = "AmazonSQS."
+NO_QUEUE = "The specified queue does not exist."
 
 
 def is_json(headers: Any) -> bool:
@@ -43,7 +44,9 @@ def parse_json(headers: Any, body: bytes) -> tuple[str, dict[str, Any]]:
     return target[len(TARGET_PREFIX):], params
 
 
-def parse_query(query_string: str, body: bytes) -> tuple[str, dict[str, Any]]:
+def parse_query(query_string: str, body: bytes, get: bool = False) -> tuple[str, dict[str, Any]]:
+    """A query-protocol request: a POST's parameters are its URL's and its form body's, a GET's its
+    URL's only. A GET without an Action is SQS's 404 ``<UnknownOperationException/>``."""
     try:
         pairs = parse_qsl(query_string, keep_blank_values=True, strict_parsing=False)
         pairs += parse_qsl(body.decode("utf-8"), keep_blank_values=True, strict_parsing=False)
@@ -53,6 +56,8 @@ def parse_query(query_string: str, body: bytes) -> tuple[str, dict[str, Any]]:
     action = flat.pop("Action", "")
     flat.pop("Version", None)
     if not action:
+        if get:
+            raise SqsError("UnknownOperationException", "A GET request must name its Action in the URL.")
         raise SqsError("MissingParameter", "The request must contain the parameter Action.")
     return action, _shape(_tree(flat))
 
@@ -121,6 +126,10 @@ def xml_ok(action: str, result: dict[str, Any], request_id: str) -> tuple[int, d
 
 
 def xml_error(err: SqsError, request_id: str) -> tuple[int, dict[str, str], bytes]:
+    if err.shape == "UnknownOperationException":  # what SQS answers a GET naming no action: no ErrorResponse
+        return 404, {"content-type": "text/xml", "x-amzn-requestid": request_id}, b"<UnknownOperationException/>"
+    if err.message == NO_QUEUE:  # SQS's query protocol words it so (its JSON protocol without the suffix)
+        err = SqsError(err.shape, NO_QUEUE[:-1] + " for this wsdl version.")
     body = (f'<?xml version="1.0" encoding="UTF-8"?><ErrorResponse xmlns="{XMLNS}"><Error><Type>{err.fault}</Type>'
             f"<Code>{_x(err.query_code)}</Code><Message>{_x(err.message)}</Message><Detail/></Error>"
             f"<RequestId>{request_id}</RequestId></ErrorResponse>")
@@ -133,22 +142,34 @@ def _x(value: Any) -> str:
     return escape(str(value), {'"': "&quot;", "\r": "&#xD;"})
 
 
+# How the query protocol writes each list and map of SQS's results (the xmlFlattened/xmlName traits
+# of SQS's model): a flattened list repeats its element, no wrapper; a map is flattened entries.
+_FLAT_LISTS = {"Messages": "Message", "QueueUrls": "QueueUrl", "queueUrls": "QueueUrl", "Failed": "BatchResultErrorEntry",
+               "Results": "ListMessageMoveTasksResultEntry"}
+_MAPS = {"Attributes": ("Attribute", "Name", "Value"), "Tags": ("Tag", "Key", "Value"), "MessageAttributes": ("MessageAttribute", "Name", "Value")}
+
+
 def _xml_field(action: str, key: str, value: Any) -> str:
-    if key in ("Attributes",):
-        return "".join(f"<Attribute><Name>{_x(k)}</Name><Value>{_x(v)}</Value></Attribute>" for k, v in value.items())
-    if key == "MessageAttributes":
-        return "".join(f"<MessageAttribute><Name>{_x(k)}</Name><Value>{_xml_value(v)}</Value></MessageAttribute>" for k, v in value.items())
-    if key == "Tags":
-        return "".join(f"<Tag><Key>{_x(k)}</Key><Value>{_x(v)}</Value></Tag>" for k, v in value.items())
-    if key in ("QueueUrls", "queueUrls"):
-        return "".join(f"<QueueUrl>{_x(u)}</QueueUrl>" for u in value)
-    if key == "Messages":
-        return "".join("<Message>" + "".join(_xml_field(action, k, v) for k, v in m.items()) + "</Message>" for m in value)
-    if key == "Successful":
-        return "".join(f"<{action}ResultEntry>" + "".join(_xml_field(action, k, v) for k, v in e.items()) + f"</{action}ResultEntry>" for e in value)
-    if key == "Failed":
-        return "".join("<BatchResultErrorEntry>" + "".join(f"<{k}>{_x(v)}</{k}>" for k, v in e.items()) + "</BatchResultErrorEntry>" for e in value)
+    """One member of a result in XML: scalars as text, lists and maps as SQS's model writes them,
+    any other structure or list as nested elements (never a Python repr)."""
+    if key in _MAPS and isinstance(value, dict):
+        entry, k_name, v_name = _MAPS[key]
+        render = _xml_value if key == "MessageAttributes" else _x
+        return "".join(f"<{entry}><{k_name}>{_x(k)}</{k_name}><{v_name}>{render(v)}</{v_name}></{entry}>" for k, v in value.items())
+    if isinstance(value, list):
+        element = f"{action}ResultEntry" if key == "Successful" else _FLAT_LISTS.get(key)
+        if element is None:  # not flattened in SQS's model: a wrapper with <member> items
+            return f"<{key}>" + "".join(f"<member>{_xml_item(action, v)}</member>" for v in value) + f"</{key}>"
+        return "".join(f"<{element}>{_xml_item(action, v)}</{element}>" for v in value)
+    if isinstance(value, dict):
+        return f"<{key}>{_xml_item(action, value)}</{key}>"
     return f"<{key}>{_x(value)}</{key}>"
+
+
+def _xml_item(action: str, value: Any) -> str:
+    if isinstance(value, dict):
+        return "".join(_xml_field(action, k, v) for k, v in value.items())
+    return _x(value)
 
 
 def _xml_value(v: dict[str, Any]) -> str:

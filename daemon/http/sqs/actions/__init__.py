@@ -23,6 +23,7 @@ from daemon.http.sqs.actions.queues import QueueActions
 from daemon.http.sqs.errors import SqsError
 
 __all__ = ["ActionGroup", "Call", "SqsService"]
+NOT_AT_QUEUE_URL = {"CreateQueue", "ListQueues"}
 GROUPS: tuple[type[ActionGroup], ...] = (QueueActions, MessageActions, MoveTaskActions, PermissionActions)
 
 
@@ -39,7 +40,7 @@ class SqsService:
 
     async def run(self, action: str, call: Call) -> dict[str, Any]:
         fn = self.actions.get(action)
-        if fn is None:
+        if fn is None or (call.path_queue and action in NOT_AT_QUEUE_URL):  # as SQS: these only at the service URL
             raise SqsError("InvalidAction", f"The action {action} is not valid for this endpoint.")
         try:
             return await fn(call)

@@ -23,6 +23,7 @@ class Call:
     base_url: str
     path_queue: str | None = None
     principal: AccessKey | None = None
+    trace_header: str | None = None  # X-Amzn-Trace-Id: SQS keeps it as the message's AWSTraceHeader
 
 
 class ActionGroup:

@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from daemon.engine.producer import Job
-from daemon.engine.receive import Delivery, InvalidReceipt, NotInFlight
+from daemon.engine.receive import Delivery, InvalidReceipt, NotInFlight, VisibilityTooLong
 from daemon.http.sqs import attributes as qattr
 from daemon.http.sqs import messages as msg
 from daemon.http.sqs import params
+from daemon.http.sqs import system_attributes as system_attrs
 from daemon.http.sqs.actions.base import ActionGroup, Call
 from daemon.http.sqs.errors import SqsError, invalid, missing
 
@@ -21,8 +22,8 @@ class MessageActions(ActionGroup):
         name = self.queue_of(call)
         qs = await self.cq.queues.get(name)
         extras = await self.cq.attributes.get(name)
-        job, result = self._job(call.params, qs, extras)
-        result["MessageId"] = await self.cq.send(name, job.task, job.payload, delay=job.delay, headers=job.headers)
+        job, result = self._job(call.params, qs, extras, call.trace_header)
+        result["MessageId"] = await self.cq.send(name, job.task, job.payload, delay=job.delay, headers=job.headers, max_attempts=job.max_attempts)
         return result
 
     async def send_message_batch(self, call: Call) -> dict[str, Any]:
@@ -38,7 +39,7 @@ class MessageActions(ActionGroup):
         failed: list[dict[str, Any]] = []
         for e in entries:
             try:
-                job, result = self._job(e, qs, extras)
+                job, result = self._job(e, qs, extras, call.trace_header)
                 ok.append((e["Id"], job, result))
             except SqsError as err:
                 failed.append({"Id": e["Id"], "SenderFault": True, "Code": err.query_code, "Message": err.message})
@@ -46,21 +47,26 @@ class MessageActions(ActionGroup):
         successful = [{"Id": eid, "MessageId": mid, **result} for (eid, _, result), mid in zip(ok, ids)]
         return {"Successful": successful, "Failed": failed}
 
-    def _job(self, p: dict[str, Any], qs: Any, extras: Any) -> tuple[Job, dict[str, Any]]:
+    def _job(self, p: dict[str, Any], qs: Any, extras: Any, trace: str | None = None) -> tuple[Job, dict[str, Any]]:
         body = msg.check_body(p.get("MessageBody"))
         attrs = msg.check_attributes(p.get("MessageAttributes"))
         if p.get("MessageDeduplicationId") is not None:
             raise invalid("The request include parameter MessageDeduplicationId that is not valid for this queue type")
+        system = system_attrs.check(p.get("MessageSystemAttributes"))
+        group = system_attrs.check_group(p.get("MessageGroupId"))
         limit = qattr.number(qs, extras, "MaximumMessageSize")
         size = len(body.encode("utf-8")) + msg.attributes_size(attrs)
         if size > limit:
             raise invalid(f"One or more parameters are invalid. Reason: Message must be shorter than {limit} bytes.")
         delay = params.integer(p, "DelaySeconds", qattr.number(qs, extras, "DelaySeconds"), 0, 900)
-        job = Job(msg.task_of(attrs, self.settings.task), body, delay=delay or None, headers=msg.to_headers(attrs))
+        headers = msg.to_headers(attrs) | system_attrs.to_headers(system, group, trace)
+        job = Job(msg.task_of(attrs, self.settings.task), body, delay=delay or None, headers=headers, max_attempts=qattr.FOLLOW_QUEUE)
         result = {"MD5OfMessageBody": msg.md5_hex(body.encode("utf-8"))}
         digest = msg.md5_of_attributes(attrs)
         if digest:
             result["MD5OfMessageAttributes"] = digest
+        if system:
+            result["MD5OfMessageSystemAttributes"] = msg.md5_of_attributes(system)
         return job, result
 
     async def receive_message(self, call: Call) -> dict[str, Any]:
@@ -73,7 +79,8 @@ class MessageActions(ActionGroup):
                     "Value {v} for parameter WaitTimeSeconds is invalid. Reason: Must be >= 0 and <= 20, if provided.")
         visibility = params.integer(p, "VisibilityTimeout", qattr.number(qs, extras, "VisibilityTimeout"), 0, 43_200,
                           "Value {v} for parameter VisibilityTimeout is invalid. Reason: Must be >= 0 and <= 43200, if provided.")
-        system = params.names(p.get("MessageSystemAttributeNames")) + params.names(p.get("AttributeNames"))
+        # As SQS: MessageSystemAttributeNames when given, else the older AttributeNames.
+        system = params.names(p.get("MessageSystemAttributeNames")) or params.names(p.get("AttributeNames"))
         wanted = params.names(p.get("MessageAttributeNames"))
         deliveries = await self.cq.receive(name, max=limit, wait=wait, visibility=visibility)
         return {"Messages": [self._message(d, system, wanted) for d in deliveries]} if deliveries else {}
@@ -82,11 +89,7 @@ class MessageActions(ActionGroup):
         m = d.message
         body = msg.body_of(m)
         out: dict[str, Any] = {"MessageId": str(m.id), "ReceiptHandle": d.receipt, "MD5OfBody": msg.md5_hex(body.encode("utf-8")), "Body": body}
-        every = "All" in system
-        values = {"SenderId": self.settings.account, "SentTimestamp": str(m.enqueued_at), "ApproximateReceiveCount": str(m.attempt)}
-        if m.attempt == 1:
-            values["ApproximateFirstReceiveTimestamp"] = str(d.received_ms)
-        chosen = {k: v for k, v in values.items() if every or k in system}
+        chosen = system_attrs.select(system_attrs.values(m, d.received_ms, self.settings.account, self.arn), system)
         if chosen:
             out["Attributes"] = chosen
         attrs = msg.select_attributes(msg.from_headers(m.headers), wanted)
@@ -133,8 +136,14 @@ class MessageActions(ActionGroup):
             await self.cq.receiver.change_visibility(handle, seconds, queue)
         except InvalidReceipt:
             raise SqsError("ReceiptHandleIsInvalid", f'The input receipt handle "{handle}" is not a valid receipt handle.') from None
-        except NotInFlight:
+        except NotInFlight as exc:
+            if exc.gone:  # deleted (or dead-lettered): SQS's answer for a message that is not there
+                raise invalid(f"Value {handle} for parameter ReceiptHandle is invalid. Reason: Message does not exist or is not available "
+                              "for visibility timeout change.") from None
             raise SqsError("MessageNotInflight", "The message referred to isn't in flight.") from None
+        except VisibilityTooLong:
+            raise invalid(f"Value {seconds} for parameter VisibilityTimeout is invalid. Reason: Total VisibilityTimeout for the message "
+                          f"is beyond the limit [43200 seconds]") from None
 
     async def change_message_visibility_batch(self, call: Call) -> dict[str, Any]:
         name = self.queue_of(call)

@@ -7,6 +7,7 @@ from typing import Any
 
 from daemon.base.errors import QueueNotFound, UsageError
 from daemon.engine import admin
+from daemon.engine.cooldown import Cooldowns
 from daemon.engine.queues import MAX_PAYLOAD_BYTES, settings_from_defaults
 from daemon.engine.stats import queue_stats
 from daemon.http.sqs import attributes as qattr
@@ -20,9 +21,17 @@ LIST_PAGE = 1000
 LIST_SCAN = 10_000
 
 
+#: SQS's 60 s: a second PurgeQueue of a queue, and a CreateQueue of a deleted queue's name, wait this long.
+COOLDOWN_S = 60
+
+
 class QueueActions(ActionGroup):
     ACTIONS = ("CreateQueue", "GetQueueUrl", "ListQueues", "DeleteQueue", "PurgeQueue", "GetQueueAttributes", "SetQueueAttributes",
                "ListDeadLetterSourceQueues", "TagQueue", "UntagQueue", "ListQueueTags")
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.cooldowns = Cooldowns(self.cq.db, self.cq.settings.cassandra.keyspace, "sqs")
 
     async def create_queue(self, call: Call) -> dict[str, Any]:
         name = call.params.get("QueueName")
@@ -35,6 +44,8 @@ class QueueActions(ActionGroup):
         attrs = qattr.check(call.params.get("Attributes"), creating=True)
         tags = params.tags(call.params.get("tags") or call.params.get("Tags"))
         await self._check_redrive_target(attrs)
+        if await self.cooldowns.active(f"sqs.deleted:{name}"):
+            raise SqsError("QueueDeletedRecently", "You must wait 60 seconds after deleting a queue before you can create another with the same name.")
         options = {"max_attempts": qattr.NO_REDRIVE_ATTEMPTS, "timeout": qattr.DEFAULT_VISIBILITY, "retention": qattr.DEFAULT_RETENTION,
                    "max_payload_bytes": MAX_PAYLOAD_BYTES} | qattr.casque_options(attrs)
         try:
@@ -98,6 +109,7 @@ class QueueActions(ActionGroup):
     async def delete_queue(self, call: Call) -> dict[str, Any]:
         name = self.queue_of(call)
         await self.cq.queues.get(name, fresh=True)
+        await self.cooldowns.start(f"sqs.deleted:{name}", COOLDOWN_S)  # first: no CreateQueue can slip in after the delete
         await admin.delete_queue(self.cq, name)
         self.cq.attributes.forget(name)
         return {}
@@ -105,7 +117,10 @@ class QueueActions(ActionGroup):
     async def purge_queue(self, call: Call) -> dict[str, Any]:
         name = self.queue_of(call)
         await self.cq.queues.get(name, fresh=True)
-        await admin.purge(self.cq, name)
+        started = self.cq.clock.now_ms()
+        if not await self.cooldowns.claim(f"sqs.purge:{name}", COOLDOWN_S):
+            raise SqsError("PurgeQueueInProgress", f"Only one PurgeQueue operation on {name} is allowed every 60 seconds.")
+        await admin.purge(self.cq, name, sent_before_ms=started)
         return {}
 
     async def get_queue_attributes(self, call: Call) -> dict[str, Any]:
@@ -133,11 +148,16 @@ class QueueActions(ActionGroup):
         attrs = qattr.check(call.params.get("Attributes") or {}, creating=False)
         await self._check_redrive_target(attrs)
         options = qattr.casque_options(attrs)
-        if options:
-            await self.cq.queues.update(name, **options)
         extra, dropped = qattr.internal(attrs)
         keep = {k: v for k, v in attrs.items() if v != ""} | extra
-        await self.cq.attributes.set(name, keep, {k for k, v in attrs.items() if v == ""} | dropped, self.cq.clock.now_ms())
+        # A redrive target is written before the limit that sends messages to it, and a limit is
+        # lifted before its target goes: a receive in between never poisons a message instead.
+        if extra:
+            await self.cq.attributes.set(name, keep, {k for k, v in attrs.items() if v == ""} | dropped, self.cq.clock.now_ms())
+        if options:
+            await self.cq.queues.update(name, **options)
+        if not extra:
+            await self.cq.attributes.set(name, keep, {k for k, v in attrs.items() if v == ""} | dropped, self.cq.clock.now_ms())
         return {}
 
     async def _check_redrive_target(self, attrs: dict[str, str]) -> None:
