@@ -4,7 +4,8 @@ VisibilityTimeout is the queue's message timeout, MessageRetentionPeriod its ret
 RedrivePolicy's maxReceiveCount its max_attempts (without one, max_attempts is casque's ceiling,
 1000: SQS has no limit). The rest (DelaySeconds, ReceiveMessageWaitTimeSeconds,
 MaximumMessageSize, RedrivePolicy itself, Policy, ...) is kept as text in the queue row's
-``attributes`` map (engine/attributes.py). Each value is checked against SQS's range first.
+``attributes`` map (engine/attributes.py). Each value is checked against SQS's range first; a
+Policy must be one casque can enforce (policy.py), as it is on every request (access.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from daemon.base.model import QueueSettings
 from daemon.engine.attributes import QueueExtras
 from daemon.engine.deadletter import DEAD_LETTER
 from daemon.http.sqs.errors import SqsError
+from daemon.http.sqs.policy import compile_policy
 
 NO_REDRIVE_ATTEMPTS = 1000
 DEFAULT_VISIBILITY = 30
@@ -67,6 +69,8 @@ def check(attrs: Any, creating: bool) -> dict[str, str]:
             text = str(int(text))
         if name == "RedrivePolicy" and text:
             text = _redrive(text)
+        if name == "Policy" and text:
+            compile_policy(text)  # refused unless casque can enforce it (access.py); kept as given
         out[name] = text
     return out
 
