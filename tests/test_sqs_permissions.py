@@ -12,11 +12,13 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterator
 
 import pytest
+from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
 from tests.conftest import TEST_KEYSPACE
 from tests.support import sqsserver
 from tests.test_sqs_auth import casque, client
+from tests.test_sqs_query import query, text
 
 ACCOUNT = "000000000000"
 
@@ -282,8 +284,8 @@ def test_malformed_or_unenforceable_policies_are_refused_and_the_old_one_kept(as
     good = policy({"Sid": "keep", "Effect": "Deny", "Principal": "*", "Action": "sqs:PurgeQueue", "Resource": "*"})
     admin.set_queue_attributes(QueueUrl=url, Attributes={"Policy": good})
     reasons = {}
-    for what, text in BAD_POLICIES.items():
-        reasons[what] = invalid_attribute(admin.set_queue_attributes, QueueUrl=url, Attributes={"Policy": text, "DelaySeconds": "7"})
+    for what, doc in BAD_POLICIES.items():
+        reasons[what] = invalid_attribute(admin.set_queue_attributes, QueueUrl=url, Attributes={"Policy": doc, "DelaySeconds": "7"})
         assert policy_of(admin, url) == good, f"{what}: the old policy was not kept"
     assert all("Reason:" in r for r in reasons.values()), reasons
     assert "NotPrincipal" in reasons["NotPrincipal"] and "aws:SourceArn" in reasons["absent key"]
@@ -373,3 +375,20 @@ def test_sqs_keys_cli_refuses_bad_grants_in_one_line_and_lists_grants(settings: 
     assert mine[keys["admin"]["access_key_id"]]["full_access"] is True
     table = casque("sqs-keys", "list").stdout
     assert f"ReceiveMessage,DeleteMessage on user-42-{rid}" in table
+
+
+def test_query_protocol_add_permission_and_access_denied(as_key: Callable[[str], Any], keys: dict[str, dict[str, str]], rid: str) -> None:
+    admin = as_key("admin")
+    name = f"qperm-{rid}"
+    url = admin.create_queue(QueueName=name)["QueueUrl"]
+    other = Credentials(keys["other"]["access_key_id"], keys["other"]["secret_access_key"])
+    status, root = query(url, "SendMessage", {"MessageBody": "no"}, creds=other)
+    assert status == 403 and text(root, "q:Error/q:Code") == "AccessDenied"
+    boss = Credentials(keys["admin"]["access_key_id"], keys["admin"]["secret_access_key"])
+    status, _ = query(url, "AddPermission", {"Label": "q", "AWSAccountId.1": ACCOUNT, "ActionName.1": "SendMessage"}, creds=boss)
+    assert status == 200
+    assert json.loads(policy_of(admin, url) or "{}")["Statement"][0]["Action"] == "SQS:SendMessage"
+    status, _ = query(url, "SendMessage", {"MessageBody": "yes"}, creds=other)
+    assert status == 200
+    status, _ = query(url, "RemovePermission", {"Label": "q"}, creds=boss)
+    assert status == 200 and policy_of(admin, url) is None
