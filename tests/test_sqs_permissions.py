@@ -6,6 +6,7 @@ checked to have changed nothing, through a full-access key."""
 from __future__ import annotations
 
 import json
+import socket
 import time
 import uuid
 from datetime import datetime, timedelta, timezone
@@ -107,8 +108,12 @@ def test_scoped_key_receives_and_deletes_on_its_queue_and_nothing_else(as_key: C
         admin.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": f"m{i}"} for i in range(3)])
     (m,) = user.receive_message(QueueUrl=mine, WaitTimeSeconds=5)["Messages"]
     user.delete_message(QueueUrl=mine, ReceiptHandle=m["ReceiptHandle"])
+    (foreign,) = admin.receive_message(QueueUrl=theirs, WaitTimeSeconds=5, VisibilityTimeout=600)["Messages"]
+    with pytest.raises(ClientError) as bad:  # user-43's receipt through user-42's URL (where the key may delete): nothing deleted
+        user.delete_message(QueueUrl=mine, ReceiptHandle=foreign["ReceiptHandle"])
+    assert bad.value.response["Error"]["Code"] == "ReceiptHandleIsInvalid"
     before = {url: snapshot(admin, url) for url in (mine, theirs)}
-    assert before[mine]["ApproximateNumberOfMessages"] == "2" and before[theirs]["ApproximateNumberOfMessages"] == "3"
+    assert before[mine]["ApproximateNumberOfMessages"] == "2" and before[theirs]["ApproximateNumberOfMessagesNotVisible"] == "1"
     err = refused(user.send_message, QueueUrl=mine, MessageBody="not allowed")
     assert err.response["Error"]["Message"] == (f"User: {user_arn(keys['user42'])} is not authorized to perform: sqs:SendMessage on resource: "
                                                 f"{arn(f'user-42-{rid}')} because no identity-based policy allows the sqs:SendMessage action")
@@ -120,7 +125,7 @@ def test_scoped_key_receives_and_deletes_on_its_queue_and_nothing_else(as_key: C
     refused(user.get_queue_attributes, QueueUrl=mine, AttributeNames=["All"])
     refused(user.receive_message, QueueUrl=theirs, WaitTimeSeconds=0)
     refused(user.send_message, QueueUrl=theirs, MessageBody="not allowed")
-    refused(user.delete_message, QueueUrl=theirs, ReceiptHandle=m["ReceiptHandle"])
+    refused(user.delete_message, QueueUrl=theirs, ReceiptHandle=foreign["ReceiptHandle"])
     refused(user.purge_queue, QueueUrl=theirs)
     refused(user.delete_queue, QueueUrl=theirs)
     refused(user.create_queue, QueueName=f"user-44-{rid}")
@@ -392,3 +397,30 @@ def test_query_protocol_add_permission_and_access_denied(as_key: Callable[[str],
     assert status == 200
     status, _ = query(url, "RemovePermission", {"Label": "q"}, creds=boss)
     assert status == 200 and policy_of(admin, url) is None
+
+
+def test_a_forged_forwarded_for_header_does_not_change_the_source_ip(keys: dict[str, dict[str, str]], rid: str) -> None:
+    """X-Forwarded-For is believed only from a proxy on 127.0.0.1 (uvicorn's default): a client
+    reaching the server on another address can't claim to be 127.0.0.1 to pass an IP condition."""
+    host = next((a for a in socket.gethostbyname_ex(socket.gethostname())[2] if not a.startswith("127.")), None) or _outward_address()
+    srv = sqsserver.start(TEST_KEYSPACE, "--auth", "sigv4", "--host", host)
+    try:
+        admin = client(srv.url, keys["admin"]["access_key_id"], keys["admin"]["secret_access_key"])
+        name = f"xff-{rid}"
+        url = admin.create_queue(QueueName=name)["QueueUrl"]
+        admin.set_queue_attributes(QueueUrl=url, Attributes={"Policy": policy(
+            {"Effect": "Deny", "Principal": "*", "Action": "sqs:SendMessage", "Resource": "*",
+             "Condition": {"NotIpAddress": {"aws:SourceIp": "127.0.0.1/32"}}})})
+        admin.meta.events.register("before-send.sqs.*", lambda request, **_: request.headers.__setitem__("X-Forwarded-For", "127.0.0.1"))
+        refused(admin.send_message, QueueUrl=url, MessageBody=f"from {host}, claiming 127.0.0.1")
+        assert admin.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])["Attributes"] == \
+            {"ApproximateNumberOfMessages": "0"}
+    finally:
+        srv.stop()
+
+
+def _outward_address() -> str:
+    """This host's address on its default route (no packet is sent: a UDP connect only picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect(("192.0.2.1", 9))
+        return str(s.getsockname()[0])
