@@ -12,8 +12,8 @@ Under ``sqs.auth = "none"`` the caller is anonymous with a full grant: only Deny
 Principal is ``*`` can refuse it. Which queue an action touches: the QueueUrl's queue; for
 CreateQueue/GetQueueUrl the named one; for StartMessageMoveTask/ListMessageMoveTasks the SourceArn's
 queue (and SendMessage on the DestinationArn's, when given); CancelMessageMoveTask and ListQueues
-have no queue (the grant must cover the action; ListQueues then shows only the queues the grant's
-ListQueues covers, without reading each queue's Policy). The batch actions are authorized as their
+have no queue (the grant must cover the action; ListQueues and ListDeadLetterSourceQueues then
+show only the queues the grant covers for them, without reading each listed queue's Policy). The batch actions are authorized as their
 single forms. Policies come from the queue's attributes (cached ``attributes.CACHE_SECONDS``, 5 s,
 per server): a policy change is honoured by every server within that.
 """
@@ -21,6 +21,7 @@ per server): a policy change is honoured by every server within that.
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 from daemon.base.config import SqsSettings
 from daemon.base.logs import get_logger
@@ -37,6 +38,7 @@ log = get_logger("casque.sqs")
 _NAMED = {"CreateQueue", "GetQueueUrl"}
 _BY_SOURCE = {"StartMessageMoveTask", "ListMessageMoveTasks"}
 _NO_QUEUE = {"CancelMessageMoveTask"}
+_LISTINGS = {"ListQueues": "QueueUrls", "ListDeadLetterSourceQueues": "queueUrls"}  # action -> its answer's URL list
 
 
 class AccessControl:
@@ -47,20 +49,28 @@ class AccessControl:
         self._unenforceable: set[str] = set()
 
     async def authorize(self, action: str, call: Call) -> None:
-        """Return if the caller may run ``action`` as called; raise AccessDenied otherwise. On
-        ListQueues it also sets ``call.visible``, the filter of the names it may see."""
+        """Return if the caller may run ``action`` as called; raise AccessDenied otherwise."""
         rights = call.principal.rights if call.principal else FULL
         caller = self._caller(call.principal)
         if action == "ListQueues":
             if not any(action_matches(p, "ListQueues") for p in rights.actions):
                 raise self._denied(caller, "ListQueues", "*", "no identity-based policy allows the sqs:ListQueues action")
-            call.visible = lambda name: rights.allows("ListQueues", name)
             return
         context = self._context(call, caller)
         for act, queue in self._targets(action, call):
             await self._check(act, queue, rights, caller, context)
-        if action == "ListDeadLetterSourceQueues":
-            call.visible = lambda name: rights.allows("ListDeadLetterSourceQueues", name)
+
+    def filter(self, action: str, call: Call, result: dict[str, Any]) -> dict[str, Any]:
+        """A listing keeps only the queues the key's grant covers for that action. Done on the
+        answer, so the action's paging is untouched: its NextToken still follows the last name it
+        read, and a page may come back shorter than MaxResults (SQS's may too)."""
+        field = _LISTINGS.get(action)
+        if field is None or call.principal is None or field not in result:
+            return result
+        rights = call.principal.rights
+        kept = [u for u in result[field] if rights.allows(action, str(u).rstrip("/").rsplit("/", 1)[-1])]
+        out = {k: v for k, v in result.items() if k != field}
+        return out | {field: kept} if kept or action != "ListQueues" else out
 
     async def _check(self, action: str, queue: str | None, rights: Grant, caller: Caller, context: dict[str, str]) -> None:
         resource = qattr.arn(self.settings.region, self.settings.account, queue) if queue else "*"

@@ -46,7 +46,7 @@ class SqsService:
             raise SqsError("InvalidAction", f"The action {action} is not valid for this endpoint.")
         await self.access.authorize(action, call)
         try:
-            return await fn(call)
+            return self.access.filter(action, call, await fn(call))
         except QueueNotFound:
             raise SqsError("QueueDoesNotExist", "The specified queue does not exist.") from None
 

