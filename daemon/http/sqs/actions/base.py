@@ -3,7 +3,7 @@ connected ``Casque``, the SQS settings, queue URLs and ARNs)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from daemon.base.config import SqsSettings
@@ -24,8 +24,8 @@ class Call:
     base_url: str
     path_queue: str | None = None
     principal: AccessKey | None = None
-    source_ip: str = ""
-    secure: bool = False
+    source_ip: str = field(default="", kw_only=True)  # keyword-only: positional fields added by others keep their place
+    secure: bool = field(default=False, kw_only=True)
 
 
 class ActionGroup:
