@@ -10,9 +10,10 @@ from typing import Any
 from daemon.base.errors import UsageError
 from daemon.base.terminal import iso, settings_of
 from daemon.cli.common import emit, with_client
-from daemon.engine.access_keys import AccessKeyStore
+from daemon.engine.access_keys import AccessKey, AccessKeyStore
 from daemon.engine.client import Casque
 from daemon.engine.expiry import ExpirySweeper
+from daemon.engine.grants import Grant
 from daemon.engine.stats import daemon_id
 
 
@@ -30,8 +31,11 @@ def add_cli(sub: Any) -> None:
     ks = k.add_subparsers(metavar="ACTION")
     c = ks.add_parser("create", help="create a key; prints the id and the secret (shown once)")
     c.add_argument("--description", default="", help="what the key is for")
+    c.add_argument("--actions", help="comma-separated SQS actions the key may call (ReceiveMessage,DeleteMessage; sqs:Receive*; *); "
+                   "default: all, unless --queues is given")
+    c.add_argument("--queues", help="comma-separated queue names or globs it may act on (user-42,user-*); default: all")
     c.add_argument("--json", action="store_true")
-    c.set_defaults(func=with_client(_create))
+    c.set_defaults(func=_checked_create)
     ls = ks.add_parser("list", help="list key ids (never secrets)")
     ls.add_argument("--json", action="store_true")
     ls.set_defaults(func=with_client(_list))
@@ -97,9 +101,33 @@ async def _watchdog(notifier: Any) -> None:
         await asyncio.sleep(notifier.watchdog_interval)
 
 
+def _grant(args: argparse.Namespace) -> Grant | None:
+    """The key's grant from --actions/--queues (None: neither given, full access)."""
+    if args.actions is None and args.queues is None:
+        return None
+    return Grant.parse(_split(args.actions), _split(args.queues))
+
+
+def _split(text: str | None) -> list[str] | None:
+    return None if text is None else text.split(",")
+
+
+def _grant_view(key: AccessKey) -> dict[str, Any]:
+    if key.grant is None:
+        return {"actions": ["*"], "queues": ["*"], "full_access": True}
+    return {"actions": list(key.grant.actions), "queues": list(key.grant.queues), "full_access": False}
+
+
+def _checked_create(args: argparse.Namespace) -> int:
+    """The grant is checked before connecting: a typo in --actions costs no round trip, writes nothing."""
+    args.grant = _grant(args)
+    return with_client(_create)(args)
+
+
 async def _create(cq: Casque, args: argparse.Namespace) -> int:
-    key = await _store(cq).create(args.description)
-    data = {"access_key_id": key.access_key_id, "secret_access_key": key.secret, "description": key.description}
+    key = await _store(cq).create(args.description, args.grant)
+    data = {"access_key_id": key.access_key_id, "secret_access_key": key.secret, "description": key.description,
+            "grant": _grant_view(key)}
     if args.json:
         emit(args, data)
     else:
@@ -110,8 +138,10 @@ async def _create(cq: Casque, args: argparse.Namespace) -> int:
 
 async def _list(cq: Casque, args: argparse.Namespace) -> int:
     keys = await _store(cq).list()
-    emit(args, [{"access_key_id": k.access_key_id, "description": k.description, "created_at": iso(k.created_at)} for k in keys],
-         [[k.access_key_id, k.description, iso(k.created_at)] for k in keys], ["KEY ID", "DESCRIPTION", "CREATED"])
+    emit(args, [{"access_key_id": k.access_key_id, "description": k.description, "created_at": iso(k.created_at), "grant": _grant_view(k)}
+                for k in keys],
+         [[k.access_key_id, k.description, iso(k.created_at), k.grant.describe() if k.grant else "full access"] for k in keys],
+         ["KEY ID", "DESCRIPTION", "CREATED", "GRANT"])
     return 0
 
 

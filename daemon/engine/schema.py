@@ -182,6 +182,9 @@ MIGRATIONS: list[tuple[str, str, str]] = [
     ("messages", "moved_to", "bigint"),
     # Idle expiry: seconds without a send or receive after which the queue is deleted (0: never).
     ("queues", "expire_after_s", "int"),
+    # SQS key grants (engine/grants.py): the actions and queue globs a key may use; null: full access.
+    ("access_keys", "grant_actions", "list<text>"),
+    ("access_keys", "grant_queues", "list<text>"),
 ]
 
 

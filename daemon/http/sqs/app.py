@@ -48,7 +48,8 @@ def build_app(cq: Casque, settings: SqsSettings | None = None) -> Starlette:
                 action, params = wire.parse_query(request.url.query, body if request.method == "POST" else b"", get=request.method == "GET")
             path = request.url.path.strip("/")
             base_url = f"{request.url.scheme}://{request.headers.get('host', request.url.netloc)}"
-            call = Call(params, base_url, path.rsplit("/", 1)[-1] if "/" in path else None, principal, request.headers.get("x-amzn-trace-id"))
+            call = Call(params, base_url, path.rsplit("/", 1)[-1] if "/" in path else None, principal, request.headers.get("x-amzn-trace-id"),
+                        source_ip=request.client.host if request.client else "", secure=request.url.scheme == "https")
             result = await service.run(action, call)
             status, headers, out = wire.json_ok(result, request_id) if use_json else wire.xml_ok(action, result, request_id)
         except Exception as exc:  # every failure becomes the protocol's error; the server goes on

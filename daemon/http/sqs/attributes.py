@@ -6,7 +6,8 @@ received again until its retention ends). Messages sent over SQS store max_attem
 queue": the policy as it is when a message is received decides (engine/consumer.py), so a policy
 set, lowered or removed after the send applies to it, as in SQS. The rest (DelaySeconds, ReceiveMessageWaitTimeSeconds,
 MaximumMessageSize, RedrivePolicy itself, Policy, ...) is kept as text in the queue row's
-``attributes`` map (engine/attributes.py). Each value is checked against SQS's range first.
+``attributes`` map (engine/attributes.py). Each value is checked against SQS's range first; a
+Policy must be one casque can enforce (policy.py), as it is on every request (access.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from daemon.base.model import QueueSettings
 from daemon.engine.attributes import QueueExtras
 from daemon.engine.deadletter import DEAD_LETTER
 from daemon.http.sqs.errors import SqsError
+from daemon.http.sqs.policy import compile_policy
 
 NO_REDRIVE_ATTEMPTS = 0  # the queue's max_attempts without a RedrivePolicy: no limit
 FOLLOW_QUEUE = 0  # a message's max_attempts: the queue's, as it is at each receive
@@ -71,6 +73,8 @@ def check(attrs: Any, creating: bool) -> dict[str, str]:
             text = str(int(text))
         if name == "RedrivePolicy" and text:
             text = _redrive(text)
+        if name == "Policy" and text:
+            compile_policy(text)  # refused unless casque can enforce it (access.py); kept as given
         out[name] = text
     return out
 

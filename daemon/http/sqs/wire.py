@@ -77,7 +77,8 @@ def _tree(flat: dict[str, str]) -> dict[str, Any]:
 
 
 _LISTS = {"AttributeName": "AttributeNames", "MessageAttributeName": "MessageAttributeNames",
-          "MessageSystemAttributeName": "MessageSystemAttributeNames", "TagKey": "TagKeys"}
+          "MessageSystemAttributeName": "MessageSystemAttributeNames", "TagKey": "TagKeys",
+          "AWSAccountId": "AWSAccountIds", "ActionName": "Actions"}
 
 
 def _shape(node: dict[str, Any]) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from typing import Any, Awaitable, Callable
 from daemon.base.config import SqsSettings
 from daemon.base.errors import QueueNotFound
 from daemon.engine.client import Casque
+from daemon.http.sqs.access import AccessControl
 from daemon.http.sqs.actions.base import ActionGroup, Call
 from daemon.http.sqs.actions.messages import MessageActions
 from daemon.http.sqs.actions.move_tasks import MoveTaskActions
@@ -28,11 +29,13 @@ GROUPS: tuple[type[ActionGroup], ...] = (QueueActions, MessageActions, MoveTaskA
 
 
 class SqsService:
-    """Routes an action name to the group method that runs it."""
+    """Routes an action name to the group method that runs it, once the caller is authorized for it
+    (access.py: the one place permissions are checked)."""
 
     def __init__(self, cq: Casque, settings: SqsSettings) -> None:
         self.cq = cq
         self.settings = settings
+        self.access = AccessControl(cq, settings)
         self.groups = [group(cq, settings) for group in GROUPS]
         self.actions: dict[str, Callable[[Call], Awaitable[dict[str, Any]]]] = {
             name: getattr(g, _snake(name)) for g in self.groups for name in g.ACTIONS
@@ -42,8 +45,9 @@ class SqsService:
         fn = self.actions.get(action)
         if fn is None or (call.path_queue and action in NOT_AT_QUEUE_URL):  # as SQS: these only at the service URL
             raise SqsError("InvalidAction", f"The action {action} is not valid for this endpoint.")
+        await self.access.authorize(action, call)
         try:
-            return await fn(call)
+            return self.access.filter(action, call, await fn(call))
         except QueueNotFound:
             raise SqsError("QueueDoesNotExist", "The specified queue does not exist.") from None
 

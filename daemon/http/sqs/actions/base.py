@@ -3,7 +3,7 @@ connected ``Casque``, the SQS settings, queue URLs and ARNs)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from daemon.base.config import SqsSettings
@@ -16,14 +16,17 @@ from daemon.http.sqs.errors import SqsError, missing
 
 @dataclass
 class Call:
-    """One request: its parameters, the base URL queue URLs are built on, and who signed it
-    (None when the endpoint runs without authentication)."""
+    """One request: its parameters, the base URL queue URLs are built on, who signed it (None
+    when the endpoint runs without authentication), and where it came from (the policy
+    conditions' aws:SourceIp and aws:SecureTransport; daemon/http/sqs/access.py)."""
 
     params: dict[str, Any]
     base_url: str
     path_queue: str | None = None
     principal: AccessKey | None = None
     trace_header: str | None = None  # X-Amzn-Trace-Id: SQS keeps it as the message's AWSTraceHeader
+    source_ip: str = field(default="", kw_only=True)  # keyword-only: positional fields added by others keep their place
+    secure: bool = field(default=False, kw_only=True)
 
 
 class ActionGroup:
