@@ -91,7 +91,7 @@ def request_time(headers: Any, signed: tuple[str, ...]) -> tuple[str, dt.datetim
         raise incomplete(f"'{'X-Amz-Date' if name == 'x-amz-date' else 'Date'}' must be a 'SignedHeader' in the AWS Authorization.")
     try:
         when = (dt.datetime.strptime(raw, ISO_BASIC).replace(tzinfo=dt.timezone.utc) if name == "x-amz-date"
-                else email.utils.parsedate_to_datetime(raw).astimezone(dt.timezone.utc))
+                else _utc(email.utils.parsedate_to_datetime(raw)))
     except (ValueError, TypeError):
         raise incomplete(f"The {name} header {raw[:40]!r} is not a valid date (X-Amz-Date: YYYYMMDD'T'HHMMSS'Z').") from None
     return when.strftime(ISO_BASIC), when
@@ -116,6 +116,11 @@ def signature(secret: str, auth: Authorization, to_sign: str) -> str:
     for part in (auth.region, auth.service, auth.terminator):
         k = hmac.new(k, part.encode(), hashlib.sha256).digest()
     return hmac.new(k, to_sign.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+def _utc(when: dt.datetime) -> dt.datetime:
+    """An RFC 1123 date as UTC ('-0000' and 'GMT' parse without a zone: they mean UTC)."""
+    return when.replace(tzinfo=dt.timezone.utc) if when.tzinfo is None else when.astimezone(dt.timezone.utc)
 
 
 def _normalize(path: str) -> str:
