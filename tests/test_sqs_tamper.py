@@ -398,6 +398,16 @@ def test_presigned_url_is_refused(scene: Scene) -> None:
     scene.assert_unchanged()
 
 
+def test_repeated_query_parameter_is_refused(scene: Scene) -> None:
+    """SigV4 sorts the query's pairs, so which of two Action values comes last (the one the action
+    reader keeps) is not signed: a query naming a parameter twice is refused even when signed."""
+    req = AWSRequest(method="GET", url=f"{scene.a}?Action=GetQueueAttributes&Version=2012-11-05&Action=PurgeQueue")
+    Signer(scene.key).add_auth(req)
+    answer = send(Wire("GET", req.prepare().url, dict(req.headers), b""))
+    assert (answer.code, answer.status) == ("InvalidQueryParameter", 400), answer
+    scene.assert_unchanged()
+
+
 # --- the two attacks that were reported ----------------------------------------------------------
 
 def test_replayed_get_queue_url_with_purge_body_and_its_content_hash_is_refused(scene: Scene) -> None:
