@@ -345,7 +345,10 @@ def malformed_authorization(s: Scene, p: str) -> Wire:
     return w.with_header("Authorization", w.header("Authorization").split(", Signature=")[0])
 
 
-MISMATCH = ("SignatureDoesNotMatch", 403, "The request signature we calculated does not match")
+SIG = "SignatureDoesNotMatch"
+MISMATCH = (SIG, 403, "The request signature we calculated does not match")
+PAYLOAD = (SIG, 403, "The provided 'x-amz-content-sha256' header does not match")
+REGION = (SIG, 403, "Credential should be scoped to a valid region, not 'eu-west-1'. ")
 #: name -> (the tampering, protocols it applies to, (code, status, start of the message))
 CASES: dict[str, tuple[Callable[[Scene, str], Wire], tuple[str, ...], tuple[str, int, str]]] = {
     "body_param": (body_param, PROTOCOLS, MISMATCH),
@@ -353,23 +356,23 @@ CASES: dict[str, tuple[Callable[[Scene, str], Wire], tuple[str, ...], tuple[str,
     "queue_in_path": (queue_in_path, PROTOCOLS, MISMATCH),
     "queue_in_queue_url": (queue_in_queue_url, PROTOCOLS, MISMATCH),
     "signed_header_changed": (signed_header_changed, PROTOCOLS, MISMATCH),
-    "signed_header_removed": (signed_header_removed, PROTOCOLS, ("SignatureDoesNotMatch", 403, "The request does not carry the header(s) x-request-tag")),
-    "unsigned_content_sha_lies": (unsigned_content_sha_lies, PROTOCOLS, ("SignatureDoesNotMatch", 403, "The provided 'x-amz-content-sha256' header does not match")),
-    "signed_unsigned_payload": (signed_unsigned_payload, PROTOCOLS, ("SignatureDoesNotMatch", 403, "The provided 'x-amz-content-sha256' header does not match")),
-    "x_amz_date_changed": (x_amz_date_changed, PROTOCOLS, ("SignatureDoesNotMatch", 403, "")),
-    "date_header_changed": (date_header_changed, PROTOCOLS, ("SignatureDoesNotMatch", 403, "")),
-    "expired": (expired, PROTOCOLS, ("SignatureDoesNotMatch", 403, "Signature expired: ")),
-    "future": (future, PROTOCOLS, ("SignatureDoesNotMatch", 403, "Signature not yet current: ")),
-    "scope_day_differs": (scope_day_differs, PROTOCOLS, ("SignatureDoesNotMatch", 403, "Date in Credential scope does not match YYYYMMDD")),
+    "signed_header_removed": (signed_header_removed, PROTOCOLS, (SIG, 403, "The request does not carry the header(s) x-request-tag")),
+    "unsigned_content_sha_lies": (unsigned_content_sha_lies, PROTOCOLS, PAYLOAD),
+    "signed_unsigned_payload": (signed_unsigned_payload, PROTOCOLS, PAYLOAD),
+    "x_amz_date_changed": (x_amz_date_changed, PROTOCOLS, (SIG, 403, "")),  # (the day's last second also changes the day)
+    "date_header_changed": (date_header_changed, PROTOCOLS, (SIG, 403, "")),
+    "expired": (expired, PROTOCOLS, (SIG, 403, "Signature expired: ")),
+    "future": (future, PROTOCOLS, (SIG, 403, "Signature not yet current: ")),
+    "scope_day_differs": (scope_day_differs, PROTOCOLS, (SIG, 403, "Date in Credential scope does not match YYYYMMDD")),
     "unknown_key": (unknown_key, PROTOCOLS, ("InvalidClientTokenId", 403, "The security token included in the request is invalid.")),
     "other_keys_id": (other_keys_id, PROTOCOLS, MISMATCH),
-    "region_signed": (region_signed, PROTOCOLS, ("SignatureDoesNotMatch", 403, "Credential should be scoped to a valid region, not 'eu-west-1'. ")),
-    "region_edited": (region_edited, PROTOCOLS, ("SignatureDoesNotMatch", 403, "Credential should be scoped to a valid region, not 'eu-west-1'. ")),
-    "service_signed": (service_signed, PROTOCOLS, ("SignatureDoesNotMatch", 403, "Credential should be scoped to correct service: 'sqs'. ")),
+    "region_signed": (region_signed, PROTOCOLS, REGION),
+    "region_edited": (region_edited, PROTOCOLS, REGION),
+    "service_signed": (service_signed, PROTOCOLS, (SIG, 403, "Credential should be scoped to correct service: 'sqs'. ")),
     "host_not_signed": (host_not_signed, PROTOCOLS, ("IncompleteSignature", 400, "'Host' or ':authority' must be a 'SignedHeader'")),
-    "target_not_signed": (target_not_signed, ("json",), ("IncompleteSignature", 400, "'x-amz-target' is present, so it must be a 'SignedHeader'")),
+    "target_not_signed": (target_not_signed, ("json",), ("IncompleteSignature", 400, "'x-amz-target' is present, so it must be")),
     "unsigned_request": (unsigned_request, PROTOCOLS, ("MissingAuthenticationToken", 403, "Request is missing Authentication Token")),
-    "malformed_authorization": (malformed_authorization, PROTOCOLS, ("IncompleteSignature", 400, "Authorization header requires 'Signature' parameter.")),
+    "malformed_authorization": (malformed_authorization, PROTOCOLS, ("IncompleteSignature", 400, "Authorization header requires 'Signature' parameter")),
 }
 
 

@@ -96,7 +96,8 @@ class Authenticator:
         if when < now - MAX_SKEW:
             raise mismatch(f"Signature expired: {amz_date} is now earlier than {(now - MAX_SKEW).strftime(fmt)} ({now.strftime(fmt)} - 15 min.)")
         if when > now + MAX_SKEW:
-            raise mismatch(f"Signature not yet current: {amz_date} is still later than {(now + MAX_SKEW).strftime(fmt)} ({now.strftime(fmt)} + 15 min.)")
+            raise mismatch(f"Signature not yet current: {amz_date} is still later than {(now + MAX_SKEW).strftime(fmt)} "
+                           f"({now.strftime(fmt)} + 15 min.)")
 
 
 def _refuse_presigned(query: str) -> None:

@@ -61,7 +61,8 @@ def parse_authorization(header: str) -> Authorization:
     for part in rest.split(","):
         m = _FIELD.fullmatch(part)
         if not m or m.group(1) in fields:
-            raise incomplete(f"Authorization header is malformed near {part.strip()[:40]!r}: expected Credential=..., SignedHeaders=..., Signature=...")
+            raise incomplete(f"Authorization header is malformed near {part.strip()[:40]!r}: "
+                             "expected Credential=..., SignedHeaders=..., Signature=...")
         fields[m.group(1)] = m.group(2)
     for name in ("Credential", "Signature", "SignedHeaders"):
         if not fields.get(name):
