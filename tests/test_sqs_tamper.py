@@ -474,6 +474,21 @@ def test_deleted_key_stops_working_within_the_refresh_time(scene: Scene) -> None
     scene.assert_unchanged()
 
 
+def test_key_id_of_another_shape_stored_in_the_table_is_accepted(server: sqsserver.SqsServer, engine: Engine) -> None:
+    """Ids that are not "CQ" + 18 don't make the server re-read the table at once, but one stored
+    there (say, imported from elsewhere) is found by the slow refresh and works."""
+    key = Credentials(f"IMPORTED-{uuid.uuid4().hex[:12]}", secrets.token_urlsafe(30))
+    table = f"{TEST_KEYSPACE}.access_keys"
+    insert = f"INSERT INTO {table} (access_key_id, secret, description, created_at) VALUES (%s, %s, 'tamper test', 0)"
+    engine.run(engine.cq.db.run(insert, [key.access_key, key.secret_key]))
+    try:
+        t0 = time.monotonic()
+        while not accepted(server.url, key):
+            assert time.monotonic() - t0 < REFRESH_S + 2.0, "a stored key of another shape was never accepted"
+    finally:
+        drop_key(key)
+
+
 # --- the cost of a flood of made-up key ids ------------------------------------------------------
 
 def test_flood_of_made_up_key_ids_costs_at_most_a_read_per_second(keys: tuple[Credentials, Credentials]) -> None:
