@@ -39,7 +39,7 @@ def add_cli(sub: Any) -> None:
     ls = ks.add_parser("list", help="list key ids (never secrets)")
     ls.add_argument("--json", action="store_true")
     ls.set_defaults(func=with_client(_list))
-    d = ks.add_parser("delete", help="revoke a key (servers stop accepting it within a minute)")
+    d = ks.add_parser("delete", help="revoke a key (running servers stop accepting it within 5 s)")
     d.add_argument("key_id")
     d.set_defaults(func=with_client(_delete))
 

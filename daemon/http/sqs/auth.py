@@ -2,11 +2,15 @@
 
 ``sqs.auth = "none"`` (the default, for local use on 127.0.0.1) accepts every request.
 ``sqs.auth = "sigv4"`` verifies AWS Signature Version 4 (the Authorization header every AWS SDK
-and the CLI send) against the access keys stored in Cassandra (``casque sqs-keys create``):
-the canonical request is rebuilt from what arrived (method, path, query, the signed headers, the
-body's SHA-256), and the signature must match the one derived from the key's secret, for a
-request dated within 15 minutes. Errors are SQS's: MissingAuthenticationToken,
-InvalidClientTokenId (unknown key), SignatureDoesNotMatch, RequestExpired.
+and the CLI send) against the access keys stored in Cassandra (``casque sqs-keys create``).
+
+A signature is accepted only if it binds everything the server acts on (sigv4.py rebuilds the
+canonical request): method, path, query, every signed header, the body actually received, the
+time (within 15 minutes of the server's clock), the key, this server's region and the ``sqs``
+service. Checks run cheapest first, and the key is looked up in memory (engine/key_cache.py), so a
+refused request costs no Cassandra read. Errors and their wording are AWS's own
+(MissingAuthenticationToken, IncompleteSignature, InvalidClientTokenId, SignatureDoesNotMatch);
+docs/security.md, "The SQS endpoint", says what is bound and what is not (replay within the window).
 """
 
 from __future__ import annotations
@@ -14,87 +18,122 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import hmac
-import posixpath
-import re
-from urllib.parse import parse_qsl, quote
+from urllib.parse import parse_qsl
 
 from starlette.requests import Request
 
 from daemon.base.config import SqsSettings
 from daemon.engine.access_keys import AccessKey, AccessKeyStore
 from daemon.engine.client import Casque
+from daemon.engine.key_cache import KeyCache
+from daemon.http.sqs import sigv4
 from daemon.http.sqs.errors import SqsError
 
-MAX_SKEW_S = 15 * 60
-_AUTH = re.compile(r"^AWS4-HMAC-SHA256\s+Credential=([^,\s]+),\s*SignedHeaders=([^,\s]+),\s*Signature=([0-9a-f]{64})\s*$")
+MAX_SKEW = dt.timedelta(minutes=15)
+SERVICE = "sqs"
+TERMINATOR = "aws4_request"
+#: X-Amz-Target names the JSON protocol's action and makes the body be read as JSON: present means
+#: signed, or a captured body could be re-read as another action. (Content-Type need not be: the
+#: PHP SDK leaves it unsigned, and without X-Amz-Target a body is only ever read as a form post.)
+MUST_SIGN_IF_PRESENT = ("x-amz-target",)
+_PRESIGNED = ("x-amz-algorithm", "x-amz-credential", "x-amz-signature", "x-amz-signedheaders")
+_MISMATCH = ("The request signature we calculated does not match the signature you provided. "
+             "Check your AWS Secret Access Key and signing method. Consult the service documentation for details.")
+
+
+def mismatch(message: str = _MISMATCH) -> SqsError:
+    return SqsError("SignatureDoesNotMatch", message)
 
 
 class Authenticator:
     def __init__(self, cq: Casque, settings: SqsSettings) -> None:
         self.mode = settings.auth
-        self.keys = AccessKeyStore(cq.db, cq.settings.cassandra.keyspace, cq.clock)
+        self.region = settings.region
+        self.keys = KeyCache(AccessKeyStore(cq.db, cq.settings.cassandra.keyspace, cq.clock))
         self.clock = cq.clock
 
     async def verify(self, request: Request, body: bytes) -> AccessKey | None:
         """The key that signed the request (None under ``sqs.auth = "none"``), or SQS's error."""
         if self.mode == "none":
             return None
+        _refuse_presigned(request.url.query)
         header = request.headers.get("authorization")
         if not header:
-            raise SqsError("MissingAuthenticationToken", "Request is missing Authentication Token: sign it with SigV4 (an access key from 'casque sqs-keys create').")
-        m = _AUTH.match(header)
-        if not m:
-            raise SqsError("IncompleteSignature", "The Authorization header is not a well-formed AWS4-HMAC-SHA256 signature.")
-        credential, signed_headers, signature = m.groups()
-        parts = credential.split("/")
-        if len(parts) != 5 or parts[4] != "aws4_request":
-            raise SqsError("IncompleteSignature", "The Credential scope must be KEY/DATE/REGION/SERVICE/aws4_request.")
-        key_id, day, region, service, _ = parts
-        key = await self.keys.get(key_id)
+            raise SqsError("MissingAuthenticationToken", "Request is missing Authentication Token")
+        auth = sigv4.parse_authorization(header)
+        _check_signed_headers(request, auth)
+        amz_date, when = sigv4.request_time(request.headers, auth.signed_headers)
+        self._check_scope(auth, amz_date)
+        self._check_time(amz_date, when)
+        payload_hash = _payload_hash(request, body)
+        _check_query(request.url.query)
+        key = await self.keys.get(auth.key_id)
         if key is None:
             raise SqsError("InvalidClientTokenId", "The security token included in the request is invalid.")
-        amz_date = request.headers.get("x-amz-date", "")
-        self._check_date(amz_date, day)
-        canonical = _canonical_request(request, signed_headers, body)
-        scope = f"{day}/{region}/{service}/aws4_request"
-        to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()])
-        expected = hmac.new(_signing_key(key.secret, day, region, service), to_sign.encode(), hashlib.sha256).hexdigest()
-        if not hmac.compare_digest(expected, signature):
-            raise SqsError("SignatureDoesNotMatch", "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method.")
+        raw_path = request.scope.get("raw_path", request.url.path.encode()).decode("latin-1")
+        canonical = sigv4.canonical_request(request.method, raw_path, request.url.query, request.headers, auth.signed_headers, payload_hash)
+        expected = sigv4.signature(key.secret, auth, sigv4.string_to_sign(amz_date, auth.scope, canonical))
+        if not hmac.compare_digest(expected, auth.signature):
+            raise mismatch()
         return key
 
-    def _check_date(self, amz_date: str, day: str) -> None:
-        try:
-            when = dt.datetime.strptime(amz_date, "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.timezone.utc)
-        except ValueError:
-            raise SqsError("IncompleteSignature", "The request must carry an X-Amz-Date header (YYYYMMDDTHHMMSSZ).") from None
-        if not amz_date.startswith(day):
-            raise SqsError("SignatureDoesNotMatch", "The credential scope date does not match X-Amz-Date.")
-        skew = abs(when.timestamp() - self.clock.now())
-        if skew > MAX_SKEW_S:
-            raise SqsError("RequestExpired", f"Request has expired: its X-Amz-Date is {int(skew)} s from the server's time (at most {MAX_SKEW_S} s).")
+    def _check_scope(self, auth: sigv4.Authorization, amz_date: str) -> None:
+        """Credential scope as AWS checks it: a signature made for another day, region or service is
+        refused even though it is a valid HMAC (the scope is part of the signing key)."""
+        if auth.terminator != TERMINATOR:
+            raise mismatch(f"Credential should be scoped with a valid terminator: '{TERMINATOR}', not '{auth.terminator}'. ")
+        if auth.day != amz_date[:8]:
+            raise mismatch(f"Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date from HTTP: "
+                           f"'{auth.day}' != '{amz_date[:8]}', from '{amz_date}'.")
+        if auth.region != self.region:
+            raise mismatch(f"Credential should be scoped to a valid region, not '{auth.region}'. ")
+        if auth.service != SERVICE:
+            raise mismatch(f"Credential should be scoped to correct service: '{SERVICE}'. ")
+
+    def _check_time(self, amz_date: str, when: dt.datetime) -> None:
+        now = dt.datetime.fromtimestamp(self.clock.now(), dt.timezone.utc).replace(microsecond=0)
+        fmt = sigv4.ISO_BASIC
+        if when < now - MAX_SKEW:
+            raise mismatch(f"Signature expired: {amz_date} is now earlier than {(now - MAX_SKEW).strftime(fmt)} ({now.strftime(fmt)} - 15 min.)")
+        if when > now + MAX_SKEW:
+            raise mismatch(f"Signature not yet current: {amz_date} is still later than {(now + MAX_SKEW).strftime(fmt)} "
+                           f"({now.strftime(fmt)} + 15 min.)")
 
 
-def _canonical_request(request: Request, signed_headers: str, body: bytes) -> str:
-    raw_path = request.scope.get("raw_path", request.url.path.encode()).decode("latin-1") or "/"
-    path = quote(_normalize(raw_path), safe="/~")
-    pairs = parse_qsl(request.url.query, keep_blank_values=True)
-    query = "&".join(f"{quote(k, safe='-_.~')}={quote(v, safe='-_.~')}" for k, v in sorted(pairs))
-    names = signed_headers.split(";")
-    lines = "".join(f"{n}:{' '.join(','.join(request.headers.getlist(n)).split())}\n" for n in names)
-    payload = request.headers.get("x-amz-content-sha256") or hashlib.sha256(body).hexdigest()
-    return "\n".join([request.method.upper(), path, query, lines, signed_headers, payload])
+def _refuse_presigned(query: str) -> None:
+    """Presigned URLs (SigV4 in the query string) are not verified by casque; refusing them
+    outright means they can never stand in for the Authorization header."""
+    if any(k.lower() in _PRESIGNED for k, _ in parse_qsl(query, keep_blank_values=True)):
+        raise SqsError("InvalidSecurity", "casque does not accept presigned (query-string) SigV4 requests: "
+                                          "sign with the Authorization header, as the AWS SDKs and CLI do.")
 
 
-def _normalize(path: str) -> str:
-    normalized = posixpath.normpath(path) if path not in ("", "/") else "/"
-    if path.endswith("/") and normalized != "/":
-        normalized += "/"
-    return normalized
+def _check_signed_headers(request: Request, auth: sigv4.Authorization) -> None:
+    signed = set(auth.signed_headers)
+    if "host" not in signed:
+        raise sigv4.incomplete("'Host' or ':authority' must be a 'SignedHeader' in the AWS Authorization.")
+    for name in MUST_SIGN_IF_PRESENT:
+        if name in request.headers and name not in signed:
+            raise sigv4.incomplete(f"'{name}' is present, so it must be a 'SignedHeader' in the AWS Authorization.")
+    absent = [n for n in auth.signed_headers if n not in request.headers]
+    if absent:
+        raise mismatch(f"The request does not carry the header(s) {', '.join(absent)} that its SignedHeaders list.")
 
 
-def _signing_key(secret: str, day: str, region: str, service: str) -> bytes:
-    k = hmac.new(f"AWS4{secret}".encode(), day.encode(), hashlib.sha256).digest()
-    for part in (region, service, "aws4_request"):
-        k = hmac.new(k, part.encode(), hashlib.sha256).digest()
-    return k
+def _payload_hash(request: Request, body: bytes) -> str:
+    """The SHA-256 of the body received. A client's X-Amz-Content-SHA256 must equal it (signed or
+    not); UNSIGNED-PAYLOAD and the streaming forms never do, so they are refused."""
+    actual = hashlib.sha256(body).hexdigest()
+    claimed = request.headers.get("x-amz-content-sha256")
+    if claimed is not None and claimed.strip().lower() != actual:
+        raise mismatch("The provided 'x-amz-content-sha256' header does not match the SHA-256 of the request body received "
+                       "(casque signs and checks every SQS body; UNSIGNED-PAYLOAD is not accepted).")
+    return actual
+
+
+def _check_query(query: str) -> None:
+    """A parameter may appear once in the URL's query: SigV4 sorts the pairs, so the order of two
+    values of one name is not signed, and the action reader keeps the last."""
+    names = [k for k, _ in parse_qsl(query, keep_blank_values=True)]
+    if len(names) != len(set(names)):
+        raise SqsError("InvalidQueryParameter", "The AWS query string is malformed or does not adhere to AWS standards: a parameter is repeated.")
