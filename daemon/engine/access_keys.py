@@ -2,8 +2,9 @@
 create``, read by ``casque serve`` to verify SigV4 signatures.
 
 SigV4 is an HMAC over the request with a key derived from the secret, so the server needs the
-secret itself; it is stored as given and never logged. Reads are cached for a minute (a revoked
-key stops working within that).
+secret itself; it is stored as given and never logged. ``casque serve`` does not read keys one by
+one: engine/key_cache.py holds the whole table (a deleted key stops working within 5 s, and random
+key ids of a flood cost no read each). ``get`` (cached a minute) is for one-off lookups.
 
 A key may carry a grant (engine/grants.py: the SQS actions and queues it may use; columns
 ``grant_actions``/``grant_queues``). A key without one (both null, as every key made before grants
