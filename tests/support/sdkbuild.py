@@ -104,11 +104,17 @@ def go_command() -> list[str]:
 
 
 def main() -> int:
+    failed = 0
     for name, build in (("Java SDK v2 check", java_command), ("Go SDK v2 check", go_command)):
         started = time.monotonic()
-        build()
+        try:
+            build()
+        except AssertionError as exc:  # a missing tool or a failed build: one line, then the other check
+            print(exc, file=sys.stderr)
+            failed += 1
+            continue
         print(f"casque: {name} ready in {time.monotonic() - started:.1f}s", file=sys.stderr)
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
