@@ -1,6 +1,7 @@
 """Compiled AWS SDKs against a real ``casque serve``: the AWS SDK for Java v2 (tests/java/SqsCheck.java,
 ``software.amazon.awssdk:sqs`` pinned in tests/java/pom.xml) and the AWS SDK for Go v2 (tests/go, pinned
-by go.mod/go.sum). Both speak the AWS JSON 1.0 protocol, the only one their current versions use for SQS.
+by go.mod/go.sum). Both speak the AWS JSON 1.0 protocol, the only one their current versions use for SQS
+(``test_sdk_speaks_the_json_protocol`` records the headers each sends to prove it).
 
 Each program creates a queue, sends one message with String/Binary/Number attributes and a batch of
 two, long-polls them back, changes a visibility, deletes one and the rest as a batch, reads the
@@ -12,8 +13,10 @@ ahead); a missing JDK, Maven or Go fails the test with the command that installs
 
 from __future__ import annotations
 
+import http.server
 import json
 import subprocess
+import threading
 import uuid
 from typing import Any, Iterator
 
@@ -67,3 +70,38 @@ def test_missing_tool_fails_with_the_fix(monkeypatch: pytest.MonkeyPatch) -> Non
         assert caught.value.args[0].count("\n") == 0 and f"`{lang}`" in caught.value.args[0]
     with pytest.raises(sdkbuild.SdkToolMissing, match="`java`.*apt-get install"):
         sdkbuild.java_command()
+
+
+class _Recorder(http.server.BaseHTTPRequestHandler):
+    """Records each request's protocol headers and answers QueueDoesNotExist, so the SDK stops after one call."""
+
+    seen: list[tuple[str | None, str | None]] = []
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        self.seen.append((self.headers.get("content-type"), self.headers.get("x-amz-target")))
+        body = b'{"__type":"com.amazonaws.sqs#QueueDoesNotExist","message":"recorded"}'
+        self.send_response(400)
+        for k, v in (("content-type", "application/x-amz-json-1.0"), ("x-amzn-query-error", "AWS.SimpleQueueService.NonExistentQueue;Sender"),
+                     ("content-length", str(len(body)))):
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.mark.parametrize("build", [sdkbuild.java_command, sdkbuild.go_command], ids=["java", "go"])
+def test_sdk_speaks_the_json_protocol(build: Any) -> None:
+    """The pinned SDK versions send AWS JSON 1.0 (what casque's JSON path serves), not the query protocol."""
+    command = build()
+    _Recorder.seen = []
+    httpd = http.server.HTTPServer(("127.0.0.1", 0), _Recorder)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        out = subprocess.run([*command, f"http://127.0.0.1:{httpd.server_port}", "protocol-check"], capture_output=True, text=True, timeout=120)
+    finally:
+        httpd.shutdown()
+    assert out.returncode == 1 and "recorded" in out.stdout  # the SDK parsed the JSON error it was given
+    assert _Recorder.seen and all(seen == ("application/x-amz-json-1.0", "AmazonSQS.CreateQueue") for seen in _Recorder.seen), _Recorder.seen
