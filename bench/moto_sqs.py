@@ -4,8 +4,8 @@ moto (the Python AWS mock) runs its tests in "server mode" when ``TEST_SERVER_MO
 ``mock_aws`` decorator then mocks nothing and patches ``boto3.client``/``boto3.resource`` to send
 every request to ``TEST_SERVER_MODE_ENDPOINT`` (normally moto's own server on localhost:5000). This
 script points that endpoint at a ``casque serve`` it starts on a free loopback port (keyspace
-``casque_moto``, emptied of queues first, ``sqs.auth = "none"``), so moto's ~180 SQS tests become a third-party conformance
-check written by people who verified many of them against AWS.
+``casque_moto``, emptied of queues first, ``sqs.auth = "none"``), so moto's ~180 SQS tests become a third-party
+conformance check (12 of them marked as verified against AWS: their failures are flagged so).
 
 * ``MOTO_CHECKOUT`` is a moto source tree (``git clone https://github.com/getmoto/moto``); only its
   ``tests/`` are needed. Nothing of it is copied into this project.
@@ -130,7 +130,7 @@ def run_pytest(checkout: Path, python: str, endpoint: str, junit: Path, extra: l
     return subprocess.run(cmd, cwd=checkout, env=env).returncode
 
 
-def outcomes(junit: Path) -> list[dict[str, str]]:
+def outcomes(junit: Path) -> list[dict[str, Any]]:
     """One row per test case: id, outcome (passed/failed/error/skipped) and the first line of its error."""
     rows = []
     for case in ET.parse(junit).getroot().iter("testcase"):
@@ -175,6 +175,24 @@ def summary(rows: list[dict[str, str]], seconds: float) -> dict[str, Any]:
             "tests": rows}
 
 
+def aws_verified(checkout: Path) -> set[str]:
+    """Names of moto's SQS tests marked as verified against AWS (``aws_verified`` in their decorators):
+    a failure of one of those is a difference from SQS itself, not from moto's model of it."""
+    found: set[str] = set()
+    for path in (checkout / "tests" / "test_sqs").glob("test_*.py"):
+        decorators: list[str] = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.startswith("@"):
+                decorators.append(line)
+            elif m := re.match(r"\s*def (test_\w+)\(", line):
+                if any("aws_verified" in d for d in decorators):
+                    found.add(m.group(1))
+                decorators = []
+            elif line and not line.startswith((" ", ")", "#")):
+                decorators = []
+    return found
+
+
 def markdown(result: dict[str, Any], commit: str) -> str:
     c = result["counts"]
     lines = [f"# moto tests/test_sqs against casque serve ({commit})", "",
@@ -182,7 +200,7 @@ def markdown(result: dict[str, Any], commit: str) -> str:
              f"skipped {c.get('skipped', 0)}; {result['seconds']} s", ""]
     for cause, rows in result["groups"].items():
         lines += [f"## {cause}: {len(rows)}", ""]
-        lines += [f"- `{r['test'].split('.')[-1]}`: {r['detail']}" for r in rows]
+        lines += [f"- `{r['test'].split('.')[-1]}`{' (verified against AWS)' if r.get('aws_verified') else ''}: {r['detail']}" for r in rows]
         lines.append("")
     return "\n".join(lines)
 
@@ -202,7 +220,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-    result = summary(outcomes(junit), time.monotonic() - started)
+    verified = aws_verified(args.checkout.resolve())
+    rows = [r | {"aws_verified": r["test"].split("::")[-1].split("[")[0] in verified} for r in outcomes(junit)]
+    result = summary(rows, time.monotonic() - started)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     (out / "moto_sqs.json").write_text(json.dumps(result, indent=1))
     (out / "moto_sqs.md").write_text(markdown(result, f"casque {commit}"))
