@@ -87,7 +87,8 @@ func run(ctx context.Context, c *sqs.Client, name string, out result) error {
 	if len(msgs) == 0 {
 		return errors.New("nothing received")
 	}
-	if _, err := c.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: url, ReceiptHandle: msgs[0].ReceiptHandle, VisibilityTimeout: 60}); err != nil {
+	change := &sqs.ChangeMessageVisibilityInput{QueueUrl: url, ReceiptHandle: msgs[0].ReceiptHandle, VisibilityTimeout: 60}
+	if _, err := c.ChangeMessageVisibility(ctx, change); err != nil {
 		return err
 	}
 	if _, err := c.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: url, ReceiptHandle: msgs[0].ReceiptHandle}); err != nil {
@@ -102,7 +103,8 @@ func run(ctx context.Context, c *sqs.Client, name string, out result) error {
 		return err
 	}
 	out["batch_deleted"] = len(deleted.Successful)
-	qa, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: url, AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameAll}})
+	qa, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: url,
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameAll}})
 	if err != nil {
 		return err
 	}

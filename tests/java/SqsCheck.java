@@ -44,7 +44,8 @@ public final class SqsCheck {
         OUT.put("url", sqs.getQueueUrl(b -> b.queueName(name)).queueUrl().equals(url));
         Map<String, MessageAttributeValue> attrs = Map.of(
                 "color", MessageAttributeValue.builder().dataType("String").stringValue("red").build(),
-                "bin", MessageAttributeValue.builder().dataType("Binary").binaryValue(SdkBytes.fromByteArray(new byte[]{0, 1, 2, (byte) 255})).build(),
+                "bin", MessageAttributeValue.builder().dataType("Binary")
+                        .binaryValue(SdkBytes.fromByteArray(new byte[]{0, 1, 2, (byte) 255})).build(),
                 "n", MessageAttributeValue.builder().dataType("Number").stringValue("42").build());
         SendMessageResponse sent = sqs.sendMessage(b -> b.queueUrl(url).messageBody("héllo from java").messageAttributes(attrs));
         SendMessageBatchResponse batch = sqs.sendMessageBatch(b -> b.queueUrl(url).entries(
@@ -73,10 +74,12 @@ public final class SqsCheck {
         OUT.put("visibility_timeout", a.get("VisibilityTimeout"));
         OUT.put("left", Integer.parseInt(a.get("ApproximateNumberOfMessages")) + Integer.parseInt(a.get("ApproximateNumberOfMessagesNotVisible")));
         OUT.put("err_missing_queue", expectError(QueueDoesNotExistException.class, () -> sqs.getQueueUrl(b -> b.queueName(name + "-nope"))));
-        OUT.put("err_receipt", expectError(ReceiptHandleIsInvalidException.class, () -> sqs.deleteMessage(b -> b.queueUrl(url).receiptHandle("forged"))));
+        OUT.put("err_receipt", expectError(ReceiptHandleIsInvalidException.class,
+                () -> sqs.deleteMessage(b -> b.queueUrl(url).receiptHandle("forged"))));
         List<SendMessageBatchRequestEntry> eleven = IntStream.range(0, 11)
                 .mapToObj(i -> SendMessageBatchRequestEntry.builder().id("e" + i).messageBody("x").build()).collect(Collectors.toList());
-        OUT.put("err_batch", expectError(TooManyEntriesInBatchRequestException.class, () -> sqs.sendMessageBatch(b -> b.queueUrl(url).entries(eleven))));
+        OUT.put("err_batch", expectError(TooManyEntriesInBatchRequestException.class,
+                () -> sqs.sendMessageBatch(b -> b.queueUrl(url).entries(eleven))));
         sqs.deleteQueue(b -> b.queueUrl(url));
         OUT.put("err_deleted_queue", expectError(QueueDoesNotExistException.class, () -> sqs.getQueueAttributes(b -> b.queueUrl(url))));
     }
