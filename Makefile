@@ -1,6 +1,6 @@
 # casque: the two commands a newcomer needs are `make demo` and `make test`.
 # Everything they need is installed by this file: a venv with the locked Python dependencies,
-# the Java check, and Apache Cassandra from Maven Central (cached in ~/.cache/casque).
+# the Java and Go SDK checks (for the tests), and Apache Cassandra from Maven Central (cached in ~/.cache/casque).
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -8,9 +8,15 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml tests/js/package-lock.json | sha1sum | cut -c1-12)
 PYTEST_ARGS ?=
 
-.PHONY: setup browser demo test cassandra stop bench lock clean
+.PHONY: setup browser sdks demo test cassandra stop bench lock clean
 
 setup: $(STAMP) browser
+
+# The Java and Go SDK checks (tests/java, tests/go; run by tests/test_sqs_sdks.py): Maven jars, Go modules and
+# the builds are cached in ~/.cache/casque/sdk-checks, keyed by the sources' hash (a no-op once built). Only `make test`
+# needs them (and Go): `make demo` does not. A failed build (`-`) does not stop `make test`: those tests then fail saying why.
+sdks: $(STAMP)
+	-$(BIN)/python -m tests.support.sdkbuild
 
 # The console's browser tests drive Debian's chromium (Playwright downloads no browser here).
 browser:
@@ -32,7 +38,7 @@ demo: setup
 	$(BIN)/casque demo
 
 # The whole suite against a real Cassandra node (and a real 3-node cluster for the cluster tests).
-test: setup
+test: setup sdks
 	$(BIN)/casque cassandra start
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 

@@ -1,0 +1,234 @@
+"""moto's SQS test-suite pointed at a real ``casque serve``: ``python -m bench.moto_sqs MOTO_CHECKOUT [--python PY] [-- PYTEST_ARGS]``.
+
+moto (the Python AWS mock) runs its tests in "server mode" when ``TEST_SERVER_MODE=true``: its
+``mock_aws`` decorator then mocks nothing and patches ``boto3.client``/``boto3.resource`` to send
+every request to ``TEST_SERVER_MODE_ENDPOINT`` (normally moto's own server on localhost:5000). This
+script points that endpoint at a ``casque serve`` it starts on a free loopback port (keyspace
+``casque_moto``, emptied of queues first, ``sqs.auth = "none"``), so moto's ~180 SQS tests become a third-party
+conformance check (12 of them marked as verified against AWS: their failures are flagged so).
+
+* ``MOTO_CHECKOUT`` is a moto source tree (``git clone https://github.com/getmoto/moto``); only its
+  ``tests/`` are needed. Nothing of it is copied into this project.
+* ``--python`` is an interpreter that has moto and its test dependencies (``pytest``, ``freezegun``),
+  which do not belong in casque's venv. For example:
+  ``python3 -m venv /tmp/moto-venv && /tmp/moto-venv/bin/pip install 'moto[server]' pytest freezegun``.
+  If the checkout has a ``moto/`` package, the tests import it (pytest puts the checkout first on
+  sys.path), else the installed one.
+* ``MOTO_CALL_RESET_API=false``: moto's per-test ``POST /moto-api/reset`` is a moto-only endpoint,
+  so state is not wiped between tests (casque has none of it; tests that assume an empty account
+  fail, and are classified so). ``TESTS_SKIP_REQUIRES_DOCKER=true``: the Lambda tests need Docker and
+  moto's Lambda, not SQS (moto skips them itself). tests/test_sqs/test_server.py is left out: it
+  drives moto's own app in-process and never reaches the endpoint, so its result says nothing of casque.
+
+Writes ``bench/out/moto_sqs.json`` (every test's outcome and first error line) and
+``bench/out/moto_sqs.md`` (counts, then the failures grouped by cause: the ``CAUSES`` rules below,
+first match wins). The grouping is a first cut for a human: docs/sqs-moto.md is the reviewed one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from .env import ROOT, bench_settings, out_dir
+from .many_queues import free_port
+
+# (cause, class, regex over "test id + first error line"), first match wins. Class: a = casque differs from SQS,
+# b = FIFO (not supported yet), c = moto-specific or not reasonable to hold casque to. Test names appear where the
+# first error line alone does not tell the cause (read from moto's test code; docs/sqs-moto.md says why each is where it is).
+CAUSES: list[tuple[str, str, str]] = [
+    ("other AWS services (STS GetCallerIdentity in moto's account_id fixture, CloudFormation, AssumeRole) sent to the SQS endpoint", "c",
+     r"GetCallerIdentity|CreateStack|AssumeRole|test_sqs_cloudformation|test_sqs_integration"),
+    ("FIFO queues (UnsupportedOperation in casque)", "b", r"(?i)FIFO queues are not supported|fifo"),
+    ("moto's server address (localhost:5000) or account id (123456789012) expected in URLs/ARNs", "c",
+     r"localhost:5000|123456789012|arn:aws:sqs:\.\.\.000000|test_receive_message_using_name_should_return_name_as_url"),
+    ("moto accepts what SQS refuses (MessageRetentionPeriod 1; MessageDeduplicationId on a standard queue): casque refuses as SQS does", "c",
+     r"test_message_retention_period|test_message_delay_is_more_than_15_minutes"),
+    ("a message whose visibility timeout expired is not counted in ApproximateNumberOfMessages until redelivered", "a",
+     r"::(test_message_becomes_inflight_when_received|test_receive_message_with_explicit_visibility_timeout|test_change_message_visibility"
+     r"|test_change_message_visibility_on_old_message) "),
+    ("an older receipt handle of a message received again neither deletes it nor changes its visibility", "a",
+     r"test_delete_message_using_old_receipt_handle|test_batch_change_message_visibility_on_old_message"),
+    ("two messages sent one after the other come back in the other order in one receive (best-effort order)", "a",
+     r"test_send_receive_message_with"),
+    ("TagQueue/UntagQueue accept an empty Tags map / TagKeys list", "a", r"test_(un)?tag_queue_errors"),
+    ("MessageSystemAttributes (AWSTraceHeader) ignored on send", "a", r"AWSTraceHeader"),
+    ("AddPermission/RemovePermission (UnsupportedOperation in casque)", "a", r"(?i)permission"),
+    ("MessageAttributeNames prefix 'Custom.*' matches only names starting 'Custom.' (moto: 'Custom1' too)", "a",
+     r"test_message_attributes_with_wildcards"),
+    ("error message wording differs (code and status match)", "a", r"assert 'The |assert 'Id |assert 'There should"),
+]
+
+
+KEYSPACE = "casque_moto"
+
+
+def prepare_keyspace() -> None:
+    """casque_moto with the schema applied (idempotent): a keyspace of its own, so that emptying it
+    before a run (``empty_queues``) touches no other bench's queues."""
+    from daemon.engine.db import Database
+    from daemon.engine.schema import apply_schema
+
+    settings = bench_settings()
+    settings.cassandra.keyspace = KEYSPACE
+    db = Database(settings.cassandra).connect()
+    try:
+        apply_schema(db, KEYSPACE, settings.schema)
+    finally:
+        db.close()
+
+
+def empty_queues(endpoint: str) -> int:
+    """Delete every queue a previous run left (through the endpoint itself): moto's tests reuse fixed
+    names such as "test-queue", so leftovers would make one run's results depend on the last."""
+    import boto3
+
+    sqs = boto3.client("sqs", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s")
+    deleted = 0
+    while urls := sqs.list_queues(MaxResults=1000).get("QueueUrls", []):
+        for url in urls:
+            sqs.delete_queue(QueueUrl=url)
+            deleted += 1
+    return deleted
+
+
+def start_serve(port: int, log: Path) -> subprocess.Popen[bytes]:
+    """A real ``casque serve`` on 127.0.0.1:``port`` against casque_moto (schema applied first)."""
+    prepare_keyspace()
+    env = dict(os.environ, CASQUE_CASSANDRA__KEYSPACE=KEYSPACE, CASQUE_LOG__LEVEL="warning", CASQUE_LOG__FORMAT="json")
+    proc = subprocess.Popen([sys.executable, "-m", "daemon.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=open(log, "wb"))
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline().decode()
+        if line.startswith("casque: listening on "):
+            return proc
+        if not line and proc.poll() is not None:
+            break
+    proc.kill()
+    raise SystemExit(f"casque serve did not start: see {log}")
+
+
+def run_pytest(checkout: Path, python: str, endpoint: str, junit: Path, extra: list[str]) -> int:
+    """moto's tests/test_sqs in server mode against ``endpoint``; the outcome is read from the junit file."""
+    env = dict(os.environ, TEST_SERVER_MODE="true", TEST_SERVER_MODE_ENDPOINT=endpoint, MOTO_CALL_RESET_API="false",
+               AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1",
+               TESTS_SKIP_REQUIRES_DOCKER="true")
+    env.pop("PYTHONPATH", None)
+    cmd = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--color=no", "-o", "addopts=", f"--junitxml={junit}",
+           "tests/test_sqs", "--ignore=tests/test_sqs/test_server.py", *extra]
+    return subprocess.run(cmd, cwd=checkout, env=env).returncode
+
+
+def outcomes(junit: Path) -> list[dict[str, Any]]:
+    """One row per test case: id, outcome (passed/failed/error/skipped) and the first line of its error."""
+    rows = []
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        tid = f"{case.get('classname', '')}::{case.get('name', '')}"
+        outcome, detail = "passed", ""
+        for tag in ("failure", "error", "skipped"):
+            el = case.find(tag)
+            if el is not None:
+                outcome = {"failure": "failed", "error": "error", "skipped": "skipped"}[tag]
+                detail = first_line(el.get("message") or el.text or "")
+                break
+        rows.append({"test": tid, "outcome": outcome, "detail": detail})
+    return rows
+
+
+def first_line(text: str) -> str:
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return line[:300]
+
+
+def classify(row: dict[str, str]) -> tuple[str, str]:
+    """(cause, class) of a failed test: the first CAUSES rule that matches, else its error's shape."""
+    text = f"{row['test']} {row['detail']}"
+    for cause, cls, pattern in CAUSES:
+        if re.search(pattern, text):
+            return cause, cls
+    m = re.search(r"\(([A-Za-z.]+)\) when calling the (\w+) operation", row["detail"])
+    if m:
+        return f"{m.group(2)} answers {m.group(1)}", "?"
+    return f"{row['detail'].split(':')[0] or 'unknown'}", "?"
+
+
+def summary(rows: list[dict[str, str]], seconds: float) -> dict[str, Any]:
+    counts: dict[str, int] = defaultdict(int)
+    groups: dict[str, list[dict[str, str]]] = defaultdict(list)
+    for row in rows:
+        counts[row["outcome"]] += 1
+        if row["outcome"] in ("failed", "error"):
+            cause, cls = classify(row)
+            groups[f"({cls}) {cause}"].append(row)
+    return {"counts": dict(counts), "seconds": round(seconds, 1), "groups": dict(sorted(groups.items(), key=lambda kv: -len(kv[1]))),
+            "tests": rows}
+
+
+def aws_verified(checkout: Path) -> set[str]:
+    """Names of moto's SQS tests marked as verified against AWS (``aws_verified`` in their decorators):
+    a failure of one of those is a difference from SQS itself, not from moto's model of it."""
+    found: set[str] = set()
+    for path in (checkout / "tests" / "test_sqs").glob("test_*.py"):
+        decorators: list[str] = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.startswith("@"):
+                decorators.append(line)
+            elif m := re.match(r"\s*def (test_\w+)\(", line):
+                if any("aws_verified" in d for d in decorators):
+                    found.add(m.group(1))
+                decorators = []
+            elif line and not line.startswith((" ", ")", "#")):
+                decorators = []
+    return found
+
+
+def markdown(result: dict[str, Any], commit: str) -> str:
+    c = result["counts"]
+    lines = [f"# moto tests/test_sqs against casque serve ({commit})", "",
+             f"passed {c.get('passed', 0)}, failed {c.get('failed', 0)}, errors {c.get('error', 0)}, "
+             f"skipped {c.get('skipped', 0)}; {result['seconds']} s", ""]
+    for cause, rows in result["groups"].items():
+        lines += [f"## {cause}: {len(rows)}", ""]
+        lines += [f"- `{r['test'].split('.')[-1]}`{' (verified against AWS)' if r.get('aws_verified') else ''}: {r['detail']}" for r in rows]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.moto_sqs", description=__doc__.split("\n")[0])
+    p.add_argument("checkout", type=Path, help="a moto source tree (its tests/test_sqs is run)")
+    p.add_argument("--python", default=sys.executable, help="an interpreter with moto, pytest and freezegun installed")
+    args, pytest_args = p.parse_known_args(argv)  # the rest goes to pytest, e.g. -- -k receive
+    out = out_dir()
+    junit, log = out / "moto_sqs.junit.xml", out / "moto_sqs.serve.log"
+    proc = start_serve(port := free_port(), log)
+    started = time.monotonic()
+    try:
+        print(f"moto_sqs: deleted {empty_queues(f'http://127.0.0.1:{port}')} queues left by an earlier run", flush=True)
+        run_pytest(args.checkout.resolve(), args.python, f"http://127.0.0.1:{port}", junit, [a for a in pytest_args if a != "--"])
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    verified = aws_verified(args.checkout.resolve())
+    rows = [r | {"aws_verified": r["test"].split("::")[-1].split("[")[0] in verified} for r in outcomes(junit)]
+    result = summary(rows, time.monotonic() - started)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    (out / "moto_sqs.json").write_text(json.dumps(result, indent=1))
+    (out / "moto_sqs.md").write_text(markdown(result, f"casque {commit}"))
+    print(json.dumps(result["counts"]), {k: len(v) for k, v in result["groups"].items()})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
