@@ -434,3 +434,36 @@ def test_xml_renders_nested_lists_and_maps_as_sqs_model(sqs: Any, server: sqsser
                                                           "ChangeMessageVisibilityBatchRequestEntry.1.VisibilityTimeout": "5"})
     (failed,) = root.findall("q:ChangeMessageVisibilityBatchResult/q:BatchResultErrorEntry", NS)
     assert (text(failed, "q:Id"), text(failed, "q:Code")) == ("a", "ReceiptHandleIsInvalid")
+
+
+def test_batch_errors_are_worded_as_sqs_words_them(sqs: Any, qname: str) -> None:
+    """Messages recorded against AWS (moto's aws_verified tests): the empty batch names its own
+    entry type, and a repeated id names the first id met a second time (id_2 here, not id_1)."""
+    url = sqs.create_queue(QueueName=qname)["QueueUrl"]
+    with pytest.raises(ClientError) as err:
+        sqs.delete_message_batch(QueueUrl=url, Entries=[])
+    assert code(err.value) == "AWS.SimpleQueueService.EmptyBatchRequest"
+    assert err.value.response["Error"]["Message"] == "There should be at least one DeleteMessageBatchRequestEntry in the request."
+    entries = [{"Id": i, "MessageBody": "b"} for i in ("id_1", "id_2", "id_2", "id_1")]
+    with pytest.raises(ClientError) as err:
+        sqs.send_message_batch(QueueUrl=url, Entries=entries)
+    assert code(err.value) == "AWS.SimpleQueueService.BatchEntryIdsNotDistinct"
+    assert err.value.response["Error"]["Message"] == "Id id_2 repeated."
+    assert "Messages" not in sqs.receive_message(QueueUrl=url, WaitTimeSeconds=0)
+
+
+def test_tag_errors_are_refused_as_sqs_and_leave_the_tags(sqs: Any, qname: str) -> None:
+    url = sqs.create_queue(QueueName=qname, tags={"k1": "v1"})["QueueUrl"]
+    with pytest.raises(ClientError) as err:
+        sqs.tag_queue(QueueUrl=url, Tags={})
+    assert err.value.response["Error"]["Message"] == "The request must contain the parameter Tags."
+    with pytest.raises(ClientError) as err:
+        sqs.tag_queue(QueueUrl=url, Tags={f"k{i}": "v" for i in range(51)})
+    assert err.value.response["Error"]["Message"] == f"Too many tags added for queue {qname}."
+    with pytest.raises(ClientError) as err:
+        sqs.tag_queue(QueueUrl=url, Tags={"x" * 129: "v"})
+    assert code(err.value) == "InvalidParameterValue"
+    with pytest.raises(ClientError) as err:
+        sqs.untag_queue(QueueUrl=url, TagKeys=[])
+    assert err.value.response["Error"]["Message"] == "Tag keys must be between 1 and 128 characters in length."
+    assert sqs.list_queue_tags(QueueUrl=url)["Tags"] == {"k1": "v1"}

@@ -39,20 +39,35 @@ def names(value: Any) -> list[str]:
     return value
 
 
-def tags(value: Any) -> dict[str, str]:
+def tags(value: Any, queue: str) -> dict[str, str]:
+    """Tags to set, with SQS's limits: at most 50 per queue, keys 1-128 characters, values at most 256."""
     if value is None:
         return {}
     if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
         raise invalid("Tags must be a map of string keys to string values.")
     if len(value) > MAX_TAGS:
-        raise invalid(f"Too many tags: a queue can have at most {MAX_TAGS}.")
+        raise invalid(f"Too many tags added for queue {queue}.")
+    tag_keys(list(value))
+    if any(len(v) > 256 for v in value.values()):
+        raise invalid("Tag values may be at most 256 characters in length.")
     return dict(value)
 
 
-def entries(p: dict[str, Any]) -> list[dict[str, Any]]:
+def tag_keys(keys: Any) -> list[str]:
+    """Tag keys to remove or set: a non-empty list of 1-128 character strings."""
+    if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+        raise invalid("TagKeys must be a list of strings.")
+    if not keys or any(not 1 <= len(k) <= 128 for k in keys):
+        raise invalid("Tag keys must be between 1 and 128 characters in length.")
+    return keys
+
+
+def entries(p: dict[str, Any], action: str) -> list[dict[str, Any]]:
+    """A batch's entries, checked as SQS does (``action``: SendMessageBatch, DeleteMessageBatch, ...,
+    which SQS names in its EmptyBatchRequest message)."""
     entries = p.get("Entries")
     if not entries:
-        raise SqsError("EmptyBatchRequest", "There should be at least one SendMessageBatchRequestEntry in the request.")
+        raise SqsError("EmptyBatchRequest", f"There should be at least one {action}RequestEntry in the request.")
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
         raise invalid("Entries must be a list of entries.")
     if len(entries) > MAX_BATCH:
@@ -61,8 +76,11 @@ def entries(p: dict[str, Any]) -> list[dict[str, Any]]:
     for eid in ids:
         if not isinstance(eid, str) or not ENTRY_ID.match(eid):
             raise SqsError("InvalidBatchEntryId", "A batch entry id can only contain alphanumeric characters, hyphens and underscores. It can be at most 80 letters long.")
-    if len(set(ids)) != len(ids):
-        raise SqsError("BatchEntryIdsNotDistinct", f"Id {next(i for i in ids if ids.count(i) > 1)} repeated.")
+    seen: set[str] = set()
+    for eid in ids:  # SQS names the first id met a second time (AWS-verified in moto's suite)
+        if eid in seen:
+            raise SqsError("BatchEntryIdsNotDistinct", f"Id {eid} repeated.")
+        seen.add(eid)
     return entries
 
 

@@ -28,7 +28,7 @@ class MessageActions(ActionGroup):
 
     async def send_message_batch(self, call: Call) -> dict[str, Any]:
         name = self.queue_of(call)
-        entries = params.entries(call.params)
+        entries = params.entries(call.params, "SendMessageBatch")
         qs = await self.cq.queues.get(name)
         extras = await self.cq.attributes.get(name)
         limit = qattr.number(qs, extras, "MaximumMessageSize")
@@ -115,7 +115,7 @@ class MessageActions(ActionGroup):
 
     async def delete_message_batch(self, call: Call) -> dict[str, Any]:
         name = self.queue_of(call)
-        entries = params.entries(call.params)
+        entries = params.entries(call.params, "DeleteMessageBatch")
         await self.cq.queues.get(name)
         return await params.batch(entries, lambda e: self._delete(name, str(e.get("ReceiptHandle") or "")))
 
@@ -147,6 +147,6 @@ class MessageActions(ActionGroup):
 
     async def change_message_visibility_batch(self, call: Call) -> dict[str, Any]:
         name = self.queue_of(call)
-        entries = params.entries(call.params)
+        entries = params.entries(call.params, "ChangeMessageVisibilityBatch")
         await self.cq.queues.get(name)
         return await params.batch(entries, lambda e: self._change(name, e))

@@ -42,7 +42,7 @@ class QueueActions(ActionGroup):
         if not params.QUEUE_NAME.match(str(name)):
             raise invalid("Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length")
         attrs = qattr.check(call.params.get("Attributes"), creating=True)
-        tags = params.tags(call.params.get("tags") or call.params.get("Tags"))
+        tags = params.tags(call.params.get("tags") or call.params.get("Tags"), name)
         await self._check_redrive_target(attrs)
         if await self.cooldowns.active(f"sqs.deleted:{name}"):
             raise SqsError("QueueDeletedRecently", "You must wait 60 seconds after deleting a queue before you can create another with the same name.")
@@ -185,19 +185,19 @@ class QueueActions(ActionGroup):
     async def tag_queue(self, call: Call) -> dict[str, Any]:
         name = self.queue_of(call)
         await self.cq.queues.get(name)
-        tags = params.tags(call.params.get("Tags"))
+        if not call.params.get("Tags"):
+            raise missing("Tags")
+        tags = params.tags(call.params.get("Tags"), name)
         current = (await self.cq.attributes.get(name, fresh=True)).tags
         if len(current | tags) > params.MAX_TAGS:
-            raise invalid(f"Too many tags: a queue can have at most {params.MAX_TAGS}.")
+            raise invalid(f"Too many tags added for queue {name}.")
         await self.cq.attributes.tag(name, tags, set())
         return {}
 
     async def untag_queue(self, call: Call) -> dict[str, Any]:
         name = self.queue_of(call)
         await self.cq.queues.get(name)
-        keys = call.params.get("TagKeys") or []
-        if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
-            raise invalid("TagKeys must be a list of strings.")
+        keys = params.tag_keys(call.params.get("TagKeys") or [])
         await self.cq.attributes.tag(name, {}, set(keys))
         return {}
 
