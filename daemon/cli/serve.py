@@ -13,6 +13,7 @@ from daemon.cli.common import emit, with_client
 from daemon.engine.access_keys import AccessKeyStore
 from daemon.engine.client import Casque
 from daemon.engine.expiry import ExpirySweeper
+from daemon.engine.mover import MoveRunner
 from daemon.engine.stats import daemon_id
 
 
@@ -73,6 +74,7 @@ async def _serve(settings: Any) -> int:
     cq = await Casque.connect(settings)
     pinger = asyncio.create_task(_watchdog(notifier)) if notifier.watchdog_interval else None
     expiry = asyncio.create_task(ExpirySweeper(cq, daemon_id(), settings.worker.expiry_interval).run())  # lease: one per cluster
+    mover = asyncio.create_task(MoveRunner(cq, daemon_id()).run())  # SQS move tasks: a lease per task
     try:
         if settings.hints.listen:
             await cq.listen_for_hints(["*"])  # other processes' sends wake parked SQS long polls at once
@@ -85,7 +87,8 @@ async def _serve(settings: Any) -> int:
         if pinger:
             pinger.cancel()
         expiry.cancel()
-        await asyncio.gather(expiry, return_exceptions=True)
+        mover.cancel()
+        await asyncio.gather(expiry, mover, return_exceptions=True)
         await cq.close()
     return 0
 

@@ -9,13 +9,10 @@ from daemon.http.sqs.errors import SqsError
 
 
 class PermissionActions(ActionGroup):
-    ACTIONS = ("AddPermission", "RemovePermission", "CancelMessageMoveTask")
+    ACTIONS = ("AddPermission", "RemovePermission")
 
     async def add_permission(self, call: Call) -> dict[str, Any]:
         raise SqsError("UnsupportedOperation", "AddPermission is not supported by casque.")
 
     async def remove_permission(self, call: Call) -> dict[str, Any]:
         raise SqsError("UnsupportedOperation", "RemovePermission is not supported by casque.")
-
-    async def cancel_message_move_task(self, call: Call) -> dict[str, Any]:
-        raise SqsError("UnsupportedOperation", "CancelMessageMoveTask is not supported by casque.")
