@@ -36,6 +36,7 @@ from daemon.engine.producer import Job
 log = get_logger("casque.mover")
 HOLD_S = 15
 SAVE_EVERY_S = 1.0
+RECOUNT_S = 5.0
 NO_SOURCE = "CouldNotDetermineMessageSource"
 _LOCAL: list["MoveRunner"] = []  # the runners of this process, woken when a task starts here
 
@@ -113,6 +114,7 @@ class TaskRun:
         self.began = time.monotonic()
         self.sent_here = 0
         self.renewed = self.saved = time.monotonic()
+        self.counted = 0.0
         self.idle_since: float | None = None
 
     async def run(self) -> None:
@@ -143,8 +145,18 @@ class TaskRun:
         fresh = await self.r.store.get(*self.task.key)
         if fresh is None:
             return True
+        await self._recount()
         await self._save()
         return fresh.cancel_requested
+
+    async def _recount(self) -> None:
+        """ApproximateNumberOfMessagesToMove: at least what was moved plus what is left (the start's
+        estimate may be a lower bound for a large queue: engine/depth_estimate.py)."""
+        if time.monotonic() - self.counted < RECOUNT_S:
+            return
+        self.counted = time.monotonic()
+        est = await self.r.depth.estimate(await self.cq.queues.get(self.task.source), self.cq.clock.now_ms())
+        self.task = replace(self.task, to_move=max(self.task.to_move, self.task.moved + round(est.waiting + est.in_flight)))
 
     async def _save(self) -> None:
         self.task = replace(self.task, updated_at=self.cq.clock.now_ms())

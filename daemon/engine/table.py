@@ -69,12 +69,8 @@ class MessageTable:
         self.mark_moved = p(f"INSERT INTO {t} (queue, bucket, shard, kind, rank, due, id, moved_to) VALUES (?,?,?,2,?,?,?,?) USING TTL ?")
         self.unmark_moved = p(f"DELETE FROM {t} WHERE {_PK} AND kind = 2 AND rank = ? AND due = ? AND id = ?")
         self.count_from = p(f"SELECT cursors, state, due FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ?")
-        # The bounded depth estimate (engine/depth_estimate.py): a lane's first rows from its cursor,
-        # a stretch of it, and the last due time of a stretch (read backwards, one row).
+        # The bounded depth estimate (engine/depth_estimate.py): a lane's first rows from its cursor.
         self.count_head = p(f"SELECT cursors, state, due FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ? LIMIT ?")
-        self.count_span = p(f"SELECT state, due FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due > ? AND due <= ? LIMIT ?")
-        self.last_due = p(f"SELECT due FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due > ? AND due <= ? "
-                          "ORDER BY kind DESC, rank DESC, due DESC, id DESC LIMIT 1")
         self.set_cursor = p(f"UPDATE {t} SET cursors[?] = ? WHERE {_PK}")
         self.read_cursors = p(f"SELECT cursors FROM {t} WHERE {_PK} LIMIT 1")
         # The cursors of every bucket row of one shard in one request (the coordinator reads the
