@@ -100,7 +100,7 @@ async def test_a_move_survives_the_sigkill_of_its_server_and_loses_nothing(serve
         handle = (await asyncio.to_thread(sqs_a.start_message_move_task, SourceArn=arn, MaxNumberOfMessagesPerSecond=100))["TaskHandle"]
         seen = await asyncio.to_thread(newest, sqs_b, arn)
         assert seen["Status"] == "RUNNING" and seen["TaskHandle"] == handle and seen["MaxNumberOfMessagesPerSecond"] == 100
-        assert abs(seen["ApproximateNumberOfMessagesToMove"] - 2000) <= 200, "the bounded estimate at the start (engine/depth_estimate.py)"
+        assert 0 < seen["ApproximateNumberOfMessagesToMove"] <= 2000, "a bounded estimate at the start (engine/depth_estimate.py)"
         samples: list[tuple[float, int]] = []
 
         def progressed() -> bool:
@@ -115,6 +115,7 @@ async def test_a_move_survives_the_sigkill_of_its_server_and_loses_nothing(serve
         done = await asyncio.to_thread(wait_for, lambda: (t := newest(sqs_b, arn))["Status"] != "RUNNING" and t, 180,
                                        "no other server finished the task")
         assert done["Status"] == "COMPLETED" and done["ApproximateNumberOfMessagesMoved"] >= 2000
+        assert done["ApproximateNumberOfMessagesToMove"] >= 2000, "recounted while moving"
         for elapsed, moved in samples:  # the rate, as seen by another server while A ran
             assert moved <= 100 * elapsed + 20, f"moved {moved} in {elapsed:.1f} s at 100 msg/s"
         got = await asyncio.to_thread(drain, sqs_b, src)
