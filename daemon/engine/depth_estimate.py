@@ -36,7 +36,7 @@ from daemon.engine.db import Database
 from daemon.engine.paging import pages
 from daemon.engine.table import STATE_IN_FLIGHT, MessageTable, all_rows
 
-HEAD = 100
+HEAD = 32
 REFRESH_S = 5.0
 BUDGET = 20_000  # rows per second a background pass reads
 PAGE = 1000
@@ -100,6 +100,10 @@ class DepthEstimator:
             self._use_passes(est, large, now)
             self._refresh(qs, list(large))
         return est
+
+    def passes_running(self) -> int:
+        """Background passes under way (their reads are not the calls')."""
+        return sum(1 for t in self._passes.values() if not t.done())
 
     async def _row_cursors(self, queue: str, bucket: int, shard: int, est: Estimate) -> dict[int, int]:
         known = self._cursors.get((queue, bucket, shard))
