@@ -14,7 +14,7 @@ from cassandra.query import SimpleStatement
 
 from daemon.base.logs import get_logger
 from daemon.engine.db import Database
-from daemon.engine.deadletter import DEAD_LETTER
+from daemon.engine.attributes import DEAD_LETTER
 from daemon.engine.queue_names import partition_of
 
 log = get_logger("casque.schema")
