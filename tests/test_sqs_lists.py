@@ -145,3 +145,48 @@ def test_dead_letter_sources_follow_policies_set_changed_removed_and_deleted(sqs
     assert sources(dlq) == [names[0], names[2], names[4]]
     for url in srcs[:3] + srcs[4:] + [dlq, dlq2]:
         sqs.delete_queue(QueueUrl=url)
+
+
+MIGRATION_KEYSPACE = "casque_test_ops_migration"  # a scratch keyspace of its own: its index tables are dropped and re-created
+
+
+async def test_schema_apply_creates_the_new_tables_on_an_existing_keyspace_and_fills_the_indexes(settings: Settings) -> None:
+    """A keyspace from before these tables (queues, one with a RedrivePolicy): `schema apply`
+    creates move_tasks, move_tasks_active, queue_names and dead_letter_sources, and indexes the
+    queues already there."""
+    from dataclasses import replace
+
+    from daemon.engine.schema import apply_schema
+
+    cassandra = replace(settings.cassandra, keyspace=MIGRATION_KEYSPACE)
+    new_tables = ("queue_names", "dead_letter_sources", "move_tasks", "move_tasks_active")
+
+    def old_keyspace() -> None:
+        db = Database(cassandra).connect()
+        try:
+            apply_schema(db, MIGRATION_KEYSPACE, settings.schema)
+            for table in new_tables:
+                db.execute(f"DROP TABLE IF EXISTS {MIGRATION_KEYSPACE}.{table}")
+            db.execute(f"TRUNCATE {MIGRATION_KEYSPACE}.queues")
+            db.execute(f"INSERT INTO {MIGRATION_KEYSPACE}.queues (name, shards, buckets, attributes) VALUES ('src1', 1, 1, "
+                       "{'RedrivePolicy': '{\"deadLetterTargetArn\":\"arn:aws:sqs:us-east-1:000000000000:dlq1\",\"maxReceiveCount\":3}', "
+                       "'casque.dead_letter': 'dlq1'})")
+            db.execute(f"INSERT INTO {MIGRATION_KEYSPACE}.queues (name, shards, buckets) VALUES ('dlq1', 1, 1)")
+        finally:
+            db.close()
+
+    def migrate() -> tuple[set[str], list[Any], list[Any]]:
+        db = Database(cassandra).connect()
+        try:
+            apply_schema(db, MIGRATION_KEYSPACE, settings.schema)
+            tables = {r.table_name for r in db.execute("SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", [MIGRATION_KEYSPACE])}
+            names = sorted(r.name for r in db.execute(f"SELECT name FROM {MIGRATION_KEYSPACE}.queue_names"))
+            links = [(r.target, r.source) for r in db.execute(f"SELECT target, source FROM {MIGRATION_KEYSPACE}.dead_letter_sources")]
+            return tables, names, links
+        finally:
+            db.close()
+
+    await asyncio.to_thread(old_keyspace)
+    tables, names, links = await asyncio.to_thread(migrate)
+    assert set(new_tables) <= tables
+    assert names == ["dlq1", "src1"] and links == [("dlq1", "src1")]
