@@ -196,3 +196,22 @@ def test_a_message_with_no_known_source_fails_the_task_and_stays(servers: list[s
     task = wait_for(lambda: (t := newest(sqs, arn))["Status"] != "RUNNING" and t, 30, "the task never ended")
     assert task["Status"] == "FAILED" and task["FailureReason"] == "CouldNotDetermineMessageSource" and task["ApproximateNumberOfMessagesMoved"] == 0
     assert [m["Body"] for m in sqs.receive_message(QueueUrl=dlq, WaitTimeSeconds=5)["Messages"]] == ["direct"]
+
+
+def test_move_task_actions_over_the_query_protocol(servers: list[sqsserver.SqsServer], name: str) -> None:
+    """The XML answers of the three actions (older SDKs): entries as elements, not Python text."""
+    import urllib.parse
+    import urllib.request
+
+    sqs = client(servers[0].url)
+    src, dlq, arn = make_dlq(sqs, name)
+    sqs.send_message(QueueUrl=dlq, MessageBody="direct")
+
+    def post(**form: str) -> str:
+        data = urllib.parse.urlencode(dict(form, Version="2012-11-05")).encode()
+        with urllib.request.urlopen(urllib.request.Request(servers[0].url + "/", data=data), timeout=30) as resp:
+            return resp.read().decode()
+
+    assert "<TaskHandle>" in post(Action="StartMessageMoveTask", SourceArn=arn, MaxNumberOfMessagesPerSecond="5")
+    body = post(Action="ListMessageMoveTasks", SourceArn=arn, MaxResults="10")
+    assert "<ListMessageMoveTasksResultEntry><Status>" in body and f"<SourceArn>{arn}</SourceArn>" in body and "{" not in body

@@ -146,6 +146,8 @@ def _xml_field(action: str, key: str, value: Any) -> str:
         return "".join("<Message>" + "".join(_xml_field(action, k, v) for k, v in m.items()) + "</Message>" for m in value)
     if key == "Successful":
         return "".join(f"<{action}ResultEntry>" + "".join(_xml_field(action, k, v) for k, v in e.items()) + f"</{action}ResultEntry>" for e in value)
+    if key == "Results":  # ListMessageMoveTasks: a flattened list of entries
+        return "".join(f"<{action}ResultEntry>" + "".join(f"<{k}>{_x(v)}</{k}>" for k, v in e.items()) + f"</{action}ResultEntry>" for e in value)
     if key == "Failed":
         return "".join("<BatchResultErrorEntry>" + "".join(f"<{k}>{_x(v)}</{k}>" for k, v in e.items()) + "</BatchResultErrorEntry>" for e in value)
     return f"<{key}>{_x(value)}</{key}>"
