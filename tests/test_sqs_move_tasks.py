@@ -114,8 +114,9 @@ async def test_a_move_survives_the_sigkill_of_its_server_and_loses_nothing(serve
         killed_at = samples[-1][1]
         done = await asyncio.to_thread(wait_for, lambda: (t := newest(sqs_b, arn))["Status"] != "RUNNING" and t, 180,
                                        "no other server finished the task")
-        assert done["Status"] == "COMPLETED" and done["ApproximateNumberOfMessagesMoved"] >= 2000
-        assert done["ApproximateNumberOfMessagesToMove"] >= 2000, "recounted while moving"
+        # Approximate: A's moves after its last progress save (every second: <= 100 + a batch) are not counted
+        assert done["Status"] == "COMPLETED" and done["ApproximateNumberOfMessagesMoved"] >= 2000 - 100 - 10
+        assert done["ApproximateNumberOfMessagesToMove"] >= 2000 - 100 - 10, "recounted while moving (moved + what is left)"
         for elapsed, moved in samples:  # the rate, as seen by another server while A ran
             assert moved <= 100 * elapsed + 20, f"moved {moved} in {elapsed:.1f} s at 100 msg/s"
         got = await asyncio.to_thread(drain, sqs_b, src)
