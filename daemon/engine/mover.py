@@ -82,11 +82,18 @@ class MoveRunner:
             log.warning("move_scan_failed", error=str(exc))
             return
         for source, started_at, task_id in active:
-            if task_id in self.running:
+            if task_id in self.running or await self._held_elsewhere(task_id):
                 continue
             lease = Lease(self.cq.db, self.cq.settings.cassandra.keyspace, f"move_task:{task_id}", self.holder, self.lease_s)
             if await lease.hold():
                 self.running[task_id] = asyncio.create_task(self._guarded(lease, source, started_at, task_id))
+
+    async def _held_elsewhere(self, task_id: uuid.UUID) -> bool:
+        """A plain read of the task's lease row: a task another server runs costs this read per
+        scan, not a failed bid (two LWTs)."""
+        rows = await self.cq.db.run(self.cq.db.prepare(f"SELECT holder FROM {self.cq.settings.cassandra.keyspace}.leases WHERE name = ?"),
+                                    [f"move_task:{task_id}"])
+        return bool(rows) and rows[0].holder != self.holder
 
     async def _guarded(self, lease: Lease, source: str, started_at: int, task_id: uuid.UUID) -> None:
         try:
@@ -94,6 +101,9 @@ class MoveRunner:
             if task is None:  # an active row whose task row never got written (a crash inside claim)
                 if self.cq.clock.now_ms() - started_at > 60_000:
                     await self.store.release(MoveTask(source, started_at, task_id))
+                return
+            if task.status in ENDED:  # ended, but its active row outlived it (a crash between the two writes)
+                await self.store.release(task)
                 return
             await TaskRun(self, lease, task).run()
         except CasqueError as exc:  # Cassandra trouble: drop the lease; a runner bids again at the next scan
