@@ -216,3 +216,33 @@ def test_move_task_actions_over_the_query_protocol(servers: list[sqsserver.SqsSe
     assert "<TaskHandle>" in post(Action="StartMessageMoveTask", SourceArn=arn, MaxNumberOfMessagesPerSecond="5")
     body = post(Action="ListMessageMoveTasks", SourceArn=arn, MaxResults="10")
     assert "<ListMessageMoveTasksResultEntry><Status>" in body and f"<SourceArn>{arn}</SourceArn>" in body and "{" not in body
+
+
+async def test_a_move_to_a_destination_arn_takes_every_message_there_and_is_kept_14_days(servers: list[sqsserver.SqsServer], cq: Casque,
+                                                                                          name: str) -> None:
+    """With DestinationArn, dead letters and messages sent straight to the DLQ alike go there, with
+    their message attributes and without casque's dead-letter headers; the task row's TTL is 14 days."""
+    sqs = client(servers[1].url)
+    src, dlq, arn = await asyncio.to_thread(make_dlq, sqs, name)
+    dest = (await asyncio.to_thread(sqs.create_queue, QueueName=name + "-dest"))["QueueUrl"]
+    dest_arn = arn.rsplit(":", 1)[0] + ":" + name + "-dest"
+    bodies = await dead_letters(cq, name + "-dlq", name, 30)
+    for i in range(5):
+        await asyncio.to_thread(sqs.send_message, QueueUrl=dlq, MessageBody=f"direct-{i}",
+                                MessageAttributes={"k": {"DataType": "String", "StringValue": str(i)}})
+    await asyncio.to_thread(sqs.start_message_move_task, SourceArn=arn, DestinationArn=dest_arn)
+    task = await asyncio.to_thread(wait_for, lambda: (t := newest(sqs, arn))["Status"] != "RUNNING" and t, 60, "the move never ended")
+    assert task["Status"] == "COMPLETED" and task["DestinationArn"] == dest_arn and task["ApproximateNumberOfMessagesMoved"] == 35
+    arrived = await cq.peek(name + "-dest", 50)
+    assert len(arrived) == 35 and not any(FROM_HEADER in m.headers or ID_HEADER in m.headers for m in arrived)
+    got: list[dict[str, Any]] = []
+    while len(got) < 35:
+        page = (await asyncio.to_thread(sqs.receive_message, QueueUrl=dest, MaxNumberOfMessages=10, WaitTimeSeconds=2,
+                                        MessageAttributeNames=["All"])).get("Messages", [])
+        assert page, f"only {len(got)} of 35 reached the destination"
+        got += page
+    assert sorted(m["Body"] for m in got) == sorted(bodies + [f"direct-{i}" for i in range(5)])
+    assert {m["MessageAttributes"]["k"]["StringValue"] for m in got if m["Body"].startswith("direct")} == {str(i) for i in range(5)}
+    assert (await queue_stats(cq, name)).waiting_due == 0, "nothing went back to the source"
+    rows = await cq.db.run(f"SELECT TTL(status) AS ttl FROM {TEST_KEYSPACE}.move_tasks WHERE source = %s", [name + "-dlq"])
+    assert 14 * 86_400 - 120 <= rows[0].ttl <= 14 * 86_400, "ListMessageMoveTasks keeps a task 14 days"
