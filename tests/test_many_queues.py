@@ -299,6 +299,8 @@ async def test_expiry_deletes_an_idle_queue_and_keeps_an_active_one(settings: Se
         assert idle in gone and busy not in gone and forever not in gone
         with pytest.raises(QueueNotFound):
             await client.queues.get(idle, fresh=True)
+        assert (await client.queues.names.matching(idle, None, 10))[0] == [], "an expired queue leaves the ListQueues name index"
+        assert (await client.queues.names.matching(busy, None, 10))[0] == [busy]
         assert (await client.queues.get(busy, fresh=True)).expire_after_s == 120
         assert await client.peek(busy) != []
         clock.advance(130_000)  # busy now idle past its 120 s too
