@@ -167,7 +167,8 @@ def test_move_task_errors_are_sqs_errors(servers: list[sqsserver.SqsServer], nam
             fn(**kw)
         return err.value.response["Error"]["Code"], err.value.response["Error"]["Message"]
 
-    assert error(sqs.start_message_move_task, SourceArn=src_arn) == ("InvalidParameterValue", "Source queue must be configured as a Dead Letter Queue.")
+    assert error(sqs.start_message_move_task, SourceArn=src_arn) == (
+        "InvalidParameterValue", "Source queue must be configured as a Dead Letter Queue.")
     assert error(sqs.start_message_move_task, SourceArn=arn + "-nope") == (
         "ResourceNotFoundException", "The resource that you specified for the SourceArn parameter doesn't exist.")
     assert error(sqs.start_message_move_task, SourceArn=arn, DestinationArn=arn + "-nope") == (
@@ -182,8 +183,8 @@ def test_move_task_errors_are_sqs_errors(servers: list[sqsserver.SqsServer], nam
     for i in range(20):
         sqs.send_message(QueueUrl=dlq, MessageBody=f"d{i}")
     handle = sqs.start_message_move_task(SourceArn=arn, MaxNumberOfMessagesPerSecond=1, DestinationArn=src_arn)["TaskHandle"]
-    assert error(sqs.start_message_move_task, SourceArn=arn) == ("InvalidParameterValue",
-                                                                 "There is already a task running. Only one active task is allowed for a source queue arn at a given time.")
+    assert error(sqs.start_message_move_task, SourceArn=arn) == (
+        "InvalidParameterValue", "There is already a task running. Only one active task is allowed for a source queue arn at a given time.")
     sqs.cancel_message_move_task(TaskHandle=handle)
     wait_for(lambda: newest(sqs, arn)["Status"] == "CANCELLED", 30, "not cancelled")
 

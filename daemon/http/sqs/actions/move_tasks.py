@@ -58,7 +58,8 @@ class MoveTaskActions(ActionGroup):
 
     async def list_message_move_tasks(self, call: Call) -> dict[str, Any]:
         source = await self._existing(call.params.get("SourceArn"), "SourceArn")
-        limit = params.integer(call.params, "MaxResults", 1, 1, 10, "Value {v} for parameter MaxResults is invalid. Reason: Must be between 1 and 10.")
+        limit = params.integer(call.params, "MaxResults", 1, 1, 10,
+                               "Value {v} for parameter MaxResults is invalid. Reason: Must be between 1 and 10.")
         return {"Results": [self._describe(t) for t in await self.store.newest(source, limit)]}
 
     async def cancel_message_move_task(self, call: Call) -> dict[str, Any]:
