@@ -299,6 +299,8 @@ async def test_expiry_deletes_an_idle_queue_and_keeps_an_active_one(settings: Se
         assert idle in gone and busy not in gone and forever not in gone
         with pytest.raises(QueueNotFound):
             await client.queues.get(idle, fresh=True)
+        assert (await client.queues.names.matching(idle, None, 10))[0] == [], "an expired queue leaves the ListQueues name index"
+        assert (await client.queues.names.matching(busy, None, 10))[0] == [busy]
         assert (await client.queues.get(busy, fresh=True)).expire_after_s == 120
         assert await client.peek(busy) != []
         clock.advance(130_000)  # busy now idle past its 120 s too
@@ -345,8 +347,8 @@ async def test_only_the_lease_holder_sweeps(settings: Settings, queue_name: str)
 
 
 async def test_deleting_a_queue_writes_partition_tombstones_not_one_per_message(cq: Casque, queue_name: str) -> None:
-    """1 x 1 queue with 500 messages: 20 delete requests (its row, 16 key shards, poison, settings,
-    expiry mark), the same as for an empty queue; the old delete wrote one tombstone per message."""
+    """1 x 1 queue with 500 messages: 21 delete requests (its row, 16 key shards, poison, settings,
+    expiry mark, name index), the same as for an empty queue; the old delete wrote one tombstone per message."""
     counts = []
     for name, n in ((queue_name + "_full", 500), (queue_name + "_empty", 0)):
         await cq.create_queue(name, shards=1, buckets=1)
@@ -357,7 +359,7 @@ async def test_deleting_a_queue_writes_partition_tombstones_not_one_per_message(
         requests, reads = cq.db.requests, cq.db.reads
         tombstones = await delete_queue(cq, name)
         counts.append((tombstones, (cq.db.requests - requests) - (cq.db.reads - reads)))
-    assert counts == [(20, 20), (20, 20)]
+    assert counts == [(21, 21), (21, 21)]
 
 
 async def test_list_queues_next_token_walks_every_queue_once_with_boto3(cq: Casque, queue_name: str, made: list[str]) -> None:

@@ -398,6 +398,8 @@ async def test_create_queues_job_creates_each_name_once_and_rejects_bad_ones(spa
     for name in (names[0], names[-1]):
         qs = await cq.queues.get(name, fresh=True)
         assert (qs.shards, qs.buckets, qs.expire_after_s) == (1, 1, 86400)
+    indexed, more = await cq.queues.names.matching(f"{queue_name}_", None, 1000)
+    assert set(indexed) == set(names) and not more, "bulk creation indexes every name for ListQueues' prefixes"
     again = await asyncio.to_thread(create_queues, spark, settings, spec)
     assert (again["created"], again["existing"]) == (0, 350)
     with pytest.raises(UsageError, match="shards must be between 1"):

@@ -356,9 +356,11 @@ def test_redrive_policy_moves_to_a_real_dead_letter_queue_and_back(sqs: Any, qna
     (dead,) = sqs.receive_message(QueueUrl=dlq, WaitTimeSeconds=5, MessageAttributeNames=["All"], VisibilityTimeout=0)["Messages"]
     assert dead["Body"] == "doomed" and dead["MessageAttributes"] == {"k": {"DataType": "String", "StringValue": "v"}}
     assert sqs.list_dead_letter_source_queues(QueueUrl=dlq)["queueUrls"] == [src]
-    handle = sqs.start_message_move_task(SourceArn=dlq_arn)["TaskHandle"]
-    (task,) = sqs.list_message_move_tasks(SourceArn=dlq_arn)["Results"]
-    assert task["TaskHandle"] == handle and task["Status"] == "COMPLETED" and task["ApproximateNumberOfMessagesMoved"] == 1
+    assert sqs.start_message_move_task(SourceArn=dlq_arn)["TaskHandle"]
+    deadline = time.monotonic() + 30  # the move runs in the background (engine/mover.py)
+    while (task := sqs.list_message_move_tasks(SourceArn=dlq_arn)["Results"][0])["Status"] == "RUNNING" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert task["Status"] == "COMPLETED" and task["ApproximateNumberOfMessagesMoved"] == 1 and "TaskHandle" not in task
     (back,) = sqs.receive_message(QueueUrl=src, WaitTimeSeconds=5, AttributeNames=["All"], MessageAttributeNames=["All"])["Messages"]
     assert back["Body"] == "doomed" and back["Attributes"]["ApproximateReceiveCount"] == "1" and back["MessageAttributes"]["k"]["StringValue"] == "v"
     assert "Messages" not in sqs.receive_message(QueueUrl=dlq, WaitTimeSeconds=0)

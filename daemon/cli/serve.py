@@ -14,6 +14,7 @@ from daemon.engine.access_keys import AccessKey, AccessKeyStore
 from daemon.engine.client import Casque
 from daemon.engine.expiry import ExpirySweeper
 from daemon.engine.grants import Grant
+from daemon.engine.mover import MoveRunner
 from daemon.engine.stats import daemon_id
 
 
@@ -77,6 +78,7 @@ async def _serve(settings: Any) -> int:
     cq = await Casque.connect(settings)
     pinger = asyncio.create_task(_watchdog(notifier)) if notifier.watchdog_interval else None
     expiry = asyncio.create_task(ExpirySweeper(cq, daemon_id(), settings.worker.expiry_interval).run())  # lease: one per cluster
+    mover = asyncio.create_task(MoveRunner(cq, daemon_id()).run())  # SQS move tasks: a lease per task
     try:
         if settings.hints.listen:
             await cq.listen_for_hints(["*"])  # other processes' sends wake parked SQS long polls at once
@@ -89,7 +91,8 @@ async def _serve(settings: Any) -> int:
         if pinger:
             pinger.cancel()
         expiry.cancel()
-        await asyncio.gather(expiry, return_exceptions=True)
+        mover.cancel()
+        await asyncio.gather(expiry, mover, return_exceptions=True)
         await cq.close()
     return 0
 

@@ -6,8 +6,8 @@ written afterwards by a producer whose clock lags, which a purge must not do.
 
 Delete is the opposite: the queue is going away, so each of its partitions gets one partition
 tombstone (shard rows, key shards, poison queue, settings), whatever the number of messages, and
-nothing is read first. A queue with 1 shard x 1 bucket is dropped with 20 tombstones; one with a
-million messages in 16 x 24 rows with 403. (Then a send from a client that still had the settings
+nothing is read first. A queue with 1 shard x 1 bucket is dropped with 21 tombstones; one with a
+million messages in 16 x 24 rows with 404 (each + 1 for a queue that had a dead-letter queue). (Then a send from a client that still had the settings
 cached for up to 5 s lands in rows nobody reads; its TTL removes it.)
 """
 
@@ -68,6 +68,7 @@ async def delete_queue(cq: Casque, queue: str, parallel: int = 16) -> int:
     settings cache elsewhere), then drop each of its partitions whole. Returns the number of
     partition tombstones written (no tombstone per message: docs/design.md, "Many queues")."""
     qs = await cq.queues.get(queue, fresh=True)
+    linked = await cq.attributes.forget_source(queue)
     await cq.queues.delete(queue)
     sem = asyncio.Semaphore(parallel)
 
@@ -79,7 +80,7 @@ async def delete_queue(cq: Casque, queue: str, parallel: int = 16) -> int:
     await asyncio.gather(*(drop(b, s) for b, s in rows))
     await cq.keys.purge(queue)
     await cq.poison.purge(queue)
-    return len(rows) + KEY_SHARDS + 3  # + poison partition, queues row, queue_expiry row
+    return len(rows) + KEY_SHARDS + 4 + linked  # + poison partition, queues row, queue_expiry row, queue_names row (+ dead-letter link)
 
 
 async def replay(cq: Casque, queue: str, ids: list[uuid.UUID] | None = None, task: str | None = None) -> tuple[list[str], list[str]]:

@@ -14,6 +14,10 @@ from dataclasses import dataclass, field
 
 from daemon.base.lru import Lru
 from daemon.engine.db import Database
+from daemon.engine.dead_letter_sources import DeadLetterSources
+
+#: The attribute naming a queue's dead-letter queue (engine/deadletter.py imports it from here).
+DEAD_LETTER = "casque.dead_letter"
 
 CACHE_SECONDS = 5.0
 
@@ -39,6 +43,7 @@ class QueueAttributes:
         self._page_first = p(f"SELECT name FROM {t} LIMIT ?")
         self._page_after = p(f"SELECT name FROM {t} WHERE token(name) > token(?) LIMIT ?")
         self._cache: Lru[str, tuple[float, QueueExtras]] = Lru(cache_limit)  # bounded: the queues used now
+        self.sources = DeadLetterSources(db, keyspace)
 
     async def get(self, queue: str, fresh: bool = False) -> QueueExtras:
         hit = self._cache.get(queue)
@@ -51,11 +56,30 @@ class QueueAttributes:
         return extras
 
     async def set(self, queue: str, put: dict[str, str], drop: set[str], now_ms: int) -> None:
+        """Write and drop attributes. A change of the dead-letter target also moves the queue in
+        the dead-letter index: the old link dropped, the new one written (after the attribute, so
+        the index never names a source whose attributes don't say so for longer than a crash)."""
+        moving = DEAD_LETTER in put or DEAD_LETTER in drop
+        old = (await self.get(queue, fresh=True)).attributes.get(DEAD_LETTER) if moving else None
         if put:
             await self.db.run(self._put, [put, now_ms, queue])
         if drop:
             await self.db.run(self._drop, [drop, now_ms, queue])
         self._cache.pop(queue)
+        if moving:
+            new = put.get(DEAD_LETTER) or None
+            if old and old != new:
+                await self.sources.unlink(old, queue)
+            if new:
+                await self.sources.link(new, queue)
+
+    async def forget_source(self, queue: str) -> int:
+        """The queue is being deleted: it stops being a source of its dead-letter queue. Returns
+        the tombstones written (1 if it was a source, else 0)."""
+        target = (await self.get(queue, fresh=True)).attributes.get(DEAD_LETTER)
+        if target:
+            await self.sources.unlink(target, queue)
+        return 1 if target else 0
 
     async def tag(self, queue: str, put: dict[str, str], drop: set[str]) -> None:
         if put:

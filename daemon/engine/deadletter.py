@@ -19,7 +19,7 @@ from typing import Callable
 from daemon.base.errors import QueueNotFound
 from daemon.base.logs import get_logger
 from daemon.base.model import Message
-from daemon.engine.attributes import QueueAttributes
+from daemon.engine.attributes import DEAD_LETTER, QueueAttributes
 from daemon.engine.db import Database
 from daemon.engine.poison import PoisonStore
 from daemon.engine.producer import Job, build_message
@@ -27,7 +27,7 @@ from daemon.engine.queues import QueueStore
 from daemon.engine.received import RECEIVED_HEADER
 from daemon.engine.table import MessageTable
 
-DEAD_LETTER = "casque.dead_letter"
+__all__ = ["DEAD_LETTER", "FROM_HEADER", "ID_HEADER", "PoisonRouter"]
 FROM_HEADER = "casque.dead_letter_from"
 ID_HEADER = "casque.original_id"
 log = get_logger("casque.deadletter")

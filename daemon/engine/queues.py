@@ -20,6 +20,7 @@ from daemon.base.lru import Lru
 from daemon.engine.db import Database
 from daemon.base.errors import QueueNotFound, UsageError
 from daemon.base.model import QueueSettings, check_priority
+from daemon.engine.queue_names import QueueNames
 from daemon.engine.schema import validate_queue_name
 
 CACHE_SECONDS = 5.0
@@ -89,6 +90,7 @@ class QueueStore:
         self.clock = clock
         self._cache: Lru[str, tuple[float, QueueSettings]] = Lru(cache_limit, self._evicted)
         self._forget: set[str] = set()
+        self.names = QueueNames(db, keyspace)
 
     def _evicted(self, name: str, _: tuple[float, QueueSettings]) -> None:
         """A queue this process has not used among its last ``cache_limit``: drop its metric
@@ -112,6 +114,7 @@ class QueueStore:
             _values(qs) + [now, now],
         )
         applied = bool(rows[0].applied) if rows else True
+        await self.names.add(qs.name)  # the queue exists either way: (re)index its name, one plain write
         if not applied and not if_missing:
             raise UsageError(f"queue '{qs.name}' already exists: use 'casque queue update {qs.name} ...' to change it")
         if applied and qs.expire_after_s:
@@ -241,6 +244,7 @@ class QueueStore:
     async def delete(self, name: str) -> None:
         await self.db.run(self.db.prepare(f"DELETE FROM {self.ks}.queues WHERE name = ?"), [name])
         await self.db.run(self.db.prepare(f"DELETE FROM {self.ks}.queue_expiry WHERE name = ?"), [name])
+        await self.names.remove(name)
         self._cache.pop(name)
 
     def cache_size(self) -> int:

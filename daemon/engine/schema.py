@@ -164,7 +164,52 @@ TABLES: dict[str, str] = {
         CREATE TABLE IF NOT EXISTS {ks}.access_keys (
             access_key_id text PRIMARY KEY, secret text, description text, created_at bigint
         ) WITH comment = 'casque SQS access keys (SigV4)'""",
+    # SQS message move tasks (engine/move_tasks.py): one partition per source queue, newest first,
+    # as ListMessageMoveTasks reads them. Every write is the whole row with a TTL counted from the
+    # task's start, so a task is forgotten 14 days after it started, as SQS keeps them.
+    # cancel_requested is written by CancelMessageMoveTask only (never by the runner's progress
+    # writes), so a cancel can't be overwritten by a progress write racing it.
+    "move_tasks": """
+        CREATE TABLE IF NOT EXISTS {ks}.move_tasks (
+            source text, started_at bigint, task_id uuid,
+            destination text, rate int, status text, moved bigint, to_move bigint, failure text, updated_at bigint,
+            cancel_requested boolean,
+            PRIMARY KEY ((source), started_at, task_id)
+        ) WITH CLUSTERING ORDER BY (started_at DESC, task_id ASC)
+          AND gc_grace_seconds = 3600
+          AND comment = 'casque SQS message move tasks'""",
+    # The active move task of each source queue (at most one: claimed with an LWT on the source's
+    # row), in one partition (slot 0) that every `casque serve` lists to find tasks to run. Rows
+    # are few (active tasks only) and deleted when their task ends.
+    "move_tasks_active": """
+        CREATE TABLE IF NOT EXISTS {ks}.move_tasks_active (
+            slot int, source text, started_at bigint, task_id uuid,
+            PRIMARY KEY ((slot), source)
+        ) WITH gc_grace_seconds = 3600
+          AND comment = 'casque SQS move tasks not yet ended'""",
+    # Queue names by prefix (engine/queue_names.py): partition = the name's first 2 characters,
+    # clustered by name, so ListQueues with a QueueNamePrefix reads one name range, however many
+    # queues there are. One plain write per created queue (no LWT), one delete per deleted queue.
+    "queue_names": """
+        CREATE TABLE IF NOT EXISTS {ks}.queue_names (
+            prefix text, name text,
+            PRIMARY KEY ((prefix), name)
+        ) WITH gc_grace_seconds = 3600
+          AND comment = 'casque queue names by prefix (ListQueues)'""",
+    # Dead-letter queue -> the queues whose RedrivePolicy names it (engine/dead_letter_sources.py):
+    # ListDeadLetterSourceQueues and StartMessageMoveTask's "is it a dead-letter queue" read one
+    # partition. Written when a RedrivePolicy is set, changed or removed and when a queue is deleted.
+    "dead_letter_sources": """
+        CREATE TABLE IF NOT EXISTS {ks}.dead_letter_sources (
+            target text, source text,
+            PRIMARY KEY ((target), source)
+        ) WITH gc_grace_seconds = 3600
+          AND comment = 'casque dead-letter queue -> its source queues'""",
 }
+
+#: Indexes filled from the queues table when ``casque schema apply`` creates them on a keyspace that
+#: already has queues (engine/index_backfill.py).
+BACKFILLED = ("queue_names", "dead_letter_sources")
 
 # Columns added after a table's first release: applied with ALTER TABLE, "already exists" ignored.
 MIGRATIONS: list[tuple[str, str, str]] = [
@@ -217,13 +262,23 @@ def apply_schema(db: Database, keyspace: str, settings: SchemaSettings) -> list[
     ks = validate_name(keyspace)
     statements = [f"CREATE KEYSPACE IF NOT EXISTS {ks} WITH replication = {replication_map(settings)}"]
     statements += [" ".join(cql.format(ks=ks).split()) for cql in TABLES.values()]
+    had = _tables(db, ks)
     for cql in statements:
         db.execute(cql)
     for table, column, ctype in MIGRATIONS:
         _add_column(db, ks, table, column, ctype)
     assert db.cluster is not None
     db.cluster.control_connection.wait_for_schema_agreement()
+    new_indexes = [t for t in BACKFILLED if t not in had]
+    if new_indexes and "queues" in had:  # an existing keyspace: its queues enter the new indexes once
+        from daemon.engine.index_backfill import backfill
+
+        backfill(db, ks, new_indexes)
     return [f"{ks}.{name}" for name in TABLES]
+
+
+def _tables(db: Database, ks: str) -> set[str]:
+    return {r.table_name for r in db.execute("SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", [ks])}
 
 
 def _add_column(db: Database, ks: str, table: str, column: str, ctype: str) -> None:

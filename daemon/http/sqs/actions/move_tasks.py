@@ -1,73 +1,122 @@
-"""SQS message move tasks: redrive a dead-letter queue's messages to their source or elsewhere."""
+"""SQS message move tasks: redrive a dead-letter queue's messages to their source or elsewhere.
+
+StartMessageMoveTask only records the task (engine/move_tasks.py) and returns its handle: every
+``casque serve`` runs tasks in the background, one runner per task under a lease
+(engine/mover.py), so a task outlives the request, the server that started it, and a restart.
+ListMessageMoveTasks reads the stored tasks, so any server answers for any task.
+"""
 
 from __future__ import annotations
 
 import base64
+import binascii
 import json
+import uuid
 from typing import Any
 
-from daemon.engine.client import Casque
-from daemon.engine.deadletter import FROM_HEADER, ID_HEADER
+from daemon.base.errors import QueueNotFound
+from daemon.engine.depth_estimate import DepthEstimator
+from daemon.engine.move_tasks import RUNNING, MoveTask, MoveTaskStore
+from daemon.engine.mover import wake_local
 from daemon.http.sqs import attributes as qattr
 from daemon.http.sqs import params
 from daemon.http.sqs.actions.base import ActionGroup, Call
-from daemon.http.sqs.errors import invalid
+from daemon.http.sqs.errors import SqsError, invalid, missing
+
+ACTIVE = "There is already a task running. Only one active task is allowed for a source queue arn at a given time."
 
 
 class MoveTaskActions(ActionGroup):
-    ACTIONS = ("StartMessageMoveTask", "ListMessageMoveTasks")
+    ACTIONS = ("StartMessageMoveTask", "ListMessageMoveTasks", "CancelMessageMoveTask")
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
-        self.moves: dict[str, list[dict[str, Any]]] = {}
+        self.store = MoveTaskStore(self.cq.db, self.cq.settings.cassandra.keyspace)
+        self.depth = DepthEstimator(self.cq.db, self.cq.table)
 
     async def start_message_move_task(self, call: Call) -> dict[str, Any]:
-        """Redrive: move every message of a dead-letter queue back to its source queue (or to
-        DestinationArn), now, within this request (SQS runs it in the background; casque's move
-        is complete when the call returns, and ListMessageMoveTasks reports it)."""
-        source = qattr.queue_of_arn(call.params.get("SourceArn"))
-        if source is None:
-            raise invalid("SourceArn must be the ARN of a dead-letter queue.")
+        """Checks as SQS does (source exists and is some queue's dead-letter queue, destination
+        exists, rate 1-500, no active task on the source), then stores the task RUNNING."""
+        source = await self._existing(call.params.get("SourceArn"), "SourceArn")
+        rate = None
+        if call.params.get("MaxNumberOfMessagesPerSecond") is not None:
+            rate = params.integer(call.params, "MaxNumberOfMessagesPerSecond", 0, 1, 500,
+                                  "Value {v} for parameter MaxNumberOfMessagesPerSecond is invalid. Reason: Must be between 1 and 500.")
+        if not await self.cq.attributes.sources.is_target(source):
+            raise invalid("Source queue must be configured as a Dead Letter Queue.")
         dest_arn = call.params.get("DestinationArn")
-        dest = qattr.queue_of_arn(dest_arn) if dest_arn else None
-        if dest_arn and dest is None:
-            raise invalid("DestinationArn must be a queue ARN.")
-        await self.cq.queues.get(source)
-        if dest:
-            await self.cq.queues.get(dest)
-        started = self.cq.clock.now_ms()
-        moved = await redrive(self.cq, source, dest)
-        handle = base64.urlsafe_b64encode(json.dumps([source, started]).encode()).decode()
-        task = {"TaskHandle": handle, "Status": "COMPLETED", "SourceArn": self.arn(source), "ApproximateNumberOfMessagesMoved": moved,
-                "ApproximateNumberOfMessagesToMove": moved, "StartedTimestamp": started}
-        if dest:
-            task["DestinationArn"] = self.arn(dest)
-        self.moves[source] = ([task] + self.moves.get(source, []))[:10]
-        return {"TaskHandle": handle}
+        dest = await self._existing(dest_arn, "DestinationArn") if dest_arn else None
+        if dest == source:
+            raise invalid("Source queue arn and destination queue arn cannot be the same.")
+        now = self.cq.clock.now_ms()
+        est = await self.depth.estimate(await self.cq.queues.get(source, fresh=True), now)
+        task = MoveTask(source, now, uuid.uuid4(), dest, rate, RUNNING, 0, round(est.waiting + est.in_flight + est.delayed), None, now)
+        if not await self.store.claim(task):
+            raise invalid(ACTIVE)
+        wake_local()
+        return {"TaskHandle": self._handle(task)}
 
     async def list_message_move_tasks(self, call: Call) -> dict[str, Any]:
-        source = qattr.queue_of_arn(call.params.get("SourceArn"))
-        if source is None:
-            raise invalid("SourceArn must be the ARN of a dead-letter queue.")
-        limit = params.integer(call.params, "MaxResults", 1, 1, 10)
-        return {"Results": self.moves.get(source, [])[:limit]}
+        source = await self._existing(call.params.get("SourceArn"), "SourceArn")
+        limit = params.integer(call.params, "MaxResults", 1, 1, 10,
+                               "Value {v} for parameter MaxResults is invalid. Reason: Must be between 1 and 10.")
+        return {"Results": [self._describe(t) for t in await self.store.newest(source, limit)]}
 
-async def redrive(cq: Casque, source: str, dest: str | None, limit: int = 100_000) -> int:
-    """Move messages out of a dead-letter queue: each is sent to ``dest`` (or back to the queue it
-    came from), then deleted from the dead-letter queue; at-least-once, like any consumer."""
-    moved, empty, kept = 0, 0, []
-    while moved < limit and empty < 2:
-        batch = await cq.receive(source, max=10, wait=0, visibility=300)
-        empty = 0 if batch else empty + 1
-        for d in batch:
-            m = d.message
-            target = dest or m.headers.get(FROM_HEADER)
-            if not target:  # not a dead letter (sent straight to this queue): it stays
-                kept.append(d.receipt)
-                continue
-            headers = {k: v for k, v in m.headers.items() if k not in (FROM_HEADER, ID_HEADER)}
-            await cq.send(target, m.task, m.payload, priority=m.priority, headers=headers)
-            await cq.delete(d.receipt)
-            moved += 1
-    await cq.change_visibility_many((r, 0) for r in kept)
-    return moved
+    async def cancel_message_move_task(self, call: Call) -> dict[str, Any]:
+        """Ask the task's runner to stop (it ends the task CANCELLED within about a second; what
+        was not moved yet stays in the dead-letter queue). Only a running task can be cancelled."""
+        raw = call.params.get("TaskHandle")
+        if not raw:
+            raise missing("TaskHandle")
+        source, started_at, task_id = self._parse_handle(str(raw))
+        try:
+            await self.cq.queues.get(source)
+        except QueueNotFound:
+            raise SqsError("ResourceNotFoundException", "The resource that you specified for the SourceArn parameter doesn't exist.") from None
+        task = await self.store.get(source, started_at, task_id)
+        if task is None or task.status != RUNNING:
+            raise SqsError("ResourceNotFoundException", "Task does not exist.")
+        await self.store.request_cancel(task, self.cq.clock.now_ms())
+        return {"ApproximateNumberOfMessagesMoved": task.moved}
+
+    async def _existing(self, arn: Any, param: str) -> str:
+        if not arn:
+            raise missing(param)
+        name = qattr.queue_of_arn(arn)
+        if name is None:
+            raise invalid(f"You must use this format to specify the {param}: arn:<partition>:<service>:<region>:<account-id>:<resource-id>")
+        try:
+            await self.cq.queues.get(name)
+        except QueueNotFound:
+            raise SqsError("ResourceNotFoundException", f"The resource that you specified for the {param} parameter doesn't exist.") from None
+        return name
+
+    def _handle(self, task: MoveTask) -> str:
+        """SQS's handle is base64 JSON of taskId and sourceArn; casque adds the start time (the
+        row's clustering key), so a cancel reads one row."""
+        doc = {"taskId": str(task.task_id), "sourceArn": self.arn(task.source), "startedAt": task.started_at}
+        return base64.b64encode(json.dumps(doc, separators=(",", ":")).encode()).decode()
+
+    def _parse_handle(self, raw: str) -> tuple[str, int, uuid.UUID]:
+        try:
+            doc = json.loads(base64.b64decode(raw, validate=True))
+            source = qattr.queue_of_arn(doc["sourceArn"])
+            started_at, task_id = int(doc["startedAt"]), uuid.UUID(str(doc["taskId"]))
+        except (binascii.Error, ValueError, TypeError, KeyError, UnicodeDecodeError):
+            source = None
+        if source is None:
+            raise invalid("Value for parameter TaskHandle is invalid.")
+        return source, started_at, task_id
+
+    def _describe(self, t: MoveTask) -> dict[str, Any]:
+        out: dict[str, Any] = {"Status": t.shown_status, "SourceArn": self.arn(t.source), "ApproximateNumberOfMessagesMoved": t.moved,
+                               "ApproximateNumberOfMessagesToMove": t.to_move, "StartedTimestamp": t.started_at}
+        if t.shown_status == RUNNING:
+            out["TaskHandle"] = self._handle(t)
+        if t.destination:
+            out["DestinationArn"] = self.arn(t.destination)
+        if t.rate is not None:
+            out["MaxNumberOfMessagesPerSecond"] = t.rate
+        if t.failure:
+            out["FailureReason"] = t.failure
+        return out

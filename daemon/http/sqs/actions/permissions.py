@@ -26,7 +26,7 @@ MAX_ACTIONS = 7  # SQS: "a policy can have a maximum of 7 actions per statement"
 
 
 class PermissionActions(ActionGroup):
-    ACTIONS = ("AddPermission", "RemovePermission", "CancelMessageMoveTask")
+    ACTIONS = ("AddPermission", "RemovePermission")
 
     async def add_permission(self, call: Call) -> dict[str, Any]:
         name = self.queue_of(call)
@@ -82,9 +82,6 @@ class PermissionActions(ActionGroup):
         text = json.dumps(doc, separators=(",", ":"))
         policy.compile_policy(text)  # the same check as SetQueueAttributes: stored only if enforceable
         await self.cq.attributes.set(name, {"Policy": text}, set(), now)
-
-    async def cancel_message_move_task(self, call: Call) -> dict[str, Any]:
-        raise SqsError("UnsupportedOperation", "CancelMessageMoveTask is not supported by casque.")
 
 
 def _label(p: dict[str, Any]) -> str:

@@ -8,17 +8,14 @@ from typing import Any
 from daemon.base.errors import QueueNotFound, UsageError
 from daemon.engine import admin
 from daemon.engine.cooldown import Cooldowns
+from daemon.engine.depth_estimate import DepthEstimator
 from daemon.engine.queues import MAX_PAYLOAD_BYTES, settings_from_defaults
-from daemon.engine.stats import queue_stats
 from daemon.http.sqs import attributes as qattr
 from daemon.http.sqs import params
 from daemon.http.sqs.actions.base import ActionGroup, Call
 from daemon.http.sqs.errors import SqsError, invalid, missing
 
-LIST_PAGE = 1000
-#: Names one ListQueues request reads at most (10 pages): with a prefix that matches few of a million
-#: queues, the answer is what matched so far plus a NextToken (given MaxResults), like SQS may.
-LIST_SCAN = 10_000
+LIST_PAGE = 1000  # SQS's most URLs per ListQueues / ListDeadLetterSourceQueues answer
 
 
 #: SQS's 60 s: a second PurgeQueue of a queue, and a CreateQueue of a deleted queue's name, wait this long.
@@ -32,6 +29,7 @@ class QueueActions(ActionGroup):
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         self.cooldowns = Cooldowns(self.cq.db, self.cq.settings.cassandra.keyspace, "sqs")
+        self.depth = DepthEstimator(self.cq.db, self.cq.table)
 
     async def create_queue(self, call: Call) -> dict[str, Any]:
         name = call.params.get("QueueName")
@@ -78,32 +76,21 @@ class QueueActions(ActionGroup):
         return {"QueueUrl": self.url(call, name)}
 
     async def list_queues(self, call: Call) -> dict[str, Any]:
+        """A prefix is answered from the name index (engine/queue_names.py: one bounded read of the
+        names that match); no prefix, from the queues table in token order (every name matches, so
+        a page is one read). Without MaxResults, as in SQS, at most 1,000 URLs and no token."""
         prefix = str(call.params.get("QueueNamePrefix") or "")
         limit_given = call.params.get("MaxResults") is not None
-        limit = params.integer(call.params, "MaxResults", 1000, 1, 1000)
+        limit = params.integer(call.params, "MaxResults", LIST_PAGE, 1, LIST_PAGE)
         after = params.decode_token(call.params.get("NextToken"))
-        names: list[str] = []
-        more = False
-        scanned = 0
-        while True:
-            page = await self.cq.attributes.names_page(after, LIST_PAGE)
-            for name in page:
-                after, scanned = name, scanned + 1
-                if name.startswith(prefix):
-                    names.append(name)
-                    if len(names) == limit:
-                        break
-            if len(names) == limit:
-                more = bool(await self.cq.attributes.names_page(after, 1))
-                break
-            if len(page) < LIST_PAGE:
-                break
-            if scanned >= LIST_SCAN:  # a prefix matching few of many queues: never the whole table in one request
-                more = True
-                break
+        if prefix:
+            names, more = await self.cq.queues.names.matching(prefix, after, limit)
+        else:
+            names = await self.cq.attributes.names_page(after, limit)
+            more = len(names) == limit and bool(await self.cq.attributes.names_page(names[-1], 1))
         out: dict[str, Any] = {"QueueUrls": [self.url(call, n) for n in names]} if names else {}
-        if more and limit_given and after is not None:
-            out["NextToken"] = params.encode_token(after)
+        if more and limit_given:
+            out["NextToken"] = params.encode_token(names[-1])
         return out
 
     async def delete_queue(self, call: Call) -> dict[str, Any]:
@@ -135,10 +122,10 @@ class QueueActions(ActionGroup):
         qs = await self.cq.queues.get(name, fresh=True)
         everything = qattr.describe(qs, await self.cq.attributes.get(name), self.arn(name))
         every = "All" in wanted
-        if every or set(wanted) & qattr.COUNTS:
-            st = await queue_stats(self.cq, name)
-            everything |= {"ApproximateNumberOfMessages": str(st.waiting_due), "ApproximateNumberOfMessagesNotVisible": str(st.in_flight),
-                           "ApproximateNumberOfMessagesDelayed": str(st.scheduled)}
+        if every or set(wanted) & qattr.COUNTS:  # a bounded read, whatever the queue holds (engine/depth_estimate.py)
+            est = await self.depth.estimate(qs, self.cq.clock.now_ms())
+            everything |= {"ApproximateNumberOfMessages": str(round(est.waiting)), "ApproximateNumberOfMessagesNotVisible": str(round(est.in_flight)),
+                           "ApproximateNumberOfMessagesDelayed": str(round(est.delayed))}
         chosen = everything if every else {k: v for k, v in everything.items() if k in wanted}
         return {"Attributes": chosen} if chosen else {}
 
@@ -169,18 +156,18 @@ class QueueActions(ActionGroup):
                 raise SqsError("InvalidAttributeValue", "Value for parameter RedrivePolicy is invalid. Reason: Dead-letter target does not exist.") from None
 
     async def list_dead_letter_source_queues(self, call: Call) -> dict[str, Any]:
+        """One read of the dead-letter index's partition (engine/dead_letter_sources.py), paged like
+        ListQueues: MaxResults 1-1000 with a NextToken; without it, at most 1,000 and no token."""
         name = self.queue_of(call)
         await self.cq.queues.get(name)
-        sources, after = [], None
-        while True:
-            page = await self.cq.attributes.names_page(after, LIST_PAGE)
-            for queue in page:
-                if qattr.redrive_target(await self.cq.attributes.get(queue)) == name:
-                    sources.append(self.url(call, queue))
-            if len(page) < LIST_PAGE:
-                break
-            after = page[-1]
-        return {"queueUrls": sources}
+        limit_given = call.params.get("MaxResults") is not None
+        limit = params.integer(call.params, "MaxResults", LIST_PAGE, 1, LIST_PAGE)
+        after = params.decode_token(call.params.get("NextToken"))
+        sources, more = await self.cq.attributes.sources.page(name, after, limit)
+        out: dict[str, Any] = {"queueUrls": [self.url(call, q) for q in sources]}
+        if more and limit_given:
+            out["NextToken"] = params.encode_token(sources[-1])
+        return out
 
     async def tag_queue(self, call: Call) -> dict[str, Any]:
         name = self.queue_of(call)
