@@ -416,6 +416,10 @@ def test_xml_renders_nested_lists_and_maps_as_sqs_model(sqs: Any, server: sqsser
     dlq = sqs.create_queue(QueueName=qname + "-dlq")["QueueUrl"]
     url = sqs.create_queue(QueueName=qname, Attributes=redrive(arn(sqs, dlq), 3), tags={"team": "a", "env": "t"})["QueueUrl"]
     sqs.start_message_move_task(SourceArn=arn(sqs, dlq))
+    deadline = time.monotonic() + 30  # move tasks run in the background: wait for this one to end
+    while sqs.list_message_move_tasks(SourceArn=arn(sqs, dlq))["Results"][0]["Status"] != "COMPLETED":
+        assert time.monotonic() < deadline, "the move task did not complete within 30 s"
+        time.sleep(0.1)
     status, root = query(server.url, "ListMessageMoveTasks", {"SourceArn": arn(sqs, dlq)})
     raw = ET.tostring(root).decode()
     assert status == 200 and "[{" not in raw and "{'" not in raw, raw
