@@ -14,6 +14,7 @@ from daemon.engine.access_keys import AccessKeyStore
 from daemon.engine.client import Casque
 from daemon.engine.expiry import ExpirySweeper
 from daemon.engine.stats import daemon_id
+from daemon.engine.sweep import PulledSweeps
 
 
 def add_cli(sub: Any) -> None:
@@ -73,6 +74,8 @@ async def _serve(settings: Any) -> int:
     cq = await Casque.connect(settings)
     pinger = asyncio.create_task(_watchdog(notifier)) if notifier.watchdog_interval else None
     expiry = asyncio.create_task(ExpirySweeper(cq, daemon_id(), settings.worker.expiry_interval).run())  # lease: one per cluster
+    # Messages written behind a cursor of the queues this server pulls from (engine/sweep.py), as a daemon does for its queues.
+    sweeps = asyncio.create_task(PulledSweeps(cq.receiver.consumers, cq.wakeups.notify).run(), name="casque-sweep")
     try:
         if settings.hints.listen:
             await cq.listen_for_hints(["*"])  # other processes' sends wake parked SQS long polls at once
@@ -85,7 +88,8 @@ async def _serve(settings: Any) -> int:
         if pinger:
             pinger.cancel()
         expiry.cancel()
-        await asyncio.gather(expiry, return_exceptions=True)
+        sweeps.cancel()
+        await asyncio.gather(expiry, sweeps, return_exceptions=True)
         await cq.close()
     return 0
 

@@ -93,8 +93,10 @@ class Ownership:
             try:
                 qs = consumer.last_settings = await self.cq.queues.get(queue)
                 peers = self._serving(queue)
-                if self._full_ticks >= SATURATED_TICKS and set(peers) - {self.me}:
-                    wanted: set[Row] = set()  # full: let a daemon with room take our rows
+                if consumer.accepts is not None:
+                    wanted: set[Row] = set()  # pull readers read this queue (pull_peers.py): a held row would keep them out
+                elif self._full_ticks >= SATURATED_TICKS and set(peers) - {self.me}:
+                    wanted = set()  # full: let a daemon with room take our rows
                 else:
                     wanted = self._wanted(qs, owned_shards(self.me, peers, queue, qs.span()[0]))
                 await consumer.holds.keep(qs, wanted, renew_ms=qs.lock_ttl_ms // 3)
