@@ -110,6 +110,7 @@ async def test_a_daemon_and_two_sqs_receivers_share_a_mixed_backlog(tmp_path: Pa
     try:
         await until(lambda: "worker_ready" in d.output(), 60, "the daemon's start", d)
         assert '"shared": true' in d.output(), "the daemon did not see the pull readers at its start"
+        started = time.monotonic()
         plain, shared = send_backlog(sqs, queue_url)
         sent = set(plain) | set(shared)
 
@@ -118,6 +119,7 @@ async def test_a_daemon_and_two_sqs_receivers_share_a_mixed_backlog(tmp_path: Pa
             return sent <= seen or sent <= seen | {str(p.id) for p in await cq.poison.list(name)}
 
         await until(ended, 180, "every message handled, received or poisoned", d)
+        drained_s = time.monotonic() - started
     finally:
         stop.set()
         for r in receivers:
@@ -136,7 +138,7 @@ async def test_a_daemon_and_two_sqs_receivers_share_a_mixed_backlog(tmp_path: Pa
     redelivered = sum(1 for a in attempts if a > 1)
     poisoned = await cq.poison.count(name)
     plain_by_daemon = sum(1 for i in plain if i in by_daemon)
-    split = (f"sent={len(sent)} (plain {len(plain)}, {SHARED_TASK} {len(shared)}) lost={len(lost)} poisoned={poisoned} "
+    split = (f"sent={len(sent)} (plain {len(plain)}, {SHARED_TASK} {len(shared)}) in {drained_s:.1f} s: lost={len(lost)} poisoned={poisoned} "
              f"duplicates={duplicates} redelivered={redelivered} | daemon ran {SHARED_TASK}: {sum(1 for i in shared if i in by_daemon)}, "
              f"plain: {plain_by_daemon} | SQS receivers got {SHARED_TASK}: {sum(1 for i in shared if i in by_sqs)}, "
              f"plain: {sum(1 for i in plain if i in by_sqs)} | per receiver: {[len(r.got) for r in receivers]} in {[r.polls for r in receivers]} polls")
@@ -160,7 +162,7 @@ async def test_casque_serve_sweeps_a_message_written_behind_a_cursor_of_a_queue_
         got, waited, stranded = await _strand_and_receive(cq, settings, name, client(server.url))
     finally:
         log = server.stop()
-    print(f"stranded message received {waited:.1f} s after it was written (sweep lag 60 s, its due 45 s before the write)")
+    print(f"stranded message {'received' if got else 'NOT received'} {waited:.1f} s after it was written (sweep lag 60 s, its due 45 s before the write)")
     assert [(m["MessageId"], m["Body"]) for m in got] == [(str(stranded), 'stranded')]
     assert "message_below_cursor" in log and str(stranded) in log
     assert await cq.poison.count(name) == 0
