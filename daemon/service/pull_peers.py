@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 from typing import Callable
 
-from daemon.base.errors import CasqueError
 from daemon.base.logs import get_logger
 from daemon.engine.client import Casque
 from daemon.engine.consumer import Consumer
@@ -54,8 +53,9 @@ class PullPeers:
         for queue, consumer in self.consumers.items():
             try:
                 readers = await self.cq.pull_readers.readers(queue)
-            except CasqueError as exc:
-                log.warning("pull_readers_not_read", queue=queue, error=str(exc))
+            except Exception as exc:  # a node down, or a keyspace whose schema predates the table
+                log.warning("pull_readers_not_read", queue=queue, error=str(exc),
+                            fix="if the table is missing, run 'casque schema apply' (docs/design.md, 'Push and pull on one queue')")
                 continue
             shared = bool(readers)
             if shared != (consumer.accepts is not None):
