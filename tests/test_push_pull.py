@@ -28,6 +28,7 @@ from daemon.engine.client import Casque
 from tests.conftest import TEST_KEYSPACE
 from tests.support import sqsserver
 from tests.support.daemonproc import records, start_daemon, until, write_config
+from tests.support.ledger import drain_ids as drain, ledger
 
 SHARED_TASK = "test.sleep"  # the daemon has a handler for it; SQS receivers take it too
 PLAIN = 150  # plain SQS messages: task "sqs", which no daemon handler is registered under
@@ -187,3 +188,73 @@ async def _strand_and_receive(cq: Casque, settings: Settings, name: str, sqs: An
     for m in got:
         sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=m["ReceiptHandle"])
     return got, time.monotonic() - written, str(stranded)
+
+
+async def test_a_shared_consumer_leaves_other_tasks_behind_its_cursor_and_reads_them_once_per_rescan(manual: tuple[Casque, ManualClock],
+                                                                                                    queue_name: str) -> None:
+    """A daemon's consumer sharing a queue with pull readers (``share``) takes only its tasks. What it
+    left costs it no more reads: each later fetch is one peek from after the left messages (no lock,
+    no re-read), until the rescan interval passes and they are read once more. A pull reader, reading
+    from the stored cursor, then receives every message left: the cursor never passed them."""
+    cq, clock = manual
+    await cq.create_queue(queue_name, shards=1, buckets=1)
+    mine: list[str] = []
+    theirs: list[str] = []
+    for i in range(30):
+        clock.advance(1)
+        ours = i % 3 == 0
+        (mine if ours else theirs).append(await cq.send(queue_name, "mine" if ours else "theirs", i))
+    daemon = cq.consumer(queue_name)
+    daemon.share(lambda task: task == "mine")
+    assert sorted(await drain(daemon)) == sorted(mine)
+    before = cq.db.requests
+    for _ in range(20):
+        assert await daemon.fetch(100) == []
+    idle = cq.db.requests - before
+    clock.advance(daemon.rescan_ms)  # the skip is forgotten: the left messages are read once more
+    before = cq.db.requests
+    assert await daemon.fetch(100) == []
+    reread = cq.db.requests - before
+    before = cq.db.requests
+    assert await daemon.fetch(100) == []
+    after_reread = cq.db.requests - before
+    got = await drain(cq.consumer(queue_name))  # a pull reader, starting from the stored cursors
+    lost, duplicated = ledger(theirs, got)
+    print(f"requests: 20 idle fetches {idle}, the fetch after a rescan interval {reread}, the next {after_reread}; "
+          f"pull reader got {len(got)} of {len(theirs)} left (lost {lost}, duplicated {duplicated})")
+    assert idle == 20, "one peek per fetch: no lock, no read of what was left"
+    assert reread > 1 and after_reread == 1
+    assert (lost, duplicated) == (0, 0) and not set(got) & set(mine)
+
+
+async def test_once_no_pull_reader_has_received_for_the_ttl_the_daemon_poisons_unknown_tasks_again(tmp_path: Path, settings: Settings,
+                                                                                                  cq: Casque) -> None:
+    """A pull reader whose last receive's mark has 8 s of its TTL left (written as a receive writes
+    it). While it lives the daemon leaves a message of a task it has no handler for, and runs its own;
+    once it has expired the daemon takes every task again and poisons the unknown one with its reason
+    (the delivery contract: nothing is looped on forever)."""
+    name = f"pp-{uuid.uuid4().hex[:10]}"
+    await cq.create_queue(name, shards=1, buckets=1)
+    mark = cq.db.prepare(f"INSERT INTO {settings.cassandra.keyspace}.pull_readers (queue, reader, seen) VALUES (?, ?, ?) USING TTL 8")
+    await cq.db.run(mark, [name, "elsewhere:1", cq.clock.now_ms()])
+    expires = time.monotonic() + 8
+    record, log = tmp_path / "record.txt", tmp_path / "daemon.log"
+    d = start_daemon(write_config(tmp_path / "c.toml", settings.cassandra.keyspace, [name]), record, log)
+    try:
+        await until(lambda: "worker_ready" in d.output(), 60, "the daemon's start", d)
+        assert '"shared": true' in d.output()
+        unknown = await cq.send(name, "sqs", "for a pull reader")
+        known = await cq.send(name, "test.record", "for the daemon")
+        await until(lambda: any(r[1] == known for r in records(record)), 30, "the daemon's own task", d)
+        left_while_read = await cq.get(name, unknown) is not None and await cq.poison.count(name) == 0
+        assert time.monotonic() < expires, "the machine was too slow: the mark expired before the check"
+        await until(lambda: cq.poison.count(name), 60, "the unknown task poisoned once the mark expired", d)
+        poisoned_after = time.monotonic() - expires
+    finally:
+        d.signal(signal.SIGTERM)
+        d.wait(60)
+    (rec,) = await cq.poison.list(name)
+    print(f"unknown task left while the reader's mark lived: {left_while_read}; poisoned {poisoned_after:.1f} s after it expired: {rec.reason}")
+    assert left_while_read
+    assert str(rec.id) == unknown and "unknown task 'sqs'" in rec.reason
+    assert '"shared": false' in d.output()
