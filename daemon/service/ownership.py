@@ -13,7 +13,8 @@ Consumers still visit every shard, held or not: a row another daemon holds is fo
 ordinary lock and then left alone for a while that doubles up to a lock TTL (consumer.py), so
 an owner that falls behind is helped once it lets go. A daemon with peers lets all its rows go
 when it has had no room for more messages for ``SATURATED_TICKS`` ticks, so a busy daemon never
-keeps work from an idle one. When a daemon dies its holds expire within a lock TTL and the
+keeps work from an idle one. It holds no row of a queue that pull clients read (pull_peers.py:
+their receives would find every held row busy). When a daemon dies its holds expire within a lock TTL and the
 others take its rows by the ordinary lock; once its heartbeat is stale (``STALE_AFTER_MS``) they
 split its shards for holding.
 """
