@@ -27,6 +27,12 @@ Two rules keep a take from losing what it read:
   - a take is bounded by bytes as well as by count (``TAKE_BYTES``): every taken payload is copied
     into its timeout column, and a batch past Cassandra's 16 MiB request/mutation limits is refused
     whole, which would stall the row for good.
+
+A daemon's consumer of a queue that pull clients also read (``share``, service/pull_peers.py) takes
+only the tasks it ``accepts`` and leaves the rest in the row, the cursor never past them. So that
+what it left is not read on every take, it remembers per lane where the last message it read and
+left lies (``RowState.skips``) and reads on from just after it, forgetting that every rescan
+interval (docs/design.md, "Push and pull on one queue").
 """
 
 from __future__ import annotations
