@@ -618,7 +618,8 @@ class Consumer:
         if len(ours) < len(rows):
             left = next(r for r in rows if not self.accepts(r.task))  # type: ignore[misc]
             target = min(target, left.due)
-            passed = _passed(rows, len(kept), self.accepts)  # type: ignore[arg-type]
+        if self.accepts is not None and (len(ours) < len(rows) or from_skip):  # past a skip, the skip follows the take
+            passed = _passed(rows, len(kept), self.accepts)
             if passed is not None:
                 skips[rank] = (passed.due, passed.id)
         if not from_skip:  # read from a skip: the cursor stays where it is, behind what was left there
