@@ -142,7 +142,8 @@ async def test_a_daemon_and_two_sqs_receivers_share_a_mixed_backlog(tmp_path: Pa
     split = (f"sent={len(sent)} (plain {len(plain)}, {SHARED_TASK} {len(shared)}) in {drained_s:.1f} s: lost={len(lost)} poisoned={poisoned} "
              f"duplicates={duplicates} redelivered={redelivered} | daemon ran {SHARED_TASK}: {sum(1 for i in shared if i in by_daemon)}, "
              f"plain: {plain_by_daemon} | SQS receivers got {SHARED_TASK}: {sum(1 for i in shared if i in by_sqs)}, "
-             f"plain: {sum(1 for i in plain if i in by_sqs)} | per receiver: {[len(r.got) for r in receivers]} in {[r.polls for r in receivers]} polls")
+             f"plain: {sum(1 for i in plain if i in by_sqs)} | per receiver: {[len(r.got) for r in receivers]} "
+             f"in {[r.polls for r in receivers]} polls")
     print(split)
     assert not lost and poisoned == 0, split
     assert plain_by_daemon == 0 and "unknown task" not in d.output(), split
@@ -163,7 +164,8 @@ async def test_casque_serve_sweeps_a_message_written_behind_a_cursor_of_a_queue_
         got, waited, stranded = await _strand_and_receive(cq, settings, name, client(server.url))
     finally:
         log = server.stop()
-    print(f"stranded message {'received' if got else 'NOT received'} {waited:.1f} s after it was written (sweep lag 60 s, its due 45 s before the write)")
+    print(f"stranded message {'received' if got else 'NOT received'} {waited:.1f} s after it was written "
+          "(sweep lag 60 s, its due 45 s before the write)")
     assert [(m["MessageId"], m["Body"]) for m in got] == [(str(stranded), 'stranded')]
     assert "message_below_cursor" in log and str(stranded) in log
     assert await cq.poison.count(name) == 0
