@@ -16,6 +16,7 @@ from daemon.engine.expiry import ExpirySweeper
 from daemon.engine.grants import Grant
 from daemon.engine.mover import MoveRunner
 from daemon.engine.stats import daemon_id
+from daemon.engine.sweep import PulledSweeps
 
 
 def add_cli(sub: Any) -> None:
@@ -79,6 +80,8 @@ async def _serve(settings: Any) -> int:
     pinger = asyncio.create_task(_watchdog(notifier)) if notifier.watchdog_interval else None
     expiry = asyncio.create_task(ExpirySweeper(cq, daemon_id(), settings.worker.expiry_interval).run())  # lease: one per cluster
     mover = asyncio.create_task(MoveRunner(cq, daemon_id()).run())  # SQS move tasks: a lease per task
+    # Messages written behind a cursor of the queues this server pulls from (engine/sweep.py), as a daemon does for its queues.
+    sweeps = asyncio.create_task(PulledSweeps(cq.receiver.consumers, cq.wakeups.notify).run(), name="casque-sweep")
     try:
         if settings.hints.listen:
             await cq.listen_for_hints(["*"])  # other processes' sends wake parked SQS long polls at once
@@ -92,7 +95,8 @@ async def _serve(settings: Any) -> int:
             pinger.cancel()
         expiry.cancel()
         mover.cancel()
-        await asyncio.gather(expiry, mover, return_exceptions=True)
+        sweeps.cancel()
+        await asyncio.gather(expiry, mover, sweeps, return_exceptions=True)
         await cq.close()
     return 0
 

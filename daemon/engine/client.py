@@ -32,6 +32,7 @@ from daemon.base.model import Message, QueueSettings
 from daemon.engine.placement import PLACEMENT_MASK, id_due_ms, parse_id
 from daemon.engine.poison import PoisonStore
 from daemon.engine.producer import Job, OnConflict, Producer, first_due
+from daemon.engine.pull_readers import PullReaders
 from daemon.engine.queues import QueueStore, settings_from_defaults
 from daemon.engine.receive import Delivery, Receiver
 from daemon.engine.secrets import SecretStore
@@ -56,6 +57,7 @@ class Casque:
         self.secrets = SecretStore(db, ks, clock)
         self.attributes = QueueAttributes(db, ks, cache_limit=settings.cache.queues)
         self.activity = ActivityMarks(db, ks, self.queues, clock, limit=settings.cache.activity)
+        self.pull_readers = PullReaders(db, ks, clock, limit=settings.cache.activity)
         self.wakeups = Wakeups(clock)
         self.hint_directory = HintDirectory(db, ks)
         self.hints = HintSender(self.hint_directory, self.secrets, clock, settings.hints.refresh)
@@ -64,7 +66,7 @@ class Casque:
         self.acker = Acker(db, self.table, self.queues, self.keys, self.dead_letters, clock)  # type: ignore[arg-type]
         self.receiver = Receiver(db, self.table, self.queues, self.keys, self.secrets, self.wakeups, clock, self.consumer,
                                  poll_interval_s=settings.sqs.poll_interval, max_consumers=settings.cache.consumers,
-                                 touch=self.activity.touch)
+                                 touch=self._received)
 
     @classmethod
     async def connect(cls, settings: Settings | None = None, clock: Clock = SYSTEM_CLOCK) -> "Casque":
@@ -112,6 +114,7 @@ class Casque:
             await self.hint_listener.close()
         await self.hints.close()
         await self.activity.flush()
+        await self.pull_readers.flush()
         await asyncio.to_thread(self.db.close)
 
     async def __aenter__(self) -> "Casque":
@@ -244,6 +247,12 @@ class Casque:
         return Consumer(self.db, self.table, self.queues, self.dead_letters, self.keys, self.clock, queue,  # type: ignore[arg-type]
                         tolerance_ms=int(w.clock_tolerance * 1000), rescan_ms=int(w.rescan_interval * 1000),
                         lookahead_ms=int(max(1.0, 2 * w.max_poll_interval) * 1000))
+
+    def _received(self, queue: str) -> None:
+        """A receive on ``queue``: it is active (idle expiry), and this process pulls from it, which
+        a daemon serving the same queue must know (engine/pull_readers.py)."""
+        self.activity.touch(queue)
+        self.pull_readers.mark(queue)
 
 
 class Sent(str):

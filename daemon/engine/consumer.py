@@ -27,6 +27,12 @@ Two rules keep a take from losing what it read:
   - a take is bounded by bytes as well as by count (``TAKE_BYTES``): every taken payload is copied
     into its timeout column, and a batch past Cassandra's 16 MiB request/mutation limits is refused
     whole, which would stall the row for good.
+
+A daemon's consumer of a queue that pull clients also read (``share``, service/pull_peers.py) takes
+only the tasks it ``accepts`` and leaves the rest in the row, the cursor never past them. So that
+what it left is not read on every take, it remembers per lane where the last message it read and
+left lies (``RowState.skips``) and reads on from just after it, forgetting that every rescan
+interval (docs/design.md, "Push and pull on one queue").
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ import heapq
 import random
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Callable
 
 from daemon.base import metrics
 from daemon.engine import chain, triggers
@@ -94,6 +100,11 @@ class RowState:
     #: while the row stays busy (another daemon holds it, holds.py), so a busy row costs little.
     backoff_until: int = 0
     backoff_ms: int = 0
+    #: Per lane, the (due, id) of the last message read that was left for pull readers (or taken
+    #: with them): later reads start just after it instead of at the cursor. Forgotten every
+    #: ``rescan_ms`` (``skip_since``), so each message left is re-read at most once per rescan.
+    skips: dict[int, tuple[int, Any]] = field(default_factory=dict)
+    skip_since: int = 0
 
     def contended(self, now_elapsed: int, cap_ms: int) -> None:
         self.backoff_ms = min(cap_ms, max(MIN_BACKOFF_MS, 2 * self.backoff_ms))
@@ -143,6 +154,37 @@ class Consumer:
         #: How long past its timeout a taken message stays invisible: the dispatcher's margin for
         #: clock skew (service/visibility.py); 0 for other consumers.
         self.hold_ms = 0
+        #: None: take every message. Else the queue is shared with pull readers (a daemon's
+        #: consumer, service/pull_peers.py): take only the tasks this accepts and leave the others
+        #: in the row, the cursor never past them (docs/design.md, "Push and pull on one queue").
+        self.accepts: Callable[[str], bool] | None = None
+
+    def share(self, accepts: Callable[[str], bool] | None) -> None:
+        """Take only the tasks ``accepts`` names (pull readers read the queue too), or every task
+        again (None: then what was left for them is read again from the cursors, and taken)."""
+        self.accepts = accepts
+        if accepts is None:
+            for state in self.rows.values():
+                state.skips.clear()
+
+    def _skip(self, state: RowState, rank: int) -> tuple[int, Any] | None:
+        """Where this lane's reads start instead of the cursor, if past it: just after the last
+        message left for the pull readers. Forgotten every rescan interval, so a message left
+        behind is re-read at most that often, and one written behind the skip is found then."""
+        if self.accepts is None or not state.skips:
+            return None
+        if self.clock.elapsed_ms() - state.skip_since >= self.rescan_ms:
+            state.skips.clear()
+            return None
+        pos = state.skips.get(rank)
+        return pos if pos is not None and pos[0] >= state.cursors.get(rank, 0) else None
+
+    def _skip_to(self, state: RowState, skips: dict[int, tuple[int, Any]]) -> None:
+        if not skips or self.accepts is None:
+            return
+        if not state.skips:
+            state.skip_since = self.clock.elapsed_ms()
+        state.skips.update(skips)
 
     def expect(self, bucket: int, shard: int, due_ms: int) -> None:
         """A hint from this process: something in this row becomes due at ``due_ms`` (a retry or
@@ -421,14 +463,17 @@ class Consumer:
         within the lookahead sets the row's wake time."""
         ranks = qs.ranks()
         horizon = now + max(self.lookahead_ms, self.ahead_ms)
+        skips = [self._skip(state, r) for r in ranks]
         results = await asyncio.gather(*(
-            self.db.run(self.table.peek, [qs.name, bucket, shard, r, state.cursors.get(r, 0), horizon]) for r in ranks
+            self.db.run(self.table.peek, [qs.name, bucket, shard, r, state.cursors.get(r, 0), horizon]) if skip is None else
+            self.db.run(self.table.peek_after, [qs.name, bucket, shard, r, skip[0], skip[1], horizon]) for r, skip in zip(ranks, skips)
         ))
         self.stats.peeks += len(ranks)
         due = False
-        for rank, rows in zip(ranks, results):
+        for rank, rows, skip in zip(ranks, results, skips):
             first = rows[0].due if rows else None
-            self._advance(state, rank, first, now)
+            if skip is None:  # read from a skip, the lane's cursor stays: it must not pass what was left there
+                self._advance(state, rank, first, now)
             if first is not None and first <= now + self.ahead_ms:
                 due = True
             elif first is not None:
@@ -473,13 +518,15 @@ class Consumer:
             await self.locker.release(lock)
             return []
         state.took()
-        found, moves = await self._read_take(qs, lock, state, now, limit)
+        found, moves, skips = await self._read_take(qs, lock, state, now, limit)
         if self.locker.expired(qs, lock):
             log.warning("lock_expired_before_take", queue=qs.name, bucket=lock.bucket, shard=lock.shard, read=len(found))
             await self.locker.release(lock)
             return []
         messages = [message_from_row(qs.name, lock.bucket, lock.shard, r) for r in found]
-        return await self._commit(qs, state, lock, messages, moves, visibility_ms)
+        taken = await self._commit(qs, state, lock, messages, moves, visibility_ms)
+        self._skip_to(state, skips)  # committed: later reads may start past what it took
+        return taken
 
     async def _take_held(self, qs: QueueSettings, state: RowState, lock: HeldLock, limit: int, visibility_ms: int | None) -> list[Message]:
         """A take from a row this process holds (holds.py): read, then one batch that keeps the
@@ -493,7 +540,7 @@ class Consumer:
             now = self.clock.now_ms()
             if state.wake <= now + self.ahead_ms:
                 state.wake = RowState.wake
-            found, moves = await self._read_take(qs, lock, state, now, limit)
+            found, moves, skips = await self._read_take(qs, lock, state, now, limit)
             if not found:
                 state.next_check = min(self._next_rescan(now), state.wake - self.ahead_ms)
                 return []
@@ -504,57 +551,80 @@ class Consumer:
                 return []
             messages = [message_from_row(qs.name, lock.bucket, lock.shard, r) for r in found]
             try:
-                return await self._commit(qs, state, lock, messages, moves, visibility_ms, keep_lock=True)
+                taken = await self._commit(qs, state, lock, messages, moves, visibility_ms, keep_lock=True)
+                self._skip_to(state, skips)
+                return taken
             except BaseException:
                 self.holds.drop(row)  # in doubt: the batch may still be applied
                 raise
         finally:
             self.holds.leave(row)
 
-    async def _read_take(self, qs: QueueSettings, lock: HeldLock, state: RowState, now: int, limit: int) -> tuple[list[Any], dict[int, int]]:
+    async def _read_take(self, qs: QueueSettings, lock: HeldLock, state: RowState, now: int,
+                         limit: int) -> tuple[list[Any], dict[int, int], dict[int, tuple[int, Any]]]:
         """Read what is due (up to the take-ahead) lane by lane, within the take's budget. The
         first lane's read runs on to the lookahead: what it finds there is not taken, but sets
         the row's wake time, so an idle row costs one request per visit, not two."""
         ranks = qs.ranks()
         due_by = now + self.ahead_ms
         _trip()
-        rows = await self._read_due(qs, lock, ranks[0], state, now + max(self.lookahead_ms, self.ahead_ms), limit)
+        rows, from_skip = await self._read_due(qs, lock, ranks[0], state, now + max(self.lookahead_ms, self.ahead_ms), limit)
         due = [r for r in rows if r.due <= due_by]
         if len(due) < len(rows):
             state.wake = min(state.wake, rows[len(due)].due)
         budget = TakeBudget(limit, TAKE_BYTES)
         moves: dict[int, int] = {}
-        found = self._keep(budget, moves, ranks[0], due, limit if len(due) == len(rows) else limit + 1, now)
+        skips: dict[int, tuple[int, Any]] = {}
+        found = self._keep(budget, moves, skips, ranks[0], due, limit if len(due) == len(rows) else limit + 1, now, from_skip)
         for rank in ranks[1:]:
             if budget.full():
                 break
             _trip()
-            more = await self._read_due(qs, lock, rank, state, due_by, budget.count_left())
-            found += self._keep(budget, moves, rank, more, budget.count_left(), now)
-        return found, moves
+            more, from_skip = await self._read_due(qs, lock, rank, state, due_by, budget.count_left())
+            found += self._keep(budget, moves, skips, rank, more, budget.count_left(), now, from_skip)
+        if not found:  # nothing to take: what was read is all left for the pull readers, read past it now
+            self._skip_to(state, skips)
+            skips = {}
+        return found, moves, skips
 
     def _contended(self, qs: QueueSettings, state: RowState) -> None:
         self.stats.contention += 1
         metrics.CONTENTION.labels(qs.name).inc()
         state.contended(self.clock.elapsed_ms(), qs.lock_ttl_ms)
 
-    async def _read_due(self, qs: QueueSettings, lock: HeldLock, rank: int, state: RowState, until: int, limit: int) -> list[Any]:
-        """The lane's rows from its cursor up to ``until`` (inclusive), at most ``limit``."""
+    async def _read_due(self, qs: QueueSettings, lock: HeldLock, rank: int, state: RowState, until: int, limit: int) -> tuple[list[Any], bool]:
+        """The lane's rows from its cursor (or just after its skip) up to ``until`` (inclusive), at
+        most ``limit``; and whether the read started at a skip."""
+        skip = self._skip(state, rank)
+        if skip is not None:
+            return await self.db.run(self.table.read_due_after, [qs.name, lock.bucket, lock.shard, rank, skip[0], skip[1], until, limit]), True
         start = state.cursors.get(rank, 0)
-        return await self.db.run(self.table.read_due, [qs.name, lock.bucket, lock.shard, rank, start, until, limit])
+        return await self.db.run(self.table.read_due, [qs.name, lock.bucket, lock.shard, rank, start, until, limit]), False
 
-    def _keep(self, budget: "TakeBudget", moves: dict[int, int], rank: int, rows: list[Any], read_limit: int, now: int) -> list[Any]:
+    def _keep(self, budget: "TakeBudget", moves: dict[int, int], skips: dict[int, tuple[int, Any]], rank: int, rows: list[Any],
+              read_limit: int, now: int, from_skip: bool) -> list[Any]:
         """The rows of one lane that fit the take, and (in ``moves``) where the lane's cursor may go
-        *if* the take commits: past every row kept, never past the first row left behind."""
-        kept = budget.fit(rows)
+        *if* the take commits: past every row kept, never past the first row left behind. Shared
+        with pull readers (``accepts``), a task not accepted is left behind too (the cursor stops at
+        it), and ``skips`` gets the position after the last row read that was kept or left to them."""
+        ours = rows if self.accepts is None else [r for r in rows if self.accepts(r.task)]
+        kept = budget.fit(ours)
         safe = now - self.tolerance_ms
-        if len(kept) < len(rows):
-            target = min(rows[len(kept)].due, safe)  # cut by size: the next one waits for the next take
+        if len(kept) < len(ours):
+            target = min(ours[len(kept)].due, safe)  # cut by size: the next one waits for the next take
         elif len(rows) >= read_limit:
             target = min(rows[-1].due, safe)  # a full read: more may follow the last one read
         else:
             target = safe  # a short read: every due row of the lane was read
-        moves[rank] = target
+        if len(ours) < len(rows):
+            left = next(r for r in rows if not self.accepts(r.task))  # type: ignore[misc]
+            target = min(target, left.due)
+        if self.accepts is not None and (len(ours) < len(rows) or from_skip):  # past a skip, the skip follows the take
+            passed = _passed(rows, len(kept), self.accepts)
+            if passed is not None:
+                skips[rank] = (passed.due, passed.id)
+        if not from_skip:  # read from a skip: the cursor stays where it is, behind what was left there
+            moves[rank] = target
         return kept
 
     async def _commit(self, qs: QueueSettings, state: RowState, lock: HeldLock, messages: list[Message], moves: dict[int, int],
@@ -702,6 +772,20 @@ def take_bytes(r: Any) -> int:
     and once more for a schedule's next occurrence written in the same batch."""
     payload = len(r.payload or b"")
     return payload * (2 if r.trigger else 1) + len(r.last_error or "") + len(r.trigger or "") + MESSAGE_OVERHEAD
+
+
+def _passed(rows: list[Any], kept: int, accepts: Callable[[str], bool]) -> Any | None:
+    """The last of ``rows`` (in row order) before the first accepted one not kept: every row up
+    to it was taken or left to the pull readers, so a later read may start after it."""
+    last = None
+    ours = 0
+    for r in rows:
+        if accepts(r.task):
+            if ours >= kept:
+                break
+            ours += 1
+        last = r
+    return last
 
 
 def _merge(mine: dict[int, int], theirs: dict[int, int]) -> None:

@@ -204,6 +204,10 @@ class Receiver:
     def consumers_cached(self) -> int:
         return len(self._consumers)
 
+    def consumers(self) -> list[Consumer]:
+        """The consumers of the queues pulled from lately (what ``casque serve`` sweeps)."""
+        return self._consumers.values()
+
     # ---- delete and change visibility ---------------------------------------------------------
     async def delete(self, receipt: str, queue: str | None = None) -> bool:
         """Delete the delivery ``receipt`` names. True if it was current; False if the receipt is

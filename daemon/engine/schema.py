@@ -143,6 +143,16 @@ TABLES: dict[str, str] = {
             PRIMARY KEY ((slot), address)
         ) WITH gc_grace_seconds = 300
           AND comment = 'casque wake-hint listeners'""",
+    # Who pulls from a queue lately (engine/pull_readers.py): one row per (queue, process), written
+    # by a receive at most every 15 s with a 60 s TTL. A daemon serving the queue reads its one
+    # partition every few seconds: with readers, it leaves them the tasks it has no handler for
+    # and holds none of the queue's rows (docs/design.md, "Push and pull on one queue").
+    "pull_readers": """
+        CREATE TABLE IF NOT EXISTS {ks}.pull_readers (
+            queue text, reader text, seen bigint,
+            PRIMARY KEY ((queue), reader)
+        ) WITH gc_grace_seconds = 300
+          AND comment = 'casque processes that pulled from a queue lately'""",
     # Queues created with expire_after (engine/expiry.py): one row each, so the sweeper pages through
     # only the queues that can expire, never the whole queues table. active_at is rewritten at most
     # once per queue every few minutes per process (a send or a receive).

@@ -27,9 +27,12 @@ back; it is counted in ``casque_poisoned`` and logged (``message_expiring_poison
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+import random
+from typing import Any, Callable
 
 from daemon.base import metrics
+from daemon.base.errors import CasqueError
 from daemon.base.logs import get_logger
 from daemon.base.model import Message, QueueSettings
 from daemon.engine.consumer import Consumer
@@ -157,3 +160,43 @@ class Sweeper:
                         due=old_due, behind_ms=cursor - old_due, moved_to=m.due_ms,
                         fix="a write landed behind a cursor: check the hosts' clocks (NTP) and worker.clock_tolerance")
         return len(moved)
+
+
+class PulledSweeps:
+    """The sweep of a process that only pulls (``casque serve``): every ``SWEEP_EVERY_S``, one
+    pass over each queue it received from lately (its pull consumers, an LRU of ``cache.consumers``),
+    as a daemon sweeps the queues it serves. Without it, a message written behind a cursor of a
+    queue that no daemon serves waited, unread, until its TTL. The first pass comes after a random
+    part of the interval, so servers started together (a deploy) spread their passes; each
+    ``Sweeper`` keeps its low watermarks, so every stretch is read once per process, as in a
+    daemon. What a pass puts back wakes this process's parked long polls (``notify``)."""
+
+    def __init__(self, consumers: Callable[[], list[Consumer]], notify: Callable[[str, int], None], every_s: float = SWEEP_EVERY_S) -> None:
+        self.consumers = consumers
+        self.notify = notify
+        self.every_s = every_s
+        self._sweepers: dict[str, Sweeper] = {}
+
+    async def run(self) -> None:
+        await asyncio.sleep(random.uniform(0, self.every_s))
+        while True:
+            await self.once()
+            await asyncio.sleep(self.every_s)
+
+    async def once(self) -> int:
+        """One pass over the queues pulled from lately; returns how many messages were put back."""
+        live = {c.queue: c for c in self.consumers()}
+        for queue in [q for q, sw in self._sweepers.items() if live.get(q) is not sw.consumer]:
+            del self._sweepers[queue]  # evicted from the LRU (or replaced): its watermarks go with it
+        moved = 0
+        for queue, consumer in live.items():
+            sweeper = self._sweepers.setdefault(queue, Sweeper(consumer))
+            try:
+                found = await sweeper.sweep()
+            except CasqueError as exc:
+                log.warning("sweep_failed", queue=queue, error=str(exc))
+                continue
+            if found:
+                self.notify(queue, consumer.clock.now_ms())
+            moved += found
+        return moved

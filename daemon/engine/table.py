@@ -58,6 +58,10 @@ class MessageTable:
         self.delete = p(f"DELETE FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due = ? AND id = ?")
         self.peek = p(f"SELECT due FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ? AND due <= ? LIMIT 1")
         self.read_due = p(f"SELECT {_SELECT} FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ? AND due <= ? LIMIT ?")
+        # A daemon sharing the queue with pull readers reads past the messages it left them
+        # (consumer.py ``accepts``): from just after a (due, id) position, not from the cursor.
+        self.peek_after = p(f"SELECT due FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND (due, id) > (?, ?) AND (due) <= (?) LIMIT 1")
+        self.read_due_after = p(f"SELECT {_SELECT} FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND (due, id) > (?, ?) AND (due) <= (?) LIMIT ?")
         # The sweep (sweep.py): a stretch below a cursor, with the cursors *from the same read*, so
         # a take batch (cursor move + deletes, atomic per replica) is seen whole or not at all.
         self.read_below = p(f"SELECT cursors, {_SELECT} FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ? AND due < ? LIMIT ?")

@@ -27,6 +27,7 @@ from daemon.base.crashpoints import crash_point
 from daemon.service.handler import Context, Poison, Retry
 from daemon.service.hooks import Hooks
 from daemon.service.ownership import Ownership
+from daemon.service.pull_peers import PullPeers
 from daemon.base.logs import debug_enabled, get_logger
 from daemon.base.model import Message, out_of_attempts
 from daemon.service.registry import Registry, TaskSpec
@@ -136,6 +137,7 @@ class Dispatcher:
         self._kick = {q: asyncio.Event() for q in queues}  # a send named something due: the scout looks now
         self._unsubscribe = [cq.wakeups.subscribe(q, self._hinted(q)) for q in queues]
         self.ownership = Ownership(cq, self.consumers, self.stopping, lambda: len(self.tasks) < settings.in_flight) if settings.hold_rows else None
+        self.pull_peers = PullPeers(cq, self.consumers, lambda task: registry.get(task) is not None, self.stopping)
         self._limits: dict[str, asyncio.Semaphore] = {}
         self._pool = ThreadPoolExecutor(max_workers=settings.sync_threads, thread_name_prefix="casque-sync")
         self._threads = asyncio.Semaphore(settings.sync_threads)  # a sync handler starts only with a free thread
@@ -144,7 +146,9 @@ class Dispatcher:
     async def warm(self, burst: bool = False) -> None:
         """Before serving: hold the rows this daemon owns (service/ownership.py ``warm``), so the
         first takes are already the two-round-trip kind, and load every row's cursors
-        (Consumer.warm). Burst mode holds nothing (see run)."""
+        (Consumer.warm). Burst mode holds nothing (see run). First: which queues pull readers share (pull_peers.py),
+        whose rows are not held."""
+        await self.pull_peers.look()
         if self.ownership is not None and not burst:
             await self.ownership.warm()
         for consumer in self.consumers.values():
@@ -160,6 +164,7 @@ class Dispatcher:
         # No holds in burst mode: it ends when a round finds nothing, and a hold being acquired
         # makes that round's take of the same row find it busy (a message left behind).
         holds = asyncio.create_task(self.ownership.run(), name="casque-holds") if self.ownership and not burst else None
+        peers = asyncio.create_task(self.pull_peers.run(), name="casque-pull-peers")
         try:
             await asyncio.gather(*loops)
         finally:
@@ -168,9 +173,9 @@ class Dispatcher:
             await asyncio.gather(*loops, return_exceptions=True)
             for unsubscribe in self._unsubscribe:
                 unsubscribe()
-            if holds is not None:
-                self.stopping.set()  # the holds loop releases every held row as it ends
-                await asyncio.gather(holds, return_exceptions=True)
+            self.stopping.set()  # the holds loop releases every held row as it ends
+            peers.cancel()
+            await asyncio.gather(*[t for t in (holds, peers) if t is not None], return_exceptions=True)
 
     def _hinted(self, queue: str) -> Any:
         """A wake-up for ``queue`` (engine/wakeups.py: a send in this process, or a hint from

@@ -13,7 +13,8 @@ Consumers still visit every shard, held or not: a row another daemon holds is fo
 ordinary lock and then left alone for a while that doubles up to a lock TTL (consumer.py), so
 an owner that falls behind is helped once it lets go. A daemon with peers lets all its rows go
 when it has had no room for more messages for ``SATURATED_TICKS`` ticks, so a busy daemon never
-keeps work from an idle one. When a daemon dies its holds expire within a lock TTL and the
+keeps work from an idle one. It holds no row of a queue that pull clients read (pull_peers.py:
+their receives would find every held row busy). When a daemon dies its holds expire within a lock TTL and the
 others take its rows by the ordinary lock; once its heartbeat is stale (``STALE_AFTER_MS``) they
 split its shards for holding.
 """
@@ -93,8 +94,10 @@ class Ownership:
             try:
                 qs = consumer.last_settings = await self.cq.queues.get(queue)
                 peers = self._serving(queue)
-                if self._full_ticks >= SATURATED_TICKS and set(peers) - {self.me}:
-                    wanted: set[Row] = set()  # full: let a daemon with room take our rows
+                if consumer.accepts is not None:
+                    wanted: set[Row] = set()  # pull readers read this queue (pull_peers.py): a held row would keep them out
+                elif self._full_ticks >= SATURATED_TICKS and set(peers) - {self.me}:
+                    wanted = set()  # full: let a daemon with room take our rows
                 else:
                     wanted = self._wanted(qs, owned_shards(self.me, peers, queue, qs.span()[0]))
                 await consumer.holds.keep(qs, wanted, renew_ms=qs.lock_ttl_ms // 3)
