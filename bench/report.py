@@ -141,9 +141,9 @@ def section_e2e(R: dict[str, Any], img: str) -> str:
         return ""
     best = e2e["best_run"]
     out = ["## 1. End to end: throughput and latency", "",
-           f"One daemon (`casque run`, the real CLI, in its own process) on the local node; the producer (`send_many`, 4 concurrent "
-           f"senders of 500) in another process. Throughput = messages ÷ (last ack written − first send call). Latency = handler start − "
-           f"send call, per message. Every setting runs on a fresh 16-shard queue.", ""]
+           "One daemon (`casque run`, the real CLI, in its own process) on the local node; the producer (`send_many`, 4 concurrent "
+           "senders of 500) in another process. Throughput = messages ÷ (last ack written − first send call). Latency = handler start − "
+           "send call, per message. Every setting runs on a fresh 16-shard queue.", ""]
     rows = [[r["label"], str(r["settings"]["consumers"]), str(r["settings"]["batch_size"]), _n(r["n"]), _n(r["throughput"]), _n(r["send_rate"]),
              _lat(r["latency"])] for r in [best] + ([half["run"]] if half else [])]
     out.append(_table(["run", "consumers", "batch", "messages", "msg/s", "sent at msg/s", "p50 ms", "p95 ms", "p99 ms", "max ms"], rows))

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from daemon.engine.client import Casque
 from daemon.base.config import load_settings
 from daemon.base.durations import parse_duration
-from daemon.base.errors import CasqueError, ConfigError, PayloadError, UsageError
+from daemon.base.errors import ConfigError, PayloadError, UsageError
 from daemon.base.model import QueueSettings, check_key, check_task_name, decode_payload
 from daemon.engine.placement import row_of
 from daemon.engine.producer import Job, build_message

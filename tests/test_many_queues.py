@@ -12,7 +12,6 @@ import asyncio
 import copy
 import subprocess
 import sys
-import time
 from typing import Any, AsyncIterator
 
 import pytest

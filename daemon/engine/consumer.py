@@ -54,7 +54,6 @@ from daemon.engine.keys import KeyEntry, KeyStore
 from daemon.engine.locking import HeldLock, ShardLocker
 from daemon.base.logs import get_logger
 from daemon.base.model import Message, QueueSettings, out_of_attempts
-from daemon.engine.placement import bucket_of
 from daemon.engine.poison import PoisonStore
 from daemon.engine.queues import QueueStore
 from daemon.engine.received import stamp as stamp_received
@@ -505,7 +504,6 @@ class Consumer:
     async def _take_locked(self, qs: QueueSettings, state: RowState, lock: HeldLock, limit: int, visibility_ms: int | None) -> list[Message]:
         _merge(state.cursors, lock.cursors)
         now = self.clock.now_ms()
-        ranks = qs.ranks()
         # The re-check must finish before the messages are read. Read together, the message read
         # could be served before a racer's take batch and the re-check after it (the racer's lock
         # column already deleted by that batch): both would take the same messages. Measured: 100

@@ -100,11 +100,6 @@ class QueueStore:
             metrics.forget_queues(self._forget)
             self._forget = set()
 
-    def cached(self, name: str) -> QueueSettings | None:
-        """The cached settings, if any, however old (no read): for cheap hints such as activity."""
-        hit = self._cache.peek(name)
-        return hit[1] if hit else None
-
     async def create(self, qs: QueueSettings, if_missing: bool = False) -> bool:
         """Create the queue row (LWT, so two creators can't clobber each other). False if it existed."""
         check_settings(qs)

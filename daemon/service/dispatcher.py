@@ -15,7 +15,6 @@ import math
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 from daemon.engine.client import Casque

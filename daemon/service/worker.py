@@ -201,7 +201,7 @@ class Worker:
             self.heartbeat.heartbeat, self.heartbeat.in_flight = now, len(self.dispatcher.tasks)
             await self.heartbeats.beat(self.heartbeat)  # first: peers split the shards by it, a count must not delay it
             for q in self.queues:
-                qs = self._queue_settings[q] = await self.cq.queues.get(q)
+                self._queue_settings[q] = await self.cq.queues.get(q)
                 self.cq.activity.touch(q)  # a served queue is polled: active, like a receive (idle expiry)
                 c, cs = self.dispatcher.per_queue[q], self.dispatcher.consumers[q].stats
                 depth = self._depths.pop(q, None)  # the latest count, once (_depth_loop)
