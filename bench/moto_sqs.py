@@ -87,9 +87,15 @@ def prepare_keyspace() -> None:
         db.close()
 
 
+# SQS (and casque) refuse to recreate a name within 60 s of its deletion (QueueDeletedRecently).
+RECREATE_WAIT_S = 61
+
+
 def empty_queues(endpoint: str) -> int:
     """Delete every queue a previous run left (through the endpoint itself): moto's tests reuse fixed
-    names such as "test-queue", so leftovers would make one run's results depend on the last."""
+    names such as "test-queue", so leftovers would make one run's results depend on the last. If any
+    was deleted, wait out the 60 s in which its name cannot be created again, as SQS would make a
+    client wait: otherwise the tests that reuse those names would fail on the cleanup, not on casque."""
     import boto3
 
     sqs = boto3.client("sqs", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s")
@@ -98,6 +104,9 @@ def empty_queues(endpoint: str) -> int:
         for url in urls:
             sqs.delete_queue(QueueUrl=url)
             deleted += 1
+    if deleted:
+        print(f"moto_sqs: waiting {RECREATE_WAIT_S} s until the {deleted} deleted names can be created again", flush=True)
+        time.sleep(RECREATE_WAIT_S)
     return deleted
 
 
