@@ -471,3 +471,22 @@ def test_tag_errors_are_refused_as_sqs_and_leave_the_tags(sqs: Any, qname: str) 
         sqs.untag_queue(QueueUrl=url, TagKeys=[])
     assert err.value.response["Error"]["Message"] == "Tag keys must be between 1 and 128 characters in length."
     assert sqs.list_queue_tags(QueueUrl=url)["Tags"] == {"k1": "v1"}
+
+
+def test_a_message_whose_visibility_expired_counts_as_visible_again(sqs: Any, qname: str) -> None:
+    """SQS counts a message in ApproximateNumberOfMessages again once its visibility timeout has
+    passed, before anyone receives it again (moto's test_message_becomes_inflight_when_received)."""
+    url = sqs.create_queue(QueueName=qname)["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="x")
+    assert len(sqs.receive_message(QueueUrl=url, VisibilityTimeout=1, WaitTimeSeconds=5)["Messages"]) == 1
+    names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+
+    def counts() -> tuple[str, str]:
+        attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
+        return attrs[names[0]], attrs[names[1]]
+
+    assert counts() == ("0", "1")
+    deadline = time.monotonic() + 10
+    while counts() != ("1", "0"):
+        assert time.monotonic() < deadline, f"still {counts()} 10 s after a 1 s visibility timeout"
+        time.sleep(0.2)

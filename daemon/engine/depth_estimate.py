@@ -161,10 +161,12 @@ class DepthEstimator:
 
 
 def classify(rows: list[Any], now: int) -> Counts:
-    """As ``casque stats`` counts: in flight by state, else waiting if due, else delayed."""
+    """In flight while its visibility lasts (an in-flight column past its due is visible again:
+    the next receive takes it, so SQS counts it in ApproximateNumberOfMessages), else waiting if
+    due, else delayed. ``casque stats`` counts in flight by state alone (it is for people)."""
     c = Counts()
     for r in rows:
-        if r.state == STATE_IN_FLIGHT:
+        if r.state == STATE_IN_FLIGHT and r.due > now:
             c.in_flight += 1
         elif r.due <= now:
             c.waiting += 1
