@@ -26,6 +26,7 @@ from daemon.devnode import ClusterSpec, start  # noqa: E402
 from daemon.engine.schema import apply_schema  # noqa: E402
 
 TEST_KEYSPACE = "casque_test"
+pytest_plugins = ["tests.support.sqsfixtures"]
 _counter = itertools.count()
 
 

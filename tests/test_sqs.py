@@ -13,34 +13,15 @@ import threading
 import time
 import urllib.request
 import uuid
-from typing import Any, Iterator
+from typing import Any
 
-import boto3
 import pytest
-from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from daemon.engine.client import Casque
 from daemon.engine.stats import queue_stats
-from tests.conftest import TEST_KEYSPACE
 from tests.support import sqsserver
-
-
-@pytest.fixture(scope="module")
-def server(settings: Any) -> Iterator[sqsserver.SqsServer]:
-    srv = sqsserver.start(TEST_KEYSPACE)
-    yield srv
-    srv.stop()
-
-
-def make_client(url: str, **kw: Any) -> Any:
-    cfg = Config(retries={"max_attempts": 1}, read_timeout=40, **kw)
-    return boto3.client("sqs", endpoint_url=url, region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s", config=cfg)
-
-
-@pytest.fixture(scope="module")
-def sqs(server: sqsserver.SqsServer) -> Any:
-    return make_client(server.url)
+from tests.support.sqsfixtures import make_client
 
 
 @pytest.fixture

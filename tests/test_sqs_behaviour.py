@@ -34,23 +34,11 @@ TRACE_MD5_FROM_AWS = "5ae4d5d7636402d80f4eb6d213245a88"
 
 
 @pytest.fixture(scope="module")
-def server(settings: Any) -> Iterator[sqsserver.SqsServer]:
-    srv = sqsserver.start(TEST_KEYSPACE)
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture(scope="module")
 def other_server(settings: Any) -> Iterator[sqsserver.SqsServer]:
     """A second process on the same keyspace: what one server decides, the other must honour."""
     srv = sqsserver.start(TEST_KEYSPACE)
     yield srv
     srv.stop()
-
-
-@pytest.fixture(scope="module")
-def sqs(server: sqsserver.SqsServer) -> Any:
-    return make_client(server.url)
 
 
 @pytest.fixture

@@ -11,21 +11,12 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
-from typing import Any, Iterator
 
-import pytest
 
-from tests.conftest import ROOT, TEST_KEYSPACE
+from tests.conftest import ROOT
 from tests.support import sqsserver
 
 JS = ROOT / "tests" / "js"
-
-
-@pytest.fixture(scope="module")
-def server(settings: Any) -> Iterator[sqsserver.SqsServer]:
-    srv = sqsserver.start(TEST_KEYSPACE)
-    yield srv
-    srv.stop()
 
 
 def aws(server: sqsserver.SqsServer, *args: str) -> subprocess.CompletedProcess[str]:

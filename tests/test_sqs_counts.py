@@ -9,11 +9,8 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from typing import Any, Iterator
+from typing import Any
 
-import boto3
-import pytest
-from botocore.config import Config
 
 from daemon.base.config import Settings
 from daemon.engine.client import Casque
@@ -21,23 +18,9 @@ from daemon.engine.depth_estimate import BUDGET, HEAD, REFRESH_S
 from daemon.engine.producer import Job
 from daemon.engine.stats import queue_stats
 from daemon.http.sqs.actions import Call, SqsService
-from tests.conftest import TEST_KEYSPACE
 from tests.support import sqsserver
 
 COUNTS = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible", "ApproximateNumberOfMessagesDelayed"]
-
-
-@pytest.fixture(scope="module")
-def server(settings: Any) -> Iterator[sqsserver.SqsServer]:
-    srv = sqsserver.start(TEST_KEYSPACE)
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture(scope="module")
-def sqs(server: sqsserver.SqsServer) -> Any:
-    return boto3.client("sqs", endpoint_url=server.url, region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s",
-                        config=Config(retries={"max_attempts": 1}, read_timeout=40))
 
 
 async def exact(cq: Casque, name: str) -> tuple[int, int, int]:

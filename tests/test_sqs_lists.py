@@ -8,11 +8,8 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from typing import Any, Iterator
+from typing import Any
 
-import boto3
-import pytest
-from botocore.config import Config
 
 from daemon.base.config import Settings
 from daemon.engine.admin import delete_queue
@@ -21,20 +18,6 @@ from daemon.engine.db import Database
 from daemon.engine.index_backfill import backfill
 from daemon.http.sqs.actions import Call, SqsService
 from tests.conftest import TEST_KEYSPACE
-from tests.support import sqsserver
-
-
-@pytest.fixture(scope="module")
-def server(settings: Any) -> Iterator[sqsserver.SqsServer]:
-    srv = sqsserver.start(TEST_KEYSPACE)
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture(scope="module")
-def sqs(server: sqsserver.SqsServer) -> Any:
-    return boto3.client("sqs", endpoint_url=server.url, region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s",
-                        config=Config(retries={"max_attempts": 1}, read_timeout=40))
 
 
 def walk(sqs: Any, page: int | None, **kw: Any) -> tuple[list[str], list[int]]:

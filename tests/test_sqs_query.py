@@ -10,25 +10,15 @@ import urllib.parse
 import urllib.request
 import uuid
 import xml.etree.ElementTree as ET
-from typing import Any, Iterator
 
-import pytest
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from tests.conftest import TEST_KEYSPACE
 from tests.support import sqsserver
 from tests.test_sqs import reference_md5_of_attributes
 
 NS = {"q": "http://queue.amazonaws.com/doc/2012-11-05/"}
-
-
-@pytest.fixture(scope="module")
-def server(settings: Any) -> Iterator[sqsserver.SqsServer]:
-    srv = sqsserver.start(TEST_KEYSPACE)
-    yield srv
-    srv.stop()
 
 
 def query(url: str, action: str, params: dict[str, str], creds: Credentials | None = None, method: str = "POST") -> tuple[int, ET.Element]:

@@ -18,23 +18,15 @@ import json
 import subprocess
 import threading
 import uuid
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
-from tests.conftest import TEST_KEYSPACE
 from tests.support import sdkbuild, sqsserver
 
 # What both programs must report: 3 messages received once each, all deleted, attributes and MD5s back.
 COMMON = {"url": True, "batch_ok": 2, "received": 3, "attrs_back": True, "md5_attrs_match": True, "receive_count": "1",
           "batch_deleted": 2, "visibility_timeout": "30", "left": 0}
-
-
-@pytest.fixture(scope="module")
-def server(settings: Any) -> Iterator[sqsserver.SqsServer]:
-    srv = sqsserver.start(TEST_KEYSPACE)
-    yield srv
-    srv.stop()
 
 
 def run_check(command: list[str], server: sqsserver.SqsServer, prefix: str) -> dict[str, Any]:
