@@ -22,16 +22,13 @@ import socket
 from typing import Any
 
 from daemon.base.clock import Clock
-from daemon.base.logs import get_logger
-from daemon.base.lru import Lru
 from daemon.engine.db import Database
+from daemon.engine.marks import ThrottledMarks
 
-log = get_logger("casque.pull_readers")
 #: How long after its last receive a process still counts as a pull reader of a queue.
 READER_TTL_S = 60
 #: A process rewrites its mark of a queue at most this often (well inside the TTL).
 MARK_EVERY_MS = 15_000
-MAX_PENDING = 256  # mark writes in flight at once; beyond that a receive skips its mark (the next one writes)
 
 
 class PullReaders:
@@ -43,10 +40,8 @@ class PullReaders:
         self.table = f"{keyspace}.pull_readers"
         self.clock = clock
         self.me = f"{socket.gethostname()}:{os.getpid()}"
-        self._written: Lru[str, int] = Lru(limit)  # queue -> when this process last wrote its mark
-        self._pending: set[asyncio.Task[None]] = set()
         self._statements: dict[str, Any] = {}
-        self.writes = 0
+        self.marks = ThrottledMarks(self._write, "pull_reader", limit)
 
     async def _prepared(self, cql: str) -> Any:
         stmt = self._statements.get(cql)
@@ -54,25 +49,17 @@ class PullReaders:
             stmt = self._statements[cql] = await asyncio.to_thread(self.db.prepare, cql.format(t=self.table))
         return stmt
 
+    @property
+    def writes(self) -> int:
+        return self.marks.writes
+
     def mark(self, queue: str) -> None:
         """This process received from ``queue`` now: write its mark if it has not done so lately."""
-        now = self.clock.now_ms()
-        last = self._written.get(queue)
-        if (last is not None and now - last < MARK_EVERY_MS) or len(self._pending) >= MAX_PENDING:
-            return
-        self._written.put(queue, now)
-        task = asyncio.ensure_future(self._write(queue, now))
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
+        self.marks.mark(queue, self.clock.now_ms(), MARK_EVERY_MS)
 
     async def _write(self, queue: str, now: int) -> None:
-        try:
-            stmt = await self._prepared("INSERT INTO {t} (queue, reader, seen) VALUES (?, ?, ?) USING TTL ?")
-            await self.db.run(stmt, [queue, self.me, now, READER_TTL_S])
-            self.writes += 1
-        except Exception as exc:  # the next receive after the interval tries again
-            self._written.pop(queue)
-            log.warning("pull_reader_mark_failed", queue=queue, error=str(exc))
+        stmt = await self._prepared("INSERT INTO {t} (queue, reader, seen) VALUES (?, ?, ?) USING TTL ?")
+        await self.db.run(stmt, [queue, self.me, now, READER_TTL_S])
 
     async def readers(self, queue: str) -> list[str]:
         """The processes that received from ``queue`` within the TTL (one single-partition read)."""
@@ -81,5 +68,4 @@ class PullReaders:
 
     async def flush(self) -> None:
         """Wait for the marks being written (tests, shutdown)."""
-        if self._pending:
-            await asyncio.gather(*list(self._pending), return_exceptions=True)
+        await self.marks.flush()
