@@ -99,3 +99,13 @@ def test_cli_reports_cassandra_down_in_one_line(tmp_path: Path) -> None:
     done = casque("queues", config=cfg)
     assert done.returncode == 5
     assert done.stderr.strip().splitlines() == ["casque: Cassandra is not reachable at 127.0.0.1:1: start it ('casque cassandra start') or fix cassandra.contact_points/port"]
+
+
+def test_cli_names_a_missing_keyspace_in_one_line(tmp_path: Path, settings: Settings) -> None:
+    """The driver reports a keyspace it can't USE as NoHostAvailable with a list of hosts (not its
+    usual dict of host errors): that crashed the error's description with an AttributeError."""
+    cfg = tmp_path / "nokeyspace.toml"
+    cfg.write_text('[cassandra]\nkeyspace = "casque_no_such_keyspace"\n')
+    done = casque("stats", config=cfg)
+    assert done.returncode == 5
+    assert done.stderr.strip().splitlines() == ["casque: keyspace 'casque_no_such_keyspace' does not exist: run 'casque schema apply' first"]

@@ -104,6 +104,8 @@ class Database:
             self.session = self.cluster.connect(keyspace)
         except NoHostAvailable as exc:
             self.close()
+            if keyspace and "using keyspace" in str(exc):  # the driver's word for a keyspace it could not USE
+                raise StorageUnavailable(f"keyspace '{keyspace}' does not exist: run 'casque schema apply' first") from None
             raise StorageUnavailable(_describe_no_host(s, exc)) from None
         except Exception as exc:
             self.close()
@@ -267,13 +269,19 @@ def _describe_no_host(s: CassandraSettings, exc: NoHostAvailable) -> str:
 def _host_errors(exc: NoHostAvailable) -> str:
     """Each host's error without the driver's wrapping ("('Unable to connect...', {host: Err(1, 'Tried ...
     Last error: ...')})"), so the line shows the reason, e.g. "certificate verify failed: ..."."""
-    reasons = {_short(err).split("Last error: ", 1)[-1] for err in (exc.errors or {}).values()}
+    reasons = {_short(err).split("Last error: ", 1)[-1] for err in _errors(exc)}
     return "; ".join(sorted(reasons))[:200] or _short(exc)[:200]
+
+
+def _errors(exc: NoHostAvailable) -> list[Any]:
+    """The per-host errors: a dict host -> error, except where the driver gives a list of hosts."""
+    errors = exc.errors or {}
+    return list(errors.values()) if isinstance(errors, dict) else []
 
 
 def _dropped_at_handshake(exc: NoHostAvailable) -> bool:
     """A plain-text client talking to a TLS-only port: TCP connects, then the server hangs up."""
     from cassandra.connection import ConnectionShutdown
 
-    errors = list((exc.errors or {}).values())
+    errors = _errors(exc)
     return bool(errors) and all(isinstance(e, (ConnectionResetError, ConnectionShutdown)) for e in errors)
