@@ -15,6 +15,7 @@ import pytest
 from daemon.base.clock import Clock, ManualClock
 from daemon.base.config import Settings
 from daemon.base.errors import UsageError
+from daemon.engine.attributes import DEAD_LETTER
 from daemon.engine.client import Casque
 from daemon.engine.placement import group_id, tail_id
 
@@ -263,3 +264,18 @@ async def test_many_groups_from_concurrent_senders_and_receivers_ledger(settings
 def test_a_group_has_one_row_and_one_tail() -> None:
     assert len({group_id(t, "g").int & 0xFFFF_FFFF for t in range(0, 10_000, 7)}) == 1
     assert tail_id("g") == tail_id("g") != tail_id("h")
+
+
+async def test_a_fifo_dead_letter_queue_gets_the_message_in_its_group_once(manual: Pair, queue_name: str) -> None:
+    cq, clock = manual
+    q = await _fifo(cq, queue_name, max_attempts=1, content_dedup=True)
+    dlq = await _fifo(cq, f"{queue_name}-dlq")
+    await cq.attributes.set(q, {DEAD_LETTER: dlq}, set(), clock.now_ms())
+    await cq.send(q, "t", {"n": 0}, group="g")
+    await cq.send(q, "t", {"n": 1}, group="g")
+    assert [d.message.payload["n"] for d in await cq.receive(q, max=1, wait=0, visibility=5)] == [0]
+    clock.advance(6_000)
+    assert [d.message.payload["n"] for d in await cq.receive(q, max=10, wait=0)] == [1]  # 0 left for the DLQ; g moved on
+    dead = await cq.receive(dlq, max=10, wait=0)
+    assert [(d.message.payload["n"], d.message.group) for d in dead] == [(0, "g")]
+    assert dead[0].message.headers["casque.dead_letter_from"] == q

@@ -54,8 +54,9 @@ class Casque:
         self.keys = KeyStore(db, ks)
         self.poison = PoisonStore(db, ks)
         self.lookup = Lookup(db, self.queues, self.table, self.keys)
+        self.fifo = FifoSender(db, self.table, ks, clock)
         self.producer = Producer(db, self.queues, self.table, self.keys, self.lookup, clock,
-                                 tolerance_ms=int(settings.worker.clock_tolerance * 1000), fifo=FifoSender(db, self.table, ks, clock))
+                                 tolerance_ms=int(settings.worker.clock_tolerance * 1000), fifo=self.fifo)
         self.secrets = SecretStore(db, ks, clock)
         self.attributes = QueueAttributes(db, ks, cache_limit=settings.cache.queues)
         self.activity = ActivityMarks(db, ks, self.queues, clock, limit=settings.cache.activity)
@@ -64,7 +65,7 @@ class Casque:
         self.hint_directory = HintDirectory(db, ks)
         self.hints = HintSender(self.hint_directory, self.secrets, clock, settings.hints.refresh)
         self.hint_listener: HintListener | None = None
-        self.dead_letters = PoisonRouter(db, self.queues, self.table, self.attributes, self.poison, self.wakeups.notify)
+        self.dead_letters = PoisonRouter(db, self.queues, self.table, self.attributes, self.poison, self.wakeups.notify, fifo=self.fifo)
         self.acker = Acker(db, self.table, self.queues, self.keys, self.dead_letters, clock)  # type: ignore[arg-type]
         self.receiver = Receiver(db, self.table, self.queues, self.keys, self.secrets, self.wakeups, clock, self.consumer,
                                  poll_interval_s=settings.sqs.poll_interval, max_consumers=settings.cache.consumers,
