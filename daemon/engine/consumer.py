@@ -110,6 +110,9 @@ class RowState:
     #: every visit, so it is not peeked before this (the earliest visibility end seen, at most a
     #: rescan away) unless a wake-up names its shard (a send, a delete, a visibility change).
     fifo_idle_until: int = 0
+    #: Counts the wake-ups that named this FIFO row: a take that read the row before one of them
+    #: (a delete that unblocked a group) must not put the row to rest on what it read.
+    fifo_named: int = 0
     #: The highest lane (lowest rank) the last peek found something due in.
     best_rank: int = 0
     #: A wake-up named this row since its last peek (a send to it).
@@ -230,6 +233,7 @@ class Consumer:
         idle = self.rows.get((0, shard))
         if idle is not None:  # a FIFO row (one bucket) named again: something there may have changed
             idle.fifo_idle_until = 0
+            idle.fifo_named += 1
         heap = self._hinted.setdefault(shard, [])
         heapq.heappush(heap, due_ms)
         if len(heap) > MAX_HINTS:
@@ -633,6 +637,7 @@ class Consumer:
         group by group (engine/fifo.py). Nothing deliverable: the row rests until the earliest
         visibility end seen, or a wake-up names it."""
         _trip()
+        named = state.fifo_named
         start = state.cursors.get(0, 0)
         rows = await self.db.run(self.table.read_due, [qs.name, lock.bucket, lock.shard, 0, start, now + max(self.lookahead_ms, self.ahead_ms),
                                                        fifo.FIFO_SCAN])
@@ -640,7 +645,7 @@ class Consumer:
         choice = fifo.choose(rows, now, now + self.ahead_ms, lambda r: bool(budget.fit([r])), self._one_per_group)
         if choice.wake is not None:
             state.wake = min(state.wake, choice.wake)
-        if not choice.kept:
+        if not choice.kept and state.fifo_named == named:  # named meanwhile: what was read may be stale
             state.fifo_idle_until = min(choice.wake if choice.wake is not None else RowState.wake, now + self.rescan_ms)
             state.next_check = min(max(state.next_check, state.fifo_idle_until), state.wake - self.ahead_ms)
         return choice.kept, {0: fifo.cursor_target(choice, rows, fifo.FIFO_SCAN, now - self.tolerance_ms)}, {}
