@@ -642,7 +642,8 @@ class Consumer:
         rows = await self.db.run(self.table.read_due, [qs.name, lock.bucket, lock.shard, 0, start, now + max(self.lookahead_ms, self.ahead_ms),
                                                        fifo.FIFO_SCAN])
         budget = TakeBudget(limit, TAKE_BYTES)
-        choice = fifo.choose(rows, now, now + self.ahead_ms, lambda r: bool(budget.fit([r])), self._one_per_group)
+        choice = fifo.choose(rows, now, now + self.ahead_ms, lambda r: bool(budget.fit([r])), self._one_per_group,
+                             lambda r: out_of_attempts(r.attempt or 0, r.max_attempts or qs.max_attempts))
         if choice.wake is not None:
             state.wake = min(state.wake, choice.wake)
         if not choice.kept and state.fifo_named == named:  # named meanwhile: what was read may be stale
