@@ -643,7 +643,8 @@ class Consumer:
                                                        fifo.FIFO_SCAN])
         budget = TakeBudget(limit, TAKE_BYTES)
         choice = fifo.choose(rows, now, now + self.ahead_ms, lambda r: bool(budget.fit([r])), self._one_per_group,
-                             lambda r: out_of_attempts(r.attempt or 0, r.max_attempts or qs.max_attempts))
+                             lambda r: out_of_attempts(r.attempt or 0, r.max_attempts or qs.max_attempts),
+                             (lambda r: True) if self.accepts is None else (lambda r: self.accepts(r.task)))  # type: ignore[misc]
         if choice.wake is not None:
             state.wake = min(state.wake, choice.wake)
         if not choice.kept and state.fifo_named == named:  # named meanwhile: what was read may be stale
