@@ -15,6 +15,7 @@ import asyncio
 import statistics
 
 from daemon.base.clock import ManualClock
+from daemon.base.config import Settings
 from daemon.engine.client import Casque
 from daemon.engine.fairness import NoisyGroups
 from daemon.engine.producer import Job
@@ -98,3 +99,26 @@ async def test_a_noisy_backlog_in_older_rows_does_not_delay_the_quiet_tenants(cq
     """1 s buckets: the backlog sits in rows older than the quiet tenants' messages, which a
     shard visit reads first (oldest first) unless the lanes decide (consumer.py ``_visit_shard``)."""
     await _compare(cq, queue_name, NOISY_BACKLOG // 2, bucket_seconds=1, buckets=60)
+
+
+async def test_a_receiver_that_starts_after_the_backlog_finds_the_quiet_tenant_early(settings: Settings, queue_name: str) -> None:
+    """No wake-up named the quiet message (the receiving process was not there when it was sent):
+    the top-lane sweep (consumer.py ``_top_lane_sweep``) finds it while the takes hand out the
+    noisy tenant's lower lane. Before the first 30 noisy sends it was not noisy yet, so those may
+    come first, and a take of 10 more; without the sweep it came 113th-162nd of 301."""
+    sender, receiver = await Casque.connect(settings), await Casque.connect(settings)
+    try:
+        await sender.create_queue(queue_name, max_attempts=0)
+        for _ in range(30):
+            await sender.send_many(queue_name, [Job("t", {"who": "noisy"}, group="noisy") for _ in range(10)])
+        await sender.send(queue_name, "t", {"who": "quiet"}, group="quiet")
+        order: list[str] = []
+        while "quiet" not in order:
+            got = await receiver.receive(queue_name, max=10, wait=1)
+            assert got, "the quiet message was never received"
+            order += [d.message.payload["who"] for d in got]
+            await receiver.delete_many([d.receipt for d in got])
+        assert order.index("quiet") < 30 + 2 * 10, order.index("quiet")
+    finally:
+        await sender.close()
+        await receiver.close()

@@ -76,6 +76,11 @@ SWEEP_RESCANS = 32
 VISIT_RESCANS = 4
 #: Wake-up due times remembered per shard (the earliest ones).
 MAX_HINTS = 256
+#: While a multi-lane queue's takes hand out lower lanes (a fair queue's noisy tenant, low
+#: priorities), the top lane of every shard's current rows is peeked at most this often, in one
+#: round trip: work there that no wake-up named (a consumer cold when it was sent, another
+#: process's send without hints) is found within a few receives, not after a shard's backlog.
+TOP_LANE_CHECK_MS = 50
 #: The first wait after a row's lock was found busy; it doubles up to a lock TTL.
 MIN_BACKOFF_MS = 50
 #: Sequential round trips of the fetch running in this task (a list, so gathered children add to it).
@@ -163,6 +168,10 @@ class Consumer:
         self.rows: dict[tuple[int, int], RowState] = {}
         self.stats = ConsumerStats()
         self._next_shard: dict[int, int] = {}
+        self._lower_lanes_taken = False  # the last take handed out a lane below the queue's top one
+        self._top_lane_checked = 0  # monotonic ms
+        self._top_lane_found = False  # the last top-lane sweep took something: sweep again at once
+        self._only_top = False  # a take from the top-lane sweep takes that lane only
         #: How long past its timeout a taken message stays invisible: the dispatcher's margin for
         #: clock skew (service/visibility.py); 0 for other consumers.
         self.hold_ms = 0
@@ -304,13 +313,18 @@ class Consumer:
         horizon = self.clock.now_ms() + self.ahead_ms
         order = self._shard_order(qs, slot)
         hinted = set(self._due_hints(horizon))
+        if self._lower_lanes_taken and len(qs.priorities) > 1 and (
+                self._top_lane_found or self.clock.elapsed_ms() - self._top_lane_checked >= TOP_LANE_CHECK_MS):
+            taken = await self._top_lane_sweep(qs, limit, visibility_ms)
+            if taken:
+                return taken
         if sweep and full:
             # The rows nothing named first: under load the named shards always yield, and a
             # sweep that visited them first never reached the others (tests/test_liveness.py:
             # messages no wake-up announced waited as long as the load lasted).
             taken = await self._sweep(qs, order, hinted, limit, visibility_ms)
             if taken:
-                return taken
+                return self._took(qs, taken)
         for shard in order:
             if (sweep or not full) and shard not in hinted:
                 break
@@ -319,8 +333,38 @@ class Consumer:
             if taken:
                 if len(taken) >= limit:  # the row may hold more: name it for the next fetch
                     self._name(shard, self.clock.now_ms())
-                return taken
+                return self._took(qs, taken)
         return []
+
+    def _took(self, qs: QueueSettings, taken: list[Message]) -> list[Message]:
+        top = -max(qs.priorities)
+        self._lower_lanes_taken = any(m.rank > top for m in taken)
+        return taken
+
+    async def _top_lane_sweep(self, qs: QueueSettings, limit: int, visibility_ms: int | None) -> list[Message]:
+        """Peek the top lane of every shard's current rows at once (``TOP_LANE_CHECK_MS``); take
+        from the first with something due there."""
+        self._top_lane_checked = self.clock.elapsed_ms()
+        now = self.clock.now_ms()
+        top = -max(qs.priorities)
+        rows = [(b, shard) for shard in range(qs.span()[0]) for b in self._rows_to_check(qs, shard, now)[0]]
+        horizon = now + self.ahead_ms
+        _trip()
+        found = await asyncio.gather(*(
+            self.db.run(self.table.peek, [qs.name, b, s, top, self.rows.get((b, s), RowState()).cursors.get(top, 0), horizon]) for b, s in rows))
+        self.stats.peeks += len(rows)
+        due = [row for row, hit in zip(rows, found) if hit]
+        for row in due:
+            self.rows.setdefault(row, RowState()).best_rank = top
+        self._only_top = True
+        try:
+            taken = await self._take_first(qs, due, limit, visibility_ms) if due else []
+        finally:
+            self._only_top = False
+        self._top_lane_found = bool(taken)
+        if taken:
+            self._lower_lanes_taken = True  # keep sweeping while the top lane yields
+        return taken
 
     async def _sweep(self, qs: QueueSettings, order: list[int], hinted: set[int], limit: int,
                      visibility_ms: int | None) -> list[Message]:
@@ -620,7 +664,7 @@ class Consumer:
         moves: dict[int, int] = {}
         skips: dict[int, tuple[int, Any]] = {}
         found = self._keep(budget, moves, skips, ranks[0], due, limit if len(due) == len(rows) else limit + 1, now, from_skip)
-        for rank in ranks[1:]:
+        for rank in ranks[1:] if not self._only_top else ():
             if budget.full():
                 break
             _trip()
