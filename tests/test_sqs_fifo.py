@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
+import subprocess
 import time
 import uuid
 from typing import Any, Callable
@@ -18,6 +20,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from tests.support import sqsserver
+from tests.test_sqs_clients import JS
 from tests.test_sqs_query import NS, query, text
 
 FIFO_NAME = ("The name of a FIFO queue can only include alphanumeric characters, hyphens, or underscores, must end with .fifo suffix "
@@ -377,3 +380,16 @@ def test_fifo_over_the_query_protocol(server: sqsserver.SqsServer, qname: str) -
             bodies.append((text(m, "q:Body"), system["SequenceNumber"], system["MessageGroupId"]))
             assert query(url, "DeleteMessage", {"ReceiptHandle": text(m, "q:ReceiptHandle")})[0] == 200
     assert bodies == [("one", seq1, "g"), ("two", seq2, "g")]
+
+
+# ---- the JS SDK v3 ----------------------------------------------------------------------------------------
+def test_javascript_sdk_v3_on_a_fifo_queue(server: sqsserver.SqsServer, qname: str) -> None:
+    node = shutil.which("node")
+    assert node, "node is needed for the JS SDK test: apt-get install nodejs npm"
+    if not (JS / "node_modules" / "@aws-sdk" / "client-sqs").is_dir():
+        subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=JS, check=True, capture_output=True, timeout=600)
+    out = subprocess.run([node, "sqs_fifo_check.mjs", server.url, qname], cwd=JS, capture_output=True, text=True, timeout=180)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert out.returncode == 0 and "fatal" not in result, result
+    assert result == {"fifo": "true", "sequences_increase": True, "duplicate_same_sequence": True, "err_no_group": "MissingParameter",
+                      "order": {"a": ["a0", "a1", "a2"], "b": ["b0", "b1", "b2"]}}
