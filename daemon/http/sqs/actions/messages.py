@@ -76,12 +76,14 @@ class MessageActions(ActionGroup):
         size = len(body.encode("utf-8")) + msg.attributes_size(attrs)
         if size > limit:
             raise invalid(f"One or more parameters are invalid. Reason: Message must be shorter than {limit} bytes.")
-        delay = params.integer(p, "DelaySeconds", qattr.number(qs, extras, "DelaySeconds"), 0, 900)
+        queue_delay = qattr.number(qs, extras, "DelaySeconds")
         headers = msg.to_headers(attrs) | system_attrs.to_headers(system, trace)
         task = msg.task_of(attrs, self.settings.task)
-        if qs.fifo:  # the queue's DelaySeconds applies to every message of a FIFO queue (a per-message one was refused)
-            job = Job(task, body, headers=headers, max_attempts=qattr.FOLLOW_QUEUE, group=group, dedup_id=dedup, queue_delay=float(delay))
+        if qs.fifo:  # the queue's DelaySeconds delays every message of a FIFO queue, a DelaySeconds=0 one too (as SQS)
+            job = Job(task, body, headers=headers, max_attempts=qattr.FOLLOW_QUEUE, group=group, dedup_id=dedup,
+                      queue_delay=float(queue_delay) or None)
         else:
+            delay = params.integer(p, "DelaySeconds", queue_delay, 0, 900)
             job = Job(task, body, delay=delay or None, headers=headers, max_attempts=qattr.FOLLOW_QUEUE, group=group)
         result = {"MD5OfMessageBody": msg.md5_hex(body.encode("utf-8"))}
         digest = msg.md5_of_attributes(attrs)
