@@ -241,13 +241,13 @@ def test_a_group_waits_while_its_message_is_in_flight_then_goes_on_in_order(sqs:
     assert sorted(first) == ["a1", "b1"], first
     assert counts(sqs, url) == (2, 2, 0)
     sqs.delete_message(QueueUrl=url, ReceiptHandle=a1)
-    (m,) = receive_until(sqs, url, bool, MaxNumberOfMessages=10, VisibilityTimeout=4, MessageSystemAttributeNames=["ApproximateReceiveCount"])
+    (m,) = receive_until(sqs, url, bool, MaxNumberOfMessages=1, VisibilityTimeout=4, MessageSystemAttributeNames=["ApproximateReceiveCount"])
     assert (m["Body"], m["Attributes"]["ApproximateReceiveCount"]) == ("a2", "1"), "after the delete: the group's next message"
     assert receive(sqs, url, wait=1, MaxNumberOfMessages=10) == [], "a2 in flight holds a3 back"
-    (m,) = receive_until(sqs, url, bool, MaxNumberOfMessages=10, MessageSystemAttributeNames=["ApproximateReceiveCount"])
+    (m,) = receive_until(sqs, url, bool, MaxNumberOfMessages=1, MessageSystemAttributeNames=["ApproximateReceiveCount"])
     assert (m["Body"], m["Attributes"]["ApproximateReceiveCount"]) == ("a2", "2"), "after its visibility timeout: a2 again, not a3"
     sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
-    (m,) = receive_until(sqs, url, bool, MaxNumberOfMessages=10)
+    (m,) = receive_until(sqs, url, bool, MaxNumberOfMessages=1)
     assert m["Body"] == "a3"
 
 
@@ -262,7 +262,7 @@ def test_a_send_repeated_within_the_window_is_one_message(sqs: Any, qname: str) 
     assert by_id["x"]["MessageId"] == one["MessageId"] and by_id["y"]["MessageId"] != one["MessageId"]
     bodies = []
     for _ in range(2):
-        (m,) = receive_until(sqs, url, bool, MaxNumberOfMessages=10)
+        (m,) = receive_until(sqs, url, bool, MaxNumberOfMessages=1)
         bodies.append(m["Body"])
         sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
     assert bodies == ["first", "new"], "one delivery of the deduplicated message"
@@ -323,9 +323,9 @@ def test_a_fifo_dead_letter_queue_takes_the_message_and_the_group_moves_on(sqs: 
     send(sqs, url, "poison", "g")
     send(sqs, url, "next", "g")
     for n in ("1", "2"):  # received twice and never deleted
-        (m,) = receive_until(sqs, url, bool, MaxNumberOfMessages=10, MessageSystemAttributeNames=["ApproximateReceiveCount"])
+        (m,) = receive_until(sqs, url, bool, MaxNumberOfMessages=1, MessageSystemAttributeNames=["ApproximateReceiveCount"])
         assert (m["Body"], m["Attributes"]["ApproximateReceiveCount"]) == ("poison", n)
-    (m,) = receive_until(sqs, url, bool, MaxNumberOfMessages=10)
+    (m,) = receive_until(sqs, url, bool, MaxNumberOfMessages=1)
     assert m["Body"] == "next", "past maxReceiveCount the group's next message is delivered"
     (d,) = receive_until(sqs, dlq, bool, MessageSystemAttributeNames=["All"])
     assert d["Body"] == "poison" and d["Attributes"]["MessageGroupId"] == "g"
