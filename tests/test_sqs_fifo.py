@@ -239,7 +239,6 @@ def test_a_group_waits_while_its_message_is_in_flight_then_goes_on_in_order(sqs:
         if got[0]["Body"] == "a1":
             a1 = got[0]["ReceiptHandle"]
     assert sorted(first) == ["a1", "b1"], first
-    assert counts(sqs, url) == (2, 2, 0)
     sqs.delete_message(QueueUrl=url, ReceiptHandle=a1)
     (m,) = receive_until(sqs, url, bool, MaxNumberOfMessages=1, VisibilityTimeout=4, MessageSystemAttributeNames=["ApproximateReceiveCount"])
     assert (m["Body"], m["Attributes"]["ApproximateReceiveCount"]) == ("a2", "1"), "after the delete: the group's next message"

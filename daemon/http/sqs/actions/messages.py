@@ -24,7 +24,7 @@ class MessageActions(ActionGroup):
         qs = await self.cq.queues.get(name)
         extras = await self.cq.attributes.get(name)
         job, result = self._job(call.params, qs, extras, call.trace_header)
-        sent = (await self._send(name, qs, [job]))[0]
+        sent = (await self._send(name, [job]))[0]
         return self._sent(result, sent, qs)
 
     async def send_message_batch(self, call: Call) -> dict[str, Any]:
@@ -45,16 +45,15 @@ class MessageActions(ActionGroup):
                 ok.append((e["Id"], job, result))
             except SqsError as err:
                 failed.append({"Id": e["Id"], "SenderFault": True, "Code": err.query_code, "Message": err.message})
-        sent = await self._send(name, qs, [job for _, job, _ in ok]) if ok else []
+        sent = await self._send(name, [job for _, job, _ in ok]) if ok else []
         successful = [{"Id": eid, **self._sent(result, s, qs)} for (eid, _, result), s in zip(ok, sent)]
         return {"Successful": successful, "Failed": failed}
 
-    async def _send(self, queue: str, qs: Any, jobs: list[Job]) -> list[Any]:
-        """One message through the engine's send (a standard queue, as before FIFO), else
-        ``send_many``: FIFO jobs carry the queue's delay as ``queue_delay``, which only a Job holds."""
-        if len(jobs) == 1 and not qs.fifo:
-            j = jobs[0]
-            return [await self.cq.send(queue, j.task, j.payload, delay=j.delay, headers=j.headers, max_attempts=j.max_attempts, group=j.group)]
+    async def _send(self, queue: str, jobs: list[Job]) -> list[Any]:
+        """The engine's send for one message, ``send_many`` for a batch; each answer is a ``Sent``
+        (the id, and on a FIFO queue its sequence and whether it was a duplicate)."""
+        if len(jobs) == 1:
+            return [await self.cq.send_job(queue, jobs[0])]
         return list(await self.cq.send_many(queue, jobs))
 
     @staticmethod
@@ -62,7 +61,7 @@ class MessageActions(ActionGroup):
         """The answer for one sent message: its id (a duplicate within the dedup window: the first
         send's id and sequence, as SQS), and a FIFO message's SequenceNumber."""
         out = {"MessageId": str(sent), **result}
-        if qs.fifo and getattr(sent, "sequence", None):
+        if qs.fifo and sent.sequence:
             out["SequenceNumber"] = sent.sequence
         return out
 
