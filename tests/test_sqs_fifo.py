@@ -14,12 +14,14 @@ import shutil
 import subprocess
 import time
 import uuid
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import pytest
 from botocore.exceptions import ClientError
 
+from tests.conftest import TEST_KEYSPACE
 from tests.support import sqsserver
+from tests.test_sqs_auth import casque, client
 from tests.test_sqs_clients import JS
 from tests.test_sqs_query import NS, query, text
 
@@ -313,6 +315,41 @@ def test_a_retried_receive_with_the_same_attempt_id_returns_the_same_receipts(sq
     for m in first + rest:
         sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
     assert counts(sqs, url) == (0, 0, 0)
+
+
+@pytest.fixture
+def two_keys(settings: Any) -> Iterator[list[dict[str, str]]]:
+    made = []
+    for _ in range(2):
+        out = casque("sqs-keys", "create", "--description", "fifo-attempt-test", "--json")
+        assert out.returncode == 0, out.stderr
+        made.append(json.loads(out.stdout))
+    yield made
+    for k in made:
+        casque("sqs-keys", "delete", k["access_key_id"])
+
+
+def test_another_key_replaying_an_attempt_id_gets_nothing_of_that_receive(two_keys: list[dict[str, str]], qname: str) -> None:
+    """The attack: key B sends key A's ReceiveRequestAttemptId hoping for A's receipt handles (and so
+    the power to delete A's messages). B gets none of them; A's retry still gets its own."""
+    srv = sqsserver.start(TEST_KEYSPACE, "--auth", "sigv4")
+    try:
+        a, b = (client(srv.url, k["access_key_id"], k["secret_access_key"]) for k in two_keys)
+        url = fifo(a, qname)
+        send(a, url, "secret", "g")
+        send(a, url, "other", "h")
+        first = receive_until(a, url, bool, MaxNumberOfMessages=1, ReceiveRequestAttemptId="shared-id", VisibilityTimeout=60)
+        stolen = receive(b, url, wait=1, MaxNumberOfMessages=10, ReceiveRequestAttemptId="shared-id", VisibilityTimeout=60)
+        mine = {m["ReceiptHandle"] for m in first}
+        assert not mine & {m["ReceiptHandle"] for m in stolen}, "B got none of A's receipts"
+        assert [m["Body"] for m in stolen] in ([], ["other"] if first[0]["Body"] == "secret" else ["secret"]), "only what A did not take"
+        retry = receive(a, url, MaxNumberOfMessages=1, ReceiveRequestAttemptId="shared-id", VisibilityTimeout=60)
+        assert {m["ReceiptHandle"] for m in retry} == mine, "A's retry still returns A's receive"
+        for m in first + stolen:
+            (a if m in first else b).delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+        assert counts(a, url) == (0, 0, 0)
+    finally:
+        srv.stop()
 
 
 def test_a_fifo_dead_letter_queue_takes_the_message_and_the_group_moves_on(sqs: Any, qname: str) -> None:

@@ -108,7 +108,10 @@ class MessageActions(ActionGroup):
         system = params.names(p.get("MessageSystemAttributeNames")) or params.names(p.get("AttributeNames"))
         wanted = params.names(p.get("MessageAttributeNames"))
         if attempt is not None:
-            deliveries = await self.cq.receive(name, max=limit, wait=wait, visibility=visibility, attempt_id=attempt)
+            # Scoped to the signing key: another key that learns (or guesses) the id gets nothing of
+            # this one's receive, not its receipt handles (with which it could delete the messages).
+            scoped = f"{call.principal.access_key_id}:{attempt}" if call.principal is not None else attempt
+            deliveries = await self.cq.receive(name, max=limit, wait=wait, visibility=visibility, attempt_id=scoped)
         else:
             deliveries = await self.cq.receive(name, max=limit, wait=wait, visibility=visibility)
         return {"Messages": [self._message(d, system, wanted) for d in deliveries]} if deliveries else {}
