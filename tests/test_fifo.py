@@ -279,3 +279,28 @@ async def test_a_fifo_dead_letter_queue_gets_the_message_in_its_group_once(manua
     dead = await cq.receive(dlq, max=10, wait=0)
     assert [(d.message.payload["n"], d.message.group) for d in dead] == [(0, "g")]
     assert dead[0].message.headers["casque.dead_letter_from"] == q
+
+
+
+async def test_a_moved_fifo_dead_letter_goes_back_in_its_group_once(manual: Pair, queue_name: str) -> None:
+    """What a move task (engine/mover.py) sends for a FIFO dead letter: the message in its group,
+    deduplicated by the dead letter's id, so a move repeated after a crash is dropped."""
+    from daemon.engine.mover import _job
+
+    cq, clock = manual
+    q = await _fifo(cq, queue_name, max_attempts=1, content_dedup=True)
+    dlq = await _fifo(cq, f"{queue_name}-dlq")
+    await cq.attributes.set(q, {DEAD_LETTER: dlq}, set(), clock.now_ms())
+    for n in range(3):
+        await cq.send(q, "t", {"n": n}, group="g")
+    for n in range(3):  # each received once, never deleted: out of receives, into the DLQ
+        assert [d.message.payload["n"] for d in await cq.receive(q, max=1, wait=0, visibility=5)] == [n]
+        clock.advance(6_000)
+    assert await cq.receive(q, max=10, wait=0) == []  # the take that moves the last one to the DLQ
+    dead = await cq.receive(dlq, max=10, wait=0)
+    assert [d.message.payload["n"] for d in dead] == [0, 1, 2]
+    first = await cq.send_many(q, [_job(d.message, True) for d in dead])
+    again = await cq.send_many(q, [_job(d.message, True) for d in dead])  # the runner killed before its delete: moved twice
+    assert [s.duplicate for s in first] == [False] * 3 and [s.duplicate for s in again] == [True] * 3
+    back = await cq.receive(q, max=10, wait=0)
+    assert [(d.message.payload["n"], d.message.group) for d in back] == [(0, "g"), (1, "g"), (2, "g")]
