@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from types import SimpleNamespace
 import copy
 
 import pytest
@@ -17,6 +18,7 @@ from daemon.base.config import Settings
 from daemon.base.errors import UsageError
 from daemon.engine.attributes import DEAD_LETTER
 from daemon.engine.client import Casque
+from daemon.engine.fifo import choose
 from daemon.engine.placement import group_id, tail_id
 
 Pair = tuple[Casque, ManualClock]
@@ -304,3 +306,27 @@ async def test_a_moved_fifo_dead_letter_goes_back_in_its_group_once(manual: Pair
     assert [s.duplicate for s in first] == [False] * 3 and [s.duplicate for s in again] == [True] * 3
     back = await cq.receive(q, max=10, wait=0)
     assert [(d.message.payload["n"], d.message.group) for d in back] == [(0, "g"), (1, "g"), (2, "g")]
+
+
+def _row(due: int, group: str, state: int = 0, visible_at: int | None = None, task: str = "t") -> SimpleNamespace:
+    return SimpleNamespace(due=due, headers={"casque.group": group}, state=state, visible_at=visible_at, task=task, attempt=1)
+
+
+def test_the_take_choice_group_by_group() -> None:
+    """engine/fifo.py ``choose`` on its own: in flight blocks, visibility passed comes first, a
+    delay blocks, a spent one leaves without blocking, another's task blocks, the budget stops."""
+    rows = [
+        _row(1, "a", state=1, visible_at=500),  # a in flight: a blocked
+        _row(2, "b", state=1, visible_at=50),  # b's visibility passed: b comes back first
+        _row(3, "a"), _row(4, "b"), _row(5, "c", visible_at=200),  # c still in the queue's delay
+        _row(6, "c"), _row(7, "d", state=1, visible_at=10), _row(8, "d"), _row(9, "e", task="other"), _row(10, "e"),
+    ]
+    spent = {7}
+    choice = choose(rows, now=100, due_by=100, fits=lambda r: True, one_per_group=False,
+                    spent=lambda r: r.due in spent, ours=lambda r: r.task == "t")
+    assert [r.due for r in choice.kept] == [2, 4, 7, 8]
+    assert (choice.first_live, choice.wake, choice.blocked) == (1, 200, 1)
+    one = choose(rows, now=100, due_by=100, fits=lambda r: True, one_per_group=True)
+    assert [r.due for r in one.kept] == [2, 7, 9]
+    budget = iter([True, False])
+    assert [r.due for r in choose(rows, 100, 100, lambda r: next(budget), False).kept] == [2]

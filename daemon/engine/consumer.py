@@ -634,22 +634,36 @@ class Consumer:
     async def _read_take_fifo(self, qs: QueueSettings, lock: HeldLock, state: RowState, now: int,
                               limit: int) -> tuple[list[Any], dict[int, int], dict[int, tuple[int, Any]]]:
         """A FIFO row's take: its one lane from the cursor, in flight messages included, chosen
-        group by group (engine/fifo.py). Nothing deliverable: the row rests until the earliest
+        group by group (engine/fifo.py), read page by page (growing, up to FIFO_SCAN rows) only
+        while the pages so far leave the take room: a receive of 10 from one group's backlog reads
+        a few dozen rows, not a thousand. Nothing deliverable: the row rests until the earliest
         visibility end seen, or a wake-up names it."""
-        _trip()
         named = state.fifo_named
-        start = state.cursors.get(0, 0)
-        rows = await self.db.run(self.table.read_due, [qs.name, lock.bucket, lock.shard, 0, start, now + max(self.lookahead_ms, self.ahead_ms),
-                                                       fifo.FIFO_SCAN])
-        budget = TakeBudget(limit, TAKE_BYTES)
-        choice = fifo.choose(rows, now, now + self.ahead_ms, lambda r: bool(budget.fit([r])), self._one_per_group,
-                             lambda r: out_of_attempts(r.attempt or 0, r.max_attempts or qs.max_attempts))
+        until = now + max(self.lookahead_ms, self.ahead_ms)
+        spent = lambda r: out_of_attempts(r.attempt or 0, r.max_attempts or qs.max_attempts)  # noqa: E731
+        ours = (lambda r: True) if self.accepts is None else (lambda r: self.accepts(r.task))  # type: ignore[misc]  # noqa: E731
+        rows: list[Any] = []
+        page = 2 * limit + 8
+        while True:
+            _trip()
+            if rows:
+                last = rows[-1]
+                more = await self.db.run(self.table.read_due_after, [qs.name, lock.bucket, lock.shard, 0, last.due, last.id, until, page])
+            else:
+                more = await self.db.run(self.table.read_due, [qs.name, lock.bucket, lock.shard, 0, state.cursors.get(0, 0), until, page])
+            rows += more
+            budget = TakeBudget(limit, TAKE_BYTES)
+            choice = fifo.choose(rows, now, now + self.ahead_ms, lambda r: bool(budget.fit([r])), self._one_per_group, spent, ours)
+            if len(more) < page or budget.full() or len(rows) >= fifo.FIFO_SCAN:
+                break
+            page = min(4 * page, fifo.FIFO_SCAN - len(rows))
         if choice.wake is not None:
             state.wake = min(state.wake, choice.wake)
         if not choice.kept and state.fifo_named == named:  # named meanwhile: what was read may be stale
             state.fifo_idle_until = min(choice.wake if choice.wake is not None else RowState.wake, now + self.rescan_ms)
             state.next_check = min(max(state.next_check, state.fifo_idle_until), state.wake - self.ahead_ms)
-        return choice.kept, {0: fifo.cursor_target(choice, rows, fifo.FIFO_SCAN, now - self.tolerance_ms)}, {}
+        full_read = len(more) >= page  # more may follow the last row read
+        return choice.kept, {0: fifo.cursor_target(choice, rows, len(rows) if full_read else len(rows) + 1, now - self.tolerance_ms)}, {}
 
     def _contended(self, qs: QueueSettings, state: RowState) -> None:
         self.stats.contention += 1
