@@ -21,6 +21,7 @@ from botocore.exceptions import ClientError
 
 from tests.conftest import TEST_KEYSPACE
 from tests.support import sqsserver
+from tests.support.sqsfixtures import make_client
 from tests.test_sqs_auth import casque, client
 from tests.test_sqs_clients import JS
 from tests.test_sqs_query import NS, query, text
@@ -316,6 +317,26 @@ def test_a_retried_receive_with_the_same_attempt_id_returns_the_same_receipts(sq
     for m in first + rest:
         sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
     assert counts(sqs, url) == (0, 0, 0)
+
+
+def test_dedup_and_attempt_ids_hold_across_two_servers(sqs: Any, qname: str) -> None:
+    """What one `casque serve` decided, another honours: a duplicate sent through a second process
+    is the first send's message, and a receive retried there returns the same receipts."""
+    other = sqsserver.start(TEST_KEYSPACE)
+    try:
+        b = make_client(other.url)
+        url = fifo(sqs, qname)
+        url_b = url.replace(url.split("/000000000000/")[0], other.url)
+        one = send(sqs, url, "once", "g", "d1")
+        again = send(b, url_b, "once", "g", "d1")
+        assert (again["MessageId"], again["SequenceNumber"]) == (one["MessageId"], one["SequenceNumber"])
+        first = receive_until(sqs, url, bool, ReceiveRequestAttemptId="a-1", VisibilityTimeout=60)
+        retry = receive(b, url_b, ReceiveRequestAttemptId="a-1", VisibilityTimeout=60)
+        assert [m["ReceiptHandle"] for m in retry] == [m["ReceiptHandle"] for m in first]
+        b.delete_message(QueueUrl=url_b, ReceiptHandle=retry[0]["ReceiptHandle"])
+        assert counts(sqs, url) == (0, 0, 0), "one message, delivered once"
+    finally:
+        other.stop()
 
 
 @pytest.fixture
