@@ -6,6 +6,11 @@
 Nothing that isn't due is ever fetched, and at most ``in_flight`` messages are held at once, so
 memory stays bounded however deep the queue. Acks are buffered for a few milliseconds and written
 as one batch per row; an ack lost in a crash only means a redelivery (at-least-once).
+
+A FIFO queue (engine/fifo.py): a take gives the daemon at most one message per group, and the
+group stays blocked while it is in flight, also through a retry's backoff (engine/acks.py retries
+it in place). Once its ack (or poison) is written, the group's next message is announced like a
+send (``Casque.finished_in_group``), so it is taken at once, not at the row's next rescan.
 """
 
 from __future__ import annotations
@@ -77,6 +82,8 @@ class AckBuffer:
         try:
             if items:
                 await self.cq.acker.ack(items)
+                for m in items:  # a FIFO group waits for its acked message: its next one is free only now
+                    self.cq.finished_in_group(m)
         except CasqueError as exc:  # they will come back after their timeout: at-least-once
             self.failed += len(items)
             log.error("ack_failed", count=len(items), error=str(exc))
@@ -584,6 +591,7 @@ class Dispatcher:
         except CasqueError as exc:
             mlog.error("poison_write_failed", error=str(exc), comes_back_at_ms=m.invisible_until)
             return
+        self.cq.finished_in_group(m)  # the group moves on past it (a FIFO queue)
         self._count(m, "poisoned")
         await self.hooks.outcome("poisoned", m, duration, handled=handled is not None, error=handled, reason=reason)
         mlog.error("message_poisoned", reason=reason, error=error or None, duration=round(duration, 4))
