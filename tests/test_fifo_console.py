@@ -57,3 +57,19 @@ async def test_fifo_groups_read_is_bounded_and_says_at_least(cq: Casque, admin: 
     cut = await fifo_groups(cq.db, cq.table, qs, cq.clock.now_ms(), limit=2)
     assert cut.truncated and cut.read == 2  # the row's two oldest: g1's in flight one and its next
     assert [(g.group, g.in_flight, g.waiting, g.at_least) for g in cut.groups] == [("g1", 1, 1, True)]
+
+
+async def test_fifo_send_form_needs_a_group_and_says_the_sequence(cq: Casque, admin: httpx.AsyncClient, queue_name: str) -> None:  # noqa: F811
+    name = queue_name + ".fifo"
+    await cq.create_queue(name, fifo=True)
+    page = await admin.get(f"/queues/{name}")
+    assert 'name="group" required' in page.text and 'name="delay"' not in page.text  # FIFO refuses per-message delays and keys
+    token = re.search(r'name="csrf" value="([0-9a-f]+)"', page.text).group(1)  # type: ignore[union-attr]
+    form = {"csrf": token, "task": "t", "payload": "{}"}
+    refused = await admin.post(f"/queues/{name}/send", data=form | {"dedup_id": "d1"})
+    assert "err=" in refused.headers["location"] and "group" in refused.headers["location"]
+    assert await cq.peek(name) == []  # refused: nothing sent
+    sent = await admin.post(f"/queues/{name}/send", data=form | {"group": "g", "dedup_id": "d1"})
+    again = await admin.post(f"/queues/{name}/send", data=form | {"group": "g", "dedup_id": "d1"})
+    assert "sequence" in sent.headers["location"] and "duplicate" in again.headers["location"]
+    assert [(m.group, m.dedup_id) for m in await cq.peek(name)] == [("g", "d1")]
