@@ -79,3 +79,20 @@ async def test_daemon_runs_each_fifo_group_in_order_one_at_a_time_others_concurr
     assert sorted(gaps)[len(gaps) // 2] < 0.5, gaps
     print(f"max gap between a group's runs={max(gaps):.3f}s median={sorted(gaps)[len(gaps) // 2]:.3f}s")
     print(f"runs={len(spans)} overlapping pairs across groups={overlaps} elapsed={elapsed:.1f}s")
+
+
+async def test_burst_mode_runs_every_fifo_group_to_the_end(cq: Casque, queue_name: str, tmp_path: Path) -> None:
+    """``casque run --burst`` ends when nothing due is left. On a FIFO queue a group's next message is
+    not deliverable while its previous one runs, so a round that finds nothing while handlers run is
+    not the end: every step of every group must have run when it exits."""
+    name = queue_name + ".fifo"
+    await cq.create_queue(name, fifo=True)
+    for n in range(4):
+        for g in GROUPS[:3]:
+            await cq.send(name, "test.fifo_step", {"g": g, "n": n, "sleep": 0.05}, group=g, dedup_id=f"{g}-{n}")
+    record = tmp_path / "record.txt"
+    d = start_daemon(write_config(tmp_path / "c.toml", TEST_KEYSPACE, [name], consumers=2), record, tmp_path / "log", "--burst")
+    assert d.wait(120) == 0, d.output()[-3000:]
+    by_group = runs(record)
+    assert {g: [r[2] for r in rs] for g, rs in by_group.items()} == {g: [0, 1, 2, 3] for g in GROUPS[:3]}
+    assert await cq.peek(name, 10) == []
