@@ -133,3 +133,27 @@ async def test_two_daemons_share_a_fifo_queue_and_never_overlap_a_group(cq: Casq
     mixed = sum(1 for g in groups if len({line[2] for line in records(record) if line[5] == g}) == 2)
     assert mixed >= 1  # some group's steps really were handed from one daemon to the other (seen: 12-15 of 16)
     print(f"pids={len(pids)} groups run by both daemons={mixed} median gap={gaps[len(gaps) // 2]:.3f}s max={gaps[-1]:.3f}s")
+
+
+async def test_a_timed_out_fifo_message_comes_back_first_and_its_group_waits(cq: Casque, queue_name: str, tmp_path: Path) -> None:
+    """A handler cancelled at its timeout is not acked: the message stays in flight in place until
+    its visibility (timeout + the daemon's hold) passes, then runs again before its group's next."""
+    name = queue_name + ".fifo"
+    await cq.create_queue(name, fifo=True, timeout=1)
+    await cq.send(name, "test.fifo_step", {"g": "t", "n": 0, "sleep": 0.05, "hang_once": 30}, group="t", dedup_id="t-0")
+    await cq.send(name, "test.fifo_step", {"g": "t", "n": 1, "sleep": 0.05}, group="t", dedup_id="t-1")
+    await cq.send(name, "test.fifo_step", {"g": "u", "n": 0, "sleep": 0.05}, group="u", dedup_id="u-0")
+    record, log = tmp_path / "record.txt", tmp_path / "log"
+    d = start_daemon(write_config(tmp_path / "c.toml", TEST_KEYSPACE, [name], clock_tolerance="200ms"), record, log)
+    try:
+        await until(lambda: len(records(record)) == 3, 60, "3 steps run", d)
+    finally:
+        d.signal(signal.SIGTERM)
+        assert d.wait() == 0, d.output()[-3000:]
+    timed_out = [json.loads(line) for line in d.output().splitlines() if '"message_timed_out"' in line]
+    assert len(timed_out) == 1 and timed_out[0]["attempt"] == 1
+    t = runs(record)["t"]
+    assert [(r[2], r[3]) for r in t] == [(0, 2), (1, 1)]  # step 0's second attempt, then step 1
+    assert t[1][0] >= t[0][1]
+    assert [(r[2], r[3]) for r in runs(record)["u"]] == [(0, 1)]  # the other group did not wait
+    assert runs(record)["u"][0][1] < t[0][0]  # u ran while t's first attempt hung

@@ -114,6 +114,8 @@ class FifoStep(Handler):
 
     async def handle(self, ctx: Context, payload: Any) -> None:
         start = time.time()
+        if payload.get("hang_once") and ctx.attempt == 1:  # past any timeout: cancelled, comes back after it
+            await asyncio.sleep(float(payload["hang_once"]))
         await asyncio.sleep(float(payload["sleep"]))
         fails = payload.get("fail") == "always" or (payload.get("fail") == "once" and ctx.attempt == 1)
         line = f"{ctx.id} {ctx.attempt} {os.getpid()} {start:.4f} {time.time():.4f} {payload['g']} {payload['n']} {'fail' if fails else 'ok'}\n"
