@@ -239,3 +239,26 @@ async def test_queues_schedules_and_daemons_pages_render(cq: Casque, admin_page:
     await p.shot("daemons")
     await p.open(f"/queues?q={uuid.uuid4().hex}")
     assert "no queue" in await page.inner_text("table.queues")
+
+
+async def test_a_fifo_queue_page_shows_its_groups_live(cq: Casque, admin_page: Page, queue_name: str) -> None:
+    name = queue_name + ".fifo"
+    await cq.create_queue(name, fifo=True)
+    p, page = admin_page, admin_page.page
+    await p.open(f"/queues/{name}")
+    assert "no group has a message" in await page.inner_text("table.groups")
+    for dedup in ("o-1", "o-2"):  # sent from the page's form, with a group and a dedup id
+        await page.fill("input[name=task]", "orders.ship")
+        await page.fill("input[name=group]", "customer-7")
+        await page.fill("input[name=dedup_id]", dedup)
+        await page.click("form[action$='/send'] button")
+        await page.wait_for_selector(".flash.ok")
+        assert "sequence" in await page.inner_text(".flash.ok")
+    assert await page.inner_text("table.groups tbody tr td.n >> nth=1") == "2"  # waiting
+    # live refresh: a receive elsewhere puts the group's first message in flight
+    [got] = await cq.receive(name, max=1, wait=0, visibility=300)
+    assert got.message.group == "customer-7"
+    await page.wait_for_function("document.querySelector('table.groups tbody tr td.n').textContent === '1'", timeout=15_000)
+    assert await page.inner_text("table.groups tbody tr td.n >> nth=1") == "1"
+    assert [m.group for m in await cq.peek(name)] == ["customer-7", "customer-7"]  # the page only read
+    await p.shot("fifo-queue")

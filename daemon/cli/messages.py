@@ -26,6 +26,10 @@ def add_cli(sub: Any) -> None:
     s.add_argument("--header", action="append", default=[], metavar="NAME=VALUE")
     s.add_argument("--key", help="lookup key, to get/replace/cancel the message later")
     s.add_argument("--on-conflict", choices=["replace", "keep", "error"], default="replace")
+    s.add_argument("--group", help="message group: required on a FIFO queue (a group's messages run one at a time, in order); "
+                                   "on a standard queue a fair-queue tenant")
+    s.add_argument("--dedup-id", help="FIFO: deduplication id (a send with the same id within 5 min is a duplicate: nothing new is written); "
+                                      "required unless the queue has --content-dedup")
     rep = s.add_mutually_exclusive_group()
     rep.add_argument("--every", help="repeat at this interval, e.g. 30s (first run: --delay/--at, else one interval from now)")
     rep.add_argument("--cron", help="repeat on a cron schedule, e.g. '0 9 * * *' (6 or 7 fields: say --cron-format)")
@@ -84,8 +88,12 @@ async def cmd_send(cq: Casque, args: argparse.Namespace) -> int:
         priority=args.priority, timeout=args.timeout, max_attempts=args.max_attempts, headers=_headers(args.header),
         key=args.key, on_conflict=args.on_conflict, every=args.every, cron=args.cron, tz=args.tz, times=args.times,
         until=parse_time(args.until) if args.until else None, misfire=args.misfire, grace=args.grace, cron_format=args.cron_format,
+        group=args.group, dedup_id=args.dedup_id,
     )
     print(mid)
+    if mid.sequence is not None:  # FIFO: on stderr, as the fire times below
+        print(f"sequence number {mid.sequence}" + (" (duplicate: sent within 5 min with this dedup id; the first send's id and sequence, "
+                                                   "nothing new written)" if mid.duplicate else ""), file=sys.stderr)
     if mid.next_fires:  # on stderr: stdout stays the id alone, for scripts
         print(f"next fire times: {', '.join(iso(int(t.timestamp() * 1000)) for t in mid.next_fires)}", file=sys.stderr)
     return 0

@@ -23,6 +23,30 @@ def _queue_options(p: argparse.ArgumentParser, create: bool) -> None:
     p.add_argument("--retention", help="how long finished data is kept, e.g. 7d")
     p.add_argument("--max-payload-bytes", type=int, help="largest payload accepted by send")
     p.add_argument("--history", action=argparse.BooleanOptionalAction, default=None, help="keep message history (casque history)")
+    _fifo_options(p, create)
+
+
+def _fifo_options(p: argparse.ArgumentParser, create: bool) -> None:
+    """SQS's FIFO queue attributes (docs/design.md, "FIFO queues"); FifoQueue itself is fixed at creation."""
+    if create:
+        p.add_argument("--fifo", action="store_true", default=None,
+                       help="a FIFO queue (name ends in .fifo): each --group's messages delivered one at a time, in order, deduplicated for 5 min")
+    p.add_argument("--content-dedup", action=argparse.BooleanOptionalAction, default=None,
+                   help="FIFO: a send without --dedup-id is deduplicated by the SHA-256 of its payload")
+    p.add_argument("--dedup-scope", choices=["queue", "messageGroup"], help="FIFO: dedup ids are unique per queue (default) or per group")
+    p.add_argument("--fifo-throughput", choices=["perQueue", "perMessageGroupId"],
+                   help="FIFO: perMessageGroupId (with --dedup-scope messageGroup: high throughput) spreads groups over 16 shards at creation")
+
+
+def _fifo_args(args: argparse.Namespace) -> dict[str, Any]:
+    return {"content_dedup": args.content_dedup, "dedup_scope": args.dedup_scope, "fifo_throughput": args.fifo_throughput}
+
+
+def fifo_summary(qs: Any) -> str:
+    """A queue's FIFO options in one phrase ("-" for a standard queue)."""
+    if not qs.fifo:
+        return "-"
+    return f"fifo, dedup {'by content' if qs.content_dedup else 'by id'} per {qs.dedup_scope}, throughput {qs.fifo_throughput}"
 
 
 def add_cli(sub: Any) -> None:
@@ -33,7 +57,11 @@ def add_cli(sub: Any) -> None:
     c.add_argument("--if-missing", action="store_true", help="succeed if the queue already exists")
     _queue_options(c, create=True)
     c.set_defaults(func=with_client(cmd_queue_create))
-    u = s.add_parser("update", help="change a queue's timeouts, attempts, retention or payload limit")
+    sh = s.add_parser("show", help="one queue's settings, FIFO options included")
+    sh.add_argument("name")
+    sh.add_argument("--json", action="store_true")
+    sh.set_defaults(func=with_client(cmd_queue_show))
+    u = s.add_parser("update", help="change a queue's timeouts, attempts, retention, payload limit or FIFO deduplication")
     u.add_argument("name")
     _queue_options(u, create=False)
     u.set_defaults(func=with_client(cmd_queue_update))
@@ -71,17 +99,34 @@ def _durations(args: argparse.Namespace) -> dict[str, Any]:
 async def cmd_queue_create(cq: Casque, args: argparse.Namespace) -> int:
     qs = await cq.create_queue(
         args.name, if_missing=args.if_missing, shards=args.shards, buckets=args.buckets, bucket_seconds=args.bucket_seconds,
-        max_attempts=args.max_attempts, max_payload_bytes=args.max_payload_bytes, history=args.history, **_durations(args),
+        max_attempts=args.max_attempts, max_payload_bytes=args.max_payload_bytes, history=args.history, fifo=args.fifo, **_fifo_args(args),
+        **_durations(args),
     )
     print(f"queue {qs.name}: {qs.shards} shards x {qs.buckets} buckets of {qs.bucket_seconds}s, timeout {format_duration(qs.timeout_ms / 1000)}, "
-          f"max attempts {qs.max_attempts}")
+          f"max attempts {qs.max_attempts}" + ("" if not qs.fifo else f"; {fifo_summary(qs)}"))
+    return 0
+
+
+async def cmd_queue_show(cq: Casque, args: argparse.Namespace) -> int:
+    qs = await cq.queues.get(args.name, fresh=True)
+    data = qs.__dict__ | {"priorities": sorted(qs.priorities)}
+    if args.json:
+        emit(args, data)
+        return 0
+    rows = [["name", qs.name], ["type", "FIFO" if qs.fifo else "standard"], ["layout", f"{qs.shards} shards x {qs.buckets} buckets of {qs.bucket_seconds}s"],
+            ["timeout", format_duration(qs.timeout_ms / 1000)], ["max attempts", str(qs.max_attempts)], ["retention", format_duration(qs.retention_s)],
+            ["max payload bytes", str(qs.max_payload_bytes)], ["history", "on" if qs.history else "off"]]
+    if qs.fifo:
+        rows += [["content dedup", "on" if qs.content_dedup else "off"], ["dedup scope", qs.dedup_scope], ["fifo throughput", qs.fifo_throughput]]
+    emit(args, data, rows, ["SETTING", "VALUE"])
     return 0
 
 
 async def cmd_queue_update(cq: Casque, args: argparse.Namespace) -> int:
     qs = await cq.queues.update(args.name, max_attempts=args.max_attempts, max_payload_bytes=args.max_payload_bytes, history=args.history,
-                                **_durations(args))
-    print(f"queue {qs.name} updated: timeout {format_duration(qs.timeout_ms / 1000)}, max attempts {qs.max_attempts}")
+                                **_fifo_args(args), **_durations(args))
+    print(f"queue {qs.name} updated: timeout {format_duration(qs.timeout_ms / 1000)}, max attempts {qs.max_attempts}"
+          + ("" if not qs.fifo else f"; {fifo_summary(qs)}"))
     return 0
 
 
@@ -110,8 +155,8 @@ async def cmd_queues(cq: Casque, args: argparse.Namespace) -> int:
     queues, token = await cq.queues.page(page_token(args.after), args.limit)
     data = [q.__dict__ | {"priorities": sorted(q.priorities)} for q in queues]
     rows = [[q.name, str(q.shards), str(q.buckets), f"{q.bucket_seconds}s", format_duration(q.timeout_ms / 1000), str(q.max_attempts),
-             format_duration(q.retention_s), ", ".join(f"{s}x{b}x{bs}s" for s, b, bs in q.draining) or "-"] for q in queues]
-    emit(args, data, rows, ["QUEUE", "SHARDS", "BUCKETS", "BUCKET", "TIMEOUT", "ATTEMPTS", "RETENTION", "DRAINING"])
+             format_duration(q.retention_s), ", ".join(f"{s}x{b}x{bs}s" for s, b, bs in q.draining) or "-", fifo_summary(q)] for q in queues]
+    emit(args, data, rows, ["QUEUE", "SHARDS", "BUCKETS", "BUCKET", "TIMEOUT", "ATTEMPTS", "RETENTION", "DRAINING", "FIFO"])
     if token is not None:
         print(f"casque: {len(queues)} shown; next page: casque queues --limit {args.limit} --after {token}", file=sys.stderr)
     return 0

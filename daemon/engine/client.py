@@ -206,6 +206,12 @@ class Casque:
         self._announce(queue, list({(id_due_ms(u), u.int & PLACEMENT_MASK) for u in map(parse_id, ids)}))
         return ids
 
+    def finished_in_group(self, m: Message) -> None:
+        """A FIFO message was acked or poisoned (a daemon's outcome, service/dispatcher.py): its
+        group's next message is deliverable now, in this process and the others."""
+        if m.visible_at is not None:
+            self._unblocked(m.queue, self.clock.now_ms(), m.id.int)
+
     def _unblocked(self, queue: str, due_ms: int, placement: int) -> None:
         """A FIFO group in that row may move on (engine/receive.py): like a send, announce it."""
         self._announce(queue, [(due_ms, placement & PLACEMENT_MASK)])

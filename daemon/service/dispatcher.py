@@ -6,6 +6,11 @@
 Nothing that isn't due is ever fetched, and at most ``in_flight`` messages are held at once, so
 memory stays bounded however deep the queue. Acks are buffered for a few milliseconds and written
 as one batch per row; an ack lost in a crash only means a redelivery (at-least-once).
+
+A FIFO queue (engine/fifo.py): a take gives the daemon at most one message per group, and the
+group stays blocked while it is in flight, also through a retry's backoff (engine/acks.py retries
+it in place). Once its ack (or poison) is written, the group's next message is announced like a
+send (``Casque.finished_in_group``), so it is taken at once, not at the row's next rescan.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import math
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Callable
 
 from daemon.engine.client import Casque
 from daemon.base.config import WorkerSettings
@@ -42,8 +47,10 @@ class AckBuffer:
     ``writers`` batches at once: under load a slow ack write must not hold back the acks
     behind it (their timeout columns would come due while they wait)."""
 
-    def __init__(self, cq: Casque, delay: float = 0.004, max_items: int = 256, writers: int = 4) -> None:
+    def __init__(self, cq: Casque, delay: float = 0.004, max_items: int = 256, writers: int = 4,
+                 written: Callable[[Message], None] | None = None) -> None:
         self.cq = cq
+        self.written = written  # told of each message once its ack is written (a FIFO group moves on)
         self.delay = delay
         self.max_items = max_items
         self._items: list[Message] = []
@@ -77,6 +84,9 @@ class AckBuffer:
         try:
             if items:
                 await self.cq.acker.ack(items)
+                for m in items:
+                    if self.written is not None:
+                        self.written(m)
         except CasqueError as exc:  # they will come back after their timeout: at-least-once
             self.failed += len(items)
             log.error("ack_failed", count=len(items), error=str(exc))
@@ -84,14 +94,23 @@ class AckBuffer:
             self._writers.release()
 
     async def flush(self) -> None:
-        """Write what is buffered now, and wait for the writes already under way."""
+        """Write what is buffered now, and wait for the writes already under way. The write is a
+        tracked task from the moment its items leave the buffer: a second flush at the same time
+        (two consumers ending a burst round together) must wait for it too, not find the buffer
+        empty and return while those acks are unwritten (a FIFO group's next message would not
+        be free yet, and burst mode ended with it left in the queue)."""
         self._wake.clear()
         items, self._items = self._items, []
         if items:
-            await self._writers.acquire()
-            await self._write(items)
+            task = asyncio.create_task(self._write_when_free(items))
+            self._writing.add(task)
+            task.add_done_callback(self._writing.discard)
         if self._writing:
             await asyncio.gather(*list(self._writing), return_exceptions=True)
+
+    async def _write_when_free(self, items: list[Message]) -> None:
+        await self._writers.acquire()
+        await self._write(items)
 
     async def close(self) -> None:
         """Write every buffered ack. The background task is asked to stop, never cancelled: a
@@ -120,7 +139,10 @@ class Dispatcher:
             consumer.ahead_ms = int(settings.take_ahead * 1000)
         self.counters = Counters()
         self.per_queue = {q: Counters() for q in queues}
-        self.acks = AckBuffer(cq)
+        self.acks = AckBuffer(cq, written=self._finished)
+        #: FIFO messages acked or poisoned so far: each may have unblocked its group's next message,
+        #: so burst mode goes round once more after any (``_consume``).
+        self.fifo_finished = 0
         self.stopping = asyncio.Event()
         self.tasks: set[asyncio.Task[None]] = set()
         self.busy_consumers = 0
@@ -206,6 +228,7 @@ class Dispatcher:
             if sweeping:
                 self._sweep_at[queue] = math.inf  # ours: no second sweep until this one is done
             scout = self._scouts.get(queue) == slot
+            finished_before = self.fifo_finished
             full = sweeping or (not scout and not consumer.hints_flowing(self._flowing_ms))
             try:
                 messages = await consumer.fetch(asked, slot, sweep=scout or sweeping, full=full)
@@ -245,7 +268,11 @@ class Dispatcher:
                 continue
             if burst and self._all_idle():
                 await self._wait_in_flight()
-                if self._all_idle() and not self.tasks:
+                if self.fifo_finished != finished_before:  # a FIFO group moved on since this fetch read: not the end
+                    continue
+                # Not while another consumer's fetch is under way: this one may have found the row
+                # busy with that take (a FIFO group's next messages, seen ending bursts early).
+                if self._all_idle() and not self.tasks and not self.busy_consumers:
                     self.stopping.set()
                     return
             if self._scouts.setdefault(queue, slot) != slot:
@@ -278,6 +305,13 @@ class Dispatcher:
     @staticmethod
     def _loop_time() -> float:
         return asyncio.get_running_loop().time()
+
+    def _finished(self, m: Message) -> None:
+        """``m``'s ack or poison is written. A FIFO group waits for it: its next message is free only
+        now, so announce it like a send (this process and the others), and count it for burst mode."""
+        if m.visible_at is not None:
+            self.fifo_finished += 1
+            self.cq.finished_in_group(m)
 
     def _count(self, m: Message, name: str) -> None:
         setattr(self.counters, name, getattr(self.counters, name) + 1)
@@ -584,6 +618,7 @@ class Dispatcher:
         except CasqueError as exc:
             mlog.error("poison_write_failed", error=str(exc), comes_back_at_ms=m.invisible_until)
             return
+        self._finished(m)
         self._count(m, "poisoned")
         await self.hooks.outcome("poisoned", m, duration, handled=handled is not None, error=handled, reason=reason)
         mlog.error("message_poisoned", reason=reason, error=error or None, duration=round(duration, 4))

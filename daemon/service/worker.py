@@ -271,9 +271,11 @@ class Worker:
 
 
 def _queue(cq: Casque, name: str) -> Any:
+    """The settings a served queue that doesn't exist yet is created with: the config's defaults,
+    and FIFO for a "*.fifo" name (SQS's rule: only a FIFO queue is so named, engine/queues.py)."""
     from daemon.engine.queues import settings_from_defaults
 
-    return settings_from_defaults(name, cq.settings.queue_defaults)
+    return settings_from_defaults(name, cq.settings.queue_defaults, fifo=name.endswith(".fifo") or None)
 
 
 def served_queues(settings: Settings, registry: Registry) -> list[str]:

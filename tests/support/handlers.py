@@ -104,3 +104,22 @@ class RecordThenSleep(Handler):
     async def handle(self, ctx: Context, payload: Any) -> None:
         record(ctx)
         await asyncio.sleep(float(payload))
+
+
+@register("test.fifo_step", max_attempts=2, backoff=Backoff(base=0.3, factor=1, cap=5, jitter=False))
+class FifoStep(Handler):
+    """One step of a FIFO group: sleeps ``sleep`` s and records "id attempt pid start end group n
+    outcome" when it ends, so a test sees whether a group's steps ever overlapped. ``fail``:
+    "once" fails the first attempt, "always" every one (max_attempts 2: then it is poisoned)."""
+
+    async def handle(self, ctx: Context, payload: Any) -> None:
+        start = time.time()
+        if payload.get("hang_once") and ctx.attempt == 1:  # past any timeout: cancelled, comes back after it
+            await asyncio.sleep(float(payload["hang_once"]))
+        await asyncio.sleep(float(payload["sleep"]))
+        fails = payload.get("fail") == "always" or (payload.get("fail") == "once" and ctx.attempt == 1)
+        line = f"{ctx.id} {ctx.attempt} {os.getpid()} {start:.4f} {time.time():.4f} {payload['g']} {payload['n']} {'fail' if fails else 'ok'}\n"
+        with open(os.environ["CASQUE_TEST_RECORD"], "a") as f:
+            f.write(line)
+        if fails:
+            raise RuntimeError(f"step {payload['g']}/{payload['n']} fails on attempt {ctx.attempt}")

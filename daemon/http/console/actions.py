@@ -51,10 +51,14 @@ async def send_test(request: Request) -> Response:
             raise UsageError(f"the payload is not JSON ({exc.msg} at character {exc.pos}): write e.g. {{\"to\": \"ada\"}}") from None
         delay = _text(form, "delay", required=False) or None
         key = _text(form, "key", required=False) or None
-        mid = await _cq(request).send(queue, task, payload, delay=delay, key=key)
+        group = _text(form, "group", required=False) or None  # FIFO: required by the engine (its own one-line error)
+        dedup_id = _text(form, "dedup_id", required=False) or None
+        mid = await _cq(request).send(queue, task, payload, delay=delay, key=key, group=group, dedup_id=dedup_id)
     except CasqueError as exc:
         return _back(request, f"/queues/{queue}", err=str(exc))
-    _log(request, "send", queue, id=mid, task=task, key=key)
+    _log(request, "send", queue, id=mid, task=task, key=key, group=group)
+    if mid.sequence is not None:
+        return _back(request, f"/queues/{queue}", msg=f"{'duplicate: already sent as' if mid.duplicate else 'sent'} {mid} (sequence {mid.sequence})")
     return _back(request, f"/queues/{queue}", msg=f"sent {mid}")
 
 

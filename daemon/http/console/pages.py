@@ -17,6 +17,7 @@ from starlette.responses import RedirectResponse, Response
 from daemon.base.errors import MessageNotFound, UsageError
 from daemon.base.model import QueueSettings
 from daemon.engine.client import Casque
+from daemon.engine.fifo_groups import ROW_LIMIT, FifoGroups, fifo_groups
 from daemon.engine.heartbeats import Heartbeats
 from daemon.engine.history import History
 from daemon.engine.placement import parse_id
@@ -26,6 +27,7 @@ from daemon.http.console.chart import render_chart
 
 PEEK_DEFAULT, PEEK_MAX = 20, 200
 POISON_SHOWN = 200
+GROUPS_SHOWN = 100  # a FIFO queue's groups listed on its page, most messages first
 RATE_WINDOW_MS = 300_000
 COUNTING_AT_ONCE = 4  # queues counted in parallel on one page (each reads buckets x shards rows)
 # On the queues page a queue is counted exactly only when that is cheap (at most this many shard
@@ -102,8 +104,16 @@ async def queue(request: Request) -> Response:
     qs = await cq.queues.get(request.path_params["queue"], fresh=True)
     n = _int(request.query_params.get("n"), PEEK_DEFAULT, 1, PEEK_MAX, "n")
     now = cq.clock.now_ms()
-    counts, peeked = await asyncio.gather(summary(cq, qs, now), cq.peek(qs.name, n))
-    return render(request, "queue.html", {"q": counts, "qs": qs, "peeked": peeked, "n": n, "now": now})
+    counts, peeked, groups = await asyncio.gather(summary(cq, qs, now), cq.peek(qs.name, n), _groups(cq, qs, now))
+    return render(request, "queue.html", {"q": counts, "qs": qs, "peeked": peeked, "n": n, "now": now, "groups": groups,
+                                          "groups_shown": GROUPS_SHOWN, "group_row_limit": ROW_LIMIT})
+
+
+async def _groups(cq: Casque, qs: QueueSettings, now: int) -> FifoGroups | None:
+    """A FIFO queue's groups (a bounded read, engine/fifo_groups.py); None for a standard queue."""
+    if not qs.fifo:
+        return None
+    return await fifo_groups(cq.db, cq.table, qs, now)
 
 
 async def chart(request: Request) -> Response:
