@@ -23,11 +23,16 @@ from daemon.engine.producer import Job
 from .env import bench_settings, out_dir, progress
 
 
-async def quiet_run(cq: Casque, queue: str, backlog: int, quiet_groups: int, rounds: int, receivers: int) -> dict[str, float]:
-    await cq.create_queue(queue, max_attempts=0, retention=3600)
+async def measure(cq: Casque, queue: str, backlog: int, quiet_groups: int = 100, rounds: int = 4, receivers: int = 1,
+                  **shape: int) -> tuple[list[float], list[int]]:
+    """Receivers drain ``queue`` (deleting in the background) while ``quiet_groups`` tenants send
+    ``rounds`` messages each, one every 10 ms, after a noisy tenant's ``backlog``. Per quiet
+    message: its send-to-receive time (ms), and how many receives overtook it (started after its
+    send returned, ended before the one that got it). tests/test_fairness.py uses it too."""
+    await cq.create_queue(queue, max_attempts=0, retention=3600, **shape)
     for start in range(0, backlog, 2_000):
         await cq.send_many(queue, [Job("t", {"noisy": True}, group="noisy") for _ in range(min(2_000, backlog - start))])
-        if start % 20_000 == 0:
+        if start % 20_000 == 0 and backlog > 20_000:
             progress(f"{queue}: backlog {start + 2_000:,} of {backlog:,} sent")
     sent_at: dict[str, int] = {}
     receives: list[tuple[int, int]] = []
@@ -57,7 +62,11 @@ async def quiet_run(cq: Casque, queue: str, backlog: int, quiet_groups: int, rou
 
     await asyncio.wait_for(asyncio.gather(send(), *(receive() for _ in range(receivers))), 600)
     await asyncio.gather(*deletes)
-    overtakes = [sum(1 for s, _ in receives[:got_by[mid]] if s > sent) for mid, sent in sent_at.items()]
+    return latencies, [sum(1 for s, _ in receives[:got_by[mid]] if s > sent) for mid, sent in sent_at.items()]
+
+
+async def quiet_run(cq: Casque, queue: str, backlog: int, quiet_groups: int, rounds: int, receivers: int) -> dict[str, float]:
+    latencies, overtakes = await measure(cq, queue, backlog, quiet_groups, rounds, receivers)
     q = statistics.quantiles(latencies, n=100)
     return {"received": len(latencies), "p50_ms": q[49], "p99_ms": q[98], "max_overtakes": max(overtakes), "overtakes": sum(overtakes)}
 

@@ -11,7 +11,6 @@ lock protocol on a pull), which an idle receiver's long poll doesn't.
 
 from __future__ import annotations
 
-import asyncio
 import statistics
 
 from daemon.base.clock import ManualClock
@@ -19,6 +18,8 @@ from daemon.base.config import Settings
 from daemon.engine.client import Casque
 from daemon.engine.fairness import NoisyGroups
 from daemon.engine.producer import Job
+
+from bench.fair_queues import measure
 
 NOISY_BACKLOG = 20_000
 QUIET_GROUPS = 100
@@ -38,48 +39,9 @@ def test_a_group_is_noisy_over_its_share_and_floor_and_quiet_again_after_the_win
     assert not groups.observe("q", "big")
 
 
-async def _quiet_run(cq: Casque, queue: str, backlog: int, **shape: int) -> tuple[list[float], list[int]]:
-    """A receiver drains the queue while 100 quiet tenants send 2 messages each, one every 10 ms,
-    after a noisy tenant's ``backlog``. Per quiet message: its send-to-receive time (ms) and how
-    many receives overtook it (started after its send returned, ended before the one that got it)."""
-    await cq.create_queue(queue, max_attempts=0, **shape)
-    for start in range(0, backlog, 2_000):
-        await cq.send_many(queue, [Job("t", {"noisy": True}, group="noisy") for _ in range(min(2_000, backlog - start))])
-    sent_at: dict[str, int] = {}
-    receives: list[tuple[int, int]] = []  # (start, end) of every receive that returned messages
-    got_by: dict[str, int] = {}  # quiet message -> index of the receive that returned it
-    latencies: list[float] = []
-    total = QUIET_ROUNDS * QUIET_GROUPS
-    deletes: list[asyncio.Future[object]] = []
-
-    async def receive() -> None:  # a pipelined consumer: it deletes in the background
-        while len(latencies) < total:
-            start = cq.clock.now_ms()
-            got = await cq.receive(queue, max=10, wait=1, visibility=300)
-            end = cq.clock.now_ms()
-            if got:
-                receives.append((start, end))
-            for d in got:
-                if "quiet" in d.message.payload:
-                    got_by[str(d.message.id)] = len(receives) - 1
-                    latencies.append(end - d.message.payload["sent"])
-            deletes.append(asyncio.ensure_future(cq.delete_many([d.receipt for d in got])))
-
-    async def send() -> None:
-        for n in range(total):
-            mid = await cq.send(queue, "t", {"quiet": True, "sent": cq.clock.now_ms()}, group=f"quiet{n % QUIET_GROUPS}")
-            sent_at[mid] = cq.clock.now_ms()
-            await asyncio.sleep(0.01)
-
-    await asyncio.wait_for(asyncio.gather(receive(), send()), 120)
-    await asyncio.gather(*deletes)
-    overtakes = [sum(1 for s, e in receives[:got_by[mid]] if s > sent) for mid, sent in sent_at.items()]
-    return latencies, overtakes
-
-
 async def _compare(cq: Casque, queue_name: str, backlog: int, **shape: int) -> None:
-    alone, _ = await _quiet_run(cq, f"{queue_name}-alone", 0, **shape)
-    beside, overtakes = await _quiet_run(cq, f"{queue_name}-noisy", backlog, **shape)
+    alone, _ = await measure(cq, f"{queue_name}-alone", 0, QUIET_GROUPS, QUIET_ROUNDS, **shape)
+    beside, overtakes = await measure(cq, f"{queue_name}-noisy", backlog, QUIET_GROUPS, QUIET_ROUNDS, **shape)
     assert len(alone) == len(beside) == QUIET_ROUNDS * QUIET_GROUPS  # every quiet message received, none twice
     p99_alone, p99_beside = (statistics.quantiles(x, n=100)[98] for x in (alone, beside))
     print(f"shape {shape or 'default'}: quiet tenants' p99 send->receive alone {p99_alone:.0f} ms, beside a backlog of {backlog:,} "
