@@ -330,3 +330,12 @@ def test_the_take_choice_group_by_group() -> None:
     assert [r.due for r in one.kept] == [2, 7, 9]
     budget = iter([True, False])
     assert [r.due for r in choose(rows, 100, 100, lambda r: next(budget), False).kept] == [2]
+
+
+async def test_concurrent_sends_of_one_dedup_id_make_one_whole_message(cq: Casque, queue_name: str) -> None:
+    q = await _fifo(cq, queue_name)
+    sent = await asyncio.gather(*(cq.send(q, "t", {"n": n, "pad": "x" * n}, group=f"g{n % 3}", dedup_id="same") for n in range(8)))
+    assert len(set(sent)) == 1 and sum(not s.duplicate for s in sent) == 1
+    (d,) = await cq.receive(q, max=10, wait=0)
+    n = d.message.payload["n"]
+    assert d.message.payload == {"n": n, "pad": "x" * n} and d.message.group == f"g{n % 3}"  # one send's body and group, not a mix

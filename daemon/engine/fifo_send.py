@@ -13,7 +13,9 @@ A send to group G of a FIFO queue:
    written.
 
 A crash between the claim and the write leaves a claim not marked written: a retry of the send
-(same dedup id) then writes the message at the claimed id, position and timestamp. The same
+(same dedup id) then writes the message at the claimed id, position and timestamp, once it has
+waited ~1.5 s for the first sender (a claim not written may be a send still under way: two
+sends of one dedup id at once; written together, their cells would tie and could mix bodies). The same
 timestamp is what makes that safe: if the first write did land and the message was since deleted,
 the delete's tombstone (at a later timestamp) still covers the retry's write; and the tombstone
 can't have been purged meanwhile (gc_grace 300 s starts after the delete, the claim lives 300 s
@@ -25,6 +27,7 @@ them (as in SQS); positions are in ms and a tie is broken by the id.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import math
 from typing import Any
@@ -33,10 +36,11 @@ from daemon.base.clock import Clock
 from daemon.base.errors import UsageError
 from daemon.base.model import Message, QueueSettings
 from daemon.engine.db import Database
-from daemon.engine.placement import group_id, row_of, tail_id
+from daemon.engine.placement import PLACEMENT_MASK, group_id, group_placement, row_of, tail_id
 from daemon.engine.table import MessageTable
 
 DEDUP_WINDOW_S = 300
+SETTLE_PAUSES_S = (0.05, 0.1, 0.2, 0.4, 0.8)
 
 
 def content_dedup_id(body: bytes) -> str:
@@ -51,6 +55,7 @@ class FifoSender:
         self.clock = clock
         t = f"{keyspace}.fifo_dedup"
         self._claim = db.prepare(f"INSERT INTO {t} (queue, scope, dedup_id, id, due, wt) VALUES (?,?,?,?,?,?) IF NOT EXISTS")
+        self._read_claim = db.prepare(f"SELECT id, due, wt, written FROM {t} WHERE queue = ? AND scope = ? AND dedup_id = ?")
         self._written = db.prepare(f"UPDATE {t} USING TTL ? SET written = true WHERE queue = ? AND scope = ? AND dedup_id = ?")
 
     async def send(self, qs: QueueSettings, m: Message) -> tuple[Message, bool]:
@@ -67,15 +72,30 @@ class FifoSender:
         claim = await self.db.run(self._claim, [qs.name, scope, dedup, m.id, position, ts])
         duplicate = bool(claim) and not claim[0].applied
         if duplicate:
-            first: Any = claim[0]
+            first: Any = await self._settled(qs.name, scope, dedup, claim[0])
             m.id, m.due_ms, ts = first.id, first.due, first.wt
-            if first.written:
+            if first.written or (first.id.int & PLACEMENT_MASK) != group_placement(group):
+                # written; or claimed for another group (scope "queue"), whose row this send can't
+                # write in: its own sender's retry (same group) writes it
                 return m, True
         await self._write(qs, m, group, ts)
         remaining = DEDUP_WINDOW_S - math.ceil((self.db.next_timestamp() - ts) / 1_000_000)
         if remaining > 0:
             await self.db.run(self._written, [remaining, qs.name, scope, dedup])
         return m, duplicate
+
+    async def _settled(self, queue: str, scope: str, dedup: str, claim: Any) -> Any:
+        """A claim found not written yet: its sender may still be writing (two sends with one
+        dedup id at once), so wait for it up to ~1.5 s before writing the message in its place.
+        Written by both at once, the two bodies' cells would tie on the timestamp and could mix."""
+        for pause in SETTLE_PAUSES_S:
+            if claim.written:
+                return claim
+            await asyncio.sleep(pause)  # a back-off on another sender's write, bounded
+            rows = await self.db.run(self._read_claim, [queue, scope, dedup])
+            if rows:
+                claim = rows[0]
+        return claim
 
     async def _write(self, qs: QueueSettings, m: Message, group: str, ts: int) -> None:
         """The message and the group's tail, one single-partition batch at the claimed timestamp.

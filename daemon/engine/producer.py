@@ -115,6 +115,22 @@ class Producer:
         if m.group is not None and m.priority > MIN_PRIORITY and self.noisy.observe(qs.name, m.group):
             m.priority -= 1
 
+    async def _send_many_fifo(self, qs: QueueSettings, messages: list[Message]) -> list[Sent]:
+        """A FIFO batch: each group's messages one after another, in the batch's order (each
+        reads its group's tail after the one before it was written), the groups concurrently
+        (nothing orders two groups): a batch of 10 groups costs one send's round trips, not 10."""
+        out: list[Sent | None] = [None] * len(messages)
+        by_group: dict[str | None, list[int]] = defaultdict(list)
+        for i, m in enumerate(messages):
+            by_group[m.group].append(i)
+
+        async def one_group(indexes: list[int]) -> None:
+            for i in indexes:
+                out[i] = await self._send_fifo(qs, messages[i])
+
+        await asyncio.gather(*(one_group(ix) for ix in by_group.values()))
+        return [s for s in out if s is not None]
+
     async def _send_fifo(self, qs: QueueSettings, m: Message) -> Sent:
         if self.fifo is None:
             raise UsageError(f"queue {qs.name} is a FIFO queue: this producer was built without FIFO support")
@@ -129,7 +145,7 @@ class Producer:
         qs = await self.queues.get(queue)
         now = self.clock.now_ms()
         if qs.fifo:
-            return [await self._send_fifo(qs, build_message(qs, job, now)) for job in list(jobs)]
+            return await self._send_many_fifo(qs, [build_message(qs, job, now) for job in jobs])
         built = [(job, build_message(qs, job, now)) for job in jobs]
         for _, m in built:
             self._fair(qs, m)
