@@ -46,6 +46,7 @@ from .env import machine, out_dir, progress
 from .fifo_ledger import Delivery, Ledger, body_of, check, merge
 from .sqs import CREDS, EMQ_VERSION, casque_serve, elasticmq
 
+WAIT_S = 1  # long poll of each receive
 VISIBILITY_S = 120  # far longer than a drain: a redelivery in the table is a real duplicate, not a slow client
 TRANSPORT_RETRIES = 3
 SYSTEMS: dict[str, tuple[str, Callable[[], Any]]] = {
@@ -99,6 +100,8 @@ class Tally:
     deliveries: list[Delivery] = field(default_factory=list)
     delete_failed: int = 0
     retries: int = 0
+    receives: int = 0  # ReceiveMessage calls...
+    empty_receives: int = 0  # ...of which answered with no message (the group in flight elsewhere, or nothing left)
 
     def ledger(self) -> Ledger:
         led = check(self.sent, self.deliveries, self.send_failed)
@@ -161,10 +164,12 @@ async def drain(c: Any, q: str, size: Size, tally: Tally) -> float:
 
     async def receiver() -> None:
         while len(got) < len(expected) and time.perf_counter() - last[0] < size.idle_s:
-            r = await call(tally, c.receive_message, QueueUrl=q, MaxNumberOfMessages=10, WaitTimeSeconds=1, VisibilityTimeout=VISIBILITY_S,
+            r = await call(tally, c.receive_message, QueueUrl=q, MaxNumberOfMessages=10, WaitTimeSeconds=WAIT_S, VisibilityTimeout=VISIBILITY_S,
                            MessageSystemAttributeNames=["MessageGroupId", "SequenceNumber"], ReceiveRequestAttemptId=uuid.uuid4().hex)
             msgs = r.get("Messages", [])
+            tally.receives += 1
             if not msgs:
+                tally.empty_receives += 1
                 continue
             for m in msgs:  # appended before the delete is sent: the group's next delivery can only come after it
                 attrs = m.get("Attributes", {})
@@ -195,7 +200,9 @@ async def run_one(system: str, url: str, sc: Scenario, size: Size, round_no: int
             receive_s = await drain(c, q, size, tally)
             led = tally.ledger()
             out.update(send_s=send_s, receive_s=receive_s, send_per_s=round(led.sent / send_s, 1),
-                       receive_delete_per_s=round(led.received / receive_s, 1) if receive_s > 0 else 0.0, ledger=led.as_dict())
+                       receive_delete_per_s=round(led.received / receive_s, 1) if receive_s > 0 else 0.0, ledger=led.as_dict(),
+                       receives=tally.receives, empty_receives=tally.empty_receives,
+                       per_receive=round(len(tally.deliveries) / max(1, tally.receives - tally.empty_receives), 2))
         except (ClientError, BotoCoreError, OSError, asyncio.TimeoutError) as exc:
             out["error"] = f"{type(exc).__name__}: {exc}"
             out["ledger"] = tally.ledger().as_dict()  # what was sent or received before it
@@ -221,7 +228,8 @@ async def measure(urls: dict[str, str], size: Size, scenarios: tuple[Scenario, .
                 progress(f"sqs-fifo round {round_no}/{size.rounds}: {sc.label} on {SYSTEMS[system][0]}")
                 r = await run_one(system, urls[system], sc, size, round_no)
                 progress("  " + (f"FAILED: {r['error']}" if "error" in r else
-                                 f"send {r['send_per_s']:,.0f} msgs/s, receive+delete {r['receive_delete_per_s']:,.0f} msgs/s, "
+                                 f"send {r['send_per_s']:,.0f} msgs/s, receive+delete {r['receive_delete_per_s']:,.0f} msgs/s "
+                                 f"({r['per_receive']} per non-empty receive, {r['empty_receives']} of {r['receives']} empty), "
                                  f"ledger {_ledger_line(r['ledger'])}"))
                 runs.append(r)
             step += 1
