@@ -608,6 +608,28 @@ def sqs_fifo_table(R: dict[str, Any]) -> str:
                    "ledger, casque", "ledger, ElasticMQ"], rows)
 
 
+def sqs_fifo_cpu(R: dict[str, Any]) -> str:
+    """CPU ms per message of each server (and of Cassandra under casque), per scenario and phase: where a ratio comes from."""
+    rows: list[list[str]] = []
+    for sc in R["scenarios"]:
+        per = R["summary"].get(sc["key"], {})
+        for phase, name in (("send", "send"), ("receive_delete", "receive+delete")):
+            cpu = {s: (per.get(s) or {}).get("cpu_ms_per_msg", {}).get(phase) for s in ("casque", "elasticmq")}
+            if not any(cpu.values()):
+                continue
+            c, e = cpu["casque"] or {}, cpu["elasticmq"] or {}
+            rows.append([f"{name}, {sc['label']}", _n(c.get("server"), 2), _n(c.get("cassandra"), 2), _n(c.get("client"), 2),
+                         _n(e.get("server"), 2), _n(e.get("client"), 2)])
+    if not rows:
+        return ""
+    return "\n".join(["<details><summary>CPU per message (ms): each server process, the Cassandra node under casque, and the "
+                      "bench's own clients</summary>", "",
+                      _table(["scenario", "casque serve", "Cassandra (casque runs)", "clients (casque runs)", "ElasticMQ JVM",
+                              "clients (ElasticMQ runs)"], rows), "",
+                      "From /proc (utime + stime) around each phase. The Cassandra node is shared: other engineers' tests add to it.",
+                      "", "</details>"])
+
+
 def section_sqs_fifo(R: dict[str, Any], img: str) -> str:
     z, mach, v = R["size"], R.get("machine", {}), R.get("versions", {})
     errors = [f"{R['labels'][s]}, {sc['label']}: {err}" for sc in R["scenarios"] for s, x in R["summary"].get(sc["key"], {}).items()
@@ -631,6 +653,7 @@ def section_sqs_fifo(R: dict[str, Any], img: str) -> str:
         "group, or with a SequenceNumber not above one of its group already delivered.", "",
         f"![FIFO msgs/s, casque and ElasticMQ]({img}/bench-sqs-fifo.png)", "",
     ]
+    out += [sqs_fifo_cpu(R), ""]
     if errors:
         out += ["Failures (the error each failed run got):", "", *[f"- {e}" for e in errors], ""]
     out += [f"Raw results: bench/out/sqs-fifo-{z['name']}.json.", ""]

@@ -42,14 +42,15 @@ from aiobotocore.session import get_session
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from .env import machine, out_dir, progress
+from . import profiling
+from .env import cpu_seconds, machine, node_pid, out_dir, progress
 from .fifo_ledger import Delivery, Ledger, body_of, check, merge
 from .sqs import CREDS, EMQ_VERSION, casque_serve, elasticmq
 
 WAIT_S = 1  # long poll of each receive
 VISIBILITY_S = 120  # far longer than a drain: a redelivery in the table is a real duplicate, not a slow client
 TRANSPORT_RETRIES = 3
-SYSTEMS: dict[str, tuple[str, Callable[[], Any]]] = {
+SYSTEMS: dict[str, tuple[str, Callable[..., Any]]] = {
     "casque": ("casque serve", casque_serve),
     "elasticmq": (f"ElasticMQ {EMQ_VERSION} (in memory)", elasticmq),
 }
@@ -185,24 +186,51 @@ async def drain(c: Any, q: str, size: Size, tally: Tally) -> float:
     return last[0] - t0
 
 
-async def run_one(system: str, url: str, sc: Scenario, size: Size, round_no: int) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Server:
+    system: str  # a key of SYSTEMS
+    url: str
+    pid: int  # the server process (the JVM for ElasticMQ), to read its CPU time and profile it
+
+
+def cpu_now(server: Server) -> dict[str, float]:
+    """CPU seconds so far of the server, the local Cassandra node (casque's store; idle but for other
+    engineers' tests during an ElasticMQ run) and this bench process (the clients)."""
+    node = node_pid()
+    return {"server": cpu_seconds([server.pid]), "cassandra": cpu_seconds([node]) if node else 0.0, "client": time.process_time()}
+
+
+def cpu_used(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {k: round(after[k] - before[k], 3) for k in before}
+
+
+async def measure_queue(c: Any, q: str, server: Server, sc: Scenario, size: Size, tally: Tally, tag: str) -> dict[str, Any]:
+    """Send, then drain, on a fresh queue: rates, ledger, the server's receive pattern and CPU time per phase."""
+    await c.receive_message(QueueUrl=q, WaitTimeSeconds=0)  # the first visit of every row, as in bench/sqs.py
+    c0 = cpu_now(server)
+    send_s = await send_all(c, q, sc, size, tally, tag)
+    c1 = cpu_now(server)
+    receive_s = await drain(c, q, size, tally)
+    c2 = cpu_now(server)
+    led = tally.ledger()
+    return {"send_s": send_s, "receive_s": receive_s, "send_per_s": round(led.sent / send_s, 1),
+            "receive_delete_per_s": round(led.received / receive_s, 1) if receive_s > 0 else 0.0, "ledger": led.as_dict(),
+            "receives": tally.receives, "empty_receives": tally.empty_receives,
+            "per_receive": round(len(tally.deliveries) / max(1, tally.receives - tally.empty_receives), 2),
+            "cpu_s": {"send": cpu_used(c0, c1), "receive_delete": cpu_used(c1, c2)}}
+
+
+async def run_one(server: Server, sc: Scenario, size: Size, round_no: int) -> dict[str, Any]:
     """One scenario on one server, on a queue of its own: the figures and the ledger, or the error."""
-    out: dict[str, Any] = {"system": system, "scenario": sc.key, "round": round_no}
+    out: dict[str, Any] = {"system": server.system, "scenario": sc.key, "round": round_no}
     cfg = Config(max_pool_connections=2 * (size.senders + size.receivers), retries={"max_attempts": 1}, read_timeout=60)
     tally = Tally()
     tag = uuid.uuid4().hex[:8]
-    async with get_session().create_client("sqs", endpoint_url=url, config=cfg, **CREDS) as c:
+    async with get_session().create_client("sqs", endpoint_url=server.url, config=cfg, **CREDS) as c:
         q = None
         try:
             q = (await c.create_queue(QueueName=f"bench-fifo-{sc.key}-{tag}.fifo", Attributes=sc.attributes()))["QueueUrl"]
-            await c.receive_message(QueueUrl=q, WaitTimeSeconds=0)  # the first visit of every row, as in bench/sqs.py
-            send_s = await send_all(c, q, sc, size, tally, tag)
-            receive_s = await drain(c, q, size, tally)
-            led = tally.ledger()
-            out.update(send_s=send_s, receive_s=receive_s, send_per_s=round(led.sent / send_s, 1),
-                       receive_delete_per_s=round(led.received / receive_s, 1) if receive_s > 0 else 0.0, ledger=led.as_dict(),
-                       receives=tally.receives, empty_receives=tally.empty_receives,
-                       per_receive=round(len(tally.deliveries) / max(1, tally.receives - tally.empty_receives), 2))
+            out.update(await measure_queue(c, q, server, sc, size, tally, tag))
         except (ClientError, BotoCoreError, OSError, asyncio.TimeoutError) as exc:
             out["error"] = f"{type(exc).__name__}: {exc}"
             out["ledger"] = tally.ledger().as_dict()  # what was sent or received before it
@@ -215,22 +243,36 @@ async def run_one(system: str, url: str, sc: Scenario, size: Size, round_no: int
     return out
 
 
+async def run_profiled(server: Server, sc: Scenario, size: Size, round_no: int) -> dict[str, Any]:
+    """:func:`run_one` with py-spy sampling the server (bench/profiling.py); the analysed profile in ``profile``."""
+    d = out_dir("sqs-fifo")
+    raw = d / f"profile-{server.system}-{sc.key}.txt"
+    with profiling.recording(server.pid, raw, d / f"py-spy-{server.system}-{sc.key}.log"):
+        r = await run_one(server, sc, size, round_no)
+    r["profile"] = profiling.analyse(raw) if raw.exists() else {"error": f"py-spy wrote no profile: see {d}"}
+    return r
+
+
 def _order(systems: list[str], step: int) -> list[str]:
     return systems if step % 2 == 0 else systems[::-1]
 
 
-async def measure(urls: dict[str, str], size: Size, scenarios: tuple[Scenario, ...] = SCENARIOS) -> list[dict[str, Any]]:
+async def measure(servers: dict[str, Server], size: Size, profile: bool = False) -> list[dict[str, Any]]:
+    """Every scenario on every server, ``size.rounds`` times, alternating which server goes first; with
+    ``profile``, casque serve is sampled by py-spy in the first round (the JVM of ElasticMQ is not)."""
     runs: list[dict[str, Any]] = []
     step = 0
     for round_no in range(1, size.rounds + 1):
-        for sc in scenarios:
-            for system in _order(list(urls), step):
+        for sc in SCENARIOS:
+            for system in _order(list(servers), step):
                 progress(f"sqs-fifo round {round_no}/{size.rounds}: {sc.label} on {SYSTEMS[system][0]}")
-                r = await run_one(system, urls[system], sc, size, round_no)
+                spy = profile and round_no == 1 and system == "casque"
+                r = await (run_profiled if spy else run_one)(servers[system], sc, size, round_no)
                 progress("  " + (f"FAILED: {r['error']}" if "error" in r else
                                  f"send {r['send_per_s']:,.0f} msgs/s, receive+delete {r['receive_delete_per_s']:,.0f} msgs/s "
                                  f"({r['per_receive']} per non-empty receive, {r['empty_receives']} of {r['receives']} empty), "
-                                 f"ledger {_ledger_line(r['ledger'])}"))
+                                 f"ledger {_ledger_line(r['ledger'])}; server CPU {r['cpu_s']['send']['server']:.1f} s + "
+                                 f"{r['cpu_s']['receive_delete']['server']:.1f} s"))
                 runs.append(r)
             step += 1
     return runs
@@ -255,24 +297,39 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
                 "receive_delete_per_s": statistics.median(r["receive_delete_per_s"] for r in ok) if ok else None,
                 "ledger": merge(Ledger(**r["ledger"]) for r in mine).as_dict(),
                 "errors": sorted({r["error"] for r in mine if "error" in r}),
+                "cpu_ms_per_msg": cpu_per_message(ok),
             }
     return out
 
 
-def run(size: Size, systems: list[str]) -> dict[str, Any]:
-    """Start the servers (both up for the whole run), measure, and return the results."""
+def cpu_per_message(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """CPU ms per message of each process in each phase, over the runs that completed (sent / received messages)."""
+    out: dict[str, dict[str, float]] = {}
+    for phase, count in (("send", "sent"), ("receive_delete", "received")):
+        n = sum(r["ledger"][count] for r in runs if "cpu_s" in r)
+        if n:
+            out[phase] = {k: round(1000 * sum(r["cpu_s"][phase][k] for r in runs if "cpu_s" in r) / n, 3) for k in ("server", "cassandra", "client")}
+    return out
+
+
+def run(size: Size, systems: list[str], profile: bool = False) -> dict[str, Any]:
+    """Start the servers (all up for the whole run), measure, and return the results."""
     from .__main__ import versions
 
     started = machine()
     with ExitStack() as stack:
-        urls = {s: stack.enter_context(SYSTEMS[s][1]()) for s in systems}
-        runs = asyncio.run(measure(urls, size))
+        servers = {}
+        for s in systems:
+            pids: list[int] = []
+            url = stack.enter_context(SYSTEMS[s][1](pids))
+            servers[s] = Server(s, url, pids[0])
+        runs = asyncio.run(measure(servers, size, profile))
     return {"size": asdict(size), "systems": systems, "labels": {s: SYSTEMS[s][0] for s in SYSTEMS},
-            "scenarios": [asdict(sc) for sc in SCENARIOS], "visibility_s": VISIBILITY_S, "machine": started, "versions": versions(), "runs": runs,
-            "summary": summarize(runs)}
+            "scenarios": [asdict(sc) for sc in SCENARIOS], "visibility_s": VISIBILITY_S, "wait_s": WAIT_S, "machine": started,
+            "versions": versions(), "runs": runs, "summary": summarize(runs)}
 
 
-def part(size: Size, systems: list[str], to_docs: bool, report_only: bool = False) -> int:
+def part(size: Size, systems: list[str], to_docs: bool, report_only: bool = False, profile: bool = False) -> int:
     """The part as ``python -m bench --only sqs-fifo`` runs it: measure (unless report_only), save, plot, write the section."""
     from . import plots, report
 
@@ -283,7 +340,7 @@ def part(size: Size, systems: list[str], to_docs: bool, report_only: bool = Fals
             return 0
         R = json.loads(path.read_text())
     else:
-        R = run(size, systems)
+        R = run(size, systems, profile)
         path.write_text(json.dumps(R, indent=1, default=str))
     plots.fifo_throughput(R, out_dir() / "bench-sqs-fifo.png")
     print(report.sqs_fifo_table(R))
@@ -311,11 +368,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, help="rounds (overrides the size's)")
     p.add_argument("--write-docs", action="store_true", help="write the section of docs/benchmarks.md even for the quick size")
     p.add_argument("--report-only", action="store_true", help="re-render from bench/out/sqs-fifo-<size>.json")
+    p.add_argument("--profile", action="store_true", help="py-spy on casque serve during its first-round runs (needs py-spy on PATH)")
     args = p.parse_args(argv)
     size = QUICK if args.quick else FULL
     if args.messages or args.rounds:
         size = Size(f"{size.name}-custom", args.messages or size.messages, args.rounds or size.rounds, size.senders, size.receivers, size.idle_s)
-    return part(size, parse_systems(args.systems), to_docs=args.write_docs or size is FULL, report_only=args.report_only)
+    return part(size, parse_systems(args.systems), to_docs=args.write_docs or size is FULL, report_only=args.report_only,
+                profile=args.profile)
 
 
 if __name__ == "__main__":
