@@ -585,8 +585,8 @@ def _fifo_ledger(v: dict[str, Any] | None, phase: str) -> str:
         text = f"{_n(led['sent'])} sent, {led['send_failed']} failed"
         return f"**{text}**" if led["send_failed"] else text
     faults = [f"lost {led['lost']}", f"dup {led['duplicates']}", f"out of order {led['out_of_order']}"]
-    faults += [f"{name} {led[k]}" for k, name in (("wrong_group", "wrong group"), ("unknown", "unknown"), ("delete_failed", "delete failed"))
-               if led[k]]
+    faults += [f"{name} {led[k]}" for k, name in (("wrong_group", "wrong group"), ("unknown", "unknown"), ("delete_failed", "delete failed"),
+                                                  ("retries", "calls retried")) if led.get(k)]
     text = ", ".join(faults)
     bad = led["lost"] or led["duplicates"] or led["out_of_order"] or led["wrong_group"] or led["unknown"] or led["delete_failed"]
     extra = f" ({_n(led['without_sequence'])} without SequenceNumber)" if led["without_sequence"] else ""
@@ -635,14 +635,15 @@ def section_sqs_fifo(R: dict[str, Any], img: str) -> str:
     errors = [f"{R['labels'][s]}, {sc['label']}: {err}" for sc in R["scenarios"] for s, x in R["summary"].get(sc["key"], {}).items()
               for err in x["errors"]]
     quick = " --quick" if z["name"].startswith("quick") else ""
+    command = R.get("command") or f"python -m bench --only sqs-fifo{quick}" + ("" if len(R["systems"]) == 2 else " --systems " + ",".join(R["systems"]))
     out = [
         "## FIFO queues beside ElasticMQ (issue 25)", "",
-        f"Run: **{z['name']} size**, {mach.get('date', '?')}, `python -m bench --only sqs-fifo{quick}"
-        f"{'' if len(R['systems']) == 2 else ' --systems ' + ','.join(R['systems'])}`. Machine: {mach.get('cpu', '?')}, load average "
+        f"Run: **{z['name']} size**, {mach.get('date', '?')}, `{command}`. Machine: {mach.get('cpu', '?')}, load average "
         f"{mach.get('load_at_start', '?')} at the start (shared with other engineers' runs). casque {v.get('casque', '?')}.", "",
         f"Per scenario, system and round: {_n(z['messages'])} messages on a fresh FIFO queue, sent with SendMessageBatch (10 per call, each "
         f"message with a MessageGroupId and its own MessageDeduplicationId) by {z['senders']} concurrent aiobotocore tasks, then received "
-        f"(ReceiveMessage 10, long poll 1 s, visibility {R.get('visibility_s', 120)} s) and deleted (DeleteMessageBatch) by {z['receivers']} tasks until all came "
+        f"(ReceiveMessage 10, long poll {R.get('wait_s', 1)} s, visibility {R.get('visibility_s', 120)} s"
+        f"{', a ReceiveRequestAttemptId on each' if z.get('attempt_ids') else ''}) and deleted (DeleteMessageBatch) by {z['receivers']} tasks until all came "
         f"back (or nothing came for {z['idle_s']:.0f} s). {z['rounds']} round(s); every scenario runs on one server then the other, the "
         "first of the pair switching each time; the table gives the median msgs/s and the ledger summed over the rounds. Both servers "
         "listen on 127.0.0.1 for the whole run and are driven by the same client code. High throughput = DeduplicationScope "

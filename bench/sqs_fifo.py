@@ -11,9 +11,11 @@ both alike. Per scenario and system, on a fresh queue:
 * send: ``senders`` tasks, each SendMessageBatch of 10 with a MessageGroupId and a unique
   MessageDeduplicationId per message; a call that gets no answer (transport error) is sent
   again with the same dedup ids, which is what they are for;
-* receive+delete: ``receivers`` tasks, ReceiveMessage (10, long poll 1 s, visibility 120 s, a
-  ReceiveRequestAttemptId kept across a retry) then DeleteMessageBatch, until every message sent
-  came back or nothing came for ``idle_s``; msgs/s counts to the last delete;
+* receive+delete: ``receivers`` tasks, ReceiveMessage (10, long poll 1 s, visibility 120 s; no
+  ReceiveRequestAttemptId unless ``--attempt-ids``) then DeleteMessageBatch, until every message sent
+  came back or nothing came for ``idle_s``; msgs/s counts to the last delete. A receive whose
+  answer is lost (transport error) is sent again; without attempt ids the messages of the lost
+  answer stay in flight for the visibility timeout, and show as lost;
 * the ledger (bench/fifo_ledger.py) counts from what was received: lost, duplicated and out of
   order (per sender and group, and per group by SequenceNumber). The table shows it beside the
   figures: a run that loses or reorders says so.
@@ -86,6 +88,9 @@ class Size:
     senders: int
     receivers: int
     idle_s: float  # the drain ends when nothing has come for this long (what is left is lost)
+    # a ReceiveRequestAttemptId on every receive: a receive retried after a transport error then gets the same messages
+    # back; off by default, as most SDK users send none (it costs casque a Cassandra write per receive)
+    attempt_ids: bool = False
 
 
 QUICK = Size("quick", messages=1000, rounds=1, senders=8, receivers=8, idle_s=20)
@@ -165,8 +170,9 @@ async def drain(c: Any, q: str, size: Size, tally: Tally) -> float:
 
     async def receiver() -> None:
         while len(got) < len(expected) and time.perf_counter() - last[0] < size.idle_s:
+            attempt = {"ReceiveRequestAttemptId": uuid.uuid4().hex} if size.attempt_ids else {}
             r = await call(tally, c.receive_message, QueueUrl=q, MaxNumberOfMessages=10, WaitTimeSeconds=WAIT_S, VisibilityTimeout=VISIBILITY_S,
-                           MessageSystemAttributeNames=["MessageGroupId", "SequenceNumber"], ReceiveRequestAttemptId=uuid.uuid4().hex)
+                           MessageSystemAttributeNames=["MessageGroupId", "SequenceNumber"], **attempt)
             msgs = r.get("Messages", [])
             tally.receives += 1
             if not msgs:
@@ -326,7 +332,13 @@ def run(size: Size, systems: list[str], profile: bool = False) -> dict[str, Any]
         runs = asyncio.run(measure(servers, size, profile))
     return {"size": asdict(size), "systems": systems, "labels": {s: SYSTEMS[s][0] for s in SYSTEMS},
             "scenarios": [asdict(sc) for sc in SCENARIOS], "visibility_s": VISIBILITY_S, "wait_s": WAIT_S, "machine": started,
-            "versions": versions(), "runs": runs, "summary": summarize(runs)}
+            "versions": versions(), "command": command_line(), "runs": runs, "summary": summarize(runs)}
+
+
+def command_line() -> str:
+    """How this run was started, as the docs section quotes it."""
+    module = "bench" if sys.argv[0].endswith("__main__.py") else "bench.sqs_fifo"
+    return " ".join(["python -m", module, *sys.argv[1:]])
 
 
 def part(size: Size, systems: list[str], to_docs: bool, report_only: bool = False, profile: bool = False) -> int:
@@ -368,11 +380,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, help="rounds (overrides the size's)")
     p.add_argument("--write-docs", action="store_true", help="write the section of docs/benchmarks.md even for the quick size")
     p.add_argument("--report-only", action="store_true", help="re-render from bench/out/sqs-fifo-<size>.json")
+    p.add_argument("--attempt-ids", action="store_true", help="send a ReceiveRequestAttemptId with every receive")
     p.add_argument("--profile", action="store_true", help="py-spy on casque serve during its first-round runs (needs py-spy on PATH)")
     args = p.parse_args(argv)
     size = QUICK if args.quick else FULL
     if args.messages or args.rounds:
         size = Size(f"{size.name}-custom", args.messages or size.messages, args.rounds or size.rounds, size.senders, size.receivers, size.idle_s)
+    if args.attempt_ids:
+        size = Size(f"{size.name}-attempt-ids", size.messages, size.rounds, size.senders, size.receivers, size.idle_s, attempt_ids=True)
     return part(size, parse_systems(args.systems), to_docs=args.write_docs or size is FULL, report_only=args.report_only,
                 profile=args.profile)
 
