@@ -630,6 +630,29 @@ def sqs_fifo_cpu(R: dict[str, Any]) -> str:
                       "", "</details>"])
 
 
+def sqs_fifo_calls(R: dict[str, Any]) -> str:
+    """Each action's round trip as the clients saw it (median over the rounds of each run's p50 and p99)."""
+    names = (("send_message_batch", "SendMessageBatch"), ("receive_message", "ReceiveMessage with messages (its wait included)"),
+             ("delete_message_batch", "DeleteMessageBatch"))
+    rows: list[list[str]] = []
+    for sc in R["scenarios"]:
+        per = R["summary"].get(sc["key"], {})
+        for key, name in names:
+            cells = []
+            for s in ("casque", "elasticmq"):
+                lat = ((per.get(s) or {}).get("call_ms") or {}).get(key)
+                cells.append(f"{_n(lat['p50'], 1)} / {_n(lat['p99'], 1)}" if lat else "–")
+            if any(c != "–" for c in cells):
+                rows.append([f"{sc['label']}: {name}", *cells])
+    if not rows:
+        return ""
+    return "\n".join(["<details><summary>Round trip of each call as the clients saw it, p50 / p99 (ms)</summary>", "",
+                      _table(["scenario: call", R["labels"]["casque"], R["labels"]["elasticmq"]], rows), "",
+                      "Timed around each aiobotocore call in the bench process (its own waits for the CPU included). ReceiveMessage "
+                      "counts only answers with messages, but those include the long poll's wait for a group to be free (a receive "
+                      "parked while another receiver holds the group returns when it is deleted): on a FIFO queue it is not a cost.", "", "</details>"])
+
+
 def section_sqs_fifo(R: dict[str, Any], img: str) -> str:
     z, mach, v = R["size"], R.get("machine", {}), R.get("versions", {})
     errors = [f"{R['labels'][s]}, {sc['label']}: {err}" for sc in R["scenarios"] for s, x in R["summary"].get(sc["key"], {}).items()
@@ -654,7 +677,7 @@ def section_sqs_fifo(R: dict[str, Any], img: str) -> str:
         "group, or with a SequenceNumber not above one of its group already delivered.", "",
         f"![FIFO msgs/s, casque and ElasticMQ]({img}/bench-sqs-fifo.png)", "",
     ]
-    out += [sqs_fifo_cpu(R), ""]
+    out += [sqs_fifo_cpu(R), "", sqs_fifo_calls(R), ""]
     if errors:
         out += ["Failures (the error each failed run got):", "", *[f"- {e}" for e in errors], ""]
     out += [f"Raw results: bench/out/sqs-fifo-{z['name']}.json.", ""]

@@ -94,7 +94,7 @@ class Size:
 
 
 QUICK = Size("quick", messages=1000, rounds=1, senders=8, receivers=8, idle_s=20)
-FULL = Size("full", messages=4000, rounds=2, senders=8, receivers=8, idle_s=30)
+FULL = Size("full", messages=5000, rounds=3, senders=8, receivers=8, idle_s=30)
 
 
 @dataclass
@@ -108,6 +108,15 @@ class Tally:
     retries: int = 0
     receives: int = 0  # ReceiveMessage calls...
     empty_receives: int = 0  # ...of which answered with no message (the group in flight elsewhere, or nothing left)
+    call_s: dict[str, list[float]] = field(default_factory=dict)  # seconds per answered call, by action
+
+    def latency_ms(self) -> dict[str, dict[str, float]]:
+        """p50 / p99 of each action's answered calls, in ms (a long poll that found nothing counts apart)."""
+        out = {}
+        for name, xs in sorted(self.call_s.items()):
+            ms = sorted(x * 1000 for x in xs)
+            out[name] = {"count": len(ms), "p50": round(ms[len(ms) // 2], 2), "p99": round(ms[min(len(ms) - 1, int(len(ms) * 0.99))], 2)}
+        return out
 
     def ledger(self) -> Ledger:
         led = check(self.sent, self.deliveries, self.send_failed)
@@ -120,7 +129,10 @@ async def call(tally: Tally, fn: Callable[..., Awaitable[dict[str, Any]]], **par
     receive attempt id makes the repeat safe); an error answer from the server is raised at once."""
     for attempt in range(TRANSPORT_RETRIES):
         try:
-            return await fn(**params)
+            t0 = time.perf_counter()
+            out = await fn(**params)
+            tally.call_s.setdefault(fn.__name__, []).append(time.perf_counter() - t0)
+            return out
         except ClientError:
             raise
         except (BotoCoreError, OSError, asyncio.TimeoutError):
@@ -177,6 +189,8 @@ async def drain(c: Any, q: str, size: Size, tally: Tally) -> float:
             tally.receives += 1
             if not msgs:
                 tally.empty_receives += 1
+                # the sample call() just added (nothing awaited since) is a long poll's wait, not a receive's cost
+                tally.call_s.setdefault("receive_message (empty)", []).append(tally.call_s["receive_message"].pop())
                 continue
             for m in msgs:  # appended before the delete is sent: the group's next delivery can only come after it
                 attrs = m.get("Attributes", {})
@@ -222,7 +236,7 @@ async def measure_queue(c: Any, q: str, server: Server, sc: Scenario, size: Size
     return {"send_s": send_s, "receive_s": receive_s, "send_per_s": round(led.sent / send_s, 1),
             "receive_delete_per_s": round(led.received / receive_s, 1) if receive_s > 0 else 0.0, "ledger": led.as_dict(),
             "receives": tally.receives, "empty_receives": tally.empty_receives,
-            "per_receive": round(len(tally.deliveries) / max(1, tally.receives - tally.empty_receives), 2),
+            "per_receive": round(len(tally.deliveries) / max(1, tally.receives - tally.empty_receives), 2), "call_ms": tally.latency_ms(),
             "cpu_s": {"send": cpu_used(c0, c1), "receive_delete": cpu_used(c1, c2)}}
 
 
@@ -304,6 +318,8 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
                 "ledger": merge(Ledger(**r["ledger"]) for r in mine).as_dict(),
                 "errors": sorted({r["error"] for r in mine if "error" in r}),
                 "cpu_ms_per_msg": cpu_per_message(ok),
+                "call_ms": {name: {q: statistics.median(r["call_ms"][name][q] for r in ok if name in r.get("call_ms", {})) for q in ("p50", "p99")}
+                            for name in sorted({n for r in ok for n in r.get("call_ms", {})})},
             }
     return out
 
