@@ -667,7 +667,8 @@ def section_sqs_fifo(R: dict[str, Any], img: str) -> str:
         f"message with a MessageGroupId and its own MessageDeduplicationId) by {z['senders']} concurrent aiobotocore tasks, then received "
         f"(ReceiveMessage 10, long poll {R.get('wait_s', 1)} s, visibility {R.get('visibility_s', 120)} s"
         f"{', a ReceiveRequestAttemptId on each' if z.get('attempt_ids') else ''}) and deleted (DeleteMessageBatch) by {z['receivers']} tasks until all came "
-        f"back (or nothing came for {z['idle_s']:.0f} s). {z['rounds']} round(s); every scenario runs on one server then the other, the "
+        f"back (or nothing came for {z['idle_s']:.0f} s). First {_n(z.get('warmup', 0))} messages through each server, not counted (JIT, "
+        f"prepared statements); then {z['rounds']} round(s); every scenario runs on one server then the other, the "
         "first of the pair switching each time; the table gives the median msgs/s and the ledger summed over the rounds. Both servers "
         "listen on 127.0.0.1 for the whole run and are driven by the same client code. High throughput = DeduplicationScope "
         "messageGroup and FifoThroughputLimit perMessageGroupId.", "",
