@@ -644,6 +644,10 @@ def sqs_fifo_calls(R: dict[str, Any]) -> str:
                 cells.append(f"{_n(lat['p50'], 1)} / {_n(lat['p99'], 1)}" if lat else "–")
             if any(c != "–" for c in cells):
                 rows.append([f"{sc['label']}: {name}", *cells])
+        pauses = [(per.get(s) or {}).get("longest_pause_s") for s in ("casque", "elasticmq")]
+        if any(p is not None for p in pauses):
+            rows.append([f"{sc['label']}: longest time without a delivery while draining (worst round), ms",
+                         *(_n(1000 * p, 0) if p is not None else "–" for p in pauses)])
     if not rows:
         return ""
     return "\n".join(["<details><summary>Round trip of each call as the clients saw it, p50 / p99 (ms)</summary>", "",

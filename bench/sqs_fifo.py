@@ -110,6 +110,12 @@ class Tally:
     receives: int = 0  # ReceiveMessage calls...
     empty_receives: int = 0  # ...of which answered with no message (the group in flight elsewhere, or nothing left)
     call_s: dict[str, list[float]] = field(default_factory=dict)  # seconds per answered call, by action
+    answers_at: list[float] = field(default_factory=list)  # perf_counter of every receive that brought messages
+
+    def longest_pause_s(self, start: float) -> float:
+        """The longest time without a delivery during the drain (from its start): a stall shows here, not in a mean."""
+        times = [start, *self.answers_at]
+        return max((b - a for a, b in zip(times, times[1:])), default=0.0)
 
     def latency_ms(self) -> dict[str, dict[str, float]]:
         """p50 / p99 of each action's answered calls, in ms (a long poll that found nothing counts apart)."""
@@ -193,6 +199,7 @@ async def drain(c: Any, q: str, size: Size, tally: Tally) -> float:
                 # the sample call() just added (nothing awaited since) is a long poll's wait, not a receive's cost
                 tally.call_s.setdefault("receive_message (empty)", []).append(tally.call_s["receive_message"].pop())
                 continue
+            tally.answers_at.append(time.perf_counter())
             for m in msgs:  # appended before the delete is sent: the group's next delivery can only come after it
                 attrs = m.get("Attributes", {})
                 tally.deliveries.append(Delivery(m["Body"], attrs.get("MessageGroupId"), attrs.get("SequenceNumber")))
@@ -231,6 +238,7 @@ async def measure_queue(c: Any, q: str, server: Server, sc: Scenario, size: Size
     c0 = cpu_now(server)
     send_s = await send_all(c, q, sc, size, tally, tag)
     c1 = cpu_now(server)
+    t_drain = time.perf_counter()
     receive_s = await drain(c, q, size, tally)
     c2 = cpu_now(server)
     led = tally.ledger()
@@ -238,6 +246,7 @@ async def measure_queue(c: Any, q: str, server: Server, sc: Scenario, size: Size
             "receive_delete_per_s": round(led.received / receive_s, 1) if receive_s > 0 else 0.0, "ledger": led.as_dict(),
             "receives": tally.receives, "empty_receives": tally.empty_receives,
             "per_receive": round(len(tally.deliveries) / max(1, tally.receives - tally.empty_receives), 2), "call_ms": tally.latency_ms(),
+            "longest_pause_s": round(tally.longest_pause_s(t_drain), 3),
             "cpu_s": {"send": cpu_used(c0, c1), "receive_delete": cpu_used(c1, c2)}}
 
 
@@ -295,7 +304,8 @@ async def measure(servers: dict[str, Server], size: Size, profile: bool = False)
                 r = await (run_profiled if spy else run_one)(servers[system], sc, size, round_no)
                 progress("  " + (f"FAILED: {r['error']}" if "error" in r else
                                  f"send {r['send_per_s']:,.0f} msgs/s, receive+delete {r['receive_delete_per_s']:,.0f} msgs/s "
-                                 f"({r['per_receive']} per non-empty receive, {r['empty_receives']} of {r['receives']} empty), "
+                                 f"({r['per_receive']} per non-empty receive, {r['empty_receives']} of {r['receives']} empty, "
+                                 f"longest pause {r['longest_pause_s']:.2f} s), "
                                  f"ledger {_ledger_line(r['ledger'])}; server CPU {r['cpu_s']['send']['server']:.1f} s + "
                                  f"{r['cpu_s']['receive_delete']['server']:.1f} s"))
                 runs.append(r)
@@ -323,6 +333,7 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
                 "ledger": merge(Ledger(**r["ledger"]) for r in mine).as_dict(),
                 "errors": sorted({r["error"] for r in mine if "error" in r}),
                 "cpu_ms_per_msg": cpu_per_message(ok),
+                "longest_pause_s": max((r["longest_pause_s"] for r in ok if "longest_pause_s" in r), default=None),
                 "call_ms": {name: {q: statistics.median(r["call_ms"][name][q] for r in ok if name in r.get("call_ms", {})) for q in ("p50", "p99")}
                             for name in sorted({n for r in ok for n in r.get("call_ms", {})})},
             }
