@@ -13,6 +13,8 @@ from typing import Any
 from daemon.base.errors import PayloadError, UsageError
 
 MIN_PRIORITY, MAX_PRIORITY = -1000, 1000
+#: Reserved headers: the message group and the FIFO deduplication id ride in the stored headers.
+GROUP_HEADER, DEDUP_HEADER = "casque.group", "casque.dedup"
 MAX_TASK_NAME = 200
 MAX_KEY = 512
 
@@ -37,6 +39,15 @@ class QueueSettings:
     draining: tuple[tuple[int, int, int], ...] = ()
     #: Delete the queue after this many seconds without a send or receive (0: never; engine/expiry.py).
     expire_after_s: int = 0
+    #: A FIFO queue (name ends in ".fifo"): a group's messages are delivered one after another, in
+    #: the order they were sent; sends are deduplicated for 5 minutes (engine/fifo.py).
+    fifo: bool = False
+    #: FIFO only: a send without a dedup id is deduplicated by the SHA-256 of its body.
+    content_dedup: bool = False
+    #: FIFO only: "queue" (a dedup id is unique in the queue) or "messageGroup" (within its group).
+    dedup_scope: str = "queue"
+    #: FIFO only: "perQueue" or "perMessageGroupId" (high throughput: groups spread over more shards).
+    fifo_throughput: str = "perQueue"
 
     @property
     def bucket_ms(self) -> int:
@@ -88,10 +99,34 @@ class Message:
     write_ts: int = 0  # the stored row's write timestamp (us): later writes must exceed it
     scheduled_ms: int = 0  # for a delivered message: the due time it was taken at (lateness = start - this)
     started_ms: int = 0  # when its handler started (set by the dispatcher)
+    #: A FIFO message in flight stays at its position (its order in the group); this is when it
+    #: becomes visible again (engine/fifo.py). None for every other message.
+    visible_at: int | None = None
 
     @property
     def rank(self) -> int:
         return -self.priority
+
+    @property
+    def invisible_until(self) -> int:
+        """When a delivered message becomes visible again: its timeout column's due time, or a FIFO
+        message's ``visible_at`` (it stays at its position)."""
+        return self.visible_at if self.visible_at is not None else (self.copy_due_ms or 0)
+
+    @property
+    def group(self) -> str | None:
+        """The message group (SQS MessageGroupId): FIFO order, or a fair-queue tenant."""
+        return self.headers.get(GROUP_HEADER)
+
+    @property
+    def dedup_id(self) -> str | None:
+        """A FIFO message's deduplication id (SQS MessageDeduplicationId)."""
+        return self.headers.get(DEDUP_HEADER)
+
+    @property
+    def sequence(self) -> str | None:
+        """A FIFO message's sequence number: 20 digits, increasing within its group (its position)."""
+        return sequence_number(self.due_ms, self.id) if GROUP_HEADER in self.headers and DEDUP_HEADER in self.headers else None
 
 
 def encode_payload(payload: Any, limit: int) -> bytes:
@@ -145,6 +180,13 @@ def check_headers(headers: dict[str, str] | None) -> dict[str, str]:
         if not isinstance(k, str) or not isinstance(v, str):
             raise UsageError(f"invalid header {k!r}: header names and values must be strings")
     return headers
+
+
+def sequence_number(position_ms: int, message_id: uuid.UUID) -> str:
+    """A FIFO sequence number: the position (ms) then 7 digits from the id's bits that follow its
+    millisecond field (what orders two messages of one millisecond in the row), so it increases
+    with the row order, and so within a group."""
+    return f"{position_ms:013d}{(message_id.int >> 64 & 0xFFF) * 2048 + (message_id.int >> 51 & 0x7FF):07d}"
 
 
 def out_of_attempts(attempt: int, max_attempts: int) -> bool:

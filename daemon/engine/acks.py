@@ -66,14 +66,17 @@ class Acker:
         qs = await self.queues.get(m.queue)
         now = self.clock.now_ms()
         old_due = _copy_due(m)
-        m.due_ms = now + int(delay_s * 1000)
-        m.state = STATE_WAITING
         m.last_error = error[:500]
+        if m.visible_at is not None:  # FIFO: stays at its place in the group, in flight (the group waits) until the retry
+            m.visible_at = now + int(delay_s * 1000)
+        else:
+            m.due_ms = now + int(delay_s * 1000)
+            m.state = STATE_WAITING
         batch = self._move(m, old_due, now, qs.retention_s)
         ts = after(m.write_ts, now_us=self.db.next_timestamp())
         await self.db.run(batch, timestamp=ts)
         m.write_ts = ts
-        m.copy_due_ms = None
+        m.copy_due_ms = None if m.visible_at is None else m.due_ms
 
     async def poison(self, m: Message, reason: str, error_type: str = "", error: str = "", tb: str = "") -> None:
         """Record in the poison queue first, then remove from the row: a crash in between leaves
@@ -86,14 +89,18 @@ class Acker:
         """Move the timeout column to now + ``seconds`` (for long work), in one batch."""
         qs = await self.queues.get(m.queue)
         now = self.clock.now_ms()
-        old_due = _copy_due(m)
-        m.due_ms = m.copy_due_ms = now + int(seconds * 1000)
+        old_due, old_visible = _copy_due(m), m.visible_at
+        if m.visible_at is not None:  # FIFO: in place
+            m.visible_at = now + int(seconds * 1000)
+        else:
+            m.due_ms = m.copy_due_ms = now + int(seconds * 1000)
         batch = self._move(m, old_due, now, qs.retention_s)
         ts = after(m.write_ts, now_us=self.db.next_timestamp())
         try:
             await self.db.run(batch, timestamp=ts)
         except BaseException:  # not known to be moved: assume the earlier due time (the safe side)
             m.due_ms = m.copy_due_ms = old_due
+            m.visible_at = old_visible
             raise
         m.write_ts = ts
 

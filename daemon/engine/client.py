@@ -31,10 +31,12 @@ from daemon.engine.lookup import Lookup
 from daemon.base.model import Message, QueueSettings
 from daemon.engine.placement import PLACEMENT_MASK, id_due_ms, parse_id
 from daemon.engine.poison import PoisonStore
-from daemon.engine.producer import Job, OnConflict, Producer, first_due
+from daemon.engine.fifo_send import FifoSender
+from daemon.engine.producer import Job, OnConflict, Producer, Sent, first_due
 from daemon.engine.pull_readers import PullReaders
 from daemon.engine.queues import QueueStore, settings_from_defaults
 from daemon.engine.receive import Delivery, Receiver
+from daemon.engine.receive_attempts import ReceiveAttempts
 from daemon.engine.secrets import SecretStore
 from daemon.engine.table import MessageTable
 from daemon.engine.triggers import make_trigger, upcoming
@@ -52,8 +54,9 @@ class Casque:
         self.keys = KeyStore(db, ks)
         self.poison = PoisonStore(db, ks)
         self.lookup = Lookup(db, self.queues, self.table, self.keys)
+        self.fifo = FifoSender(db, self.table, ks, clock)
         self.producer = Producer(db, self.queues, self.table, self.keys, self.lookup, clock,
-                                 tolerance_ms=int(settings.worker.clock_tolerance * 1000))
+                                 tolerance_ms=int(settings.worker.clock_tolerance * 1000), fifo=self.fifo)
         self.secrets = SecretStore(db, ks, clock)
         self.attributes = QueueAttributes(db, ks, cache_limit=settings.cache.queues)
         self.activity = ActivityMarks(db, ks, self.queues, clock, limit=settings.cache.activity)
@@ -62,11 +65,11 @@ class Casque:
         self.hint_directory = HintDirectory(db, ks)
         self.hints = HintSender(self.hint_directory, self.secrets, clock, settings.hints.refresh)
         self.hint_listener: HintListener | None = None
-        self.dead_letters = PoisonRouter(db, self.queues, self.table, self.attributes, self.poison, self.wakeups.notify)
+        self.dead_letters = PoisonRouter(db, self.queues, self.table, self.attributes, self.poison, self.wakeups.notify, fifo=self.fifo)
         self.acker = Acker(db, self.table, self.queues, self.keys, self.dead_letters, clock)  # type: ignore[arg-type]
         self.receiver = Receiver(db, self.table, self.queues, self.keys, self.secrets, self.wakeups, clock, self.consumer,
                                  poll_interval_s=settings.sqs.poll_interval, max_consumers=settings.cache.consumers,
-                                 touch=self._received)
+                                 touch=self._received, attempts=ReceiveAttempts(db, ks), unblocked=self._unblocked)
 
     @classmethod
     async def connect(cls, settings: Settings | None = None, clock: Clock = SYSTEM_CLOCK) -> "Casque":
@@ -145,7 +148,7 @@ class Casque:
                    headers: dict[str, str] | None = None, key: str | None = None, on_conflict: OnConflict = "replace",
                    every: float | str | None = None, cron: str | None = None, tz: str | None = None, times: int | None = None,
                    until: float | None = None, misfire: str = "coalesce", grace: float | str | None = None,
-                   cron_format: str | None = None) -> "Sent":
+                   cron_format: str | None = None, group: str | None = None, dedup_id: str | None = None) -> Sent:
         """Send one message, or start a schedule (``every=`` or ``cron=``); returns the id (a
         ``str``), whose ``next_fires`` lists a schedule's first three fire times (UTC datetimes).
 
@@ -154,7 +157,13 @@ class Casque:
         (5 fields; 6 or 7 need ``cron_format`` "croniter" (seconds last) or "quartz" (seconds
         first) unless only one reading is possible); ``times`` caps the occurrences and ``until``
         (epoch seconds) ends the schedule; ``misfire`` is coalesce|all|skip for occurrences more
-        than ``grace`` late."""
+        than ``grace`` late.
+
+        ``group`` names the message's group: on a FIFO queue (required) a group's messages are
+        delivered one at a time in the order sent; on a standard queue it names a tenant whose
+        backlog must not delay the others (fair queues). ``dedup_id``: a FIFO send with the id of
+        another within 5 minutes is a duplicate: nothing is written, the first one's id is returned
+        (``.duplicate``; ``.sequence`` is its sequence number)."""
         _check_policy(on_conflict)
         schedule = None
         if every is not None or cron is not None:
@@ -163,14 +172,21 @@ class Casque:
                                     cron_format=cron_format)
         elif tz is not None or times is not None or until is not None or cron_format is not None:
             raise UsageError("tz, times, until and cron_format only apply to schedules: add every=... or cron=...")
-        job = Job(task, payload, delay, at, priority, timeout, max_attempts, headers or {}, key, on_conflict, schedule)
+        job = Job(task, payload, delay, at, priority, timeout, max_attempts, headers or {}, key, on_conflict, schedule, group=group,
+                  dedup_id=dedup_id)
+        return await self.send_job(queue, job)
+
+    async def send_job(self, queue: str, job: Job) -> Sent:
+        """Send one prepared ``Job`` (what ``send`` builds from its arguments)."""
         now = self.clock.now_ms()
-        mid = await self.producer.send(queue, job)
+        sent = await self.producer.send(queue, job)
         self.activity.touch(queue)
-        sent = parse_id(mid)
-        self._announce(queue, [(id_due_ms(sent), sent.int & PLACEMENT_MASK)])
-        fires = upcoming(schedule, first_due(job, now)) if schedule is not None else []
-        return Sent(mid, [datetime.fromtimestamp(ms / 1000, tz=timezone.utc) for ms in fires])
+        mid = parse_id(sent)
+        if not sent.duplicate:
+            self._announce(queue, [(id_due_ms(mid), mid.int & PLACEMENT_MASK)])
+        fires = upcoming(job.schedule, first_due(job, now)) if job.schedule is not None else []
+        sent.next_fires = [datetime.fromtimestamp(ms / 1000, tz=timezone.utc) for ms in fires]
+        return sent
 
     async def schedules(self, queue: str, limit: int | None = None, after: str = "") -> list[tuple[KeyEntry, Message | None]]:
         """Keyed messages of a queue in key order (all, or ``limit`` after the key ``after``), each
@@ -184,11 +200,15 @@ class Casque:
 
         return list(zip(entries, await asyncio.gather(*(current(e) for e in entries))))
 
-    async def send_many(self, queue: str, jobs: Iterable[Job]) -> list[str]:
+    async def send_many(self, queue: str, jobs: Iterable[Job]) -> list[Sent]:
         ids = await self.producer.send_many(queue, jobs)
         self.activity.touch(queue)
         self._announce(queue, list({(id_due_ms(u), u.int & PLACEMENT_MASK) for u in map(parse_id, ids)}))
         return ids
+
+    def _unblocked(self, queue: str, due_ms: int, placement: int) -> None:
+        """A FIFO group in that row may move on (engine/receive.py): like a send, announce it."""
+        self._announce(queue, [(due_ms, placement & PLACEMENT_MASK)])
 
     def _announce(self, queue: str, entries: list[tuple[int, int]]) -> None:
         """After the write was acknowledged: wake this process's waiters and consumers, and hint
@@ -221,10 +241,12 @@ class Casque:
         return await self.lookup.peek(queue, limit)
 
     # ---- pulling (engine/receive.py) ------------------------------------------------------
-    async def receive(self, queue: str, max: int = 10, wait: float = 20.0, visibility: float = 30.0) -> list[Delivery]:
+    async def receive(self, queue: str, max: int = 10, wait: float = 20.0, visibility: float = 30.0,
+                      attempt_id: str | None = None) -> list[Delivery]:
         """Up to ``max`` messages, each hidden for ``visibility`` seconds; waits up to ``wait``
-        seconds for the first (a long poll that returns as soon as one is available)."""
-        return await self.receiver.receive(queue, max, wait, visibility)
+        seconds for the first (a long poll that returns as soon as one is available). On a FIFO
+        queue, ``attempt_id`` makes a retried receive return the same messages."""
+        return await self.receiver.receive(queue, max, wait, visibility, attempt_id)
 
     async def delete(self, receipt: str) -> bool:
         """Delete a received message. False (and no change) if the receipt is stale."""
@@ -253,17 +275,6 @@ class Casque:
         a daemon serving the same queue must know (engine/pull_readers.py)."""
         self.activity.touch(queue)
         self.pull_readers.mark(queue)
-
-
-class Sent(str):
-    """A sent message's id (a plain ``str`` everywhere), carrying a schedule's next fire times."""
-
-    next_fires: list[datetime]
-
-    def __new__(cls, mid: str, next_fires: list[datetime] | None = None) -> "Sent":
-        sent = super().__new__(cls, mid)
-        sent.next_fires = next_fires or []
-        return sent
 
 
 def _uuid(value: str | uuid.UUID | None) -> uuid.UUID:

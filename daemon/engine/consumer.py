@@ -49,6 +49,7 @@ from daemon.engine import chain, triggers
 from daemon.base.crashpoints import crash_point, pause_point
 from daemon.base.clock import Clock
 from daemon.engine.db import Database
+from daemon.engine import fifo
 from daemon.engine.holds import RowHolds
 from daemon.engine.keys import KeyEntry, KeyStore
 from daemon.engine.locking import HeldLock, ShardLocker
@@ -104,6 +105,10 @@ class RowState:
     #: ``rescan_ms`` (``skip_since``), so each message left is re-read at most once per rescan.
     skips: dict[int, tuple[int, Any]] = field(default_factory=dict)
     skip_since: int = 0
+    #: A FIFO row whose due messages all belong to groups in flight: its peek would say "due" on
+    #: every visit, so it is not peeked before this (the earliest visibility end seen, at most a
+    #: rescan away) unless a wake-up names its shard (a send, a delete, a visibility change).
+    fifo_idle_until: int = 0
 
     def contended(self, now_elapsed: int, cap_ms: int) -> None:
         self.backoff_ms = min(cap_ms, max(MIN_BACKOFF_MS, 2 * self.backoff_ms))
@@ -157,6 +162,7 @@ class Consumer:
         #: consumer, service/pull_peers.py): take only the tasks this accepts and leave the others
         #: in the row, the cursor never past them (docs/design.md, "Push and pull on one queue").
         self.accepts: Callable[[str], bool] | None = None
+        self._one_per_group = True
 
     def share(self, accepts: Callable[[str], bool] | None) -> None:
         """Take only the tasks ``accepts`` names (pull readers read the queue too), or every task
@@ -211,6 +217,9 @@ class Consumer:
         return self.hinted_at is not None and self.clock.elapsed_ms() - self.hinted_at <= window_ms
 
     def _name(self, shard: int, due_ms: int) -> None:
+        idle = self.rows.get((0, shard))
+        if idle is not None:  # a FIFO row (one bucket) named again: something there may have changed
+            idle.fifo_idle_until = 0
         heap = self._hinted.setdefault(shard, [])
         heapq.heappush(heap, due_ms)
         if len(heap) > MAX_HINTS:
@@ -263,6 +272,7 @@ class Consumer:
         ``visibility_ms`` places the timeout columns at now + it instead of each message's own
         timeout (a pulled message's visibility timeout)."""
         qs = self.last_settings = await self.queues.get(self.queue)
+        self._one_per_group = visibility_ms is None  # a daemon runs a FIFO group's messages one after another
         trips = [0]
         token = _TRIPS.set(trips)
         try:
@@ -460,6 +470,8 @@ class Consumer:
         slice that ran on far past now would scan the tombstones of acked timeout columns ahead of
         it. A lane with nothing due moves its cursor up to now - tolerance; a message seen coming
         within the lookahead sets the row's wake time."""
+        if qs.fifo and state.fifo_idle_until > now:
+            return False
         ranks = qs.ranks()
         horizon = now + max(self.lookahead_ms, self.ahead_ms)
         skips = [self._skip(state, r) for r in ranks]
@@ -538,6 +550,8 @@ class Consumer:
             now = self.clock.now_ms()
             if state.wake <= now + self.ahead_ms:
                 state.wake = RowState.wake
+            if qs.fifo and state.fifo_idle_until > now:
+                return []
             found, moves, skips = await self._read_take(qs, lock, state, now, limit)
             if not found:
                 state.next_check = min(self._next_rescan(now), state.wake - self.ahead_ms)
@@ -563,6 +577,8 @@ class Consumer:
         """Read what is due (up to the take-ahead) lane by lane, within the take's budget. The
         first lane's read runs on to the lookahead: what it finds there is not taken, but sets
         the row's wake time, so an idle row costs one request per visit, not two."""
+        if qs.fifo:
+            return await self._read_take_fifo(qs, lock, state, now, limit)
         ranks = qs.ranks()
         due_by = now + self.ahead_ms
         _trip()
@@ -584,6 +600,24 @@ class Consumer:
             self._skip_to(state, skips)
             skips = {}
         return found, moves, skips
+
+    async def _read_take_fifo(self, qs: QueueSettings, lock: HeldLock, state: RowState, now: int,
+                              limit: int) -> tuple[list[Any], dict[int, int], dict[int, tuple[int, Any]]]:
+        """A FIFO row's take: its one lane from the cursor, in flight messages included, chosen
+        group by group (engine/fifo.py). Nothing deliverable: the row rests until the earliest
+        visibility end seen, or a wake-up names it."""
+        _trip()
+        start = state.cursors.get(0, 0)
+        rows = await self.db.run(self.table.read_due, [qs.name, lock.bucket, lock.shard, 0, start, now + max(self.lookahead_ms, self.ahead_ms),
+                                                       fifo.FIFO_SCAN])
+        budget = TakeBudget(limit, TAKE_BYTES)
+        choice = fifo.choose(rows, now, now + self.ahead_ms, lambda r: bool(budget.fit([r])), self._one_per_group)
+        if choice.wake is not None:
+            state.wake = min(state.wake, choice.wake)
+        if not choice.kept:
+            state.fifo_idle_until = min(choice.wake if choice.wake is not None else RowState.wake, now + self.rescan_ms)
+            state.next_check = min(max(state.next_check, state.fifo_idle_until), state.wake - self.ahead_ms)
+        return choice.kept, {0: fifo.cursor_target(choice, rows, fifo.FIFO_SCAN, now - self.tolerance_ms)}, {}
 
     def _contended(self, qs: QueueSettings, state: RowState) -> None:
         self.stats.contention += 1
@@ -638,8 +672,9 @@ class Consumer:
         doomed: list[tuple[Message, str]] = []
         chained: list[tuple[Message, Message]] = []
         for m in messages:
-            batch.add(self.table.delete_message(m, m.due_ms))
             reason = self._poison_reason(m, qs)
+            if reason or not qs.fifo:  # a FIFO message stays at its position while it lives (engine/fifo.py)
+                batch.add(self.table.delete_message(m, m.due_ms))
             if reason:
                 doomed.append((m, reason))
                 continue
@@ -654,7 +689,11 @@ class Consumer:
             m.scheduled_ms = (m.trigger or {}).get("fire_ms") or m.due_ms
             m.attempt += 1
             m.state = STATE_IN_FLIGHT
-            m.due_ms = m.copy_due_ms = now + (m.timeout_ms if visibility_ms is None else visibility_ms) + self.hold_ms
+            invisible_until = now + (m.timeout_ms if visibility_ms is None else visibility_ms) + self.hold_ms
+            if qs.fifo:
+                m.copy_due_ms, m.visible_at = m.due_ms, invisible_until
+            else:
+                m.due_ms = m.copy_due_ms = invisible_until
             if visibility_ms is not None:  # a pull: its receive times ride in the column written anyway
                 stamp_received(m.headers, now)
             batch.add(self.table.insert_message(m, now, qs.retention_s))

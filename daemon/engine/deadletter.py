@@ -18,7 +18,8 @@ from typing import Callable
 
 from daemon.base.errors import QueueNotFound
 from daemon.base.logs import get_logger
-from daemon.base.model import Message
+from daemon.base.model import DEDUP_HEADER, GROUP_HEADER, Message
+from daemon.engine.fifo_send import FifoSender
 from daemon.engine.attributes import DEAD_LETTER, QueueAttributes
 from daemon.engine.db import Database
 from daemon.engine.poison import PoisonStore
@@ -37,7 +38,8 @@ class PoisonRouter:
     """Has PoisonStore's ``add``: consumers and ackers poison through it."""
 
     def __init__(self, db: Database, queues: QueueStore, table: MessageTable, attributes: QueueAttributes, poison: PoisonStore,
-                 notify: Callable[[str, int], None]) -> None:
+                 notify: Callable[[str, int], None], fifo: FifoSender | None = None) -> None:
+        self.fifo = fifo
         self.db = db
         self.queues = queues
         self.table = table
@@ -57,11 +59,22 @@ class PoisonRouter:
         except QueueNotFound:
             log.error("dead_letter_queue_missing", queue=m.queue, target=target, fix="create it or change the RedrivePolicy")
             return False
-        headers = {k: v for k, v in m.headers.items() if k != RECEIVED_HEADER} | {FROM_HEADER: m.queue, ID_HEADER: str(m.id)}
+        headers = {k: v for k, v in m.headers.items() if k not in (RECEIVED_HEADER, GROUP_HEADER, DEDUP_HEADER)}
+        headers |= {FROM_HEADER: m.queue, ID_HEADER: str(m.id)}
         # A new message there: never received, and (max_attempts 0) under the dead-letter queue's own policy.
-        copy = build_message(qs, Job(m.task, m.payload, priority=m.priority, headers=headers, max_attempts=0), now_ms)
-        qs = await self.queues.add_priority(qs, copy.priority)
-        await self.db.run(self.table.insert_message(copy, now_ms, qs.retention_s))
+        # Into a FIFO dead-letter queue (a FIFO source's, as SQS requires): in its group, deduplicated
+        # by the original id, so a crash between this write and the removal from the source can't
+        # put it there twice.
+        fifo = qs.fifo and self.fifo is not None
+        job = Job(m.task, m.payload, priority=0 if fifo else m.priority, headers=headers, max_attempts=0, group=m.group or (m.queue if fifo else None),
+                  dedup_id=str(m.id) if fifo else None)
+        copy = build_message(qs, job, now_ms)
+        if fifo:
+            assert self.fifo is not None
+            await self.fifo.send(qs, copy)
+        else:
+            qs = await self.queues.add_priority(qs, copy.priority)
+            await self.db.run(self.table.insert_message(copy, now_ms, qs.retention_s))
         self.notify(target, now_ms)
         log.warning("message_dead_lettered", queue=m.queue, target=target, id=str(m.id), new_id=str(copy.id), reason=reason)
         return True

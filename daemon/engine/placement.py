@@ -50,6 +50,22 @@ def compose_id(due_ms: int, unique: int, placement: int) -> uuid.UUID:
     return uuid.UUID(int=value)
 
 
+def group_placement(group: str) -> int:
+    """The 32 placement bits of every message of a group: a group lives in one shard (FIFO order
+    is kept within one row, engine/fifo.py), under any shard count, also after a reshard."""
+    return int.from_bytes(hashlib.blake2b(group.encode("utf-8"), digest_size=4).digest(), "big")
+
+
+def group_id(due_ms: int, group: str) -> uuid.UUID:
+    """A fresh id for a message of ``group``: random unique bits, the group's placement bits."""
+    return compose_id(due_ms, int.from_bytes(os.urandom(6), "big"), group_placement(group))
+
+
+def tail_id(group: str) -> uuid.UUID:
+    """The clustering id of a FIFO group's tail row (kind 3): one per group, deterministic."""
+    return uuid.UUID(bytes=hashlib.blake2b(group.encode("utf-8"), digest_size=16).digest())
+
+
 def sibling_id(origin: uuid.UUID, n: int) -> uuid.UUID:
     """The n-th deterministic sibling of ``origin``: same due field and placement bits (so the same
     row), distinct unique bits for every n < 2**42."""

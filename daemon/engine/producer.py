@@ -12,6 +12,7 @@ import asyncio
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any, Iterable, Literal
 
 from daemon.base import metrics
@@ -22,7 +23,9 @@ from daemon.base.errors import KeyConflict, StorageUnavailable, UsageError
 from daemon.engine.chain import same_schedule
 from daemon.engine.keys import KeyEntry, KeyStore
 from daemon.engine.lookup import Lookup
-from daemon.base.model import Message, QueueSettings, check_headers, check_key, check_priority, check_task_name, encode_payload
+from daemon.base.model import (DEDUP_HEADER, GROUP_HEADER, Message, QueueSettings, check_headers, check_key, check_priority, check_task_name,
+                               encode_payload, sequence_number)
+from daemon.engine.fifo_send import FifoSender, check_group, content_dedup_id
 from daemon.engine.placement import new_id, row_of
 from daemon.engine.triggers import Trigger, first, start
 from daemon.engine.queues import QueueStore
@@ -50,12 +53,35 @@ class Job:
     on_conflict: OnConflict = "replace"
     schedule: Trigger | None = None
     seed: bytes | None = None
+    #: The message group (SQS MessageGroupId): required on a FIFO queue, a fair-queue tenant on a
+    #: standard one. ``dedup_id``: a FIFO send's deduplication id (MessageDeduplicationId).
+    group: str | None = None
+    dedup_id: str | None = None
+    #: A FIFO queue's own delay (SQS DelaySeconds): per-message delays are refused on FIFO queues.
+    queue_delay: float | None = None
+
+
+class Sent(str):
+    """A sent message's id (a plain ``str`` everywhere), carrying a schedule's next fire times, a
+    FIFO message's ``sequence`` and whether the send was a ``duplicate`` within the dedup window."""
+
+    next_fires: list[datetime]
+    sequence: str | None
+    duplicate: bool
+
+    def __new__(cls, mid: str, next_fires: list[datetime] | None = None, sequence: str | None = None, duplicate: bool = False) -> "Sent":
+        sent = super().__new__(cls, mid)
+        sent.next_fires = next_fires or []
+        sent.sequence = sequence
+        sent.duplicate = duplicate
+        return sent
 
 
 class Producer:
     def __init__(self, db: Database, queues: QueueStore, table: MessageTable, keys: KeyStore, lookup: Lookup, clock: Clock,
-                 tolerance_ms: int = 5000) -> None:
+                 tolerance_ms: int = 5000, fifo: FifoSender | None = None) -> None:
         self.db = db
+        self.fifo = fifo
         #: A message is written at the due time it was built with only while that is at most this
         #: old; later (a long send_many, a keyed send waiting on its LWTs) it is written at now.
         self.late_ms = tolerance_ms // 4
@@ -65,11 +91,13 @@ class Producer:
         self.lookup = lookup
         self.clock = clock
 
-    async def send(self, queue: str, job: Job) -> str:
+    async def send(self, queue: str, job: Job) -> Sent:
         """Write one message and return its id (for a keyed 'keep' conflict, the existing id)."""
         qs = await self.queues.get(queue)
         now = self.clock.now_ms()
         m = build_message(qs, job, now)
+        if qs.fifo:
+            return await self._send_fifo(qs, m)
         qs = await self.queues.add_priority(qs, m.priority)
         if m.key is not None:
             mid = await self._send_keyed(qs, m, job.on_conflict, now)
@@ -77,16 +105,27 @@ class Producer:
             await self.db.run(self._insert(qs, m))
             mid = m.id
         metrics.SENT.labels(qs.name, m.task).inc()
-        return str(mid)
+        return Sent(str(mid))
 
-    async def send_many(self, queue: str, jobs: Iterable[Job]) -> list[str]:
-        """Write many messages: keyed ones one by one (they need their LWT), the rest in per-row batches."""
+    async def _send_fifo(self, qs: QueueSettings, m: Message) -> Sent:
+        if self.fifo is None:
+            raise UsageError(f"queue {qs.name} is a FIFO queue: this producer was built without FIFO support")
+        stored, duplicate = await self.fifo.send(qs, m)
+        if not duplicate:
+            metrics.SENT.labels(qs.name, m.task).inc()
+        return Sent(str(stored.id), sequence=sequence_number(stored.due_ms, stored.id), duplicate=duplicate)
+
+    async def send_many(self, queue: str, jobs: Iterable[Job]) -> list[Sent]:
+        """Write many messages: keyed ones one by one (they need their LWT), the rest in per-row
+        batches. On a FIFO queue one by one, in order (each reads its group's tail)."""
         qs = await self.queues.get(queue)
         now = self.clock.now_ms()
+        if qs.fifo:
+            return [await self._send_fifo(qs, build_message(qs, job, now)) for job in list(jobs)]
         built = [(job, build_message(qs, job, now)) for job in jobs]
         for p in sorted({m.priority for _, m in built}):
             qs = await self.queues.add_priority(qs, p)
-        ids: list[str] = [str(m.id) for _, m in built]
+        ids: list[Sent] = [Sent(str(m.id)) for _, m in built]
         rows: dict[tuple[int, int], list[Message]] = defaultdict(list)
         keyed: list[tuple[int, Job, Message]] = []
         for i, (job, m) in enumerate(built):
@@ -96,7 +135,7 @@ class Producer:
                 keyed.append((i, job, m))
         await asyncio.gather(*(self._write_batch(qs, ms, now) for ms in rows.values()))
         for i, job, m in keyed:
-            ids[i] = str(await self._send_keyed(qs, m, job.on_conflict, now))
+            ids[i] = Sent(str(await self._send_keyed(qs, m, job.on_conflict, now)))
         for _, m in built:
             metrics.SENT.labels(qs.name, m.task).inc()
         return ids
@@ -201,11 +240,30 @@ def first_due(job: Job, now_ms: int) -> int:
     return first(job.schedule, due if (job.delay is not None or job.at is not None) else 0, now_ms)
 
 
+def _check_fifo(qs: QueueSettings, job: Job) -> None:
+    """What a FIFO queue refuses (as SQS does), and what only a FIFO queue accepts."""
+    if not qs.fifo:
+        if job.dedup_id is not None:
+            raise UsageError(f"queue {qs.name} is not a FIFO queue: a deduplication id applies to FIFO queues only")
+        return
+    if job.group is None:
+        raise UsageError(f"queue {qs.name} is a FIFO queue: give every message a group (group=..., MessageGroupId)")
+    if job.dedup_id is None and not qs.content_dedup:
+        raise UsageError(f"queue {qs.name} is a FIFO queue without content-based deduplication: give a dedup_id "
+                         "(MessageDeduplicationId), or turn content_dedup on")
+    if job.delay is not None or job.at is not None:
+        raise UsageError(f"queue {qs.name} is a FIFO queue: a message can't have its own delay; set the queue's delay instead")
+    if job.schedule is not None or job.key is not None or job.priority:
+        raise UsageError(f"queue {qs.name} is a FIFO queue: schedules, lookup keys and priorities apply to standard queues only")
+
+
 def build_message(qs: QueueSettings, job: Job, now_ms: int) -> Message:
     """Validate a job and turn it into a placed Message (pure: no I/O). A scheduled job becomes the
     schedule's first occurrence; a keyed schedule's id is deterministic (queue, key, first fire), so
-    two processes scheduling the same key at once write one cell."""
-    due = first_due(job, now_ms)
+    two processes scheduling the same key at once write one cell. A FIFO message is placed by its
+    group and given its position when it is written (engine/fifo_send.py)."""
+    _check_fifo(qs, job)
+    due = first_due(job, now_ms) + (int(float(job.queue_delay) * 1000) if job.queue_delay else 0)
     trigger: dict[str, Any] | None = None
     if job.schedule is not None:
         if job.schedule.until_ms is not None and due > job.schedule.until_ms:
@@ -224,9 +282,17 @@ def build_message(qs: QueueSettings, job: Job, now_ms: int) -> Message:
         raise UsageError(f"invalid max_attempts {max_attempts!r}: use an integer of at least 1 (0: follow the queue's setting)")
     if timeout_ms < 100:
         raise UsageError(f"invalid timeout {job.timeout!r}: a message timeout must be at least 100ms")
+    raw = encode_payload(job.payload, qs.max_payload_bytes)
+    headers = check_headers(job.headers)
+    if any(k in headers for k in (GROUP_HEADER, DEDUP_HEADER)):
+        raise UsageError(f"headers {GROUP_HEADER!r} and {DEDUP_HEADER!r} are reserved: use group= and dedup_id=")
+    if job.group is not None:
+        headers[GROUP_HEADER] = check_group("message group", job.group)
+    if qs.fifo:
+        headers[DEDUP_HEADER] = check_group("deduplication id", job.dedup_id) if job.dedup_id is not None else content_dedup_id(raw)
     return Message(
         queue=qs.name, id=mid, task=check_task_name(job.task), payload=job.payload, bucket=bucket, shard=shard,
         priority=check_priority(job.priority), due_ms=due, attempt=0, max_attempts=max_attempts, timeout_ms=timeout_ms,
-        headers=check_headers(job.headers), key=check_key(job.key), trigger=trigger, enqueued_at=now_ms,
-        state=STATE_WAITING, raw_payload=encode_payload(job.payload, qs.max_payload_bytes),
+        headers=headers, key=check_key(job.key), trigger=trigger, enqueued_at=now_ms,
+        state=STATE_WAITING, raw_payload=raw,
     )

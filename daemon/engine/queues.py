@@ -29,7 +29,11 @@ FORGET_BATCH = 64  # evicted queues whose metric series are dropped together (on
 MIN_EXPIRE_S = 60
 MIN_TOKEN = -(1 << 63)  # Murmur3Partitioner: tokens are signed 64-bit
 _COLUMNS = ("name, shards, buckets, bucket_seconds, lock_ttl_ms, timeout_ms, max_attempts, retention_s, max_payload_bytes, priorities, history, "
-            "expire_after_s")
+            "expire_after_s, fifo")
+#: FIFO queues: a group's messages must share one row (engine/fifo.py), so one bucket; the shards
+#: spread groups (high-throughput mode: more of them).
+FIFO_SHARDS = {"perQueue": 1, "perMessageGroupId": 16}
+DEDUP_SCOPES = ("queue", "messageGroup")
 _READ = _COLUMNS + ", draining"
 #: 1 shard x 1 bucket is valid: a tiny queue (one user's) is a single row, and an idle receive on it
 #: reads that row's lanes only (docs/design.md, "Many queues").
@@ -53,7 +57,13 @@ def settings_from_defaults(name: str, d: QueueDefaults, **overrides: Any) -> Que
         max_payload_bytes=int(o.get("max_payload_bytes", d.max_payload_bytes)),
         history=bool(o.get("history", False)),
         expire_after_s=int(float(o.get("expire_after", 0))),
+        fifo=bool(o.get("fifo", False)),
+        content_dedup=bool(o.get("content_dedup", False)),
+        dedup_scope=str(o.get("dedup_scope", "queue")),
+        fifo_throughput=str(o.get("fifo_throughput", "perQueue")),
     )
+    if qs.fifo:  # one bucket always; the shards follow the throughput mode unless given
+        qs = replace(qs, buckets=1, shards=int(o.get("shards", FIFO_SHARDS.get(qs.fifo_throughput, 1))))
     return check_settings(qs)
 
 
@@ -75,9 +85,28 @@ def check_settings(qs: QueueSettings) -> QueueSettings:
         raise UsageError(f"queue {qs.name}: retention must be at least 60s, got {qs.retention_s}s")
     if qs.expire_after_s and qs.expire_after_s < MIN_EXPIRE_S:
         raise UsageError(f"queue {qs.name}: expire_after must be 0 (never) or at least {MIN_EXPIRE_S}s, got {qs.expire_after_s}s")
+    check_fifo(qs)
     if not 64 <= qs.max_payload_bytes <= MAX_PAYLOAD_BYTES:
         raise UsageError(f"queue {qs.name}: max_payload_bytes must be between 64 and {MAX_PAYLOAD_BYTES} (4 MiB), got {qs.max_payload_bytes}")
     return qs
+
+
+def check_fifo(qs: QueueSettings) -> None:
+    """A FIFO queue and only a FIFO queue is named "*.fifo" (SQS's rule), has one bucket (a group's
+    messages share one row: engine/fifo.py) and known dedup options."""
+    if qs.fifo != qs.name.endswith(".fifo"):
+        raise UsageError(f"queue {qs.name}: a FIFO queue's name ends in '.fifo', and only a FIFO queue's: "
+                         + ("add the suffix" if qs.fifo else "create it with fifo=True (--fifo)"))
+    if not qs.fifo:
+        if qs.content_dedup or qs.dedup_scope != "queue" or qs.fifo_throughput != "perQueue":
+            raise UsageError(f"queue {qs.name}: content_dedup, dedup_scope and fifo_throughput apply to FIFO queues only")
+        return
+    if qs.buckets != 1:
+        raise UsageError(f"queue {qs.name}: a FIFO queue has one bucket (a group's messages share one row), got {qs.buckets}")
+    if qs.dedup_scope not in DEDUP_SCOPES:
+        raise UsageError(f"queue {qs.name}: dedup_scope must be queue or messageGroup, got {qs.dedup_scope!r}")
+    if qs.fifo_throughput not in FIFO_SHARDS:
+        raise UsageError(f"queue {qs.name}: fifo_throughput must be perQueue or perMessageGroupId, got {qs.fifo_throughput!r}")
 
 
 class QueueStore:
@@ -105,7 +134,7 @@ class QueueStore:
         check_settings(qs)
         now = self.clock.now_ms()
         rows = await self.db.run(
-            self.db.prepare(f"INSERT INTO {self.ks}.queues ({_COLUMNS}, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) IF NOT EXISTS"),
+            self.db.prepare(f"INSERT INTO {self.ks}.queues ({_COLUMNS}, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) IF NOT EXISTS"),
             _values(qs) + [now, now],
         )
         applied = bool(rows[0].applied) if rows else True
@@ -206,21 +235,27 @@ class QueueStore:
     async def update(self, name: str, **changes: Any) -> QueueSettings:
         """Change settings that are safe to change on a live queue (not shards/buckets: they move rows)."""
         moving = {"shards", "buckets", "bucket_seconds"} & {k for k, v in changes.items() if v is not None}
+        if changes.get("fifo") is not None:
+            raise UsageError(f"queue {name}: a queue is FIFO or not from its creation: create another queue to change it")
         if moving:
             raise UsageError(f"queue {name}: {', '.join(sorted(moving))} change the queue's layout: use 'casque queue reshard {name}' "
                              "(new sends use the new layout while the old rows drain)")
         current = await self.get(name, fresh=True)
+        fifo_opts = {"fifo": current.fifo, "content_dedup": current.content_dedup, "dedup_scope": current.dedup_scope,
+                     "fifo_throughput": current.fifo_throughput}
         merged = settings_from_defaults(
             name,
             _defaults_of(current),
-            **{k: v for k, v in changes.items() if v is not None and k != "history"},
+            **{**fifo_opts, "shards": current.shards, **{k: v for k, v in changes.items() if v is not None and k != "history"}},
         )
         history = changes.get("history")
         merged = replace(merged, priorities=current.priorities, shards=current.shards, buckets=current.buckets, bucket_seconds=current.bucket_seconds,
                          history=current.history if history is None else bool(history))
         await self.db.run(
-            self.db.prepare(f"UPDATE {self.ks}.queues SET lock_ttl_ms=?, timeout_ms=?, max_attempts=?, retention_s=?, max_payload_bytes=?, history=?, updated_at=? WHERE name=? IF EXISTS"),
-            [merged.lock_ttl_ms, merged.timeout_ms, merged.max_attempts, merged.retention_s, merged.max_payload_bytes, merged.history, self.clock.now_ms(), name],
+            self.db.prepare(f"UPDATE {self.ks}.queues SET lock_ttl_ms=?, timeout_ms=?, max_attempts=?, retention_s=?, max_payload_bytes=?, history=?, "
+                            "fifo=?, updated_at=? WHERE name=? IF EXISTS"),
+            [merged.lock_ttl_ms, merged.timeout_ms, merged.max_attempts, merged.retention_s, merged.max_payload_bytes, merged.history,
+             _fifo_json(merged), self.clock.now_ms(), name],
         )
         self._cache.pop(name)
         return merged
@@ -248,7 +283,18 @@ class QueueStore:
 
 def _values(qs: QueueSettings) -> list[Any]:
     return [qs.name, qs.shards, qs.buckets, qs.bucket_seconds, qs.lock_ttl_ms, qs.timeout_ms, qs.max_attempts, qs.retention_s, qs.max_payload_bytes,
-            set(qs.priorities), qs.history, qs.expire_after_s]
+            set(qs.priorities), qs.history, qs.expire_after_s, _fifo_json(qs)]
+
+
+def _fifo_json(qs: QueueSettings) -> str | None:
+    if not qs.fifo:
+        return None
+    return json.dumps({"content_dedup": qs.content_dedup, "dedup_scope": qs.dedup_scope, "fifo_throughput": qs.fifo_throughput})
+
+
+def _fifo_of(r: Any) -> dict[str, Any]:
+    raw = getattr(r, "fifo", None)
+    return {"fifo": True, **json.loads(raw)} if raw else {}
 
 
 def _from_row(r: Any) -> QueueSettings:
@@ -257,6 +303,7 @@ def _from_row(r: Any) -> QueueSettings:
         timeout_ms=r.timeout_ms, max_attempts=r.max_attempts, retention_s=r.retention_s, max_payload_bytes=r.max_payload_bytes,
         priorities=frozenset(r.priorities or {0}), history=bool(r.history), expire_after_s=int(getattr(r, "expire_after_s", None) or 0),
         draining=tuple(tuple(layout[:3]) for layout in json.loads(r.draining)) if getattr(r, "draining", None) else (),
+        **_fifo_of(r),
     )
 
 

@@ -49,6 +49,7 @@ from daemon.engine.db import Database
 from daemon.engine.keys import KeyStore
 from daemon.engine.queues import QueueStore
 from daemon.engine.receipts import InvalidReceipt, Receipt, ReceiptSigner
+from daemon.engine.receive_attempts import ReceiveAttempts
 from daemon.engine.received import times
 from daemon.engine.secrets import RECEIPT_KEY, SecretStore
 from daemon.engine.table import KIND_MESSAGE, KIND_MOVED, STATE_IN_FLIGHT, MessageTable, after, message_from_row, ttl_for
@@ -87,7 +88,8 @@ class Delivery:
 class Receiver:
     def __init__(self, db: Database, table: MessageTable, queues: QueueStore, keys: KeyStore, secrets: SecretStore, wakeups: Wakeups,
                  clock: Clock, consumer_of: Callable[[str], Consumer], poll_interval_s: float = 15.0,
-                 max_consumers: int = MAX_CONSUMERS, touch: Callable[[str], None] | None = None) -> None:
+                 max_consumers: int = MAX_CONSUMERS, touch: Callable[[str], None] | None = None,
+                 attempts: ReceiveAttempts | None = None, unblocked: Callable[[str, int, int], None] | None = None) -> None:
         self.db = db
         self.table = table
         self.queues = queues
@@ -99,6 +101,10 @@ class Receiver:
         self.poll_interval_s = poll_interval_s
         self._consumers: Lru[str, Consumer] = Lru(max_consumers)  # the queues pulled from lately, not every queue
         self.touch = touch  # records activity for idle expiry (engine/expiry.py)
+        self.attempts = attempts
+        #: A FIFO group may move on (a delete, a visibility change to now): tell every process's
+        #: consumers of the queue, not only this one's (queue, due ms, placement bits).
+        self.unblocked = unblocked
         self._signer: ReceiptSigner | None = None
         self._slots = itertools.count()
 
@@ -108,14 +114,42 @@ class Receiver:
         return self._signer
 
     # ---- receive ------------------------------------------------------------------------------
-    async def receive(self, queue: str, limit: int = 10, wait_s: float = 20.0, visibility_s: float = 30.0) -> list[Delivery]:
-        """Up to ``limit`` messages, waiting up to ``wait_s`` for the first one."""
+    async def receive(self, queue: str, limit: int = 10, wait_s: float = 20.0, visibility_s: float = 30.0,
+                      attempt_id: str | None = None) -> list[Delivery]:
+        """Up to ``limit`` messages, waiting up to ``wait_s`` for the first one. ``attempt_id``
+        (FIFO queues): a retry with the same id within 5 minutes returns the same deliveries
+        while they are in flight (engine/receive_attempts.py)."""
         _check_number("max", limit, 1, 10_000, int)
         _check_number("wait", wait_s, 0, 3600)
         _check_number("visibility", visibility_s, 0, MAX_VISIBILITY_S)
         qs = await self.queues.get(queue)  # QueueNotFound before any waiting
         if self.touch is not None:
             self.touch(queue)
+        if attempt_id is not None and qs.fifo and self.attempts is not None:
+            again = await self._attempted(queue, attempt_id)
+            if again:
+                return again
+            got = await self._receive(queue, qs, limit, wait_s, visibility_s)
+            if got:
+                await self.attempts.put(queue, attempt_id, [d.receipt for d in got])
+            return got
+        return await self._receive(queue, qs, limit, wait_s, visibility_s)
+
+    async def _attempted(self, queue: str, attempt_id: str) -> list[Delivery]:
+        """The deliveries an earlier receive with this attempt id returned, those still in flight."""
+        assert self.attempts is not None
+        receipts = await self.attempts.get(queue, attempt_id)
+        if not receipts:
+            return []
+        signer = await self.signer()
+        out = []
+        for handle in receipts:
+            m, _, _ = await self._locate(signer.open(handle, queue))
+            if m is not None:
+                out.append(Delivery(m, handle, self.clock.now_ms()))
+        return out
+
+    async def _receive(self, queue: str, qs: QueueSettings, limit: int, wait_s: float, visibility_s: float) -> list[Delivery]:
         signer = await self.signer()
         consumer = self._consumer(queue)
         if not consumer.rows:
@@ -166,9 +200,10 @@ class Receiver:
         now = self.clock.now_ms()
         out = []
         for m in taken:
-            due = m.copy_due_ms if m.copy_due_ms is not None else m.due_ms
-            consumer.expect(m.bucket, m.shard, due)  # visible again at due, if not deleted by then
-            self.wakeups.notify(queue, due)
+            due = m.copy_due_ms if m.copy_due_ms is not None else m.due_ms  # where the delivery is (a FIFO message's own position)
+            visible = m.visible_at if m.visible_at is not None else due
+            consumer.expect(m.bucket, m.shard, visible)  # visible again then, if not deleted by then
+            self.wakeups.notify(queue, visible)
             out.append(Delivery(m, signer.issue(Receipt(queue, m.id, m.bucket, m.shard, m.rank, due, m.attempt)), now))
         return out
 
@@ -216,6 +251,9 @@ class Receiver:
         m, marker, _ = await self._locate(r)
         if m is None:
             return False
+        if m.visible_at is not None:  # FIFO: in place, see _delete_in_place
+            await self._delete_in_place(m)
+            return True
         batch = self.db.batch()
         batch.add(self.table.delete_message(m, m.due_ms))
         if marker:
@@ -224,6 +262,22 @@ class Receiver:
         if m.key:
             await self.keys.release(m.queue, m.key, m.id)
         return True
+
+    async def _delete_in_place(self, m: Message) -> None:
+        """A FIFO delivery is its message at its position: deleted with the write timestamp of
+        that delivery exactly. A take that received it again meanwhile wrote it later, so this
+        can't delete the newer delivery; a tie goes to the delete (Cassandra's rule). Then its
+        group may move on: wake this process's and the other processes' consumers."""
+        await self.db.run(self.table.delete_message(m, m.due_ms), timestamp=m.write_ts)
+        if m.key:
+            await self.keys.release(m.queue, m.key, m.id)
+        self._unblock(m, self.clock.now_ms())
+
+    def _unblock(self, m: Message, due_ms: int) -> None:
+        self._consumer(m.queue).expect(m.bucket, m.shard, due_ms)
+        self.wakeups.notify(m.queue, due_ms)
+        if self.unblocked is not None:
+            self.unblocked(m.queue, due_ms, m.id.int)
 
     async def change_visibility(self, receipt: str, seconds: float, queue: str | None = None) -> int:
         """Make the delivery visible again ``seconds`` from now (0: at once). Returns the new due
@@ -241,6 +295,11 @@ class Receiver:
         if received is not None and new_due > received + MAX_VISIBILITY_S * 1000:
             raise VisibilityTooLong(f"visibility {seconds:g}s would end {(new_due - received) / 1000:.0f}s after the receive: "
                                     f"at most {MAX_VISIBILITY_S}s from the receive")
+        if m.visible_at is not None:  # FIFO: the message stays at its position, its visibility changes
+            m.visible_at = new_due
+            await self.db.run(self.table.insert_message(m, now, qs.retention_s), timestamp=after(m.write_ts, now_us=self.db.next_timestamp()))
+            self._unblock(m, new_due)
+            return new_due
         batch = self.db.batch()
         if new_due != m.due_ms:
             batch.add(self.table.delete_message(m, m.due_ms))

@@ -15,7 +15,8 @@ from daemon.base.errors import ConfigError
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,47}$")
 # Queue names are data (partition key values), never CQL identifiers: SQS's rule, 1-80 of A-Z a-z
 # 0-9 _ -, so queues created over the SQS endpoint are ordinary casque queues.
-_QUEUE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
+# A FIFO queue's name ends in ".fifo", counted in the 80 (SQS's rule).
+_QUEUE_NAME = re.compile(r"^(?=.{1,80}$)[A-Za-z0-9_-]+(\.fifo)?$")
 
 TABLES: dict[str, str] = {
     # One row per queue: the settings every producer and consumer reads (Astyanax's createQueue).
@@ -147,6 +148,26 @@ TABLES: dict[str, str] = {
     # by a receive at most every 15 s with a 60 s TTL. A daemon serving the queue reads its one
     # partition every few seconds: with readers, it leaves them the tasks it has no handler for
     # and holds none of the queue's rows (docs/design.md, "Push and pull on one queue").
+    # FIFO deduplication (engine/fifo_send.py): a send claims its dedup id with an LWT
+    # (IF NOT EXISTS), which every `casque serve` sees, for SQS's 5-minute window (the table's TTL).
+    # The row names the message the id was first sent as (its id, position and write timestamp), and
+    # `written` says that message was written: a retry after a crash between the claim and the write
+    # writes it then, at the same timestamp, so it can never resurrect a message already deleted.
+    "fifo_dedup": """
+        CREATE TABLE IF NOT EXISTS {ks}.fifo_dedup (
+            queue text, scope text, dedup_id text,
+            id uuid, due bigint, wt bigint, written boolean,
+            PRIMARY KEY ((queue, scope, dedup_id))
+        ) WITH default_time_to_live = 300 AND gc_grace_seconds = 300
+          AND comment = 'casque FIFO deduplication ids, 5 minutes'""",
+    # SQS ReceiveRequestAttemptId (engine/receive_attempts.py): the receipts a FIFO receive returned,
+    # so a retried receive with the same attempt id gets the same messages, on any server.
+    "receive_attempts": """
+        CREATE TABLE IF NOT EXISTS {ks}.receive_attempts (
+            queue text, attempt_id text, receipts list<text>,
+            PRIMARY KEY ((queue, attempt_id))
+        ) WITH default_time_to_live = 300 AND gc_grace_seconds = 300
+          AND comment = 'casque FIFO receive attempts, 5 minutes'""",
     "pull_readers": """
         CREATE TABLE IF NOT EXISTS {ks}.pull_readers (
             queue text, reader text, seen bigint,
@@ -240,6 +261,10 @@ MIGRATIONS: list[tuple[str, str, str]] = [
     # SQS key grants (engine/grants.py): the actions and queue globs a key may use; null: full access.
     ("access_keys", "grant_actions", "list<text>"),
     ("access_keys", "grant_queues", "list<text>"),
+    # FIFO queues: their options as JSON (null: a standard queue), and a FIFO message's in-place
+    # in-flight state: when it becomes visible again (engine/fifo.py).
+    ("queues", "fifo", "text"),
+    ("messages", "visible_at", "bigint"),
 ]
 
 
@@ -251,7 +276,7 @@ def validate_name(name: str, what: str = "keyspace") -> str:
 
 def validate_queue_name(name: str) -> str:
     if not isinstance(name, str) or not _QUEUE_NAME.match(name):
-        raise ConfigError(f"invalid queue name {name!r}: use 1-80 letters, digits, '-' and '_'")
+        raise ConfigError(f"invalid queue name {name!r}: use 1-80 letters, digits, '-' and '_' (a FIFO queue's ends in '.fifo')")
     return name
 
 

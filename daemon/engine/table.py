@@ -19,13 +19,14 @@ from daemon.engine.db import Database
 from daemon.base.model import Message, QueueSettings, decode_payload
 from daemon.engine.triggers import parse_stored
 
-KIND_LOCK, KIND_MESSAGE, KIND_MOVED = 0, 1, 2
+#: kind 3: a FIFO group's tail (engine/fifo_send.py): the last position written for the group.
+KIND_LOCK, KIND_MESSAGE, KIND_MOVED, KIND_TAIL = 0, 1, 2, 3
 STATE_WAITING, STATE_IN_FLIGHT = 0, 1
 LOCK_PENDING, LOCK_ACQUIRED = 0, 1
 MAX_TTL = 630_720_000  # Cassandra's ceiling: 20 years
 
 _PK = "queue = ? AND bucket = ? AND shard = ?"
-_MSG_COLS = "rank, due, id, state, task, payload, headers, attempt, max_attempts, timeout_ms, key, trigger, enqueued_at, last_error"
+_MSG_COLS = "rank, due, id, state, task, payload, headers, attempt, max_attempts, timeout_ms, key, trigger, enqueued_at, last_error, visible_at"
 # WRITETIME lets a take or an ack write *after* the row it replaces even when the writer's clock
 # lags the producer's (a delete with an older timestamp than the insert would silently lose).
 _SELECT = _MSG_COLS + ", WRITETIME(task) AS wt"
@@ -53,7 +54,7 @@ class MessageTable:
         t = f"{keyspace}.messages"
         p = db.prepare
         self.insert = p(
-            f"INSERT INTO {t} (queue, bucket, shard, kind, {_MSG_COLS}) VALUES (?,?,?,1,?,?,?,?,?,?,?,?,?,?,?,?,?,?) USING TTL ?"
+            f"INSERT INTO {t} (queue, bucket, shard, kind, {_MSG_COLS}) VALUES (?,?,?,1,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) USING TTL ?"
         )
         self.delete = p(f"DELETE FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due = ? AND id = ?")
         self.peek = p(f"SELECT due FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ? AND due <= ? LIMIT 1")
@@ -84,14 +85,19 @@ class MessageTable:
         self.lock_read = p(f"SELECT due, id, state, cursors FROM {t} WHERE {_PK} AND kind = 0 AND rank = 0 AND due >= ?")
         self.lock_delete = p(f"DELETE FROM {t} WHERE {_PK} AND kind = 0 AND rank = 0 AND due = ? AND id = ?")
         self.purge_row = p(f"DELETE FROM {t} WHERE {_PK}")
+        # A FIFO group's tail (kind 3, id = the group's tail id): the highest position written for the
+        # group, kept by Cassandra's last-write-wins with the position as the write timestamp.
+        self.read_tail = p(f"SELECT enqueued_at FROM {t} WHERE {_PK} AND kind = 3 AND rank = 0 AND due = 0 AND id = ?")
+        self.write_tail = p(f"INSERT INTO {t} (queue, bucket, shard, kind, rank, due, id, enqueued_at) VALUES (?,?,?,3,0,0,?,?) "
+                            "USING TIMESTAMP ? AND TTL ?")
 
     def insert_message(self, m: Message, now_ms: int, retention_s: int) -> BoundStatement:
         """Bind an INSERT of ``m`` at its current position (``m.due_ms``) and state."""
         return self.insert.bind([
             m.queue, m.bucket, m.shard, m.rank, m.due_ms, m.id, m.state, m.task, m.raw_payload,
             _opt(m.headers), m.attempt, m.max_attempts, m.timeout_ms, _opt(m.key),
-            _opt(json.dumps(m.trigger) if m.trigger else None), m.enqueued_at, _opt(m.last_error),
-            ttl_for(m.due_ms, now_ms, retention_s),
+            _opt(json.dumps(m.trigger) if m.trigger else None), m.enqueued_at, _opt(m.last_error), _opt(m.visible_at),
+            ttl_for(m.due_ms if m.visible_at is None else max(m.due_ms, m.visible_at), now_ms, retention_s),
         ])
 
     def delete_message(self, m: Message, due_ms: int) -> BoundStatement:
@@ -105,7 +111,7 @@ def message_from_row(queue: str, bucket: int, shard: int, r: Any) -> Message:
         queue=queue, id=r.id, task=r.task or "", payload=None, bucket=bucket, shard=shard, priority=-r.rank,
         due_ms=r.due, attempt=r.attempt or 0, max_attempts=r.max_attempts or 0, timeout_ms=r.timeout_ms or 0,
         headers=dict(r.headers or {}), key=r.key, enqueued_at=r.enqueued_at or 0, last_error=r.last_error,
-        state=r.state or 0, raw_payload=r.payload, write_ts=r.wt or 0,
+        state=r.state or 0, raw_payload=r.payload, write_ts=r.wt or 0, visible_at=r.visible_at,
     )
     try:
         m.payload = decode_payload(r.payload)

@@ -477,20 +477,20 @@ class Dispatcher:
         except TimeoutError:
             self._count(m, "timed_out")
             duration = time.monotonic() - started
-            mlog.warning("message_timed_out", timeout_s=round(run_timeout, 3), duration=round(duration, 3), comes_back_at_ms=m.copy_due_ms)
+            mlog.warning("message_timed_out", timeout_s=round(run_timeout, 3), duration=round(duration, 3), comes_back_at_ms=m.invisible_until)
             await self.hooks.outcome("timed_out", m, duration, handled=True, error=TimeoutError(f"timed out after {run_timeout:.3f}s"))
             if out_of_attempts(m.attempt, m.max_attempts):
                 reason = f"timed out on its last attempt ({m.attempt} of {m.max_attempts})"
                 await self._poison(consumer, m, mlog, reason, "TimeoutError", "", duration)
             else:
-                consumer.expect(m.bucket, m.shard, m.copy_due_ms or 0)
+                consumer.expect(m.bucket, m.shard, m.invisible_until)
         except Retry as r:
             await self._retry_or_poison(consumer, spec, m, mlog, r.after, r, started)
         except Poison as p:
             await self._poison(consumer, m, mlog, str(p) or "handler raised Poison", "Poison", traceback.format_exc(), time.monotonic() - started,
                                handled=p)
         except asyncio.CancelledError:
-            mlog.warning("message_cancelled", reason="shutdown", comes_back_at_ms=m.copy_due_ms)
+            mlog.warning("message_cancelled", reason="shutdown", comes_back_at_ms=m.invisible_until)
             raise
         except Exception as exc:
             await self._retry_or_poison(consumer, spec, m, mlog, None, exc, started)
@@ -525,7 +525,7 @@ class Dispatcher:
             try:
                 await self.visibility.extend(m, wanted_ms / 1000)
             except CasqueError as exc:
-                mlog.error("extend_failed", error=str(exc), comes_back_at_ms=m.copy_due_ms)
+                mlog.error("extend_failed", error=str(exc), comes_back_at_ms=m.invisible_until)
                 return None
             runway = self.visibility.runway_ms(m)
         return min(wanted_ms, runway) / 1000
@@ -564,14 +564,14 @@ class Dispatcher:
             return
         delay = spec.backoff.delay(m.attempt) if after is None else after
         if not self.visibility.held(m):  # another consumer may have taken it: a rewrite would be a second copy
-            mlog.warning("retry_too_late", error=error, comes_back_at_ms=m.copy_due_ms)
+            mlog.warning("retry_too_late", error=error, comes_back_at_ms=m.invisible_until)
             return
         try:
             await self.cq.acker.retry(m, delay, error)
         except CasqueError as store_exc:
-            mlog.error("retry_write_failed", error=str(store_exc), comes_back_at_ms=m.copy_due_ms)
+            mlog.error("retry_write_failed", error=str(store_exc), comes_back_at_ms=m.invisible_until)
             return
-        consumer.expect(m.bucket, m.shard, m.due_ms)
+        consumer.expect(m.bucket, m.shard, m.due_ms if m.visible_at is None else m.visible_at)
         self._count(m, "retried")
         await self.hooks.outcome("retried", m, duration, handled=True, error=exc, retry_in=delay)
         mlog.info("message_retried", error=error, retry_in=round(delay, 3), duration=round(duration, 4))
@@ -582,7 +582,7 @@ class Dispatcher:
         try:
             await self.cq.acker.poison(m, reason, error_type, error or reason, tb)
         except CasqueError as exc:
-            mlog.error("poison_write_failed", error=str(exc), comes_back_at_ms=m.copy_due_ms)
+            mlog.error("poison_write_failed", error=str(exc), comes_back_at_ms=m.invisible_until)
             return
         self._count(m, "poisoned")
         await self.hooks.outcome("poisoned", m, duration, handled=handled is not None, error=handled, reason=reason)

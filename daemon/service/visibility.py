@@ -40,12 +40,12 @@ class Visibility:
 
     def runway_ms(self, m: Message) -> int:
         """How long a handler of ``m`` may still run (<= 0: too late to start it)."""
-        return (m.copy_due_ms or 0) - self.clock.now_ms() - self.hold_ms
+        return m.invisible_until - self.clock.now_ms() - self.hold_ms
 
     def held(self, m: Message) -> bool:
         """True while no consumer's clock (within the tolerance) can see ``m``'s column as due, so
         it may still be rewritten (retry, extend) without leaving a second live copy."""
-        return self.clock.now_ms() < (m.copy_due_ms or 0) - self.guard_ms
+        return self.clock.now_ms() < m.invisible_until - self.guard_ms
 
     async def extend(self, m: Message, run_s: float) -> None:
         """Let a handler run ``run_s`` more seconds from now: the column moves to now + run + hold."""
@@ -71,10 +71,10 @@ class Visibility:
             except TimeoutError:
                 pass
             if self.runway_ms(m) <= 0:
-                log.error("hold_lost", reason="too late to keep it invisible", comes_back_at_ms=m.copy_due_ms)
+                log.error("hold_lost", reason="too late to keep it invisible", comes_back_at_ms=m.invisible_until)
                 return
             try:
                 await self.extend(m, m.timeout_ms / 1000)
             except CasqueError as exc:
-                log.error("extend_failed", error=str(exc), comes_back_at_ms=m.copy_due_ms)
+                log.error("extend_failed", error=str(exc), comes_back_at_ms=m.invisible_until)
                 return

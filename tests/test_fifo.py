@@ -1,0 +1,281 @@
+"""FIFO queues in the engine (engine/fifo.py, engine/fifo_send.py), against the real node.
+
+Visibility expiry is moved with the ManualClock, never slept on. The SQS face of FIFO queues is
+tested in tests/test_sqs_fifo.py with real AWS clients.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import copy
+
+import pytest
+
+from daemon.base.clock import Clock, ManualClock
+from daemon.base.config import Settings
+from daemon.base.errors import UsageError
+from daemon.engine.attributes import DEAD_LETTER
+from daemon.engine.client import Casque
+from daemon.engine.placement import group_id, tail_id
+
+Pair = tuple[Casque, ManualClock]
+
+
+async def _fifo(cq: Casque, name: str, **options: object) -> str:
+    queue = f"{name}.fifo"
+    await cq.create_queue(queue, fifo=True, **options)
+    return queue
+
+
+async def _drain_one(cq: Casque, queue: str, visibility: float = 60) -> list[tuple[str, int]]:
+    got = await cq.receive(queue, max=10, wait=0, visibility=visibility)
+    return [(d.message.group or "", d.message.payload["n"]) for d in got]
+
+
+async def test_groups_come_in_order_and_a_group_waits_while_one_is_in_flight(manual: Pair, queue_name: str) -> None:
+    cq, clock = manual
+    q = await _fifo(cq, queue_name)
+    for n in range(6):
+        for g in ("a", "b", "c"):
+            await cq.send(q, "t", {"n": n}, group=g, dedup_id=f"{g}{n}")
+    first = await cq.receive(q, max=10, wait=0, visibility=30)
+    by_group: dict[str, list[int]] = {}
+    for d in first:
+        by_group.setdefault(d.message.group or "", []).append(d.message.payload["n"])
+    assert all(ns == list(range(len(ns))) for ns in by_group.values()), by_group
+    assert await cq.receive(q, max=10, wait=0, visibility=30) == [], "a group in flight delivered its next message"
+    # delete group a's messages: a moves on, b and c stay blocked
+    await cq.delete_many([d.receipt for d in first if d.message.group == "a"])
+    nxt = await cq.receive(q, max=10, wait=0, visibility=30)
+    assert {d.message.group for d in nxt} == {"a"}
+    assert [d.message.payload["n"] for d in nxt] == list(range(len(by_group["a"]), len(by_group["a"]) + len(nxt)))
+    # b's visibility ends: b's first message comes back first, received a second time
+    clock.advance(31_000)
+    again = await cq.receive(q, max=10, wait=0, visibility=30)
+    b = [d for d in again if d.message.group == "b"]
+    assert b and b[0].message.payload["n"] == 0 and b[0].message.attempt == 2
+
+
+async def test_every_group_keeps_its_order_through_timeouts_and_deletes(manual: Pair, queue_name: str) -> None:
+    cq, clock = manual
+    q = await _fifo(cq, queue_name, content_dedup=True, max_attempts=0)  # no limit: a message left many times never leaves
+    groups = [f"g{i}" for i in range(20)]
+    for n in range(10):
+        for g in groups:
+            await cq.send(q, "t", {"n": n, "g": g}, group=g)
+    done: dict[str, list[int]] = {g: [] for g in groups}
+    rounds = 0
+    while sum(map(len, done.values())) < 200:
+        rounds += 1
+        assert rounds < 200, done
+        got = await cq.receive(q, max=10, wait=0, visibility=30)
+        if not got:
+            clock.advance(31_000)  # the ones left undeleted come back
+            continue
+        left: set[str] = set()
+        for i, d in enumerate(got):
+            g, n = d.message.payload["g"], d.message.payload["n"]
+            if i % 3 == 2 or g in left:  # not deleted (nor the group's later ones in this batch, as a
+                left.add(g)              # FIFO client does): it must come back before them
+                continue
+            assert n == len(done[g]), f"group {g}: got {n} after {done[g]}"
+            assert await cq.delete(d.receipt)
+            done[g].append(n)
+    assert all(v == list(range(10)) for v in done.values())
+
+
+async def test_a_dedup_id_sent_twice_within_5_minutes_is_one_message(cq: Casque, queue_name: str) -> None:
+    q = await _fifo(cq, queue_name)
+    first = await cq.send(q, "t", {"n": 1}, group="g", dedup_id="d-1")
+    again = await cq.send(q, "t", {"n": 2}, group="g", dedup_id="d-1")
+    other = await cq.send(q, "t", {"n": 3}, group="h", dedup_id="d-1")  # scope queue: any group
+    assert (again, again.sequence, again.duplicate) == (first, first.sequence, True)
+    assert other == first and other.duplicate
+    got = await cq.receive(q, max=10, wait=0)
+    assert [d.message.payload for d in got] == [{"n": 1}]
+
+
+async def test_content_dedup_and_group_scope(cq: Casque, queue_name: str) -> None:
+    q = await _fifo(cq, queue_name, content_dedup=True, dedup_scope="messageGroup", fifo_throughput="perMessageGroupId")
+    qs = await cq.queues.get(q)
+    assert (qs.shards, qs.buckets) == (16, 1)
+    a = await cq.send(q, "t", {"same": True}, group="a")
+    a2 = await cq.send(q, "t", {"same": True}, group="a")
+    b = await cq.send(q, "t", {"same": True}, group="b")  # same body, other group: not a duplicate in group scope
+    assert a2 == a and a2.duplicate and not b.duplicate and b != a
+    assert len(await cq.receive(q, max=10, wait=0)) == 2
+
+
+async def test_sequence_numbers_increase_within_a_group(cq: Casque, queue_name: str) -> None:
+    q = await _fifo(cq, queue_name)
+    sent = [await cq.send(q, "t", {"n": n}, group="g", dedup_id=str(n)) for n in range(30)]
+    seqs = [s.sequence for s in sent]
+    assert all(s is not None and len(s) == 20 and s.isdigit() for s in seqs)
+    assert seqs == sorted(seqs) and len(set(seqs)) == 30
+    got = []
+    while len(got) < 30:
+        batch = await cq.receive(q, max=10, wait=0)
+        got += batch
+        await cq.delete_many([d.receipt for d in batch])
+    assert [d.message.sequence for d in got] == seqs
+
+
+async def test_order_holds_across_senders_whose_clocks_disagree(settings: Settings, queue_name: str) -> None:
+    """Two servers 2 s apart (within the tolerance): a producer alternating between them, each send
+    after the last returned, is received in the order it sent (the group's tail, fifo_send.py)."""
+    ahead = await Casque.connect(settings, clock=Clock(2_000))
+    behind = await Casque.connect(settings, clock=Clock(-2_000))
+    try:
+        q = await _fifo(ahead, queue_name)
+        for n in range(20):
+            await (ahead if n % 2 == 0 else behind).send(q, "t", {"n": n}, group="g", dedup_id=str(n))
+        got: list[int] = []
+        while len(got) < 20:
+            batch = await behind.receive(q, max=10, wait=5)
+            got += [d.message.payload["n"] for d in batch]
+            await behind.delete_many([d.receipt for d in batch])
+        assert got == list(range(20))
+    finally:
+        await ahead.close()
+        await behind.close()
+
+
+async def test_a_send_that_died_after_its_claim_is_written_by_its_retry(cq: Casque, queue_name: str) -> None:
+    """A crash between the dedup claim and the write: the retry (same dedup id) writes it, once."""
+    q = await _fifo(cq, queue_name)
+    sender = cq.producer.fifo
+    assert sender is not None
+    mid = group_id(cq.clock.now_ms(), "g")
+    await cq.db.run(sender._claim, [q, "", "lost", mid, cq.clock.now_ms(), cq.db.next_timestamp()])  # the claim, then "kill -9"
+    retried = await cq.send(q, "t", {"n": 1}, group="g", dedup_id="lost")
+    assert retried == str(mid) and retried.duplicate
+    got = await cq.receive(q, max=10, wait=0)
+    assert [str(d.message.id) for d in got] == [str(mid)]
+    assert await cq.delete(got[0].receipt)
+    again = await cq.send(q, "t", {"n": 1}, group="g", dedup_id="lost")
+    assert again.duplicate and await cq.receive(q, max=10, wait=0) == [], "a deleted message came back"
+
+
+async def test_a_retried_receive_with_its_attempt_id_gets_the_same_deliveries(cq: Casque, queue_name: str) -> None:
+    q = await _fifo(cq, queue_name, content_dedup=True)
+    for n in range(3):
+        await cq.send(q, "t", {"n": n}, group=f"g{n}")
+    first = await cq.receive(q, max=10, wait=0, attempt_id="try-1")
+    again = await cq.receive(q, max=10, wait=0, attempt_id="try-1")
+    assert len(first) == 3 and [d.receipt for d in again] == [d.receipt for d in first]
+    assert await cq.receive(q, max=10, wait=0, attempt_id="try-2") == []
+    await cq.delete(first[0].receipt)
+    assert [d.receipt for d in await cq.receive(q, max=10, wait=0, attempt_id="try-1")] == [d.receipt for d in first[1:]]
+
+
+async def test_a_message_out_of_receives_leaves_and_its_group_moves_on(manual: Pair, queue_name: str) -> None:
+    cq, clock = manual
+    q = await _fifo(cq, queue_name, max_attempts=2)
+    for n in range(2):
+        await cq.send(q, "t", {"n": n}, group="g", dedup_id=str(n))
+    for attempt in (1, 2):
+        got = await cq.receive(q, max=1, wait=0, visibility=10)
+        assert [(d.message.payload["n"], d.message.attempt) for d in got] == [(0, attempt)]
+        clock.advance(11_000)
+    got = await cq.receive(q, max=10, wait=0, visibility=10)
+    assert [d.message.payload["n"] for d in got] == [1]
+    poisoned = await cq.poison.list(q)
+    assert [json.loads(p.payload or b"null")["n"] for p in poisoned] == [0]
+
+
+async def test_a_stale_receipt_deletes_nothing_on_a_fifo_queue(manual: Pair, queue_name: str) -> None:
+    cq, clock = manual
+    q = await _fifo(cq, queue_name, content_dedup=True)
+    await cq.send(q, "t", {"n": 0}, group="g")
+    old = (await cq.receive(q, max=1, wait=0, visibility=5))[0]
+    clock.advance(6_000)
+    new = (await cq.receive(q, max=1, wait=0, visibility=30))[0]
+    assert new.message.attempt == 2
+    assert await cq.delete(old.receipt) is False
+    assert await cq.change_visibility(new.receipt, 0) > 0
+    assert (await cq.receive(q, max=1, wait=0))[0].message.attempt == 3
+
+
+async def test_what_a_fifo_queue_refuses(cq: Casque, queue_name: str) -> None:
+    q = await _fifo(cq, queue_name)
+    refusals = [
+        dict(dedup_id="x"),  # no group
+        dict(group="g"),  # no dedup id, no content dedup
+        dict(group="g", dedup_id="x", delay=5),
+        dict(group="g", dedup_id="x", key="k"),
+        dict(group="g", dedup_id="x", priority=3),
+        dict(group="g" * 129, dedup_id="x"),
+        dict(group="g", dedup_id="ü"),
+    ]
+    for kwargs in refusals:
+        with pytest.raises(UsageError):
+            await cq.send(q, "t", {}, **kwargs)  # type: ignore[arg-type]
+    with pytest.raises(UsageError):
+        await cq.create_queue(f"{queue_name}-plain.fifo")  # a .fifo name needs fifo=True
+    with pytest.raises(UsageError):
+        await cq.create_queue(f"{queue_name}-x", fifo=True)  # fifo=True needs the suffix
+    with pytest.raises(UsageError):
+        await cq.queues.update(q, fifo=False)
+    standard = f"{queue_name}-std"
+    await cq.create_queue(standard)
+    with pytest.raises(UsageError):
+        await cq.send(standard, "t", {}, dedup_id="x")
+    assert await cq.receive(q, max=10, wait=0) == []
+
+
+async def test_a_standard_queue_keeps_the_group_of_a_fair_queue_tenant(cq: Casque, queue_name: str) -> None:
+    await cq.create_queue(queue_name)
+    await cq.send(queue_name, "t", {}, group="tenant-7")
+    got = await cq.receive(queue_name, max=1, wait=0)
+    assert got[0].message.group == "tenant-7" and got[0].message.sequence is None
+
+
+async def test_many_groups_from_concurrent_senders_and_receivers_ledger(settings: Settings, queue_name: str) -> None:
+    """Two clients (two servers' engines) send 1,000 groups x 3 concurrently and receive
+    concurrently: from the ledger, each group in its send order, 0 duplicated, 0 lost."""
+    one, two = await Casque.connect(settings), await Casque.connect(copy.deepcopy(settings))
+    try:
+        q = await _fifo(one, queue_name, dedup_scope="messageGroup", fifo_throughput="perMessageGroupId")
+        groups = [f"u{i}" for i in range(1000)]
+
+        async def produce(client: Casque, mine: list[str]) -> None:
+            for n in range(3):
+                await asyncio.gather(*(client.send(q, "t", {"g": g, "n": n}, group=g, dedup_id=str(n)) for g in mine))
+
+        await asyncio.gather(produce(one, groups[::2]), produce(two, groups[1::2]))
+        seen: dict[str, list[int]] = {g: [] for g in groups}
+
+        async def consume(client: Casque) -> None:
+            while sum(map(len, seen.values())) < 3000:
+                got = await client.receive(q, max=10, wait=1, visibility=60)
+                for d in got:
+                    seen[d.message.payload["g"]].append(d.message.payload["n"])
+                await client.delete_many([d.receipt for d in got])
+
+        await asyncio.wait_for(asyncio.gather(*(consume(c) for c in (one, two, one, two))), 120)
+        bad = {g: ns for g, ns in seen.items() if ns != [0, 1, 2]}
+        assert not bad, f"{len(bad)} groups out of order, duplicated or lost: {list(bad.items())[:5]}"
+    finally:
+        await one.close()
+        await two.close()
+
+
+def test_a_group_has_one_row_and_one_tail() -> None:
+    assert len({group_id(t, "g").int & 0xFFFF_FFFF for t in range(0, 10_000, 7)}) == 1
+    assert tail_id("g") == tail_id("g") != tail_id("h")
+
+
+async def test_a_fifo_dead_letter_queue_gets_the_message_in_its_group_once(manual: Pair, queue_name: str) -> None:
+    cq, clock = manual
+    q = await _fifo(cq, queue_name, max_attempts=1, content_dedup=True)
+    dlq = await _fifo(cq, f"{queue_name}-dlq")
+    await cq.attributes.set(q, {DEAD_LETTER: dlq}, set(), clock.now_ms())
+    await cq.send(q, "t", {"n": 0}, group="g")
+    await cq.send(q, "t", {"n": 1}, group="g")
+    assert [d.message.payload["n"] for d in await cq.receive(q, max=1, wait=0, visibility=5)] == [0]
+    clock.advance(6_000)
+    assert [d.message.payload["n"] for d in await cq.receive(q, max=10, wait=0)] == [1]  # 0 left for the DLQ; g moved on
+    dead = await cq.receive(dlq, max=10, wait=0)
+    assert [(d.message.payload["n"], d.message.group) for d in dead] == [(0, "g")]
+    assert dead[0].message.headers["casque.dead_letter_from"] == q
