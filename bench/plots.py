@@ -169,6 +169,6 @@ def fifo_throughput(R: dict[str, Any], path: Path) -> Path:
         ax.set_ylabel("messages/s")
         ax.set_title(title, fontsize=10)
         ax.grid(alpha=0.3, axis="y")
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper left")
     fig.suptitle(f"FIFO queues over the SQS API ({R['size']['name']} size, median of {R['size']['rounds']} round(s))", fontsize=10)
     return _save(fig, path)
