@@ -391,7 +391,7 @@ def repro() -> str:
         "python -m bench --only sched --daemon-option max_poll_interval=0.1   # a what-if: its own results file, never docs/",
         "python -m bench --only peers --no-docs   # full size, one part, report in bench/out/report-full.md: docs/ keeps the full run",
         "python -m bench many-queues --quick --write-docs   # issue 17's scenario (section \"Many queues\" below); full size: without --quick",
-        "python -m bench --only sqs-fifo     # issue 25: FIFO queues, casque serve beside ElasticMQ (its own section below); --systems elasticmq for one",
+        "python -m bench --only sqs-fifo     # issue 25: FIFO queues, casque serve beside ElasticMQ (own section below); --systems elasticmq",
         "```", "",
         "The parts, in the order they run:", "",
         "- `e2e` (1): the sweep of consumers × batch size, N no-op messages sent as fast as possible, then the best setting at half its "
@@ -654,7 +654,8 @@ def sqs_fifo_calls(R: dict[str, Any]) -> str:
                       _table(["scenario: call", R["labels"]["casque"], R["labels"]["elasticmq"]], rows), "",
                       "Timed around each aiobotocore call in the bench process (its own waits for the CPU included). ReceiveMessage "
                       "counts only answers with messages, but those include the long poll's wait for a group to be free (a receive "
-                      "parked while another receiver holds the group returns when it is deleted): on a FIFO queue it is not a cost.", "", "</details>"])
+                      "parked while another receiver holds the group returns when it is deleted): on a FIFO queue it is not a cost.", "",
+                      "</details>"])
 
 
 def section_sqs_fifo(R: dict[str, Any], img: str) -> str:
@@ -662,7 +663,8 @@ def section_sqs_fifo(R: dict[str, Any], img: str) -> str:
     errors = [f"{R['labels'][s]}, {sc['label']}: {err}" for sc in R["scenarios"] for s, x in R["summary"].get(sc["key"], {}).items()
               for err in x["errors"]]
     quick = " --quick" if z["name"].startswith("quick") else ""
-    command = R.get("command") or f"python -m bench --only sqs-fifo{quick}" + ("" if len(R["systems"]) == 2 else " --systems " + ",".join(R["systems"]))
+    subset = "" if len(R["systems"]) == 2 else " --systems " + ",".join(R["systems"])
+    command = R.get("command") or f"python -m bench --only sqs-fifo{quick}{subset}"
     out = [
         "## FIFO queues beside ElasticMQ (issue 25)", "",
         f"Run: **{z['name']} size**, {mach.get('date', '?')}, `{command}`. Machine: {mach.get('cpu', '?')}, load average "
@@ -670,7 +672,8 @@ def section_sqs_fifo(R: dict[str, Any], img: str) -> str:
         f"Per scenario, system and round: {_n(z['messages'])} messages on a fresh FIFO queue, sent with SendMessageBatch (10 per call, each "
         f"message with a MessageGroupId and its own MessageDeduplicationId) by {z['senders']} concurrent aiobotocore tasks, then received "
         f"(ReceiveMessage 10, long poll {R.get('wait_s', 1)} s, visibility {R.get('visibility_s', 120)} s"
-        f"{', a ReceiveRequestAttemptId on each' if z.get('attempt_ids') else ''}) and deleted (DeleteMessageBatch) by {z['receivers']} tasks until all came "
+        f"{', a ReceiveRequestAttemptId on each' if z.get('attempt_ids') else ''}) and deleted (DeleteMessageBatch) by {z['receivers']} "
+        "tasks until all came "
         f"back (or nothing came for {z['idle_s']:.0f} s). First {_n(z.get('warmup', 0))} messages through each server, not counted (JIT, "
         f"prepared statements); then {z['rounds']} round(s); every scenario runs on one server then the other, the "
         "first of the pair switching each time; the table gives the median msgs/s and the ledger summed over the rounds. Both servers "
