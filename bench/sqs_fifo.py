@@ -150,11 +150,15 @@ async def call(tally: Tally, fn: Callable[..., Awaitable[dict[str, Any]]], **par
 
 
 def group_of(sender: int, j: int, groups: int, senders: int) -> str:
-    """The group of ``sender``'s j-th message: consecutive messages go to consecutive groups, and the
-    senders start spread apart, so every group gets messages from more than one sender when there
-    are fewer groups than messages."""
-    spread = -(-groups // senders)
-    return f"g{(sender * spread + j) % groups}"
+    """The group of ``sender``'s j-th message. With at least as many groups as senders, each sender owns
+    the groups ``g % senders == sender`` and cycles through them: every message of a group then comes
+    from one sender, in an order the client knows, so the ledger's stream check covers every message
+    (not only the server's SequenceNumbers). With fewer groups (1 of them: all eight senders in one
+    group), senders share groups and the SequenceNumber check is what orders their messages."""
+    if groups < senders:
+        return f"g{sender % groups}"
+    owned = range(sender, groups, senders)
+    return f"g{owned[j % len(owned)]}"
 
 
 async def send_all(c: Any, q: str, sc: Scenario, size: Size, tally: Tally, tag: str) -> float:

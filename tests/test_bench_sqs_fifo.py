@@ -90,14 +90,30 @@ def test_merge_sums_every_round() -> None:
     assert (total.sent, total.lost, total.duplicates, total.retries) == (20, 1, 2, 1)
 
 
-def test_every_group_gets_messages_and_several_senders_share_groups() -> None:
-    size, groups = sqs_fifo.FULL, 1000
-    per_sender = size.messages // size.senders
-    by_group = {sqs_fifo.group_of(w, j, groups, size.senders) for w in range(size.senders) for j in range(per_sender)}
-    assert len(by_group) == groups
-    senders_of_g0 = {w for w in range(size.senders) for j in range(per_sender) if sqs_fifo.group_of(w, j, groups, size.senders) == "g0"}
-    assert len(senders_of_g0) > 1
-    assert {sqs_fifo.group_of(w, j, 1, size.senders) for w in range(8) for j in range(30)} == {"g0"}
+def _senders_by_group(groups: int) -> dict[str, set[int]]:
+    size = sqs_fifo.FULL
+    out: dict[str, set[int]] = {}
+    for w in range(size.senders):
+        for j in range(size.messages // size.senders):
+            out.setdefault(sqs_fifo.group_of(w, j, groups, size.senders), set()).add(w)
+    return out
+
+
+def test_with_many_groups_every_group_gets_messages_from_one_sender() -> None:
+    """Then the client knows each group's whole order: the stream check covers every message."""
+    for groups in (10, 1000):
+        by_group = _senders_by_group(groups)
+        assert len(by_group) == groups
+        assert all(len(senders) == 1 for senders in by_group.values())
+
+
+def test_with_one_group_every_sender_shares_it() -> None:
+    assert _senders_by_group(1) == {"g0": set(range(sqs_fifo.FULL.senders))}
+
+
+def test_a_sender_cycles_its_groups_so_streams_have_several_messages() -> None:
+    mine = [sqs_fifo.group_of(3, j, 1000, 8) for j in range(250)]
+    assert len(set(mine)) == 125 and mine[0] == mine[125] == "g3"
 
 
 def test_high_throughput_scenario_asks_for_sqs_high_throughput_attributes() -> None:
