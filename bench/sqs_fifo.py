@@ -6,7 +6,8 @@ high-throughput mode (DeduplicationScope=messageGroup, FifoThroughputLimit=perMe
 (aiobotocore), so only the server differs. Both servers are up for the whole run (the launchers
 of bench/sqs.py) and every scenario runs on one, then the other, the first of the pair switching
 each time (casque, ElasticMQ, ElasticMQ, casque, ...): machine noise on this shared 2-core box hits
-both alike. Per scenario and system, on a fresh queue:
+both alike. First ``warmup`` messages go through every server uncounted (ElasticMQ's JIT, casque's
+prepared statements). Per scenario and system, on a fresh queue:
 
 * send: ``senders`` tasks, each SendMessageBatch of 10 with a MessageGroupId and a unique
   MessageDeduplicationId per message; a call that gets no answer (transport error) is sent
@@ -18,7 +19,9 @@ both alike. Per scenario and system, on a fresh queue:
   answer stay in flight for the visibility timeout, and show as lost;
 * the ledger (bench/fifo_ledger.py) counts from what was received: lost, duplicated and out of
   order (per sender and group, and per group by SequenceNumber). The table shows it beside the
-  figures: a run that loses or reorders says so.
+  figures: a run that loses or reorders says so;
+* beside them, to trace a ratio: each process's CPU time per message (/proc), each call's round
+  trip, the longest time without a delivery, and with ``--profile`` py-spy on casque serve.
 
 Results: bench/out/sqs-fifo-<size>.json, the plot bench-sqs-fifo.png, and the section "FIFO queues
 beside ElasticMQ" of docs/benchmarks.md (full size, or ``--write-docs``; else
