@@ -1,6 +1,8 @@
 """``python -m bench [--quick] [--only PARTS] [--report-only] [--no-docs]``; ``python -m bench setup``;
 ``python -m bench many-queues [--quick] [--write-docs] [--report-only]`` (bench/many_queues.py, a scenario of its own).
 ``python -m bench baseline [--quick]`` (the saved results become issue 15's "before" column, bench/baseline.py).
+``python -m bench --only sqs-fifo [--quick] [--systems casque,elasticmq]``: FIFO queues beside ElasticMQ (bench/sqs_fifo.py,
+its own results file and docs section; it runs last in a full run).
 
 Runs the parts in order (each prints its progress), saves every result to
 bench/out/results-<mode>.json as soon as it is measured (so a failure later loses nothing, and
@@ -22,7 +24,8 @@ from typing import Any
 from .env import KEYSPACE, ROOT, machine, out_dir, progress
 from .plan import FULL, QUICK, Plan
 
-PARTS = ("e2e", "takes", "idle", "sched", "tomb", "peers", "stress", "profile")
+ENGINE_PARTS = ("e2e", "takes", "idle", "sched", "tomb", "peers", "stress", "profile")  # measured in measure(), rendered by render()
+PARTS = ENGINE_PARTS + ("sqs-fifo",)  # sqs-fifo: two SQS servers of its own, its own results file and docs section
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -36,6 +39,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--size", choices=["quick", "full", "test", "light"],
                    help="many-queues only: a size of bench/many_queues.py (default: full, or quick with --quick); test and light never go to docs/")
     p.add_argument("--write-docs", action="store_true", help="write docs/benchmarks.md even in quick mode")
+    p.add_argument("--systems", default="casque,elasticmq",
+                   help="sqs-fifo only: the servers to measure (casque, elasticmq, or both; a subset goes to docs/ only with --write-docs)")
     p.add_argument("--no-docs", action="store_true",
                    help="write bench/out/report-<mode>.md even in full mode (a partial run must not replace docs/ figures of another run)")
     p.add_argument("--daemon-option", action="append", default=[], metavar="KEY=VALUE",
@@ -254,6 +259,28 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"bench: unknown part(s) {', '.join(sorted(unknown))}: use {', '.join(PARTS)}", file=sys.stderr)
         return 2
+    fifo = "sqs-fifo" in parts and args.command == "run"
+    parts = [p for p in parts if p != "sqs-fifo"]
+    if fifo and not parts:  # alone: neither the engine parts' set-up nor their report (it would re-render docs/ from other results)
+        return sqs_fifo_part(args, plan)
+    rc = engine_parts(args, plan, parts, overrides)
+    return sqs_fifo_part(args, plan) or rc if fifo else rc
+
+
+def sqs_fifo_part(args: argparse.Namespace, plan: Plan) -> int:
+    """bench/sqs_fifo.py at the plan's size: its own results file, plot and section of docs/benchmarks.md."""
+    from . import setup, sqs_fifo
+
+    systems = sqs_fifo.parse_systems(args.systems)
+    if "casque" in systems and not args.report_only:
+        setup.cassandra_node()
+    size = sqs_fifo.QUICK if plan is QUICK else sqs_fifo.FULL
+    to_docs = (args.write_docs or (plan is FULL and len(systems) == len(sqs_fifo.SYSTEMS))) and not args.no_docs
+    return sqs_fifo.part(size, systems, to_docs, report_only=args.report_only)
+
+
+def engine_parts(args: argparse.Namespace, plan: Plan, parts: list[str], overrides: dict[str, Any]) -> int:
+    """The parts measured against the engine (ENGINE_PARTS), their results file and the report between the bench markers."""
     from . import setup
 
     if args.command == "setup":
@@ -273,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
         started = time.time()
         setup.all_steps(peers="peers" in parts, stress="stress" in parts)
         meta = R.setdefault("meta", {})
-        partial = set(parts) != set(PARTS) and "machine" in meta
+        partial = set(parts) != set(ENGINE_PARTS) and "machine" in meta
         if partial:  # a re-run of some parts: the header keeps the full run's date and lists the re-run
             meta.setdefault("reruns", []).append({"parts": parts, "date": machine()["date"], "load_at_start": machine()["load_at_start"]})
         else:

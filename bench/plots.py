@@ -144,3 +144,31 @@ def rss_vs_queues(samples: list[dict[str, Any]], path: Path, mode: str, baseline
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
     return _save(fig, path)
+
+
+def fifo_throughput(R: dict[str, Any], path: Path) -> Path:
+    """bench/sqs_fifo.py: msgs/s per scenario, send and receive+delete side by side, one bar per server
+    (a failed run is an 'x' at zero, so a missing bar is never mistaken for a slow one)."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    scenarios = R["scenarios"]
+    systems = [s for s in ("casque", "elasticmq") if s in R["systems"]]
+    colors = {"casque": COLORS["casque"], "elasticmq": "#ff7f0e"}
+    width = 0.8 / max(1, len(systems))
+    for ax, (key, title) in zip(axes, (("send_per_s", "send (SendMessageBatch of 10)"),
+                                       ("receive_delete_per_s", "receive + DeleteMessageBatch"))):
+        for i, system in enumerate(systems):
+            xs = [j + (i - (len(systems) - 1) / 2) * width for j in range(len(scenarios))]
+            vals = [(R["summary"].get(sc["key"], {}).get(system) or {}).get(key) for sc in scenarios]
+            ax.bar([x for x, v in zip(xs, vals) if v is not None], [v for v in vals if v is not None], width,
+                   color=colors[system], label=R["labels"][system])
+            failed = [x for x, v in zip(xs, vals) if v is None]
+            if failed:
+                ax.scatter(failed, [0] * len(failed), marker="x", s=80, color=colors[system], zorder=5, label=f"{R['labels'][system]}: failed")
+        ax.set_xticks(range(len(scenarios)))
+        ax.set_xticklabels([sc["label"].replace(", ", ",\n") for sc in scenarios], fontsize=8)
+        ax.set_ylabel("messages/s")
+        ax.set_title(title, fontsize=10)
+        ax.grid(alpha=0.3, axis="y")
+        ax.legend(fontsize=7, loc="upper left")
+    fig.suptitle(f"FIFO queues over the SQS API ({R['size']['name']} size, median of {R['size']['rounds']} round(s))", fontsize=10)
+    return _save(fig, path)

@@ -12,11 +12,14 @@ from __future__ import annotations
 import asyncio
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from daemon.engine.client import Casque
 
@@ -128,3 +131,26 @@ async def run(cq: Casque, plan: Plan, best: dict[str, Any]) -> dict[str, Any]:
     for name, share in result["components"][:6]:
         progress(f"  {share:5.1f}%  {name}")
     return result
+
+
+@contextmanager
+def recording(pid: int, raw: Path, log: Path, attach_timeout_s: float = 30) -> Iterator[None]:
+    """py-spy sampling process ``pid`` (GIL holders, 100 Hz, raw stacks to ``raw``) for the body of the
+    ``with``; it is stopped with SIGINT (py-spy writes its output then). For a server process whose load
+    is driven from outside, e.g. ``casque serve`` in bench/sqs_fifo.py; read the result with :func:`analyse`."""
+    raw.unlink(missing_ok=True)
+    with open(log, "wb") as out:
+        spy = subprocess.Popen([py_spy(), "record", "--pid", str(pid), "--rate", "100", "--gil", "--format", "raw", "--output", str(raw),
+                                "--nonblocking"], stdout=out, stderr=subprocess.STDOUT)
+    end = time.monotonic() + attach_timeout_s
+    while b"Sampling process" not in log.read_bytes() and spy.poll() is None and time.monotonic() < end:
+        time.sleep(0.05)  # polling py-spy's own "attached" line, not hoping
+    try:
+        yield
+    finally:
+        spy.send_signal(signal.SIGINT)
+        try:
+            spy.wait(60)
+        except subprocess.TimeoutExpired:
+            spy.kill()
+            spy.wait(10)

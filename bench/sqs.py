@@ -64,7 +64,8 @@ def wait_port(port: int, proc: subprocess.Popen[Any], what: str, timeout: float 
 
 
 @contextmanager
-def elasticmq() -> Iterator[str]:
+def elasticmq(pids: list[int] | None = None) -> Iterator[str]:
+    """An ElasticMQ server on a free port; its URL (and its pid appended to ``pids``, to read its CPU time)."""
     lib = EMQ_HOME / EMQ_VERSION / "lib"
     if not list(lib.glob("elasticmq-server_*.jar")):
         progress(f"fetching ElasticMQ {EMQ_VERSION} and its dependencies from Maven Central")
@@ -83,6 +84,8 @@ def elasticmq() -> Iterator[str]:
     try:
         wait_port(port, proc, "ElasticMQ")
         progress(f"ElasticMQ {EMQ_VERSION} on 127.0.0.1:{port} (pid {proc.pid})")
+        if pids is not None:
+            pids.append(proc.pid)
         yield f"http://127.0.0.1:{port}"
     finally:
         proc.terminate()
@@ -91,7 +94,8 @@ def elasticmq() -> Iterator[str]:
 
 
 @contextmanager
-def casque_serve() -> Iterator[str]:
+def casque_serve(pids: list[int] | None = None) -> Iterator[str]:
+    """A ``casque serve`` on the bench keyspace; its URL (and its pid appended to ``pids``, to read its CPU time or profile it)."""
     env = dict(os.environ, CASQUE_CASSANDRA__KEYSPACE=KEYSPACE, CASQUE_LOG__LEVEL="warning")
     subprocess.run([sys.executable, "-m", "daemon.cli", "schema", "apply"], cwd=ROOT, env=env, check=True, capture_output=True)
     proc = subprocess.Popen([sys.executable, "-m", "daemon.cli", "serve", "--port", "0"], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
@@ -102,6 +106,8 @@ def casque_serve() -> Iterator[str]:
         raise SystemExit(f"bench: casque serve did not start: {line!r}")
     url = line.split()[-1]
     progress(f"casque serve on {url} (pid {proc.pid}, keyspace {KEYSPACE})")
+    if pids is not None:
+        pids.append(proc.pid)
     try:
         yield url
     finally:
