@@ -254,14 +254,6 @@ async def test_sqs_queues_are_ordinary_casque_queues(sqs: Any, cq: Casque, qname
     assert await cq.poison.count(qname) == 1
 
 
-def test_fifo_queues_are_refused_clearly(sqs: Any, qname: str) -> None:
-    with pytest.raises(sqs.exceptions.UnsupportedOperation):
-        sqs.create_queue(QueueName=qname + ".fifo", Attributes={"FifoQueue": "true"})
-    with pytest.raises(sqs.exceptions.UnsupportedOperation):
-        sqs.create_queue(QueueName=qname, Attributes={"FifoQueue": "true"})
-    assert "QueueUrls" not in sqs.list_queues(QueueNamePrefix=qname)
-
-
 def test_limits_and_bad_input_get_sqs_errors_and_change_nothing(server: sqsserver.SqsServer, sqs: Any, qname: str) -> None:
     url = sqs.create_queue(QueueName=qname)["QueueUrl"]
     cases = [

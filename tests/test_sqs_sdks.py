@@ -42,7 +42,8 @@ def run_check(command: list[str], server: sqsserver.SqsServer, prefix: str) -> d
 def test_java_sdk_v2(server: sqsserver.SqsServer) -> None:
     result = run_check(sdkbuild.java_command(), server, "java")
     assert result == COMMON | {"err_missing_queue": "QueueDoesNotExistException", "err_receipt": "ReceiptHandleIsInvalidException",
-                               "err_batch": "TooManyEntriesInBatchRequestException", "err_deleted_queue": "QueueDoesNotExistException"}
+                               "err_batch": "TooManyEntriesInBatchRequestException", "err_deleted_queue": "QueueDoesNotExistException",
+                               "fifo_sequences_increase": True, "fifo_duplicate_same_sequence": True, "fifo_order": "a0,a1,a2|b0,b1,b2"}
 
 
 def test_go_sdk_v2(server: sqsserver.SqsServer) -> None:

@@ -82,6 +82,34 @@ public final class SqsCheck {
                 () -> sqs.sendMessageBatch(b -> b.queueUrl(url).entries(eleven))));
         sqs.deleteQueue(b -> b.queueUrl(url));
         OUT.put("err_deleted_queue", expectError(QueueDoesNotExistException.class, () -> sqs.getQueueAttributes(b -> b.queueUrl(url))));
+        fifo(sqs, name);
+    }
+
+    /** A FIFO queue: two groups sent interleaved, received in order per group; SequenceNumber increases; a duplicate is one message. */
+    private static void fifo(SqsClient sqs, String name) {
+        String url = sqs.createQueue(b -> b.queueName(name + ".fifo").attributes(Map.of(QueueAttributeName.FIFO_QUEUE, "true"))).queueUrl();
+        Map<String, List<String>> sequences = new LinkedHashMap<>(Map.of("a", new ArrayList<>(), "b", new ArrayList<>()));
+        for (int i = 0; i < 3; i++) {
+            for (String g : List.of("a", "b")) {
+                String body = g + i;
+                sequences.get(g).add(sqs.sendMessage(b -> b.queueUrl(url).messageBody(body).messageGroupId(g).messageDeduplicationId(body))
+                        .sequenceNumber());
+            }
+        }
+        OUT.put("fifo_sequences_increase", sequences.values().stream().allMatch(seqs -> IntStream.range(1, seqs.size())
+                .allMatch(i -> new java.math.BigInteger(seqs.get(i)).compareTo(new java.math.BigInteger(seqs.get(i - 1))) > 0)));
+        String again = sqs.sendMessage(b -> b.queueUrl(url).messageBody("a0 again").messageGroupId("a").messageDeduplicationId("a0")).sequenceNumber();
+        OUT.put("fifo_duplicate_same_sequence", again.equals(sequences.get("a").get(0)));
+        Map<String, List<String>> order = new LinkedHashMap<>(Map.of("a", new ArrayList<>(), "b", new ArrayList<>()));
+        for (int i = 0; i < 20 && order.get("a").size() + order.get("b").size() < 6; i++) {
+            for (Message m : sqs.receiveMessage(b -> b.queueUrl(url).maxNumberOfMessages(10).waitTimeSeconds(5)
+                    .messageSystemAttributeNames(MessageSystemAttributeName.MESSAGE_GROUP_ID)).messages()) {
+                order.get(m.attributes().get(MessageSystemAttributeName.MESSAGE_GROUP_ID)).add(m.body());
+                sqs.deleteMessage(b -> b.queueUrl(url).receiptHandle(m.receiptHandle()));
+            }
+        }
+        OUT.put("fifo_order", String.join(",", order.get("a")) + "|" + String.join(",", order.get("b")));
+        sqs.deleteQueue(b -> b.queueUrl(url));
     }
 
     /** The simple name of the exception class if the call threw {@code expected}, else what happened instead. */

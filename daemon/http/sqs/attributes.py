@@ -19,7 +19,9 @@ from typing import Any
 from daemon.base.model import QueueSettings
 from daemon.engine.attributes import QueueExtras
 from daemon.engine.deadletter import DEAD_LETTER
+from daemon.http.sqs import fifo as fifo_rules
 from daemon.http.sqs.errors import SqsError
+from daemon.http.sqs.params import QUEUE_NAME
 from daemon.http.sqs.policy import compile_policy
 
 NO_REDRIVE_ATTEMPTS = 0  # the queue's max_attempts without a RedrivePolicy: no limit
@@ -32,11 +34,11 @@ RANGES = {"DelaySeconds": (0, 900), "MaximumMessageSize": (1024, 1_048_576), "Me
           "ReceiveMessageWaitTimeSeconds": (0, 20), "VisibilityTimeout": (0, 43_200), "KmsDataKeyReusePeriodSeconds": (60, 86_400)}
 DEFAULTS = {"DelaySeconds": "0", "MaximumMessageSize": str(DEFAULT_MAX_SIZE), "ReceiveMessageWaitTimeSeconds": "0"}
 STORED_AS_IS = {"Policy", "RedriveAllowPolicy", "KmsMasterKeyId", "SqsManagedSseEnabled"}
-FIFO_ONLY = {"FifoQueue", "ContentBasedDeduplication", "DeduplicationScope", "FifoThroughputLimit"}
+FIFO_ONLY = set(fifo_rules.ATTRIBUTES)  # queue settings of a FIFO queue (fifo.py), refused on a standard one
 COUNTS = {"ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible", "ApproximateNumberOfMessagesDelayed"}
 READ_ONLY = COUNTS | {"CreatedTimestamp", "LastModifiedTimestamp", "QueueArn"}
 SETTABLE = set(RANGES) | STORED_AS_IS | {"RedrivePolicy"}
-_ARN = re.compile(r"^arn:aws[a-z-]*:sqs:[a-z0-9-]+:[0-9]{12}:([A-Za-z0-9_-]{1,80})$")
+_ARN = re.compile(r"^arn:aws[a-z-]*:sqs:[a-z0-9-]+:[0-9]{12}:([A-Za-z0-9_.-]{1,80})$")
 
 
 def arn(region: str, account: str, queue: str) -> str:
@@ -45,11 +47,12 @@ def arn(region: str, account: str, queue: str) -> str:
 
 def queue_of_arn(value: Any) -> str | None:
     m = _ARN.match(value) if isinstance(value, str) else None
-    return m.group(1) if m else None
+    return m.group(1) if m and QUEUE_NAME.match(m.group(1)) else None
 
 
-def check(attrs: Any, creating: bool) -> dict[str, str]:
-    """Validate attributes to set; returns them as text. FIFO ones are refused (not supported)."""
+def check(attrs: Any, creating: bool, fifo: bool = False) -> dict[str, str]:
+    """Validate attributes to set on a queue (``fifo``: a FIFO one); returns them as text. The FIFO
+    attributes are checked by fifo.py: refused on a standard queue, as SQS does."""
     if attrs is None:
         return {}
     if not isinstance(attrs, dict):
@@ -58,12 +61,9 @@ def check(attrs: Any, creating: bool) -> dict[str, str]:
     for raw_name, value in attrs.items():
         name = str(raw_name).strip()  # SQS ignores surrounding spaces in attribute names
         text = str(value).lower() if isinstance(value, bool) else str(value)
-        if name == "FifoQueue" and text.lower() == "false" and creating:
-            continue
         if name in FIFO_ONLY:
-            raise SqsError("UnsupportedOperation" if name == "FifoQueue" else "InvalidAttributeName",
-                           "FIFO queues are not supported by casque (order holds only within a shard row): use a standard queue."
-                           if name == "FifoQueue" else f"Unknown Attribute {name}.")
+            out[name] = fifo_rules.check_attribute(name, text, fifo)
+            continue
         if name not in SETTABLE:
             raise SqsError("InvalidAttributeName", f"Unknown Attribute {name}.")
         if name in RANGES:
@@ -105,7 +105,12 @@ def casque_options(attrs: dict[str, str]) -> dict[str, Any]:
         out["retention"] = int(attrs["MessageRetentionPeriod"])
     if "RedrivePolicy" in attrs:
         out["max_attempts"] = json.loads(attrs["RedrivePolicy"])["maxReceiveCount"] if attrs["RedrivePolicy"] else NO_REDRIVE_ATTEMPTS
-    return out
+    return out | fifo_rules.options(attrs)
+
+
+def stored(attrs: dict[str, str]) -> dict[str, str]:
+    """The attributes kept as text in the queue row's map: all but the FIFO ones (queue settings)."""
+    return {k: v for k, v in attrs.items() if k not in FIFO_ONLY}
 
 
 def number(qs: QueueSettings, extras: QueueExtras, name: str) -> int:
@@ -126,7 +131,7 @@ def describe(qs: QueueSettings, extras: QueueExtras, queue_arn: str) -> dict[str
     out["CreatedTimestamp"] = str(extras.created_at // 1000)
     out["LastModifiedTimestamp"] = str(extras.updated_at // 1000)
     out.setdefault("SqsManagedSseEnabled", "false")
-    return out
+    return out | fifo_rules.describe(qs)
 
 
 def internal(attrs: dict[str, str]) -> tuple[dict[str, str], set[str]]:

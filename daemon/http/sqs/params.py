@@ -14,7 +14,9 @@ from daemon.http.sqs.errors import SqsError, invalid
 
 MAX_BATCH = 10
 MAX_TAGS = 50
-QUEUE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
+# 1-80 of A-Za-z0-9_-, a FIFO queue's ".fifo" suffix counted in the 80 (the name alone says nothing
+# of the type: CreateQueue checks it against FifoQueue, fifo.py).
+QUEUE_NAME = re.compile(r"^(?:[A-Za-z0-9_-]{1,80}|[A-Za-z0-9_-]{1,75}\.fifo)$")
 ENTRY_ID = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
 
 

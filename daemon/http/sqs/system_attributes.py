@@ -1,22 +1,22 @@
-"""SQS's message system attributes: what a sender may set (AWSTraceHeader, MessageGroupId) and
-what a receiver may ask for (ReceiveMessage's MessageSystemAttributeNames / AttributeNames).
+"""SQS's message system attributes: what a sender may set (AWSTraceHeader) and what a receiver may
+ask for (ReceiveMessage's MessageSystemAttributeNames / AttributeNames).
 
-Sent ones are stored as headers beside the message attributes (``sqs.AWSTraceHeader``,
-``sqs.MessageGroupId``; message attributes are ``sqs:<Name>``): they cost nothing more than the
-message row. AWSTraceHeader comes from ``MessageSystemAttributes`` or, as SQS does, from the
-request's ``X-Amzn-Trace-Id`` header. MessageGroupId on a standard queue is what SQS fair queues
-use: accepted, stored and given back (casque does not build FIFO on it).
+AWSTraceHeader is stored as the header ``sqs.AWSTraceHeader`` beside the message attributes
+(``sqs:<Name>``): it costs nothing more than the message row. It comes from
+``MessageSystemAttributes`` or, as SQS does, from the request's ``X-Amzn-Trace-Id`` header.
+MessageGroupId and MessageDeduplicationId are the engine's ``group`` and ``dedup_id`` (checked in
+fifo.py); a message sent before the engine had groups kept its group in ``sqs.MessageGroupId``,
+which is still read.
 
 Received ones: SenderId, SentTimestamp, ApproximateReceiveCount, ApproximateFirstReceiveTimestamp
 (the first receive, kept with the message: engine/received.py), AWSTraceHeader and MessageGroupId
-when sent, DeadLetterQueueSourceArn for a dead-lettered message. ``All`` gives every one; names
-SQS only has for FIFO queues (SequenceNumber, MessageDeduplicationId) and unknown names are
-ignored, as SQS does on a standard queue.
+when sent (FIFO, or a fair queue's tenant), MessageDeduplicationId and SequenceNumber on a FIFO
+message, DeadLetterQueueSourceArn for a dead-lettered message. ``All`` gives every one the message
+has; a name it lacks (SequenceNumber on a standard queue) and unknown names give nothing, as SQS.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any, Callable
 
 from daemon.base.model import Message
@@ -26,10 +26,8 @@ from daemon.http.sqs.errors import invalid
 
 TRACE = "AWSTraceHeader"
 TRACE_HEADER = "sqs.AWSTraceHeader"
-GROUP_HEADER = "sqs.MessageGroupId"
+GROUP_HEADER = "sqs.MessageGroupId"  # where MessageGroupId was kept before the engine had groups: still read
 MAX_TRACE = 1024  # no SQS figure is documented; an X-Ray header is ~100 characters
-# SQS: "MessageGroupId can only include alphanumeric and punctuation characters. 1 to 128 in length."
-_GROUP = re.compile(r"""^[A-Za-z0-9!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~]{1,128}$""")
 
 
 def check(value: Any) -> dict[str, dict[str, str]]:
@@ -52,23 +50,12 @@ def check(value: Any) -> dict[str, dict[str, str]]:
     return out
 
 
-def check_group(value: Any) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or not _GROUP.match(value):
-        raise invalid(f"Value {value} for parameter MessageGroupId is invalid. Reason: MessageGroupId can only include alphanumeric and "
-                      "punctuation characters. 1 to 128 in length.")
-    return value
-
-
-def to_headers(system: dict[str, dict[str, str]], group: str | None, trace: str | None) -> dict[str, str]:
+def to_headers(system: dict[str, dict[str, str]], trace: str | None) -> dict[str, str]:
     """The headers that keep them; an explicit AWSTraceHeader wins over the HTTP header's."""
     out: dict[str, str] = {}
     value = system[TRACE]["StringValue"] if TRACE in system else (trace or None)
     if value:
         out[TRACE_HEADER] = value[:MAX_TRACE]
-    if group is not None:
-        out[GROUP_HEADER] = group
     return out
 
 
@@ -79,8 +66,13 @@ def values(m: Message, received_ms: int, sender: str, arn_of: Callable[[str], st
            "ApproximateFirstReceiveTimestamp": str(first if first is not None else received_ms)}
     if TRACE_HEADER in m.headers:
         out[TRACE] = m.headers[TRACE_HEADER]
-    if GROUP_HEADER in m.headers:
-        out["MessageGroupId"] = m.headers[GROUP_HEADER]
+    group = m.group or m.headers.get(GROUP_HEADER)  # the engine's group; the SQS header of messages sent before FIFO
+    if group is not None:
+        out["MessageGroupId"] = group
+    if m.dedup_id is not None:
+        out["MessageDeduplicationId"] = m.dedup_id
+    if m.sequence is not None:
+        out["SequenceNumber"] = m.sequence
     if FROM_HEADER in m.headers:
         out["DeadLetterQueueSourceArn"] = arn_of(m.headers[FROM_HEADER])
     return out

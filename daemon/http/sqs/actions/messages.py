@@ -7,6 +7,7 @@ from typing import Any
 from daemon.engine.producer import Job
 from daemon.engine.receive import Delivery, InvalidReceipt, NotInFlight, VisibilityTooLong
 from daemon.http.sqs import attributes as qattr
+from daemon.http.sqs import fifo as fifo_rules
 from daemon.http.sqs import messages as msg
 from daemon.http.sqs import params
 from daemon.http.sqs import system_attributes as system_attrs
@@ -23,13 +24,14 @@ class MessageActions(ActionGroup):
         qs = await self.cq.queues.get(name)
         extras = await self.cq.attributes.get(name)
         job, result = self._job(call.params, qs, extras, call.trace_header)
-        result["MessageId"] = await self.cq.send(name, job.task, job.payload, delay=job.delay, headers=job.headers, max_attempts=job.max_attempts)
-        return result
+        sent = (await self._send(name, [job]))[0]
+        return self._sent(result, sent, qs)
 
     async def send_message_batch(self, call: Call) -> dict[str, Any]:
         name = self.queue_of(call)
         entries = params.entries(call.params, "SendMessageBatch")
         qs = await self.cq.queues.get(name)
+        fifo_rules.check_batch(entries, qs)
         extras = await self.cq.attributes.get(name)
         limit = qattr.number(qs, extras, "MaximumMessageSize")
         total = sum(len(str(e.get("MessageBody", "")).encode("utf-8")) + params.attributes_size(e.get("MessageAttributes")) for e in entries)
@@ -43,24 +45,45 @@ class MessageActions(ActionGroup):
                 ok.append((e["Id"], job, result))
             except SqsError as err:
                 failed.append({"Id": e["Id"], "SenderFault": True, "Code": err.query_code, "Message": err.message})
-        ids = await self.cq.send_many(name, [job for _, job, _ in ok]) if ok else []
-        successful = [{"Id": eid, "MessageId": mid, **result} for (eid, _, result), mid in zip(ok, ids)]
+        sent = await self._send(name, [job for _, job, _ in ok]) if ok else []
+        successful = [{"Id": eid, **self._sent(result, s, qs)} for (eid, _, result), s in zip(ok, sent)]
         return {"Successful": successful, "Failed": failed}
+
+    async def _send(self, queue: str, jobs: list[Job]) -> list[Any]:
+        """The engine's send for one message, ``send_many`` for a batch; each answer is a ``Sent``
+        (the id, and on a FIFO queue its sequence and whether it was a duplicate)."""
+        if len(jobs) == 1:
+            return [await self.cq.send_job(queue, jobs[0])]
+        return list(await self.cq.send_many(queue, jobs))
+
+    @staticmethod
+    def _sent(result: dict[str, Any], sent: Any, qs: Any) -> dict[str, Any]:
+        """The answer for one sent message: its id (a duplicate within the dedup window: the first
+        send's id and sequence, as SQS), and a FIFO message's SequenceNumber."""
+        out = {"MessageId": str(sent), **result}
+        if qs.fifo and sent.sequence:
+            out["SequenceNumber"] = sent.sequence
+        return out
 
     def _job(self, p: dict[str, Any], qs: Any, extras: Any, trace: str | None = None) -> tuple[Job, dict[str, Any]]:
         body = msg.check_body(p.get("MessageBody"))
         attrs = msg.check_attributes(p.get("MessageAttributes"))
-        if p.get("MessageDeduplicationId") is not None:
-            raise invalid("The request include parameter MessageDeduplicationId that is not valid for this queue type")
+        group, dedup = fifo_rules.ids(p, qs, body)
+        fifo_rules.check_delay(p, qs)
         system = system_attrs.check(p.get("MessageSystemAttributes"))
-        group = system_attrs.check_group(p.get("MessageGroupId"))
         limit = qattr.number(qs, extras, "MaximumMessageSize")
         size = len(body.encode("utf-8")) + msg.attributes_size(attrs)
         if size > limit:
             raise invalid(f"One or more parameters are invalid. Reason: Message must be shorter than {limit} bytes.")
-        delay = params.integer(p, "DelaySeconds", qattr.number(qs, extras, "DelaySeconds"), 0, 900)
-        headers = msg.to_headers(attrs) | system_attrs.to_headers(system, group, trace)
-        job = Job(msg.task_of(attrs, self.settings.task), body, delay=delay or None, headers=headers, max_attempts=qattr.FOLLOW_QUEUE)
+        queue_delay = qattr.number(qs, extras, "DelaySeconds")
+        headers = msg.to_headers(attrs) | system_attrs.to_headers(system, trace)
+        task = msg.task_of(attrs, self.settings.task)
+        if qs.fifo:  # the queue's DelaySeconds delays every message of a FIFO queue, a DelaySeconds=0 one too (as SQS)
+            job = Job(task, body, headers=headers, max_attempts=qattr.FOLLOW_QUEUE, group=group, dedup_id=dedup,
+                      queue_delay=float(queue_delay) or None)
+        else:
+            delay = params.integer(p, "DelaySeconds", queue_delay, 0, 900)
+            job = Job(task, body, delay=delay or None, headers=headers, max_attempts=qattr.FOLLOW_QUEUE, group=group)
         result = {"MD5OfMessageBody": msg.md5_hex(body.encode("utf-8"))}
         digest = msg.md5_of_attributes(attrs)
         if digest:
@@ -79,10 +102,18 @@ class MessageActions(ActionGroup):
                     "Value {v} for parameter WaitTimeSeconds is invalid. Reason: Must be >= 0 and <= 20, if provided.")
         visibility = params.integer(p, "VisibilityTimeout", qattr.number(qs, extras, "VisibilityTimeout"), 0, 43_200,
                           "Value {v} for parameter VisibilityTimeout is invalid. Reason: Must be >= 0 and <= 43200, if provided.")
+        # ReceiveRequestAttemptId is FIFO's (a retried receive gets the same messages); SQS ignores it on a standard queue.
+        attempt = fifo_rules.check_id(p.get("ReceiveRequestAttemptId"), "ReceiveRequestAttemptId") if qs.fifo else None
         # As SQS: MessageSystemAttributeNames when given, else the older AttributeNames.
         system = params.names(p.get("MessageSystemAttributeNames")) or params.names(p.get("AttributeNames"))
         wanted = params.names(p.get("MessageAttributeNames"))
-        deliveries = await self.cq.receive(name, max=limit, wait=wait, visibility=visibility)
+        if attempt is not None:
+            # Scoped to the signing key: another key that learns (or guesses) the id gets nothing of
+            # this one's receive, not its receipt handles (with which it could delete the messages).
+            scoped = f"{call.principal.access_key_id}:{attempt}" if call.principal is not None else attempt
+            deliveries = await self.cq.receive(name, max=limit, wait=wait, visibility=visibility, attempt_id=scoped)
+        else:
+            deliveries = await self.cq.receive(name, max=limit, wait=wait, visibility=visibility)
         return {"Messages": [self._message(d, system, wanted) for d in deliveries]} if deliveries else {}
 
     def _message(self, d: Delivery, system: list[str], wanted: list[str]) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from daemon.engine.cooldown import Cooldowns
 from daemon.engine.depth_estimate import DepthEstimator
 from daemon.engine.queues import MAX_PAYLOAD_BYTES, settings_from_defaults
 from daemon.http.sqs import attributes as qattr
+from daemon.http.sqs import fifo as fifo_rules
 from daemon.http.sqs import params
 from daemon.http.sqs.actions.base import ActionGroup, Call
 from daemon.http.sqs.errors import SqsError, invalid, missing
@@ -35,17 +36,20 @@ class QueueActions(ActionGroup):
         name = call.params.get("QueueName")
         if not name:
             raise missing("QueueName")
-        if str(name).endswith(".fifo"):
-            raise SqsError("UnsupportedOperation", "FIFO queues are not supported by casque (order holds only within a shard row): use a standard queue.")
-        if not params.QUEUE_NAME.match(str(name)):
-            raise invalid("Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length")
-        attrs = qattr.check(call.params.get("Attributes"), creating=True)
+        name = str(name)
+        raw = call.params.get("Attributes")
+        fifo = fifo_rules.creates_fifo(name, raw)
+        if not params.QUEUE_NAME.match(name):
+            raise invalid(fifo_rules.FIFO_NAME if fifo else fifo_rules.STANDARD_NAME)
+        attrs = qattr.check(raw, creating=True, fifo=fifo)
+        if fifo:
+            fifo_rules.check_throughput(attrs.get("DeduplicationScope", "queue"), attrs.get("FifoThroughputLimit", "perQueue"))
         tags = params.tags(call.params.get("tags") or call.params.get("Tags"), name)
-        await self._check_redrive_target(attrs)
+        await self._check_redrive_target(attrs, fifo, raw)
         if await self.cooldowns.active(f"sqs.deleted:{name}"):
             raise SqsError("QueueDeletedRecently", "You must wait 60 seconds after deleting a queue before you can create another with the same name.")
         options = {"max_attempts": qattr.NO_REDRIVE_ATTEMPTS, "timeout": qattr.DEFAULT_VISIBILITY, "retention": qattr.DEFAULT_RETENTION,
-                   "max_payload_bytes": MAX_PAYLOAD_BYTES} | qattr.casque_options(attrs)
+                   "max_payload_bytes": MAX_PAYLOAD_BYTES} | qattr.casque_options(attrs) | ({"fifo": True} if fifo else {})
         try:
             created = await self.cq.queues.create(settings_from_defaults(name, self.cq.settings.queue_defaults, **options), if_missing=True)
         except UsageError as exc:
@@ -54,7 +58,7 @@ class QueueActions(ActionGroup):
             await self._same_attributes(name, attrs)
         else:
             extra, _ = qattr.internal(attrs)
-            await self.cq.attributes.set(name, attrs | extra, set(), self.cq.clock.now_ms())
+            await self.cq.attributes.set(name, qattr.stored(attrs) | extra, set(), self.cq.clock.now_ms())
             await self.cq.attributes.tag(name, tags, set())
         return {"QueueUrl": self.url(call, name)}
 
@@ -131,12 +135,15 @@ class QueueActions(ActionGroup):
 
     async def set_queue_attributes(self, call: Call) -> dict[str, Any]:
         name = self.queue_of(call)
-        await self.cq.queues.get(name, fresh=True)
-        attrs = qattr.check(call.params.get("Attributes") or {}, creating=False)
-        await self._check_redrive_target(attrs)
+        qs = await self.cq.queues.get(name, fresh=True)
+        raw = call.params.get("Attributes") or {}
+        attrs = qattr.check(raw, creating=False, fifo=qs.fifo)
+        if qs.fifo:  # the rule holds for the values the queue will have, whichever call set each
+            fifo_rules.check_throughput(attrs.get("DeduplicationScope", qs.dedup_scope), attrs.get("FifoThroughputLimit", qs.fifo_throughput))
+        await self._check_redrive_target(attrs, qs.fifo, raw)
         options = qattr.casque_options(attrs)
         extra, dropped = qattr.internal(attrs)
-        keep = {k: v for k, v in attrs.items() if v != ""} | extra
+        keep = {k: v for k, v in qattr.stored(attrs).items() if v != ""} | extra
         # A redrive target is written before the limit that sends messages to it, and a limit is
         # lifted before its target goes: a receive in between never poisons a message instead.
         if extra:
@@ -147,13 +154,19 @@ class QueueActions(ActionGroup):
             await self.cq.attributes.set(name, keep, {k for k, v in attrs.items() if v == ""} | dropped, self.cq.clock.now_ms())
         return {}
 
-    async def _check_redrive_target(self, attrs: dict[str, str]) -> None:
-        if attrs.get("RedrivePolicy"):
-            target = qattr.queue_of_arn(json.loads(attrs["RedrivePolicy"])["deadLetterTargetArn"])
-            try:
-                await self.cq.queues.get(str(target))
-            except QueueNotFound:
-                raise SqsError("InvalidAttributeValue", "Value for parameter RedrivePolicy is invalid. Reason: Dead-letter target does not exist.") from None
+    async def _check_redrive_target(self, attrs: dict[str, str], fifo: bool, raw: Any) -> None:
+        """The dead-letter queue must exist and be of the source's type (SQS: a FIFO queue's
+        dead-letter queue is FIFO, a standard queue's standard)."""
+        if not attrs.get("RedrivePolicy"):
+            return
+        target = qattr.queue_of_arn(json.loads(attrs["RedrivePolicy"])["deadLetterTargetArn"])
+        try:
+            target_qs = await self.cq.queues.get(str(target))
+        except QueueNotFound:
+            raise SqsError("InvalidAttributeValue", "Value for parameter RedrivePolicy is invalid. Reason: Dead-letter target does not exist.") from None
+        if target_qs.fifo != fifo:
+            given = raw.get("RedrivePolicy", attrs["RedrivePolicy"]) if isinstance(raw, dict) else attrs["RedrivePolicy"]
+            raise invalid(f"Value {given} for parameter RedrivePolicy is invalid. Reason: Dead-letter queue must be same type of queue as the source..")
 
     async def list_dead_letter_source_queues(self, call: Call) -> dict[str, Any]:
         """One read of the dead-letter index's partition (engine/dead_letter_sources.py), paged like
