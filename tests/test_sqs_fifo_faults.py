@@ -10,15 +10,22 @@ a send with the same MessageDeduplicationId, a delete with the same receipt hand
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Callable, Iterator
 from urllib.parse import urlparse
 
 import pytest
 
 from daemon.base.config import Settings
+from daemon.devnode import ClusterSpec, start, status, stop
+from daemon.engine.schema import apply_schema
+from daemon.engine.db import Database
+from daemon.engine.table import KIND_MESSAGE, STATE_IN_FLIGHT
 from tests.support import sqsserver
 from tests.support.fifo_clients import Producer, Receiver, client, drain, poll
 from tests.support.fifo_ledger import Ledger, Outcome
@@ -30,6 +37,11 @@ PRODUCERS = 4
 RECEIVERS = 4
 
 
+STALL_KEYSPACE = "casque_fifo_stall"
+#: The freeze test's own node (never the shared dev node, which other tests use meanwhile).
+STALL_NODE = ClusterSpec(name="fifo_stall", native_port=9742, storage_port=7750, jmx_base=8050)
+
+
 @pytest.fixture
 def servers(settings: Settings) -> Iterator[list[sqsserver.SqsServer]]:
     """Two servers of their own (one of them may be killed)."""
@@ -39,11 +51,57 @@ def servers(settings: Settings) -> Iterator[list[sqsserver.SqsServer]]:
         s.stop()
 
 
-def run(urls: list[str], visibility_s: int, fault: Callable[[Ledger], None] | None = None, live: Callable[[], list[str]] | None = None,
-        deadline_s: float = 240) -> Outcome:
+@pytest.fixture
+def stall_servers() -> Iterator[list[sqsserver.SqsServer]]:
+    """A node of this test's own, and two servers on it whose Cassandra requests time out after
+    2 s: a request the frozen node holds fails (the take may or may not have been applied)."""
+    start(STALL_NODE)
+    s = Settings()
+    s.cassandra.port, s.cassandra.keyspace = STALL_NODE.native_port, STALL_KEYSPACE
+    db = Database(s.cassandra).connect()
+    try:
+        apply_schema(db, STALL_KEYSPACE, s.schema)
+    finally:
+        db.close()
+    env = {"CASQUE_CASSANDRA__PORT": str(STALL_NODE.native_port), "CASQUE_CASSANDRA__REQUEST_TIMEOUT": "2"}
+    pair: list[sqsserver.SqsServer] = []
+    try:
+        pair += [sqsserver.start(STALL_KEYSPACE, env=env) for _ in range(2)]
+        yield pair
+    finally:
+        for srv in pair:
+            srv.stop()
+        stop(STALL_NODE)
+
+
+@dataclass
+class Clients:
+    producers: list[Producer]
+    receivers: list[Receiver]
+    ledger: Ledger
+    queue: str
+
+    def sending_through(self, url: str, for_s: float, since: float) -> bool:
+        """Whether a producer's batch begun after ``since`` has been waiting on ``url`` for
+        ``for_s`` (so some of its entries are written: a FIFO batch is written entry by entry)."""
+        return _waiting(self.producers, url, for_s, since)
+
+    def receiving_through(self, url: str, for_s: float, since: float) -> bool:
+        """Whether a receive begun after ``since`` has been waiting on ``url`` for ``for_s``."""
+        return _waiting(self.receivers, url, for_s, since)
+
+
+def _waiting(threads: list[Producer] | list[Receiver], url: str, for_s: float, since: float) -> bool:
+    now = time.monotonic()
+    return any(o is not None and o[0] == url and o[1] > since and now - o[1] >= for_s for o in (t.ends.outstanding for t in threads))
+
+
+def run(urls: list[str], visibility_s: int, fault: Callable[[Clients], None] | None = None, live: Callable[[], list[str]] | None = None,
+        receivers_after: float = 0.0, deadline_s: float = 240) -> Outcome:
     """The traffic of one test: PRODUCERS threads send PER_GROUP messages to each of GROUPS groups
     (a producer owns GROUPS / PRODUCERS of them), RECEIVERS threads receive and delete, both spread
-    over ``urls``. ``fault(ledger)`` runs in this thread once a third of the messages was processed.
+    over ``urls``. Receivers start once ``receivers_after`` of the messages were sent (a backlog:
+    their receives take at once rather than wait); ``fault(clients)`` then runs in this thread.
     Ends when every message sent was processed, then drains the queue for what is left over."""
     started = time.monotonic()
     name = f"ff-{uuid.uuid4().hex[:10]}.fifo"
@@ -51,22 +109,25 @@ def run(urls: list[str], visibility_s: int, fault: Callable[[Ledger], None] | No
     path = urlparse(made["QueueUrl"]).path
     ledger, stop = Ledger(), threading.Event()
     groups = [f"g{i:04d}" for i in range(GROUPS)]
-    receivers = [Receiver(urls, path, ledger, i % len(urls), stop) for i in range(RECEIVERS)]
-    producers = [Producer(urls, path, groups[i::PRODUCERS], PER_GROUP, ledger, i % len(urls)) for i in range(PRODUCERS)]
-    threads = [*receivers, *producers]
+    c = Clients([Producer(urls, path, groups[i::PRODUCERS], PER_GROUP, ledger, i % len(urls)) for i in range(PRODUCERS)],
+                [Receiver(urls, path, ledger, i % len(urls), stop) for i in range(RECEIVERS)], ledger, name)
+    threads = [*c.producers, *c.receivers]
     total = GROUPS * PER_GROUP
     try:
-        for t in threads:
-            t.start()
+        for p in c.producers:
+            p.start()
+        poll(lambda: len(ledger.sent) >= total * receivers_after, deadline_s, "the backlog sent", threads)
+        for r in c.receivers:
+            r.start()
         if fault is not None:
-            poll(lambda: len(ledger.processed_keys()) >= total // 3, deadline_s, "a third of the messages processed", threads)
-            fault(ledger)
-        poll(lambda: not any(p.is_alive() for p in producers) and len(ledger.processed_keys()) >= total, deadline_s,
+            fault(c)
+        poll(lambda: not any(p.is_alive() for p in c.producers) and len(ledger.processed_keys()) >= total, deadline_s,
              "every message sent and processed", threads)
     finally:
         stop.set()
         for t in threads:
-            t.join(timeout=60)
+            if t.is_alive() or t.ident is not None:
+                t.join(timeout=60)
     for t in threads:
         assert t.error is None, repr(t.error)
     left = drain(live() if live else urls, path, visibility_s + 1)
@@ -91,19 +152,86 @@ def test_two_servers_1000_groups_keep_order_and_lose_and_duplicate_nothing(serve
     assert out.redelivered == 0, out.line()  # no fault: no visibility timeout should have passed
 
 
-def test_kill_9_of_one_server_mid_run_its_clients_retry_on_the_other(servers: list[sqsserver.SqsServer]) -> None:
-    """kill -9 of one server while producers send and receivers take through it. Its clients retry
-    on the other: a send retried with its dedup id is not written twice; messages its receives took
-    whose answers never arrived come back after the 5 s visibility timeout, in their group's order."""
-    killed: list[float] = []
+def in_flight(db: Database, queue: str) -> set[str]:
+    """The ids of the queue's messages in flight, read from its shard rows (a FIFO queue has one
+    bucket; a message in flight stays at its position with its state set)."""
+    shards = db.execute(f"SELECT shards FROM {db.settings.keyspace}.queues WHERE name = %s", [queue]).one().shards
+    cql = f"SELECT id, state FROM {db.settings.keyspace}.messages WHERE queue = %s AND bucket = 0 AND shard = %s AND kind = %s"
+    return {str(r.id) for shard in range(shards) for r in db.execute(cql, [queue, shard, KIND_MESSAGE]) if r.state == STATE_IN_FLIGHT}
 
-    def kill(ledger: Ledger) -> None:
-        servers[0].proc.kill()
-        servers[0].proc.wait(timeout=30)
-        killed.append(time.monotonic())
 
-    out = run([s.url for s in servers], visibility_s=5, fault=kill, live=lambda: [servers[1].url])
-    print(out.line())
+def catch_a_take(c: Clients, victim: sqsserver.SqsServer, db: Database, queue: str, total: int) -> int:
+    """Freeze the victim (SIGSTOP) while a send batch is under way through it, and look in
+    Cassandra for messages in flight that no receiver has seen once every receiver not waiting on
+    the victim has had an answer begun after the freeze: those were taken by the victim's receives,
+    whose answers can no longer arrive. If there are some, or 60 % of the messages were sent,
+    kill -9 it; else let it go on (SIGCONT) and try again. Returns how many messages it held."""
+    others = [*c.producers, *c.receivers]
+    resumed = 0.0
+    while True:
+        poll(lambda: c.sending_through(victim.url, 0.3, resumed), 60, "a send batch under way through the victim", others)
+        victim.proc.send_signal(signal.SIGSTOP)
+        frozen = time.monotonic()
+        taken = in_flight(db, queue)
+        poll(lambda: all(r.answered_began > frozen or (r.ends.outstanding or ("", 0))[0] == victim.url for r in c.receivers), 60,
+             "an answer to every receiver not waiting on the victim", others)
+        held = taken - c.ledger.seen_ids()
+        if held or len(c.ledger.sent) > total * 0.6:
+            victim.proc.kill()
+            victim.proc.wait(timeout=30)
+            return len(held)
+        victim.proc.send_signal(signal.SIGCONT)
+        resumed = time.monotonic()
+
+
+def test_kill_9_of_one_server_mid_run_its_clients_retry_on_the_other(servers: list[sqsserver.SqsServer], settings: Settings) -> None:
+    """kill -9 of one server while a send batch is under way through it, at a moment its receives
+    hold messages taken and not answered if one is found before the producers near their end
+    (catch_a_take). Its clients retry on the other: a send retried with its dedup id is not
+    written twice (entries its failed attempt had written are answered with their first
+    position); the messages its receives had taken, whose answers never arrived, come back after
+    the 5 s visibility timeout, in their group's order, first seen with ApproximateReceiveCount 2."""
+    victim = servers[0]
+    held: list[int] = []
+    db = Database(settings.cassandra).connect()
+    try:
+        out = run([s.url for s in servers], visibility_s=5, live=lambda: [servers[1].url], receivers_after=0.25,
+                  fault=lambda c: held.append(catch_a_take(c, victim, db, c.queue, GROUPS * PER_GROUP)))
+    finally:
+        db.close()
+    print(f"{out.line()} held_by_the_killed_server={held}")
     check(out)
-    assert killed and servers[0].proc.returncode == -9
-    assert out.send_errors + out.receive_errors + out.delete_errors > 0, f"the kill failed no request: {out.line()}"
+    assert victim.proc.returncode == -9
+    assert out.retries_placed_by_first_attempt > 0, f"no retried send had been written by the killed server: {out.line()}"
+    assert out.first_seen_redelivered >= held[0], f"the messages the killed server took came back, first seen: {out.line()}"
+
+
+def freeze_node(c: Clients, seconds: float = 4.0, tries: int = 5) -> int:
+    """SIGSTOP the node for ``seconds`` while receives are under way, then SIGCONT (always), until a
+    client request failed on it (up to ``tries`` times). Returns the freezes made."""
+    pid = status(STALL_NODE).nodes[0].pid
+    assert pid is not None, "the test's own node is not running"
+    others = [*c.producers, *c.receivers]
+    for n in range(1, tries + 1):
+        poll(lambda: any(r.ends.outstanding is not None for r in c.receivers), 60, "a receive under way", others)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            time.sleep(seconds)  # the fault itself: the node is frozen this long
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        o = c.ledger.outcome
+        if o.receive_errors + o.delete_errors + o.send_errors:
+            return n
+    return tries
+
+
+def test_a_node_frozen_while_receives_take_loses_duplicates_and_reorders_nothing(stall_servers: list[sqsserver.SqsServer]) -> None:
+    """The Cassandra node frozen (SIGSTOP) for 4 s while receives through both servers are taking,
+    then let go (SIGCONT). Requests it held fail after the servers' 2 s request timeout (a take
+    batch may have been applied all the same: its messages come back after the 10 s visibility
+    timeout, in their group's order); clients retry. Still 0 lost, 0 processed twice, order kept."""
+    freezes: list[int] = []
+    out = run([s.url for s in stall_servers], visibility_s=10, receivers_after=0.3, fault=lambda c: freezes.append(freeze_node(c)))
+    print(f"{out.line()} freezes={freezes}")
+    check(out)
+    assert out.receive_errors + out.delete_errors > 0, f"the freeze failed no receive or delete: {out.line()}"

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, ConnectionClosedError, EndpointConnectionError
 
 from .fifo_ledger import Key, Ledger, Seen
 
@@ -39,10 +39,13 @@ class Endpoints:
 
     def __init__(self, urls: list[str], path: str, first: int) -> None:
         order = urls[first:] + urls[:first]
+        self.urls = order
         self.clients = [client(u) for u in order]
         self.queue_urls = [u + path for u in order]
         self.current = 0
+        self.down: set[int] = set()  # servers that refused or cut a connection: not tried again
         self.retried_at_ms: int | None = None  # the last call: wall time its answered attempt began, if not the first
+        self.outstanding: tuple[str, float] | None = None  # the server a request is waiting on, since (monotonic)
 
     def call(self, op: str, ledger: Ledger, error_count: str, **kw: Any) -> dict[str, Any]:
         """``op`` on the current server; on a server fault, on the next one, until RETRY_FOR_S."""
@@ -50,15 +53,28 @@ class Endpoints:
         self.retried_at_ms = None
         while True:
             try:
+                self.outstanding = (self.urls[self.current], time.monotonic())
                 return getattr(self.clients[self.current], op)(QueueUrl=self.queue_urls[self.current], **kw)
             except (BotoCoreError, ClientError) as exc:
                 if not server_fault(exc) or time.monotonic() > deadline:
                     raise
                 ledger.count(error_count)
-                self.current = (self.current + 1) % len(self.clients)
-                if self.current == 0:
+                if isinstance(exc, (EndpointConnectionError, ConnectionClosedError)) and len(self.down) + 1 < len(self.clients):
+                    self.down.add(self.current)  # refused or cut: the process is gone (a balancer's health check)
+                before = self.current
+                self.next()
+                if self.current <= before:
                     time.sleep(0.1)  # a backoff, as SDKs have: every server failed once, don't spin while they recover
                 self.retried_at_ms = int(time.time() * 1000)
+            finally:
+                self.outstanding = None
+
+    def next(self) -> None:
+        """The next server not down, in turn."""
+        for _ in range(len(self.clients)):
+            self.current = (self.current + 1) % len(self.clients)
+            if self.current not in self.down:
+                return
 
 
 class Producer(threading.Thread):
@@ -77,7 +93,7 @@ class Producer(threading.Thread):
         try:
             for start in range(0, len(self.todo), 10):
                 self._send_batch(self.todo[start:start + 10])
-                self.ends.current = (self.ends.current + 1) % len(self.ends.clients)
+                self.ends.next()
         except BaseException as exc:  # reported by the test
             self.error = exc
 
@@ -108,16 +124,20 @@ class Receiver(threading.Thread):
         self.ends = Endpoints(urls, path, first)
         self.ledger, self.stop, self.wait_s = ledger, stop, wait_s
         self.error: BaseException | None = None
+        self.answered_began = 0.0  # when the receive last answered (and recorded) began, monotonic
 
     def run(self) -> None:
         try:
             while not self.stop.is_set():
+                began = time.monotonic()
                 out = self.ends.call("receive_message", self.ledger, "receive_errors", MaxNumberOfMessages=10, WaitTimeSeconds=self.wait_s,
                                      AttributeNames=["ApproximateReceiveCount", "SequenceNumber"])
                 at = time.monotonic()
                 msgs = out.get("Messages", [])
                 if msgs:
                     self.ledger.record_seen([_seen(at, i, m) for i, m in enumerate(msgs)])
+                self.answered_began = began
+                if msgs:
                     self._delete_all(msgs)
         except BaseException as exc:  # reported by the test
             self.error = exc

@@ -61,6 +61,7 @@ class Ledger:
         self.seen: list[Seen] = []
         self.processed: list[tuple[Key, str]] = []
         self.outcome = Outcome()
+        self.retries: list[tuple[Key, int]] = []
 
     def record_sent(self, key: Key, message_id: str, sequence: str, retried_at_ms: int | None) -> None:
         """``retried_at_ms``: the wall time (ms) the retry that got this answer began, or None for a
@@ -73,6 +74,7 @@ class Ledger:
             if retried_at_ms is not None:
                 self.outcome.sends_retried += 1
                 self.outcome.retries_placed_by_first_attempt += int(sequence[:13]) < retried_at_ms
+                self.retries.append((key, int(sequence[:13]) - retried_at_ms))
 
     def record_seen(self, items: list[Seen]) -> None:
         with self.lock:
@@ -85,6 +87,10 @@ class Ledger:
     def count(self, name: str, n: int = 1) -> None:
         with self.lock:
             setattr(self.outcome, name, getattr(self.outcome, name) + n)
+
+    def seen_ids(self) -> set[str]:
+        with self.lock:
+            return {s.message_id for s in self.seen}
 
     def processed_keys(self) -> set[Key]:
         with self.lock:
