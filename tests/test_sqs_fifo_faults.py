@@ -27,6 +27,7 @@ from daemon.engine.schema import apply_schema
 from daemon.engine.db import Database
 from daemon.engine.table import KIND_MESSAGE, STATE_IN_FLIGHT
 from tests.support import sqsserver
+from tests.support.answer_gate import AnswerGate
 from tests.support.fifo_clients import Producer, Receiver, client, drain, poll
 from tests.support.fifo_ledger import Ledger, Outcome
 
@@ -97,10 +98,10 @@ def _waiting(threads: list[Producer] | list[Receiver], url: str, for_s: float, s
 
 
 def run(urls: list[str], visibility_s: int, fault: Callable[[Clients], None] | None = None, live: Callable[[], list[str]] | None = None,
-        receivers_after: float = 0.0, deadline_s: float = 240) -> Outcome:
+        receivers_after: float = 0.0, receiver_urls: list[str] | None = None, deadline_s: float = 240) -> Outcome:
     """The traffic of one test: PRODUCERS threads send PER_GROUP messages to each of GROUPS groups
     (a producer owns GROUPS / PRODUCERS of them), RECEIVERS threads receive and delete, both spread
-    over ``urls``. Receivers start once ``receivers_after`` of the messages were sent (a backlog:
+    over ``urls`` (receivers over ``receiver_urls`` if given). Receivers start once ``receivers_after`` of the messages were sent (a backlog:
     their receives take at once rather than wait); ``fault(clients)`` then runs in this thread.
     Ends when every message sent was processed, then drains the queue for what is left over."""
     started = time.monotonic()
@@ -110,7 +111,7 @@ def run(urls: list[str], visibility_s: int, fault: Callable[[Clients], None] | N
     ledger, stop = Ledger(), threading.Event()
     groups = [f"g{i:04d}" for i in range(GROUPS)]
     c = Clients([Producer(urls, path, groups[i::PRODUCERS], PER_GROUP, ledger, i % len(urls)) for i in range(PRODUCERS)],
-                [Receiver(urls, path, ledger, i % len(urls), stop) for i in range(RECEIVERS)], ledger, name)
+                [Receiver(receiver_urls or urls, path, ledger, i % len(urls), stop) for i in range(RECEIVERS)], ledger, name)
     threads = [*c.producers, *c.receivers]
     total = GROUPS * PER_GROUP
     try:
@@ -160,50 +161,51 @@ def in_flight(db: Database, queue: str) -> set[str]:
     return {str(r.id) for shard in range(shards) for r in db.execute(cql, [queue, shard, KIND_MESSAGE]) if r.state == STATE_IN_FLIGHT}
 
 
-def catch_a_take(c: Clients, victim: sqsserver.SqsServer, db: Database, queue: str, total: int) -> int:
-    """Freeze the victim (SIGSTOP) while a send batch is under way through it, and look in
-    Cassandra for messages in flight that no receiver has seen once every receiver not waiting on
-    the victim has had an answer begun after the freeze: those were taken by the victim's receives,
-    whose answers can no longer arrive. If there are some, or 60 % of the messages were sent,
-    kill -9 it; else let it go on (SIGCONT) and try again. Returns how many messages it held."""
+def hold_answers_then_kill(c: Clients, victim: sqsserver.SqsServer, gate: AnswerGate, db: Database) -> int:
+    """The victim's receivers reach it through ``gate``. Hold its answers back, and wait until
+    Cassandra has messages in flight that no receiver has seen, once every receiver not waiting on
+    the gate has had an answer begun after the look: those were taken by the victim's receives,
+    and their answers will never arrive. Then, while a send batch is under way through the victim
+    (or once the producers are done), kill -9 it. Returns how many messages it held."""
     others = [*c.producers, *c.receivers]
-    resumed = 0.0
-    while True:
-        poll(lambda: c.sending_through(victim.url, 0.3, resumed), 60, "a send batch under way through the victim", others)
-        victim.proc.send_signal(signal.SIGSTOP)
-        frozen = time.monotonic()
-        taken = in_flight(db, queue)
-        poll(lambda: all(r.answered_began > frozen or (r.ends.outstanding or ("", 0))[0] == victim.url for r in c.receivers), 60,
-             "an answer to every receiver not waiting on the victim", others)
+    gate.holding.set()
+    held: set[str] = set()
+    deadline = time.monotonic() + 60
+    while not held:
+        assert time.monotonic() < deadline, "the victim's receives took nothing while their answers were held"
+        looked = time.monotonic()
+        taken = in_flight(db, c.queue)
+        poll(lambda: all(r.answered_began > looked or (r.ends.outstanding or ("", 0))[0] == gate.url for r in c.receivers), 60,
+             "an answer to every receiver not waiting on the gate", others)
         held = taken - c.ledger.seen_ids()
-        if held or len(c.ledger.sent) > total * 0.6:
-            victim.proc.kill()
-            victim.proc.wait(timeout=30)
-            return len(held)
-        victim.proc.send_signal(signal.SIGCONT)
-        resumed = time.monotonic()
+    poll(lambda: c.sending_through(victim.url, 0.3, 0) or not any(p.is_alive() for p in c.producers), 60,
+         "a send batch under way through the victim", others)
+    victim.proc.kill()
+    victim.proc.wait(timeout=30)
+    return len(held)
 
 
 def test_kill_9_of_one_server_mid_run_its_clients_retry_on_the_other(servers: list[sqsserver.SqsServer], settings: Settings) -> None:
-    """kill -9 of one server while a send batch is under way through it, at a moment its receives
-    hold messages taken and not answered if one is found before the producers near their end
-    (catch_a_take). Its clients retry on the other: a send retried with its dedup id is not
+    """kill -9 of one server while a send batch is under way through it and its receives hold
+    messages taken and not answered (hold_answers_then_kill). Its clients retry on the other: a send retried with its dedup id is not
     written twice (entries its failed attempt had written are answered with their first
     position); the messages its receives had taken, whose answers never arrived, come back after
     the 5 s visibility timeout, in their group's order, first seen with ApproximateReceiveCount 2."""
     victim = servers[0]
     held: list[int] = []
     db = Database(settings.cassandra).connect()
+    gate = AnswerGate(victim.url)
     try:
-        out = run([s.url for s in servers], visibility_s=5, live=lambda: [servers[1].url], receivers_after=0.25,
-                  fault=lambda c: held.append(catch_a_take(c, victim, db, c.queue, GROUPS * PER_GROUP)))
+        out = run([s.url for s in servers], visibility_s=5, live=lambda: [servers[1].url], receivers_after=0.05,
+                  receiver_urls=[gate.url, servers[1].url], fault=lambda c: held.append(hold_answers_then_kill(c, victim, gate, db)))
     finally:
+        gate.close()
         db.close()
     print(f"{out.line()} held_by_the_killed_server={held}")
     check(out)
     assert victim.proc.returncode == -9
     assert out.retries_placed_by_first_attempt > 0, f"no retried send had been written by the killed server: {out.line()}"
-    assert out.first_seen_redelivered >= held[0], f"the messages the killed server took came back, first seen: {out.line()}"
+    assert held[0] > 0 and out.first_seen_redelivered >= held[0], f"the messages the killed server took came back: {out.line()}"
 
 
 def freeze_node(c: Clients, seconds: float = 4.0, tries: int = 5) -> int:
