@@ -29,7 +29,7 @@ from daemon.engine.table import KIND_MESSAGE, STATE_IN_FLIGHT
 from tests.support import sqsserver
 from tests.support.answer_gate import AnswerGate
 from tests.support.fifo_clients import Producer, Receiver, client, drain, poll
-from tests.support.fifo_ledger import Ledger, Outcome
+from tests.support.fifo_ledger import Ledger, Outcome, Seen
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]
 GROUPS = 1000
@@ -237,3 +237,25 @@ def test_a_node_frozen_while_receives_take_loses_duplicates_and_reorders_nothing
     print(f"{out.line()} freezes={freezes}")
     check(out)
     assert out.receive_errors + out.delete_errors > 0, f"the freeze failed no receive or delete: {out.line()}"
+
+
+def test_the_ledger_counts_each_violation_it_is_shown() -> None:
+    """The counting itself, on records made by hand: a check that can't fail proves nothing. Group a
+    is delivered 0, 2, 1; b's 0 is processed twice and redelivered; c's 1 is lost and c's 0 came
+    under two message ids; d's sequence numbers go down; e's 0 comes back once, first seen at 2."""
+    led = Ledger()
+    seq = {("a", 0): 1, ("a", 1): 2, ("a", 2): 3, ("b", 0): 1, ("c", 0): 1, ("c", 1): 2, ("d", 0): 5, ("d", 1): 4, ("e", 0): 1}
+    for (g, n), s in seq.items():
+        led.record_sent((g, n), f"{g}{n}", f"{s:020d}", None)
+    led.record_sent(("c", 0), "c0-again", f"{1:020d}", None)
+    seen = [("a", 0, 1), ("a", 2, 1), ("a", 1, 1), ("b", 0, 1), ("b", 0, 2), ("c", 0, 1), ("d", 0, 1), ("d", 1, 1), ("e", 0, 2)]
+    led.record_seen([Seen(float(i), 0, (g, n), f"{g}{n}", rc, "") for i, (g, n, rc) in enumerate(seen)])
+    for g, n, _ in seen:
+        if (g, n) != ("b", 0):
+            led.record_processed((g, n), f"{g}{n}")
+    led.record_processed(("b", 0), "b0")
+    led.record_processed(("b", 0), "b0")
+    out = led.tally(leftover=0, seconds=0)
+    assert (out.sent, out.processed, out.lost) == (9, 8, 1), out.line()
+    assert (out.processed_twice, out.ids_per_dedup_over_one, out.groups_out_of_order) == (1, 1, 1), out.line()
+    assert (out.sequence_out_of_order, out.redelivered, out.first_seen_redelivered) == (1, 1, 1), out.line()
