@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from types import SimpleNamespace
 import copy
 
 import pytest
@@ -17,6 +18,7 @@ from daemon.base.config import Settings
 from daemon.base.errors import UsageError
 from daemon.engine.attributes import DEAD_LETTER
 from daemon.engine.client import Casque
+from daemon.engine.fifo import choose
 from daemon.engine.placement import group_id, tail_id
 
 Pair = tuple[Casque, ManualClock]
@@ -279,3 +281,52 @@ async def test_a_fifo_dead_letter_queue_gets_the_message_in_its_group_once(manua
     dead = await cq.receive(dlq, max=10, wait=0)
     assert [(d.message.payload["n"], d.message.group) for d in dead] == [(0, "g")]
     assert dead[0].message.headers["casque.dead_letter_from"] == q
+
+
+
+async def test_a_moved_fifo_dead_letter_goes_back_in_its_group_once(manual: Pair, queue_name: str) -> None:
+    """What a move task (engine/mover.py) sends for a FIFO dead letter: the message in its group,
+    deduplicated by the dead letter's id, so a move repeated after a crash is dropped."""
+    from daemon.engine.mover import _job
+
+    cq, clock = manual
+    q = await _fifo(cq, queue_name, max_attempts=1, content_dedup=True)
+    dlq = await _fifo(cq, f"{queue_name}-dlq")
+    await cq.attributes.set(q, {DEAD_LETTER: dlq}, set(), clock.now_ms())
+    for n in range(3):
+        await cq.send(q, "t", {"n": n}, group="g")
+    for n in range(3):  # each received once, never deleted: out of receives, into the DLQ
+        assert [d.message.payload["n"] for d in await cq.receive(q, max=1, wait=0, visibility=5)] == [n]
+        clock.advance(6_000)
+    assert await cq.receive(q, max=10, wait=0) == []  # the take that moves the last one to the DLQ
+    dead = await cq.receive(dlq, max=10, wait=0)
+    assert [d.message.payload["n"] for d in dead] == [0, 1, 2]
+    first = await cq.send_many(q, [_job(d.message, True) for d in dead])
+    again = await cq.send_many(q, [_job(d.message, True) for d in dead])  # the runner killed before its delete: moved twice
+    assert [s.duplicate for s in first] == [False] * 3 and [s.duplicate for s in again] == [True] * 3
+    back = await cq.receive(q, max=10, wait=0)
+    assert [(d.message.payload["n"], d.message.group) for d in back] == [(0, "g"), (1, "g"), (2, "g")]
+
+
+def _row(due: int, group: str, state: int = 0, visible_at: int | None = None, task: str = "t") -> SimpleNamespace:
+    return SimpleNamespace(due=due, headers={"casque.group": group}, state=state, visible_at=visible_at, task=task, attempt=1)
+
+
+def test_the_take_choice_group_by_group() -> None:
+    """engine/fifo.py ``choose`` on its own: in flight blocks, visibility passed comes first, a
+    delay blocks, a spent one leaves without blocking, another's task blocks, the budget stops."""
+    rows = [
+        _row(1, "a", state=1, visible_at=500),  # a in flight: a blocked
+        _row(2, "b", state=1, visible_at=50),  # b's visibility passed: b comes back first
+        _row(3, "a"), _row(4, "b"), _row(5, "c", visible_at=200),  # c still in the queue's delay
+        _row(6, "c"), _row(7, "d", state=1, visible_at=10), _row(8, "d"), _row(9, "e", task="other"), _row(10, "e"),
+    ]
+    spent = {7}
+    choice = choose(rows, now=100, due_by=100, fits=lambda r: True, one_per_group=False,
+                    spent=lambda r: r.due in spent, ours=lambda r: r.task == "t")
+    assert [r.due for r in choice.kept] == [2, 4, 7, 8]
+    assert (choice.first_live, choice.wake, choice.blocked) == (1, 200, 1)
+    one = choose(rows, now=100, due_by=100, fits=lambda r: True, one_per_group=True)
+    assert [r.due for r in one.kept] == [2, 7, 9]
+    budget = iter([True, False])
+    assert [r.due for r in choose(rows, 100, 100, lambda r: next(budget), False).kept] == [2]

@@ -21,6 +21,7 @@ from botocore.exceptions import ClientError
 
 from tests.conftest import TEST_KEYSPACE
 from tests.support import sqsserver
+from tests.support.sqsfixtures import make_client
 from tests.test_sqs_auth import casque, client
 from tests.test_sqs_clients import JS
 from tests.test_sqs_query import NS, query, text
@@ -241,6 +242,7 @@ def test_a_group_waits_while_its_message_is_in_flight_then_goes_on_in_order(sqs:
         if got[0]["Body"] == "a1":
             a1 = got[0]["ReceiptHandle"]
     assert sorted(first) == ["a1", "b1"], first
+    assert counts(sqs, url) == (2, 2, 0), "a2 and a3 wait (visible), a1 and b1 are in flight"
     sqs.delete_message(QueueUrl=url, ReceiptHandle=a1)
     (m,) = receive_until(sqs, url, bool, MaxNumberOfMessages=1, VisibilityTimeout=4, MessageSystemAttributeNames=["ApproximateReceiveCount"])
     assert (m["Body"], m["Attributes"]["ApproximateReceiveCount"]) == ("a2", "1"), "after the delete: the group's next message"
@@ -317,6 +319,26 @@ def test_a_retried_receive_with_the_same_attempt_id_returns_the_same_receipts(sq
     assert counts(sqs, url) == (0, 0, 0)
 
 
+def test_dedup_and_attempt_ids_hold_across_two_servers(sqs: Any, qname: str) -> None:
+    """What one `casque serve` decided, another honours: a duplicate sent through a second process
+    is the first send's message, and a receive retried there returns the same receipts."""
+    other = sqsserver.start(TEST_KEYSPACE)
+    try:
+        b = make_client(other.url)
+        url = fifo(sqs, qname)
+        url_b = url.replace(url.split("/000000000000/")[0], other.url)
+        one = send(sqs, url, "once", "g", "d1")
+        again = send(b, url_b, "once", "g", "d1")
+        assert (again["MessageId"], again["SequenceNumber"]) == (one["MessageId"], one["SequenceNumber"])
+        first = receive_until(sqs, url, bool, ReceiveRequestAttemptId="a-1", VisibilityTimeout=60)
+        retry = receive(b, url_b, ReceiveRequestAttemptId="a-1", VisibilityTimeout=60)
+        assert [m["ReceiptHandle"] for m in retry] == [m["ReceiptHandle"] for m in first]
+        b.delete_message(QueueUrl=url_b, ReceiptHandle=retry[0]["ReceiptHandle"])
+        assert counts(sqs, url) == (0, 0, 0), "one message, delivered once"
+    finally:
+        other.stop()
+
+
 @pytest.fixture
 def two_keys(settings: Any) -> Iterator[list[dict[str, str]]]:
     made = []
@@ -363,9 +385,19 @@ def test_a_fifo_dead_letter_queue_takes_the_message_and_the_group_moves_on(sqs: 
         assert (m["Body"], m["Attributes"]["ApproximateReceiveCount"]) == ("poison", n)
     (m,) = receive_until(sqs, url, bool, MaxNumberOfMessages=1)
     assert m["Body"] == "next", "past maxReceiveCount the group's next message is delivered"
-    (d,) = receive_until(sqs, dlq, bool, MessageSystemAttributeNames=["All"])
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+    (d,) = receive_until(sqs, dlq, bool, MessageSystemAttributeNames=["All"], VisibilityTimeout=0)
     assert d["Body"] == "poison" and d["Attributes"]["MessageGroupId"] == "g"
     assert d["Attributes"]["DeadLetterQueueSourceArn"].endswith(":" + qname + ".fifo")
+    # redrive: StartMessageMoveTask puts it back into the FIFO source, in its group
+    dlq_arn = attributes(sqs, dlq, "QueueArn")["QueueArn"]
+    sqs.start_message_move_task(SourceArn=dlq_arn)
+    (back,) = receive_until(sqs, url, bool, MessageSystemAttributeNames=["MessageGroupId"])
+    assert (back["Body"], back["Attributes"]["MessageGroupId"]) == ("poison", "g")
+    end = time.monotonic() + 30
+    while sqs.list_message_move_tasks(SourceArn=dlq_arn)["Results"][0]["Status"] == "RUNNING" and time.monotonic() < end:
+        receive(sqs, dlq, wait=1)  # a bounded wait between looks, not a hope: the loop ends on the status
+    assert sqs.list_message_move_tasks(SourceArn=dlq_arn)["Results"][0]["Status"] == "COMPLETED"
 
 
 def test_the_queues_delay_seconds_delays_every_fifo_message(sqs: Any, qname: str) -> None:

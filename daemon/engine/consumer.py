@@ -58,6 +58,7 @@ from daemon.base.model import Message, QueueSettings, out_of_attempts
 from daemon.engine.poison import PoisonStore
 from daemon.engine.queues import QueueStore
 from daemon.engine.received import stamp as stamp_received
+from daemon.engine.placement import bucket_of
 from daemon.engine.table import STATE_IN_FLIGHT, MessageTable, after, all_rows, message_from_row
 
 log = get_logger("casque.consumer")
@@ -109,6 +110,13 @@ class RowState:
     #: every visit, so it is not peeked before this (the earliest visibility end seen, at most a
     #: rescan away) unless a wake-up names its shard (a send, a delete, a visibility change).
     fifo_idle_until: int = 0
+    #: Counts the wake-ups that named this FIFO row: a take that read the row before one of them
+    #: (a delete that unblocked a group) must not put the row to rest on what it read.
+    fifo_named: int = 0
+    #: The highest lane (lowest rank) the last peek found something due in.
+    best_rank: int = 0
+    #: A wake-up named this row since its last peek (a send to it).
+    named: bool = False
 
     def contended(self, now_elapsed: int, cap_ms: int) -> None:
         self.backoff_ms = min(cap_ms, max(MIN_BACKOFF_MS, 2 * self.backoff_ms))
@@ -208,8 +216,13 @@ class Consumer:
         if qs is None:
             return
         self.hinted_at = self.clock.elapsed_ms()
+        bucket = bucket_of(due_ms, qs.bucket_ms, qs.buckets)
         for shard in range(qs.shards) if placement is None else [placement % qs.shards]:
             self._name(shard, due_ms)
+            state = self.rows.get((bucket, shard))
+            if state is not None:  # the row it was written to is looked at again by then, rescan or not
+                state.next_check = min(state.next_check, due_ms)
+                state.named = True
 
     def hints_flowing(self, window_ms: int) -> bool:
         """Has a wake-up arrived within ``window_ms``? Then the producers of this queue announce
@@ -220,6 +233,7 @@ class Consumer:
         idle = self.rows.get((0, shard))
         if idle is not None:  # a FIFO row (one bucket) named again: something there may have changed
             idle.fifo_idle_until = 0
+            idle.fifo_named += 1
         heap = self._hinted.setdefault(shard, [])
         heapq.heappush(heap, due_ms)
         if len(heap) > MAX_HINTS:
@@ -375,9 +389,22 @@ class Consumer:
     async def _visit_shard(self, qs: QueueSettings, shard: int, limit: int, visibility_ms: int | None) -> list[Message]:
         """Oldest rows first, so a shard hands out its messages by due time across rows: the rows
         whose rescan has come (up to VISIT_RESCANS, peeked at once: one round trip, every ``rescan_ms``), then the
-        previous row while late producers may still write to it, then the current row."""
+        previous row while late producers may still write to it, then the current row.
+
+        On a queue with several lanes (priorities, or a fair queue's noisy tenants one lane down,
+        engine/fairness.py) the rows are peeked together, and the row with the highest lane due
+        goes first: a message sent now in a higher lane is not taken after an older row's backlog
+        of a lower one (measured: a quiet tenant's p99 of 1.0 s behind a noisy backlog of 10,000
+        in older rows with 1 s buckets when only the current rows were taken first,
+        tests/test_fairness.py)."""
         now = self.clock.now_ms()
         every, rescans = self._rows_to_check(qs, shard, now)
+        if len(qs.priorities) > 1:
+            named = [b for b in rescans[VISIT_RESCANS:] if self.rows[(b, shard)].named]
+            rows = [(b, shard) for b in rescans[:VISIT_RESCANS] + named + every]
+            due = await self._peek_rows(qs, rows)
+            due.sort(key=lambda row: self.rows[row].best_rank)  # stable: oldest first within a lane
+            return await self._take_first(qs, due, limit, visibility_ms)
         if rescans:
             rows = [(b, shard) for b in rescans[:VISIT_RESCANS]]
             taken = await self._take_first(qs, await self._peek_rows(qs, rows), limit, visibility_ms)
@@ -472,6 +499,7 @@ class Consumer:
         within the lookahead sets the row's wake time."""
         if qs.fifo and state.fifo_idle_until > now:
             return False
+        state.named = False
         ranks = qs.ranks()
         horizon = now + max(self.lookahead_ms, self.ahead_ms)
         skips = [self._skip(state, r) for r in ranks]
@@ -486,6 +514,8 @@ class Consumer:
             if skip is None:  # read from a skip, the lane's cursor stays: it must not pass what was left there
                 self._advance(state, rank, first, now)
             if first is not None and first <= now + self.ahead_ms:
+                if not due:
+                    state.best_rank = rank  # ranks are read highest lane first
                 due = True
             elif first is not None:
                 state.wake = min(state.wake, first)
@@ -604,20 +634,36 @@ class Consumer:
     async def _read_take_fifo(self, qs: QueueSettings, lock: HeldLock, state: RowState, now: int,
                               limit: int) -> tuple[list[Any], dict[int, int], dict[int, tuple[int, Any]]]:
         """A FIFO row's take: its one lane from the cursor, in flight messages included, chosen
-        group by group (engine/fifo.py). Nothing deliverable: the row rests until the earliest
+        group by group (engine/fifo.py), read page by page (growing, up to FIFO_SCAN rows) only
+        while the pages so far leave the take room: a receive of 10 from one group's backlog reads
+        a few dozen rows, not a thousand. Nothing deliverable: the row rests until the earliest
         visibility end seen, or a wake-up names it."""
-        _trip()
-        start = state.cursors.get(0, 0)
-        rows = await self.db.run(self.table.read_due, [qs.name, lock.bucket, lock.shard, 0, start, now + max(self.lookahead_ms, self.ahead_ms),
-                                                       fifo.FIFO_SCAN])
-        budget = TakeBudget(limit, TAKE_BYTES)
-        choice = fifo.choose(rows, now, now + self.ahead_ms, lambda r: bool(budget.fit([r])), self._one_per_group)
+        named = state.fifo_named
+        until = now + max(self.lookahead_ms, self.ahead_ms)
+        spent = lambda r: out_of_attempts(r.attempt or 0, r.max_attempts or qs.max_attempts)  # noqa: E731
+        ours = (lambda r: True) if self.accepts is None else (lambda r: self.accepts(r.task))  # type: ignore[misc]  # noqa: E731
+        rows: list[Any] = []
+        page = 2 * limit + 8
+        while True:
+            _trip()
+            if rows:
+                last = rows[-1]
+                more = await self.db.run(self.table.read_due_after, [qs.name, lock.bucket, lock.shard, 0, last.due, last.id, until, page])
+            else:
+                more = await self.db.run(self.table.read_due, [qs.name, lock.bucket, lock.shard, 0, state.cursors.get(0, 0), until, page])
+            rows += more
+            budget = TakeBudget(limit, TAKE_BYTES)
+            choice = fifo.choose(rows, now, now + self.ahead_ms, lambda r: bool(budget.fit([r])), self._one_per_group, spent, ours)
+            if len(more) < page or budget.full() or len(rows) >= fifo.FIFO_SCAN:
+                break
+            page = min(4 * page, fifo.FIFO_SCAN - len(rows))
         if choice.wake is not None:
             state.wake = min(state.wake, choice.wake)
-        if not choice.kept:
+        if not choice.kept and state.fifo_named == named:  # named meanwhile: what was read may be stale
             state.fifo_idle_until = min(choice.wake if choice.wake is not None else RowState.wake, now + self.rescan_ms)
             state.next_check = min(max(state.next_check, state.fifo_idle_until), state.wake - self.ahead_ms)
-        return choice.kept, {0: fifo.cursor_target(choice, rows, fifo.FIFO_SCAN, now - self.tolerance_ms)}, {}
+        full_read = len(more) >= page  # more may follow the last row read
+        return choice.kept, {0: fifo.cursor_target(choice, rows, len(rows) if full_read else len(rows) + 1, now - self.tolerance_ms)}, {}
 
     def _contended(self, qs: QueueSettings, state: RowState) -> None:
         self.stats.contention += 1

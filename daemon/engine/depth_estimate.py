@@ -166,9 +166,10 @@ def classify(rows: list[Any], now: int) -> Counts:
     due, else delayed. ``casque stats`` counts in flight by state alone (it is for people)."""
     c = Counts()
     for r in rows:
-        if r.state == STATE_IN_FLIGHT and r.due > now:
+        visible = r.visible_at if r.visible_at is not None else r.due  # a FIFO message is in flight in place (engine/fifo.py)
+        if r.state == STATE_IN_FLIGHT and visible > now:
             c.in_flight += 1
-        elif r.due <= now:
+        elif visible <= now:
             c.waiting += 1
         else:
             c.delayed += 1

@@ -53,10 +53,15 @@ def group_of(row: Any) -> str:
     return (row.headers or {}).get(GROUP_HEADER, "")
 
 
-def choose(rows: list[Any], now: int, due_by: int, fits: Callable[[Any], bool], one_per_group: bool) -> FifoChoice:
+def choose(rows: list[Any], now: int, due_by: int, fits: Callable[[Any], bool], one_per_group: bool,
+           spent: Callable[[Any], bool] = lambda r: False, ours: Callable[[Any], bool] = lambda r: True) -> FifoChoice:
     """One pass over a row's messages in position order (see the module docstring). ``fits(row)``
     asks the take's budget for room (and counts the row if there is): the pass stops at the first
-    row it can't hold, so no group's later message is taken before an earlier one."""
+    row it can't hold, so no group's later message is taken before an earlier one. A row
+    ``spent`` (out of receives: the commit moves it to the dead letters) is kept without counting
+    against the budget, and its group goes on to its next message in the same take. A row not
+    ``ours`` (a daemon sharing the queue with pull readers leaves them the tasks it has no handler
+    for) blocks its group for this take: nothing after it in the group is taken before it."""
     out = FifoChoice()
     blocked: set[str] = set()
     taken: set[str] = set()
@@ -71,6 +76,12 @@ def choose(rows: list[Any], now: int, due_by: int, fits: Callable[[Any], bool], 
             blocked.add(g)
             out.blocked += in_flight
             out.wake = _min(out.wake, visible)
+            continue
+        if in_flight and spent(r):
+            out.kept.append(r)
+            continue
+        if not ours(r):
+            blocked.add(g)
             continue
         if one_per_group and g in taken:
             blocked.add(g)

@@ -27,6 +27,7 @@ from typing import Any
 from daemon.base.errors import CasqueError, QueueNotFound
 from daemon.base.logs import get_logger
 from daemon.engine.client import Casque
+from daemon.base.model import DEDUP_HEADER, GROUP_HEADER
 from daemon.engine.deadletter import FROM_HEADER, ID_HEADER
 from daemon.engine.depth_estimate import DepthEstimator
 from daemon.engine.lease import Lease
@@ -193,7 +194,8 @@ class TaskRun:
         for d in deliveries:
             by_target.setdefault(self.task.destination or d.message.headers[FROM_HEADER], []).append(d)
         for target, group in by_target.items():
-            await self.cq.send_many(target, [_job(d.message) for d in group])  # first the copy ...
+            fifo = (await self.cq.queues.get(target)).fifo
+            await self.cq.send_many(target, [_job(d.message, fifo) for d in group])  # first the copy ...
             await self.cq.delete_many(d.receipt for d in group)  # ... then the original: at-least-once
         self.sent_here += len(deliveries)
         self.task = replace(self.task, moved=self.task.moved + len(deliveries))
@@ -217,6 +219,11 @@ class TaskRun:
         await asyncio.sleep(0.5)  # messages in flight elsewhere: look again shortly (bounded by HOLD_S above)
 
 
-def _job(m: Any) -> Job:
-    headers = {k: v for k, v in m.headers.items() if k not in (FROM_HEADER, ID_HEADER)}
-    return Job(m.task, m.payload, priority=m.priority, headers=headers)
+def _job(m: Any, fifo: bool) -> Job:
+    """The copy sent to the destination. Into a FIFO queue: in the message's group, deduplicated by
+    the dead letter's own id (a runner killed between the send and the delete moves it again,
+    which the destination then drops as a duplicate within 5 minutes)."""
+    headers = {k: v for k, v in m.headers.items() if k not in (FROM_HEADER, ID_HEADER, GROUP_HEADER, DEDUP_HEADER)}
+    group = m.group or (m.queue if fifo else None)
+    return Job(m.task, m.payload, priority=0 if fifo else m.priority, headers=headers, group=group,
+               dedup_id=f"move-{m.id}" if fifo else None)

@@ -23,8 +23,9 @@ from daemon.base.errors import KeyConflict, StorageUnavailable, UsageError
 from daemon.engine.chain import same_schedule
 from daemon.engine.keys import KeyEntry, KeyStore
 from daemon.engine.lookup import Lookup
-from daemon.base.model import (DEDUP_HEADER, GROUP_HEADER, Message, QueueSettings, check_headers, check_key, check_priority, check_task_name,
+from daemon.base.model import (DEDUP_HEADER, GROUP_HEADER, MIN_PRIORITY, Message, QueueSettings, check_headers, check_key, check_priority, check_task_name,
                                encode_payload, sequence_number)
+from daemon.engine.fairness import NoisyGroups
 from daemon.engine.fifo_send import FifoSender, check_group, content_dedup_id
 from daemon.engine.placement import new_id, row_of
 from daemon.engine.triggers import Trigger, first, start
@@ -82,6 +83,7 @@ class Producer:
                  tolerance_ms: int = 5000, fifo: FifoSender | None = None) -> None:
         self.db = db
         self.fifo = fifo
+        self.noisy = NoisyGroups(clock)
         #: A message is written at the due time it was built with only while that is at most this
         #: old; later (a long send_many, a keyed send waiting on its LWTs) it is written at now.
         self.late_ms = tolerance_ms // 4
@@ -98,6 +100,7 @@ class Producer:
         m = build_message(qs, job, now)
         if qs.fifo:
             return await self._send_fifo(qs, m)
+        self._fair(qs, m)
         qs = await self.queues.add_priority(qs, m.priority)
         if m.key is not None:
             mid = await self._send_keyed(qs, m, job.on_conflict, now)
@@ -106,6 +109,11 @@ class Producer:
             mid = m.id
         metrics.SENT.labels(qs.name, m.task).inc()
         return Sent(str(mid))
+
+    def _fair(self, qs: QueueSettings, m: Message) -> None:
+        """A noisy tenant's message goes one lane down (engine/fairness.py)."""
+        if m.group is not None and m.priority > MIN_PRIORITY and self.noisy.observe(qs.name, m.group):
+            m.priority -= 1
 
     async def _send_fifo(self, qs: QueueSettings, m: Message) -> Sent:
         if self.fifo is None:
@@ -123,6 +131,8 @@ class Producer:
         if qs.fifo:
             return [await self._send_fifo(qs, build_message(qs, job, now)) for job in list(jobs)]
         built = [(job, build_message(qs, job, now)) for job in jobs]
+        for _, m in built:
+            self._fair(qs, m)
         for p in sorted({m.priority for _, m in built}):
             qs = await self.queues.add_priority(qs, p)
         ids: list[Sent] = [Sent(str(m.id)) for _, m in built]

@@ -99,7 +99,8 @@ class Receiver:
         self.clock = clock
         self.consumer_of = consumer_of
         self.poll_interval_s = poll_interval_s
-        self._consumers: Lru[str, Consumer] = Lru(max_consumers)  # the queues pulled from lately, not every queue
+        self._consumers: Lru[str, Consumer] = Lru(max_consumers, self._evicted)  # the queues pulled from lately, not every queue
+        self._unsubscribe: dict[str, Callable[[], None]] = {}
         self.touch = touch  # records activity for idle expiry (engine/expiry.py)
         self.attempts = attempts
         #: A FIFO group may move on (a delete, a visibility change to now): tell every process's
@@ -208,11 +209,21 @@ class Receiver:
         return out
 
     def _consumer(self, queue: str) -> Consumer:
+        """The queue's consumer, told of every send (a wake-up names the sent message's shard):
+        a receive visits the named shards first, as a daemon's fetch does. Without it a take
+        that filled its batch named only its own shard, and a backlog there kept the receives
+        from every other shard (a message sent to another shard waited until it drained)."""
         c = self._consumers.get(queue)
         if c is None:
             c = self.consumer_of(queue)
             self._consumers.put(queue, c)
+            self._unsubscribe[queue] = self.wakeups.subscribe(queue, c.hint)
         return c
+
+    def _evicted(self, queue: str, _: Consumer) -> None:
+        unsubscribe = self._unsubscribe.pop(queue, None)
+        if unsubscribe is not None:
+            unsubscribe()
 
     async def _warm(self, consumer: Consumer, qs: QueueSettings) -> None:
         """A cold consumer's first look: the cursors of every row of the queue, one request per

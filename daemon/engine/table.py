@@ -73,9 +73,9 @@ class MessageTable:
         self.read_at = p(f"SELECT kind, moved_to, {_SELECT} FROM {t} WHERE {_PK} AND kind IN (1, 2) AND rank = ? AND due = ? AND id = ?")
         self.mark_moved = p(f"INSERT INTO {t} (queue, bucket, shard, kind, rank, due, id, moved_to) VALUES (?,?,?,2,?,?,?,?) USING TTL ?")
         self.unmark_moved = p(f"DELETE FROM {t} WHERE {_PK} AND kind = 2 AND rank = ? AND due = ? AND id = ?")
-        self.count_from = p(f"SELECT cursors, state, due FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ?")
+        self.count_from = p(f"SELECT cursors, state, due, visible_at FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ?")
         # The bounded depth estimate (engine/depth_estimate.py): a lane's first rows from its cursor.
-        self.count_head = p(f"SELECT cursors, state, due FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ? LIMIT ?")
+        self.count_head = p(f"SELECT cursors, state, due, visible_at FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ? LIMIT ?")
         self.set_cursor = p(f"UPDATE {t} SET cursors[?] = ? WHERE {_PK}")
         self.read_cursors = p(f"SELECT cursors FROM {t} WHERE {_PK} LIMIT 1")
         # The cursors of every bucket row of one shard in one request (the coordinator reads the

@@ -163,10 +163,12 @@ class QueueActions(ActionGroup):
         try:
             target_qs = await self.cq.queues.get(str(target))
         except QueueNotFound:
-            raise SqsError("InvalidAttributeValue", "Value for parameter RedrivePolicy is invalid. Reason: Dead-letter target does not exist.") from None
+            raise SqsError("InvalidAttributeValue",
+                           "Value for parameter RedrivePolicy is invalid. Reason: Dead-letter target does not exist.") from None
         if target_qs.fifo != fifo:
             given = raw.get("RedrivePolicy", attrs["RedrivePolicy"]) if isinstance(raw, dict) else attrs["RedrivePolicy"]
-            raise invalid(f"Value {given} for parameter RedrivePolicy is invalid. Reason: Dead-letter queue must be same type of queue as the source..")
+            raise invalid(f"Value {given} for parameter RedrivePolicy is invalid. Reason: Dead-letter queue must be same type of queue "
+                          "as the source..")  # AWS's text, its two periods included
 
     async def list_dead_letter_source_queues(self, call: Call) -> dict[str, Any]:
         """One read of the dead-letter index's partition (engine/dead_letter_sources.py), paged like

@@ -1,0 +1,94 @@
+"""Fair queues at full size: ``python -m bench.fair_queues [--backlog 100000] [--quiet-groups 100]``.
+
+Issue 25's figure: a noisy tenant's backlog of 100,000 beside 100 quiet tenants on one standard
+queue; the quiet tenants' send-to-receive latency against a run without the noisy one, in the same
+run. Receivers (engine API, the pull path `casque serve` uses) deletes in the background while
+the quiet tenants send 4 messages each, one every 10 ms; 4 receivers by default (a fleet polls with several). Also counted: the receives that overtook a
+quiet message (started after its send returned, ended before the one that got it), which is what
+fairness decides (engine/fairness.py; tests/test_fairness.py runs a 20,000 size).
+Writes bench/out/fair-queues.json and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import uuid
+
+from daemon.engine.client import Casque
+from daemon.engine.producer import Job
+
+from .env import bench_settings, out_dir, progress
+
+
+async def quiet_run(cq: Casque, queue: str, backlog: int, quiet_groups: int, rounds: int, receivers: int) -> dict[str, float]:
+    await cq.create_queue(queue, max_attempts=0, retention=3600)
+    for start in range(0, backlog, 2_000):
+        await cq.send_many(queue, [Job("t", {"noisy": True}, group="noisy") for _ in range(min(2_000, backlog - start))])
+        if start % 20_000 == 0:
+            progress(f"{queue}: backlog {start + 2_000:,} of {backlog:,} sent")
+    sent_at: dict[str, int] = {}
+    receives: list[tuple[int, int]] = []
+    got_by: dict[str, int] = {}
+    latencies: list[float] = []
+    total = rounds * quiet_groups
+    deletes: list[asyncio.Future[object]] = []
+
+    async def receive() -> None:
+        while len(latencies) < total:
+            start = cq.clock.now_ms()
+            got = await cq.receive(queue, max=10, wait=1, visibility=600)
+            end = cq.clock.now_ms()
+            if got:
+                receives.append((start, end))
+            for d in got:
+                if "quiet" in d.message.payload:
+                    got_by[str(d.message.id)] = len(receives) - 1
+                    latencies.append(end - d.message.payload["sent"])
+            deletes.append(asyncio.ensure_future(cq.delete_many([d.receipt for d in got])))
+
+    async def send() -> None:
+        for n in range(total):
+            mid = await cq.send(queue, "t", {"quiet": True, "sent": cq.clock.now_ms()}, group=f"quiet{n % quiet_groups}")
+            sent_at[mid] = cq.clock.now_ms()
+            await asyncio.sleep(0.01)
+
+    await asyncio.wait_for(asyncio.gather(send(), *(receive() for _ in range(receivers))), 600)
+    await asyncio.gather(*deletes)
+    overtakes = [sum(1 for s, _ in receives[:got_by[mid]] if s > sent) for mid, sent in sent_at.items()]
+    q = statistics.quantiles(latencies, n=100)
+    return {"received": len(latencies), "p50_ms": q[49], "p99_ms": q[98], "max_overtakes": max(overtakes), "overtakes": sum(overtakes)}
+
+
+async def main(backlog: int, quiet_groups: int, rounds: int, receivers: int) -> dict[str, dict[str, float]]:
+    cq = await Casque.connect(bench_settings())
+    try:
+        tag = uuid.uuid4().hex[:6]
+        alone = await quiet_run(cq, f"fair-alone-{tag}", 0, quiet_groups, rounds, receivers)
+        beside = await quiet_run(cq, f"fair-noisy-{tag}", backlog, quiet_groups, rounds, receivers)
+    finally:
+        await cq.close()
+    return {"alone": alone, "beside": beside, "backlog": backlog, "quiet_groups": quiet_groups, "receivers": receivers}  # type: ignore[dict-item]
+
+
+def table(r: dict[str, dict[str, float]]) -> str:
+    a, b = r["alone"], r["beside"]
+    lines = ["| quiet tenants' messages | received | p50 ms | p99 ms | max receives that overtook one |", "| --- | --- | --- | --- | --- |"]
+    lines.append(f"| alone | {a['received']:.0f} | {a['p50_ms']:.0f} | {a['p99_ms']:.0f} | {a['max_overtakes']:.0f} |")
+    lines.append(f"| beside a backlog of {r['backlog']:,} | {b['received']:.0f} | {b['p50_ms']:.0f} | {b['p99_ms']:.0f} | {b['max_overtakes']:.0f} |")
+    lines.append(f"\np99 ratio beside / alone: {b['p99_ms'] / a['p99_ms']:.2f} (target <= 2)")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(prog="python -m bench.fair_queues")
+    p.add_argument("--backlog", type=int, default=100_000)
+    p.add_argument("--quiet-groups", type=int, default=100)
+    p.add_argument("--rounds", type=int, default=4)
+    p.add_argument("--receivers", type=int, default=4, help="concurrent receivers (a consumer fleet polls with several)")
+    args = p.parse_args()
+    result = asyncio.run(main(args.backlog, args.quiet_groups, args.rounds, args.receivers))
+    (out_dir() / "fair-queues.json").write_text(json.dumps(result, indent=2))
+    print(table(result))
