@@ -94,10 +94,10 @@ def _waiting(threads: list[Producer], url: str, for_s: float, since: float) -> b
 
 
 def run(urls: list[str], visibility_s: int, fault: Callable[[Clients], None] | None = None, live: Callable[[], list[str]] | None = None,
-        receivers_after: float = 0.0, receiver_urls: list[str] | None = None, deadline_s: float = 240) -> Outcome:
+        receivers_after: float = 0.0, deadline_s: float = 240) -> Outcome:
     """The traffic of one test: PRODUCERS threads send PER_GROUP messages to each of GROUPS groups
     (a producer owns GROUPS / PRODUCERS of them), RECEIVERS threads receive and delete, both spread
-    over ``urls`` (receivers over ``receiver_urls`` if given). Receivers start once
+    over ``urls``. Receivers start once
     ``receivers_after`` of the messages were sent (a backlog: their receives take at once rather
     than wait); ``fault(clients)`` then runs in this thread.
     Ends when every message sent was processed, then drains the queue for what is left over."""
@@ -108,7 +108,7 @@ def run(urls: list[str], visibility_s: int, fault: Callable[[Clients], None] | N
     ledger, done = Ledger(), threading.Event()
     groups = [f"g{i:04d}" for i in range(GROUPS)]
     c = Clients([Producer(urls, path, groups[i::PRODUCERS], PER_GROUP, ledger, i % len(urls)) for i in range(PRODUCERS)],
-                [Receiver(receiver_urls or urls, path, ledger, i % len(urls), done) for i in range(RECEIVERS)], ledger, name)
+                [Receiver(urls, path, ledger, i % len(urls), done) for i in range(RECEIVERS)], ledger, name)
     threads = [*c.producers, *c.receivers]
     total = GROUPS * PER_GROUP
     try:
@@ -159,13 +159,16 @@ def in_flight(db: Database, queue: str) -> set[str]:
 
 
 def hold_answers_then_kill(c: Clients, victim: sqsserver.SqsServer, gate: AnswerGate, db: Database) -> int:
-    """The victim's receivers reach it through ``gate``. Hold its answers back, and wait until
+    """The victim's clients reach it through ``gate``. Hold its answers back, and wait until
     Cassandra has messages in flight that no receiver has seen, once every receiver not waiting on
     the gate has had an answer begun after the look: those were taken by the victim's receives,
-    and their answers will never arrive. Then, while a send batch is under way through the victim
-    (or once the producers are done), kill -9 it. Returns how many messages it held."""
+    and their answers will never arrive. Then wait for a send batch sent through the gate since
+    (its entries written, or being written: a FIFO batch is written entry by entry), and kill -9
+    the victim. A producer can't finish meanwhile: every other batch of its goes to the victim,
+    and waits. Returns how many messages the victim's receives held."""
     others = [*c.producers, *c.receivers]
     gate.holding.set()
+    holding_since = time.monotonic()
     held: set[str] = set()
     deadline = time.monotonic() + 60
     while not held:
@@ -175,8 +178,7 @@ def hold_answers_then_kill(c: Clients, victim: sqsserver.SqsServer, gate: Answer
         poll(lambda: all(r.answered_began > looked or (r.ends.outstanding or ("", 0))[0] == gate.url for r in c.receivers), 60,
              "an answer to every receiver not waiting on the gate", others)
         held = taken - c.ledger.seen_ids()
-    poll(lambda: c.sending_through(victim.url, 0.3, 0) or not any(p.is_alive() for p in c.producers), 60,
-         "a send batch under way through the victim", others)
+    poll(lambda: c.sending_through(gate.url, 0.3, holding_since), 60, "a send batch under way through the victim", others)
     victim.proc.kill()
     victim.proc.wait(timeout=30)
     return len(held)
@@ -193,8 +195,8 @@ def test_kill_9_of_one_server_mid_run_its_clients_retry_on_the_other(servers: li
     db = Database(settings.cassandra).connect()
     gate = AnswerGate(victim.url)
     try:
-        out = run([s.url for s in servers], visibility_s=5, live=lambda: [servers[1].url], receivers_after=0.05,
-                  receiver_urls=[gate.url, servers[1].url], fault=lambda c: held.append(hold_answers_then_kill(c, victim, gate, db)))
+        out = run([gate.url, servers[1].url], visibility_s=5, live=lambda: [servers[1].url], receivers_after=0.05,
+                  fault=lambda c: held.append(hold_answers_then_kill(c, victim, gate, db)))
     finally:
         gate.close()
         db.close()
