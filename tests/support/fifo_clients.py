@@ -1,0 +1,192 @@
+"""boto3 producers and receivers of one FIFO queue over several ``casque serve`` processes, written as
+an SDK user writes them: a request that fails (connection refused or cut, a 5xx) is retried on the
+other server, a send with the same MessageDeduplicationId, a delete with the same receipt handles.
+What each one sent, saw and deleted goes to a Ledger (tests/support/fifo_ledger.py).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any, Callable
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError, ConnectionClosedError, EndpointConnectionError
+
+from .fifo_ledger import Key, Ledger, Seen
+
+RETRY_FOR_S = 60.0  # how long one request is retried over the servers before the thread gives up
+
+
+def client(url: str) -> Any:
+    """One attempt per call (the thread retries, on the other server), a read timeout above the
+    longest poll plus a frozen node."""
+    cfg = Config(retries={"max_attempts": 1}, read_timeout=30, connect_timeout=5)
+    return boto3.client("sqs", endpoint_url=url, region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s", config=cfg)
+
+
+def server_fault(exc: BaseException) -> bool:
+    """What a user retries: no answer at all, or the server's own fault (5xx). A 4xx is ours."""
+    if isinstance(exc, BotoCoreError):
+        return True
+    return isinstance(exc, ClientError) and exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 500) >= 500
+
+
+class Endpoints:
+    """The servers in the order one thread prefers them, each with its own queue URL."""
+
+    def __init__(self, urls: list[str], path: str, first: int) -> None:
+        order = urls[first:] + urls[:first]
+        self.urls = order
+        self.clients = [client(u) for u in order]
+        self.queue_urls = [u + path for u in order]
+        self.current = 0
+        self.down: set[int] = set()  # servers that refused or cut a connection: not tried again
+        self.retried_at_ms: int | None = None  # the last call: wall time its answered attempt began, if not the first
+        self.outstanding: tuple[str, float] | None = None  # the server a request is waiting on, since (monotonic)
+
+    def call(self, op: str, ledger: Ledger, error_count: str, **kw: Any) -> dict[str, Any]:
+        """``op`` on the current server; on a server fault, on the next one, until RETRY_FOR_S."""
+        deadline = time.monotonic() + RETRY_FOR_S
+        self.retried_at_ms = None
+        while True:
+            try:
+                self.outstanding = (self.urls[self.current], time.monotonic())
+                return getattr(self.clients[self.current], op)(QueueUrl=self.queue_urls[self.current], **kw)
+            except (BotoCoreError, ClientError) as exc:
+                if not server_fault(exc) or time.monotonic() > deadline:
+                    raise
+                ledger.count(error_count)
+                if isinstance(exc, (EndpointConnectionError, ConnectionClosedError)) and len(self.down) + 1 < len(self.clients):
+                    self.down.add(self.current)  # refused or cut: the process is gone (a balancer's health check)
+                before = self.current
+                self.next()
+                if self.current <= before:
+                    time.sleep(0.1)  # a backoff, as SDKs have: every server failed once, don't spin while they recover
+                self.retried_at_ms = int(time.time() * 1000)
+            finally:
+                self.outstanding = None
+
+    def next(self) -> None:
+        """The next server not down, in turn."""
+        for _ in range(len(self.clients)):
+            self.current = (self.current + 1) % len(self.clients)
+            if self.current not in self.down:
+                return
+
+
+class Producer(threading.Thread):
+    """Sends messages 0..per_group-1 of its groups, in that order, in batches of 10 (distinct
+    groups per batch); each batch goes to the next server in turn, so a group's messages cross
+    servers. A group's next message is sent only once its previous one was answered."""
+
+    def __init__(self, urls: list[str], path: str, groups: list[str], per_group: int, ledger: Ledger, first: int) -> None:
+        super().__init__(daemon=True)
+        self.ends = Endpoints(urls, path, first)
+        self.todo = [(g, n) for n in range(per_group) for g in groups]
+        self.ledger = ledger
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            for start in range(0, len(self.todo), 10):
+                self._send_batch(self.todo[start:start + 10])
+                self.ends.next()
+        except BaseException as exc:  # reported by the test
+            self.error = exc
+
+    def _send_batch(self, batch: list[Key]) -> None:
+        entries = {f"e{i}": e for i, e in enumerate(batch)}
+        retried_at: int | None = None
+        while entries:
+            req = [{"Id": i, "MessageBody": json.dumps({"g": g, "n": n}), "MessageGroupId": g, "MessageDeduplicationId": f"{g}-{n}"}
+                   for i, (g, n) in entries.items()]
+            out = self.ends.call("send_message_batch", self.ledger, "send_errors", Entries=req)
+            retried_at = retried_at or self.ends.retried_at_ms
+            for ok in out.get("Successful", []):
+                key = entries.pop(ok["Id"])
+                self.ledger.record_sent(key, ok["MessageId"], ok["SequenceNumber"], retried_at)
+            for bad in out.get("Failed", []):
+                if bad.get("SenderFault"):
+                    raise AssertionError(f"send refused: {bad}")
+                self.ledger.count("send_errors")
+                retried_at = int(time.time() * 1000)
+
+
+class Receiver(threading.Thread):
+    """Long-polls up to 10 messages, records them, deletes them in one DeleteMessageBatch (retried
+    on the other server with the same receipts), and records each delete that succeeded."""
+
+    def __init__(self, urls: list[str], path: str, ledger: Ledger, first: int, stop: threading.Event, wait_s: int = 2) -> None:
+        super().__init__(daemon=True)
+        self.ends = Endpoints(urls, path, first)
+        self.ledger, self.stop, self.wait_s = ledger, stop, wait_s
+        self.error: BaseException | None = None
+        self.answered_began = 0.0  # when the receive last answered (and recorded) began, monotonic
+
+    def run(self) -> None:
+        try:
+            while not self.stop.is_set():
+                began = time.monotonic()
+                out = self.ends.call("receive_message", self.ledger, "receive_errors", MaxNumberOfMessages=10, WaitTimeSeconds=self.wait_s,
+                                     AttributeNames=["ApproximateReceiveCount", "SequenceNumber"])
+                at = time.monotonic()
+                msgs = out.get("Messages", [])
+                if msgs:
+                    self.ledger.record_seen([_seen(at, i, m) for i, m in enumerate(msgs)])
+                self.answered_began = began
+                if msgs:
+                    self._delete_all(msgs)
+        except BaseException as exc:  # reported by the test
+            self.error = exc
+
+    def _delete_all(self, msgs: list[dict[str, Any]]) -> None:
+        pending = {str(i): m for i, m in enumerate(msgs)}
+        while pending:
+            out = self.ends.call("delete_message_batch", self.ledger, "delete_errors",
+                                 Entries=[{"Id": i, "ReceiptHandle": m["ReceiptHandle"]} for i, m in pending.items()])
+            for ok in out.get("Successful", []):
+                m = pending.pop(ok["Id"])
+                self.ledger.record_processed(_key(m), m["MessageId"])
+            for bad in out.get("Failed", []):
+                self.ledger.count("delete_errors")
+                if bad.get("SenderFault"):
+                    raise AssertionError(f"delete refused: {bad}")
+
+
+def _key(m: dict[str, Any]) -> Key:
+    body = json.loads(m["Body"])
+    return body["g"], int(body["n"])
+
+
+def _seen(at: float, index: int, m: dict[str, Any]) -> Seen:
+    a = m.get("Attributes", {})
+    return Seen(at, index, _key(m), m["MessageId"], int(a.get("ApproximateReceiveCount", "0")), a.get("SequenceNumber", ""))
+
+
+def drain(urls: list[str], path: str, wait_s: int) -> list[dict[str, Any]]:
+    """What is left once every message sent was processed: long polls on each live server until one
+    waits ``wait_s`` (past any visibility timeout) and answers nothing."""
+    left: list[dict[str, Any]] = []
+    for url in urls:
+        c = client(url)
+        q = url + path
+        while got := c.receive_message(QueueUrl=q, MaxNumberOfMessages=10, WaitTimeSeconds=wait_s).get("Messages", []):
+            left += got
+            c.delete_message_batch(QueueUrl=q, Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(got)])
+    return left
+
+
+def poll(condition: Callable[[], bool], timeout: float, what: str, threads: list[Any]) -> None:
+    """Wait for ``condition`` with a deadline; fail at once if a client thread died."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        for t in threads:
+            if t.error is not None:
+                raise AssertionError(f"a client thread failed while waiting for {what}: {t.error!r}")
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")

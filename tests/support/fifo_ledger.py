@@ -1,0 +1,141 @@
+"""The ledger of a FIFO run over SQS: what producers sent, what receivers saw and what they deleted,
+and the counts a FIFO queue promises (order per group, nothing lost, nothing processed twice, one
+message per deduplication id).
+
+Every record is written by the client thread that saw it, under one lock. "Seen" is ordered by the
+monotonic time the receive's answer arrived (then its place in the answer): a group's next message
+can only be taken after its previous one was deleted, which happens after that answer arrived, so
+within a group this order is the order the queue delivered in, across threads and servers.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+Key = tuple[str, int]  # (group, its message number in send order)
+
+
+@dataclass
+class Seen:
+    at: float  # monotonic time the receive's answer arrived
+    index: int  # place in that answer
+    key: Key
+    message_id: str
+    receive_count: int
+    sequence: str
+
+
+@dataclass
+class Outcome:
+    sent: int = 0
+    processed: int = 0
+    lost: int = 0
+    processed_twice: int = 0
+    ids_per_dedup_over_one: int = 0  # a dedup id answered or delivered under two message ids
+    groups_out_of_order: int = 0
+    sequence_out_of_order: int = 0  # a group's SequenceNumbers not increasing in send order
+    redelivered: int = 0  # receives of a message already received (its visibility timeout passed)
+    first_seen_redelivered: int = 0  # first seen with ApproximateReceiveCount > 1: its first answer never arrived
+    send_errors: int = 0
+    sends_retried: int = 0
+    retries_placed_by_first_attempt: int = 0  # a retried entry answered with the failed attempt's position
+    receive_errors: int = 0
+    delete_errors: int = 0
+    leftover: int = 0  # messages still in the queue once every sent message was processed
+    seconds: float = 0.0
+    examples: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        skip = {"examples"}
+        body = " ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}" for k, v in vars(self).items() if k not in skip)
+        return body + (f" examples={self.examples[:5]}" if self.examples else "")
+
+
+class Ledger:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.sent: dict[Key, set[str]] = defaultdict(set)  # message ids the send answers gave
+        self.sequences: dict[Key, str] = {}
+        self.seen: list[Seen] = []
+        self.processed: list[tuple[Key, str]] = []
+        self.outcome = Outcome()
+        self.retries: list[tuple[Key, int]] = []
+
+    def record_sent(self, key: Key, message_id: str, sequence: str, retried_at_ms: int | None) -> None:
+        """``retried_at_ms``: the wall time (ms) the retry that got this answer began, or None for a
+        first attempt. A FIFO position is max(now, tail + 1) at the send that placed it (its
+        sequence's first 13 digits): one before the retry began was placed by the failed attempt,
+        so the retry was answered as a duplicate."""
+        with self.lock:
+            self.sent[key].add(message_id)
+            self.sequences.setdefault(key, sequence)
+            if retried_at_ms is not None:
+                self.outcome.sends_retried += 1
+                self.outcome.retries_placed_by_first_attempt += int(sequence[:13]) < retried_at_ms
+                self.retries.append((key, int(sequence[:13]) - retried_at_ms))
+
+    def record_seen(self, items: list[Seen]) -> None:
+        with self.lock:
+            self.seen += items
+
+    def record_processed(self, key: Key, message_id: str) -> None:
+        with self.lock:
+            self.processed.append((key, message_id))
+
+    def count(self, name: str, n: int = 1) -> None:
+        with self.lock:
+            setattr(self.outcome, name, getattr(self.outcome, name) + n)
+
+    def seen_ids(self) -> set[str]:
+        with self.lock:
+            return {s.message_id for s in self.seen}
+
+    def processed_keys(self) -> set[Key]:
+        with self.lock:
+            return {k for k, _ in self.processed}
+
+    def tally(self, leftover: int, seconds: float) -> Outcome:
+        """The counts, from the records alone."""
+        out = self.outcome
+        out.leftover, out.seconds = leftover, seconds
+        out.sent = len(self.sent)
+        done = Counter(k for k, _ in self.processed)
+        out.processed = len(done)
+        out.lost = len(set(self.sent) - set(done))
+        out.processed_twice = sum(n - 1 for n in done.values())
+        ids: dict[Key, set[str]] = defaultdict(set)
+        for k, v in self.sent.items():
+            ids[k] |= v
+        for s in self.seen:
+            ids[s.key].add(s.message_id)
+        for k, mid in self.processed:
+            ids[k].add(mid)
+        out.ids_per_dedup_over_one = sum(1 for v in ids.values() if len(v) > 1)
+        self._order(out)
+        return out
+
+    def _order(self, out: Outcome) -> None:
+        """Per group, the numbers seen in delivery order, a redelivery folded into the delivery it
+        repeats, must be 0, 1, 2, ... exactly; and its SequenceNumbers must increase with them."""
+        per_group: dict[str, list[Seen]] = defaultdict(list)
+        for s in sorted(self.seen, key=lambda s: (s.at, s.index)):
+            per_group[s.key[0]].append(s)
+        received: set[str] = set()
+        for group, seen in per_group.items():
+            folded: list[int] = []
+            for s in seen:
+                if s.message_id in received:
+                    out.redelivered += 1
+                else:
+                    received.add(s.message_id)
+                    out.first_seen_redelivered += s.receive_count > 1
+                if not folded or folded[-1] != s.key[1]:
+                    folded.append(s.key[1])
+            if folded != list(range(len(folded))):
+                out.groups_out_of_order += 1
+                out.examples.append(f"{group}: {folded[:12]}")
+            seqs = [self.sequences.get((group, n)) for n in range(len(folded))]
+            if any(a is None or b is None or a >= b for a, b in zip(seqs, seqs[1:])):
+                out.sequence_out_of_order += 1
