@@ -32,7 +32,7 @@ import random
 from typing import Any, Callable
 
 from daemon.base import metrics
-from daemon.base.errors import CasqueError
+from daemon.base.errors import CasqueError, QueueNotFound
 from daemon.base.logs import get_logger
 from daemon.base.model import Message, QueueSettings
 from daemon.engine.consumer import Consumer
@@ -193,6 +193,9 @@ class PulledSweeps:
             sweeper = self._sweepers.setdefault(queue, Sweeper(consumer))
             try:
                 found = await sweeper.sweep()
+            except QueueNotFound:  # deleted since it was pulled from: nothing to sweep, nothing to warn of
+                self._sweepers.pop(queue, None)
+                continue
             except CasqueError as exc:
                 log.warning("sweep_failed", queue=queue, error=str(exc))
                 continue
