@@ -519,18 +519,28 @@ def section_many_queues(R: dict[str, Any], img: str) -> str:
 def write_many_queues(R: dict[str, Any], plots_dir: Path, to_docs: bool) -> Path:
     """The many-queues section between its own markers in docs/benchmarks.md (added at the end the
     first time), or bench/out/report-many-queues-<size>.md."""
-    body = section_many_queues(R, ".")
+    return _write_section(section_many_queues(R, "."), f"report-many-queues-{R['size']['name']}.md", plots_dir / "bench-many-queues-rss.png",
+                          MQ_BEGIN, MQ_END, to_docs)
+
+
+def _write_section(body: str, out_name: str, plot: Path, begin: str, end: str, to_docs: bool, before: str | None = None) -> Path:
+    """A section that its own run rewrites between its markers in docs/benchmarks.md, leaving the
+    rest of the file alone (placed before the ``before`` marker, or at the end, the first time); or
+    bench/out/``out_name`` when the run is not for docs/."""
     if not to_docs:
-        target = out_dir() / f"report-many-queues-{R['size']['name']}.md"
+        target = out_dir() / out_name
         target.write_text(body + "\n")
         return target
-    shutil.copy(plots_dir / "bench-many-queues-rss.png", DOCS / "bench-many-queues-rss.png")
+    shutil.copy(plot, DOCS / plot.name)
     target = DOCS / "benchmarks.md"
     old = target.read_text() if target.exists() else ""
-    block = f"{MQ_BEGIN}\n{body}\n{MQ_END}"
-    if MQ_BEGIN in old and MQ_END in old:
-        head, rest = old.split(MQ_BEGIN, 1)
-        text = head + block + rest.split(MQ_END, 1)[1]
+    block = f"{begin}\n{body}\n{end}"
+    if begin in old and end in old:
+        head, rest = old.split(begin, 1)
+        text = head + block + rest.split(end, 1)[1]
+    elif before is not None and before in old:
+        head, rest = old.split(before, 1)
+        text = head + block + "\n\n" + before + rest
     else:
         text = old.rstrip("\n") + "\n\n" + block + "\n"
     target.write_text(text)
@@ -695,22 +705,5 @@ def section_sqs_fifo(R: dict[str, Any], img: str) -> str:
 def write_sqs_fifo(R: dict[str, Any], plots_dir: Path, to_docs: bool) -> Path:
     """The FIFO section between its own markers in docs/benchmarks.md (placed before the many-queues
     section the first time), or bench/out/report-sqs-fifo-<size>.md."""
-    body = section_sqs_fifo(R, ".")
-    if not to_docs:
-        target = out_dir() / f"report-sqs-fifo-{R['size']['name']}.md"
-        target.write_text(body + "\n")
-        return target
-    shutil.copy(plots_dir / "bench-sqs-fifo.png", DOCS / "bench-sqs-fifo.png")
-    target = DOCS / "benchmarks.md"
-    old = target.read_text() if target.exists() else ""
-    block = f"{FIFO_BEGIN}\n{body}\n{FIFO_END}"
-    if FIFO_BEGIN in old and FIFO_END in old:
-        head, rest = old.split(FIFO_BEGIN, 1)
-        text = head + block + rest.split(FIFO_END, 1)[1]
-    elif MQ_BEGIN in old:
-        head, rest = old.split(MQ_BEGIN, 1)
-        text = head + block + "\n\n" + MQ_BEGIN + rest
-    else:
-        text = old.rstrip("\n") + "\n\n" + block + "\n"
-    target.write_text(text)
-    return target
+    return _write_section(section_sqs_fifo(R, "."), f"report-sqs-fifo-{R['size']['name']}.md", plots_dir / "bench-sqs-fifo.png",
+                          FIFO_BEGIN, FIFO_END, to_docs, before=MQ_BEGIN)
