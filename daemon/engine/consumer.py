@@ -443,7 +443,7 @@ class Consumer:
         tests/test_fairness.py)."""
         now = self.clock.now_ms()
         every, rescans = self._rows_to_check(qs, shard, now)
-        if len(qs.priorities) > 1:
+        if len(qs.priorities) > 1 and rescans:  # nothing older to look at: the current rows as always (a held row is not peeked)
             named = [b for b in rescans[VISIT_RESCANS:] if self.rows[(b, shard)].named]
             rows = [(b, shard) for b in rescans[:VISIT_RESCANS] + named + every]
             due = await self._peek_rows(qs, rows)
