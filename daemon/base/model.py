@@ -174,6 +174,21 @@ def check_key(key: str | None) -> str | None:
     return key
 
 
+_PUNCTUATION = set("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
+
+
+def valid_group_id(value: Any) -> bool:
+    """SQS's rule for MessageGroupId, MessageDeduplicationId and ReceiveRequestAttemptId: 1-128
+    characters, ASCII letters, digits or punctuation (!"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~)."""
+    return isinstance(value, str) and 1 <= len(value) <= 128 and all(c.isascii() and (c.isalnum() or c in _PUNCTUATION) for c in value)
+
+
+def check_group(kind: str, value: Any) -> str:
+    if not valid_group_id(value):
+        raise UsageError(f"invalid {kind} {value!r}: use 1-128 letters, digits and punctuation")
+    return value
+
+
 def check_headers(headers: dict[str, str] | None) -> dict[str, str]:
     headers = dict(headers or {})
     for k, v in headers.items():

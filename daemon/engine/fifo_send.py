@@ -33,7 +33,6 @@ import math
 from typing import Any
 
 from daemon.base.clock import Clock
-from daemon.base.errors import UsageError
 from daemon.base.model import Message, QueueSettings
 from daemon.engine.db import Database
 from daemon.engine.placement import PLACEMENT_MASK, group_id, group_placement, row_of, tail_id
@@ -108,14 +107,4 @@ class FifoSender:
         await self.db.run(batch, timestamp=ts)
 
 
-def check_group(kind: str, value: Any) -> str:
-    """SQS's rule for MessageGroupId and MessageDeduplicationId: 1-128 characters, alphanumeric or
-    punctuation (!"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~)."""
-    if not isinstance(value, str) or not 1 <= len(value) <= 128 or not all(c.isascii() and (c.isalnum() or c in _PUNCT) for c in value):
-        raise UsageError(f"invalid {kind} {value!r}: use 1-128 letters, digits and punctuation")
-    return value
-
-
-_PUNCT = set("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
-
-__all__ = ["DEDUP_WINDOW_S", "FifoSender", "check_group", "content_dedup_id"]
+__all__ = ["DEDUP_WINDOW_S", "FifoSender", "content_dedup_id"]

@@ -23,10 +23,10 @@ from daemon.base.errors import KeyConflict, StorageUnavailable, UsageError
 from daemon.engine.chain import same_schedule
 from daemon.engine.keys import KeyEntry, KeyStore
 from daemon.engine.lookup import Lookup
-from daemon.base.model import (DEDUP_HEADER, GROUP_HEADER, MIN_PRIORITY, Message, QueueSettings, check_headers, check_key, check_priority, check_task_name,
+from daemon.base.model import (DEDUP_HEADER, GROUP_HEADER, MIN_PRIORITY, Message, check_group, QueueSettings, check_headers, check_key, check_priority, check_task_name,
                                encode_payload, sequence_number)
 from daemon.engine.fairness import NoisyGroups
-from daemon.engine.fifo_send import FifoSender, check_group, content_dedup_id
+from daemon.engine.fifo_send import FifoSender, content_dedup_id
 from daemon.engine.placement import new_id, row_of
 from daemon.engine.triggers import Trigger, first, start
 from daemon.engine.queues import QueueStore

@@ -20,18 +20,16 @@ terraform/SDK output users quote); where no recording was found the text says so
 from __future__ import annotations
 
 import hashlib
-import re
 from typing import Any
 
-from daemon.base.model import QueueSettings
+from daemon.base.model import QueueSettings, valid_group_id
 from daemon.http.sqs.errors import SqsError, invalid
 
 SUFFIX = ".fifo"
 ATTRIBUTES = ("FifoQueue", "ContentBasedDeduplication", "DeduplicationScope", "FifoThroughputLimit")
 SCOPES = ("messageGroup", "queue")
 LIMITS = ("perQueue", "perMessageGroupId")
-# SQS: "can only include alphanumeric and punctuation characters. 1 to 128 in length."
-_ID = re.compile(r"""^[A-Za-z0-9!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~]{1,128}$""")
+# The ids (1-128 alphanumeric and punctuation) are checked by base/model.py valid_group_id, the engine's own rule.
 FIFO_NAME = ("The name of a FIFO queue can only include alphanumeric characters, hyphens, or underscores, must end with .fifo suffix "
              "and be 1 to 80 in length")
 STANDARD_NAME = "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length"
@@ -112,7 +110,7 @@ def check_id(value: Any, parameter: str) -> str | None:
     """MessageGroupId, MessageDeduplicationId or ReceiveRequestAttemptId: None when absent."""
     if value is None:
         return None
-    if not isinstance(value, str) or not _ID.match(value):
+    if not valid_group_id(value):
         raise invalid(f"Value {value} for parameter {parameter} is invalid. Reason: {parameter} can only include alphanumeric and "
                       "punctuation characters. 1 to 128 in length.")
     return value
