@@ -117,6 +117,7 @@ def pack(entries: Iterable[Entry], shard_counts: tuple[int, ...] = ()) -> list[l
     same row at the same due time wake the same consumer, so one of them stands for all (500
     messages due now on 16 shards are 16 entries); the earliest ``MAX_DATAGRAMS * MAX_ENTRIES`` are
     kept, and the rest are left to the consumers' look-ahead and the safety poll."""
+    seen: dict[tuple[int, int | tuple[int, ...]], Entry]
     ordered = list(entries)[::-1]  # a later duplicate is overwritten by an earlier one: the first seen stands
     if len(shard_counts) == 1:  # the usual case, kept cheap
         n = shard_counts[0]
@@ -268,7 +269,7 @@ class HintProtocol(asyncio.DatagramProtocol):
         self.tolerance_ms = tolerance_ms
         self.notify = notify
 
-    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:  # type: ignore[override]
+    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
         try:
             hint = decode(self.key, data, self.clock.now_ms(), self.tolerance_ms)
         except Rejected as exc:

@@ -8,6 +8,7 @@ the two writes, and such a stale key is detected (its message is gone) and taken
 
 from __future__ import annotations
 
+import builtins
 import json
 import uuid
 from dataclasses import dataclass
@@ -81,7 +82,7 @@ class KeyStore:
         out.sort(key=lambda e: e.key)
         return out if limit is None else out[:limit]
 
-    async def _shard_keys(self, queue: str, ks: int, limit: int | None, after: str) -> list[KeyEntry]:
+    async def _shard_keys(self, queue: str, ks: int, limit: int | None, after: str) -> builtins.list[KeyEntry]:
         found: list[KeyEntry] = []
         async for rows in pages(self.db, self._list, [queue, ks, after], min(PAGE_SIZE, limit or PAGE_SIZE)):
             found += [_entry(r) for r in rows]
