@@ -63,19 +63,19 @@ def console_url(tmp_path_factory: pytest.TempPathFactory, settings: object) -> I
     port = _free_port()
     env = dict(os.environ) | {"PYTHONPATH": str(ROOT), "CASQUE_CONSOLE__ADMIN_PASSWORD": ADMIN_PW,
                               "CASQUE_CONSOLE__VIEWER_PASSWORD": VIEWER_PW, "CASQUE_CONSOLE__REFRESH": f"{REFRESH_S}s"}
-    log = open(tmp / "web.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "daemon.cli", "-c", str(cfg), "web", "--port", str(port)], cwd=ROOT, env=env,
-                            stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while not _answers(f"{url}/queues"):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise AssertionError(f"casque web did not come up:\n{(tmp / 'web.log').read_text()[-3000:]}")
-        time.sleep(0.1)
-    yield url
-    proc.terminate()
-    proc.wait(timeout=30)
+    with open(tmp / "web.log", "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "daemon.cli", "-c", str(cfg), "web", "--port", str(port)],
+                                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while not _answers(f"{url}/queues"):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise AssertionError(f"casque web did not come up:\n{(tmp / 'web.log').read_text()[-3000:]}")
+            time.sleep(0.1)
+        yield url
+        proc.terminate()
+        proc.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")

@@ -112,7 +112,7 @@ async def test_two_daemons_share_a_fifo_queue_and_never_overlap_a_group(cq: Casq
     daemons = [start_daemon(cfg, record, tmp_path / f"log{i}") for i in range(2)]
     try:
         for d in daemons:
-            await until(lambda: '"worker_ready"' in d.output(), 60, "daemon ready", d)
+            await until(lambda d=d: '"worker_ready"' in d.output(), 60, "daemon ready", d)
         for n in range(steps):
             for g in groups:
                 await cq.send(name, "test.fifo_step", {"g": g, "n": n, "sleep": 0.1}, group=g, dedup_id=f"{n}")

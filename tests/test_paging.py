@@ -147,7 +147,7 @@ async def test_history_by_key_reads_its_own_partition_past_the_first_page(cq: Ca
         history.record("acked", m, 0.001, now + i, qs)
         if i % 200 == 0:
             await history.flush()
-    for i in range(50):  # another key's runs share no partition with it
+    for _ in range(50):  # another key's runs share no partition with it
         history.record("acked", build_message(qs, Job("t", None, key="other"), now), 0.001, now, qs)
     await history.flush()
     assert history.dropped == 0

@@ -152,11 +152,12 @@ def test_a_fifo_queue_dead_letters_only_to_a_fifo_queue_and_a_standard_only_to_a
     for source_fifo, target in ((True, std_arn), (False, fifo_arn)):
         policy = json.dumps({"deadLetterTargetArn": target, "maxReceiveCount": 2})
         why = f"Value {policy} for parameter RedrivePolicy is invalid. Reason: Dead-letter queue must be same type of queue as the source.."
-        create = (lambda: fifo(sqs, qname + "-src", RedrivePolicy=policy)) if source_fifo else \
-            (lambda: sqs.create_queue(QueueName=qname + "-src", Attributes={"RedrivePolicy": policy}))
+        create = (lambda policy=policy: fifo(sqs, qname + "-src", RedrivePolicy=policy)) if source_fifo else \
+            (lambda policy=policy: sqs.create_queue(QueueName=qname + "-src", Attributes={"RedrivePolicy": policy}))
         refused(create, "InvalidParameterValue", why)
         plain = fifo(sqs, qname + "-p") if source_fifo else sqs.create_queue(QueueName=qname + "-p")["QueueUrl"]
-        refused(lambda: sqs.set_queue_attributes(QueueUrl=plain, Attributes={"RedrivePolicy": policy}), "InvalidParameterValue", why)
+        refused(lambda plain=plain, policy=policy: sqs.set_queue_attributes(QueueUrl=plain, Attributes={"RedrivePolicy": policy}),
+                "InvalidParameterValue", why)
         assert "RedrivePolicy" not in attributes(sqs, plain), "the refused policy was not stored"
     assert not [u for u in sqs.list_queues(QueueNamePrefix=qname).get("QueueUrls", []) if "-src" in u]
 

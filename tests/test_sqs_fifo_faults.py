@@ -175,7 +175,7 @@ def hold_answers_then_kill(c: Clients, victim: sqsserver.SqsServer, gate: Answer
         assert time.monotonic() < deadline, "the victim's receives took nothing while their answers were held"
         looked = time.monotonic()
         taken = in_flight(db, c.queue)
-        poll(lambda: all(r.answered_began > looked or (r.ends.outstanding or ("", 0))[0] == gate.url for r in c.receivers), 60,
+        poll(lambda looked=looked: all(r.answered_began > looked or (r.ends.outstanding or ("", 0))[0] == gate.url for r in c.receivers), 60,
              "an answer to every receiver not waiting on the gate", others)
         held = taken - c.ledger.seen_ids()
     poll(lambda: c.sending_through(gate.url, 0.3, holding_since), 60, "a send batch under way through the victim", others)
