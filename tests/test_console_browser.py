@@ -219,7 +219,9 @@ async def test_a_read_only_user_sees_but_cannot_act(cq: Casque, viewer_page: Pag
     assert await page.locator("form[method=post]").count() == 0
     await p.open(f"/queues/{queue_name}/poison")
     assert await page.locator("button").count() == 0 and await page.locator("input[type=checkbox]").count() == 0
-    status = await page.evaluate(f"fetch('/queues/{queue_name}/purge', {{method: 'POST', body: new URLSearchParams({{confirm: '{queue_name}'}})}})"
+    status = await page.evaluate(
+                                 f"fetch('/queues/{queue_name}/purge', {{method: 'POST', body: new "
+                                 f"URLSearchParams({{confirm: '{queue_name}'}})}})"
                                  ".then(r => r.status)")
     assert status == 403
     assert p.errors[-1:] == ["console error: Failed to load resource: the server responded with a status of 403 (Forbidden)"]

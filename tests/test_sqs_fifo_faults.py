@@ -154,7 +154,10 @@ def in_flight(db: Database, queue: str) -> set[str]:
     """The ids of the queue's messages in flight, read from its shard rows (a FIFO queue has one
     bucket; a message in flight stays at its position with its state set)."""
     shards = db.execute(f"SELECT shards FROM {db.settings.keyspace}.queues WHERE name = %s", [queue]).one().shards
-    cql = f"SELECT id, state FROM {db.settings.keyspace}.messages WHERE queue = %s AND bucket = 0 AND shard = %s AND kind = %s"
+    cql = (
+        f"SELECT id, state FROM {db.settings.keyspace}.messages WHERE queue = %s AND bucket = 0 AND shard = %s AND "
+        "kind = %s"
+    )
     return {str(r.id) for shard in range(shards) for r in db.execute(cql, [queue, shard, KIND_MESSAGE]) if r.state == STATE_IN_FLIGHT}
 
 

@@ -42,7 +42,9 @@ class KeyStore:
         p = db.prepare
         self._get = p(f"SELECT {_COLS} FROM {t} WHERE queue = ? AND key_shard = ? AND key = ?")
         self._claim = p(f"INSERT INTO {t} ({_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?) IF NOT EXISTS")
-        self._repoint = p(f"UPDATE {t} SET id = ?, bucket = ?, shard = ?, task = ?, trigger = ?, created_at = ?, last_run = ? WHERE queue = ? AND key_shard = ? AND key = ? IF id = ?")
+        self._repoint = p(
+            f"UPDATE {t} SET id = ?, bucket = ?, shard = ?, task = ?, trigger = ?, created_at = ?, last_run = ? "
+            "WHERE queue = ? AND key_shard = ? AND key = ? IF id = ?")
         self._release = p(f"DELETE FROM {t} WHERE queue = ? AND key_shard = ? AND key = ? IF id = ?")
         self._ran = p(f"UPDATE {t} SET last_run = ? WHERE queue = ? AND key_shard = ? AND key = ?")
         self._list = p(f"SELECT {_COLS} FROM {t} WHERE queue = ? AND key_shard = ? AND key > ?")

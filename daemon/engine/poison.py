@@ -15,7 +15,10 @@ from daemon.engine.paging import PAGE_SIZE, pages
 from daemon.base.model import Message
 from daemon.engine.table import MAX_TTL
 
-_COLS = "queue, id, poisoned_at, task, payload, headers, attempt, priority, key, trigger, error_type, error, traceback, reason"
+_COLS = (
+    "queue, id, poisoned_at, task, payload, headers, attempt, priority, key, trigger, error_type, error, "
+    "traceback, reason"
+)
 
 
 @dataclass

@@ -287,7 +287,9 @@ def replication_map(settings: SchemaSettings) -> str:
             raise ConfigError("schema.replication_factor must be at least 1")
         return f"{{'class': 'SimpleStrategy', 'replication_factor': {settings.replication_factor}}}"
     if not settings.datacenters:
-        raise ConfigError("schema.datacenters must name each datacenter and its replica count for NetworkTopologyStrategy, e.g. {dc1 = 3}")
+        raise ConfigError(
+            "schema.datacenters must name each datacenter and its replica count for NetworkTopologyStrategy, e.g. "
+            "{dc1 = 3}")
     dcs = ", ".join(f"'{validate_name(dc, 'datacenter')}': {rf}" for dc, rf in sorted(settings.datacenters.items()))
     return f"{{'class': 'NetworkTopologyStrategy', {dcs}}}"
 
@@ -317,7 +319,9 @@ def _tables(db: Database, ks: str) -> set[str]:
 
 
 def _add_column(db: Database, ks: str, table: str, column: str, ctype: str) -> None:
-    existing = db.execute("SELECT column_name FROM system_schema.columns WHERE keyspace_name = %s AND table_name = %s AND column_name = %s",
+    existing = db.execute(
+        "SELECT column_name FROM system_schema.columns WHERE keyspace_name = %s AND table_name = %s AND "
+        "column_name = %s",
                           [ks, table, column])
     if not list(existing):
         db.execute(f"ALTER TABLE {ks}.{table} ADD {column} {ctype}")
