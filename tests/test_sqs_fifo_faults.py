@@ -191,8 +191,8 @@ def test_kill_9_of_one_server_mid_run_its_clients_retry_on_the_other(servers: li
     """kill -9 of one server while a send batch is under way through it and its receives hold
     messages taken and not answered (hold_answers_then_kill). Its clients retry on the other: a
     send retried with its dedup id is not written twice (entries its failed attempt had written
-    are answered with their first position); the messages its receives had taken, whose answers never arrived, come back after
-    the 5 s visibility timeout, in their group's order, first seen with ApproximateReceiveCount 2."""
+    are answered with their first position); the messages its receives had taken, whose answers never arrived, come
+    back after the 5 s visibility timeout, in their group's order, first seen with ApproximateReceiveCount 2."""
     victim = servers[0]
     held: list[int] = []
     db = Database(settings.cassandra).connect()

@@ -13,7 +13,8 @@ a message. That is why sending is fire-and-forget and can never delay or fail a 
 
 Datagram, version 1 (big-endian)::
 
-    version u8 | sent_at_ms u64 | queue length u8 | queue utf-8 | count u16 | count x (due_ms u64, placement u32) | tag 16 bytes
+    version u8 | sent_at_ms u64 | queue length u8 | queue utf-8 | count u16
+    | count x (due_ms u64, placement u32) | tag 16 bytes
 
 ``tag`` = the first 16 bytes of HMAC-SHA256 (key: the cluster secret ``hint-hmac``, engine/secrets.py)
 over everything before it. A datagram that is not version 1, is cut short, has a bad tag, or was

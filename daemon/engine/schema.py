@@ -88,7 +88,8 @@ TABLES: dict[str, str] = {
         ) WITH CLUSTERING ORDER BY (at DESC, daemon ASC)
           AND default_time_to_live = 86400
           AND gc_grace_seconds = 3600
-          AND compaction = {{'class': 'TimeWindowCompactionStrategy', 'compaction_window_unit': 'HOURS', 'compaction_window_size': 1}}
+          AND compaction = {{'class': 'TimeWindowCompactionStrategy',
+                             'compaction_window_unit': 'HOURS', 'compaction_window_size': 1}}
           AND comment = 'casque per-daemon statistics snapshots'""",
     # One heartbeat row per running daemon (host:pid), rewritten every 10 s: what the console's
     # daemons page lists. Daemons are few, so one partition (slot 0) holds them all and listing is a
@@ -111,7 +112,8 @@ TABLES: dict[str, str] = {
             task text, attempt int, duration_ms double, lateness_ms double, error text, key text,
             PRIMARY KEY ((queue, day), at, id, event)
         ) WITH gc_grace_seconds = 3600
-          AND compaction = {{'class': 'TimeWindowCompactionStrategy', 'compaction_window_unit': 'DAYS', 'compaction_window_size': 1}}
+          AND compaction = {{'class': 'TimeWindowCompactionStrategy',
+                             'compaction_window_unit': 'DAYS', 'compaction_window_size': 1}}
           AND comment = 'casque message history'""",
     # Message history, partitioned by what it is read by: (queue, subject, UTC day), where the
     # subject is "id:<message id>", plus "key:<lookup key>" for a keyed message (written twice).
@@ -125,7 +127,8 @@ TABLES: dict[str, str] = {
             task text, attempt int, duration_ms double, lateness_ms double, error text, key text,
             PRIMARY KEY ((queue, subject, day), at, id, event)
         ) WITH gc_grace_seconds = 3600
-          AND compaction = {{'class': 'TimeWindowCompactionStrategy', 'compaction_window_unit': 'DAYS', 'compaction_window_size': 1}}
+          AND compaction = {{'class': 'TimeWindowCompactionStrategy',
+                             'compaction_window_unit': 'DAYS', 'compaction_window_size': 1}}
           AND comment = 'casque message history by message and by key'""",
     # Duties that one daemon at a time performs (e.g. computing the queue gauges): a row per duty,
     # claimed and renewed with lightweight transactions; its TTL frees it when the holder dies.
