@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml tests/js/package-lock.json | sha1sum | cut -c1-12)
 PYTEST_ARGS ?=
 
-.PHONY: setup browser sdks demo test cassandra stop bench lock clean
+.PHONY: setup browser sdks demo test lint format cassandra stop bench lock clean
 
 setup: $(STAMP) browser
 
@@ -42,6 +42,18 @@ test: setup sdks
 	$(BIN)/casque cassandra start
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
+# The style checks alone (they also run within `make test`, as tests/test_code_style.py): settings in pyproject.toml.
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+# Rewrites the tree to the style: ruff's safe fixes (imports sorted, old syntax upgraded), then the formatter (after
+# the fixes, so their output is formatted too). What's left needs a hand: `make lint` lists it.
+format: setup
+	$(BIN)/ruff check --fix --exit-zero .
+	$(BIN)/ruff format .
+
 cassandra: setup
 	$(BIN)/casque cassandra start
 
@@ -56,4 +68,4 @@ lock:
 	$(BIN)/pip install --quiet uv && $(BIN)/uv pip compile pyproject.toml --extra test --generate-hashes --python-version 3.11 -o requirements.lock
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .hypothesis .ruff_cache .mypy_cache

@@ -144,7 +144,10 @@ def test_table_gives_the_ratio_and_shows_a_lossy_run_in_bold() -> None:
     R = _results({"send_per_s": 200.0, "receive_delete_per_s": 300.0, "ledger": Ledger(sent=100, received=99, lost=1).as_dict()})
     table = report.sqs_fifo_table(R)
     assert "| send, 1 group | 200 | 400 | 0.50× |" in table
-    assert "| receive+delete, 1 group | 300 | 200 | 1.50× | **lost 1, dup 0, out of order 0** | lost 0, dup 0, out of order 0 |" in table
+    assert (
+        "| receive+delete, 1 group | 300 | 200 | 1.50× | **lost 1, dup 0, out of order 0** | lost 0, dup 0, out of "
+        "order 0 |"
+    ) in table
 
 
 def test_a_failed_system_is_named_failed_with_its_error() -> None:

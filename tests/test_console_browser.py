@@ -63,19 +63,19 @@ def console_url(tmp_path_factory: pytest.TempPathFactory, settings: object) -> I
     port = _free_port()
     env = dict(os.environ) | {"PYTHONPATH": str(ROOT), "CASQUE_CONSOLE__ADMIN_PASSWORD": ADMIN_PW,
                               "CASQUE_CONSOLE__VIEWER_PASSWORD": VIEWER_PW, "CASQUE_CONSOLE__REFRESH": f"{REFRESH_S}s"}
-    log = open(tmp / "web.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "daemon.cli", "-c", str(cfg), "web", "--port", str(port)], cwd=ROOT, env=env,
-                            stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while not _answers(f"{url}/queues"):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise AssertionError(f"casque web did not come up:\n{(tmp / 'web.log').read_text()[-3000:]}")
-        time.sleep(0.1)
-    yield url
-    proc.terminate()
-    proc.wait(timeout=30)
+    with open(tmp / "web.log", "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "daemon.cli", "-c", str(cfg), "web", "--port", str(port)],
+                                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while not _answers(f"{url}/queues"):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise AssertionError(f"casque web did not come up:\n{(tmp / 'web.log').read_text()[-3000:]}")
+            time.sleep(0.1)
+        yield url
+        proc.terminate()
+        proc.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")
@@ -219,7 +219,9 @@ async def test_a_read_only_user_sees_but_cannot_act(cq: Casque, viewer_page: Pag
     assert await page.locator("form[method=post]").count() == 0
     await p.open(f"/queues/{queue_name}/poison")
     assert await page.locator("button").count() == 0 and await page.locator("input[type=checkbox]").count() == 0
-    status = await page.evaluate(f"fetch('/queues/{queue_name}/purge', {{method: 'POST', body: new URLSearchParams({{confirm: '{queue_name}'}})}})"
+    status = await page.evaluate(
+                                 f"fetch('/queues/{queue_name}/purge', {{method: 'POST', body: new "
+                                 f"URLSearchParams({{confirm: '{queue_name}'}})}})"
                                  ".then(r => r.status)")
     assert status == 403
     assert p.errors[-1:] == ["console error: Failed to load resource: the server responded with a status of 403 (Forbidden)"]

@@ -53,7 +53,9 @@ async def test_a_fast_consumer_clock_strands_messages_and_the_sweep_brings_them_
         found = await Sweeper(consumer).sweep()
     delivered = await drain(consumer)
     lost, duplicated = ledger(sent, delivered)
-    print(f"sent={len(sent)} stranded_before_sweep={len(sent)} swept={found} delivered={len(delivered)} lost={lost} duplicated={duplicated}")
+    print(
+        f"sent={len(sent)} stranded_before_sweep={len(sent)} swept={found} delivered={len(delivered)} lost={lost} "
+        f"duplicated={duplicated}")
     assert (found, lost, duplicated) == (20, 0, 0)
     assert metrics.SWEPT.labels(queue_name)._value.get() - swept_before == 20
     assert sum(1 for e in logs if e["event"] == "message_below_cursor") == 20

@@ -64,7 +64,9 @@ async def test_two_daemons_with_clocks_3s_apart_run_each_message_once(cq: Casque
         await stop(behind, ahead)
     lost, doubled = ledger(record, ids)
     by_pid = Counter(r[3] for r in records(record))
-    print(f"messages={len(ids)} lost={len(lost)} duplicated={sum(n - 1 for n in doubled.values())} runs per daemon={sorted(by_pid.values())}")
+    print(
+        f"messages={len(ids)} lost={len(lost)} duplicated={sum(n - 1 for n in doubled.values())} runs per "
+        f"daemon={sorted(by_pid.values())}")
     assert not lost and not doubled
     assert len(by_pid) == 2  # both daemons took part
 

@@ -190,7 +190,8 @@ async def test_corrupt_stored_message_is_poisoned_not_looped_on(manual: Pair, qu
     m = await cq.get(queue_name, id=bad)
     assert m is not None
     await cq.db.run(
-        f"UPDATE {cq.settings.cassandra.keyspace}.messages SET payload = 0xff00 WHERE queue=%s AND bucket=%s AND shard=%s AND kind=1 AND rank=0 AND due=%s AND id=%s",
+        f"UPDATE {cq.settings.cassandra.keyspace}.messages SET payload = 0xff00 WHERE queue=%s AND bucket=%s AND "
+        "shard=%s AND kind=1 AND rank=0 AND due=%s AND id=%s",
         [queue_name, bucket, shard, m.due_ms, m.id], timestamp=m.write_ts + 1,
     )
     got = await drain(cq.consumer(queue_name))

@@ -44,7 +44,9 @@ async def _compare(cq: Casque, queue_name: str, backlog: int, **shape: int) -> N
     beside, overtakes = await measure(cq, f"{queue_name}-noisy", backlog, QUIET_GROUPS, QUIET_ROUNDS, **shape)
     assert len(alone) == len(beside) == QUIET_ROUNDS * QUIET_GROUPS  # every quiet message received, none twice
     p99_alone, p99_beside = (statistics.quantiles(x, n=100)[98] for x in (alone, beside))
-    print(f"shape {shape or 'default'}: quiet tenants' p99 send->receive alone {p99_alone:.0f} ms, beside a backlog of {backlog:,} "
+    print(
+          f"shape {shape or 'default'}: quiet tenants' p99 send->receive alone {p99_alone:.0f} ms, beside a "
+          f"backlog of {backlog:,} "
           f"{p99_beside:.0f} ms; receives that overtook a quiet message: max {max(overtakes)}, total {sum(overtakes)}")
     # A few receives may still overtake one: a send's wake-up reaching the consumer after a take
     # read its row, a shard visited for a take that filled its batch before the named one, a row

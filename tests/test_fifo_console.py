@@ -32,7 +32,11 @@ async def _fill(cq: Casque, name: str) -> None:
     assert (got.message.group, got.message.payload) == ("g1", 0)
 
 
-async def test_fifo_queue_page_shows_each_groups_in_flight_and_waiting(cq: Casque, admin: httpx.AsyncClient, queue_name: str) -> None:  # noqa: F811
+async def test_fifo_queue_page_shows_each_groups_in_flight_and_waiting(
+    cq: Casque,
+    admin: httpx.AsyncClient,  # noqa: F811 (the fixture imported above)
+    queue_name: str,
+) -> None:
     name = queue_name + ".fifo"
     await _fill(cq, name)
     before = [(str(m.id), m.state, m.attempt) for m in await cq.peek(name, 10)]
@@ -48,7 +52,11 @@ async def test_fifo_queue_page_shows_each_groups_in_flight_and_waiting(cq: Casqu
     assert '<table class="groups">' not in (await admin.get(f"/queues/{standard}")).text
 
 
-async def test_fifo_groups_read_is_bounded_and_says_at_least(cq: Casque, admin: httpx.AsyncClient, queue_name: str) -> None:  # noqa: F811
+async def test_fifo_groups_read_is_bounded_and_says_at_least(
+    cq: Casque,
+    admin: httpx.AsyncClient,  # noqa: F811 (the fixture imported above)
+    queue_name: str,
+) -> None:
     name = queue_name + ".fifo"
     await _fill(cq, name)
     qs = await cq.queues.get(name)
@@ -59,7 +67,11 @@ async def test_fifo_groups_read_is_bounded_and_says_at_least(cq: Casque, admin: 
     assert [(g.group, g.in_flight, g.waiting, g.at_least) for g in cut.groups] == [("g1", 1, 1, True)]
 
 
-async def test_fifo_send_form_needs_a_group_and_says_the_sequence(cq: Casque, admin: httpx.AsyncClient, queue_name: str) -> None:  # noqa: F811
+async def test_fifo_send_form_needs_a_group_and_says_the_sequence(
+    cq: Casque,
+    admin: httpx.AsyncClient,  # noqa: F811 (the fixture imported above)
+    queue_name: str,
+) -> None:
     name = queue_name + ".fifo"
     await cq.create_queue(name, fifo=True)
     page = await admin.get(f"/queues/{name}")

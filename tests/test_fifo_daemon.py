@@ -112,7 +112,7 @@ async def test_two_daemons_share_a_fifo_queue_and_never_overlap_a_group(cq: Casq
     daemons = [start_daemon(cfg, record, tmp_path / f"log{i}") for i in range(2)]
     try:
         for d in daemons:
-            await until(lambda: '"worker_ready"' in d.output(), 60, "daemon ready", d)
+            await until(lambda d=d: '"worker_ready"' in d.output(), 60, "daemon ready", d)
         for n in range(steps):
             for g in groups:
                 await cq.send(name, "test.fifo_step", {"g": g, "n": n, "sleep": 0.1}, group=g, dedup_id=f"{n}")
@@ -132,7 +132,9 @@ async def test_two_daemons_share_a_fifo_queue_and_never_overlap_a_group(cq: Casq
     gaps = sorted(nxt[0] - before[1] for rs in by_group.values() for before, nxt in zip(rs, rs[1:]))
     mixed = sum(1 for g in groups if len({line[2] for line in records(record) if line[5] == g}) == 2)
     assert mixed >= 1  # some group's steps really were handed from one daemon to the other (seen: 12-15 of 16)
-    print(f"pids={len(pids)} groups run by both daemons={mixed} median gap={gaps[len(gaps) // 2]:.3f}s max={gaps[-1]:.3f}s")
+    print(
+        f"pids={len(pids)} groups run by both daemons={mixed} median gap={gaps[len(gaps) // 2]:.3f}s "
+        f"max={gaps[-1]:.3f}s")
 
 
 async def test_a_timed_out_fifo_message_comes_back_first_and_its_group_waits(cq: Casque, queue_name: str, tmp_path: Path) -> None:

@@ -153,7 +153,8 @@ async def test_daemon_poisons_corrupt_rows_and_keeps_serving(cq: Casque, queue_n
         m = await cq.get(queue_name, id=mid)
         bucket, shard = row_of(uuid.UUID(mid), qs.bucket_ms, qs.buckets, qs.shards)
         await cq.db.run(
-            f"UPDATE {TEST_KEYSPACE}.messages SET {column} = {value} WHERE queue=%s AND bucket=%s AND shard=%s AND kind=1 AND rank=0 AND due=%s AND id=%s",
+            f"UPDATE {TEST_KEYSPACE}.messages SET {column} = {value} WHERE queue=%s AND bucket=%s AND shard=%s AND "
+            "kind=1 AND rank=0 AND due=%s AND id=%s",
             [queue_name, bucket, shard, m.due_ms, m.id], timestamp=m.write_ts + 1)
         bad[mid] = what
     more_good = [await cq.send(queue_name, "test.record", i) for i in range(5)]

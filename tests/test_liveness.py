@@ -115,7 +115,9 @@ async def test_an_overloaded_daemon_serves_every_shard_and_finds_what_no_wakeup_
         bound = max(drain, 0.0) + SAFETY_POLL_S + SLACK_S
         per_shard = {s: max(w for m, w in wait.items() if shard_of(parse_id(m), SHARDS) == s) for s in range(SHARDS)}
         table = " ".join(f"{s}:{w:.1f}" for s, w in per_shard.items())
-        print(f"\n{len(sent)} messages sent in {load_end - load_start:.1f} s, drain after the load {drain:.1f} s, bound {bound:.1f} s; "
+        print(
+              f"\n{len(sent)} messages sent in {load_end - load_start:.1f} s, drain after the load {drain:.1f} s, "
+              f"bound {bound:.1f} s; "
               f"median wait {statistics.median(wait.values()):.2f} s; worst wait per shard (s) {table}")
         running = most_at_once(sorted(started.values()), HOLD_S)
         print(f"at most {running} handlers ran at once (in_flight {IN_FLIGHT})")

@@ -61,7 +61,9 @@ async def keyed_many(cq: Casque, queue: str, count: int) -> None:
     inserts (what a keyed send leaves behind, minus the LWT that would make setup take minutes)."""
     ids = await cq.send_many(queue, [Job("t", {"n": i}, delay="1h") for i in range(count)])
     qs = await cq.queues.get(queue)
-    insert = cq.db.prepare(f"INSERT INTO {TEST_KEYSPACE}.keys (queue, key_shard, key, id, bucket, shard, task, created_at) VALUES (?,?,?,?,?,?,?,?)")
+    insert = cq.db.prepare(
+        f"INSERT INTO {TEST_KEYSPACE}.keys (queue, key_shard, key, id, bucket, shard, task, created_at) VALUES "
+        "(?,?,?,?,?,?,?,?)")
     rows = [(f"k{i:05d}", uuid.UUID(mid)) for i, mid in enumerate(ids)]
     await bounded([cq.db.run(insert, [queue, key_shard(k), k, mid, *row_of(mid, qs.bucket_ms, qs.buckets, qs.shards), "t", 0]) for k, mid in rows])
 
@@ -147,7 +149,7 @@ async def test_history_by_key_reads_its_own_partition_past_the_first_page(cq: Ca
         history.record("acked", m, 0.001, now + i, qs)
         if i % 200 == 0:
             await history.flush()
-    for i in range(50):  # another key's runs share no partition with it
+    for _ in range(50):  # another key's runs share no partition with it
         history.record("acked", build_message(qs, Job("t", None, key="other"), now), 0.001, now, qs)
     await history.flush()
     assert history.dropped == 0

@@ -250,8 +250,11 @@ async def _stored(cq: Casque, q: str) -> dict[str, dict[str, Any]]:
     from daemon.engine.table import all_rows
 
     qs = await cq.queues.get(q, fresh=True)
-    stmt = cq.db.prepare(f"SELECT bucket, shard, kind, rank, due, id, state, task, payload, headers, attempt, max_attempts, timeout_ms, key, "
-                         f"trigger, enqueued_at, last_error, TTL(task) AS ttl FROM {TEST_KEYSPACE}.messages WHERE queue = ? AND bucket = ? "
+    stmt = cq.db.prepare(
+                         "SELECT bucket, shard, kind, rank, due, id, state, task, payload, headers, attempt, "
+                         "max_attempts, timeout_ms, key, "
+                         f"trigger, enqueued_at, last_error, TTL(task) AS ttl FROM {TEST_KEYSPACE}.messages WHERE "
+                         "queue = ? AND bucket = ? "
                          "AND shard = ? AND kind = 1")
     out = {}
     for bucket, shard in all_rows(qs):
@@ -348,7 +351,9 @@ async def test_archive_round_trip_reads_back_equal_then_purges_only_what_it_arch
         await cq.acker.poison(m, "test", "Boom", f"boom {m.payload['n']}")
     now = cq.clock.now_ms()
     cutoff = now + 1
-    insert = cq.db.prepare(f"INSERT INTO {TEST_KEYSPACE}.message_history (queue, subject, day, at, id, event, task, attempt, duration_ms, error, key) "
+    insert = cq.db.prepare(
+                           f"INSERT INTO {TEST_KEYSPACE}.message_history (queue, subject, day, at, id, event, "
+                           "task, attempt, duration_ms, error, key) "
                            "VALUES (?,?,?,?,?,?,?,?,?,?,?) USING TTL 864000")
     ages = [3 * 86_400_000, 2 * 86_400_000, 60_000, -60_000]  # the last one is after the cut-off
     for i, age in enumerate(ages):

@@ -139,8 +139,11 @@ async def test_a_daemon_and_two_sqs_receivers_share_a_mixed_backlog(tmp_path: Pa
     redelivered = sum(1 for a in attempts if a > 1)
     poisoned = await cq.poison.count(name)
     plain_by_daemon = sum(1 for i in plain if i in by_daemon)
-    split = (f"sent={len(sent)} (plain {len(plain)}, {SHARED_TASK} {len(shared)}) in {drained_s:.1f} s: lost={len(lost)} poisoned={poisoned} "
-             f"duplicates={duplicates} redelivered={redelivered} | daemon ran {SHARED_TASK}: {sum(1 for i in shared if i in by_daemon)}, "
+    split = (
+             f"sent={len(sent)} (plain {len(plain)}, {SHARED_TASK} {len(shared)}) in {drained_s:.1f} s: "
+             f"lost={len(lost)} poisoned={poisoned} "
+             f"duplicates={duplicates} redelivered={redelivered} | daemon ran {SHARED_TASK}: "
+             f"{sum(1 for i in shared if i in by_daemon)}, "
              f"plain: {plain_by_daemon} | SQS receivers got {SHARED_TASK}: {sum(1 for i in shared if i in by_sqs)}, "
              f"plain: {sum(1 for i in plain if i in by_sqs)} | per receiver: {[len(r.got) for r in receivers]} "
              f"in {[r.polls for r in receivers]} polls")
@@ -256,7 +259,9 @@ async def test_once_no_pull_reader_has_received_for_the_ttl_the_daemon_poisons_u
         d.signal(signal.SIGTERM)
         d.wait(60)
     (rec,) = await cq.poison.list(name)
-    print(f"unknown task left while the reader's mark lived: {left_while_read}; poisoned {poisoned_after:.1f} s after it expired: {rec.reason}")
+    print(
+        f"unknown task left while the reader's mark lived: {left_while_read}; poisoned {poisoned_after:.1f} s "
+        f"after it expired: {rec.reason}")
     assert left_while_read
     assert str(rec.id) == unknown and "unknown task 'sqs'" in rec.reason
     assert '"shared": false' in d.output()

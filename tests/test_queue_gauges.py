@@ -68,7 +68,9 @@ async def test_daemon_serves_queue_gauges(cq: Casque, queue_name: str, tmp_path:
     await workload(cq, queue_name)
     cfg = write_config(tmp_path / "c.toml", TEST_KEYSPACE, [f"{queue_name}_served"])
     with open(cfg, "a") as f:
-        f.write(f'\n[metrics]\nenabled = true\nport = 0\nqueue_gauges_interval = "1s"\nqueue_gauges_queues = ["{queue_name}"]\n')
+        f.write(
+            '\n[metrics]\nenabled = true\nport = 0\nqueue_gauges_interval = "1s"\nqueue_gauges_queues = '
+            f'["{queue_name}"]\n')
     d = start_daemon(cfg, tmp_path / "record.txt", tmp_path / "log")
     try:
         await until(lambda: "metrics_listening" in d.output(), 60, "metrics server", d)

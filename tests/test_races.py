@@ -36,7 +36,7 @@ async def run_race(cq: Casque, queue: str, tmp_path: Path, offsets: list[int]) -
                "--offset-ms", str(offset), "--out", str(out)]
         procs.append((out, await asyncio.create_subprocess_exec(*cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)))
     logs = []
-    for out, proc in procs:
+    for _out, proc in procs:
         stdout, _ = await proc.communicate()
         logs.append(stdout.decode())
         assert proc.returncode == 0, stdout.decode()[-3000:]

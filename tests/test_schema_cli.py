@@ -98,7 +98,9 @@ def test_cli_reports_cassandra_down_in_one_line(tmp_path: Path) -> None:
     cfg.write_text("[cassandra]\nport = 1\nconnect_timeout = 1\n")
     done = casque("queues", config=cfg)
     assert done.returncode == 5
-    assert done.stderr.strip().splitlines() == ["casque: Cassandra is not reachable at 127.0.0.1:1: start it ('casque cassandra start') or fix cassandra.contact_points/port"]
+    assert done.stderr.strip().splitlines() == [
+        "casque: Cassandra is not reachable at 127.0.0.1:1: start it ('casque cassandra start') or fix "
+        "cassandra.contact_points/port"]
 
 
 def test_cli_names_a_missing_keyspace_in_one_line(tmp_path: Path, settings: Settings) -> None:

@@ -26,7 +26,9 @@ from tests.test_sqs_auth import casque, client
 from tests.test_sqs_clients import JS
 from tests.test_sqs_query import NS, query, text
 
-FIFO_NAME = ("The name of a FIFO queue can only include alphanumeric characters, hyphens, or underscores, must end with .fifo suffix "
+FIFO_NAME = (
+             "The name of a FIFO queue can only include alphanumeric characters, hyphens, or underscores, must end "
+             "with .fifo suffix "
              "and be 1 to 80 in length")
 STANDARD_NAME = "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length"
 NEEDS_DEDUP = "The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly"
@@ -151,12 +153,16 @@ def test_a_fifo_queue_dead_letters_only_to_a_fifo_queue_and_a_standard_only_to_a
     fifo_arn, std_arn = attributes(sqs, fifo_dlq, "QueueArn")["QueueArn"], attributes(sqs, std_dlq, "QueueArn")["QueueArn"]
     for source_fifo, target in ((True, std_arn), (False, fifo_arn)):
         policy = json.dumps({"deadLetterTargetArn": target, "maxReceiveCount": 2})
-        why = f"Value {policy} for parameter RedrivePolicy is invalid. Reason: Dead-letter queue must be same type of queue as the source.."
-        create = (lambda: fifo(sqs, qname + "-src", RedrivePolicy=policy)) if source_fifo else \
-            (lambda: sqs.create_queue(QueueName=qname + "-src", Attributes={"RedrivePolicy": policy}))
+        why = (
+            f"Value {policy} for parameter RedrivePolicy is invalid. Reason: Dead-letter queue must be same type "
+            "of queue as the source.."
+        )
+        create = (lambda policy=policy: fifo(sqs, qname + "-src", RedrivePolicy=policy)) if source_fifo else \
+            (lambda policy=policy: sqs.create_queue(QueueName=qname + "-src", Attributes={"RedrivePolicy": policy}))
         refused(create, "InvalidParameterValue", why)
         plain = fifo(sqs, qname + "-p") if source_fifo else sqs.create_queue(QueueName=qname + "-p")["QueueUrl"]
-        refused(lambda: sqs.set_queue_attributes(QueueUrl=plain, Attributes={"RedrivePolicy": policy}), "InvalidParameterValue", why)
+        refused(lambda plain=plain, policy=policy: sqs.set_queue_attributes(QueueUrl=plain, Attributes={"RedrivePolicy": policy}),
+                "InvalidParameterValue", why)
         assert "RedrivePolicy" not in attributes(sqs, plain), "the refused policy was not stored"
     assert not [u for u in sqs.list_queues(QueueNamePrefix=qname).get("QueueUrls", []) if "-src" in u]
 
@@ -171,7 +177,8 @@ def test_fifo_sends_refused_as_sqs_refuses_them_write_nothing(sqs: Any, qname: s
         (lambda: sqs.send_message(QueueUrl=url, MessageBody="x"), "MissingParameter", NEEDS_GROUP),
         (lambda: sqs.send_message(QueueUrl=url, MessageBody="x", MessageGroupId="g"), "InvalidParameterValue", NEEDS_DEDUP),
         (lambda: send(sqs, url, "x", "g", DelaySeconds=5), "InvalidParameterValue",
-         "Value 5 for parameter DelaySeconds is invalid. Reason: The request include parameter that is not valid for this queue type."),
+         "Value 5 for parameter DelaySeconds is invalid. Reason: The request include parameter that is not valid "
+         "for this queue type."),
         # a batch entry without its group or dedup id fails the whole request (recorded against AWS)
         (lambda: sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": "a", "MessageBody": "x", "MessageGroupId": "g", "MessageDeduplicationId": "1"},
                                                                {"Id": "b", "MessageBody": "y", "MessageDeduplicationId": "2"}]),
@@ -179,13 +186,15 @@ def test_fifo_sends_refused_as_sqs_refuses_them_write_nothing(sqs: Any, qname: s
         (lambda: sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": "a", "MessageBody": "x", "MessageGroupId": "g"}]),
          "InvalidParameterValue", NEEDS_DEDUP),
         (lambda: sqs.send_message(QueueUrl=standard, MessageBody="x", MessageDeduplicationId="d"), "InvalidParameterValue",
-         "Value d for parameter MessageDeduplicationId is invalid. Reason: The request include parameter that is not valid for this queue type."),
+         "Value d for parameter MessageDeduplicationId is invalid. Reason: The request include parameter that is "
+         "not valid for this queue type."),
     ]
     for bad in bad_ids:
         for param in ("MessageGroupId", "MessageDeduplicationId"):
             ids = {"MessageGroupId": "g", "MessageDeduplicationId": "d", param: bad}
             cases.append(((lambda ids=ids: sqs.send_message(QueueUrl=url, MessageBody="x", **ids)), "InvalidParameterValue",
-                          f"Value {bad} for parameter {param} is invalid. Reason: {param} can only include alphanumeric and punctuation "
+                          f"Value {bad} for parameter {param} is invalid. Reason: {param} can only include "
+                          "alphanumeric and punctuation "
                           "characters. 1 to 128 in length."))
     for call, code, message in cases:
         refused(call, code, message)
@@ -312,7 +321,8 @@ def test_a_retried_receive_with_the_same_attempt_id_returns_the_same_receipts(sq
         rest += receive(sqs, url, MaxNumberOfMessages=10, ReceiveRequestAttemptId=f"attempt-{2 + len(rest)}", VisibilityTimeout=60)
     assert sorted(m["Body"] for m in first + rest) == ["a", "b", "c"], "each message delivered to one attempt"
     refused(lambda: receive(sqs, url, ReceiveRequestAttemptId="two words"), "InvalidParameterValue",
-            "Value two words for parameter ReceiveRequestAttemptId is invalid. Reason: ReceiveRequestAttemptId can only include alphanumeric "
+            "Value two words for parameter ReceiveRequestAttemptId is invalid. Reason: ReceiveRequestAttemptId can "
+            "only include alphanumeric "
             "and punctuation characters. 1 to 128 in length.")
     for m in first + rest:
         sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])

@@ -154,7 +154,10 @@ def in_flight(db: Database, queue: str) -> set[str]:
     """The ids of the queue's messages in flight, read from its shard rows (a FIFO queue has one
     bucket; a message in flight stays at its position with its state set)."""
     shards = db.execute(f"SELECT shards FROM {db.settings.keyspace}.queues WHERE name = %s", [queue]).one().shards
-    cql = f"SELECT id, state FROM {db.settings.keyspace}.messages WHERE queue = %s AND bucket = 0 AND shard = %s AND kind = %s"
+    cql = (
+        f"SELECT id, state FROM {db.settings.keyspace}.messages WHERE queue = %s AND bucket = 0 AND shard = %s AND "
+        "kind = %s"
+    )
     return {str(r.id) for shard in range(shards) for r in db.execute(cql, [queue, shard, KIND_MESSAGE]) if r.state == STATE_IN_FLIGHT}
 
 
@@ -175,7 +178,7 @@ def hold_answers_then_kill(c: Clients, victim: sqsserver.SqsServer, gate: Answer
         assert time.monotonic() < deadline, "the victim's receives took nothing while their answers were held"
         looked = time.monotonic()
         taken = in_flight(db, c.queue)
-        poll(lambda: all(r.answered_began > looked or (r.ends.outstanding or ("", 0))[0] == gate.url for r in c.receivers), 60,
+        poll(lambda looked=looked: all(r.answered_began > looked or (r.ends.outstanding or ("", 0))[0] == gate.url for r in c.receivers), 60,
              "an answer to every receiver not waiting on the gate", others)
         held = taken - c.ledger.seen_ids()
     poll(lambda: c.sending_through(gate.url, 0.3, holding_since), 60, "a send batch under way through the victim", others)
@@ -188,8 +191,8 @@ def test_kill_9_of_one_server_mid_run_its_clients_retry_on_the_other(servers: li
     """kill -9 of one server while a send batch is under way through it and its receives hold
     messages taken and not answered (hold_answers_then_kill). Its clients retry on the other: a
     send retried with its dedup id is not written twice (entries its failed attempt had written
-    are answered with their first position); the messages its receives had taken, whose answers never arrived, come back after
-    the 5 s visibility timeout, in their group's order, first seen with ApproximateReceiveCount 2."""
+    are answered with their first position); the messages its receives had taken, whose answers never arrived, come
+    back after the 5 s visibility timeout, in their group's order, first seen with ApproximateReceiveCount 2."""
     victim = servers[0]
     held: list[int] = []
     db = Database(settings.cassandra).connect()

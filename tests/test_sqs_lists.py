@@ -152,7 +152,8 @@ async def test_schema_apply_creates_the_new_tables_on_an_existing_keyspace_and_f
                 db.execute(f"DROP TABLE IF EXISTS {MIGRATION_KEYSPACE}.{table}")
             db.execute(f"TRUNCATE {MIGRATION_KEYSPACE}.queues")
             db.execute(f"INSERT INTO {MIGRATION_KEYSPACE}.queues (name, shards, buckets, attributes) VALUES ('src1', 1, 1, "
-                       "{'RedrivePolicy': '{\"deadLetterTargetArn\":\"arn:aws:sqs:us-east-1:000000000000:dlq1\",\"maxReceiveCount\":3}', "
+                       "{'RedrivePolicy': '{\"deadLetterTargetArn\":\"arn:aws:sqs:us-east-1:000000000000:dlq1\","
+                       "\"maxReceiveCount\":3}', "
                        "'casque.dead_letter': 'dlq1'})")
             db.execute(f"INSERT INTO {MIGRATION_KEYSPACE}.queues (name, shards, buckets) VALUES ('dlq1', 1, 1)")
         finally:

@@ -48,7 +48,7 @@ def text(root: ET.Element, path: str) -> str:
 def test_query_protocol_full_cycle(server: sqsserver.SqsServer) -> None:
     name = f"qry-{uuid.uuid4().hex[:10]}"
     status, root = query(server.url, "CreateQueue", {"QueueName": name, "Attribute.1.Name": "VisibilityTimeout", "Attribute.1.Value": "40"})
-    assert status == 200 and root.tag == "{%s}CreateQueueResponse" % NS["q"]
+    assert status == 200 and root.tag == f"{{{NS['q']}}}CreateQueueResponse"
     url = text(root, "q:CreateQueueResult/q:QueueUrl")
     assert text(query(server.url, "GetQueueUrl", {"QueueName": name})[1], "q:GetQueueUrlResult/q:QueueUrl") == url
     status, root = query(url, "SendMessage", {"MessageBody": "hi <&> there", "MessageAttribute.1.Name": "k",
@@ -96,7 +96,7 @@ def test_query_protocol_full_cycle(server: sqsserver.SqsServer) -> None:
 
 def test_query_protocol_errors_are_xml_error_responses(server: sqsserver.SqsServer) -> None:
     status, root = query(server.url, "GetQueueUrl", {"QueueName": "does-not-exist-" + uuid.uuid4().hex[:6]})
-    assert status == 400 and root.tag == "{%s}ErrorResponse" % NS["q"]
+    assert status == 400 and root.tag == f"{{{NS['q']}}}ErrorResponse"
     assert (text(root, "q:Error/q:Type"), text(root, "q:Error/q:Code")) == ("Sender", "AWS.SimpleQueueService.NonExistentQueue")
     assert text(root, "q:RequestId")
     status, root = query(server.url, "Frobnicate", {})

@@ -67,7 +67,11 @@ async def test_cli_purge_and_delete_need_yes(tmp_path: Path, cq: Casque, queue_n
     await cq.send(queue_name, "t", 1)
     cfg = tmp_path / "c.toml"
     cfg.write_text(f'[cassandra]\nkeyspace = "{TEST_KEYSPACE}"\n')
-    run = lambda *a: subprocess.run([sys.executable, "-m", "daemon.cli", "-c", str(cfg), *a], cwd=ROOT, capture_output=True, text=True, stdin=subprocess.DEVNULL)  # noqa: E731
+
+    def run(*a: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "daemon.cli", "-c", str(cfg), *a], cwd=ROOT, capture_output=True,
+                              text=True, stdin=subprocess.DEVNULL)
+
     refused = run("purge", queue_name)
     assert refused.returncode == 2 and "add --yes" in refused.stderr
     assert len(await cq.peek(queue_name)) == 1
@@ -120,13 +124,13 @@ async def test_metrics_history_and_daemon_stats_match_the_workload(cq: Casque, q
         await until(lambda: "metrics_listening" in d.output(), 60, "metrics server", d)
         url = re.search(r'"url": "(http://[^"]+)/metrics"', d.output()).group(1)
         await until(lambda: len(records(record)) == 14, 60, "14 handler runs", d)
-        await until(lambda: _metric(url, 'casque_acked_total{queue="%s",task="test.record"}' % queue_name) == 12.0
-                    and _metric(url, 'casque_acked_total{queue="%s",task="test.fail_until"}' % queue_name) == 1.0, 30, "acks counted", d)
-        assert _metric(url, 'casque_retried_total{queue="%s",task="test.fail_until"}' % queue_name) == 1.0
-        assert _metric(url, 'casque_poisoned_total{queue="%s",task="nobody.handles.this"}' % queue_name) == 1.0
-        assert _metric(url, 'casque_received_total{queue="%s",task="test.record"}' % queue_name) == 12.0
-        assert _metric(url, 'casque_handler_seconds_count{queue="%s",task="test.record"}' % queue_name) == 12.0
-        assert _metric(url, 'casque_lateness_seconds_count{queue="%s",task="test.record"}' % queue_name) == 12.0
+        await until(lambda: _metric(url, f'casque_acked_total{{queue="{queue_name}",task="test.record"}}') == 12.0
+                    and _metric(url, f'casque_acked_total{{queue="{queue_name}",task="test.fail_until"}}') == 1.0, 30, "acks counted", d)
+        assert _metric(url, f'casque_retried_total{{queue="{queue_name}",task="test.fail_until"}}') == 1.0
+        assert _metric(url, f'casque_poisoned_total{{queue="{queue_name}",task="nobody.handles.this"}}') == 1.0
+        assert _metric(url, f'casque_received_total{{queue="{queue_name}",task="test.record"}}') == 12.0
+        assert _metric(url, f'casque_handler_seconds_count{{queue="{queue_name}",task="test.record"}}') == 12.0
+        assert _metric(url, f'casque_lateness_seconds_count{{queue="{queue_name}",task="test.record"}}') == 12.0
         assert urllib.request.urlopen(url + "/healthz").status == 200
         assert urllib.request.urlopen(url + "/readyz").status == 200
     finally:

@@ -92,7 +92,9 @@ async def test_take_whose_poison_write_fails_moves_no_cursor(private_keyspace: S
         await cq.create_queue(queue_name, shards=1)
         sent = await send_spread(cq, clock, queue_name, 30)
         bad = (await cq.peek(queue_name, 10))[1]  # among the first ten a take reads
-        await cq.db.run(f"UPDATE {ks}.messages SET payload = 0xff00 WHERE queue=%s AND bucket=%s AND shard=%s AND kind=1 AND rank=0 AND due=%s AND id=%s",
+        await cq.db.run(
+            f"UPDATE {ks}.messages SET payload = 0xff00 WHERE queue=%s AND bucket=%s AND shard=%s AND kind=1 AND "
+            "rank=0 AND due=%s AND id=%s",
                         [queue_name, bad.bucket, bad.shard, bad.due_ms, bad.id], timestamp=bad.write_ts + 1)
         await cq.db.run(f"DROP TABLE {ks}.poison")
         clock.advance(BACKLOG_MS)

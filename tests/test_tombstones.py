@@ -58,8 +58,14 @@ async def test_tombstones_scanned_per_poll_stay_bounded_over_200k_messages(jumpi
     qs = await cq.create_queue(queue_name, shards=4, buckets=4, bucket_seconds=60, timeout=10)
     consumer = cq.consumer(queue_name)
     ks = cq.settings.cassandra.keyspace
-    peek = f"SELECT due FROM {ks}.messages WHERE queue=? AND bucket=? AND shard=? AND kind=1 AND rank=0 AND due>=? AND due<=? LIMIT 1"
-    locks = f"SELECT due, id, state FROM {ks}.messages WHERE queue=? AND bucket=? AND shard=? AND kind=0 AND rank=0 AND due>=?"
+    peek = (
+        f"SELECT due FROM {ks}.messages WHERE queue=? AND bucket=? AND shard=? AND kind=1 AND rank=0 AND due>=? "
+        "AND due<=? LIMIT 1"
+    )
+    locks = (
+        f"SELECT due, id, state FROM {ks}.messages WHERE queue=? AND bucket=? AND shard=? AND kind=0 AND rank=0 "
+        "AND due>=?"
+    )
     ours: list[int] = []
     naive: list[int] = []
     for r in range(ROUNDS):

@@ -53,14 +53,17 @@ def configure_logging(level: str = "info", fmt: str = "auto", stream: Any = None
     stream = stream or sys.stderr
     numeric = logging.getLevelName(level.upper())
     _debug = numeric <= logging.DEBUG
+    # Any: structlog types its renderers and exception processors as distinct protocols, and both branches
+    # below pick one of each; the processor lists are plain callables to it
     renderer: Any
+    exc: Any
     if use_json(fmt, stream):
         renderer = structlog.processors.JSONRenderer()
         exc = structlog.processors.format_exc_info
     else:
         renderer = structlog.dev.ConsoleRenderer(colors=stream.isatty())
         exc = structlog.dev.set_exc_info
-    shared = [structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso", utc=True), _mask_secrets]
+    shared: list[Any] = [structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso", utc=True), _mask_secrets]
     structlog.configure(
         processors=[structlog.contextvars.merge_contextvars, *shared, exc, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),

@@ -123,7 +123,10 @@ class MetricsServer:
             while (await asyncio.wait_for(reader.readline(), timeout=5)) not in (b"\r\n", b"\n", b""):
                 pass
             status, ctype, body = self._route(request.decode("latin-1").split())
-            head = f"HTTP/1.0 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+            head = (
+                f"HTTP/1.0 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\nConnection: "
+                "close\r\n\r\n"
+            )
             writer.write(head.encode() + body)
             await writer.drain()
         except (asyncio.TimeoutError, ConnectionError):

@@ -138,7 +138,7 @@ class _PassThroughParser(argparse.ArgumentParser):
     _own_with_value = ("--name", "--node", "--home")
     _own_with_equals = tuple(o + "=" for o in _own_with_value)
 
-    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+    def parse_known_args(self, args=None, namespace=None):
         argv = list(sys.argv[1:] if args is None else args)
         ours: list[str] = []
         i = 0

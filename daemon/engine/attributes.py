@@ -9,6 +9,7 @@ like queue settings: they are read on every send and receive of the SQS endpoint
 
 from __future__ import annotations
 
+import builtins
 import time
 from dataclasses import dataclass, field
 
@@ -81,7 +82,7 @@ class QueueAttributes:
             await self.sources.unlink(target, queue)
         return 1 if target else 0
 
-    async def tag(self, queue: str, put: dict[str, str], drop: set[str]) -> None:
+    async def tag(self, queue: str, put: dict[str, str], drop: builtins.set[str]) -> None:
         if put:
             await self.db.run(self._tag, [put, queue])
         if drop:

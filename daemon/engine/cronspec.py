@@ -45,7 +45,9 @@ def normalize(expr: str, cron_format: str | None = None) -> str:
     if len(fields) == 5 or cron_format == "croniter":
         return _checked(" ".join(fields) if len(fields) in (5, 6) else "", expr, "croniter")
     if len(fields) not in (6, 7):
-        raise UsageError(f"invalid cron expression {expr!r}: use 5 fields 'min hour day month weekday' (or 6 with cron_format), e.g. '0 9 * * *'")
+        raise UsageError(
+            f"invalid cron expression {expr!r}: use 5 fields 'min hour day month weekday' (or 6 with cron_format), "
+            "e.g. '0 9 * * *'")
     return _unmarked(fields, expr)
 
 
@@ -64,10 +66,14 @@ def _unmarked(fields: list[str], expr: str) -> str:
     if as_croniter and not as_quartz:
         return as_croniter
     if as_quartz and not as_croniter:
-        raise UsageError(f"cron expression {expr!r} is Quartz syntax (seconds first): mark it with cron_format='quartz' (--cron-format quartz) "
+        raise UsageError(
+                         f"cron expression {expr!r} is Quartz syntax (seconds first): mark it with "
+                         "cron_format='quartz' (--cron-format quartz) "
                          f"or write croniter's '{as_quartz}'")
     if as_quartz and as_croniter:
-        raise UsageError(f"cron expression {expr!r} is ambiguous: croniter reads seconds last ('{as_croniter}'), Quartz reads seconds first "
+        raise UsageError(
+                         f"cron expression {expr!r} is ambiguous: croniter reads seconds last ('{as_croniter}'), "
+                         "Quartz reads seconds first "
                          f"(croniter '{as_quartz}'): say which with cron_format='croniter' or 'quartz' (--cron-format)")
     raise UsageError(f"invalid cron expression {expr!r}: use 5 fields 'min hour day month weekday', e.g. '0 9 * * *'")
 

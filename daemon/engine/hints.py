@@ -13,7 +13,8 @@ a message. That is why sending is fire-and-forget and can never delay or fail a 
 
 Datagram, version 1 (big-endian)::
 
-    version u8 | sent_at_ms u64 | queue length u8 | queue utf-8 | count u16 | count x (due_ms u64, placement u32) | tag 16 bytes
+    version u8 | sent_at_ms u64 | queue length u8 | queue utf-8 | count u16
+    | count x (due_ms u64, placement u32) | tag 16 bytes
 
 ``tag`` = the first 16 bytes of HMAC-SHA256 (key: the cluster secret ``hint-hmac``, engine/secrets.py)
 over everything before it. A datagram that is not version 1, is cut short, has a bad tag, or was
@@ -117,6 +118,7 @@ def pack(entries: Iterable[Entry], shard_counts: tuple[int, ...] = ()) -> list[l
     same row at the same due time wake the same consumer, so one of them stands for all (500
     messages due now on 16 shards are 16 entries); the earliest ``MAX_DATAGRAMS * MAX_ENTRIES`` are
     kept, and the rest are left to the consumers' look-ahead and the safety poll."""
+    seen: dict[tuple[int, int | tuple[int, ...]], Entry]
     ordered = list(entries)[::-1]  # a later duplicate is overwritten by an earlier one: the first seen stands
     if len(shard_counts) == 1:  # the usual case, kept cheap
         n = shard_counts[0]
@@ -268,7 +270,7 @@ class HintProtocol(asyncio.DatagramProtocol):
         self.tolerance_ms = tolerance_ms
         self.notify = notify
 
-    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:  # type: ignore[override]
+    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
         try:
             hint = decode(self.key, data, self.clock.now_ms(), self.tolerance_ms)
         except Rejected as exc:

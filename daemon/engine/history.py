@@ -54,7 +54,9 @@ class History:
         self.db = db
         self.queues = queues
         t = f"{keyspace}.message_history"
-        self._insert = db.prepare(f"INSERT INTO {t} (queue, subject, day, at, id, event, task, attempt, duration_ms, lateness_ms, error, key) "
+        self._insert = db.prepare(
+                                  f"INSERT INTO {t} (queue, subject, day, at, id, event, task, attempt, "
+                                  "duration_ms, lateness_ms, error, key) "
                                   "VALUES (?,?,?,?,?,?,?,?,?,?,?,?) USING TTL ?")
         self._day = db.prepare(f"SELECT at, id, event, task, attempt, duration_ms, lateness_ms, error, key FROM {t} "
                                "WHERE queue = ? AND subject = ? AND day = ?")

@@ -22,7 +22,8 @@ _ARN_QUEUE = re.compile(r":([A-Za-z0-9_-]{1,80})$")
 
 
 def backfill(db: Database, ks: str, tables: list[str]) -> int:
-    """Index every live queue in ``tables`` (``queue_names``, ``dead_letter_sources``); returns how many queues were read."""
+    """Index every live queue in ``tables`` (``queue_names``, ``dead_letter_sources``); returns how many queues
+    were read."""
     assert db.session is not None
     names = db.session.prepare(f"INSERT INTO {ks}.queue_names (prefix, name) VALUES (?, ?)")
     sources = db.session.prepare(f"INSERT INTO {ks}.dead_letter_sources (target, source) VALUES (?, ?)")

@@ -8,6 +8,7 @@ the two writes, and such a stale key is detected (its message is gone) and taken
 
 from __future__ import annotations
 
+import builtins
 import json
 import uuid
 from dataclasses import dataclass
@@ -41,7 +42,9 @@ class KeyStore:
         p = db.prepare
         self._get = p(f"SELECT {_COLS} FROM {t} WHERE queue = ? AND key_shard = ? AND key = ?")
         self._claim = p(f"INSERT INTO {t} ({_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?) IF NOT EXISTS")
-        self._repoint = p(f"UPDATE {t} SET id = ?, bucket = ?, shard = ?, task = ?, trigger = ?, created_at = ?, last_run = ? WHERE queue = ? AND key_shard = ? AND key = ? IF id = ?")
+        self._repoint = p(
+            f"UPDATE {t} SET id = ?, bucket = ?, shard = ?, task = ?, trigger = ?, created_at = ?, last_run = ? "
+            "WHERE queue = ? AND key_shard = ? AND key = ? IF id = ?")
         self._release = p(f"DELETE FROM {t} WHERE queue = ? AND key_shard = ? AND key = ? IF id = ?")
         self._ran = p(f"UPDATE {t} SET last_run = ? WHERE queue = ? AND key_shard = ? AND key = ?")
         self._list = p(f"SELECT {_COLS} FROM {t} WHERE queue = ? AND key_shard = ? AND key > ?")
@@ -81,7 +84,7 @@ class KeyStore:
         out.sort(key=lambda e: e.key)
         return out if limit is None else out[:limit]
 
-    async def _shard_keys(self, queue: str, ks: int, limit: int | None, after: str) -> list[KeyEntry]:
+    async def _shard_keys(self, queue: str, ks: int, limit: int | None, after: str) -> builtins.list[KeyEntry]:
         found: list[KeyEntry] = []
         async for rows in pages(self.db, self._list, [queue, ks, after], min(PAGE_SIZE, limit or PAGE_SIZE)):
             found += [_entry(r) for r in rows]

@@ -4,6 +4,7 @@ its stored columns can't be decoded, or when a handler raises ``Poison``."""
 
 from __future__ import annotations
 
+import builtins
 import json
 import uuid
 from dataclasses import dataclass
@@ -14,7 +15,10 @@ from daemon.engine.paging import PAGE_SIZE, pages
 from daemon.base.model import Message
 from daemon.engine.table import MAX_TTL
 
-_COLS = "queue, id, poisoned_at, task, payload, headers, attempt, priority, key, trigger, error_type, error, traceback, reason"
+_COLS = (
+    "queue, id, poisoned_at, task, payload, headers, attempt, priority, key, trigger, error_type, error, "
+    "traceback, reason"
+)
 
 
 @dataclass
@@ -67,7 +71,9 @@ class PoisonStore:
                 return out[:limit]
         return out
 
-    async def pages(self, queue: str, after: uuid.UUID | None = None, size: int = PAGE_SIZE) -> AsyncIterator[list[PoisonRecord]]:
+    async def pages(
+        self, queue: str, after: uuid.UUID | None = None, size: int = PAGE_SIZE
+    ) -> AsyncIterator[builtins.list[PoisonRecord]]:
         """The poison queue, one page of records at a time (bulk actions hold one page)."""
         stmt, params = (self._list, [queue]) if after is None else (self._list_after, [queue, after])
         async for rows in pages(self.db, stmt, params, size):

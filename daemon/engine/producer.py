@@ -200,7 +200,9 @@ class Producer:
             if not stale and policy == "keep":
                 return holder.id
             if not stale and policy == "error":
-                raise KeyConflict(f"key '{m.key}' in queue '{qs.name}' already names message {holder.id}: use on_conflict='replace' or 'keep', or cancel it first")
+                raise KeyConflict(
+                    f"key '{m.key}' in queue '{qs.name}' already names message {holder.id}: use "
+                    "on_conflict='replace' or 'keep', or cancel it first")
             if same_schedule(holder, m.trigger):  # the same schedule sent again: it updates itself in place
                 await self._resend_same(qs, m, holder, now)
                 return m.id

@@ -28,7 +28,9 @@ CACHE_LIMIT = 10_000  # queues whose settings one process keeps (config: cache.q
 FORGET_BATCH = 64  # evicted queues whose metric series are dropped together (one pass over the series)
 MIN_EXPIRE_S = 60
 MIN_TOKEN = -(1 << 63)  # Murmur3Partitioner: tokens are signed 64-bit
-_COLUMNS = ("name, shards, buckets, bucket_seconds, lock_ttl_ms, timeout_ms, max_attempts, retention_s, max_payload_bytes, priorities, history, "
+_COLUMNS = (
+            "name, shards, buckets, bucket_seconds, lock_ttl_ms, timeout_ms, max_attempts, retention_s, "
+            "max_payload_bytes, priorities, history, "
             "expire_after_s, fifo")
 #: FIFO queues: a group's messages must share one row (engine/fifo.py), so one bucket; the shards
 #: spread groups (high-throughput mode: more of them).
@@ -87,7 +89,9 @@ def check_settings(qs: QueueSettings) -> QueueSettings:
         raise UsageError(f"queue {qs.name}: expire_after must be 0 (never) or at least {MIN_EXPIRE_S}s, got {qs.expire_after_s}s")
     check_fifo(qs)
     if not 64 <= qs.max_payload_bytes <= MAX_PAYLOAD_BYTES:
-        raise UsageError(f"queue {qs.name}: max_payload_bytes must be between 64 and {MAX_PAYLOAD_BYTES} (4 MiB), got {qs.max_payload_bytes}")
+        raise UsageError(
+            f"queue {qs.name}: max_payload_bytes must be between 64 and {MAX_PAYLOAD_BYTES} (4 MiB), got "
+            f"{qs.max_payload_bytes}")
     return qs
 
 
@@ -134,7 +138,9 @@ class QueueStore:
         check_settings(qs)
         now = self.clock.now_ms()
         rows = await self.db.run(
-            self.db.prepare(f"INSERT INTO {self.ks}.queues ({_COLUMNS}, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) IF NOT EXISTS"),
+            self.db.prepare(
+                f"INSERT INTO {self.ks}.queues ({_COLUMNS}, created_at, updated_at) VALUES "
+                "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) IF NOT EXISTS"),
             _values(qs) + [now, now],
         )
         applied = bool(rows[0].applied) if rows else True
@@ -238,7 +244,9 @@ class QueueStore:
         if changes.get("fifo") is not None:
             raise UsageError(f"queue {name}: a queue is FIFO or not from its creation: create another queue to change it")
         if moving:
-            raise UsageError(f"queue {name}: {', '.join(sorted(moving))} change the queue's layout: use 'casque queue reshard {name}' "
+            raise UsageError(
+                             f"queue {name}: {', '.join(sorted(moving))} change the queue's layout: use 'casque "
+                             f"queue reshard {name}' "
                              "(new sends use the new layout while the old rows drain)")
         current = await self.get(name, fresh=True)
         fifo_opts = {"fifo": current.fifo, "content_dedup": current.content_dedup, "dedup_scope": current.dedup_scope,
@@ -252,7 +260,9 @@ class QueueStore:
         merged = replace(merged, priorities=current.priorities, shards=current.shards, buckets=current.buckets, bucket_seconds=current.bucket_seconds,
                          history=current.history if history is None else bool(history))
         await self.db.run(
-            self.db.prepare(f"UPDATE {self.ks}.queues SET lock_ttl_ms=?, timeout_ms=?, max_attempts=?, retention_s=?, max_payload_bytes=?, history=?, "
+            self.db.prepare(
+                            f"UPDATE {self.ks}.queues SET lock_ttl_ms=?, timeout_ms=?, max_attempts=?, "
+                            "retention_s=?, max_payload_bytes=?, history=?, "
                             "fifo=?, updated_at=? WHERE name=? IF EXISTS"),
             [merged.lock_ttl_ms, merged.timeout_ms, merged.max_attempts, merged.retention_s, merged.max_payload_bytes, merged.history,
              _fifo_json(merged), self.clock.now_ms(), name],

@@ -21,7 +21,10 @@ from cassandra.query import UNSET_VALUE
 from daemon.engine.db import Database
 
 DEPTH_EVERY_S = 60.0
-_COLS = "at, daemon, received, acked, retried, poisoned, timed_out, contention, empty_polls, in_flight, depth_waiting, depth_scheduled, depth_in_flight"
+_COLS = (
+    "at, daemon, received, acked, retried, poisoned, timed_out, contention, empty_polls, in_flight, depth_waiting, "
+    "depth_scheduled, depth_in_flight"
+)
 
 
 @dataclass

@@ -88,7 +88,8 @@ TABLES: dict[str, str] = {
         ) WITH CLUSTERING ORDER BY (at DESC, daemon ASC)
           AND default_time_to_live = 86400
           AND gc_grace_seconds = 3600
-          AND compaction = {{'class': 'TimeWindowCompactionStrategy', 'compaction_window_unit': 'HOURS', 'compaction_window_size': 1}}
+          AND compaction = {{'class': 'TimeWindowCompactionStrategy',
+                             'compaction_window_unit': 'HOURS', 'compaction_window_size': 1}}
           AND comment = 'casque per-daemon statistics snapshots'""",
     # One heartbeat row per running daemon (host:pid), rewritten every 10 s: what the console's
     # daemons page lists. Daemons are few, so one partition (slot 0) holds them all and listing is a
@@ -111,7 +112,8 @@ TABLES: dict[str, str] = {
             task text, attempt int, duration_ms double, lateness_ms double, error text, key text,
             PRIMARY KEY ((queue, day), at, id, event)
         ) WITH gc_grace_seconds = 3600
-          AND compaction = {{'class': 'TimeWindowCompactionStrategy', 'compaction_window_unit': 'DAYS', 'compaction_window_size': 1}}
+          AND compaction = {{'class': 'TimeWindowCompactionStrategy',
+                             'compaction_window_unit': 'DAYS', 'compaction_window_size': 1}}
           AND comment = 'casque message history'""",
     # Message history, partitioned by what it is read by: (queue, subject, UTC day), where the
     # subject is "id:<message id>", plus "key:<lookup key>" for a keyed message (written twice).
@@ -125,7 +127,8 @@ TABLES: dict[str, str] = {
             task text, attempt int, duration_ms double, lateness_ms double, error text, key text,
             PRIMARY KEY ((queue, subject, day), at, id, event)
         ) WITH gc_grace_seconds = 3600
-          AND compaction = {{'class': 'TimeWindowCompactionStrategy', 'compaction_window_unit': 'DAYS', 'compaction_window_size': 1}}
+          AND compaction = {{'class': 'TimeWindowCompactionStrategy',
+                             'compaction_window_unit': 'DAYS', 'compaction_window_size': 1}}
           AND comment = 'casque message history by message and by key'""",
     # Duties that one daemon at a time performs (e.g. computing the queue gauges): a row per duty,
     # claimed and renewed with lightweight transactions; its TTL frees it when the holder dies.
@@ -287,7 +290,9 @@ def replication_map(settings: SchemaSettings) -> str:
             raise ConfigError("schema.replication_factor must be at least 1")
         return f"{{'class': 'SimpleStrategy', 'replication_factor': {settings.replication_factor}}}"
     if not settings.datacenters:
-        raise ConfigError("schema.datacenters must name each datacenter and its replica count for NetworkTopologyStrategy, e.g. {dc1 = 3}")
+        raise ConfigError(
+            "schema.datacenters must name each datacenter and its replica count for NetworkTopologyStrategy, e.g. "
+            "{dc1 = 3}")
     dcs = ", ".join(f"'{validate_name(dc, 'datacenter')}': {rf}" for dc, rf in sorted(settings.datacenters.items()))
     return f"{{'class': 'NetworkTopologyStrategy', {dcs}}}"
 
@@ -317,7 +322,9 @@ def _tables(db: Database, ks: str) -> set[str]:
 
 
 def _add_column(db: Database, ks: str, table: str, column: str, ctype: str) -> None:
-    existing = db.execute("SELECT column_name FROM system_schema.columns WHERE keyspace_name = %s AND table_name = %s AND column_name = %s",
+    existing = db.execute(
+        "SELECT column_name FROM system_schema.columns WHERE keyspace_name = %s AND table_name = %s AND "
+        "column_name = %s",
                           [ks, table, column])
     if not list(existing):
         db.execute(f"ALTER TABLE {ks}.{table} ADD {column} {ctype}")

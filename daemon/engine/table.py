@@ -26,7 +26,10 @@ LOCK_PENDING, LOCK_ACQUIRED = 0, 1
 MAX_TTL = 630_720_000  # Cassandra's ceiling: 20 years
 
 _PK = "queue = ? AND bucket = ? AND shard = ?"
-_MSG_COLS = "rank, due, id, state, task, payload, headers, attempt, max_attempts, timeout_ms, key, trigger, enqueued_at, last_error, visible_at"
+_MSG_COLS = (
+    "rank, due, id, state, task, payload, headers, attempt, max_attempts, timeout_ms, key, trigger, enqueued_at, "
+    "last_error, visible_at"
+)
 # WRITETIME lets a take or an ack write *after* the row it replaces even when the writer's clock
 # lags the producer's (a delete with an older timestamp than the insert would silently lose).
 _SELECT = _MSG_COLS + ", WRITETIME(task) AS wt"
@@ -54,7 +57,8 @@ class MessageTable:
         t = f"{keyspace}.messages"
         p = db.prepare
         self.insert = p(
-            f"INSERT INTO {t} (queue, bucket, shard, kind, {_MSG_COLS}) VALUES (?,?,?,1,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) USING TTL ?"
+            f"INSERT INTO {t} (queue, bucket, shard, kind, {_MSG_COLS}) VALUES "
+            "(?,?,?,1,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) USING TTL ?"
         )
         self.delete = p(f"DELETE FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due = ? AND id = ?")
         self.peek = p(f"SELECT due FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ? AND due <= ? LIMIT 1")
@@ -62,7 +66,9 @@ class MessageTable:
         # A daemon sharing the queue with pull readers reads past the messages it left them
         # (consumer.py ``accepts``): from just after a (due, id) position, not from the cursor.
         self.peek_after = p(f"SELECT due FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND (due, id) > (?, ?) AND (due) <= (?) LIMIT 1")
-        self.read_due_after = p(f"SELECT {_SELECT} FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND (due, id) > (?, ?) AND (due) <= (?) LIMIT ?")
+        self.read_due_after = p(
+            f"SELECT {_SELECT} FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND (due, id) > (?, ?) AND (due) <= "
+            "(?) LIMIT ?")
         # The sweep (sweep.py): a stretch below a cursor, with the cursors *from the same read*, so
         # a take batch (cursor move + deletes, atomic per replica) is seen whole or not at all.
         self.read_below = p(f"SELECT cursors, {_SELECT} FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ? AND due < ? LIMIT ?")
@@ -70,12 +76,18 @@ class MessageTable:
         self.read_id = p(f"SELECT {_SELECT} FROM {t} WHERE {_PK} AND kind = 1 AND id = ? ALLOW FILTERING")
         # A receipt's position: the message (kind 1) and, if its visibility was changed, the
         # "moved" marker (kind 2) naming where its timeout column went (engine/receive.py).
-        self.read_at = p(f"SELECT kind, moved_to, {_SELECT} FROM {t} WHERE {_PK} AND kind IN (1, 2) AND rank = ? AND due = ? AND id = ?")
-        self.mark_moved = p(f"INSERT INTO {t} (queue, bucket, shard, kind, rank, due, id, moved_to) VALUES (?,?,?,2,?,?,?,?) USING TTL ?")
+        self.read_at = p(
+            f"SELECT kind, moved_to, {_SELECT} FROM {t} WHERE {_PK} AND kind IN (1, 2) AND rank = ? AND due = ? "
+            "AND id = ?")
+        self.mark_moved = p(
+            f"INSERT INTO {t} (queue, bucket, shard, kind, rank, due, id, moved_to) VALUES (?,?,?,2,?,?,?,?) USING "
+            "TTL ?")
         self.unmark_moved = p(f"DELETE FROM {t} WHERE {_PK} AND kind = 2 AND rank = ? AND due = ? AND id = ?")
         self.count_from = p(f"SELECT cursors, state, due, visible_at FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ?")
         # The bounded depth estimate (engine/depth_estimate.py): a lane's first rows from its cursor.
-        self.count_head = p(f"SELECT cursors, state, due, visible_at FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ? LIMIT ?")
+        self.count_head = p(
+            f"SELECT cursors, state, due, visible_at FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ? "
+            "LIMIT ?")
         self.set_cursor = p(f"UPDATE {t} SET cursors[?] = ? WHERE {_PK}")
         self.read_cursors = p(f"SELECT cursors FROM {t} WHERE {_PK} LIMIT 1")
         # The cursors of every bucket row of one shard in one request (the coordinator reads the

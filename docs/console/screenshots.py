@@ -71,7 +71,8 @@ async def main(minutes: float) -> None:
                   key="welcome:ada", headers={"trace_id": "4bf92f3577b34da6", "sent_by": "signup-service"}, on_conflict="replace")
     cfg = OUT / ".shots.toml"
     cfg.write_text(f'[cassandra]\nkeyspace = "{KEYSPACE}"\n[queue_defaults]\nshards = 4\nbuckets = 6\n'
-                   '[worker]\nqueues = ["emails", "thumbnails", "reports"]\nconsumers = 2\nhandler_modules = ["handlers.examples"]\n'
+                   '[worker]\nqueues = ["emails", "thumbnails", "reports"]\nconsumers = 2\nhandler_modules = '
+                   '["handlers.examples"]\n'
                    '[log]\nlevel = "warning"\n')
     env = dict(os.environ) | {"PYTHONPATH": str(ROOT), "CASQUE_CONSOLE__ADMIN_PASSWORD": PASSWORD}
     daemon = subprocess.Popen([sys.executable, "-m", "daemon.cli", "-c", str(cfg), "run"], cwd=ROOT, env=env)
