@@ -1,4 +1,4 @@
-"""``Casque``: the Python API, one object that wires the engine's parts to one connection.
+"""``Casque``: the Python API, the front door to the engine over one connection (stores wired in engine/stores.py).
 
     async with await Casque.connect() as cq:
         await cq.create_queue("emails", if_missing=True)
@@ -19,6 +19,7 @@ from daemon.base.config import Settings, load_settings
 from daemon.base.errors import UsageError
 from daemon.base.logs import get_logger
 from daemon.base.model import Message, QueueSettings
+from daemon.engine.access_keys import AccessKeyStore
 from daemon.engine.consumer import Consumer
 from daemon.engine.db import Database
 from daemon.engine.hints import HintListener, open_listener
@@ -29,7 +30,6 @@ from daemon.engine.producer import Job, OnConflict, Sent, first_due
 from daemon.engine.queue_admin import QueueAdmin
 from daemon.engine.queues import settings_from_defaults
 from daemon.engine.receive import Delivery, Receiver
-from daemon.engine.receive_attempts import ReceiveAttempts
 from daemon.engine.stores import Stores
 from daemon.engine.triggers import make_trigger, upcoming
 
@@ -48,7 +48,12 @@ class Casque:
         self.hint_listener: HintListener | None = None
         self.receiver = Receiver(db, st.table, st.queues, st.keys, st.secrets, st.wakeups, clock, self.consumer,
                                  poll_interval_s=settings.sqs.poll_interval, max_consumers=settings.cache.consumers,
-                                 touch=self._received, attempts=ReceiveAttempts(db, st.keyspace), unblocked=self._unblocked)
+                                 touch=self._received, attempts=st.receive_attempts, unblocked=self._unblocked)
+
+    @property
+    def access_keys(self) -> AccessKeyStore:
+        """The SQS endpoint's access keys: create, list, delete (docs/security.md)."""
+        return self.stores.access_keys
 
     def __getattr__(self, name: str) -> Any:
         """A store by name (``cq.queues``, ``cq.poison``, ...): for tests and tools that check what
@@ -268,6 +273,10 @@ class Casque:
         return Consumer(self.db, st.table, st.queues, st.dead_letters, st.keys, self.clock, queue,  # type: ignore[arg-type]
                         tolerance_ms=int(w.clock_tolerance * 1000), rescan_ms=int(w.rescan_interval * 1000),
                         lookahead_ms=int(max(1.0, 2 * w.max_poll_interval) * 1000))
+
+    def served(self, queue: str) -> None:
+        """A daemon polls ``queue``: it is in use, like a receive (idle expiry, engine/activity.py)."""
+        self.stores.activity.touch(queue)
 
     def _received(self, queue: str) -> None:
         """A receive on ``queue``: it is active (idle expiry), and this process pulls from it, which

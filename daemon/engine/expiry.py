@@ -21,7 +21,6 @@ from typing import Any
 from daemon.base.errors import CasqueError, QueueNotFound
 from daemon.base.logs import get_logger
 from daemon.engine.admin import delete_queue
-from daemon.engine.lease import Lease
 from daemon.engine.paging import pages
 from daemon.engine.stores import Stores
 
@@ -34,7 +33,7 @@ class ExpirySweeper:
         self.st = st
         self.interval_s = interval_s
         ks = st.settings.cassandra.keyspace
-        self.lease = Lease(st.db, ks, lease, holder, ttl_s=3 * interval_s)
+        self.lease = st.lease(lease, holder, ttl_s=3 * interval_s)
         self._all = f"SELECT name, expire_after_s, active_at FROM {ks}.queue_expiry"
         self._one = st.db.prepare(f"SELECT expire_after_s, active_at FROM {ks}.queue_expiry WHERE name = ?")
         self._forget = st.db.prepare(f"DELETE FROM {ks}.queue_expiry WHERE name = ?")

@@ -102,7 +102,7 @@ class MoveRunner:
         for source, started_at, task_id in active:
             if task_id in self.running or await self._held_elsewhere(task_id):
                 continue
-            lease = Lease(self.st.db, self.st.settings.cassandra.keyspace, f"move_task:{task_id}", self.holder, self.lease_s)
+            lease = self.st.lease(f"move_task:{task_id}", self.holder, self.lease_s)
             if await lease.hold():
                 self.running[task_id] = asyncio.create_task(self._guarded(lease, source, started_at, task_id))
 

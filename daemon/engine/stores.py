@@ -30,12 +30,14 @@ from daemon.engine.hint_directory import HintDirectory
 from daemon.engine.hints import HintSender
 from daemon.engine.history import History
 from daemon.engine.keys import KeyStore
+from daemon.engine.lease import Lease
 from daemon.engine.lookup import Lookup
 from daemon.engine.move_tasks import MoveTaskStore
 from daemon.engine.poison import PoisonStore
 from daemon.engine.producer import Producer
 from daemon.engine.pull_readers import PullReaders
 from daemon.engine.queues import QueueStore
+from daemon.engine.receive_attempts import ReceiveAttempts
 from daemon.engine.samples import Samples
 from daemon.engine.secrets import SecretStore
 from daemon.engine.table import MessageTable
@@ -67,6 +69,7 @@ class Stores:
         self.hints = HintSender(self.hint_directory, self.secrets, clock, settings.hints.refresh)
         self.dead_letters = PoisonRouter(db, self.queues, self.table, self.attributes, self.poison, self.wakeups.notify,
                                          fifo=self.fifo)
+        self.receive_attempts = ReceiveAttempts(db, ks)
         self.acker = Acker(db, self.table, self.queues, self.keys, self.dead_letters, clock)  # type: ignore[arg-type]
 
     @property
@@ -93,6 +96,10 @@ class Stores:
     @cached_property
     def move_tasks(self) -> MoveTaskStore:
         return MoveTaskStore(self.db, self.keyspace)
+
+    def lease(self, name: str, holder: str, ttl_s: float) -> Lease:
+        """A bid for the cluster-wide lease ``name`` (engine/lease.py), held by ``holder``."""
+        return Lease(self.db, self.keyspace, name, holder, ttl_s=ttl_s)
 
     def depth_estimator(self) -> DepthEstimator:
         """A new estimator of queue depths: each user keeps its own, since its caches of cursors
