@@ -29,6 +29,10 @@ class QueueAdmin:
         """Every queue, a page of ``size`` at a time (one bounded read per page)."""
         return self.st.queues.pages(size)
 
+    async def names_matching(self, prefix: str, after: str | None, limit: int) -> tuple[list[str], bool]:
+        """Up to ``limit`` queue names starting with ``prefix`` after ``after`` (and whether more follow)."""
+        return await self.st.queues.names.matching(prefix, after, limit)
+
     async def update(self, name: str, **changes: Any) -> QueueSettings:
         return await self.st.queues.update(name, **changes)
 

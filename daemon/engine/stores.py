@@ -21,6 +21,7 @@ from daemon.engine.access_keys import AccessKeyStore
 from daemon.engine.acks import Acker
 from daemon.engine.activity import ActivityMarks
 from daemon.engine.attributes import QueueAttributes
+from daemon.engine.cooldown import Cooldowns
 from daemon.engine.db import Database
 from daemon.engine.deadletter import PoisonRouter
 from daemon.engine.depth_estimate import DepthEstimator
@@ -100,6 +101,10 @@ class Stores:
     def lease(self, name: str, holder: str, ttl_s: float) -> Lease:
         """A bid for the cluster-wide lease ``name`` (engine/lease.py), held by ``holder``."""
         return Lease(self.db, self.keyspace, name, holder, ttl_s=ttl_s)
+
+    def cooldowns(self, holder: str) -> Cooldowns:
+        """Cluster-wide waits after an action (engine/cooldown.py), taken as ``holder``."""
+        return Cooldowns(self.db, self.keyspace, holder)
 
     def depth_estimator(self) -> DepthEstimator:
         """A new estimator of queue depths: each user keeps its own, since its caches of cursors
