@@ -17,7 +17,6 @@ from typing import Any, Callable, Iterable
 from daemon.base.clock import SYSTEM_CLOCK, Clock
 from daemon.base.config import Settings, load_settings
 from daemon.base.errors import UsageError
-from daemon.base.logs import get_logger
 from daemon.base.model import Message, QueueSettings
 from daemon.engine.access_keys import AccessKeyStore
 from daemon.engine.consumer import Consumer
@@ -28,6 +27,7 @@ from daemon.engine.observe import Observe
 from daemon.engine.placement import PLACEMENT_MASK, id_due_ms, parse_id
 from daemon.engine.producer import Job, OnConflict, Sent, first_due
 from daemon.engine.queue_admin import QueueAdmin
+from daemon.engine.queue_extras import Extras
 from daemon.engine.queues import settings_from_defaults
 from daemon.engine.receive import Delivery, Receiver
 from daemon.engine.stores import Stores
@@ -35,8 +35,9 @@ from daemon.engine.triggers import make_trigger, upcoming
 
 
 class Casque:
-    """The front door: messages and queues here; ``admin`` (purge, delete, reshard, poison) and
-    ``observe`` (stats, history, daemons) group the rest. The stores are wired once, in ``stores``."""
+    """The front door: messages and queues here; ``admin`` (purge, delete, reshard, poison),
+    ``observe`` (stats, history, daemons) and ``extras`` (SQS attributes, tags, dead-letter links)
+    group the rest. The stores are wired once, in ``stores``."""
 
     def __init__(self, settings: Settings, db: Database, clock: Clock) -> None:
         self.settings = settings
@@ -45,6 +46,7 @@ class Casque:
         self.stores = st = Stores(settings, db, clock)
         self.admin = QueueAdmin(st)
         self.observe = Observe(st)
+        self.extras = Extras(st)
         self.hint_listener: HintListener | None = None
         self.receiver = Receiver(db, st.table, st.queues, st.keys, st.secrets, st.wakeups, clock, self.consumer,
                                  poll_interval_s=settings.sqs.poll_interval, max_consumers=settings.cache.consumers,
@@ -80,17 +82,8 @@ class Casque:
         return cq
 
     async def check_clock(self) -> int:
-        """Compare our clock with the coordinator's; warn when the difference eats into the clock
-        tolerance that the cursors rely on (docs/design.md). Returns the measured offset in ms."""
-        before = self.clock.now_ms()
-        rows = await self.db.run("SELECT toUnixTimestamp(now()) AS t FROM system.local")
-        after = self.clock.now_ms()
-        offset = before + (after - before) // 2 - int(rows[0].t) if rows else 0
-        limit = self.settings.worker.clock_tolerance * 500
-        if abs(offset) > limit:
-            get_logger("casque.client").warning("clock_skew_exceeds_tolerance", offset_ms=offset, limit_ms=int(limit),
-                                                fix="synchronise this host's clock (NTP) or raise worker.clock_tolerance")
-        return offset
+        """Our clock against the coordinator's, in ms (warns past the tolerance: engine/stores.py)."""
+        return await self.stores.check_clock()
 
     async def listen_for_hints(self, queues: list[str]) -> str:
         """Receive wake hints for ``queues`` (``["*"]``: every queue) from other processes' sends

@@ -17,6 +17,7 @@ from functools import cached_property
 
 from daemon.base.clock import Clock
 from daemon.base.config import Settings
+from daemon.base.logs import get_logger
 from daemon.engine.access_keys import AccessKeyStore
 from daemon.engine.acks import Acker
 from daemon.engine.activity import ActivityMarks
@@ -72,6 +73,19 @@ class Stores:
                                          fifo=self.fifo)
         self.receive_attempts = ReceiveAttempts(db, ks)
         self.acker = Acker(db, self.table, self.queues, self.keys, self.dead_letters, clock)  # type: ignore[arg-type]
+
+    async def check_clock(self) -> int:
+        """Compare our clock with the coordinator's; warn when the difference eats into the clock
+        tolerance that the cursors rely on (docs/design.md). Returns the measured offset in ms."""
+        before = self.clock.now_ms()
+        rows = await self.db.run("SELECT toUnixTimestamp(now()) AS t FROM system.local")
+        after = self.clock.now_ms()
+        offset = before + (after - before) // 2 - int(rows[0].t) if rows else 0
+        limit = self.settings.worker.clock_tolerance * 500
+        if abs(offset) > limit:
+            get_logger("casque.client").warning("clock_skew_exceeds_tolerance", offset_ms=offset, limit_ms=int(limit),
+                                                fix="synchronise this host's clock (NTP) or raise worker.clock_tolerance")
+        return offset
 
     @property
     def tolerance_ms(self) -> int:

@@ -22,7 +22,7 @@ class MessageActions(ActionGroup):
     async def send_message(self, call: Call) -> dict[str, Any]:
         name = self.queue_of(call)
         qs = await self.cq.queue_settings(name)
-        extras = await self.cq.attributes.get(name)
+        extras = await self.cq.extras.get(name)
         job, result = self._job(call.params, qs, extras, call.trace_header)
         sent = (await self._send(name, [job]))[0]
         return self._sent(result, sent, qs)
@@ -32,7 +32,7 @@ class MessageActions(ActionGroup):
         entries = params.entries(call.params, "SendMessageBatch")
         qs = await self.cq.queue_settings(name)
         fifo_rules.check_batch(entries, qs)
-        extras = await self.cq.attributes.get(name)
+        extras = await self.cq.extras.get(name)
         limit = qattr.number(qs, extras, "MaximumMessageSize")
         total = sum(len(str(e.get("MessageBody", "")).encode("utf-8")) + params.attributes_size(e.get("MessageAttributes")) for e in entries)
         if total > limit:
@@ -96,7 +96,7 @@ class MessageActions(ActionGroup):
         name = self.queue_of(call)
         p = call.params
         qs = await self.cq.queue_settings(name)
-        extras = await self.cq.attributes.get(name)
+        extras = await self.cq.extras.get(name)
         limit = params.integer(p, "MaxNumberOfMessages", 1, 1, 10, "Value {v} for parameter MaxNumberOfMessages is invalid. Reason: Must be between 1 and 10, if provided.")
         wait = params.integer(p, "WaitTimeSeconds", qattr.number(qs, extras, "ReceiveMessageWaitTimeSeconds"), 0, 20,
                     "Value {v} for parameter WaitTimeSeconds is invalid. Reason: Must be >= 0 and <= 20, if provided.")

@@ -41,7 +41,7 @@ class MoveTaskActions(ActionGroup):
         if call.params.get("MaxNumberOfMessagesPerSecond") is not None:
             rate = params.integer(call.params, "MaxNumberOfMessagesPerSecond", 0, 1, 500,
                                   "Value {v} for parameter MaxNumberOfMessagesPerSecond is invalid. Reason: Must be between 1 and 500.")
-        if not await self.cq.attributes.sources.is_target(source):
+        if not await self.cq.extras.is_dead_letter_target(source):
             raise invalid("Source queue must be configured as a Dead Letter Queue.")
         dest_arn = call.params.get("DestinationArn")
         dest = await self._existing(dest_arn, "DestinationArn") if dest_arn else None

@@ -56,14 +56,14 @@ class QueueActions(ActionGroup):
             await self._same_attributes(name, attrs)
         else:
             extra, _ = qattr.internal(attrs)
-            await self.cq.attributes.set(name, qattr.stored(attrs) | extra, set(), self.cq.clock.now_ms())
-            await self.cq.attributes.tag(name, tags, set())
+            await self.cq.extras.set(name, qattr.stored(attrs) | extra, set(), self.cq.clock.now_ms())
+            await self.cq.extras.tag(name, tags, set())
         return {"QueueUrl": self.url(call, name)}
 
     async def _same_attributes(self, name: str, attrs: dict[str, str]) -> None:
         """CreateQueue of an existing queue succeeds only if the given attributes match."""
         qs = await self.cq.queue_settings(name, fresh=True)
-        current = qattr.describe(qs, await self.cq.attributes.get(name, fresh=True), self.arn(name))
+        current = qattr.describe(qs, await self.cq.extras.get(name, fresh=True), self.arn(name))
         for key, value in attrs.items():
             if current.get(key, qattr.DEFAULTS.get(key, "")) != value:
                 raise SqsError("QueueNameExists", f"A queue already exists with the same name and a different value for attribute {key}")
@@ -88,8 +88,8 @@ class QueueActions(ActionGroup):
         if prefix:
             names, more = await self.cq.admin.names_matching(prefix, after, limit)
         else:
-            names = await self.cq.attributes.names_page(after, limit)
-            more = len(names) == limit and bool(await self.cq.attributes.names_page(names[-1], 1))
+            names = await self.cq.extras.names_page(after, limit)
+            more = len(names) == limit and bool(await self.cq.extras.names_page(names[-1], 1))
         out: dict[str, Any] = {"QueueUrls": [self.url(call, n) for n in names]} if names else {}
         if more and limit_given:
             out["NextToken"] = params.encode_token(names[-1])
@@ -100,7 +100,7 @@ class QueueActions(ActionGroup):
         await self.cq.queue_settings(name, fresh=True)
         await self.cooldowns.start(f"sqs.deleted:{name}", COOLDOWN_S)  # first: no CreateQueue can slip in after the delete
         await admin.delete_queue(self.cq, name)
-        self.cq.attributes.forget(name)
+        self.cq.extras.forget(name)
         return {}
 
     async def purge_queue(self, call: Call) -> dict[str, Any]:
@@ -122,7 +122,7 @@ class QueueActions(ActionGroup):
             if w not in known:
                 raise SqsError("InvalidAttributeName", f"Unknown Attribute {w}.")
         qs = await self.cq.queue_settings(name, fresh=True)
-        everything = qattr.describe(qs, await self.cq.attributes.get(name), self.arn(name))
+        everything = qattr.describe(qs, await self.cq.extras.get(name), self.arn(name))
         every = "All" in wanted
         if every or set(wanted) & qattr.COUNTS:  # a bounded read, whatever the queue holds (engine/depth_estimate.py)
             est = await self.depth.estimate(qs, self.cq.clock.now_ms())
@@ -145,11 +145,11 @@ class QueueActions(ActionGroup):
         # A redrive target is written before the limit that sends messages to it, and a limit is
         # lifted before its target goes: a receive in between never poisons a message instead.
         if extra:
-            await self.cq.attributes.set(name, keep, {k for k, v in attrs.items() if v == ""} | dropped, self.cq.clock.now_ms())
+            await self.cq.extras.set(name, keep, {k for k, v in attrs.items() if v == ""} | dropped, self.cq.clock.now_ms())
         if options:
             await self.cq.admin.update(name, **options)
         if not extra:
-            await self.cq.attributes.set(name, keep, {k for k, v in attrs.items() if v == ""} | dropped, self.cq.clock.now_ms())
+            await self.cq.extras.set(name, keep, {k for k, v in attrs.items() if v == ""} | dropped, self.cq.clock.now_ms())
         return {}
 
     async def _check_redrive_target(self, attrs: dict[str, str], fifo: bool, raw: Any) -> None:
@@ -176,7 +176,7 @@ class QueueActions(ActionGroup):
         limit_given = call.params.get("MaxResults") is not None
         limit = params.integer(call.params, "MaxResults", LIST_PAGE, 1, LIST_PAGE)
         after = params.decode_token(call.params.get("NextToken"))
-        sources, more = await self.cq.attributes.sources.page(name, after, limit)
+        sources, more = await self.cq.extras.dead_letter_sources(name, after, limit)
         out: dict[str, Any] = {"queueUrls": [self.url(call, q) for q in sources]}
         if more and limit_given:
             out["NextToken"] = params.encode_token(sources[-1])
@@ -188,21 +188,21 @@ class QueueActions(ActionGroup):
         if not call.params.get("Tags"):
             raise missing("Tags")
         tags = params.tags(call.params.get("Tags"), name)
-        current = (await self.cq.attributes.get(name, fresh=True)).tags
+        current = (await self.cq.extras.get(name, fresh=True)).tags
         if len(current | tags) > params.MAX_TAGS:
             raise invalid(f"Too many tags added for queue {name}.")
-        await self.cq.attributes.tag(name, tags, set())
+        await self.cq.extras.tag(name, tags, set())
         return {}
 
     async def untag_queue(self, call: Call) -> dict[str, Any]:
         name = self.queue_of(call)
         await self.cq.queue_settings(name)
         keys = params.tag_keys(call.params.get("TagKeys") or [])
-        await self.cq.attributes.tag(name, {}, set(keys))
+        await self.cq.extras.tag(name, {}, set(keys))
         return {}
 
     async def list_queue_tags(self, call: Call) -> dict[str, Any]:
         name = self.queue_of(call)
         await self.cq.queue_settings(name)
-        tags = (await self.cq.attributes.get(name, fresh=True)).tags
+        tags = (await self.cq.extras.get(name, fresh=True)).tags
         return {"Tags": tags} if tags else {}
