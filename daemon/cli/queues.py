@@ -123,8 +123,8 @@ async def cmd_queue_show(cq: Casque, args: argparse.Namespace) -> int:
 
 
 async def cmd_queue_update(cq: Casque, args: argparse.Namespace) -> int:
-    qs = await cq.admin.update(args.name, max_attempts=args.max_attempts, max_payload_bytes=args.max_payload_bytes, history=args.history,
-                                **_fifo_args(args), **_durations(args))
+    qs = await cq.admin.update(args.name, max_attempts=args.max_attempts, max_payload_bytes=args.max_payload_bytes,
+                               history=args.history, **_fifo_args(args), **_durations(args))
     print(f"queue {qs.name} updated: timeout {format_duration(qs.timeout_ms / 1000)}, max attempts {qs.max_attempts}"
           + ("" if not qs.fifo else f"; {fifo_summary(qs)}"))
     return 0

@@ -45,12 +45,14 @@ async def purge(stores: Stores, queue: str, parallel: int = 16, sent_before_ms: 
     return sum(counts)
 
 
-async def _purge_row(stores: Stores, qs: QueueSettings, bucket: int, shard: int, sent_before_ms: int | None = None) -> int:
+async def _purge_row(stores: Stores, qs: QueueSettings, bucket: int, shard: int,
+                     sent_before_ms: int | None = None) -> int:
     static = await stores.db.run(stores.table.read_cursors, [qs.name, bucket, shard])
     cursors = dict(static[0].cursors or {}) if static else {}
     deleted = 0
     for rank in qs.ranks():
-        rows = await stores.db.run_all(stores.table.read_rank.bind([qs.name, bucket, shard, rank, cursors.get(rank, 0), 1 << 30]))
+        read = stores.table.read_rank.bind([qs.name, bucket, shard, rank, cursors.get(rank, 0), 1 << 30])
+        rows = await stores.db.run_all(read)
         if sent_before_ms is not None:
             rows = [r for r in rows if (r.enqueued_at or 0) < sent_before_ms]
         for chunk in range(0, len(rows), 100):
@@ -58,7 +60,8 @@ async def _purge_row(stores: Stores, qs: QueueSettings, bucket: int, shard: int,
             messages = [message_from_row(qs.name, bucket, shard, r) for r in rows[chunk:chunk + 100]]
             for m in messages:
                 batch.add(stores.table.delete_message(m, m.due_ms))
-            await stores.db.run(batch, timestamp=after(*(m.write_ts for m in messages), now_us=stores.db.next_timestamp()))
+            stamp = after(*(m.write_ts for m in messages), now_us=stores.db.next_timestamp())
+            await stores.db.run(batch, timestamp=stamp)
             deleted += len(messages)
     return deleted
 
@@ -83,7 +86,8 @@ async def delete_queue(stores: Stores, queue: str, parallel: int = 16) -> int:
     return len(rows) + KEY_SHARDS + 4 + linked  # + poison partition, queues row, queue_expiry row, queue_names row (+ dead-letter link)
 
 
-async def replay(stores: Stores, queue: str, ids: list[uuid.UUID] | None = None, task: str | None = None) -> tuple[list[str], list[str]]:
+async def replay(stores: Stores, queue: str, ids: list[uuid.UUID] | None = None,
+                 task: str | None = None) -> tuple[list[str], list[str]]:
     """Send poisoned messages again as new messages (attempt 0), then drop them from the poison
     queue. Select by ids, by task, or (neither) all. Returns (new ids, reasons for those left).
 
@@ -97,7 +101,7 @@ async def replay(stores: Stores, queue: str, ids: list[uuid.UUID] | None = None,
     again while the replay runs waits for the next replay instead of looping this one."""
     new_ids: list[str] = []
     left: list[str] = []
-    async for r in _poisoned(stores, queue, ids, task, stores.clock.now_ms() + int(stores.settings.worker.clock_tolerance * 1000)):
+    async for r in _poisoned(stores, queue, ids, task, stores.clock.now_ms() + stores.tolerance_ms):
         try:
             job = _job(r)
         except ValueError as exc:
@@ -114,7 +118,8 @@ async def replay(stores: Stores, queue: str, ids: list[uuid.UUID] | None = None,
     return new_ids, left
 
 
-async def _poisoned(stores: Stores, queue: str, ids: list[uuid.UUID] | None, task: str | None, before_ms: int) -> AsyncIterator[PoisonRecord]:
+async def _poisoned(stores: Stores, queue: str, ids: list[uuid.UUID] | None, task: str | None,
+                    before_ms: int) -> AsyncIterator[PoisonRecord]:
     if ids is not None:
         for mid in ids:
             r = await stores.poison.get(queue, mid)

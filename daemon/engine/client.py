@@ -90,7 +90,8 @@ class Casque:
         (engine/hints.py) and register where; returns the advertised ``host:port`` ("" when this
         keyspace has no hint_listeners table yet: then it serves without hints)."""
         st = self.stores
-        listener = await open_listener(st.hint_directory, st.secrets, self.clock, self.settings, queues, st.wakeups.notify)
+        listener = await open_listener(st.hint_directory, st.secrets, self.clock, self.settings, queues,
+                                       st.wakeups.notify)
         if listener is None:
             return ""
         self.hint_listener = listener
@@ -263,8 +264,8 @@ class Casque:
     def consumer(self, queue: str) -> Consumer:
         """A consumer of one queue; share it between the coroutines of one process."""
         w, st = self.settings.worker, self.stores
-        return Consumer(self.db, st.table, st.queues, st.dead_letters, st.keys, self.clock, queue,  # type: ignore[arg-type]
-                        tolerance_ms=int(w.clock_tolerance * 1000), rescan_ms=int(w.rescan_interval * 1000),
+        return Consumer(self.db, st.table, st.queues, st.dead_letters, st.keys, self.clock,  # type: ignore[arg-type]
+                        queue, tolerance_ms=int(w.clock_tolerance * 1000), rescan_ms=int(w.rescan_interval * 1000),
                         lookahead_ms=int(max(1.0, 2 * w.max_poll_interval) * 1000))
 
     def served(self, queue: str) -> None:

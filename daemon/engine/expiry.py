@@ -80,5 +80,6 @@ class ExpirySweeper:
             await self.st.db.run(self._forget, [name])
             return False
         self.deleted += 1
-        log.info("queue_expired", queue=name, idle_s=(self.st.clock.now_ms() - (fresh[0].active_at or 0)) // 1000, tombstones=tombstones)
+        idle_s = (self.st.clock.now_ms() - (fresh[0].active_at or 0)) // 1000
+        log.info("queue_expired", queue=name, idle_s=idle_s, tombstones=tombstones)
         return True

@@ -109,8 +109,8 @@ class MoveRunner:
     async def _held_elsewhere(self, task_id: uuid.UUID) -> bool:
         """A plain read of the task's lease row: a task another server runs costs this read per
         scan, not a failed bid (two LWTs)."""
-        rows = await self.st.db.run(self.st.db.prepare(f"SELECT holder FROM {self.st.settings.cassandra.keyspace}.leases WHERE name = ?"),
-                                    [f"move_task:{task_id}"])
+        read = self.st.db.prepare(f"SELECT holder FROM {self.st.keyspace}.leases WHERE name = ?")
+        rows = await self.st.db.run(read, [f"move_task:{task_id}"])
         return bool(rows) and rows[0].holder != self.holder
 
     async def _guarded(self, lease: Lease, source: str, started_at: int, task_id: uuid.UUID) -> None:

@@ -32,7 +32,8 @@ class Observe:
     async def live_rows(self, qs: QueueSettings, bucket: int, shard: int) -> list[Any]:
         return await stats.live_rows(self.st, qs, bucket, shard)
 
-    async def history(self, queue: str, days: int = 7, key: str | None = None, message_id: uuid.UUID | None = None) -> list[HistoryRow]:
+    async def history(self, queue: str, days: int = 7, key: str | None = None,
+                      message_id: uuid.UUID | None = None) -> list[HistoryRow]:
         return await self.st.history.read(queue, self.st.clock.now_ms(), days, key=key, message_id=message_id)
 
     async def daemons(self) -> list[Heartbeat]:

@@ -21,7 +21,8 @@ class QueueAdmin:
         self.st = stores
 
     # ---- queues ---------------------------------------------------------------------------
-    async def page(self, after: int | None = None, limit: int = 25, contains: str = "") -> tuple[list[QueueSettings], int | None]:
+    async def page(self, after: int | None = None, limit: int = 25,
+                   contains: str = "") -> tuple[list[QueueSettings], int | None]:
         """One page of queues in token order (and the next page's token; None after the last)."""
         return await self.st.queues.page(after, limit, contains)
 
@@ -50,7 +51,8 @@ class QueueAdmin:
         return await reshard.finish(self.st, queue)
 
     # ---- the poison queue -------------------------------------------------------------------
-    async def poisoned(self, queue: str, limit: int | None = 1000, after: uuid.UUID | None = None) -> list[PoisonRecord]:
+    async def poisoned(self, queue: str, limit: int | None = 1000,
+                       after: uuid.UUID | None = None) -> list[PoisonRecord]:
         return await self.st.poison.list(queue, limit, after=after)
 
     async def poisoned_one(self, queue: str, message_id: uuid.UUID) -> PoisonRecord | None:
@@ -62,5 +64,6 @@ class QueueAdmin:
     async def purge_poison(self, queue: str) -> None:
         await self.st.poison.purge(queue)
 
-    async def replay(self, queue: str, ids: list[uuid.UUID] | None = None, task: str | None = None) -> tuple[list[str], list[str]]:
+    async def replay(self, queue: str, ids: list[uuid.UUID] | None = None,
+                     task: str | None = None) -> tuple[list[str], list[str]]:
         return await admin.replay(self.st, queue, ids, task)

@@ -60,7 +60,8 @@ async def misplaced(stores: Stores, qs: QueueSettings) -> int:
         static = await stores.db.run(stores.table.read_cursors, [qs.name, bucket, shard])
         cursors = dict(static[0].cursors or {}) if static else {}
         for rank in qs.ranks():
-            for r in await every_row(stores.db, stores.table.read_rank, [qs.name, bucket, shard, rank, cursors.get(rank, 0), 1 << 30]):
+            bounds = [qs.name, bucket, shard, rank, cursors.get(rank, 0), 1 << 30]
+            for r in await every_row(stores.db, stores.table.read_rank, bounds):
                 if row_of(r.id, qs.bucket_ms, qs.buckets, qs.shards) != (bucket, shard):
                     left += 1
     return left
@@ -81,7 +82,8 @@ async def finish(stores: Stores, queue: str, settle_ms: int = SETTLE_MS) -> int:
     left = await misplaced(stores, qs)
     if left:
         return left
-    rows = await stores.db.run(stores.db.prepare(f"UPDATE {ks}.queues SET draining = null WHERE name = ? IF updated_at = ?"), [queue, row.updated_at])
+    drop = stores.db.prepare(f"UPDATE {ks}.queues SET draining = null WHERE name = ? IF updated_at = ?")
+    rows = await stores.db.run(drop, [queue, row.updated_at])
     if not (rows and rows[0].applied):
         raise UsageError(f"queue {queue} was changed meanwhile: run --finish again")
     await stores.queues.get(queue, fresh=True)

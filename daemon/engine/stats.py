@@ -86,7 +86,8 @@ async def count_depth(stores: Stores, qs: QueueSettings, now: int, parallel: int
     return d
 
 
-async def queue_stats(stores: Stores, queue: str, now_ms: int | None = None, parallel: int = 32, cursors: Cursors | None = None) -> QueueStats:
+async def queue_stats(stores: Stores, queue: str, now_ms: int | None = None, parallel: int = 32,
+                      cursors: Cursors | None = None) -> QueueStats:
     qs = await stores.queues.get(queue, fresh=True)
     now = now_ms if now_ms is not None else stores.clock.now_ms()
     d = await count_depth(stores, qs, now, parallel, cursors)
@@ -99,7 +100,8 @@ async def queue_stats(stores: Stores, queue: str, now_ms: int | None = None, par
     return st
 
 
-async def live_rows(stores: Stores, qs: QueueSettings, bucket: int, shard: int, known: Cursors | None = None) -> list[Any]:
+async def live_rows(stores: Stores, qs: QueueSettings, bucket: int, shard: int,
+                    known: Cursors | None = None) -> list[Any]:
     """Live messages of one row: read from each lane's cursor, so consumed history is never scanned.
     A cursor remembered from an earlier read is as good as the current one (nothing live is ever
     behind a cursor; it only rescans what was consumed since), so with ``known`` it is not re-read."""

@@ -83,8 +83,9 @@ class Stores:
         offset = before + (after - before) // 2 - int(rows[0].t) if rows else 0
         limit = self.settings.worker.clock_tolerance * 500
         if abs(offset) > limit:
-            get_logger("casque.client").warning("clock_skew_exceeds_tolerance", offset_ms=offset, limit_ms=int(limit),
-                                                fix="synchronise this host's clock (NTP) or raise worker.clock_tolerance")
+            get_logger("casque.client").warning(
+                "clock_skew_exceeds_tolerance", offset_ms=offset, limit_ms=int(limit),
+                fix="synchronise this host's clock (NTP) or raise worker.clock_tolerance")
         return offset
 
     @property

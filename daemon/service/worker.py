@@ -91,7 +91,8 @@ class Worker:
         except StorageUnavailable:
             return 0  # asked to stop while still waiting for Cassandra
         # the daemon's own records, written where the console and 'casque stats' read them (engine/stores.py)
-        self.history, self.samples, self.heartbeats = self.cq.stores.history, self.cq.stores.samples, self.cq.stores.heartbeats
+        st = self.cq.stores
+        self.history, self.samples, self.heartbeats = st.history, st.samples, st.heartbeats
         self.heartbeat = this_process(self.queues, self.settings.worker.consumers, self.cq.clock.now_ms(), __version__)
         self._queue_settings = {q: await self.cq.queue_settings(q) for q in self.queues}
         own = [MetricsObserver(self.cq.clock), HistoryObserver(self.history, self.cq.clock, self._queue_settings.get)]
@@ -118,7 +119,8 @@ class Worker:
             m = self.settings.metrics
             gauges = QueueGauges(self.cq, self.daemon, m.queue_gauges_interval, only=m.queue_gauges_queues)
             background.append(asyncio.create_task(gauges.run(), name="casque-queue-gauges"))
-        expiry = ExpirySweeper(self.cq.stores, self.daemon, self.settings.worker.expiry_interval)  # one sweeper per cluster (a lease)
+        # one sweeper per cluster (a lease)
+        expiry = ExpirySweeper(self.cq.stores, self.daemon, self.settings.worker.expiry_interval)
         background.append(asyncio.create_task(expiry.run(), name="casque-queue-expiry"))
         try:
             await self.dispatcher.run(burst=burst)
@@ -167,7 +169,8 @@ class Worker:
                 try:
                     qs = await self.cq.queue_settings(q)
                     rows = max(1, sum(1 for _ in all_rows(qs)))
-                    d = await self.cq.observe.depth(qs, self.cq.clock.now_ms(), parallel=1, cursors=self._depth_cursors.setdefault(q, {}),
+                    d = await self.cq.observe.depth(qs, self.cq.clock.now_ms(), parallel=1,
+                                                    cursors=self._depth_cursors.setdefault(q, {}),
                                                     pace_s=spread / rows / len(self.queues))
                     self._depths[q] = (d.waiting_due, d.scheduled, d.in_flight)
                 except CasqueError as exc:

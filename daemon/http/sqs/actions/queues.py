@@ -144,12 +144,13 @@ class QueueActions(ActionGroup):
         keep = {k: v for k, v in qattr.stored(attrs).items() if v != ""} | extra
         # A redrive target is written before the limit that sends messages to it, and a limit is
         # lifted before its target goes: a receive in between never poisons a message instead.
+        cleared = {k for k, v in attrs.items() if v == ""} | dropped
         if extra:
-            await self.cq.extras.set(name, keep, {k for k, v in attrs.items() if v == ""} | dropped, self.cq.clock.now_ms())
+            await self.cq.extras.set(name, keep, cleared, self.cq.clock.now_ms())
         if options:
             await self.cq.admin.update(name, **options)
         if not extra:
-            await self.cq.extras.set(name, keep, {k for k, v in attrs.items() if v == ""} | dropped, self.cq.clock.now_ms())
+            await self.cq.extras.set(name, keep, cleared, self.cq.clock.now_ms())
         return {}
 
     async def _check_redrive_target(self, attrs: dict[str, str], fifo: bool, raw: Any) -> None:
