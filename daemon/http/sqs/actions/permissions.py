@@ -39,7 +39,7 @@ class PermissionActions(ActionGroup):
         if len(actions) > MAX_ACTIONS:
             raise SqsError("OverLimit", f"{len(actions)} Actions were found, maximum allowed is {MAX_ACTIONS}.")
         names = [_action(a) for a in actions]
-        await self.cq.queues.get(name, fresh=True)
+        await self.cq.queue_settings(name, fresh=True)
         doc = await self._document(name)
         statements = doc["Statement"]
         if any(s.get("Sid") == label for s in statements):
@@ -55,7 +55,7 @@ class PermissionActions(ActionGroup):
     async def remove_permission(self, call: Call) -> dict[str, Any]:
         name = self.queue_of(call)
         label = _label(call.params)
-        await self.cq.queues.get(name, fresh=True)
+        await self.cq.queue_settings(name, fresh=True)
         doc = await self._document(name)
         kept = [s for s in doc["Statement"] if s.get("Sid") != label]
         if len(kept) == len(doc["Statement"]):
