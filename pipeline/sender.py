@@ -85,7 +85,7 @@ def load_partition(settings: Settings, queue: str, policy: OnConflict, chunk_row
 
 async def load_chunk(cq: Casque, queue: str, rows: list[dict[str, Any]], policy: OnConflict) -> list[Result]:
     """Validate every row with ``build_message`` at this moment, then send the valid ones."""
-    qs = await cq.queues.get(queue)
+    qs = await cq.queue_settings(queue)
     now = cq.clock.now_ms()
     plain: list[Pending] = []
     keyed: dict[str, list[Pending]] = defaultdict(list)
@@ -154,7 +154,7 @@ async def _send_keyed_row(cq: Casque, queue: str, r: dict[str, Any], job: Job) -
     report whether it was taken, and what the policy did about it."""
     assert job.key is not None
     try:
-        holder = await cq.keys.get(queue, job.key)
+        holder = await cq.get_key(queue, job.key)
         mid = str(await cq.producer.send(queue, job))  # a plain str: Spark pickles rows, not str subclasses
     except KeyConflict as exc:
         return _problem(r, "rejected", exc, conflict=True)

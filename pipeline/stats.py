@@ -30,7 +30,6 @@ from daemon.engine.client import Casque
 from daemon.base.clock import Clock
 from daemon.base.config import Settings
 from daemon.base.logs import get_logger
-from daemon.engine.stats import live_rows
 
 from . import report, tables, tasks, workers
 from .outputs import join, local_dir, rows_as_dicts, write_json, write_parquet
@@ -95,9 +94,9 @@ async def _read_cells(cq: Casque, cells: list[Any]) -> list[tuple[Any, ...]]:
     sem = asyncio.Semaphore(PARALLEL_READS)
 
     async def one(cell: Any) -> list[tuple[Any, ...]]:
-        qs = await cq.queues.get(cell.queue)
+        qs = await cq.queue_settings(cell.queue)
         async with sem:
-            rows = await live_rows(cq, qs, cell.bucket, cell.shard)
+            rows = await cq.observe.live_rows(qs, cell.bucket, cell.shard)
         return [(cell.queue, cell.bucket, cell.shard, r.state, r.due) for r in rows]
 
     found = await asyncio.gather(*(one(c) for c in cells))

@@ -55,15 +55,13 @@ def add_cli(sub: Any) -> None:
 
 
 async def cmd_stats(cq: Casque, args: argparse.Namespace) -> int:
-    from daemon.engine.stats import queue_stats
-
     token = None
     if args.queue:
         names = [args.queue]
     else:  # a page of queues: never every queue of a cluster in one command
-        page, token = await cq.queues.page(page_token(args.after), args.limit)
+        page, token = await cq.admin.page(page_token(args.after), args.limit)
         names = [q.name for q in page]
-    found = [await queue_stats(cq, name) for name in names]
+    found = [await cq.observe.stats(name) for name in names]
     rows = [[s.queue, str(s.waiting_due), str(s.scheduled), str(s.in_flight), str(s.poisoned),
              "-" if s.oldest_due_age_s is None else format_duration(s.oldest_due_age_s), "-" if s.skew is None else f"{s.skew:.2f}",
              "-" if s.acked_per_s is None else f"{s.acked_per_s:.1f}/s", str(s.daemons)] for s in found]
@@ -78,26 +76,21 @@ async def cmd_stats(cq: Casque, args: argparse.Namespace) -> int:
 
 
 async def cmd_purge(cq: Casque, args: argparse.Namespace) -> int:
-    from daemon.engine.admin import purge
-
-    await cq.queues.get(args.queue)
+    await cq.queue_settings(args.queue)
     confirm(args, f"delete every message of queue '{args.queue}'")
-    print(f"purged {await purge(cq, args.queue)} messages from {args.queue}")
+    print(f"purged {await cq.admin.purge(args.queue)} messages from {args.queue}")
     return 0
 
 
 async def cmd_history(cq: Casque, args: argparse.Namespace) -> int:
-    from daemon.engine.history import History
-
-    history = History(cq.db, cq.settings.cassandra.keyspace, cq.queues)
     mid = None
     if args.id:
         from daemon.engine.client import _uuid
 
         mid = _uuid(args.id)
-    found = await history.read(args.queue, cq.clock.now_ms(), args.days, key=args.key, message_id=mid)
+    found = await cq.observe.history(args.queue, args.days, key=args.key, message_id=mid)
     if not found:
-        qs = await cq.queues.get(args.queue)
+        qs = await cq.queue_settings(args.queue)
         hint = "" if qs.history else f": queue '{args.queue}' does not keep history (casque queue update {args.queue} --history)"
         from daemon.base.errors import MessageNotFound
 
@@ -113,7 +106,7 @@ async def cmd_history(cq: Casque, args: argparse.Namespace) -> int:
 async def cmd_poison_list(cq: Casque, args: argparse.Namespace) -> int:
     from daemon.engine.client import _uuid
 
-    records = await cq.poison.list(args.queue, args.limit, after=_uuid(args.after) if args.after else None)
+    records = await cq.admin.poisoned(args.queue, args.limit, after=_uuid(args.after) if args.after else None)
     data = [{"id": str(r.id), "task": r.task, "attempt": r.attempt, "poisoned_at": iso(r.poisoned_at), "reason": r.reason,
              "error_type": r.error_type, "error": r.error} for r in records]
     rows = [[d["id"], d["task"], str(d["attempt"]), d["poisoned_at"], d["reason"][:80]] for d in data]
@@ -126,7 +119,7 @@ async def cmd_poison_show(cq: Casque, args: argparse.Namespace) -> int:
     from daemon.engine.client import _uuid
     from daemon.base.errors import MessageNotFound
 
-    r = await cq.poison.get(args.queue, _uuid(args.id))
+    r = await cq.admin.poisoned_one(args.queue, _uuid(args.id))
     if r is None:
         raise MessageNotFound(f"no poisoned message {args.id} in queue '{args.queue}': list them with 'casque poison list {args.queue}'")
     data = {"id": str(r.id), "task": r.task, "attempt": r.attempt, "poisoned_at": iso(r.poisoned_at), "reason": r.reason,
@@ -144,11 +137,10 @@ async def cmd_poison_show(cq: Casque, args: argparse.Namespace) -> int:
 
 
 async def cmd_poison_replay(cq: Casque, args: argparse.Namespace) -> int:
-    from daemon.engine.admin import replay
     from daemon.engine.client import _uuid
 
     ids = [_uuid(i) for i in args.id] if args.id else None
-    new_ids, left = await replay(cq, args.queue, ids=ids, task=args.task)
+    new_ids, left = await cq.admin.replay(args.queue, ids=ids, task=args.task)
     for line in left:
         print(f"casque: {line}", file=sys.stderr)
     print(f"replayed {len(new_ids)} messages into {args.queue}")
@@ -156,8 +148,8 @@ async def cmd_poison_replay(cq: Casque, args: argparse.Namespace) -> int:
 
 
 async def cmd_poison_purge(cq: Casque, args: argparse.Namespace) -> int:
-    count = await cq.poison.count(args.queue)
+    count = await cq.admin.poison_count(args.queue)
     confirm(args, f"delete {count} poisoned messages of queue '{args.queue}'")
-    await cq.poison.purge(args.queue)
+    await cq.admin.purge_poison(args.queue)
     print(f"purged {count} poisoned messages from {args.queue}")
     return 0

@@ -49,7 +49,7 @@ async def run(settings: Settings, deadline_s: float = 90.0) -> int:
     settings.worker.queues = [QUEUE]
     async with await Casque.connect(settings) as cq:
         expected = await send_jobs(cq)
-        poisoned_before = await cq.poison.count(QUEUE)
+        poisoned_before = await cq.admin.poison_count(QUEUE)
     log.info("demo_jobs_sent", queue=QUEUE, jobs=expected)
     worker = Worker(settings)
     runner = asyncio.create_task(worker.run())
@@ -62,7 +62,7 @@ async def run(settings: Settings, deadline_s: float = 90.0) -> int:
     worker.request_stop()
     code = await runner
     async with await Casque.connect(settings) as cq:
-        poison = await cq.poison.list(QUEUE)
+        poison = await cq.admin.poisoned(QUEUE)
         left = await cq.peek(QUEUE, 50)
     c = worker.dispatcher.counters if worker.dispatcher else None
     print("\n=== casque demo ===")

@@ -108,7 +108,7 @@ async def cmd_queue_create(cq: Casque, args: argparse.Namespace) -> int:
 
 
 async def cmd_queue_show(cq: Casque, args: argparse.Namespace) -> int:
-    qs = await cq.queues.get(args.name, fresh=True)
+    qs = await cq.queue_settings(args.name, fresh=True)
     data = qs.__dict__ | {"priorities": sorted(qs.priorities)}
     if args.json:
         emit(args, data)
@@ -123,27 +123,25 @@ async def cmd_queue_show(cq: Casque, args: argparse.Namespace) -> int:
 
 
 async def cmd_queue_update(cq: Casque, args: argparse.Namespace) -> int:
-    qs = await cq.queues.update(args.name, max_attempts=args.max_attempts, max_payload_bytes=args.max_payload_bytes, history=args.history,
-                                **_fifo_args(args), **_durations(args))
+    qs = await cq.admin.update(args.name, max_attempts=args.max_attempts, max_payload_bytes=args.max_payload_bytes,
+                               history=args.history, **_fifo_args(args), **_durations(args))
     print(f"queue {qs.name} updated: timeout {format_duration(qs.timeout_ms / 1000)}, max attempts {qs.max_attempts}"
           + ("" if not qs.fifo else f"; {fifo_summary(qs)}"))
     return 0
 
 
 async def cmd_queue_reshard(cq: Casque, args: argparse.Namespace) -> int:
-    from daemon.engine.reshard import finish, reshard
-
     if args.finish:
         if args.shards or args.buckets or args.bucket_seconds:
             raise UsageError("--finish takes no layout options: reshard first, then run --finish once the old rows drained")
-        left = await finish(cq, args.name)
+        left = await cq.admin.finish_reshard(args.name)
         if left:
             print(f"casque: {left} messages of queue '{args.name}' are still in old-layout rows (schedules keep theirs until they end "
                   "or are re-sent): run --finish again later", file=sys.stderr)
             return 1
         print(f"queue {args.name}: no layout left draining")
         return 0
-    qs = await reshard(cq, args.name, shards=args.shards, buckets=args.buckets, bucket_seconds=args.bucket_seconds)
+    qs = await cq.admin.reshard(args.name, shards=args.shards, buckets=args.buckets, bucket_seconds=args.bucket_seconds)
     print(f"queue {qs.name}: new sends use {qs.shards} shards x {qs.buckets} buckets of {qs.bucket_seconds}s; draining "
           + ", ".join(f"{s}x{b}x{bs}s" for s, b, bs in qs.draining) + f" (then: casque queue reshard {qs.name} --finish)")
     return 0
@@ -152,7 +150,7 @@ async def cmd_queue_reshard(cq: Casque, args: argparse.Namespace) -> int:
 async def cmd_queues(cq: Casque, args: argparse.Namespace) -> int:
     """One page of queues in token order (one bounded read, whatever the number of queues); the
     last line on stderr gives the --after of the next page."""
-    queues, token = await cq.queues.page(page_token(args.after), args.limit)
+    queues, token = await cq.admin.page(page_token(args.after), args.limit)
     data = [q.__dict__ | {"priorities": sorted(q.priorities)} for q in queues]
     rows = [[q.name, str(q.shards), str(q.buckets), f"{q.bucket_seconds}s", format_duration(q.timeout_ms / 1000), str(q.max_attempts),
              format_duration(q.retention_s), ", ".join(f"{s}x{b}x{bs}s" for s, b, bs in q.draining) or "-", fifo_summary(q)] for q in queues]
@@ -193,10 +191,8 @@ def _open(path: str) -> Any:
 
 
 async def cmd_queue_delete(cq: Casque, args: argparse.Namespace) -> int:
-    from daemon.engine.admin import delete_queue
-
-    await cq.queues.get(args.name)
+    await cq.queue_settings(args.name)
     confirm(args, f"delete queue '{args.name}' with all its messages")
-    tombstones = await delete_queue(cq, args.name)
+    tombstones = await cq.admin.delete(args.name)
     print(f"queue {args.name} deleted ({tombstones} partitions dropped whole: no tombstone per message)")
     return 0

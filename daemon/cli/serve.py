@@ -78,10 +78,12 @@ async def _serve(settings: Any) -> int:
     notifier = Notifier()
     cq = await Casque.connect(settings)
     pinger = asyncio.create_task(_watchdog(notifier)) if notifier.watchdog_interval else None
-    expiry = asyncio.create_task(ExpirySweeper(cq, daemon_id(), settings.worker.expiry_interval).run())  # lease: one per cluster
+    expiry_sweeper = ExpirySweeper(cq.stores, daemon_id(), settings.worker.expiry_interval)
+    expiry = asyncio.create_task(expiry_sweeper.run())  # lease: one per cluster
     mover = asyncio.create_task(MoveRunner(cq, daemon_id()).run())  # SQS move tasks: a lease per task
     # Messages written behind a cursor of the queues this server pulls from (engine/sweep.py), as a daemon does for its queues.
-    sweeps = asyncio.create_task(PulledSweeps(cq.receiver.consumers, cq.wakeups.notify).run(), name="casque-sweep")
+    pulled = PulledSweeps(cq.receiver.consumers, cq.stores.wakeups.notify)
+    sweeps = asyncio.create_task(pulled.run(), name="casque-sweep")
     try:
         if settings.hints.listen:
             await cq.listen_for_hints(["*"])  # other processes' sends wake parked SQS long polls at once
@@ -159,4 +161,4 @@ async def _delete(cq: Casque, args: argparse.Namespace) -> int:
 
 
 def _store(cq: Casque) -> AccessKeyStore:
-    return AccessKeyStore(cq.db, cq.settings.cassandra.keyspace, cq.clock)
+    return cq.access_keys

@@ -1,4 +1,4 @@
-"""``Casque``: the Python API, one object that wires the engine's parts to one connection.
+"""``Casque``: the Python API, the front door to the engine over one connection (stores wired in engine/stores.py).
 
     async with await Casque.connect() as cq:
         await cq.create_queue("emails", if_missing=True)
@@ -14,62 +14,55 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable
 
-from daemon.engine.acks import Acker
-from daemon.engine.activity import ActivityMarks
-from daemon.engine.attributes import QueueAttributes
 from daemon.base.clock import SYSTEM_CLOCK, Clock
-from daemon.engine.consumer import Consumer
 from daemon.base.config import Settings, load_settings
-from daemon.engine.db import Database
-from daemon.engine.deadletter import PoisonRouter
-from daemon.engine.hint_directory import HintDirectory
-from daemon.engine.hints import HintListener, HintSender, open_listener
 from daemon.base.errors import UsageError
-from daemon.engine.keys import KeyEntry, KeyStore
-from daemon.base.logs import get_logger
-from daemon.engine.lookup import Lookup
 from daemon.base.model import Message, QueueSettings
+from daemon.engine.access_keys import AccessKeyStore
+from daemon.engine.consumer import Consumer
+from daemon.engine.db import Database
+from daemon.engine.hints import HintListener, open_listener
+from daemon.engine.keys import KeyEntry
+from daemon.engine.observe import Observe
 from daemon.engine.placement import PLACEMENT_MASK, id_due_ms, parse_id
-from daemon.engine.poison import PoisonStore
-from daemon.engine.fifo_send import FifoSender
-from daemon.engine.producer import Job, OnConflict, Producer, Sent, first_due
-from daemon.engine.pull_readers import PullReaders
-from daemon.engine.queues import QueueStore, settings_from_defaults
+from daemon.engine.producer import Job, OnConflict, Sent, first_due
+from daemon.engine.queue_admin import QueueAdmin
+from daemon.engine.queue_extras import Extras
+from daemon.engine.queues import settings_from_defaults
 from daemon.engine.receive import Delivery, Receiver
-from daemon.engine.receive_attempts import ReceiveAttempts
-from daemon.engine.secrets import SecretStore
-from daemon.engine.table import MessageTable
+from daemon.engine.stores import Stores
 from daemon.engine.triggers import make_trigger, upcoming
-from daemon.engine.wakeups import Wakeups
 
 
 class Casque:
+    """The front door: messages and queues here; ``admin`` (purge, delete, reshard, poison),
+    ``observe`` (stats, history, daemons) and ``extras`` (SQS attributes, tags, dead-letter links)
+    group the rest. The stores are wired once, in ``stores``."""
+
     def __init__(self, settings: Settings, db: Database, clock: Clock) -> None:
         self.settings = settings
         self.db = db
         self.clock = clock
-        ks = settings.cassandra.keyspace
-        self.queues = QueueStore(db, ks, clock, cache_limit=settings.cache.queues)
-        self.table = MessageTable(db, ks)
-        self.keys = KeyStore(db, ks)
-        self.poison = PoisonStore(db, ks)
-        self.lookup = Lookup(db, self.queues, self.table, self.keys)
-        self.fifo = FifoSender(db, self.table, ks, clock)
-        self.producer = Producer(db, self.queues, self.table, self.keys, self.lookup, clock,
-                                 tolerance_ms=int(settings.worker.clock_tolerance * 1000), fifo=self.fifo)
-        self.secrets = SecretStore(db, ks, clock)
-        self.attributes = QueueAttributes(db, ks, cache_limit=settings.cache.queues)
-        self.activity = ActivityMarks(db, ks, self.queues, clock, limit=settings.cache.activity)
-        self.pull_readers = PullReaders(db, ks, clock, limit=settings.cache.activity)
-        self.wakeups = Wakeups(clock)
-        self.hint_directory = HintDirectory(db, ks)
-        self.hints = HintSender(self.hint_directory, self.secrets, clock, settings.hints.refresh)
+        self.stores = st = Stores(settings, db, clock)
+        self.admin = QueueAdmin(st)
+        self.observe = Observe(st)
+        self.extras = Extras(st)
         self.hint_listener: HintListener | None = None
-        self.dead_letters = PoisonRouter(db, self.queues, self.table, self.attributes, self.poison, self.wakeups.notify, fifo=self.fifo)
-        self.acker = Acker(db, self.table, self.queues, self.keys, self.dead_letters, clock)  # type: ignore[arg-type]
-        self.receiver = Receiver(db, self.table, self.queues, self.keys, self.secrets, self.wakeups, clock, self.consumer,
+        self.receiver = Receiver(db, st.table, st.queues, st.keys, st.secrets, st.wakeups, clock, self.consumer,
                                  poll_interval_s=settings.sqs.poll_interval, max_consumers=settings.cache.consumers,
-                                 touch=self._received, attempts=ReceiveAttempts(db, ks), unblocked=self._unblocked)
+                                 touch=self._received, attempts=st.receive_attempts, unblocked=self._unblocked)
+
+    @property
+    def access_keys(self) -> AccessKeyStore:
+        """The SQS endpoint's access keys: create, list, delete (docs/security.md)."""
+        return self.stores.access_keys
+
+    def __getattr__(self, name: str) -> Any:
+        """A store by name (``cq.queues``, ``cq.poison``, ...): for tests and tools that check what
+        is stored. The faces call the operations instead (docs/design.md, "Where things are")."""
+        if name == "stores":  # not yet set: building failed
+            raise AttributeError(name)
+        return getattr(self.stores, name)
 
     @classmethod
     async def connect(cls, settings: Settings | None = None, clock: Clock = SYSTEM_CLOCK) -> "Casque":
@@ -89,35 +82,28 @@ class Casque:
         return cq
 
     async def check_clock(self) -> int:
-        """Compare our clock with the coordinator's; warn when the difference eats into the clock
-        tolerance that the cursors rely on (docs/design.md). Returns the measured offset in ms."""
-        before = self.clock.now_ms()
-        rows = await self.db.run("SELECT toUnixTimestamp(now()) AS t FROM system.local")
-        after = self.clock.now_ms()
-        offset = before + (after - before) // 2 - int(rows[0].t) if rows else 0
-        limit = self.settings.worker.clock_tolerance * 500
-        if abs(offset) > limit:
-            get_logger("casque.client").warning("clock_skew_exceeds_tolerance", offset_ms=offset, limit_ms=int(limit),
-                                                fix="synchronise this host's clock (NTP) or raise worker.clock_tolerance")
-        return offset
+        """Our clock against the coordinator's, in ms (warns past the tolerance: engine/stores.py)."""
+        return await self.stores.check_clock()
 
     async def listen_for_hints(self, queues: list[str]) -> str:
         """Receive wake hints for ``queues`` (``["*"]``: every queue) from other processes' sends
         (engine/hints.py) and register where; returns the advertised ``host:port`` ("" when this
         keyspace has no hint_listeners table yet: then it serves without hints)."""
-        listener = await open_listener(self.hint_directory, self.secrets, self.clock, self.settings, queues, self.wakeups.notify)
+        st = self.stores
+        listener = await open_listener(st.hint_directory, st.secrets, self.clock, self.settings, queues,
+                                       st.wakeups.notify)
         if listener is None:
             return ""
         self.hint_listener = listener
-        self.hints.own.add(listener.address)
+        self.stores.hints.own.add(listener.address)
         return listener.address
 
     async def close(self) -> None:
         if self.hint_listener is not None:
             await self.hint_listener.close()
-        await self.hints.close()
-        await self.activity.flush()
-        await self.pull_readers.flush()
+        await self.stores.hints.close()
+        await self.stores.activity.flush()
+        await self.stores.pull_readers.flush()
         await asyncio.to_thread(self.db.close)
 
     async def __aenter__(self) -> "Casque":
@@ -129,8 +115,8 @@ class Casque:
     # ---- queues -----------------------------------------------------------------------------
     async def create_queue(self, name: str, if_missing: bool = False, **options: Any) -> QueueSettings:
         qs = settings_from_defaults(name, self.settings.queue_defaults, **options)
-        await self.queues.create(qs, if_missing=if_missing)
-        return await self.queues.get(name, fresh=True)
+        await self.stores.queues.create(qs, if_missing=if_missing)
+        return await self.stores.queues.get(name, fresh=True)
 
     async def create_queues(self, names: Iterable[str], *, if_missing: bool = True, concurrency: int = 64,
                             progress: Callable[[int, int], None] | None = None, **settings: Any) -> int:
@@ -139,8 +125,13 @@ class Casque:
         Returns how many were created: with ``if_missing`` existing ones are skipped, without it the
         first existing one raises. ``progress(done, created)`` follows each queue."""
         defaults = self.settings.queue_defaults
-        return await self.queues.create_many((settings_from_defaults(n, defaults, **settings) for n in names), if_missing=if_missing,
-                                             concurrency=concurrency, progress=progress)
+        return await self.stores.queues.create_many((settings_from_defaults(n, defaults, **settings) for n in names),
+                                                    if_missing=if_missing, concurrency=concurrency, progress=progress)
+
+    async def queue_settings(self, name: str, fresh: bool = False) -> QueueSettings:
+        """A queue's settings: from this process's cache (at most 5 s old) unless ``fresh``.
+        Raises ``QueueNotFound`` for a queue that doesn't exist."""
+        return await self.stores.queues.get(name, fresh=fresh)
 
     # ---- producing --------------------------------------------------------------------------
     async def send(self, queue: str, task: str, payload: Any = None, *, delay: float | str | None = None, at: float | None = None,
@@ -179,8 +170,8 @@ class Casque:
     async def send_job(self, queue: str, job: Job) -> Sent:
         """Send one prepared ``Job`` (what ``send`` builds from its arguments)."""
         now = self.clock.now_ms()
-        sent = await self.producer.send(queue, job)
-        self.activity.touch(queue)
+        sent = await self.stores.producer.send(queue, job)
+        self.stores.activity.touch(queue)
         mid = parse_id(sent)
         if not sent.duplicate:
             self._announce(queue, [(id_due_ms(mid), mid.int & PLACEMENT_MASK)])
@@ -191,18 +182,18 @@ class Casque:
     async def schedules(self, queue: str, limit: int | None = None, after: str = "") -> list[tuple[KeyEntry, Message | None]]:
         """Keyed messages of a queue in key order (all, or ``limit`` after the key ``after``), each
         with its current occurrence (next fire time = its due). Lookups run 32 at a time."""
-        entries = await self.keys.list(queue, limit=limit, after=after)
+        entries = await self.stores.keys.list(queue, limit=limit, after=after)
         sem = asyncio.Semaphore(32)
 
         async def current(entry: KeyEntry) -> Message | None:
             async with sem:
-                return await self.lookup.current(queue, entry)
+                return await self.stores.lookup.current(queue, entry)
 
         return list(zip(entries, await asyncio.gather(*(current(e) for e in entries))))
 
     async def send_many(self, queue: str, jobs: Iterable[Job]) -> list[Sent]:
-        ids = await self.producer.send_many(queue, jobs)
-        self.activity.touch(queue)
+        ids = await self.stores.producer.send_many(queue, jobs)
+        self.stores.activity.touch(queue)
         self._announce(queue, list({(id_due_ms(u), u.int & PLACEMENT_MASK) for u in map(parse_id, ids)}))
         return ids
 
@@ -220,31 +211,31 @@ class Casque:
         """After the write was acknowledged: wake this process's waiters and consumers, and hint
         the other processes' listeners of the queue (fire-and-forget, engine/hints.py)."""
         for due, placement in entries:
-            self.wakeups.notify(queue, due, placement)
+            self.stores.wakeups.notify(queue, due, placement)
         if self.settings.hints.send:
-            qs = self.queues.cached(queue)
-            self.hints.announce(queue, entries, tuple(s for s, _, _ in qs.layouts()) if qs else ())
+            qs = self.stores.queues.cached(queue)
+            self.stores.hints.announce(queue, entries, tuple(s for s, _, _ in qs.layouts()) if qs else ())
 
     # ---- reading and cancelling -------------------------------------------------------------
     async def get(self, queue: str, id: str | uuid.UUID | None = None, key: str | None = None) -> Message | None:
         if (id is None) == (key is None):
             raise UsageError("give exactly one of id or key")
         if key is not None:
-            return (await self.lookup.by_key(queue, key))[1]
-        return await self.lookup.by_id(queue, _uuid(id))
+            return (await self.stores.lookup.by_key(queue, key))[1]
+        return await self.stores.lookup.by_id(queue, _uuid(id))
 
     async def get_key(self, queue: str, key: str) -> KeyEntry | None:
-        return await self.keys.get(queue, key)
+        return await self.stores.keys.get(queue, key)
 
     async def cancel(self, queue: str, id: str | uuid.UUID | None = None, key: str | None = None) -> Message | None:
         if (id is None) == (key is None):
             raise UsageError("give exactly one of id or key")
         if key is not None:
-            return await self.lookup.cancel_key(queue, key)
-        return await self.lookup.cancel_id(queue, _uuid(id))
+            return await self.stores.lookup.cancel_key(queue, key)
+        return await self.stores.lookup.cancel_id(queue, _uuid(id))
 
     async def peek(self, queue: str, limit: int = 10) -> list[Message]:
-        return await self.lookup.peek(queue, limit)
+        return await self.stores.lookup.peek(queue, limit)
 
     # ---- pulling (engine/receive.py) ------------------------------------------------------
     async def receive(self, queue: str, max: int = 10, wait: float = 20.0, visibility: float = 30.0,
@@ -254,16 +245,17 @@ class Casque:
         queue, ``attempt_id`` makes a retried receive return the same messages."""
         return await self.receiver.receive(queue, max, wait, visibility, attempt_id)
 
-    async def delete(self, receipt: str) -> bool:
-        """Delete a received message. False (and no change) if the receipt is stale."""
-        return await self.receiver.delete(receipt)
+    async def delete(self, receipt: str, queue: str | None = None) -> bool:
+        """Delete a received message. False (and no change) if the receipt is stale (or, given
+        ``queue``, names another queue's message)."""
+        return await self.receiver.delete(receipt, queue)
 
     async def delete_many(self, receipts: Iterable[str]) -> list[bool | Exception]:
         return await self.receiver.delete_many(receipts)
 
-    async def change_visibility(self, receipt: str, seconds: float) -> int:
+    async def change_visibility(self, receipt: str, seconds: float, queue: str | None = None) -> int:
         """Hide a received message for ``seconds`` more from now (0: visible again at once)."""
-        return await self.receiver.change_visibility(receipt, seconds)
+        return await self.receiver.change_visibility(receipt, seconds, queue)
 
     async def change_visibility_many(self, changes: Iterable[tuple[str, float]]) -> list[int | Exception]:
         return await self.receiver.change_visibility_many(changes)
@@ -271,16 +263,20 @@ class Casque:
     # ---- consuming --------------------------------------------------------------------------
     def consumer(self, queue: str) -> Consumer:
         """A consumer of one queue; share it between the coroutines of one process."""
-        w = self.settings.worker
-        return Consumer(self.db, self.table, self.queues, self.dead_letters, self.keys, self.clock, queue,  # type: ignore[arg-type]
-                        tolerance_ms=int(w.clock_tolerance * 1000), rescan_ms=int(w.rescan_interval * 1000),
+        w, st = self.settings.worker, self.stores
+        return Consumer(self.db, st.table, st.queues, st.dead_letters, st.keys, self.clock,  # type: ignore[arg-type]
+                        queue, tolerance_ms=int(w.clock_tolerance * 1000), rescan_ms=int(w.rescan_interval * 1000),
                         lookahead_ms=int(max(1.0, 2 * w.max_poll_interval) * 1000))
+
+    def served(self, queue: str) -> None:
+        """A daemon polls ``queue``: it is in use, like a receive (idle expiry, engine/activity.py)."""
+        self.stores.activity.touch(queue)
 
     def _received(self, queue: str) -> None:
         """A receive on ``queue``: it is active (idle expiry), and this process pulls from it, which
         a daemon serving the same queue must know (engine/pull_readers.py)."""
-        self.activity.touch(queue)
-        self.pull_readers.mark(queue)
+        self.stores.activity.touch(queue)
+        self.stores.pull_readers.mark(queue)
 
 
 def _uuid(value: str | uuid.UUID | None) -> uuid.UUID:

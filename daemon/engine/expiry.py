@@ -21,23 +21,22 @@ from typing import Any
 from daemon.base.errors import CasqueError, QueueNotFound
 from daemon.base.logs import get_logger
 from daemon.engine.admin import delete_queue
-from daemon.engine.client import Casque
-from daemon.engine.lease import Lease
 from daemon.engine.paging import pages
+from daemon.engine.stores import Stores
 
 log = get_logger("casque.expiry")
 LEASE = "queue_expiry"
 
 
 class ExpirySweeper:
-    def __init__(self, cq: Casque, holder: str, interval_s: float = 60.0, lease: str = LEASE) -> None:
-        self.cq = cq
+    def __init__(self, st: Stores, holder: str, interval_s: float = 60.0, lease: str = LEASE) -> None:
+        self.st = st
         self.interval_s = interval_s
-        ks = cq.settings.cassandra.keyspace
-        self.lease = Lease(cq.db, ks, lease, holder, ttl_s=3 * interval_s)
+        ks = st.settings.cassandra.keyspace
+        self.lease = st.lease(lease, holder, ttl_s=3 * interval_s)
         self._all = f"SELECT name, expire_after_s, active_at FROM {ks}.queue_expiry"
-        self._one = cq.db.prepare(f"SELECT expire_after_s, active_at FROM {ks}.queue_expiry WHERE name = ?")
-        self._forget = cq.db.prepare(f"DELETE FROM {ks}.queue_expiry WHERE name = ?")
+        self._one = st.db.prepare(f"SELECT expire_after_s, active_at FROM {ks}.queue_expiry WHERE name = ?")
+        self._forget = st.db.prepare(f"DELETE FROM {ks}.queue_expiry WHERE name = ?")
         self.deleted = 0
 
     async def run(self) -> None:
@@ -62,24 +61,25 @@ class ExpirySweeper:
     async def sweep(self) -> list[str]:
         """Delete every queue idle past its ``expire_after``; returns their names."""
         gone: list[str] = []
-        async for rows in pages(self.cq.db, self._all):
+        async for rows in pages(self.st.db, self._all):
             for r in rows:
                 if self._idle(r) and await self._expire(r.name):
                     gone.append(r.name)
         return gone
 
     def _idle(self, r: Any) -> bool:
-        return bool(r.expire_after_s) and (r.active_at or 0) + r.expire_after_s * 1000 <= self.cq.clock.now_ms()
+        return bool(r.expire_after_s) and (r.active_at or 0) + r.expire_after_s * 1000 <= self.st.clock.now_ms()
 
     async def _expire(self, name: str) -> bool:
-        fresh = await self.cq.db.run(self._one, [name])
+        fresh = await self.st.db.run(self._one, [name])
         if not fresh or not self._idle(fresh[0]):
             return False
         try:
-            tombstones = await delete_queue(self.cq, name)
+            tombstones = await delete_queue(self.st, name)
         except QueueNotFound:  # deleted by hand, or a mark written after the delete: drop the mark
-            await self.cq.db.run(self._forget, [name])
+            await self.st.db.run(self._forget, [name])
             return False
         self.deleted += 1
-        log.info("queue_expired", queue=name, idle_s=(self.cq.clock.now_ms() - (fresh[0].active_at or 0)) // 1000, tombstones=tombstones)
+        idle_s = (self.st.clock.now_ms() - (fresh[0].active_at or 0)) // 1000
+        log.info("queue_expired", queue=name, idle_s=idle_s, tombstones=tombstones)
         return True

@@ -22,17 +22,17 @@ import asyncio
 import time
 import uuid
 from dataclasses import replace
-from typing import Any
+from typing import Any, Iterable, Protocol
 
 from daemon.base.errors import CasqueError, QueueNotFound
 from daemon.base.logs import get_logger
-from daemon.engine.client import Casque
 from daemon.base.model import DEDUP_HEADER, GROUP_HEADER
 from daemon.engine.deadletter import FROM_HEADER, ID_HEADER
-from daemon.engine.depth_estimate import DepthEstimator
 from daemon.engine.lease import Lease
-from daemon.engine.move_tasks import CANCELLED, COMPLETED, ENDED, FAILED, MoveTask, MoveTaskStore
-from daemon.engine.producer import Job
+from daemon.engine.move_tasks import CANCELLED, COMPLETED, ENDED, FAILED, MoveTask
+from daemon.engine.producer import Job, Sent
+from daemon.engine.receive import Delivery
+from daemon.engine.stores import Stores
 
 log = get_logger("casque.mover")
 HOLD_S = 15
@@ -48,14 +48,31 @@ def wake_local() -> None:
         runner.wake.set()
 
 
+class Messaging(Protocol):
+    """What a move does with messages: the facade's pull and send operations (engine/client.py),
+    which also wake consumers and keep activity marks; named here so the mover needn't import it."""
+
+    stores: Stores
+
+    async def receive(self, queue: str, max: int = 10, wait: float = 20.0, visibility: float = 30.0,
+                      attempt_id: str | None = None) -> list[Delivery]: ...
+
+    async def change_visibility_many(self, changes: Iterable[tuple[str, float]]) -> list[int | Exception]: ...
+
+    async def send_many(self, queue: str, jobs: Iterable[Job]) -> list[Sent]: ...
+
+    async def delete_many(self, receipts: Iterable[str]) -> list[bool | Exception]: ...
+
+
 class MoveRunner:
-    def __init__(self, cq: Casque, holder: str, scan_s: float = 2.0, lease_s: float = 10.0) -> None:
+    def __init__(self, cq: Messaging, holder: str, scan_s: float = 2.0, lease_s: float = 10.0) -> None:
         self.cq = cq
         self.holder = holder
         self.scan_s = scan_s
         self.lease_s = lease_s
-        self.store = MoveTaskStore(cq.db, cq.settings.cassandra.keyspace)
-        self.depth = DepthEstimator(cq.db, cq.table)
+        self.st = cq.stores
+        self.store = cq.stores.move_tasks
+        self.depth = cq.stores.depth_estimator()
         self.wake = asyncio.Event()
         self.running: dict[uuid.UUID, asyncio.Task[None]] = {}
 
@@ -85,22 +102,22 @@ class MoveRunner:
         for source, started_at, task_id in active:
             if task_id in self.running or await self._held_elsewhere(task_id):
                 continue
-            lease = Lease(self.cq.db, self.cq.settings.cassandra.keyspace, f"move_task:{task_id}", self.holder, self.lease_s)
+            lease = self.st.lease(f"move_task:{task_id}", self.holder, self.lease_s)
             if await lease.hold():
                 self.running[task_id] = asyncio.create_task(self._guarded(lease, source, started_at, task_id))
 
     async def _held_elsewhere(self, task_id: uuid.UUID) -> bool:
         """A plain read of the task's lease row: a task another server runs costs this read per
         scan, not a failed bid (two LWTs)."""
-        rows = await self.cq.db.run(self.cq.db.prepare(f"SELECT holder FROM {self.cq.settings.cassandra.keyspace}.leases WHERE name = ?"),
-                                    [f"move_task:{task_id}"])
+        read = self.st.db.prepare(f"SELECT holder FROM {self.st.keyspace}.leases WHERE name = ?")
+        rows = await self.st.db.run(read, [f"move_task:{task_id}"])
         return bool(rows) and rows[0].holder != self.holder
 
     async def _guarded(self, lease: Lease, source: str, started_at: int, task_id: uuid.UUID) -> None:
         try:
             task = await self.store.get(source, started_at, task_id)
             if task is None:  # an active row whose task row never got written (a crash inside claim)
-                if self.cq.clock.now_ms() - started_at > 60_000:
+                if self.st.clock.now_ms() - started_at > 60_000:
                     await self.store.release(MoveTask(source, started_at, task_id))
                 return
             if task.status in ENDED:  # ended, but its active row outlived it (a crash between the two writes)
@@ -120,6 +137,7 @@ class TaskRun:
     def __init__(self, runner: MoveRunner, lease: Lease, task: MoveTask) -> None:
         self.r = runner
         self.cq = runner.cq
+        self.st = runner.st
         self.lease = lease
         self.task = task
         self.began = time.monotonic()
@@ -166,16 +184,16 @@ class TaskRun:
         if time.monotonic() - self.counted < RECOUNT_S:
             return
         self.counted = time.monotonic()
-        est = await self.r.depth.estimate(await self.cq.queues.get(self.task.source), self.cq.clock.now_ms())
+        est = await self.r.depth.estimate(await self.st.queues.get(self.task.source), self.st.clock.now_ms())
         self.task = replace(self.task, to_move=max(self.task.to_move, self.task.moved + round(est.waiting + est.in_flight)))
 
     async def _save(self) -> None:
-        self.task = replace(self.task, updated_at=self.cq.clock.now_ms())
+        self.task = replace(self.task, updated_at=self.st.clock.now_ms())
         await self.r.store.save(self.task)
         self.saved = time.monotonic()
 
     async def _end(self, status: str, failure: str | None = None) -> None:
-        self.task = await self.r.store.finish(self.task, status, self.cq.clock.now_ms(), failure)
+        self.task = await self.r.store.finish(self.task, status, self.st.clock.now_ms(), failure)
         log.info("move_task_ended", task=str(self.task.task_id), status=status, moved=self.task.moved, failure=failure)
 
     async def _step(self) -> None:
@@ -194,7 +212,7 @@ class TaskRun:
         for d in deliveries:
             by_target.setdefault(self.task.destination or d.message.headers[FROM_HEADER], []).append(d)
         for target, group in by_target.items():
-            fifo = (await self.cq.queues.get(target)).fifo
+            fifo = (await self.st.queues.get(target)).fifo
             await self.cq.send_many(target, [_job(d.message, fifo) for d in group])  # first the copy ...
             await self.cq.delete_many(d.receipt for d in group)  # ... then the original: at-least-once
         self.sent_here += len(deliveries)
@@ -209,8 +227,8 @@ class TaskRun:
     async def _when_empty(self) -> None:
         """Nothing visible: done, unless messages are in flight (a dead runner's batch comes back
         within HOLD_S); those are waited for at most HOLD_S (+ a second) before completing."""
-        qs = await self.cq.queues.get(self.task.source)
-        est = await self.r.depth.estimate(qs, self.cq.clock.now_ms())
+        qs = await self.st.queues.get(self.task.source)
+        est = await self.r.depth.estimate(qs, self.st.clock.now_ms())
         now = time.monotonic()
         self.idle_since = self.idle_since or now
         if round(est.in_flight + est.waiting) == 0 or now - self.idle_since > HOLD_S + 1:

@@ -14,9 +14,9 @@ import socket
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from daemon.engine.client import Casque
 from daemon.base.model import QueueSettings
-from daemon.engine.samples import Samples, recent_rates
+from daemon.engine.samples import recent_rates
+from daemon.engine.stores import Stores
 from daemon.engine.table import STATE_IN_FLIGHT, all_rows
 
 STATS_EVERY_S = 10.0
@@ -57,7 +57,7 @@ class Depth:
     per_shard: list[int] = field(default_factory=list)
 
 
-async def count_depth(cq: Casque, qs: QueueSettings, now: int, parallel: int = 32, cursors: Cursors | None = None,
+async def count_depth(stores: Stores, qs: QueueSettings, now: int, parallel: int = 32, cursors: Cursors | None = None,
                       pace_s: float = 0.0) -> Depth:
     """Read every shard row (of every layout, after a reshard) from its cursors (buckets x shards
     reads) and count what is live. ``cursors`` (kept by a caller that reads the queue repeatedly,
@@ -69,7 +69,7 @@ async def count_depth(cq: Casque, qs: QueueSettings, now: int, parallel: int = 3
 
     async def one_row(bucket: int, shard: int) -> None:
         async with sem:
-            rows = await live_rows(cq, qs, bucket, shard, cursors)
+            rows = await live_rows(stores, qs, bucket, shard, cursors)
             if pace_s:
                 await asyncio.sleep(pace_s)
         for r in rows:
@@ -86,32 +86,34 @@ async def count_depth(cq: Casque, qs: QueueSettings, now: int, parallel: int = 3
     return d
 
 
-async def queue_stats(cq: Casque, queue: str, now_ms: int | None = None, parallel: int = 32, cursors: Cursors | None = None) -> QueueStats:
-    qs = await cq.queues.get(queue, fresh=True)
-    now = now_ms if now_ms is not None else cq.clock.now_ms()
-    d = await count_depth(cq, qs, now, parallel, cursors)
+async def queue_stats(stores: Stores, queue: str, now_ms: int | None = None, parallel: int = 32,
+                      cursors: Cursors | None = None) -> QueueStats:
+    qs = await stores.queues.get(queue, fresh=True)
+    now = now_ms if now_ms is not None else stores.clock.now_ms()
+    d = await count_depth(stores, qs, now, parallel, cursors)
     st = QueueStats(queue=queue, waiting_due=d.waiting_due, scheduled=d.scheduled, in_flight=d.in_flight, shards=qs.shards, per_shard=d.per_shard)
-    st.poisoned = await cq.poison.count(queue)
+    st.poisoned = await stores.poison.count(queue)
     st.oldest_due_age_s = (now - d.oldest_due_ms) / 1000 if d.oldest_due_ms is not None else None
     total = sum(st.per_shard)
     st.skew = round(max(st.per_shard) / (total / len(st.per_shard)), 3) if total else None
-    st.acked_per_s, st.daemons = await _throughput(cq, queue, now)
+    st.acked_per_s, st.daemons = await _throughput(stores, queue, now)
     return st
 
 
-async def live_rows(cq: Casque, qs: QueueSettings, bucket: int, shard: int, known: Cursors | None = None) -> list[Any]:
+async def live_rows(stores: Stores, qs: QueueSettings, bucket: int, shard: int,
+                    known: Cursors | None = None) -> list[Any]:
     """Live messages of one row: read from each lane's cursor, so consumed history is never scanned.
     A cursor remembered from an earlier read is as good as the current one (nothing live is ever
     behind a cursor; it only rescans what was consumed since), so with ``known`` it is not re-read."""
     cursors = known.get((bucket, shard)) if known is not None else None
     if cursors is None:
-        static = await cq.db.run(cq.table.read_cursors, [qs.name, bucket, shard])
+        static = await stores.db.run(stores.table.read_cursors, [qs.name, bucket, shard])
         cursors = dict(static[0].cursors or {}) if static else {}
     out: list[Any] = []
     seen = dict(cursors)
-    safe = cq.clock.now_ms() - int(cq.settings.worker.clock_tolerance * 1000)
+    safe = stores.clock.now_ms() - int(stores.settings.worker.clock_tolerance * 1000)
     for rank in qs.ranks():
-        rows = await cq.db.run_all(cq.table.count_from, [qs.name, bucket, shard, rank, cursors.get(rank, 0)])
+        rows = await stores.db.run_all(stores.table.count_from, [qs.name, bucket, shard, rank, cursors.get(rank, 0)])
         for r, value in (rows[0].cursors or {}).items() if rows else ():
             seen[r] = max(seen.get(r, 0), value)
         if not rows:  # nothing live in this lane: the consumers' own rule moves its cursor to now - tolerance
@@ -122,8 +124,8 @@ async def live_rows(cq: Casque, qs: QueueSettings, bucket: int, shard: int, know
     return out
 
 
-async def _throughput(cq: Casque, queue: str, now: int) -> tuple[float | None, int]:
-    rows = await Samples(cq.db, cq.settings.cassandra.keyspace).read(queue, now - THROUGHPUT_WINDOW_MS)
+async def _throughput(stores: Stores, queue: str, now: int) -> tuple[float | None, int]:
+    rows = await stores.samples.read(queue, now - THROUGHPUT_WINDOW_MS)
     return recent_rates(rows, now, THROUGHPUT_WINDOW_MS)[1], len({r.daemon for r in rows})
 
 

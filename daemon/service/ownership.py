@@ -30,7 +30,6 @@ from daemon.base.logs import get_logger
 from daemon.base.model import QueueSettings
 from daemon.engine.client import Casque
 from daemon.engine.consumer import Consumer
-from daemon.engine.heartbeats import Heartbeats
 from daemon.engine.holds import Row, owned_shards
 from daemon.engine.stats import daemon_id
 
@@ -50,7 +49,7 @@ class Ownership:
         self.consumers = consumers
         self.stopping = stopping
         self.me = me or daemon_id()
-        self.heartbeats = Heartbeats(cq.db, cq.settings.cassandra.keyspace)
+        self.heartbeats = cq.stores.heartbeats  # the peers' beats: who shares the rows
         self.tolerance_ms = int(cq.settings.worker.clock_tolerance * 1000)
         self._peers: list[tuple[str, list[str]]] = []
         self._peers_at = 0.0
@@ -92,7 +91,7 @@ class Ownership:
         ticks = [1.0]
         for queue, consumer in self.consumers.items():
             try:
-                qs = consumer.last_settings = await self.cq.queues.get(queue)
+                qs = consumer.last_settings = await self.cq.queue_settings(queue)
                 peers = self._serving(queue)
                 if consumer.accepts is not None:
                     wanted: set[Row] = set()  # pull readers read this queue (pull_peers.py): a held row would keep them out

@@ -52,7 +52,7 @@ class PullPeers:
         """One read per served queue; a queue whose read fails keeps what was decided before."""
         for queue, consumer in self.consumers.items():
             try:
-                readers = await self.cq.pull_readers.readers(queue)
+                readers = await self.cq.observe.pull_readers(queue)
             except Exception as exc:  # a node down, or a keyspace whose schema predates the table
                 log.warning("pull_readers_not_read", queue=queue, error=str(exc),
                             fix="if the table is missing, run 'casque schema apply' (docs/design.md, 'Push and pull on one queue')")

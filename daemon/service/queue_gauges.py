@@ -16,8 +16,7 @@ from daemon.base import queue_metrics
 from daemon.base.errors import CasqueError
 from daemon.base.logs import get_logger
 from daemon.engine.client import Casque
-from daemon.engine.lease import Lease
-from daemon.engine.stats import Cursors, queue_stats
+from daemon.engine.stats import Cursors
 
 log = get_logger("casque.queue_gauges")
 LEASE = "queue_gauges"
@@ -35,7 +34,7 @@ class QueueGauges:
         self.max_queues = max_queues
         self.interval = interval
         self.only = only or []
-        self.lease = Lease(cq.db, cq.settings.cassandra.keyspace, lease, holder, ttl_s=3 * interval)
+        self.lease = cq.stores.lease(lease, holder, ttl_s=3 * interval)
         self.published: set[str] = set()
         self.rounds = 0
         #: Each row's cursors as last seen: later rounds read one query per row and lane.
@@ -69,7 +68,7 @@ class QueueGauges:
         async def one(name: str) -> None:
             async with sem:
                 try:
-                    s = await queue_stats(self.cq, name, parallel=8, cursors=self.cursors.setdefault(name, {}))
+                    s = await self.cq.observe.stats(name, parallel=8, cursors=self.cursors.setdefault(name, {}))
                 except CasqueError as exc:  # e.g. deleted meanwhile: the others still count
                     log.warning("queue_gauge_failed", queue=name, error=str(exc))
                     return
@@ -88,7 +87,7 @@ class QueueGauges:
         """The queues gauged when none are listed: the first ``max_queues`` in token order, read a
         page at a time (never the whole table)."""
         names: list[str] = []
-        async for page in self.cq.queues.pages(min(self.max_queues, 1000)):
+        async for page in self.cq.admin.pages(min(self.max_queues, 1000)):
             names += [q.name for q in page][: self.max_queues - len(names)]
             if len(names) >= self.max_queues:
                 log.warning("queue_gauges_capped", gauged=self.max_queues, fix="list the queues to gauge in metrics.queue_gauges_queues")

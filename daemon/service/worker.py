@@ -15,7 +15,6 @@ import asyncio
 import gc
 import signal
 from dataclasses import replace
-from typing import Any
 
 from daemon import __version__
 from daemon.base import metrics
@@ -24,7 +23,6 @@ from daemon.base.clock import SYSTEM_CLOCK, Clock
 from daemon.base.config import Settings, load_settings
 from daemon.service.dispatcher import Dispatcher
 from daemon.base.errors import CasqueError, ConfigError, StorageUnavailable
-from daemon.engine.history import History
 from daemon.base.metrics import MetricsServer
 from daemon.base.model import QueueSettings
 from daemon.base.logs import configure_logging, get_logger
@@ -34,9 +32,9 @@ from daemon.engine.expiry import ExpirySweeper
 from daemon.service.queue_gauges import QueueGauges
 from daemon.service.registry import Registry, registry as default_registry
 from daemon.service.sdnotify import Notifier
-from daemon.engine.heartbeats import Heartbeats, this_process
-from daemon.engine.samples import DEPTH_EVERY_S, Samples
-from daemon.engine.stats import STATS_EVERY_S, Cursors, count_depth, daemon_id
+from daemon.engine.heartbeats import this_process
+from daemon.engine.samples import DEPTH_EVERY_S
+from daemon.engine.stats import STATS_EVERY_S, Cursors, daemon_id
 from daemon.engine.sweep import SWEEP_EVERY_S, Sweeper
 from daemon.engine.table import all_rows
 
@@ -72,7 +70,7 @@ class Worker:
             try:
                 cq = await Casque.connect(self.settings, clock=self.clock)
                 for q in self.queues:
-                    if await cq.queues.create(_queue(cq, q), if_missing=True):
+                    if await cq.create_queues([q], concurrency=1, fifo=_fifo(q)):
                         log.info("queue_created", queue=q)
                 return cq
             except StorageUnavailable as exc:
@@ -92,11 +90,11 @@ class Worker:
             self.cq = await self.connect()
         except StorageUnavailable:
             return 0  # asked to stop while still waiting for Cassandra
-        self.history = History(self.cq.db, self.cq.settings.cassandra.keyspace, self.cq.queues)
-        self.samples = Samples(self.cq.db, self.cq.settings.cassandra.keyspace)
-        self.heartbeats = Heartbeats(self.cq.db, self.cq.settings.cassandra.keyspace)
+        # the daemon's own records, written where the console and 'casque stats' read them (engine/stores.py)
+        st = self.cq.stores
+        self.history, self.samples, self.heartbeats = st.history, st.samples, st.heartbeats
         self.heartbeat = this_process(self.queues, self.settings.worker.consumers, self.cq.clock.now_ms(), __version__)
-        self._queue_settings = {q: await self.cq.queues.get(q) for q in self.queues}
+        self._queue_settings = {q: await self.cq.queue_settings(q) for q in self.queues}
         own = [MetricsObserver(self.cq.clock), HistoryObserver(self.history, self.cq.clock, self._queue_settings.get)]
         self.dispatcher = Dispatcher(self.cq, self.registry, self.settings.worker, self.queues, hooks=Hooks(own + self.registry.middleware))
         if self.settings.hints.listen:
@@ -121,7 +119,8 @@ class Worker:
             m = self.settings.metrics
             gauges = QueueGauges(self.cq, self.daemon, m.queue_gauges_interval, only=m.queue_gauges_queues)
             background.append(asyncio.create_task(gauges.run(), name="casque-queue-gauges"))
-        expiry = ExpirySweeper(self.cq, self.daemon, self.settings.worker.expiry_interval)  # one sweeper per cluster (a lease)
+        # one sweeper per cluster (a lease)
+        expiry = ExpirySweeper(self.cq.stores, self.daemon, self.settings.worker.expiry_interval)
         background.append(asyncio.create_task(expiry.run(), name="casque-queue-expiry"))
         try:
             await self.dispatcher.run(burst=burst)
@@ -168,10 +167,11 @@ class Worker:
             started = asyncio.get_running_loop().time()
             for q in self.queues:
                 try:
-                    qs = await self.cq.queues.get(q)
+                    qs = await self.cq.queue_settings(q)
                     rows = max(1, sum(1 for _ in all_rows(qs)))
-                    d = await count_depth(self.cq, qs, self.cq.clock.now_ms(), parallel=1, cursors=self._depth_cursors.setdefault(q, {}),
-                                          pace_s=spread / rows / len(self.queues))
+                    d = await self.cq.observe.depth(qs, self.cq.clock.now_ms(), parallel=1,
+                                                    cursors=self._depth_cursors.setdefault(q, {}),
+                                                    pace_s=spread / rows / len(self.queues))
                     self._depths[q] = (d.waiting_due, d.scheduled, d.in_flight)
                 except CasqueError as exc:
                     log.warning("depth_not_counted", queue=q, error=str(exc))
@@ -201,8 +201,8 @@ class Worker:
             self.heartbeat.heartbeat, self.heartbeat.in_flight = now, len(self.dispatcher.tasks)
             await self.heartbeats.beat(self.heartbeat)  # first: peers split the shards by it, a count must not delay it
             for q in self.queues:
-                self._queue_settings[q] = await self.cq.queues.get(q)
-                self.cq.activity.touch(q)  # a served queue is polled: active, like a receive (idle expiry)
+                self._queue_settings[q] = await self.cq.queue_settings(q)
+                self.cq.served(q)  # a served queue is polled: active, like a receive (idle expiry)
                 c, cs = self.dispatcher.per_queue[q], self.dispatcher.consumers[q].stats
                 depth = self._depths.pop(q, None)  # the latest count, once (_depth_loop)
                 await self.samples.write(q, now, self.daemon, c, cs.contention, cs.empty_polls, len(self.dispatcher.tasks), depth)
@@ -270,12 +270,10 @@ class Worker:
             await asyncio.sleep(interval)
 
 
-def _queue(cq: Casque, name: str) -> Any:
-    """The settings a served queue that doesn't exist yet is created with: the config's defaults,
-    and FIFO for a "*.fifo" name (SQS's rule: only a FIFO queue is so named, engine/queues.py)."""
-    from daemon.engine.queues import settings_from_defaults
-
-    return settings_from_defaults(name, cq.settings.queue_defaults, fifo=name.endswith(".fifo") or None)
+def _fifo(name: str) -> bool | None:
+    """A served queue that doesn't exist yet is created with the config's defaults, and FIFO for a
+    "*.fifo" name (SQS's rule: only a FIFO queue is so named, engine/queues.py)."""
+    return name.endswith(".fifo") or None
 
 
 def served_queues(settings: Settings, registry: Registry) -> list[str]:
@@ -295,7 +293,7 @@ async def check(settings: Settings, registry: Registry = default_registry) -> li
         found = []
         for q in served_queues(settings, registry):
             try:
-                qs = await cq.queues.get(q)
+                qs = await cq.queue_settings(q)
                 found.append(f"queue {q} ({qs.shards} shards)")
             except CasqueError:
                 found.append(f"queue {q} (will be created on start)")

@@ -19,7 +19,6 @@ from starlette.responses import RedirectResponse, Response
 from daemon.base.durations import parse_duration
 from daemon.base.errors import CasqueError, UsageError
 from daemon.base.logs import get_logger
-from daemon.engine.admin import purge, replay
 from daemon.engine.client import Casque
 from daemon.engine.placement import parse_id
 
@@ -77,7 +76,7 @@ async def purge_queue(request: Request) -> Response:
     form = await request.form()
     if not _confirmed(form, queue):
         return _back(request, f"/queues/{queue}", err=f"nothing purged: type the queue's name ({queue}) to confirm")
-    count = await purge(_cq(request), queue)
+    count = await _cq(request).admin.purge(queue)
     _log(request, "purge", queue, deleted=count)
     return _back(request, f"/queues/{queue}", msg=f"purged {count} messages from {queue}")
 
@@ -99,7 +98,7 @@ async def replay_poison(request: Request) -> Response:
             raise UsageError(f"unknown replay choice {what!r}: use selected, task or all")
     except (CasqueError, ValueError) as exc:
         return _back(request, f"/queues/{queue}/poison", err=str(exc))
-    new_ids, left = await replay(_cq(request), queue, ids=ids, task=task)
+    new_ids, left = await _cq(request).admin.replay(queue, ids=ids, task=task)
     _log(request, "replay", queue, what=what, task=task, ids=[str(i) for i in ids or []], replayed=len(new_ids), left=len(left))
     if left:
         return _back(request, f"/queues/{queue}/poison", err=f"replayed {len(new_ids)}; " + "; ".join(left))
@@ -112,8 +111,8 @@ async def purge_poison(request: Request) -> Response:
     if not _confirmed(form, queue):
         return _back(request, f"/queues/{queue}/poison", err=f"nothing purged: type the queue's name ({queue}) to confirm")
     cq = _cq(request)
-    count = await cq.poison.count(queue)
-    await cq.poison.purge(queue)
+    count = await cq.admin.poison_count(queue)
+    await cq.admin.purge_poison(queue)
     _log(request, "purge_poison", queue, deleted=count)
     return _back(request, f"/queues/{queue}/poison", msg=f"purged {count} poisoned messages")
 

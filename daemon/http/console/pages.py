@@ -17,12 +17,9 @@ from starlette.responses import RedirectResponse, Response
 from daemon.base.errors import MessageNotFound, UsageError
 from daemon.base.model import QueueSettings
 from daemon.engine.client import Casque
-from daemon.engine.fifo_groups import ROW_LIMIT, FifoGroups, fifo_groups
-from daemon.engine.heartbeats import Heartbeats
-from daemon.engine.history import History
+from daemon.engine.fifo_groups import ROW_LIMIT, FifoGroups
 from daemon.engine.placement import parse_id
-from daemon.engine.samples import Samples, recent_rates, series
-from daemon.engine.stats import count_depth
+from daemon.engine.samples import recent_rates, series
 from daemon.http.console.chart import render_chart
 
 PEEK_DEFAULT, PEEK_MAX = 20, 200
@@ -63,7 +60,7 @@ async def queues(request: Request) -> Response:
     cq = _cq(request)
     search = request.query_params.get("q", "").strip()
     after = _token(request.query_params.get("after"))
-    found, next_token = await cq.queues.page(after, request.app.state.settings.page_size, search)
+    found, next_token = await cq.admin.page(after, request.app.state.settings.page_size, search)
     now = cq.clock.now_ms()
     sem = asyncio.Semaphore(COUNTING_AT_ONCE)
 
@@ -79,8 +76,9 @@ async def queues(request: Request) -> Response:
 async def summary(cq: Casque, qs: QueueSettings, now: int, exact: bool = True) -> dict[str, Any]:
     """Counts and rates of one queue. Counts are exact (read from the shard rows) unless ``exact`` is
     off, then they are the latest depth sample a daemon wrote (``sampled_s`` ago), or unknown."""
-    counting = count_depth(cq, qs, now) if exact else _no_count()
-    depth, poisoned, samples = await asyncio.gather(counting, cq.poison.count(qs.name), _samples(cq).read(qs.name, now - RATE_WINDOW_MS))
+    counting = cq.observe.depth(qs, now) if exact else _no_count()
+    depth, poisoned, samples = await asyncio.gather(counting, cq.admin.poison_count(qs.name),
+                                                    cq.observe.samples(qs.name, now - RATE_WINDOW_MS))
     sent, acked = recent_rates(samples, now, RATE_WINDOW_MS)
     row = {"name": qs.name, "settings": qs, "poisoned": poisoned, "sent_per_s": sent, "acked_per_s": acked, "sampled_s": None,
            "waiting": None, "scheduled": None, "in_flight": None, "oldest_s": None}
@@ -101,7 +99,7 @@ async def _no_count() -> None:
 
 async def queue(request: Request) -> Response:
     cq = _cq(request)
-    qs = await cq.queues.get(request.path_params["queue"], fresh=True)
+    qs = await cq.queue_settings(request.path_params["queue"], fresh=True)
     n = _int(request.query_params.get("n"), PEEK_DEFAULT, 1, PEEK_MAX, "n")
     now = cq.clock.now_ms()
     counts, peeked, groups = await asyncio.gather(summary(cq, qs, now), cq.peek(qs.name, n), _groups(cq, qs, now))
@@ -113,44 +111,44 @@ async def _groups(cq: Casque, qs: QueueSettings, now: int) -> FifoGroups | None:
     """A FIFO queue's groups (a bounded read, engine/fifo_groups.py); None for a standard queue."""
     if not qs.fifo:
         return None
-    return await fifo_groups(cq.db, cq.table, qs, now)
+    return await cq.observe.fifo_groups(qs, now)
 
 
 async def chart(request: Request) -> Response:
     cq = _cq(request)
-    qs = await cq.queues.get(request.path_params["queue"])
+    qs = await cq.queue_settings(request.path_params["queue"])
     now = cq.clock.now_ms()
-    points = series(await _samples(cq).read(qs.name, now - 3_600_000), now)
+    points = series(await cq.observe.samples(qs.name, now - 3_600_000), now)
     return Response(render_chart(points, now), media_type="image/svg+xml", headers={"Cache-Control": "no-store"})
 
 
 async def message(request: Request) -> Response:
     cq = _cq(request)
     name = request.path_params["queue"]
-    qs = await cq.queues.get(name)
+    qs = await cq.queue_settings(name)
     mid = _id(request.path_params["id"])
     m = await cq.get(name, id=mid)
     if m is None:
         raise MessageNotFound(f"no message {mid} in queue '{name}': it may have been acked, cancelled or poisoned")
     history = []
     if qs.history:
-        history = await History(cq.db, cq.settings.cassandra.keyspace, cq.queues).read(name, cq.clock.now_ms(), message_id=mid)
+        history = await cq.observe.history(name, message_id=mid)
     return render(request, "message.html", {"qs": qs, "m": m, "history": history, "now": cq.clock.now_ms()})
 
 
 async def poison(request: Request) -> Response:
     cq = _cq(request)
-    qs = await cq.queues.get(request.path_params["queue"])
-    records, count = await asyncio.gather(cq.poison.list(qs.name, POISON_SHOWN), cq.poison.count(qs.name))
+    qs = await cq.queue_settings(request.path_params["queue"])
+    records, count = await asyncio.gather(cq.admin.poisoned(qs.name, POISON_SHOWN), cq.admin.poison_count(qs.name))
     tasks = sorted({r.task for r in records})
     return render(request, "poison.html", {"qs": qs, "records": records, "count": count, "tasks": tasks, "shown": POISON_SHOWN})
 
 
 async def poisoned(request: Request) -> Response:
     cq = _cq(request)
-    qs = await cq.queues.get(request.path_params["queue"])
+    qs = await cq.queue_settings(request.path_params["queue"])
     mid = _id(request.path_params["id"])
-    record = await cq.poison.get(qs.name, mid)
+    record = await cq.admin.poisoned_one(qs.name, mid)
     if record is None:
         raise MessageNotFound(f"no poisoned message {mid} in queue '{qs.name}': it may have been replayed or purged")
     return render(request, "poisoned.html", {"qs": qs, "r": record})
@@ -158,19 +156,15 @@ async def poisoned(request: Request) -> Response:
 
 async def schedules(request: Request) -> Response:
     cq = _cq(request)
-    qs = await cq.queues.get(request.path_params["queue"])
+    qs = await cq.queue_settings(request.path_params["queue"])
     entries = await cq.schedules(qs.name)
     return render(request, "schedules.html", {"qs": qs, "entries": entries})
 
 
 async def daemons(request: Request) -> Response:
     cq = _cq(request)
-    found = await Heartbeats(cq.db, cq.settings.cassandra.keyspace).list()
+    found = await cq.observe.daemons()
     return render(request, "daemons.html", {"daemons": found, "now": cq.clock.now_ms()})
-
-
-def _samples(cq: Casque) -> Samples:
-    return Samples(cq.db, cq.settings.cassandra.keyspace)
 
 
 def _token(text: str | None) -> int | None:

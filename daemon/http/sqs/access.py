@@ -99,7 +99,7 @@ class AccessControl:
         return [(act, str(url).rstrip("/").rsplit("/", 1)[-1])] if url else []
 
     async def _policy(self, queue: str) -> Policy | None:
-        text = (await self.cq.attributes.get(queue)).attributes.get("Policy")
+        text = (await self.cq.extras.get(queue)).attributes.get("Policy")
         if not text:
             return None
         try:

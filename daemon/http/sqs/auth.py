@@ -23,7 +23,7 @@ from urllib.parse import parse_qsl
 from starlette.requests import Request
 
 from daemon.base.config import SqsSettings
-from daemon.engine.access_keys import AccessKey, AccessKeyStore
+from daemon.engine.access_keys import AccessKey
 from daemon.engine.client import Casque
 from daemon.engine.key_cache import KeyCache
 from daemon.http.sqs import sigv4
@@ -49,7 +49,7 @@ class Authenticator:
     def __init__(self, cq: Casque, settings: SqsSettings) -> None:
         self.mode = settings.auth
         self.region = settings.region
-        self.keys = KeyCache(AccessKeyStore(cq.db, cq.settings.cassandra.keyspace, cq.clock))
+        self.keys = KeyCache(cq.access_keys)
         self.clock = cq.clock
 
     async def verify(self, request: Request, body: bytes) -> AccessKey | None:

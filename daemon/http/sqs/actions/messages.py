@@ -21,8 +21,8 @@ class MessageActions(ActionGroup):
 
     async def send_message(self, call: Call) -> dict[str, Any]:
         name = self.queue_of(call)
-        qs = await self.cq.queues.get(name)
-        extras = await self.cq.attributes.get(name)
+        qs = await self.cq.queue_settings(name)
+        extras = await self.cq.extras.get(name)
         job, result = self._job(call.params, qs, extras, call.trace_header)
         sent = (await self._send(name, [job]))[0]
         return self._sent(result, sent, qs)
@@ -30,9 +30,9 @@ class MessageActions(ActionGroup):
     async def send_message_batch(self, call: Call) -> dict[str, Any]:
         name = self.queue_of(call)
         entries = params.entries(call.params, "SendMessageBatch")
-        qs = await self.cq.queues.get(name)
+        qs = await self.cq.queue_settings(name)
         fifo_rules.check_batch(entries, qs)
-        extras = await self.cq.attributes.get(name)
+        extras = await self.cq.extras.get(name)
         limit = qattr.number(qs, extras, "MaximumMessageSize")
         total = sum(len(str(e.get("MessageBody", "")).encode("utf-8")) + params.attributes_size(e.get("MessageAttributes")) for e in entries)
         if total > limit:
@@ -95,8 +95,8 @@ class MessageActions(ActionGroup):
     async def receive_message(self, call: Call) -> dict[str, Any]:
         name = self.queue_of(call)
         p = call.params
-        qs = await self.cq.queues.get(name)
-        extras = await self.cq.attributes.get(name)
+        qs = await self.cq.queue_settings(name)
+        extras = await self.cq.extras.get(name)
         limit = params.integer(p, "MaxNumberOfMessages", 1, 1, 10, "Value {v} for parameter MaxNumberOfMessages is invalid. Reason: Must be between 1 and 10, if provided.")
         wait = params.integer(p, "WaitTimeSeconds", qattr.number(qs, extras, "ReceiveMessageWaitTimeSeconds"), 0, 20,
                     "Value {v} for parameter WaitTimeSeconds is invalid. Reason: Must be >= 0 and <= 20, if provided.")
@@ -134,27 +134,27 @@ class MessageActions(ActionGroup):
         handle = call.params.get("ReceiptHandle")
         if not handle:
             raise missing("ReceiptHandle")
-        await self.cq.queues.get(name)
+        await self.cq.queue_settings(name)
         await self._delete(name, str(handle))
         return {}
 
     async def _delete(self, queue: str, handle: str) -> None:
         try:
-            await self.cq.receiver.delete(handle, queue)
+            await self.cq.delete(handle, queue)
         except InvalidReceipt:
             raise SqsError("ReceiptHandleIsInvalid", f'The input receipt handle "{handle}" is not a valid receipt handle.') from None
 
     async def delete_message_batch(self, call: Call) -> dict[str, Any]:
         name = self.queue_of(call)
         entries = params.entries(call.params, "DeleteMessageBatch")
-        await self.cq.queues.get(name)
+        await self.cq.queue_settings(name)
         return await params.batch(entries, lambda e: self._delete(name, str(e.get("ReceiptHandle") or "")))
 
     async def change_message_visibility(self, call: Call) -> dict[str, Any]:
         name = self.queue_of(call)
         if not call.params.get("ReceiptHandle"):
             raise missing("ReceiptHandle")
-        await self.cq.queues.get(name)
+        await self.cq.queue_settings(name)
         await self._change(name, call.params)
         return {}
 
@@ -164,7 +164,7 @@ class MessageActions(ActionGroup):
         seconds = params.integer(p, "VisibilityTimeout", 0, 0, 43_200, "Value {v} for parameter VisibilityTimeout is invalid. Reason: Must be >= 0 and <= 43200.")
         handle = str(p.get("ReceiptHandle") or "")
         try:
-            await self.cq.receiver.change_visibility(handle, seconds, queue)
+            await self.cq.change_visibility(handle, seconds, queue)
         except InvalidReceipt:
             raise SqsError("ReceiptHandleIsInvalid", f'The input receipt handle "{handle}" is not a valid receipt handle.') from None
         except NotInFlight as exc:
@@ -179,5 +179,5 @@ class MessageActions(ActionGroup):
     async def change_message_visibility_batch(self, call: Call) -> dict[str, Any]:
         name = self.queue_of(call)
         entries = params.entries(call.params, "ChangeMessageVisibilityBatch")
-        await self.cq.queues.get(name)
+        await self.cq.queue_settings(name)
         return await params.batch(entries, lambda e: self._change(name, e))

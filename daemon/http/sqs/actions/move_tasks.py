@@ -15,8 +15,7 @@ import uuid
 from typing import Any
 
 from daemon.base.errors import QueueNotFound
-from daemon.engine.depth_estimate import DepthEstimator
-from daemon.engine.move_tasks import RUNNING, MoveTask, MoveTaskStore
+from daemon.engine.move_tasks import RUNNING, MoveTask
 from daemon.engine.mover import wake_local
 from daemon.http.sqs import attributes as qattr
 from daemon.http.sqs import params
@@ -31,8 +30,8 @@ class MoveTaskActions(ActionGroup):
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
-        self.store = MoveTaskStore(self.cq.db, self.cq.settings.cassandra.keyspace)
-        self.depth = DepthEstimator(self.cq.db, self.cq.table)
+        self.store = self.cq.stores.move_tasks
+        self.depth = self.cq.stores.depth_estimator()
 
     async def start_message_move_task(self, call: Call) -> dict[str, Any]:
         """Checks as SQS does (source exists and is some queue's dead-letter queue, destination
@@ -42,14 +41,14 @@ class MoveTaskActions(ActionGroup):
         if call.params.get("MaxNumberOfMessagesPerSecond") is not None:
             rate = params.integer(call.params, "MaxNumberOfMessagesPerSecond", 0, 1, 500,
                                   "Value {v} for parameter MaxNumberOfMessagesPerSecond is invalid. Reason: Must be between 1 and 500.")
-        if not await self.cq.attributes.sources.is_target(source):
+        if not await self.cq.extras.is_dead_letter_target(source):
             raise invalid("Source queue must be configured as a Dead Letter Queue.")
         dest_arn = call.params.get("DestinationArn")
         dest = await self._existing(dest_arn, "DestinationArn") if dest_arn else None
         if dest == source:
             raise invalid("Source queue arn and destination queue arn cannot be the same.")
         now = self.cq.clock.now_ms()
-        est = await self.depth.estimate(await self.cq.queues.get(source, fresh=True), now)
+        est = await self.depth.estimate(await self.cq.queue_settings(source, fresh=True), now)
         task = MoveTask(source, now, uuid.uuid4(), dest, rate, RUNNING, 0, round(est.waiting + est.in_flight + est.delayed), None, now)
         if not await self.store.claim(task):
             raise invalid(ACTIVE)
@@ -70,7 +69,7 @@ class MoveTaskActions(ActionGroup):
             raise missing("TaskHandle")
         source, started_at, task_id = self._parse_handle(str(raw))
         try:
-            await self.cq.queues.get(source)
+            await self.cq.queue_settings(source)
         except QueueNotFound:
             raise SqsError("ResourceNotFoundException", "The resource that you specified for the SourceArn parameter doesn't exist.") from None
         task = await self.store.get(source, started_at, task_id)
@@ -86,7 +85,7 @@ class MoveTaskActions(ActionGroup):
         if name is None:
             raise invalid(f"You must use this format to specify the {param}: arn:<partition>:<service>:<region>:<account-id>:<resource-id>")
         try:
-            await self.cq.queues.get(name)
+            await self.cq.queue_settings(name)
         except QueueNotFound:
             raise SqsError("ResourceNotFoundException", f"The resource that you specified for the {param} parameter doesn't exist.") from None
         return name

@@ -39,7 +39,7 @@ class PermissionActions(ActionGroup):
         if len(actions) > MAX_ACTIONS:
             raise SqsError("OverLimit", f"{len(actions)} Actions were found, maximum allowed is {MAX_ACTIONS}.")
         names = [_action(a) for a in actions]
-        await self.cq.queues.get(name, fresh=True)
+        await self.cq.queue_settings(name, fresh=True)
         doc = await self._document(name)
         statements = doc["Statement"]
         if any(s.get("Sid") == label for s in statements):
@@ -55,7 +55,7 @@ class PermissionActions(ActionGroup):
     async def remove_permission(self, call: Call) -> dict[str, Any]:
         name = self.queue_of(call)
         label = _label(call.params)
-        await self.cq.queues.get(name, fresh=True)
+        await self.cq.queue_settings(name, fresh=True)
         doc = await self._document(name)
         kept = [s for s in doc["Statement"] if s.get("Sid") != label]
         if len(kept) == len(doc["Statement"]):
@@ -66,7 +66,7 @@ class PermissionActions(ActionGroup):
 
     async def _document(self, name: str) -> dict[str, Any]:
         """The queue's current policy (read fresh: this is a read-modify-write), statements as a list."""
-        text = (await self.cq.attributes.get(name, fresh=True)).attributes.get("Policy")
+        text = (await self.cq.extras.get(name, fresh=True)).attributes.get("Policy")
         if not text:
             return {"Version": "2012-10-17", "Id": f"{self.arn(name)}/SQSDefaultPolicy", "Statement": []}
         doc = policy.load(text)
@@ -77,11 +77,11 @@ class PermissionActions(ActionGroup):
     async def _save(self, name: str, doc: dict[str, Any]) -> None:
         now = self.cq.clock.now_ms()
         if not doc["Statement"]:
-            await self.cq.attributes.set(name, {}, {"Policy"}, now)
+            await self.cq.extras.set(name, {}, {"Policy"}, now)
             return
         text = json.dumps(doc, separators=(",", ":"))
         policy.compile_policy(text)  # the same check as SetQueueAttributes: stored only if enforceable
-        await self.cq.attributes.set(name, {"Policy": text}, set(), now)
+        await self.cq.extras.set(name, {"Policy": text}, set(), now)
 
 
 def _label(p: dict[str, Any]) -> str:

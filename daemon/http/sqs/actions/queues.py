@@ -7,9 +7,7 @@ from typing import Any
 
 from daemon.base.errors import QueueNotFound, UsageError
 from daemon.engine import admin
-from daemon.engine.cooldown import Cooldowns
-from daemon.engine.depth_estimate import DepthEstimator
-from daemon.engine.queues import MAX_PAYLOAD_BYTES, settings_from_defaults
+from daemon.engine.queues import MAX_PAYLOAD_BYTES
 from daemon.http.sqs import attributes as qattr
 from daemon.http.sqs import fifo as fifo_rules
 from daemon.http.sqs import params
@@ -29,8 +27,8 @@ class QueueActions(ActionGroup):
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
-        self.cooldowns = Cooldowns(self.cq.db, self.cq.settings.cassandra.keyspace, "sqs")
-        self.depth = DepthEstimator(self.cq.db, self.cq.table)
+        self.cooldowns = self.cq.stores.cooldowns("sqs")
+        self.depth = self.cq.stores.depth_estimator()
 
     async def create_queue(self, call: Call) -> dict[str, Any]:
         name = call.params.get("QueueName")
@@ -51,21 +49,21 @@ class QueueActions(ActionGroup):
         options = {"max_attempts": qattr.NO_REDRIVE_ATTEMPTS, "timeout": qattr.DEFAULT_VISIBILITY, "retention": qattr.DEFAULT_RETENTION,
                    "max_payload_bytes": MAX_PAYLOAD_BYTES} | qattr.casque_options(attrs) | ({"fifo": True} if fifo else {})
         try:
-            created = await self.cq.queues.create(settings_from_defaults(name, self.cq.settings.queue_defaults, **options), if_missing=True)
+            created = await self.cq.create_queues([name], concurrency=1, **options)
         except UsageError as exc:
             raise invalid(str(exc)) from None
         if not created:
             await self._same_attributes(name, attrs)
         else:
             extra, _ = qattr.internal(attrs)
-            await self.cq.attributes.set(name, qattr.stored(attrs) | extra, set(), self.cq.clock.now_ms())
-            await self.cq.attributes.tag(name, tags, set())
+            await self.cq.extras.set(name, qattr.stored(attrs) | extra, set(), self.cq.clock.now_ms())
+            await self.cq.extras.tag(name, tags, set())
         return {"QueueUrl": self.url(call, name)}
 
     async def _same_attributes(self, name: str, attrs: dict[str, str]) -> None:
         """CreateQueue of an existing queue succeeds only if the given attributes match."""
-        qs = await self.cq.queues.get(name, fresh=True)
-        current = qattr.describe(qs, await self.cq.attributes.get(name, fresh=True), self.arn(name))
+        qs = await self.cq.queue_settings(name, fresh=True)
+        current = qattr.describe(qs, await self.cq.extras.get(name, fresh=True), self.arn(name))
         for key, value in attrs.items():
             if current.get(key, qattr.DEFAULTS.get(key, "")) != value:
                 raise SqsError("QueueNameExists", f"A queue already exists with the same name and a different value for attribute {key}")
@@ -76,7 +74,7 @@ class QueueActions(ActionGroup):
             raise missing("QueueName")
         if not params.QUEUE_NAME.match(str(name)):
             raise SqsError("QueueDoesNotExist", "The specified queue does not exist.")
-        await self.cq.queues.get(name)
+        await self.cq.queue_settings(name)
         return {"QueueUrl": self.url(call, name)}
 
     async def list_queues(self, call: Call) -> dict[str, Any]:
@@ -88,10 +86,10 @@ class QueueActions(ActionGroup):
         limit = params.integer(call.params, "MaxResults", LIST_PAGE, 1, LIST_PAGE)
         after = params.decode_token(call.params.get("NextToken"))
         if prefix:
-            names, more = await self.cq.queues.names.matching(prefix, after, limit)
+            names, more = await self.cq.admin.names_matching(prefix, after, limit)
         else:
-            names = await self.cq.attributes.names_page(after, limit)
-            more = len(names) == limit and bool(await self.cq.attributes.names_page(names[-1], 1))
+            names = await self.cq.extras.names_page(after, limit)
+            more = len(names) == limit and bool(await self.cq.extras.names_page(names[-1], 1))
         out: dict[str, Any] = {"QueueUrls": [self.url(call, n) for n in names]} if names else {}
         if more and limit_given:
             out["NextToken"] = params.encode_token(names[-1])
@@ -99,15 +97,15 @@ class QueueActions(ActionGroup):
 
     async def delete_queue(self, call: Call) -> dict[str, Any]:
         name = self.queue_of(call)
-        await self.cq.queues.get(name, fresh=True)
+        await self.cq.queue_settings(name, fresh=True)
         await self.cooldowns.start(f"sqs.deleted:{name}", COOLDOWN_S)  # first: no CreateQueue can slip in after the delete
         await admin.delete_queue(self.cq, name)
-        self.cq.attributes.forget(name)
+        self.cq.extras.forget(name)
         return {}
 
     async def purge_queue(self, call: Call) -> dict[str, Any]:
         name = self.queue_of(call)
-        await self.cq.queues.get(name, fresh=True)
+        await self.cq.queue_settings(name, fresh=True)
         started = self.cq.clock.now_ms()
         if not await self.cooldowns.claim(f"sqs.purge:{name}", COOLDOWN_S):
             raise SqsError("PurgeQueueInProgress", f"Only one PurgeQueue operation on {name} is allowed every 60 seconds.")
@@ -123,8 +121,8 @@ class QueueActions(ActionGroup):
         for w in wanted:
             if w not in known:
                 raise SqsError("InvalidAttributeName", f"Unknown Attribute {w}.")
-        qs = await self.cq.queues.get(name, fresh=True)
-        everything = qattr.describe(qs, await self.cq.attributes.get(name), self.arn(name))
+        qs = await self.cq.queue_settings(name, fresh=True)
+        everything = qattr.describe(qs, await self.cq.extras.get(name), self.arn(name))
         every = "All" in wanted
         if every or set(wanted) & qattr.COUNTS:  # a bounded read, whatever the queue holds (engine/depth_estimate.py)
             est = await self.depth.estimate(qs, self.cq.clock.now_ms())
@@ -135,7 +133,7 @@ class QueueActions(ActionGroup):
 
     async def set_queue_attributes(self, call: Call) -> dict[str, Any]:
         name = self.queue_of(call)
-        qs = await self.cq.queues.get(name, fresh=True)
+        qs = await self.cq.queue_settings(name, fresh=True)
         raw = call.params.get("Attributes") or {}
         attrs = qattr.check(raw, creating=False, fifo=qs.fifo)
         if qs.fifo:  # the rule holds for the values the queue will have, whichever call set each
@@ -146,12 +144,13 @@ class QueueActions(ActionGroup):
         keep = {k: v for k, v in qattr.stored(attrs).items() if v != ""} | extra
         # A redrive target is written before the limit that sends messages to it, and a limit is
         # lifted before its target goes: a receive in between never poisons a message instead.
+        cleared = {k for k, v in attrs.items() if v == ""} | dropped
         if extra:
-            await self.cq.attributes.set(name, keep, {k for k, v in attrs.items() if v == ""} | dropped, self.cq.clock.now_ms())
+            await self.cq.extras.set(name, keep, cleared, self.cq.clock.now_ms())
         if options:
-            await self.cq.queues.update(name, **options)
+            await self.cq.admin.update(name, **options)
         if not extra:
-            await self.cq.attributes.set(name, keep, {k for k, v in attrs.items() if v == ""} | dropped, self.cq.clock.now_ms())
+            await self.cq.extras.set(name, keep, cleared, self.cq.clock.now_ms())
         return {}
 
     async def _check_redrive_target(self, attrs: dict[str, str], fifo: bool, raw: Any) -> None:
@@ -161,7 +160,7 @@ class QueueActions(ActionGroup):
             return
         target = qattr.queue_of_arn(json.loads(attrs["RedrivePolicy"])["deadLetterTargetArn"])
         try:
-            target_qs = await self.cq.queues.get(str(target))
+            target_qs = await self.cq.queue_settings(str(target))
         except QueueNotFound:
             raise SqsError("InvalidAttributeValue",
                            "Value for parameter RedrivePolicy is invalid. Reason: Dead-letter target does not exist.") from None
@@ -174,11 +173,11 @@ class QueueActions(ActionGroup):
         """One read of the dead-letter index's partition (engine/dead_letter_sources.py), paged like
         ListQueues: MaxResults 1-1000 with a NextToken; without it, at most 1,000 and no token."""
         name = self.queue_of(call)
-        await self.cq.queues.get(name)
+        await self.cq.queue_settings(name)
         limit_given = call.params.get("MaxResults") is not None
         limit = params.integer(call.params, "MaxResults", LIST_PAGE, 1, LIST_PAGE)
         after = params.decode_token(call.params.get("NextToken"))
-        sources, more = await self.cq.attributes.sources.page(name, after, limit)
+        sources, more = await self.cq.extras.dead_letter_sources(name, after, limit)
         out: dict[str, Any] = {"queueUrls": [self.url(call, q) for q in sources]}
         if more and limit_given:
             out["NextToken"] = params.encode_token(sources[-1])
@@ -186,25 +185,25 @@ class QueueActions(ActionGroup):
 
     async def tag_queue(self, call: Call) -> dict[str, Any]:
         name = self.queue_of(call)
-        await self.cq.queues.get(name)
+        await self.cq.queue_settings(name)
         if not call.params.get("Tags"):
             raise missing("Tags")
         tags = params.tags(call.params.get("Tags"), name)
-        current = (await self.cq.attributes.get(name, fresh=True)).tags
+        current = (await self.cq.extras.get(name, fresh=True)).tags
         if len(current | tags) > params.MAX_TAGS:
             raise invalid(f"Too many tags added for queue {name}.")
-        await self.cq.attributes.tag(name, tags, set())
+        await self.cq.extras.tag(name, tags, set())
         return {}
 
     async def untag_queue(self, call: Call) -> dict[str, Any]:
         name = self.queue_of(call)
-        await self.cq.queues.get(name)
+        await self.cq.queue_settings(name)
         keys = params.tag_keys(call.params.get("TagKeys") or [])
-        await self.cq.attributes.tag(name, {}, set(keys))
+        await self.cq.extras.tag(name, {}, set(keys))
         return {}
 
     async def list_queue_tags(self, call: Call) -> dict[str, Any]:
         name = self.queue_of(call)
-        await self.cq.queues.get(name)
-        tags = (await self.cq.attributes.get(name, fresh=True)).tags
+        await self.cq.queue_settings(name)
+        tags = (await self.cq.extras.get(name, fresh=True)).tags
         return {"Tags": tags} if tags else {}
