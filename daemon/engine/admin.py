@@ -97,7 +97,7 @@ async def replay(cq: Casque, queue: str, ids: list[uuid.UUID] | None = None, tas
     again while the replay runs waits for the next replay instead of looping this one."""
     new_ids: list[str] = []
     left: list[str] = []
-    async for r in _poisoned(cq, queue, ids, task, cq.clock.now_ms() + int(cq.settings.worker.clock_tolerance * 1000)):
+    async for r in _poisoned(cq, queue, ids, task, cq.clock.now_ms() + cq.settings.worker.clock_tolerance_ms):
         try:
             job = _job(r)
         except ValueError as exc:

@@ -56,7 +56,7 @@ class Casque:
         self.lookup = Lookup(db, self.queues, self.table, self.keys)
         self.fifo = FifoSender(db, self.table, ks, clock)
         self.producer = Producer(db, self.queues, self.table, self.keys, self.lookup, clock,
-                                 tolerance_ms=int(settings.worker.clock_tolerance * 1000), fifo=self.fifo)
+                                 tolerance_ms=settings.worker.clock_tolerance_ms, fifo=self.fifo)
         self.secrets = SecretStore(db, ks, clock)
         self.attributes = QueueAttributes(db, ks, cache_limit=settings.cache.queues)
         self.activity = ActivityMarks(db, ks, self.queues, clock, limit=settings.cache.activity)
@@ -95,7 +95,7 @@ class Casque:
         rows = await self.db.run("SELECT toUnixTimestamp(now()) AS t FROM system.local")
         after = self.clock.now_ms()
         offset = before + (after - before) // 2 - int(rows[0].t) if rows else 0
-        limit = self.settings.worker.clock_tolerance * 500
+        limit = self.settings.worker.clock_tolerance_ms / 2
         if abs(offset) > limit:
             get_logger("casque.client").warning("clock_skew_exceeds_tolerance", offset_ms=offset, limit_ms=int(limit),
                                                 fix="synchronise this host's clock (NTP) or raise worker.clock_tolerance")
@@ -273,8 +273,8 @@ class Casque:
         """A consumer of one queue; share it between the coroutines of one process."""
         w = self.settings.worker
         return Consumer(self.db, self.table, self.queues, self.dead_letters, self.keys, self.clock, queue,  # type: ignore[arg-type]
-                        tolerance_ms=int(w.clock_tolerance * 1000), rescan_ms=int(w.rescan_interval * 1000),
-                        lookahead_ms=int(max(1.0, 2 * w.max_poll_interval) * 1000))
+                        tolerance_ms=w.clock_tolerance_ms, rescan_ms=w.rescan_interval_ms,
+                        lookahead_ms=max(1000, 2 * w.max_poll_interval_ms))
 
     def _received(self, queue: str) -> None:
         """A receive on ``queue``: it is active (idle expiry), and this process pulls from it, which

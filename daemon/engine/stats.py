@@ -109,7 +109,7 @@ async def live_rows(cq: Casque, qs: QueueSettings, bucket: int, shard: int, know
         cursors = dict(static[0].cursors or {}) if static else {}
     out: list[Any] = []
     seen = dict(cursors)
-    safe = cq.clock.now_ms() - int(cq.settings.worker.clock_tolerance * 1000)
+    safe = cq.clock.now_ms() - cq.settings.worker.clock_tolerance_ms
     for rank in qs.ranks():
         rows = await cq.db.run_all(cq.table.count_from, [qs.name, bucket, shard, rank, cursors.get(rank, 0)])
         for r, value in (rows[0].cursors or {}).items() if rows else ():

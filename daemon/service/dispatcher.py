@@ -53,11 +53,11 @@ class Dispatcher:
         #: Middleware around each handler call, retry and poison (hooks.py); the worker's chain
         #: starts with its own metrics and history observers, then the registry's middleware.
         self.hooks = hooks or Hooks(registry.middleware)
-        self.visibility = Visibility(cq.acker, cq.clock, int(settings.clock_tolerance * 1000))
+        self.visibility = Visibility(cq.acker, cq.clock, settings.clock_tolerance_ms)
         self.consumers = {q: cq.consumer(q) for q in queues}
         for consumer in self.consumers.values():
             consumer.hold_ms = self.visibility.hold_ms  # the column falls due hold after the deadline
-            consumer.ahead_ms = int(settings.take_ahead * 1000)
+            consumer.ahead_ms = settings.take_ahead_ms
         self.stopping = asyncio.Event()
         self.outcomes = Outcomes(cq, self.hooks, self.visibility, queues)
         self.acks = AckBuffer(cq, written=self.outcomes.finished)
@@ -125,13 +125,13 @@ class Dispatcher:
             peers.cancel()
             await asyncio.gather(*[t for t in (holds, peers) if t is not None], return_exceptions=True)
 
-    async def drain(self, timeout: float) -> bool:
-        """Let in-flight handlers finish (up to ``timeout`` seconds), flush acks. True if all finished."""
+    async def drain(self, timeout_ms: int) -> bool:
+        """Let in-flight handlers finish (up to ``timeout_ms``), flush acks. True if all finished."""
         self.stopping.set()
         self.room.open()
         pending = set(self.tasks)
         if pending:
-            _, pending = await asyncio.wait(pending, timeout=timeout)
+            _, pending = await asyncio.wait(pending, timeout=timeout_ms / 1000)
         for task in pending:
             task.cancel()
         if pending:

@@ -47,7 +47,7 @@ class HandlerRunner:
         self.hooks = hooks
         self.outcomes = outcomes
         self.acks = acks
-        self.ahead_ms = int(settings.take_ahead * 1000)
+        self.ahead_ms = settings.take_ahead_ms
         self._limits: dict[str, asyncio.Semaphore] = {}
         self._pool = ThreadPoolExecutor(max_workers=settings.sync_threads, thread_name_prefix="casque-sync")
         self._threads = asyncio.Semaphore(settings.sync_threads)  # a sync handler starts only with a free thread

@@ -26,11 +26,10 @@ class IdleWatch:
         self.cq = cq
         self.consumers = consumers
         self.stopping = stopping
+        self.settings = settings  # read at each poll: a reload (SIGHUP) changes the poll intervals
         self.slots = settings.consumers
-        self.poll_ms = int(settings.poll_interval * 1000)
-        self.max_poll_ms = int(settings.max_poll_interval * 1000)
         #: Wake-ups seen within this window mean the producers announce their sends (two safety polls).
-        self.flowing_ms = 2 * self.max_poll_ms
+        self.flowing_ms = 2 * settings.max_poll_interval_ms
         self.scouts: dict[str, int] = {}  # per queue: the slot of the consumer that keeps watch
         self.idle: dict[tuple[str, int], bool] = {}  # per (queue, slot): its last fetch found nothing
         self.delay_ms: dict[str, int] = {}  # per queue: the scout's poll delay, poll_interval..max_poll_interval
@@ -70,20 +69,21 @@ class IdleWatch:
         ``poll_interval``, and nothing found doubles it up to ``max_poll_interval``. (Measured at
         94 msg/s: polling after every take made the scout peek 16 rows 15 times a second, half of
         the node's reads.)"""
-        delay = self.delay_ms.get(queue, self.poll_ms)
+        poll_ms, max_poll_ms = self.settings.poll_interval_ms, self.settings.max_poll_interval_ms
+        delay = self.delay_ms.get(queue, poll_ms)
         if flowing:
-            delay = self.max_poll_ms
+            delay = max_poll_ms
         elif found:
-            delay = self.poll_ms
+            delay = poll_ms
         else:
-            delay = min(delay * 2, self.max_poll_ms)
+            delay = min(delay * 2, max_poll_ms)
         self.delay_ms[queue] = delay
         self._poll_at_ms[queue] = _loop_ms() + delay
 
     def until_poll_ms(self, queue: str, consumer: Consumer) -> float:
         """How long the scout may sleep: until its next poll, or a message known to be coming."""
         until = self._poll_at_ms.get(queue, 0.0) - _loop_ms()  # inf while another consumer polls
-        delay = min(self.max_poll_ms, max(0.0, until))
+        delay = min(self.settings.max_poll_interval_ms, max(0.0, until))
         upcoming = consumer.next_due()  # back off while idle, but wake exactly when it falls due
         if upcoming is None:
             return delay

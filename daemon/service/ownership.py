@@ -51,7 +51,7 @@ class Ownership:
         self.stopping = stopping
         self.me = me or daemon_id()
         self.heartbeats = Heartbeats(cq.db, cq.settings.cassandra.keyspace)
-        self.tolerance_ms = int(cq.settings.worker.clock_tolerance * 1000)
+        self.tolerance_ms = cq.settings.worker.clock_tolerance_ms
         self._peers: list[tuple[str, list[str]]] = []
         self._peers_at = 0.0
         self._warm_tick: float | None = None
