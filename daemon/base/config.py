@@ -81,7 +81,8 @@ class WorkerSettings:
     #: Durations are ms ints (the engine's unit); the file's keys are the names without ``_ms``,
     #: holding any duration ("20ms", "1s", 5) converted once as the file is read.
     poll_interval_ms: int = 20
-    max_poll_interval_ms: int = 1000  # the safety poll: sends wake the daemon (wake hints), this finds what no hint announced
+    #: The safety poll: sends wake the daemon (wake hints), this finds what no hint announced.
+    max_poll_interval_ms: int = 1000
     in_flight: int = 500
     sync_threads: int = 8
     drain_timeout_ms: int = 30_000

@@ -63,7 +63,8 @@ class HandlerRunner:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug here must not kill the daemon: the message comes back after its timeout
-            log.exception("dispatch_error", queue=m.queue, task=m.task, id=str(m.id), error=f"{type(exc).__name__}: {exc}")
+            log.exception("dispatch_error", queue=m.queue, task=m.task, id=str(m.id),
+                          error=f"{type(exc).__name__}: {exc}")
         finally:
             self.hooks.forget(m)
 
@@ -161,8 +162,8 @@ class HandlerRunner:
         except Retry as r:
             await self.outcomes.retry_or_poison(consumer, spec, m, mlog, r.after, r, started)
         except Poison as p:
-            await self.outcomes.poison(consumer, m, mlog, str(p) or "handler raised Poison", "Poison", traceback.format_exc(),
-                                       time.monotonic() - started, handled=p)
+            await self.outcomes.poison(consumer, m, mlog, str(p) or "handler raised Poison", "Poison",
+                                       traceback.format_exc(), time.monotonic() - started, handled=p)
         except asyncio.CancelledError:
             mlog.warning("message_cancelled", reason="shutdown", comes_back_at_ms=m.invisible_until)
             raise
