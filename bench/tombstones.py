@@ -110,7 +110,7 @@ def _probe_casque(cq: Casque, qs: Any, queue: str, control: str) -> dict[str, An
     assert session is not None
     now = cq.clock.now_ms()
     bucket = (now // qs.bucket_ms) % qs.buckets
-    tol = int(cq.settings.worker.clock_tolerance * 1000)
+    tol = cq.settings.worker.clock_tolerance_ms
     peeks: list[ReadCost] = []
     locks: list[ReadCost] = []
     starts: list[ReadCost] = []

@@ -136,6 +136,6 @@ async def test_a_late_retry_writes_no_second_copy_next_to_another_consumers_take
     clock.advance(m.copy_due_ms - clock.now_ms())  # its column falls due (as a clock ahead by the tolerance sees sooner)
     [taken] = await drain(cq.consumer(queue_name))  # another consumer takes it
     spec = TaskSpec("t", Handler, queue_name, None, None, Backoff(), None)
-    await dispatcher._retry_or_poison(dispatcher.consumers[queue_name], spec, m, dispatcher_log(), 0.0, RuntimeError("late"), time.monotonic())
+    await dispatcher.outcomes.retry_or_poison(dispatcher.consumers[queue_name], spec, m, dispatcher_log(), 0.0, RuntimeError("late"), time.monotonic())
     copies = [x for x in await cq.peek(queue_name, 10) if str(x.id) == mid]
     assert [(x.state, x.due_ms) for x in copies] == [(1, taken.copy_due_ms)]  # only the other consumer's timeout column

@@ -120,7 +120,7 @@ async def test_retry_brings_the_message_back_after_the_delay(manual: Pair, queue
     await cq.send(queue_name, "t", "x")
     c = cq.consumer(queue_name)
     [m] = await drain(c)
-    await cq.acker.retry(m, 30, "ValueError: boom")
+    await cq.acker.retry(m, 30_000, "ValueError: boom")
     clock.advance(29_000)
     assert await drain(c) == []
     clock.advance(11_000)

@@ -90,7 +90,7 @@ async def test_hooks_see_every_call_retry_and_poison_once(cq: Casque, queue_name
     while sum(1 for c in sync_rec.calls if c[0] == "on_poison") < 3 or not any(c[1] == "h.ok" and c[0] == "after" for c in sync_rec.calls):
         assert time.monotonic() < deadline, sync_rec.calls
         await asyncio.sleep(0.05)
-    await dispatcher.drain(5)
+    await dispatcher.drain(5000)
     await runner
     for rec in (sync_rec, async_rec):
         by_task = {t: [(c[0], c[2]) for c in rec.calls if c[1] == t] for t in ("h.ok", "h.fail", "h.poison", "h.unknown")}

@@ -158,7 +158,7 @@ async def test_a_key_left_behind_moves_on_when_the_redelivery_is_acked_first(man
     await left_behind(cq, queue_name, "tick", origin)  # the daemon died between the take and the key move
     clock.advance(6_000)
     [again] = await drain(consumer)  # occurrence 1 comes back before occurrence 2 is due
-    assert again.id == first.id and await dispatcher._still_wanted(again, dispatcher_log()) is True
+    assert again.id == first.id and await dispatcher.runner.still_wanted(again, dispatcher_log()) is True
     await cq.acker.ack([again])  # must not release the schedule's key
     entry = await cq.get_key(queue_name, "tick")
     assert entry is not None and entry.trigger["n"] == 2
@@ -167,7 +167,7 @@ async def test_a_key_left_behind_moves_on_when_the_redelivery_is_acked_first(man
         clock.advance(10_000)
         got = await drain(consumer)
         for m in got:
-            assert await dispatcher._still_wanted(m, dispatcher_log()) is True
+            assert await dispatcher.runner.still_wanted(m, dispatcher_log()) is True
         ran += [m.trigger["n"] for m in got]
         await cq.acker.ack(got)
     assert ran == [1, 2, 3, 4]
@@ -255,12 +255,12 @@ async def test_misfire_skip_runs_a_late_retry_of_an_occurrence(manual: Pair, que
     dispatcher = Dispatcher(cq, Registry(), cq.settings.worker, [queue_name])
     clock.advance(3_600_000)
     [on_time] = await drain(consumer)
-    assert await dispatcher._still_wanted(on_time, dispatcher_log()) is True
-    await cq.acker.retry(on_time, 30, "RuntimeError: first attempt failed")  # retried 30 s later: past the 5 s grace
+    assert await dispatcher.runner.still_wanted(on_time, dispatcher_log()) is True
+    await cq.acker.retry(on_time, 30_000, "RuntimeError: first attempt failed")  # retried 30 s later: past the 5 s grace
     clock.advance(31_000)
     [retry] = await drain(consumer)
     assert retry.id == on_time.id and retry.attempt == 2
-    assert await dispatcher._still_wanted(retry, dispatcher_log()) is True
+    assert await dispatcher.runner.still_wanted(retry, dispatcher_log()) is True
 
 
 async def test_misfire_skip_runs_a_redelivery_after_a_timeout(manual: Pair, queue_name: str) -> None:
@@ -279,7 +279,7 @@ async def test_misfire_skip_runs_a_redelivery_after_a_timeout(manual: Pair, queu
     clock.advance(60_000)
     [again] = await drain(consumer)
     assert again.id == on_time.id and again.attempt == 2
-    assert await dispatcher._still_wanted(again, dispatcher_log()) is True
+    assert await dispatcher.runner.still_wanted(again, dispatcher_log()) is True
 
 
 async def test_daemon_runs_a_late_retry_of_a_skip_schedule(cq: Casque, queue_name: str, tmp_path: Path) -> None:

@@ -110,9 +110,9 @@ async def test_an_occurrence_taken_before_a_cancel_is_not_run(manual: Pair, queu
     clock.advance(10_000)
     [second] = await drain(consumer)  # taken by a consumer, not yet handed to its handler...
     dispatcher = Dispatcher(cq, Registry(), cq.settings.worker, [queue_name])
-    assert await dispatcher._still_wanted(second, dispatcher_log()) is True
+    assert await dispatcher.runner.still_wanted(second, dispatcher_log()) is True
     await cq.cancel(queue_name, key="job")  # ...when the schedule is cancelled
-    assert await dispatcher._still_wanted(second, dispatcher_log()) is False
+    assert await dispatcher.runner.still_wanted(second, dispatcher_log()) is False
 
 
 def dispatcher_log():  # noqa: ANN201 - a structlog logger
@@ -147,7 +147,7 @@ async def test_misfire_skip_does_not_run_a_late_occurrence(manual: Pair, queue_n
     clock.advance(10_000 + 30_000)
     [late] = await drain(cq.consumer(queue_name))
     dispatcher = Dispatcher(cq, Registry(), cq.settings.worker, [queue_name])
-    assert await dispatcher._still_wanted(late, dispatcher_log()) is False
+    assert await dispatcher.runner.still_wanted(late, dispatcher_log()) is False
     [nxt] = [m for m in await cq.peek(queue_name) if m.state == 0]  # besides the late one's timeout column
     assert nxt.due_ms > clock.now_ms() and nxt.trigger["n"] == 5
 

@@ -78,19 +78,22 @@ class WorkerSettings:
     handler_modules: list[str] = field(default_factory=lambda: ["handlers.examples", "handlers.builtin"])
     consumers: int = 16
     batch_size: int = 400
-    poll_interval: float = 0.02
-    max_poll_interval: float = 1.0  # the safety poll: sends wake the daemon (wake hints), this finds what no hint announced
+    #: Durations are ms ints (the engine's unit); the file's keys are the names without ``_ms``,
+    #: holding any duration ("20ms", "1s", 5) converted once as the file is read.
+    poll_interval_ms: int = 20
+    #: The safety poll: sends wake the daemon (wake hints), this finds what no hint announced.
+    max_poll_interval_ms: int = 1000
     in_flight: int = 500
     sync_threads: int = 8
-    drain_timeout: float = 30.0
-    clock_tolerance: float = 5.0
-    rescan_interval: float = 10.0
-    expiry_interval: float = 60.0  # how often the one lease holder deletes queues idle past their expire_after
+    drain_timeout_ms: int = 30_000
+    clock_tolerance_ms: int = 5000
+    rescan_interval_ms: int = 10_000
+    expiry_interval_ms: int = 60_000  # how often the one lease holder deletes queues idle past their expire_after
     #: Keep the lock of the rows this daemon owns between takes (engine/holds.py): a take is then
     #: one read and one batch instead of six round trips.
     hold_rows: bool = True
     #: Take a message up to this long before it is due and start its handler at the due time.
-    take_ahead: float = 0.05
+    take_ahead_ms: int = 50
 
 
 @dataclass
@@ -241,15 +244,27 @@ def _build(cls: type, data: Any, prefix: str, source: str) -> Any:
     if not isinstance(data, dict):
         raise ConfigError(f"[{prefix.rstrip('.')}] in {source} must be a table")
     hints = typing.get_type_hints(cls)
-    known = {f.name for f in dataclasses.fields(cls) if f.name != "source"}
-    unknown = sorted(set(data) - known)
+    fields = _fields_by_key(cls)
+    unknown = sorted(set(data) - set(fields))
     if unknown:
         key = prefix + unknown[0]
-        raise ConfigError(f"unknown key '{key}' in {source}: known keys here are {', '.join(sorted(known))}")
+        raise ConfigError(f"unknown key '{key}' in {source}: known keys here are {', '.join(sorted(fields))}")
     kwargs = {}
-    for name in known & set(data):
-        kwargs[name] = _coerce(hints[name], data[name], prefix + name, source)
+    for name in set(fields) & set(data):
+        kwargs[fields[name]] = _coerce(hints[fields[name]], data[name], prefix + name, source)
     return cls(**kwargs)
+
+
+def _fields_by_key(cls: type) -> dict[str, str]:
+    """The file's key of each field: a duration kept in ms (``clock_tolerance_ms``) is written
+    without the suffix (``clock_tolerance = "5s"``), so the file format stays what it was."""
+    out = {}
+    for f in dataclasses.fields(cls):
+        if f.name == "source":
+            continue
+        base = f.name.removesuffix("_ms")
+        out[base if base in _DURATION_FIELDS else f.name] = f.name
+    return out
 
 
 def _coerce(hint: Any, value: Any, key: str, source: str) -> Any:
@@ -258,9 +273,10 @@ def _coerce(hint: Any, value: Any, key: str, source: str) -> Any:
     name = key.rsplit(".", 1)[-1]
     if name in _DURATION_FIELDS:
         try:
-            return parse_duration(value, key)
+            seconds = parse_duration(value, key)
         except Exception:
             raise ConfigError(f"{key} in {source} must be a duration such as 5, '250ms', '30s' or '2m', got {value!r}") from None
+        return round(seconds * 1000) if hint is int else seconds  # an int field holds ms
     origin = typing.get_origin(hint)
     if origin is list:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -308,15 +324,15 @@ def _apply_env(settings: Settings, env: dict[str, str]) -> None:
 def _set_path(settings: Settings, path: list[str], value: Any, source: str) -> None:
     target: Any = settings
     for i, part in enumerate(path):
-        names = {f.name for f in dataclasses.fields(target)} - {"source"}
+        names = _fields_by_key(type(target))
         key = ".".join(path[: i + 1])
         if part not in names:
             raise ConfigError(f"unknown key '{key}' in {source}: known keys here are {', '.join(sorted(names))}")
         if i == len(path) - 1:
-            hint = typing.get_type_hints(type(target))[part]
-            setattr(target, part, _coerce(hint, value, key, source))
+            hint = typing.get_type_hints(type(target))[names[part]]
+            setattr(target, names[part], _coerce(hint, value, key, source))
         else:
-            target = getattr(target, part)
+            target = getattr(target, names[part])
 
 
 def _env_value(raw: str) -> Any:

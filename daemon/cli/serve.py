@@ -78,7 +78,7 @@ async def _serve(settings: Any) -> int:
     notifier = Notifier()
     cq = await Casque.connect(settings)
     pinger = asyncio.create_task(_watchdog(notifier)) if notifier.watchdog_interval else None
-    expiry_sweeper = ExpirySweeper(cq.stores, daemon_id(), settings.worker.expiry_interval)
+    expiry_sweeper = ExpirySweeper(cq.stores, daemon_id(), settings.worker.expiry_interval_ms)
     expiry = asyncio.create_task(expiry_sweeper.run())  # lease: one per cluster
     mover = asyncio.create_task(MoveRunner(cq, daemon_id()).run())  # SQS move tasks: a lease per task
     # Messages written behind a cursor of the queues this server pulls from (engine/sweep.py), as a daemon does for its queues.

@@ -60,17 +60,17 @@ class Acker:
         else:
             await self.keys.release(m.queue, m.key or "", m.id)
 
-    async def retry(self, m: Message, delay_s: float, error: str) -> None:
-        """Put the message back as WAITING, due after ``delay_s``, in the same batch that removes its
+    async def retry(self, m: Message, delay_ms: int, error: str) -> None:
+        """Put the message back as WAITING, due after ``delay_ms``, in the same batch that removes its
         timeout column. The attempt count stays: the next take counts the next attempt."""
         qs = await self.queues.get(m.queue)
         now = self.clock.now_ms()
         old_due = _copy_due(m)
         m.last_error = error[:500]
         if m.visible_at is not None:  # FIFO: stays at its place in the group, in flight (the group waits) until the retry
-            m.visible_at = now + int(delay_s * 1000)
+            m.visible_at = now + delay_ms
         else:
-            m.due_ms = now + int(delay_s * 1000)
+            m.due_ms = now + delay_ms
             m.state = STATE_WAITING
         batch = self._move(m, old_due, now, qs.retention_s)
         ts = after(m.write_ts, now_us=self.db.next_timestamp())
@@ -85,15 +85,15 @@ class Acker:
         await self.poison_store.add(m, reason, error_type, error or reason, tb, self.clock.now_ms(), qs.retention_s)
         await self.ack([m])
 
-    async def extend(self, m: Message, seconds: float) -> None:
-        """Move the timeout column to now + ``seconds`` (for long work), in one batch."""
+    async def extend_ms(self, m: Message, run_ms: int) -> None:
+        """Move the timeout column to now + ``run_ms`` (for long work), in one batch."""
         qs = await self.queues.get(m.queue)
         now = self.clock.now_ms()
         old_due, old_visible = _copy_due(m), m.visible_at
         if m.visible_at is not None:  # FIFO: in place
-            m.visible_at = now + int(seconds * 1000)
+            m.visible_at = now + run_ms
         else:
-            m.due_ms = m.copy_due_ms = now + int(seconds * 1000)
+            m.due_ms = m.copy_due_ms = now + run_ms
         batch = self._move(m, old_due, now, qs.retention_s)
         ts = after(m.write_ts, now_us=self.db.next_timestamp())
         try:

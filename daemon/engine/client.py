@@ -265,8 +265,8 @@ class Casque:
         """A consumer of one queue; share it between the coroutines of one process."""
         w, st = self.settings.worker, self.stores
         return Consumer(self.db, st.table, st.queues, st.dead_letters, st.keys, self.clock,  # type: ignore[arg-type]
-                        queue, tolerance_ms=int(w.clock_tolerance * 1000), rescan_ms=int(w.rescan_interval * 1000),
-                        lookahead_ms=int(max(1.0, 2 * w.max_poll_interval) * 1000))
+                        queue, tolerance_ms=w.clock_tolerance_ms, rescan_ms=w.rescan_interval_ms,
+                        lookahead_ms=max(1000, 2 * w.max_poll_interval_ms))
 
     def served(self, queue: str) -> None:
         """A daemon polls ``queue``: it is in use, like a receive (idle expiry, engine/activity.py)."""

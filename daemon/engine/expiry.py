@@ -29,11 +29,11 @@ LEASE = "queue_expiry"
 
 
 class ExpirySweeper:
-    def __init__(self, st: Stores, holder: str, interval_s: float = 60.0, lease: str = LEASE) -> None:
+    def __init__(self, st: Stores, holder: str, interval_ms: int = 60_000, lease: str = LEASE) -> None:
         self.st = st
-        self.interval_s = interval_s
+        self.interval_ms = interval_ms
         ks = st.settings.cassandra.keyspace
-        self.lease = st.lease(lease, holder, ttl_s=3 * interval_s)
+        self.lease = st.lease(lease, holder, ttl_s=3 * interval_ms / 1000)
         self._all = f"SELECT name, expire_after_s, active_at FROM {ks}.queue_expiry"
         self._one = st.db.prepare(f"SELECT expire_after_s, active_at FROM {ks}.queue_expiry WHERE name = ?")
         self._forget = st.db.prepare(f"DELETE FROM {ks}.queue_expiry WHERE name = ?")
@@ -44,7 +44,7 @@ class ExpirySweeper:
         try:
             while True:
                 await self.tick()
-                await asyncio.sleep(self.interval_s)
+                await asyncio.sleep(self.interval_ms / 1000)
         finally:
             await asyncio.shield(self.lease.release())
 

@@ -357,7 +357,7 @@ async def open_listener(directory: HintDirectory, secrets: SecretStore, clock: C
     listener = HintListener(directory, clock, queues)
     key = await secrets.get_or_create(HINT_KEY)
     try:
-        await listener.start(key, bind, advertise, int(settings.worker.clock_tolerance * 1000), notify)
+        await listener.start(key, bind, advertise, settings.worker.clock_tolerance_ms, notify)
     except OSError as exc:
         raise UsageError(f"cannot listen for hints on {format_address(*bind)} ({exc.strerror}): set hints.address to a free "
                          "host[:port] of this host, or hints.listen = false") from None

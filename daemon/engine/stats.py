@@ -111,7 +111,7 @@ async def live_rows(stores: Stores, qs: QueueSettings, bucket: int, shard: int,
         cursors = dict(static[0].cursors or {}) if static else {}
     out: list[Any] = []
     seen = dict(cursors)
-    safe = stores.clock.now_ms() - int(stores.settings.worker.clock_tolerance * 1000)
+    safe = stores.clock.now_ms() - stores.settings.worker.clock_tolerance_ms
     for rank in qs.ranks():
         rows = await stores.db.run_all(stores.table.count_from, [qs.name, bucket, shard, rank, cursors.get(rank, 0)])
         for r, value in (rows[0].cursors or {}).items() if rows else ():

@@ -81,7 +81,7 @@ class Stores:
         rows = await self.db.run("SELECT toUnixTimestamp(now()) AS t FROM system.local")
         after = self.clock.now_ms()
         offset = before + (after - before) // 2 - int(rows[0].t) if rows else 0
-        limit = self.settings.worker.clock_tolerance * 500
+        limit = self.settings.worker.clock_tolerance_ms / 2
         if abs(offset) > limit:
             get_logger("casque.client").warning(
                 "clock_skew_exceeds_tolerance", offset_ms=offset, limit_ms=int(limit),
@@ -91,7 +91,7 @@ class Stores:
     @property
     def tolerance_ms(self) -> int:
         """The clock tolerance the cursors rely on (docs/design.md), in ms."""
-        return int(self.settings.worker.clock_tolerance * 1000)
+        return self.settings.worker.clock_tolerance_ms
 
     @cached_property
     def history(self) -> History:

@@ -50,7 +50,7 @@ class Ownership:
         self.stopping = stopping
         self.me = me or daemon_id()
         self.heartbeats = cq.stores.heartbeats  # the peers' beats: who shares the rows
-        self.tolerance_ms = int(cq.settings.worker.clock_tolerance * 1000)
+        self.tolerance_ms = cq.settings.worker.clock_tolerance_ms
         self._peers: list[tuple[str, list[str]]] = []
         self._peers_at = 0.0
         self._warm_tick: float | None = None

@@ -32,10 +32,10 @@ LEAD_MS = 1000  # how long before the last safe moment a held column is moved
 
 
 class Visibility:
-    def __init__(self, acker: Acker, clock: Clock, tolerance_s: float) -> None:
+    def __init__(self, acker: Acker, clock: Clock, tolerance_ms: int) -> None:
         self.acker = acker
         self.clock = clock
-        self.guard_ms = int(tolerance_s * 1000)
+        self.guard_ms = tolerance_ms
         self.hold_ms = self.guard_ms + OUTCOME_MS
 
     def runway_ms(self, m: Message) -> int:
@@ -47,9 +47,9 @@ class Visibility:
         it may still be rewritten (retry, extend) without leaving a second live copy."""
         return self.clock.now_ms() < m.invisible_until - self.guard_ms
 
-    async def extend(self, m: Message, run_s: float) -> None:
-        """Let a handler run ``run_s`` more seconds from now: the column moves to now + run + hold."""
-        await self.acker.extend(m, run_s + self.hold_ms / 1000)
+    async def extend_ms(self, m: Message, run_ms: int) -> None:
+        """Let a handler run ``run_ms`` more from now: the column moves to now + run + hold."""
+        await self.acker.extend_ms(m, run_ms + self.hold_ms)
 
     @contextlib.asynccontextmanager
     async def kept(self, m: Message, log: Any) -> AsyncIterator[None]:
@@ -74,7 +74,7 @@ class Visibility:
                 log.error("hold_lost", reason="too late to keep it invisible", comes_back_at_ms=m.invisible_until)
                 return
             try:
-                await self.extend(m, m.timeout_ms / 1000)
+                await self.extend_ms(m, m.timeout_ms)
             except CasqueError as exc:
                 log.error("extend_failed", error=str(exc), comes_back_at_ms=m.invisible_until)
                 return

@@ -120,7 +120,7 @@ class Worker:
             gauges = QueueGauges(self.cq, self.daemon, m.queue_gauges_interval, only=m.queue_gauges_queues)
             background.append(asyncio.create_task(gauges.run(), name="casque-queue-gauges"))
         # one sweeper per cluster (a lease)
-        expiry = ExpirySweeper(self.cq.stores, self.daemon, self.settings.worker.expiry_interval)
+        expiry = ExpirySweeper(self.cq.stores, self.daemon, self.settings.worker.expiry_interval_ms)
         background.append(asyncio.create_task(expiry.run(), name="casque-queue-expiry"))
         try:
             await self.dispatcher.run(burst=burst)
@@ -213,12 +213,12 @@ class Worker:
         assert self.dispatcher is not None
         in_flight = len(self.dispatcher.tasks)
         self.notifier.stopping(f"draining {in_flight} in-flight messages")
-        log.info("worker_draining", in_flight=in_flight, drain_timeout=self.settings.worker.drain_timeout)
+        log.info("worker_draining", in_flight=in_flight, drain_timeout=self.settings.worker.drain_timeout_ms / 1000)
         if self._signals > 1:
             await self.dispatcher.abort()
             log.warning("worker_stopped_at_once", cancelled=in_flight)
             return 1
-        drained = await self.dispatcher.drain(self.settings.worker.drain_timeout)
+        drained = await self.dispatcher.drain(self.settings.worker.drain_timeout_ms)
         if self._signals > 1:
             log.warning("worker_stopped_at_once", cancelled=in_flight)
             return 1
@@ -258,7 +258,7 @@ class Worker:
         configure_logging(fresh.log.level, fresh.log.format)
         if self.dispatcher is not None:
             d = self.dispatcher.settings
-            for name in ("batch_size", "poll_interval", "max_poll_interval"):
+            for name in ("batch_size", "poll_interval_ms", "max_poll_interval_ms"):
                 setattr(d, name, getattr(fresh.worker, name))
         log.info("config_reloaded", level=fresh.log.level, batch_size=fresh.worker.batch_size)
         self.notifier.ready("reloaded")
