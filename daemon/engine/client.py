@@ -269,12 +269,13 @@ class Casque:
         return await self.receiver.change_visibility_many(changes)
 
     # ---- consuming --------------------------------------------------------------------------
-    def consumer(self, queue: str) -> Consumer:
-        """A consumer of one queue; share it between the coroutines of one process."""
+    def consumer(self, queue: str, hold_ms: int = 0, ahead_ms: int = 0) -> Consumer:
+        """A consumer of one queue; share it between the coroutines of one process. ``hold_ms``,
+        ``ahead_ms``: a daemon's margin past a timeout and its take-ahead (engine/take.py TakeOptions)."""
         w = self.settings.worker
         return Consumer(self.db, self.table, self.queues, self.dead_letters, self.keys, self.clock, queue,  # type: ignore[arg-type]
                         tolerance_ms=int(w.clock_tolerance * 1000), rescan_ms=int(w.rescan_interval * 1000),
-                        lookahead_ms=int(max(1.0, 2 * w.max_poll_interval) * 1000))
+                        lookahead_ms=int(max(1.0, 2 * w.max_poll_interval) * 1000), hold_ms=hold_ms, ahead_ms=ahead_ms)
 
     def _received(self, queue: str) -> None:
         """A receive on ``queue``: it is active (idle expiry), and this process pulls from it, which

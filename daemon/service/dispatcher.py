@@ -133,10 +133,9 @@ class Dispatcher:
         #: starts with its own metrics and history observers, then the registry's middleware.
         self.hooks = hooks or Hooks(registry.middleware)
         self.visibility = Visibility(cq.acker, cq.clock, settings.clock_tolerance)
-        self.consumers = {q: cq.consumer(q) for q in queues}
-        for consumer in self.consumers.values():
-            consumer.hold_ms = self.visibility.hold_ms  # the column falls due hold after the deadline
-            consumer.ahead_ms = int(settings.take_ahead * 1000)
+        # The column falls due hold after the deadline; a message is taken take_ahead before it is due.
+        ahead_ms = int(settings.take_ahead * 1000)
+        self.consumers = {q: cq.consumer(q, hold_ms=self.visibility.hold_ms, ahead_ms=ahead_ms) for q in queues}
         self.counters = Counters()
         self.per_queue = {q: Counters() for q in queues}
         self.acks = AckBuffer(cq, written=self._finished)
@@ -231,7 +230,7 @@ class Dispatcher:
             finished_before = self.fifo_finished
             full = sweeping or (not scout and not consumer.hints_flowing(self._flowing_ms))
             try:
-                messages = await consumer.fetch(asked, slot, sweep=scout or sweeping, full=full)
+                messages = await consumer.fetch(asked, slot, peek_all=scout or sweeping, full=full)
             except CasqueError as exc:
                 log.error("fetch_failed", queue=queue, error=str(exc), retry_in=round(self._delay.get(queue, 0.0), 2))
                 messages = []
