@@ -29,7 +29,6 @@ interval (docs/design.md, "Push and pull on one queue").
 from __future__ import annotations
 
 import asyncio
-import heapq
 from dataclasses import replace
 from typing import Callable
 
@@ -44,7 +43,9 @@ from daemon.engine.locking import HeldLock, ShardLocker
 from daemon.engine.placement import bucket_of
 from daemon.engine.poison import PoisonStore
 from daemon.engine.queues import QueueStore
-from daemon.engine.row_state import TRIPS, ConsumerStats, RowState, merge, next_rescan, trip
+from daemon.engine.row_peek import RowPeek
+from daemon.engine.row_state import TRIPS, ConsumerStats, RowState, trip
+from daemon.engine.shard_names import ShardNames
 from daemon.engine.table import MessageTable, all_rows
 from daemon.engine.take import Take, TakeOptions
 
@@ -59,8 +60,6 @@ PEEK_ALL_RESCANS = 32
 #: On a cold start every row is due: 32 consumers visiting 16 shards issued ~750 reads at once,
 #: and sending them held the event loop 100-200 ms (measured at a daemon's start, 94 msg/s).
 VISIT_RESCANS = 4
-#: Wake-up due times remembered per shard (the earliest ones).
-MAX_HINTS = 256
 #: While a multi-lane queue's takes hand out lower lanes (a fair queue's noisy tenant, low
 #: priorities), the top lane of every shard's current rows is peeked at most this often, in one
 #: round trip: work there that no wake-up named (a consumer cold when it was sent, another
@@ -87,8 +86,7 @@ class Consumer:
         #: Take a message up to this long before it is due (the dispatcher starts its handler at
         #: the due time): a timer fires on time although the take costs round trips.
         self.ahead_ms = ahead_ms
-        self._hinted: dict[int, list[int]] = {}  # shard -> heap of the due times wake-ups named
-        self.hinted_at: int | None = None  # when the last wake-up arrived (monotonic ms)
+        self.names = ShardNames()
         self.last_settings: QueueSettings | None = None
         self.rows: dict[tuple[int, int], RowState] = {}
         self.stats = ConsumerStats()
@@ -103,6 +101,7 @@ class Consumer:
         #: consumer, service/pull_peers.py): take only the tasks this accepts and leave the others
         #: in the row, the cursor never past them (docs/design.md, "Push and pull on one queue").
         self.accepts: Callable[[str], bool] | None = None
+        self.peek = RowPeek(db, table, clock, self.stats, tolerance_ms, rescan_ms, lookahead_ms, ahead_ms)
         self.taker = Take(db, table, poison, keys, clock, self.locker, self.holds, self.stats, self.expect,
                           tolerance_ms, rescan_ms, lookahead_ms)
 
@@ -130,7 +129,7 @@ class Consumer:
         qs = self.last_settings
         if qs is None:
             return
-        self.hinted_at = self.clock.elapsed_ms()
+        self.names.hinted_at = self.clock.elapsed_ms()
         bucket = bucket_of(due_ms, qs.bucket_ms, qs.buckets)
         for shard in range(qs.shards) if placement is None else [placement % qs.shards]:
             self._name(shard, due_ms)
@@ -142,42 +141,29 @@ class Consumer:
     def hints_flowing(self, window_ms: int) -> bool:
         """Has a wake-up arrived within ``window_ms``? Then the producers of this queue announce
         their sends, and a consumer need not go looking in rows nobody named."""
-        return self.hinted_at is not None and self.clock.elapsed_ms() - self.hinted_at <= window_ms
+        hinted_at = self.names.hinted_at
+        return hinted_at is not None and self.clock.elapsed_ms() - hinted_at <= window_ms
 
     def _name(self, shard: int, due_ms: int) -> None:
         idle = self.rows.get((0, shard))
         if idle is not None:  # a FIFO row (one bucket) named again: something there may have changed
             idle.fifo_idle_until = 0
             idle.fifo_named += 1
-        heap = self._hinted.setdefault(shard, [])
-        heapq.heappush(heap, due_ms)
-        if len(heap) > MAX_HINTS:
-            self._hinted[shard] = heapq.nsmallest(MAX_HINTS // 2, heap)
+        self.names.name(shard, due_ms)
 
     def _busy_elsewhere(self, shard: int) -> None:
         """A row of ``shard`` is being taken from by another fetch of ours, whose read may predate
         the send that sent us here: name the shard again, so whoever fetches next looks once more."""
         self._name(shard, self.clock.now_ms())
 
-    def _due_hints(self, horizon: int) -> list[int]:
-        return [s for s, heap in self._hinted.items() if heap and heap[0] <= horizon]
-
-    def _visited(self, shard: int, horizon: int) -> None:
-        """A fetch visits ``shard`` now: forget the hints it covers."""
-        heap = self._hinted.get(shard)
-        while heap and heap[0] <= horizon:
-            heapq.heappop(heap)
-        if not heap:
-            self._hinted.pop(shard, None)
-
     def pending_hints(self) -> int:
         """How many shards a wake-up named with something due that no fetch has visited since."""
-        return len(self._due_hints(self.clock.now_ms() + self.ahead_ms))
+        return len(self.names.due(self.clock.now_ms() + self.ahead_ms))
 
     def next_due(self) -> int | None:
         """When to fetch next for what this process knows is coming (peeks, its own writes,
         hints): the earliest due time, less the take-ahead."""
-        wakes = [st.wake for st in self.rows.values() if st.wake < RowState.wake] + [h[0] for h in self._hinted.values() if h]
+        wakes = [st.wake for st in self.rows.values() if st.wake < RowState.wake] + self.names.earliest()
         return min(wakes) - self.ahead_ms if wakes else None
 
     async def warm(self, parallel: int = 64) -> None:
@@ -219,7 +205,7 @@ class Consumer:
     async def _fetch(self, qs: QueueSettings, slot: int, opts: TakeOptions, peek_all: bool, full: bool) -> list[Message]:
         horizon = self.clock.now_ms() + self.ahead_ms
         order = self._shard_order(qs, slot)
-        hinted = set(self._due_hints(horizon))
+        hinted = set(self.names.due(horizon))
         if self._lower_lanes_taken and len(qs.priorities) > 1 and (
                 self._top_lane_found or self.clock.elapsed_ms() - self._top_lane_checked >= TOP_LANE_CHECK_MS):
             taken = await self._top_lane_check(qs, opts)
@@ -235,7 +221,7 @@ class Consumer:
         for shard in order:
             if (peek_all or not full) and shard not in hinted:
                 break
-            self._visited(shard, horizon)
+            self.names.visited(shard, horizon)
             taken = await self._visit_shard(qs, shard, opts)
             if taken:
                 if len(taken) >= opts.limit:  # the row may hold more: name it for the next fetch
@@ -291,7 +277,7 @@ class Consumer:
             st.busy = True
         try:
             trip()
-            due = await asyncio.gather(*(self._peek_row(qs, b, s, st, count=False) for (b, s), st in free))
+            due = await asyncio.gather(*(self.peek.row(qs, b, s, st, self.accepts, count=False) for (b, s), st in free))
         finally:
             for _, st in free:
                 st.busy = False
@@ -327,7 +313,7 @@ class Consumer:
         # `consumers` of a fixed order were never reached (measured at 1,567 msg/s with 8
         # consumers: rows starved for up to 50 s). Consumers woken together meet at the same
         # shard; all but one find it busy (no read) and go on to the next.
-        first = sorted((s for s in self._due_hints(horizon) if s < shards), key=lambda s: self._hinted[s][0])
+        first = sorted((s for s in self.names.due(horizon) if s < shards), key=self.names.first)
         start = self._next_shard.get(slot, slot * 7919) % shards
         self._next_shard[slot] = start + 1
         return first + [s for s in ((start + i) % shards for i in range(shards)) if s not in first]
@@ -396,27 +382,9 @@ class Consumer:
         lock = await self._held_lock(qs, bucket, shard)
         if lock is not None:
             return (await self.taker.take_held(qs, state, lock, opts)).messages
-        if not await self._peek_row(qs, bucket, shard, state):
+        if not await self.peek.row(qs, bucket, shard, state, self.accepts):
             return []
         return await self._take_row(qs, bucket, shard, state, opts)
-
-    async def _peek_row(self, qs: QueueSettings, bucket: int, shard: int, state: RowState, count: bool = True) -> bool:
-        """Is anything due (within the take-ahead) in this row? Loads its cursors on a first visit.
-        ``count``: False when the caller counts one round trip for many rows peeked at once."""
-        if not state.loaded:
-            trip(count)
-            rows = await self.db.run(self.table.read_cursors, [qs.name, bucket, shard])
-            merge(state.cursors, dict(rows[0].cursors or {}) if rows else {})
-            state.loaded = True
-        now = self.clock.now_ms()
-        if state.wake <= now + self.ahead_ms:
-            state.wake = RowState.wake
-        trip(count)
-        if not await self._anything_due(qs, bucket, shard, state, now):
-            state.next_check = min(next_rescan(now, self.rescan_ms), state.wake - self.ahead_ms)
-            return False
-        state.next_check = now  # there was due work: look again on the next round
-        return True
 
     async def _take_row(self, qs: QueueSettings, bucket: int, shard: int, state: RowState, opts: TakeOptions) -> list[Message]:
         """The take step (take.py) on this row: from our hold if we have one, else under its lock."""
@@ -430,38 +398,3 @@ class Consumer:
         take by the ordinary lock would collide with it, holds.py ``settled``)."""
         await self.holds.settled((bucket, shard))
         return self.holds.valid(qs, (bucket, shard))
-
-    async def _anything_due(self, qs: QueueSettings, bucket: int, shard: int, state: RowState, now: int) -> bool:
-        """Is a message due in this row (no lock)? The read spans [cursor, now + lookahead] only: a
-        slice that ran on far past now would scan the tombstones of acked timeout columns ahead of
-        it. A lane with nothing due moves its cursor up to now - tolerance; a message seen coming
-        within the lookahead sets the row's wake time."""
-        if qs.fifo and state.fifo_idle_until > now:
-            return False
-        state.named = False
-        ranks = qs.ranks()
-        horizon = now + max(self.lookahead_ms, self.ahead_ms)
-        skips = [state.skip(r, self.accepts, self.clock.elapsed_ms(), self.rescan_ms) for r in ranks]
-        results = await asyncio.gather(*(
-            self.db.run(self.table.peek, [qs.name, bucket, shard, r, state.cursors.get(r, 0), horizon]) if skip is None else
-            self.db.run(self.table.peek_after, [qs.name, bucket, shard, r, skip[0], skip[1], horizon]) for r, skip in zip(ranks, skips)
-        ))
-        self.stats.peeks += len(ranks)
-        due = False
-        for rank, rows, skip in zip(ranks, results, skips):
-            first = rows[0].due if rows else None
-            if skip is None:  # read from a skip, the lane's cursor stays: it must not pass what was left there
-                self._advance(state, rank, first, now)
-            if first is not None and first <= now + self.ahead_ms:
-                if not due:
-                    state.best_rank = rank  # ranks are read highest lane first
-                due = True
-            elif first is not None:
-                state.wake = min(state.wake, first)
-        return due
-
-    def _advance(self, state: RowState, rank: int, first_unconsumed: int | None, now: int) -> None:
-        safe = now - self.tolerance_ms
-        target = safe if first_unconsumed is None else min(first_unconsumed, safe)
-        if target > state.cursors.get(rank, 0):
-            state.cursors[rank] = target
