@@ -65,12 +65,26 @@ VISIT_RESCANS = 4
 #: round trip: work there that no wake-up named (a consumer cold when it was sent, another
 #: process's send without hints) is found within a few receives, not after a shard's backlog.
 TOP_LANE_CHECK_MS = 50
+
+
 class Consumer:
     """Takes batches from one queue. One per process and queue; any number of coroutines share it."""
 
-    def __init__(self, db: Database, table: MessageTable, queues: QueueStore, poison: PoisonStore, keys: KeyStore, clock: Clock,
-                 queue: str, tolerance_ms: int = 5000, rescan_ms: int = 10000, lookahead_ms: int = 1000,
-                 hold_ms: int = 0, ahead_ms: int = 0) -> None:
+    def __init__(
+        self,
+        db: Database,
+        table: MessageTable,
+        queues: QueueStore,
+        poison: PoisonStore,
+        keys: KeyStore,
+        clock: Clock,
+        queue: str,
+        tolerance_ms: int = 5000,
+        rescan_ms: int = 10000,
+        lookahead_ms: int = 1000,
+        hold_ms: int = 0,
+        ahead_ms: int = 0,
+    ) -> None:
         self.db = db
         self.keys = keys
         self.table = table
@@ -102,8 +116,20 @@ class Consumer:
         #: in the row, the cursor never past them (docs/design.md, "Push and pull on one queue").
         self.accepts: Callable[[str], bool] | None = None
         self.peek = RowPeek(db, table, clock, self.stats, tolerance_ms, rescan_ms, lookahead_ms, ahead_ms)
-        self.taker = Take(db, table, poison, keys, clock, self.locker, self.holds, self.stats, self.expect,
-                          tolerance_ms, rescan_ms, lookahead_ms)
+        self.taker = Take(
+            db,
+            table,
+            poison,
+            keys,
+            clock,
+            self.locker,
+            self.holds,
+            self.stats,
+            self.expect,
+            tolerance_ms,
+            rescan_ms,
+            lookahead_ms,
+        )
 
     def share(self, accepts: Callable[[str], bool] | None) -> None:
         """Take only the tasks ``accepts`` names (pull readers read the queue too), or every task
@@ -174,10 +200,11 @@ class Consumer:
         qs = self.last_settings = await self.queues.get(self.queue)
         rows = [row for row in all_rows(qs) if not self.rows.get(row, RowState()).loaded]
         for i in range(0, len(rows), parallel):
-            await self._peek_rows(qs, rows[i:i + parallel])
+            await self._peek_rows(qs, rows[i : i + parallel])
 
-    async def fetch(self, limit: int, slot: int = 0, visibility_ms: int | None = None, peek_all: bool = False,
-                    full: bool = True) -> list[Message]:
+    async def fetch(
+        self, limit: int, slot: int = 0, visibility_ms: int | None = None, peek_all: bool = False, full: bool = True
+    ) -> list[Message]:
         """Return up to ``limit`` taken messages: first from the shards a wake-up named, then
         visiting shards round-robin from this slot's position until one yields; [] after a full
         round with nothing due. ``peek_all`` (an idle daemon's scout): instead of the round, peek
@@ -188,7 +215,9 @@ class Consumer:
         timeout (a pulled message's visibility timeout)."""
         qs = self.last_settings = await self.queues.get(self.queue)
         # A daemon runs a FIFO group's messages one after another: one per group (a pull takes more).
-        opts = TakeOptions(limit, visibility_ms, self.hold_ms, self.ahead_ms, self.accepts, one_per_group=visibility_ms is None)
+        opts = TakeOptions(
+            limit, visibility_ms, self.hold_ms, self.ahead_ms, self.accepts, one_per_group=visibility_ms is None
+        )
         trips = [0]
         token = TRIPS.set(trips)
         try:
@@ -202,12 +231,17 @@ class Consumer:
         metrics.EMPTY_POLLS.labels(self.queue).inc()
         return []
 
-    async def _fetch(self, qs: QueueSettings, slot: int, opts: TakeOptions, peek_all: bool, full: bool) -> list[Message]:
+    async def _fetch(
+        self, qs: QueueSettings, slot: int, opts: TakeOptions, peek_all: bool, full: bool
+    ) -> list[Message]:
         horizon = self.clock.now_ms() + self.ahead_ms
         order = self._shard_order(qs, slot)
         hinted = set(self.names.due(horizon))
-        if self._lower_lanes_taken and len(qs.priorities) > 1 and (
-                self._top_lane_found or self.clock.elapsed_ms() - self._top_lane_checked >= TOP_LANE_CHECK_MS):
+        if (
+            self._lower_lanes_taken
+            and len(qs.priorities) > 1
+            and (self._top_lane_found or self.clock.elapsed_ms() - self._top_lane_checked >= TOP_LANE_CHECK_MS)
+        ):
             taken = await self._top_lane_check(qs, opts)
             if taken:
                 return taken
@@ -243,8 +277,15 @@ class Consumer:
         rows = [(b, shard) for shard in range(qs.span()[0]) for b in self._rows_to_check(qs, shard, now)[0]]
         horizon = now + self.ahead_ms
         trip()
-        found = await asyncio.gather(*(
-            self.db.run(self.table.peek, [qs.name, b, s, top, self.rows.get((b, s), RowState()).cursors.get(top, 0), horizon]) for b, s in rows))
+        found = await asyncio.gather(
+            *(
+                self.db.run(
+                    self.table.peek,
+                    [qs.name, b, s, top, self.rows.get((b, s), RowState()).cursors.get(top, 0), horizon],
+                )
+                for b, s in rows
+            )
+        )
         self.stats.peeks += len(rows)
         due = [row for row, hit in zip(rows, found) if hit]
         for row in due:
@@ -255,7 +296,9 @@ class Consumer:
             self._lower_lanes_taken = True  # keep checking while the top lane yields
         return taken
 
-    async def _peek_all_shards(self, qs: QueueSettings, order: list[int], hinted: set[int], opts: TakeOptions) -> list[Message]:
+    async def _peek_all_shards(
+        self, qs: QueueSettings, order: list[int], hinted: set[int], opts: TakeOptions
+    ) -> list[Message]:
         """Peek the current row of every shard nothing named, and up to PEEK_ALL_RESCANS older
         rows, in one round trip; take from the first with something due, and name the others."""
         now = self.clock.now_ms()
@@ -272,7 +315,9 @@ class Consumer:
     async def _peek_rows(self, qs: QueueSettings, rows: list[tuple[int, int]]) -> list[tuple[int, int]]:
         """Peek these rows at once (one round trip); those with something due, in the given order."""
         states = [self.rows.setdefault(row, RowState()) for row in rows]
-        free = [(row, st) for row, st in zip(rows, states) if not st.busy and st.backoff_until <= self.clock.elapsed_ms()]
+        free = [
+            (row, st) for row, st in zip(rows, states) if not st.busy and st.backoff_until <= self.clock.elapsed_ms()
+        ]
         for _, st in free:
             st.busy = True
         try:
@@ -298,7 +343,7 @@ class Consumer:
                 state.busy = False
             if taken:
                 now = self.clock.now_ms()
-                for _, other in rows[i + 1:]:
+                for _, other in rows[i + 1 :]:
                     self._name(other, now)
                 return taken
         return []
@@ -331,7 +376,9 @@ class Consumer:
         tests/test_fairness.py)."""
         now = self.clock.now_ms()
         every, rescans = self._rows_to_check(qs, shard, now)
-        if len(qs.priorities) > 1 and rescans:  # nothing older to look at: the current rows as always (a held row is not peeked)
+        if (
+            len(qs.priorities) > 1 and rescans
+        ):  # nothing older to look at: the current rows as always (a held row is not peeked)
             named = [b for b in rescans[VISIT_RESCANS:] if self.rows[(b, shard)].named]
             rows = [(b, shard) for b in rescans[:VISIT_RESCANS] + named + every]
             due = await self._peek_rows(qs, rows)
@@ -378,7 +425,9 @@ class Consumer:
         state = self.rows.get(row)
         return state is None or state.next_check <= now
 
-    async def _visit_row(self, qs: QueueSettings, bucket: int, shard: int, state: RowState, opts: TakeOptions) -> list[Message]:
+    async def _visit_row(
+        self, qs: QueueSettings, bucket: int, shard: int, state: RowState, opts: TakeOptions
+    ) -> list[Message]:
         lock = await self._held_lock(qs, bucket, shard)
         if lock is not None:
             return (await self.taker.take_held(qs, state, lock, opts)).messages
@@ -386,7 +435,9 @@ class Consumer:
             return []
         return await self._take_row(qs, bucket, shard, state, opts)
 
-    async def _take_row(self, qs: QueueSettings, bucket: int, shard: int, state: RowState, opts: TakeOptions) -> list[Message]:
+    async def _take_row(
+        self, qs: QueueSettings, bucket: int, shard: int, state: RowState, opts: TakeOptions
+    ) -> list[Message]:
         """The take step (take.py) on this row: from our hold if we have one, else under its lock."""
         lock = await self._held_lock(qs, bucket, shard)
         if lock is not None:

@@ -23,13 +23,28 @@ Accepts = Callable[[str], bool] | None
 class RowPeek:
     """Peeks one queue's rows for its consumer. Durations are ms."""
 
-    def __init__(self, db: Database, table: MessageTable, clock: Clock, stats: ConsumerStats, tolerance_ms: int,
-                 rescan_ms: int, lookahead_ms: int, ahead_ms: int) -> None:
+    def __init__(
+        self,
+        db: Database,
+        table: MessageTable,
+        clock: Clock,
+        stats: ConsumerStats,
+        tolerance_ms: int,
+        rescan_ms: int,
+        lookahead_ms: int,
+        ahead_ms: int,
+    ) -> None:
         self.db, self.table, self.clock, self.stats = db, table, clock, stats
-        self.tolerance_ms, self.rescan_ms, self.lookahead_ms, self.ahead_ms = tolerance_ms, rescan_ms, lookahead_ms, ahead_ms
+        self.tolerance_ms, self.rescan_ms, self.lookahead_ms, self.ahead_ms = (
+            tolerance_ms,
+            rescan_ms,
+            lookahead_ms,
+            ahead_ms,
+        )
 
-    async def row(self, qs: QueueSettings, bucket: int, shard: int, state: RowState, accepts: Accepts,
-                  count: bool = True) -> bool:
+    async def row(
+        self, qs: QueueSettings, bucket: int, shard: int, state: RowState, accepts: Accepts, count: bool = True
+    ) -> bool:
         """Is anything due (within the take-ahead) in this row? Loads its cursors on a first visit.
         ``count``: False when the caller counts one round trip for many rows peeked at once."""
         if not state.loaded:
@@ -47,8 +62,9 @@ class RowPeek:
         state.next_check = now  # there was due work: look again on the next round
         return True
 
-    async def _anything_due(self, qs: QueueSettings, bucket: int, shard: int, state: RowState, now: int,
-                            accepts: Accepts) -> bool:
+    async def _anything_due(
+        self, qs: QueueSettings, bucket: int, shard: int, state: RowState, now: int, accepts: Accepts
+    ) -> bool:
         """Is a message due in this row (no lock)? The read spans [cursor, now + lookahead] only: a
         slice that ran on far past now would scan the tombstones of acked timeout columns ahead of
         it. A lane with nothing due moves its cursor up to now - tolerance; a message seen coming
@@ -59,10 +75,14 @@ class RowPeek:
         ranks = qs.ranks()
         horizon = now + max(self.lookahead_ms, self.ahead_ms)
         skips = [state.skip(r, accepts, self.clock.elapsed_ms(), self.rescan_ms) for r in ranks]
-        results = await asyncio.gather(*(
-            self.db.run(self.table.peek, [qs.name, bucket, shard, r, state.cursors.get(r, 0), horizon]) if skip is None else
-            self.db.run(self.table.peek_after, [qs.name, bucket, shard, r, skip[0], skip[1], horizon]) for r, skip in zip(ranks, skips)
-        ))
+        results = await asyncio.gather(
+            *(
+                self.db.run(self.table.peek, [qs.name, bucket, shard, r, state.cursors.get(r, 0), horizon])
+                if skip is None
+                else self.db.run(self.table.peek_after, [qs.name, bucket, shard, r, skip[0], skip[1], horizon])
+                for r, skip in zip(ranks, skips)
+            )
+        )
         self.stats.peeks += len(ranks)
         due = False
         for rank, rows, skip in zip(ranks, results, skips):

@@ -62,8 +62,9 @@ class RowState:
     def took(self) -> None:
         self.backoff_ms = self.backoff_until = 0
 
-    def skip(self, rank: int, accepts: Callable[[str], bool] | None, now_elapsed: int,
-             rescan_ms: int) -> tuple[int, Any] | None:
+    def skip(
+        self, rank: int, accepts: Callable[[str], bool] | None, now_elapsed: int, rescan_ms: int
+    ) -> tuple[int, Any] | None:
         """Where this lane's reads start instead of the cursor, if past it: just after the last
         message left for the pull readers. Forgotten every rescan interval, so a message left
         behind is re-read at most that often, and one written behind the skip is found then."""
@@ -75,8 +76,9 @@ class RowState:
         pos = self.skips.get(rank)
         return pos if pos is not None and pos[0] >= self.cursors.get(rank, 0) else None
 
-    def skip_to(self, skips: dict[int, tuple[int, Any]], accepts: Callable[[str], bool] | None,
-                now_elapsed: int) -> None:
+    def skip_to(
+        self, skips: dict[int, tuple[int, Any]], accepts: Callable[[str], bool] | None, now_elapsed: int
+    ) -> None:
         """Later reads of these lanes start just after these positions (shared with pull readers only)."""
         if not skips or accepts is None:
             return

@@ -87,9 +87,21 @@ class _Read:
 class Take:
     """The take step of one queue's consumer; holds no state of its own besides its stores."""
 
-    def __init__(self, db: Database, table: MessageTable, poison: PoisonStore, keys: KeyStore, clock: Clock,
-                 locker: ShardLocker, holds: RowHolds, stats: ConsumerStats, expect: Callable[[int, int, int], None],
-                 tolerance_ms: int, rescan_ms: int, lookahead_ms: int) -> None:
+    def __init__(
+        self,
+        db: Database,
+        table: MessageTable,
+        poison: PoisonStore,
+        keys: KeyStore,
+        clock: Clock,
+        locker: ShardLocker,
+        holds: RowHolds,
+        stats: ConsumerStats,
+        expect: Callable[[int, int, int], None],
+        tolerance_ms: int,
+        rescan_ms: int,
+        lookahead_ms: int,
+    ) -> None:
         self.db, self.table, self.poison, self.keys, self.clock = db, table, poison, keys, clock
         self.locker, self.holds, self.stats = locker, holds, stats
         self.expect = expect  # a due time this take wrote (a schedule's next occurrence): the consumer's hint
@@ -129,7 +141,9 @@ class Take:
         state.took()
         read = await self._read(qs, lock, state, now, opts)
         if self.locker.expired(qs, lock):
-            log.warning("lock_expired_before_take", queue=qs.name, bucket=lock.bucket, shard=lock.shard, read=len(read.found))
+            log.warning(
+                "lock_expired_before_take", queue=qs.name, bucket=lock.bucket, shard=lock.shard, read=len(read.found)
+            )
             await self.locker.release(lock)
             return TakeResult()
         messages = [message_from_row(qs.name, lock.bucket, lock.shard, r) for r in read.found]
@@ -158,7 +172,13 @@ class Take:
             state.next_check = now
             pause_point("take.held_read")
             if self.holds.valid(qs, row) is None:  # lapsed meanwhile (a renewal keeps it: the newest column counts)
-                log.warning("hold_expired_before_take", queue=qs.name, bucket=lock.bucket, shard=lock.shard, read=len(read.found))
+                log.warning(
+                    "hold_expired_before_take",
+                    queue=qs.name,
+                    bucket=lock.bucket,
+                    shard=lock.shard,
+                    read=len(read.found),
+                )
                 return TakeResult()
             messages = [message_from_row(qs.name, lock.bucket, lock.shard, r) for r in read.found]
             try:
@@ -181,14 +201,18 @@ class Take:
         due_by = now + opts.ahead_ms
         limit = opts.limit
         trip()
-        rows, from_skip = await self._read_due(qs, lock, ranks[0], state, now + max(self.lookahead_ms, opts.ahead_ms), limit, opts)
+        rows, from_skip = await self._read_due(
+            qs, lock, ranks[0], state, now + max(self.lookahead_ms, opts.ahead_ms), limit, opts
+        )
         due = [r for r in rows if r.due <= due_by]
         if len(due) < len(rows):
             state.wake = min(state.wake, rows[len(due)].due)
         budget = TakeBudget(limit, TAKE_BYTES)
         moves: dict[int, int] = {}
         skips: Skips = {}
-        found = self._keep(budget, moves, skips, ranks[0], due, limit if len(due) == len(rows) else limit + 1, now, from_skip, opts)
+        found = self._keep(
+            budget, moves, skips, ranks[0], due, limit if len(due) == len(rows) else limit + 1, now, from_skip, opts
+        )
         for rank in ranks[1:] if not opts.top_lane_only else ():
             if budget.full():
                 break
@@ -200,7 +224,9 @@ class Take:
             skips = {}
         return _Read(found, moves, skips)
 
-    async def _read_fifo(self, qs: QueueSettings, lock: HeldLock, state: RowState, now: int, opts: TakeOptions) -> _Read:
+    async def _read_fifo(
+        self, qs: QueueSettings, lock: HeldLock, state: RowState, now: int, opts: TakeOptions
+    ) -> _Read:
         """A FIFO row's take: its one lane from the cursor, in flight messages included, chosen
         group by group (engine/fifo.py), read page by page (growing, up to FIFO_SCAN rows) only
         while the pages so far leave the take room: a receive of 10 from one group's backlog reads
@@ -217,12 +243,18 @@ class Take:
             trip()
             if rows:
                 last = rows[-1]
-                more = await self.db.run(self.table.read_due_after, [qs.name, lock.bucket, lock.shard, 0, last.due, last.id, until, page])
+                more = await self.db.run(
+                    self.table.read_due_after, [qs.name, lock.bucket, lock.shard, 0, last.due, last.id, until, page]
+                )
             else:
-                more = await self.db.run(self.table.read_due, [qs.name, lock.bucket, lock.shard, 0, state.cursors.get(0, 0), until, page])
+                more = await self.db.run(
+                    self.table.read_due, [qs.name, lock.bucket, lock.shard, 0, state.cursors.get(0, 0), until, page]
+                )
             rows += more
             budget = TakeBudget(limit, TAKE_BYTES)
-            choice = fifo.choose(rows, now, now + opts.ahead_ms, lambda r: bool(budget.fit([r])), opts.one_per_group, spent, ours)
+            choice = fifo.choose(
+                rows, now, now + opts.ahead_ms, lambda r: bool(budget.fit([r])), opts.one_per_group, spent, ours
+            )
             if len(more) < page or budget.full() or len(rows) >= fifo.FIFO_SCAN:
                 break
             page = min(4 * page, fifo.FIFO_SCAN - len(rows))
@@ -232,25 +264,44 @@ class Take:
             state.fifo_idle_until = min(choice.wake if choice.wake is not None else RowState.wake, now + self.rescan_ms)
             state.next_check = min(max(state.next_check, state.fifo_idle_until), state.wake - opts.ahead_ms)
         full_read = len(more) >= page  # more may follow the last row read
-        return _Read(choice.kept, {0: fifo.cursor_target(choice, rows, len(rows) if full_read else len(rows) + 1, now - self.tolerance_ms)}, {})
+        return _Read(
+            choice.kept,
+            {0: fifo.cursor_target(choice, rows, len(rows) if full_read else len(rows) + 1, now - self.tolerance_ms)},
+            {},
+        )
 
     def _contended(self, qs: QueueSettings, state: RowState) -> None:
         self.stats.contention += 1
         metrics.CONTENTION.labels(qs.name).inc()
         state.contended(self.clock.elapsed_ms(), qs.lock_ttl_ms)
 
-    async def _read_due(self, qs: QueueSettings, lock: HeldLock, rank: int, state: RowState, until: int, limit: int,
-                        opts: TakeOptions) -> tuple[list[Any], bool]:
+    async def _read_due(
+        self, qs: QueueSettings, lock: HeldLock, rank: int, state: RowState, until: int, limit: int, opts: TakeOptions
+    ) -> tuple[list[Any], bool]:
         """The lane's rows from its cursor (or just after its skip) up to ``until`` (inclusive), at
         most ``limit``; and whether the read started at a skip."""
         skip = state.skip(rank, opts.accepts, self.clock.elapsed_ms(), self.rescan_ms)
         if skip is not None:
-            return await self.db.run(self.table.read_due_after, [qs.name, lock.bucket, lock.shard, rank, skip[0], skip[1], until, limit]), True
+            return await self.db.run(
+                self.table.read_due_after, [qs.name, lock.bucket, lock.shard, rank, skip[0], skip[1], until, limit]
+            ), True
         start = state.cursors.get(rank, 0)
-        return await self.db.run(self.table.read_due, [qs.name, lock.bucket, lock.shard, rank, start, until, limit]), False
+        return await self.db.run(
+            self.table.read_due, [qs.name, lock.bucket, lock.shard, rank, start, until, limit]
+        ), False
 
-    def _keep(self, budget: TakeBudget, moves: dict[int, int], skips: Skips, rank: int, rows: list[Any],
-              read_limit: int, now: int, from_skip: bool, opts: TakeOptions) -> list[Any]:
+    def _keep(
+        self,
+        budget: TakeBudget,
+        moves: dict[int, int],
+        skips: Skips,
+        rank: int,
+        rows: list[Any],
+        read_limit: int,
+        now: int,
+        from_skip: bool,
+        opts: TakeOptions,
+    ) -> list[Any]:
         """The rows of one lane that fit the take, and (in ``moves``) where the lane's cursor may go
         *if* the take commits: past every row kept, never past the first row left behind. Shared
         with pull readers (``accepts``), a task not accepted is left behind too (the cursor stops at
@@ -276,8 +327,16 @@ class Take:
             moves[rank] = target
         return kept
 
-    async def _commit(self, qs: QueueSettings, state: RowState, lock: HeldLock, messages: list[Message], moves: dict[int, int],
-                      opts: TakeOptions, keep_lock: bool = False) -> list[Message]:
+    async def _commit(
+        self,
+        qs: QueueSettings,
+        state: RowState,
+        lock: HeldLock,
+        messages: list[Message],
+        moves: dict[int, int],
+        opts: TakeOptions,
+        keep_lock: bool = False,
+    ) -> list[Message]:
         """The take: one single-partition batch (release lock, remove taken, write timeout columns,
         move the cursors). The in-memory cursors follow only once the batch is written.
         ``opts.visibility_ms`` replaces the messages' own timeout (a pulled message's visibility timeout)."""
@@ -328,7 +387,14 @@ class Take:
         (or the pull's visibility) plus the hold."""
         if m.state == STATE_IN_FLIGHT:
             self.stats.timed_out += 1
-            log.warning("message_redelivered", queue=qs.name, task=m.task, id=str(m.id), attempt=m.attempt + 1, reason="timeout passed before an ack")
+            log.warning(
+                "message_redelivered",
+                queue=qs.name,
+                task=m.task,
+                id=str(m.id),
+                attempt=m.attempt + 1,
+                reason="timeout passed before an ack",
+            )
         m.scheduled_ms = (m.trigger or {}).get("fire_ms") or m.due_ms
         m.attempt += 1
         m.state = STATE_IN_FLIGHT
