@@ -15,9 +15,10 @@ message is consumed. Reads never scan the tombstones of what was consumed before
 moves to ``min(first unconsumed message, now - clock tolerance)``: a producer whose clock lags ours
 by less than the tolerance can't write behind it (docs/design.md, "Cursors").
 
-The take itself (lock, re-check, read, keep, commit) is take.py's step: the consumer chooses the
-row, builds a ``TakeOptions`` once per fetch and hands both over. Schedule chaining is chain.py's,
-the byte budget take_budget.py's, and what is known about a row (``RowState``) row_state.py's.
+The take itself (lock, re-check, read, keep, commit) is take.py's step (its read take_read.py's):
+the consumer chooses the row, builds a ``TakeOptions`` once per fetch and hands both over. The peek
+is row_peek.py's, the named shards shard_names.py's, schedule chaining chain.py's, the byte budget
+take_budget.py's, and what is known about a row (``RowState``) row_state.py's.
 
 A daemon's consumer of a queue that pull clients also read (``share``, service/pull_peers.py) takes
 only the tasks it ``accepts`` and leaves the rest in the row, the cursor never past them. So that
