@@ -117,20 +117,8 @@ class Consumer:
         #: in the row, the cursor never past them (docs/design.md, "Push and pull on one queue").
         self.accepts: Callable[[str], bool] | None = None
         self.peek = RowPeek(db, table, clock, self.stats, tolerance_ms, rescan_ms, lookahead_ms, ahead_ms)
-        self.taker = Take(
-            db,
-            table,
-            poison,
-            keys,
-            clock,
-            self.locker,
-            self.holds,
-            self.stats,
-            self.expect,
-            tolerance_ms,
-            rescan_ms,
-            lookahead_ms,
-        )
+        self.taker = Take(db, table, poison, keys, clock, self.locker, self.holds, self.stats, self.expect,
+                          tolerance_ms, rescan_ms, lookahead_ms)
 
     def share(self, accepts: Callable[[str], bool] | None) -> None:
         """Take only the tasks ``accepts`` names (pull readers read the queue too), or every task
