@@ -67,9 +67,9 @@ async def test_a_noisy_backlog_in_older_rows_does_not_delay_the_quiet_tenants(cq
 
 async def test_a_receiver_that_starts_after_the_backlog_finds_the_quiet_tenant_early(settings: Settings, queue_name: str) -> None:
     """No wake-up named the quiet message (the receiving process was not there when it was sent):
-    the top-lane sweep (consumer.py ``_top_lane_sweep``) finds it while the takes hand out the
+    the top-lane check (consumer.py ``_top_lane_check``) finds it while the takes hand out the
     noisy tenant's lower lane. Before the first 30 noisy sends it was not noisy yet, so those may
-    come first, and a take of 10 more; without the sweep it came 113th-162nd of 301."""
+    come first, and a take of 10 more; without the check it came 113th-162nd of 301."""
     sender, receiver = await Casque.connect(settings), await Casque.connect(settings)
     try:
         await sender.create_queue(queue_name, max_attempts=0)

@@ -18,7 +18,7 @@ from daemon.base.clock import Clock, ManualClock
 from daemon.base.config import Settings
 from daemon.base.errors import StorageUnavailable
 from daemon.engine.client import Casque
-from daemon.engine.consumer import TAKE_BYTES
+from daemon.engine.take_budget import TAKE_BYTES
 from daemon.engine.db import Database
 from daemon.engine.producer import Job
 from daemon.engine.schema import apply_schema

@@ -16,11 +16,18 @@ Only a key that is gone (cancelled) or names another schedule or message (replac
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from typing import Any
 
-from daemon.base.model import Message
+from daemon.base.logs import get_logger
+from daemon.base.model import Message, QueueSettings
+from daemon.engine import triggers
+from daemon.engine.db import Database
 from daemon.engine.keys import KeyEntry, KeyStore
+from daemon.engine.table import MessageTable, after
 from daemon.engine.triggers import Trigger, occurrence_id
+
+log = get_logger("casque.consumer")
 
 MOVE_TRIES = 5
 
@@ -62,3 +69,36 @@ async def advance(keys: KeyStore, entry: KeyEntry, current: uuid.UUID) -> bool:
             return True  # another step moved it this far already
         expected = holder.id  # lagging behind on an earlier occurrence: catch up
     return True  # contended: leave the occurrence in place; the next step moves the key on
+
+
+def next_occurrence(m: Message, now: int) -> Message | None:
+    """The schedule's next occurrence, if ``m`` is a schedule's occurrence taken for the first
+    time (a redelivery or a retry already chained its successor). The take writes it in its own
+    batch, so the schedule survives any crash."""
+    if not m.trigger or m.attempt != 0:
+        return None
+    t = triggers.following(Trigger.from_json(m.trigger), now)
+    if t is None:
+        return None
+    # A missed occurrence (misfire 'all') keeps its fire time in the trigger but is queued at
+    # now: nothing may be written behind a cursor.
+    return replace(m, id=occurrence_id(t, t.n), due_ms=max(t.fire_ms, now), attempt=0, state=0, trigger=t.to_json(),
+                   enqueued_at=now, last_error=None, copy_due_ms=None, write_ts=0)
+
+
+async def move_key(db: Database, table: MessageTable, keys: KeyStore, qs: QueueSettings, m: Message, nxt: Message,
+                   now: int) -> None:
+    """After the take committed: point the schedule's key at its next occurrence (also from an
+    earlier occurrence, when a crash left the key behind). If the key is gone or names another
+    schedule, it was cancelled or replaced meanwhile: withdraw the next occurrence."""
+    if not m.key:
+        return
+    entry = KeyEntry(qs.name, m.key, nxt.id, nxt.bucket, nxt.shard, nxt.task, nxt.trigger, now, last_run=now)
+    try:
+        moved = await advance(keys, entry, m.id)
+    except Exception as exc:  # the occurrence ran; lookups follow the chain (lookup.py)
+        log.error("schedule_key_not_moved", queue=qs.name, key=m.key, error=str(exc))
+        return
+    if not moved:
+        await db.run(table.delete_message(nxt, nxt.due_ms), timestamp=after(nxt.write_ts, now_us=db.next_timestamp()))
+        log.info("schedule_ended", queue=qs.name, key=m.key, reason="cancelled or replaced while an occurrence was taken")

@@ -261,12 +261,13 @@ class Casque:
         return await self.receiver.change_visibility_many(changes)
 
     # ---- consuming --------------------------------------------------------------------------
-    def consumer(self, queue: str) -> Consumer:
-        """A consumer of one queue; share it between the coroutines of one process."""
+    def consumer(self, queue: str, hold_ms: int = 0, ahead_ms: int = 0) -> Consumer:
+        """A consumer of one queue; share it between the coroutines of one process. ``hold_ms``,
+        ``ahead_ms``: a daemon's margin past a timeout and its take-ahead (engine/take.py TakeOptions)."""
         w, st = self.settings.worker, self.stores
         return Consumer(self.db, st.table, st.queues, st.dead_letters, st.keys, self.clock,  # type: ignore[arg-type]
                         queue, tolerance_ms=w.clock_tolerance_ms, rescan_ms=w.rescan_interval_ms,
-                        lookahead_ms=max(1000, 2 * w.max_poll_interval_ms))
+                        lookahead_ms=max(1000, 2 * w.max_poll_interval_ms), hold_ms=hold_ms, ahead_ms=ahead_ms)
 
     def served(self, queue: str) -> None:
         """A daemon polls ``queue``: it is in use, like a receive (idle expiry, engine/activity.py)."""

@@ -44,7 +44,8 @@ from daemon.base.clock import Clock
 from daemon.base.errors import CasqueError, UsageError
 from daemon.base.lru import Lru
 from daemon.base.model import Message, QueueSettings
-from daemon.engine.consumer import Consumer, RowState
+from daemon.engine.consumer import Consumer
+from daemon.engine.row_state import RowState
 from daemon.engine.db import Database
 from daemon.engine.keys import KeyStore
 from daemon.engine.queues import QueueStore

@@ -54,10 +54,9 @@ class Dispatcher:
         #: starts with its own metrics and history observers, then the registry's middleware.
         self.hooks = hooks or Hooks(registry.middleware)
         self.visibility = Visibility(cq.acker, cq.clock, settings.clock_tolerance_ms)
-        self.consumers = {q: cq.consumer(q) for q in queues}
-        for consumer in self.consumers.values():
-            consumer.hold_ms = self.visibility.hold_ms  # the column falls due hold after the deadline
-            consumer.ahead_ms = settings.take_ahead_ms
+        # The column falls due hold after the deadline; a message is taken take_ahead before it is due.
+        self.consumers = {q: cq.consumer(q, hold_ms=self.visibility.hold_ms, ahead_ms=settings.take_ahead_ms)
+                          for q in queues}
         self.stopping = asyncio.Event()
         self.outcomes = Outcomes(cq, self.hooks, self.visibility, queues)
         self.acks = AckBuffer(cq, written=self.outcomes.finished)

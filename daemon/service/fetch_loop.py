@@ -78,14 +78,14 @@ class FetchLoop:
                 continue
             await watch.sleep(queue, watch.until_poll_ms(queue, consumer))
 
-    async def _fetch(self, queue: str, consumer: Consumer, slot: int, asked: int, sweep: bool,
+    async def _fetch(self, queue: str, consumer: Consumer, slot: int, asked: int, peek_all: bool,
                      full: bool) -> list[Message]:
-        """One take of up to ``asked`` messages, its room promised while it runs. ``sweep`` is the
-        consumer's own word for visiting every row (consumer.py)."""
+        """One take of up to ``asked`` messages, its room promised while it runs. ``peek_all``: peek
+        at every shard's rows in one round trip first (consumer.py)."""
         self.busy_consumers += 1
         self.room.ask(asked)
         try:
-            return await consumer.fetch(asked, slot, sweep=sweep, full=full)
+            return await consumer.fetch(asked, slot, peek_all=peek_all, full=full)
         except CasqueError as exc:
             retry_in = round(self.watch.delay_ms.get(queue, 0) / 1000, 2)
             log.error("fetch_failed", queue=queue, error=str(exc), retry_in=retry_in)
