@@ -21,7 +21,7 @@ from daemon.engine.client import Casque
 from daemon.engine.producer import Job
 
 from .conftest import TEST_KEYSPACE
-from .support.daemonproc import Daemon, records, start_daemon, until, write_config
+from daemon.testing.daemonproc import Daemon, records, start_daemon, until, write_config
 
 
 def count_events(d: Daemon, *names: str) -> Counter[str]:

@@ -14,7 +14,7 @@ from daemon.base.model import GROUP_HEADER
 from daemon.engine.client import Casque
 
 from .conftest import TEST_KEYSPACE
-from .support.daemonproc import records, start_daemon, until, write_config
+from daemon.testing.daemonproc import records, start_daemon, until, write_config
 
 GROUPS = ["a", "b", "c", "d"]
 STEPS = 6
