@@ -3,8 +3,8 @@
     python -m bench.many_queues_serve STATS_FILE [casque serve options...]
 
 Runs the real ``casque serve`` (``daemon.cli.main``) after wrapping, in this process only:
-  * the Database's requests (``Database.observe``: bench/cqlcount.py counts every one; here each one is also charged to the
-    SQS request in whose context it runs, through a context variable);
+  * the Database's requests (``Database.observe``: bench/cqlcount.py counts every one; here each one
+    is also charged to the SQS request in whose context it runs, through a context variable);
   * ``SqsService.run``, which sets that variable and, when the request ends, files its CQL under
     what it was: a receive that returned messages, an empty long poll (WaitTimeSeconds > 0), an
     empty short receive (WaitTimeSeconds = 0: the cost of looking at an idle queue), a send, a

@@ -2,8 +2,8 @@
 
 The connector is a JVM library: PySpark cannot ``pip install`` it, so casque fetches it the way it
 fetches Cassandra, through the one Maven fetcher (``daemon.devnode.maven``): Maven's dependency
-plugin, pinned, copies the jars from Maven Central with ``--strict-checksums`` (each jar must match the SHA-1 Central publishes),
-and the connector's own jar is then compared with the SHA-256 pinned below, so a poisoned ``~/.m2``
+plugin, pinned, copies the jars from Maven Central with ``--strict-checksums`` (each jar must match
+the SHA-1 Central publishes), and the connector's own jar is then compared with the SHA-256 pinned below, so a poisoned ``~/.m2``
 or mirror is refused.
 
 Why not the single *assembly* jar: ``spark-cassandra-connector-assembly_2.12`` is published on
@@ -140,8 +140,8 @@ def _run_maven(pom: Path, out_dir: Path, log_path: Path, progress: Progress) -> 
     try:
         copy_dependencies(pom, out_dir, log_path, progress, options=[f"-DexcludeGroupIds={PROVIDED_BY_SPARK}"])
     except MavenMissing:
-        raise ConnectorJarError("Maven (mvn) is not on PATH: install it (apt-get install maven); it fetches the Spark Cassandra "
-                                "connector once") from None
+        raise ConnectorJarError("Maven (mvn) is not on PATH: install it (apt-get install maven); "
+                                "it fetches the Spark Cassandra connector once") from None
     except MavenFailed as exc:
         raise ConnectorJarError(f"Maven failed (exit {exc.rc}) fetching {ARTIFACT}: {exc.reason}; "
                                 f"check network/proxy (~/.m2/settings.xml) and retry, full log: {log_path}") from None

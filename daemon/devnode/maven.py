@@ -121,7 +121,8 @@ def _follow(proc: subprocess.Popen[bytes], log: TextIO, progress: Progress) -> t
             if _count(line, fetched, progress):
                 last_report = now
         if now - last_report >= HEARTBEAT_S:
-            progress(f"  ... {now - started:.0f}s, {fetched.files_downloaded} files downloaded, {fetched.copied} jars copied")
+            progress(f"  ... {now - started:.0f}s, {fetched.files_downloaded} files downloaded, "
+                     f"{fetched.copied} jars copied")
             last_report = now
     fetched.seconds = time.monotonic() - started
     return fetched, tail
@@ -142,7 +143,8 @@ def _count(line: str, fetched: Fetched, progress: Progress) -> bool:
         fetched.files_downloaded += 1
         if m.group(1).endswith(".jar"):
             fetched.jars_downloaded += 1
-            progress(f"  [{fetched.jars_downloaded:3d}] {m.group(1).rsplit('/', 1)[-1]} ({m.group(2).split(' at ')[0]})")
+            name, size = m.group(1).rsplit("/", 1)[-1], m.group(2).split(" at ")[0]
+            progress(f"  [{fetched.jars_downloaded:3d}] {name} ({size})")
             return True
     elif _COPYING.search(line):
         fetched.copied += 1
