@@ -1,7 +1,7 @@
 """Start ``casque run`` as a real subprocess with a test config, and read what its handlers did.
 
 The one place a test or a bench run starts a daemon process (``spawn``): tests through ``start_daemon``
-(handlers from ``tests.support.handlers``, named in the config, never imported here), the bench through
+(the recording handlers of ``daemon.testing.handlers``, named in the config), the bench through
 bench/daemonproc.py (its probe handler)."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import IO, Any, Callable
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def write_config(path: Path, keyspace: str, queues: list[str], handler_module: str = "tests.support.handlers",
+def write_config(path: Path, keyspace: str, queues: list[str], handler_module: str = "daemon.testing.handlers",
                  **worker: object) -> Path:
     """A daemon config for a test: a keyspace, queues, fast polling, JSON debug logs. ``handler_module`` is
     a name the daemon imports (the tests' recording handlers by default), not an import of this module."""
