@@ -14,14 +14,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import subprocess
 import sys
 import time
 import traceback
 from pathlib import Path
 from typing import Any
 
-from .env import KEYSPACE, ROOT, machine, out_dir, progress
+from .env import KEYSPACE, ROOT, machine, out_dir, progress, versions
 from .plan import FULL, QUICK, Plan
 
 ENGINE_PARTS = ("e2e", "takes", "idle", "sched", "tomb", "peers", "stress", "profile")  # measured in measure(), rendered by render()
@@ -81,30 +80,6 @@ def save(plan: Plan, R: dict[str, Any]) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(R, default=str))
     tmp.replace(path)
-
-
-def versions() -> dict[str, str]:
-    from importlib.metadata import version
-
-    import daemon
-
-    out = {"casque": daemon.__version__}
-    try:
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "daemon"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-        engine = subprocess.run(["git", "log", "-1", "--format=%h", "--", "daemon"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-        out["casque"] += f" (git {rev}, engine as of {engine}{', with uncommitted changes' if dirty else ''})"
-    except OSError:
-        pass
-    for pkg in ("cassandra-driver", "celery", "kombu", "redis", "arq", "dramatiq", "pgqueuer", "asyncpg", "procrastinate", "psycopg", "py-spy"):
-        try:
-            out[pkg] = version(pkg)
-        except Exception:
-            pass
-    m = machine()
-    out["Python"] = m["python"]
-    out["Java"] = m["java"].replace("openjdk version ", "OpenJDK ").replace('"', "")
-    return out
 
 
 async def measure(plan: Plan, parts: list[str], R: dict[str, Any]) -> None:

@@ -1,6 +1,7 @@
 """Count the CQL work casque really does: requests (round trips) and the reads and writes inside them.
 
-``install()`` wraps ``daemon.engine.db.Database.run``, the one door every engine statement goes through,
+``install()`` observes ``daemon.engine.db.Database`` (``Database.observe``): every request an engine statement
+makes goes through ``run`` or ``run_all``,
 so the counts come from the code as it runs, not from reading it. A batch is one request holding
 several mutations; each statement is classified by its CQL text (SELECT = read, else write;
 ``IF`` = a lightweight transaction). The per-message ceiling in docs/benchmarks.md divides the
@@ -52,7 +53,6 @@ COUNTS = CqlCounts()
 #: Also count requests by the engine function that issued them (a frame walk per request: for the
 #: idle daemon, bench/idle.py, where it says which loop costs what; off under load).
 BY_CALLER = False
-_TEXT: dict[Any, str] = {}  # prepared query id -> CQL text (so batch members can be named)
 _KIND: dict[str, tuple[bool, bool]] = {}  # CQL text -> (is a read, is an LWT), classified once
 
 
@@ -95,9 +95,10 @@ def _caller() -> str:
     return "other"
 
 
-def record(stmt: Any) -> str:
+def record(stmt: Any, db: Any = None) -> str:
     """Count one request and return its kind (read / write / batch). Cheap (dictionary lookups
-    only): it runs inside the daemon under test."""
+    only): it runs inside the daemon under test. ``db`` (the Database that sends it) names a batch's
+    prepared members."""
     c = COUNTS
     c.requests += 1
     if BY_CALLER:
@@ -108,7 +109,8 @@ def record(stmt: Any) -> str:
         c.write_requests += 1
         c.writes += len(inner)
         for is_prepared, query, _values in inner:
-            c.by_statement["batch: " + (_TEXT.get(query, "prepared statement") if is_prepared else str(query))] += 1
+            name = (db.statement_text(query) if db is not None else None) or "prepared statement"
+            c.by_statement["batch: " + (name if is_prepared else str(query))] += 1
         return "batch"
     text = _text(stmt)
     is_read, is_lwt = _classify(text)
@@ -142,36 +144,27 @@ def snapshot() -> CqlCounts:
     return CqlCounts(c.requests, c.read_requests, c.write_requests, c.batch_requests, c.reads, c.writes, c.lwt, Counter(c.by_statement))
 
 
+_INSTALLED: list[Any] = []
+
+
 def install() -> None:
-    """Wrap Database.run (and remember prepared statements' text so batch members can be named)."""
-    from daemon.engine import db as dbmod
+    """Observe every Database's requests (once per process): count each, and time its round trip."""
+    from daemon.engine.db import Database
 
-    if getattr(dbmod.Database.run, "_bench_counted", False):
+    if _INSTALLED:
         return
-    original_run = dbmod.Database.run
-    original_prepare = dbmod.Database.prepare
 
-    async def run(self: Any, stmt: Any, *args: Any, **kwargs: Any) -> Any:
-        kind = record(stmt)
+    def observe(db: Any, stmt: Any) -> Any:
+        kind = record(stmt, db)
         t0 = time.perf_counter()
-        try:
-            return await original_run(self, stmt, *args, **kwargs)
-        finally:
-            timed(kind, (time.perf_counter() - t0) * 1000.0)
+        return lambda: timed(kind, (time.perf_counter() - t0) * 1000.0)
 
-    def prepare(self: Any, cql: str) -> Any:
-        p = original_prepare(self, cql)
-        _TEXT[p.query_id] = cql
-        return p
-
-    run._bench_counted = True  # type: ignore[attr-defined]
-    dbmod.Database.run = run  # type: ignore[method-assign]
-    dbmod.Database.prepare = prepare  # type: ignore[method-assign]
+    _INSTALLED.append(Database.observe(observe))
 
 
 #: Every request frame the driver put on the wire, by message type (QueryMessage, ExecuteMessage,
 #: BatchMessage, OptionsMessage = heartbeat, PrepareMessage, ...): what the process really sends,
-#: including what bypasses Database.run (the driver's control connection, heartbeats, paging).
+#: including what bypasses the Database (the driver's control connection, heartbeats, paging).
 WIRE: Counter = Counter()
 _WIRE_LOCK = threading.Lock()  # send_msg runs in the caller's thread and in the driver's reactor thread
 
@@ -203,7 +196,7 @@ def totals() -> dict[str, Any]:
 
 def rates(before: dict[str, Any], after: dict[str, Any], names: dict[str, str] | None = None, top: int = 12) -> dict[str, Any]:
     """Requests per second between two ``totals()``: on the wire (all, and by message type) and
-    through Database.run (all, and by statement: the engine's name for it when ``names`` (CQL text
+    through the Database (all, and by statement: the engine's name for it when ``names`` (CQL text
     -> name) has it, else the shortened text)."""
     dt = max(1e-9, after["t"] - before["t"])
     wire = {k: (v - before["wire"].get(k, 0)) / dt for k, v in after["wire"].items() if v - before["wire"].get(k, 0)}

@@ -1,5 +1,6 @@
 """Run the real casque daemon (``python -m daemon.cli -c FILE run``) as a child process.
 
+Started through the shared harness (``daemon.testing.daemonproc.spawn``, as the tests start theirs).
 The bench writes the daemon a TOML config (consumers, batch size, the ``bench.probe`` handler
 module) and waits for its ``worker_ready`` log line. The probe inside stops the daemon (SIGTERM,
 its normal graceful path) once the expected number of acks is written, and leaves a JSON file
@@ -13,11 +14,12 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from daemon.testing.daemonproc import spawn
 
 from .env import KEYSPACE, ROOT, out_dir
 
@@ -71,8 +73,7 @@ class Daemon:
         env.update(self.spec.env or {})
         env = {k: v for k, v in env.items() if not (k.startswith("CASQUE_") and k != "CASQUE_CLOCK_OFFSET_MS")}
         with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "daemon.cli", "-c", str(self.config), "run"],
-                                         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+            self.proc = spawn(self.config, env, log)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -117,3 +117,28 @@ def machine() -> dict[str, str]:
 def progress(msg: str) -> None:
     """One line of progress on stderr, with the time: long runs must show they are alive."""
     print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def versions() -> dict[str, str]:
+    """What a result was measured with: casque (and its git state), the peers' packages, Python, Java."""
+    from importlib.metadata import version
+
+    import daemon
+
+    out = {"casque": daemon.__version__}
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "daemon"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+        engine = subprocess.run(["git", "log", "-1", "--format=%h", "--", "daemon"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+        out["casque"] += f" (git {rev}, engine as of {engine}{', with uncommitted changes' if dirty else ''})"
+    except OSError:
+        pass
+    for pkg in ("cassandra-driver", "celery", "kombu", "redis", "arq", "dramatiq", "pgqueuer", "asyncpg", "procrastinate", "psycopg", "py-spy"):
+        try:
+            out[pkg] = version(pkg)
+        except Exception:
+            pass
+    m = machine()
+    out["Python"] = m["python"]
+    out["Java"] = m["java"].replace("openjdk version ", "OpenJDK ").replace('"', "")
+    return out

@@ -3,8 +3,8 @@
     python -m bench.many_queues_serve STATS_FILE [casque serve options...]
 
 Runs the real ``casque serve`` (``daemon.cli.main``) after wrapping, in this process only:
-  * ``Database.run`` (bench/cqlcount.py counts every request; here each one is also charged to the
-    SQS request in whose context it runs, through a context variable);
+  * the Database's requests (``Database.observe``: bench/cqlcount.py counts every one; here each one
+    is also charged to the SQS request in whose context it runs, through a context variable);
   * ``SqsService.run``, which sets that variable and, when the request ends, files its CQL under
     what it was: a receive that returned messages, an empty long poll (WaitTimeSeconds > 0), an
     empty short receive (WaitTimeSeconds = 0: the cost of looking at an idle queue), a send, a
@@ -51,16 +51,14 @@ def install() -> None:
     from . import cqlcount
 
     cqlcount.install()
-    counted = dbmod.Database.run
 
-    async def run(self: Any, stmt: Any, *args: Any, **kwargs: Any) -> Any:
+    def charge(db: Any, stmt: Any) -> None:
         box = _CURRENT.get()
         if box is not None:
             box[0] += 1
             box[1] += cqlcount.kind_of(stmt) == "read"
-        return await counted(self, stmt, *args, **kwargs)
 
-    dbmod.Database.run = run  # type: ignore[method-assign]
+    dbmod.Database.observe(charge)
     serve_one = SqsService.run
 
     async def service_run(self: Any, action: str, call: Any) -> dict[str, Any]:

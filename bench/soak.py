@@ -29,9 +29,9 @@ from daemon.base.errors import StorageUnavailable  # noqa: E402
 from daemon.devnode import ClusterSpec, process, start, start_node, stop  # noqa: E402
 from daemon.engine.producer import Job  # noqa: E402
 from daemon.engine.schema import apply_schema  # noqa: E402
-from tests.support.chaos import Outcome, count, finish, kill_chaos, race  # noqa: E402
-from tests.support.daemonproc import records, start_daemon, until, write_config  # noqa: E402
-from tests.test_node_faults import settings_for  # noqa: E402
+from daemon.testing.chaos import Outcome, count, finish, kill_chaos, race  # noqa: E402
+from daemon.testing.daemonproc import records, start_daemon, until, write_config  # noqa: E402
+from daemon.testing.nodes import settings_for  # noqa: E402
 
 KEYSPACE = "casque_bench"
 
@@ -143,7 +143,7 @@ async def node_loss(n: int, daemons: int = 3) -> Outcome:
     loop = asyncio.get_running_loop()
     load_before = os.getloadavg()
     await asyncio.to_thread(start, RING)
-    settings = settings_for(RING)
+    settings = settings_for(RING, RING_KEYSPACE)
     settings.cassandra.keyspace = RING_KEYSPACE
     cq = await connect(settings)
     queue = f"soak_node_loss_{int(time.time())}"

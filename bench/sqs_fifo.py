@@ -48,7 +48,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from . import profiling
-from .env import cpu_seconds, machine, node_pid, out_dir, progress
+from .env import cpu_seconds, machine, node_pid, out_dir, progress, versions
 from .fifo_ledger import Delivery, Ledger, body_of, check, merge
 from .sqs import CREDS, EMQ_VERSION, casque_serve, elasticmq
 
@@ -359,8 +359,6 @@ def cpu_per_message(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
 
 def run(size: Size, systems: list[str], profile: bool = False) -> dict[str, Any]:
     """Start the servers (all up for the whole run), measure, and return the results."""
-    from .__main__ import versions
-
     started = machine()
     with ExitStack() as stack:
         servers = {}

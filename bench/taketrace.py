@@ -6,7 +6,7 @@ from its first request: the engine's own definition for ``casque_take_round_trip
 a round-robin fetch passed empty on the way count), and the *visit* of the row that yielded
 (``Consumer._visit_row``, from the peek that found the work to the batch that took it; an engine
 that takes some rows outside that method, like a scout's sweep, leaves those out of this level).
-Every request goes through ``Database.run``, the door every engine statement uses. Requests of one
+Every request is seen through ``Database.observe``, the door every engine statement uses. Requests of one
 take issued while another of the same take is still in flight (``asyncio.gather``) share a *wave*:
 the waves are the sequential round trips, the figure a message's pickup waits for; the requests
 are what the node serves.
@@ -74,26 +74,27 @@ def _identity(stmt: Any) -> Any:
     return str(getattr(stmt, "query_string", stmt))[:60]
 
 
+def _observe(db: Any, stmt: Any) -> Any:
+    """A request (``Database.observe``): counted in every trace open in the task that sends it."""
+    traces = _CURRENT.get()
+    if not traces:
+        return None
+    what = _identity(stmt)
+    for trace in traces:
+        trace.start(what)
+
+    def done() -> None:
+        for trace in traces:
+            trace.end()
+
+    return done
+
+
 def install() -> None:
     from daemon.engine import consumer as cmod
     from daemon.engine import db as dbmod
 
-    original_run = dbmod.Database.run
-
-    async def run(self: Any, stmt: Any, *args: Any, **kwargs: Any) -> Any:
-        traces = _CURRENT.get()
-        if not traces:
-            return await original_run(self, stmt, *args, **kwargs)
-        what = _identity(stmt)
-        for trace in traces:
-            trace.start(what)
-        try:
-            return await original_run(self, stmt, *args, **kwargs)
-        finally:
-            for trace in traces:
-                trace.end()
-
-    dbmod.Database.run = run  # type: ignore[method-assign]
+    dbmod.Database.observe(_observe)
     consumer = getattr(cmod, "Consumer", None)
     for level, method in UNITS.items():
         if hasattr(consumer, method):  # an engine shaped otherwise: only its own histogram (if any) is read

@@ -1,9 +1,9 @@
 """Fetch the Spark Cassandra connector's jars (once) into casque's per-user cache.
 
 The connector is a JVM library: PySpark cannot ``pip install`` it, so casque fetches it the way it
-fetches Cassandra (``daemon.devnode.download``): Maven's dependency plugin, pinned, copies the jars
-from Maven Central with ``--strict-checksums`` (each jar must match the SHA-1 Central publishes),
-and the connector's own jar is then compared with the SHA-256 pinned below, so a poisoned ``~/.m2``
+fetches Cassandra, through the one Maven fetcher (``daemon.devnode.maven``): Maven's dependency
+plugin, pinned, copies the jars from Maven Central with ``--strict-checksums`` (each jar must match
+the SHA-1 Central publishes), and the connector's own jar is then compared with the SHA-256 pinned below, so a poisoned ``~/.m2``
 or mirror is refused.
 
 Why not the single *assembly* jar: ``spark-cassandra-connector-assembly_2.12`` is published on
@@ -20,15 +20,12 @@ runs never leave half a set behind.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import threading
 import time
 from pathlib import Path
-from typing import TextIO
 
-from daemon.devnode.download import _ANSI, _DOWNLOADED, Progress, _maven_env, _sha256, cache_root
+from daemon.devnode.download import _sha256, cache_root
+from daemon.devnode.maven import MavenFailed, MavenMissing, Progress, copy_dependencies
 from daemon.devnode.locks import locked
 
 from .errors import ConnectorJarError
@@ -36,7 +33,6 @@ from .errors import ConnectorJarError
 GROUP = "com.datastax.spark"
 ARTIFACT = "spark-cassandra-connector_2.12"
 VERSION = "3.5.1"
-COPY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy-dependencies"
 PROVIDED_BY_SPARK = "org.scala-lang,org.slf4j"
 
 #: SHA-256 of the connector jar as published on Maven Central (Maven checks every jar's SHA-1).
@@ -46,7 +42,6 @@ KNOWN_SHA256: dict[str, str] = {
 
 _MARKER = ".complete"
 _MIN_JARS = 8  # the connector, its driver module and the Java driver's pieces
-_HEARTBEAT_S = 10.0
 _POM = """<?xml version="1.0" encoding="UTF-8"?>
 <!-- Resolver-only POM written by casque (pipeline/jars.py): it builds nothing. -->
 <project xmlns="http://maven.apache.org/POM/4.0.0">
@@ -140,54 +135,13 @@ def _verify(lib: Path, version: str) -> str:
     return digest
 
 
-def _mvn() -> str:
-    mvn = os.environ.get("CASQUE_MVN") or shutil.which("mvn")
-    if not mvn:
-        raise ConnectorJarError("Maven (mvn) is not on PATH: install it (apt-get install maven); it fetches the Spark Cassandra connector once")
-    return mvn
-
-
 def _run_maven(pom: Path, out_dir: Path, log_path: Path, progress: Progress) -> None:
-    """Run the copy, streaming Maven's log to ``log_path`` and each downloaded jar to ``progress``."""
-    cmd = [
-        _mvn(), "-B", "--strict-checksums", "-Dstyle.color=never", "-f", str(pom), COPY_PLUGIN,
-        f"-DoutputDirectory={out_dir}", "-DincludeScope=runtime", f"-DexcludeGroupIds={PROVIDED_BY_SPARK}",
-    ]
-    tail: list[str] = []
-    with log_path.open("w", encoding="utf-8") as log:
-        log.write("$ " + " ".join(cmd) + "\n")
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=_maven_env(), cwd=str(out_dir))
-        reader = threading.Thread(target=_pump, args=(proc, log, tail, progress), daemon=True, name="casque-maven-output")
-        reader.start()
-        started = time.monotonic()
-        try:
-            while proc.poll() is None:
-                try:
-                    proc.wait(timeout=_HEARTBEAT_S)
-                except subprocess.TimeoutExpired:
-                    progress(f"  ... {time.monotonic() - started:.0f}s")
-        except BaseException:
-            proc.kill()
-            proc.wait()
-            raise
-        reader.join(timeout=5)
-    if proc.returncode != 0:
-        errors = [ln for ln in tail if ln.startswith("[ERROR]") and ln.strip() != "[ERROR]"]
-        reason = (errors or tail or ["no output"])[0]
-        raise ConnectorJarError(f"Maven failed (exit {proc.returncode}) fetching {ARTIFACT}: {reason[:400]}; "
-                                f"check network/proxy (~/.m2/settings.xml) and retry, full log: {log_path}")
-
-
-def _pump(proc: subprocess.Popen[bytes], log: TextIO, tail: list[str], progress: Progress) -> None:
-    """Copy Maven's output to the log; report each downloaded jar; keep the last lines for errors."""
-    assert proc.stdout is not None
-    count = 0
-    for raw in proc.stdout:
-        line = _ANSI.sub("", raw.decode("utf-8", "replace")).rstrip("\n")
-        log.write(line + "\n")
-        tail[:] = (tail + [line])[-40:]
-        m = _DOWNLOADED.search(line)
-        if m and m.group(1).endswith(".jar"):
-            count += 1
-            progress(f"  [{count:2d}] {m.group(1).rsplit('/', 1)[-1]} ({m.group(2).split(' at ')[0]})")
+    """Run the copy through the shared Maven fetcher (daemon/devnode/maven.py), leaving Spark's own jars out."""
+    try:
+        copy_dependencies(pom, out_dir, log_path, progress, options=[f"-DexcludeGroupIds={PROVIDED_BY_SPARK}"])
+    except MavenMissing:
+        raise ConnectorJarError("Maven (mvn) is not on PATH: install it (apt-get install maven); "
+                                "it fetches the Spark Cassandra connector once") from None
+    except MavenFailed as exc:
+        raise ConnectorJarError(f"Maven failed (exit {exc.rc}) fetching {ARTIFACT}: {exc.reason}; "
+                                f"check network/proxy (~/.m2/settings.xml) and retry, full log: {log_path}") from None

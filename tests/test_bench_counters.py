@@ -1,8 +1,8 @@
 """The bench's measuring instruments (bench/taketrace.py, bench/cqlcount.py, bench/targets.py)
 against the real engine and Cassandra: a figure in docs/benchmarks.md is only as good as its counter.
 
-The instruments patch the engine's and the driver's classes, so each test installs them through
-``monkeypatch`` first: every patched attribute is put back when the test ends.
+The instruments observe the engine's Database and patch the engine's and the driver's classes, so each test
+installs them through ``monkeypatch`` first: every observer and patched attribute is put back when the test ends.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ def instruments(monkeypatch: pytest.MonkeyPatch) -> None:
     """Install the CQL counters and the take tracer for one test only."""
     from cassandra.connection import Connection
 
-    monkeypatch.setattr(db_mod.Database, "run", db_mod.Database.run)
-    monkeypatch.setattr(db_mod.Database, "prepare", db_mod.Database.prepare)
+    monkeypatch.setattr(db_mod, "_OBSERVERS", db_mod._OBSERVERS)  # the observers installed below go at the end
+    monkeypatch.setattr(cqlcount, "_INSTALLED", [])
     monkeypatch.setattr(consumer_mod.Consumer, "_visit_row", consumer_mod.Consumer._visit_row)
     monkeypatch.setattr(consumer_mod.Consumer, "fetch", consumer_mod.Consumer.fetch)
     monkeypatch.setattr(Connection, "send_msg", Connection.send_msg)

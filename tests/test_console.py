@@ -32,7 +32,7 @@ from daemon.engine.samples import Counters, Samples, recent_rates, series
 from daemon.http.console import build_console
 
 from .conftest import TEST_KEYSPACE
-from .support.daemonproc import ROOT, start_daemon, until, wait_for, write_config
+from daemon.testing.daemonproc import ROOT, start_daemon, until, wait_for, write_config
 
 ADMIN, VIEWER = ("admin", "admin-pw"), ("viewer", "viewer-pw")
 

@@ -26,7 +26,7 @@ import pytest
 from daemon.engine.client import Casque
 
 from .conftest import TEST_KEYSPACE
-from .support.daemonproc import ROOT
+from daemon.testing.daemonproc import ROOT
 from .test_console import poison_one
 
 CHROMIUM = "/usr/bin/chromium"

@@ -13,7 +13,7 @@ from daemon.engine.client import Casque
 from daemon.engine.producer import Job
 
 from .conftest import TEST_KEYSPACE
-from .support.daemonproc import records, start_daemon, until, write_config
+from daemon.testing.daemonproc import records, start_daemon, until, write_config
 
 
 def events(log: str) -> list[dict]:
@@ -190,7 +190,7 @@ async def test_check_mode_exit_codes(tmp_path: Path, settings: object) -> None:
     import subprocess
     import sys
 
-    from .support.daemonproc import ROOT
+    from daemon.testing.daemonproc import ROOT
 
     good = write_config(tmp_path / "good.toml", TEST_KEYSPACE, ["default"])
     ok = subprocess.run([sys.executable, "-m", "daemon.cli", "-c", str(good), "run", "--check"], cwd=ROOT, capture_output=True, text=True)

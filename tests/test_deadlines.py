@@ -1,5 +1,5 @@
 """Issue 14, the dispatcher's deadlines, made to happen with real daemons and counted from the
-handlers' own ledger (tests/support/handlers.py):
+handlers' own ledger (daemon/testing/handlers.py):
 
 * two daemons with clocks 3 s apart (within ``clock_tolerance``) never run a message twice: a
   handler's deadline ends ``clock_tolerance`` before its timeout column can fall due on any clock;
@@ -21,7 +21,7 @@ from daemon.engine.client import Casque
 from daemon.engine.producer import Job
 
 from .conftest import TEST_KEYSPACE
-from .support.daemonproc import Daemon, records, start_daemon, until, write_config
+from daemon.testing.daemonproc import Daemon, records, start_daemon, until, write_config
 
 
 def count_events(d: Daemon, *names: str) -> Counter[str]:

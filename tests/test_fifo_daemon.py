@@ -14,12 +14,12 @@ from daemon.base.model import GROUP_HEADER
 from daemon.engine.client import Casque
 
 from .conftest import TEST_KEYSPACE
-from .support.daemonproc import records, start_daemon, until, write_config
+from daemon.testing.daemonproc import records, start_daemon, until, write_config
 
 GROUPS = ["a", "b", "c", "d"]
 STEPS = 6
 SLEEP = 0.15
-BACKOFF = 0.3  # test.fifo_step's backoff (tests/support/handlers.py)
+BACKOFF = 0.3  # test.fifo_step's backoff (daemon/testing/handlers.py)
 
 
 def runs(path: Path) -> dict[str, list[tuple[float, float, int, int, str]]]:

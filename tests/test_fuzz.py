@@ -27,7 +27,7 @@ from daemon.engine.schema import validate_queue_name
 from daemon.engine.triggers import cron_next, make_trigger, zone
 
 from .conftest import TEST_KEYSPACE
-from .support.daemonproc import records, start_daemon, until, write_config
+from daemon.testing.daemonproc import records, start_daemon, until, write_config
 
 pytestmark = pytest.mark.reliability
 QS = QueueSettings("fuzz", 16, 24, 300, 5000, 30000, 5, 86400, 4096)

@@ -33,7 +33,7 @@ from daemon.engine.hint_directory import listen_addresses, parse_address
 from daemon.engine.hints import HINT_KEY, HintListener, MAX_DATAGRAM, MAX_ENTRIES, encode, pack
 from daemon.engine.producer import Job
 from tests.support import sqsserver
-from tests.support.daemonproc import records, start_daemon, until, write_config
+from daemon.testing.daemonproc import records, start_daemon, until, write_config
 from tests.support.longpoll import parked
 from daemon.engine.placement import PLACEMENT_MASK, id_due_ms, parse_id
 

@@ -17,7 +17,7 @@ from daemon.engine.consumer import Consumer
 from daemon.engine.producer import Job
 
 from .conftest import TEST_KEYSPACE
-from .support.daemonproc import Daemon, records, start_daemon, until, write_config
+from daemon.testing.daemonproc import Daemon, records, start_daemon, until, write_config
 
 
 def trips(queue: str) -> float:

@@ -4,6 +4,10 @@ layer above its own, nor is there any import circle (at module level or inside f
 Layers, bottom up: ``daemon.base`` < ``daemon.engine`` < ``daemon.service`` < the faces
 (``daemon.cli``, ``daemon.http``, ``pipeline``). ``daemon.devnode`` (the local Cassandra launcher) is
 tooling beside them: it may import ``daemon.base`` only. Handlers import only the public API.
+
+Above the faces: ``daemon.testing`` (the harness tests and the bench share: it starts daemons) may
+import any of those, never the bench or the tests; ``bench`` may import the harness and everything
+below it, never the tests; the tests, on top, may import anything.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 RANK = {"daemon.base": 0, "daemon.devnode": 1, "daemon.engine": 1, "daemon.service": 2,
-        "daemon.cli": 3, "daemon.http": 3, "pipeline": 3, "handlers": 4}
+        "daemon.cli": 3, "daemon.http": 3, "pipeline": 3, "daemon.testing": 4, "handlers": 4, "bench": 5, "tests": 6}
 # The package root only re-exports the public API (handler, registry, client, producer).
 PUBLIC = {"daemon", "daemon.client", "daemon.producer"}
 
@@ -28,7 +32,7 @@ def module_name(path: Path) -> str:
 
 def modules() -> dict[str, Path]:
     found = {}
-    for top in ("daemon", "pipeline", "handlers"):
+    for top in ("daemon", "pipeline", "handlers", "bench", "tests"):
         for path in (ROOT / top).rglob("*.py"):
             found[module_name(path)] = path
     return found

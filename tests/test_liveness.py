@@ -32,7 +32,7 @@ from daemon.engine.client import Casque
 from daemon.engine.placement import new_id, parse_id, shard_of
 from daemon.engine.producer import Job
 
-from .support.daemonproc import records, start_daemon, until, write_config
+from daemon.testing.daemonproc import records, start_daemon, until, write_config
 
 pytestmark = pytest.mark.slow
 

@@ -15,28 +15,18 @@ from typing import AsyncIterator
 import pytest
 
 from daemon.engine.client import Casque
-from daemon.base.config import Settings
 from daemon.engine.db import Database
 from daemon.devnode import ClusterSpec, start, start_node, stop, stop_node
 from daemon.base.errors import StorageUnavailable
 from daemon.engine.schema import apply_schema
 
-from .support.daemonproc import records, start_daemon, until, write_config
+from daemon.testing.daemonproc import records, start_daemon, until, write_config
+from daemon.testing.nodes import settings_for
 
 pytestmark = [pytest.mark.reliability, pytest.mark.cluster, pytest.mark.slow]
 KEYSPACE = "casque_rel"
 RING = ClusterSpec(name="faults", nodes=3, native_port=9342, storage_port=7300, jmx_base=7800)
 SOLO = ClusterSpec(name="solo", nodes=1, native_port=9242, storage_port=7200, jmx_base=7900)
-
-
-def settings_for(spec: ClusterSpec) -> Settings:
-    s = Settings()
-    s.cassandra.contact_points = [f"127.0.0.{i}" for i in range(1, spec.nodes + 1)]
-    s.cassandra.port = spec.native_port
-    s.cassandra.keyspace = KEYSPACE
-    s.cassandra.request_timeout = 5.0
-    s.schema.replication_factor = spec.nodes
-    return s
 
 
 def config_for(path: Path, spec: ClusterSpec, queue: str) -> Path:
@@ -48,7 +38,7 @@ def config_for(path: Path, spec: ClusterSpec, queue: str) -> Path:
 
 async def cluster_client(spec: ClusterSpec) -> Casque:
     await asyncio.to_thread(start, spec)
-    settings = settings_for(spec)
+    settings = settings_for(spec, KEYSPACE)
     db = Database(settings.cassandra).connect()
     try:
         apply_schema(db, KEYSPACE, settings.schema)

@@ -31,7 +31,7 @@ from daemon.engine.db import Database
 from daemon.engine.producer import Job
 from daemon.engine.schema import apply_schema
 
-from .support.daemonproc import Daemon, records, start_daemon, until, write_config
+from daemon.testing.daemonproc import Daemon, records, start_daemon, until, write_config
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]
 KEYSPACE = "casque_stall"

@@ -27,7 +27,7 @@ from daemon.base.config import Settings
 from daemon.engine.client import Casque
 from tests.conftest import TEST_KEYSPACE
 from tests.support import sqsserver
-from tests.support.daemonproc import records, start_daemon, until, write_config
+from daemon.testing.daemonproc import records, start_daemon, until, write_config
 from tests.support.ledger import drain_ids as drain, ledger
 
 SHARED_TASK = "test.sleep"  # the daemon has a handler for it; SQS receivers take it too

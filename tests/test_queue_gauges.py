@@ -18,7 +18,7 @@ from daemon.engine.stats import queue_stats
 from daemon.service.queue_gauges import QueueGauges
 
 from .conftest import TEST_KEYSPACE
-from .support.daemonproc import start_daemon, until, write_config
+from daemon.testing.daemonproc import start_daemon, until, write_config
 
 Pair = tuple[Casque, ManualClock]
 

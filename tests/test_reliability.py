@@ -10,7 +10,7 @@ import pytest
 from daemon.engine.client import Casque
 
 from .conftest import TEST_KEYSPACE
-from .support.chaos import kill_chaos, race
+from daemon.testing.chaos import kill_chaos, race
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]
 

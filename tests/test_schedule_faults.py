@@ -23,7 +23,7 @@ from daemon.engine.admin import replay
 from daemon.engine.client import Casque
 
 from .conftest import TEST_KEYSPACE
-from .support.daemonproc import ROOT, records, start_daemon, until, write_config
+from daemon.testing.daemonproc import ROOT, records, start_daemon, until, write_config
 from .test_engine import drain
 from .test_schedules import fire_all
 

@@ -18,7 +18,7 @@ from daemon.base.errors import KeyConflict
 from daemon.service.registry import Registry
 
 from .conftest import TEST_KEYSPACE
-from .support.daemonproc import records, start_daemon, until, write_config
+from daemon.testing.daemonproc import records, start_daemon, until, write_config
 from .test_engine import drain
 
 Pair = tuple[Casque, ManualClock]

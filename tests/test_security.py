@@ -36,7 +36,7 @@ from daemon.base.config import load_settings
 from daemon.devnode import ClusterSpec, start, stop
 
 from .support.certs import CA, make_ca, make_server
-from .support.daemonproc import ROOT, Daemon, records, start_daemon, wait_for, write_config
+from daemon.testing.daemonproc import ROOT, Daemon, records, start_daemon, wait_for, write_config
 
 KEYSPACE = "casque_sec"
 USER = "casque"

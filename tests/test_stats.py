@@ -17,7 +17,7 @@ from daemon.engine.producer import Job
 from daemon.engine.stats import queue_stats
 
 from .conftest import TEST_KEYSPACE
-from .support.daemonproc import ROOT, records, start_daemon, until, write_config
+from daemon.testing.daemonproc import ROOT, records, start_daemon, until, write_config
 from .test_engine import drain
 
 Pair = tuple[Casque, ManualClock]

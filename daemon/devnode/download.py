@@ -21,18 +21,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import queue
-import re
 import shutil
-import subprocess
-import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
-from .errors import DevnodeError, JavaError
-from .java import find_java
+from .errors import DevnodeError
 from .locks import locked
+from .maven import DEPENDENCY_PLUGIN, MavenFailed, MavenMissing, Progress, copy_dependencies
 
 __all__ = [
     "PINNED",
@@ -52,15 +47,11 @@ KNOWN_SHA256: dict[str, str] = {
     "5.0.6": "bd533204e1088179ba58bd817082673b211cc78f605e64e34c3cd001c42aca2a",
 }
 
-#: Pinned so the copy step behaves the same everywhere, whatever Maven's default is.
-DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy-dependencies"
 
 _POM = Path(__file__).with_name("pom.xml")
 _MARKER = ".complete"
-_HEARTBEAT_S = 10.0
 _MIN_JARS = 50  # cassandra-all 5.0 pulls ~100; far fewer means resolution went wrong
 
-Progress = Callable[[str], object]
 
 
 def cache_root() -> Path:
@@ -116,100 +107,23 @@ def is_installed(version: str = PINNED) -> bool:
     return (d / _MARKER).is_file() and _main_jar(d / "lib", version).is_file()
 
 
-_DOWNLOADED = re.compile(r"Downloaded from \S+: (\S+) \(([^)]*)\)")
-_COPYING = re.compile(r"Copying (\S+\.jar)")
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def _maven_env() -> dict[str, str]:
-    env = dict(os.environ)
-    try:
-        # Maven itself runs on any JDK, but use the one we run Cassandra with so a JAVA_HOME
-        # pointing at an exotic JDK cannot break the download.
-        env["JAVA_HOME"] = str(find_java().java_home)
-    except JavaError:
-        pass
-    env["MAVEN_OPTS"] = env.get("MAVEN_OPTS", "")
-    return env
-
-
 def _run_maven(version: str, out_dir: Path, log_path: Path, progress: Progress) -> None:
-    mvn = os.environ.get("CASQUE_MVN") or shutil.which("mvn")
-    if not mvn:
+    """Fetch cassandra-all ``version`` and its runtime jars into ``out_dir`` (the shared fetcher, maven.py)."""
+    try:
+        fetched = copy_dependencies(_POM, out_dir, log_path, progress, options=[f"-Dcassandra.version={version}"],
+                                    cwd=out_dir.parent)
+    except MavenMissing:
         raise DevnodeError(
             "casque: Maven (mvn) is not on PATH; install it (apt-get install maven) -- it fetches "
             "Cassandra's jars from Maven Central once"
-        )
-    cmd = [
-        mvn, "-B", "--strict-checksums", "-Dstyle.color=never",
-        "-f", str(_POM),
-        DEPENDENCY_PLUGIN,
-        f"-Dcassandra.version={version}",
-        f"-DoutputDirectory={out_dir}",
-        "-DincludeScope=runtime",
-    ]
-    started = time.monotonic()
-    jars_downloaded = 0
-    files_downloaded = 0
-    copied = 0
-    last_lines: list[str] = []
-    with log_path.open("w", encoding="utf-8") as log:
-        log.write("$ " + " ".join(cmd) + "\n")
-        proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env=_maven_env(), cwd=str(out_dir.parent),
-        )
-        assert proc.stdout is not None
-        lines: queue.Queue[str | None] = queue.Queue()
-
-        def pump() -> None:
-            assert proc.stdout is not None
-            for raw in proc.stdout:
-                lines.put(_ANSI.sub("", raw.decode("utf-8", "replace")).rstrip("\n"))
-            lines.put(None)
-
-        threading.Thread(target=pump, daemon=True, name="casque-maven-output").start()
-        last_report = time.monotonic()
-        try:
-            while True:
-                try:
-                    line = lines.get(timeout=1.0)
-                except queue.Empty:
-                    line = ""
-                now = time.monotonic()
-                if line is None:
-                    break
-                if line:
-                    log.write(line + "\n")
-                    last_lines = (last_lines + [line])[-40:]
-                    m = _DOWNLOADED.search(line)
-                    if m:
-                        files_downloaded += 1
-                        if m.group(1).endswith(".jar"):
-                            jars_downloaded += 1
-                            progress(f"  [{jars_downloaded:3d}] {m.group(1).rsplit('/', 1)[-1]}"
-                                     f" ({m.group(2).split(' at ')[0]})")
-                            last_report = now
-                    elif _COPYING.search(line):
-                        copied += 1
-                if now - last_report >= _HEARTBEAT_S:
-                    progress(f"  ... {now - started:.0f}s, {files_downloaded} files downloaded, "
-                             f"{copied} jars copied")
-                    last_report = now
-            rc = proc.wait()
-        except BaseException:
-            proc.kill()
-            proc.wait()
-            raise
-    if rc != 0:
-        errors = [ln for ln in last_lines if ln.startswith("[ERROR]") and ln.strip() != "[ERROR]"]
-        reason = errors[0] if errors else (last_lines[-1] if last_lines else "no output")
+        ) from None
+    except MavenFailed as exc:
         raise DevnodeError(
-            f"casque: Maven failed (exit {rc}) fetching cassandra-all {version}: {reason[:300]}; "
+            f"casque: Maven failed (exit {exc.rc}) fetching cassandra-all {version}: {exc.reason}; "
             f"check network/proxy (~/.m2/settings.xml) and retry, full log: {log_path}"
-        )
-    progress(f"  {copied} jars in place after {time.monotonic() - started:.0f}s "
-             f"({jars_downloaded} jars downloaded, Maven's own plugins included; "
+        ) from None
+    progress(f"  {fetched.copied} jars in place after {fetched.seconds:.0f}s "
+             f"({fetched.jars_downloaded} jars downloaded, Maven's own plugins included; "
              f"the others were already in ~/.m2)")
 
 

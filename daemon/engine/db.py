@@ -13,7 +13,8 @@ import contextvars
 import ssl
 import threading
 from collections import namedtuple
-from typing import Any, Sequence
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 from cassandra import ConsistencyLevel, DriverException, OperationTimedOut, ReadTimeout, Unavailable, WriteTimeout
 from cassandra.auth import PlainTextAuthProvider
@@ -32,6 +33,15 @@ except ImportError:  # pragma: no cover - depends on how the wheel was built
 
 
 _ROW_TYPES: dict[tuple[str, ...], Any] = {}
+
+#: Called with (database, statement) before each request through ``Database.run`` or ``run_all`` (the
+#: requests ``count_request`` counts; ``run_all`` pages count as one); may return a
+#: callable that is called (with no arguments) once that request has its answer or its error.
+RequestObserver = Callable[["Database", Any], Optional[Callable[[], None]]]
+#: The observers of every Database in the process (bench counts the CQL of a daemon it did not
+#: build): a tuple replaced whole, so ``run`` reads it without a lock, and an empty tuple is one
+#: truth test per request when nobody observes.
+_OBSERVERS: tuple[RequestObserver, ...] = ()
 
 
 def row_factory(colnames: list[str], rows: list[Any]) -> list[Any]:
@@ -66,6 +76,7 @@ class Database:
         self.cluster: Cluster | None = None
         self.session: Session | None = None
         self._prepared: dict[str, PreparedStatement] = {}
+        self._texts: dict[bytes, str] = {}  # prepared query id -> CQL text (to name a batch's members)
         #: Requests sent by this process, and how many of them were reads (SELECTs): what tests and
         #: benchmarks count to show a cost is bounded (an empty long poll: 0 while it waits).
         self.requests = 0
@@ -127,7 +138,37 @@ class Database:
             assert self.session is not None, "not connected"
             stmt = self.session.prepare(cql)
             self._prepared[cql] = stmt
+            self._texts[stmt.query_id] = cql
         return stmt
+
+    def statement_text(self, query_id: bytes) -> str | None:
+        """The CQL text of a statement this database prepared: a batch carries only query ids."""
+        return self._texts.get(query_id)
+
+    # ---- observing requests -----------------------------------------------------------------
+    @staticmethod
+    def observe(observer: RequestObserver) -> Callable[[], None]:
+        """Call ``observer`` for every request any Database of this process sends through ``run`` or
+        ``run_all`` (see ``RequestObserver``); returns the function that stops it. The supported way to count
+        or trace requests (bench/cqlcount.py, bench/taketrace.py) instead of replacing ``run``."""
+        global _OBSERVERS
+        _OBSERVERS = _OBSERVERS + (observer,)
+
+        def stop() -> None:
+            global _OBSERVERS
+            _OBSERVERS = tuple(o for o in _OBSERVERS if o is not observer)
+
+        return stop
+
+    @staticmethod
+    @contextmanager
+    def observing(observer: RequestObserver) -> Iterator[None]:
+        """``observe`` for the length of a ``with`` block."""
+        stop = Database.observe(observer)
+        try:
+            yield
+        finally:
+            stop()
 
     def batch(self, logged: bool = False) -> BatchStatement:
         kind = BatchType.LOGGED if logged else BatchType.UNLOGGED
@@ -146,17 +187,37 @@ class Database:
         """Execute asynchronously and return the ResultSet's rows (first page) as a list.
         ``timestamp`` (us) sets the write timestamp of every mutation in the statement."""
         assert self.session is not None, "not connected"
+        if _OBSERVERS:
+            return await self._run_observed(stmt, params, timeout, timestamp)
+        return await self._send(stmt, params, timeout, timestamp)
+
+    def _send(self, stmt: str | Statement, params: Sequence[Any] | None, timeout: float | None,
+              timestamp: int | None) -> "asyncio.Future[list[Any]]":
+        """Send one request; a plain function returning the answer's future, so an unobserved ``run``
+        costs one call more than before and no extra coroutine."""
+        assert self.session is not None, "not connected"
         self.count_request(stmt)
         token = _TS_OVERRIDE.set(timestamp)
         try:
             rf = self.session.execute_async(stmt, params, timeout=timeout or self.settings.request_timeout)
         finally:
             _TS_OVERRIDE.reset(token)
-        return await wrap_future(rf)
+        return wrap_future(rf)
+
+    async def _run_observed(self, stmt: str | Statement, params: Sequence[Any] | None, timeout: float | None,
+                            timestamp: int | None) -> Any:
+        """``run`` with the observers told before the request and, through what they returned, after it."""
+        done = [d for d in (observer(self, stmt) for observer in _OBSERVERS) if d is not None]
+        try:
+            return await self._send(stmt, params, timeout, timestamp)
+        finally:
+            for d in reversed(done):
+                d()
 
     async def run_all(self, stmt: str | Statement, params: Sequence[Any] | None = None) -> list[Any]:
         """Every page of a result (for admin reads that may exceed one page), paged in a thread."""
         assert self.session is not None, "not connected"
+        done = [d for d in (observer(self, stmt) for observer in _OBSERVERS) if d is not None] if _OBSERVERS else []
         self.count_request(stmt)
         session = self.session
 
@@ -166,7 +227,11 @@ class Database:
             except (NoHostAvailable, DriverException, OperationTimedOut) as exc:
                 raise StorageUnavailable(describe_failure(exc)) from None
 
-        return await asyncio.to_thread(fetch)
+        try:
+            return await asyncio.to_thread(fetch)
+        finally:
+            for d in reversed(done):
+                d()
 
     def count_request(self, stmt: str | Statement) -> None:
         self.requests += 1

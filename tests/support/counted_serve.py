@@ -3,8 +3,8 @@ code under test, for the flood test (tests/test_sqs_tamper.py).
 
     python -m tests.support.counted_serve COUNT_FILE serve [casque serve options...]
 
-Before running ``daemon.cli.main`` unchanged, it wraps ``Database.run`` and ``Database.run_all``
-(every statement the engine sends goes through one of them) and counts the SELECTs that name
+Before running ``daemon.cli.main`` unchanged, it observes the Database (``Database.observe``: every
+request the engine sends through ``run`` or ``run_all``) and counts the SELECTs that name
 ``access_keys``. A thread writes ``{"t": unix time, "access_key_reads": n}`` to COUNT_FILE every
 50 ms (written whole, then renamed), so a test reads a count taken after its last request.
 """
@@ -28,20 +28,12 @@ def _counts(stmt: Any) -> bool:
 
 
 def install() -> None:
-    from daemon.engine import db as dbmod
+    from daemon.engine.db import Database
 
-    run, run_all = dbmod.Database.run, dbmod.Database.run_all
-
-    async def counted_run(self: Any, stmt: Any, *args: Any, **kwargs: Any) -> Any:
+    def count(db: Any, stmt: Any) -> None:
         READS[0] += _counts(stmt)
-        return await run(self, stmt, *args, **kwargs)
 
-    async def counted_run_all(self: Any, stmt: Any, *args: Any, **kwargs: Any) -> Any:
-        READS[0] += _counts(stmt)
-        return await run_all(self, stmt, *args, **kwargs)
-
-    dbmod.Database.run = counted_run  # type: ignore[method-assign]
-    dbmod.Database.run_all = counted_run_all  # type: ignore[method-assign]
+    Database.observe(count)
 
 
 def keep_writing(path: Path) -> None:

@@ -1,5 +1,5 @@
 """Counting lost and duplicated messages from what consumers actually got, for engine-level tests
-(the daemon tests count from the handlers' record file instead: tests/support/chaos.py)."""
+(the daemon tests count from the handlers' record file instead: daemon/testing/chaos.py)."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from daemon.engine.client import Casque
 from daemon.engine.producer import Job
 
-from .daemonproc import Daemon, records, start_daemon, until, write_config
+from daemon.testing.daemonproc import Daemon, records, start_daemon, until, write_config
 
 
 @dataclass

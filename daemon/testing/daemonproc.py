@@ -1,4 +1,8 @@
-"""Start ``casque run`` as a real subprocess with a test config, and read what its handlers did."""
+"""Start ``casque run`` as a real subprocess with a test config, and read what its handlers did.
+
+The one place a test or a bench run starts a daemon process (``spawn``): tests through ``start_daemon``
+(the recording handlers of ``daemon.testing.handlers``, named in the config), the bench through
+bench/daemonproc.py (its probe handler)."""
 
 from __future__ import annotations
 
@@ -11,17 +15,20 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import IO, Any, Callable
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def write_config(path: Path, keyspace: str, queues: list[str], **worker: object) -> Path:
+def write_config(path: Path, keyspace: str, queues: list[str], handler_module: str = "daemon.testing.handlers",
+                 **worker: object) -> Path:
+    """A daemon config for a test: a keyspace, queues, fast polling, JSON debug logs. ``handler_module`` is
+    a name the daemon imports (the tests' recording handlers by default), not an import of this module."""
     opts = {"consumers": 2, "batch_size": 20, "poll_interval": "20ms", "max_poll_interval": "200ms", "drain_timeout": "20s",
             "rescan_interval": "1s"} | worker
     lines = [
         "[cassandra]", f'keyspace = "{keyspace}"', "",
-        "[worker]", f"queues = {queues!r}".replace("'", '"'), 'handler_modules = ["tests.support.handlers"]',
+        "[worker]", f"queues = {queues!r}".replace("'", '"'), f'handler_modules = ["{handler_module}"]',
     ]
     for key, value in opts.items():
         lines.append(f"{key} = {value!r}".replace("'", '"'))
@@ -49,12 +56,18 @@ class Daemon:
         return self.log.read_text() if self.log.exists() else ""
 
 
+def spawn(config: Path, env: dict[str, str], out: IO[bytes], *args: str) -> subprocess.Popen[bytes]:
+    """``python -m daemon.cli -c CONFIG run ARGS`` from the repository (so it runs this checkout's code),
+    with exactly ``env``, its output to ``out``."""
+    return subprocess.Popen([sys.executable, "-m", "daemon.cli", "-c", str(config), "run", *args], cwd=ROOT, env=env,
+                            stdout=out, stderr=subprocess.STDOUT)
+
+
 def start_daemon(config: Path, record: Path, log: Path, *args: str, env: dict[str, str] | None = None) -> Daemon:
+    """A daemon whose test handlers append what they did to ``record`` (read with ``records``)."""
     full_env = dict(os.environ) | {"CASQUE_TEST_RECORD": str(record), "PYTHONPATH": str(ROOT)} | (env or {})
     out = open(log, "ab")
-    proc = subprocess.Popen([sys.executable, "-m", "daemon.cli", "-c", str(config), "run", *args], cwd=ROOT, env=full_env,
-                            stdout=out, stderr=subprocess.STDOUT)
-    return Daemon(proc, log)
+    return Daemon(spawn(config, full_env, out, *args), log)
 
 
 def records(path: Path) -> list[list[str]]:
