@@ -166,7 +166,7 @@ class Consumer:
         qs = self.last_settings = await self.queues.get(self.queue)
         rows = [row for row in all_rows(qs) if not self.rows.get(row, RowState()).loaded]
         for i in range(0, len(rows), parallel):
-            await self.peek.rows(qs, self.rows, rows[i : i + parallel])
+            await self.peek.rows(qs, self.rows, rows[i : i + parallel], self.accepts)
 
     async def fetch(
         self, limit: int, slot: int = 0, visibility_ms: int | None = None, peek_all: bool = False, full: bool = True
@@ -262,7 +262,7 @@ class Consumer:
             overdue += [(b, shard) for b in rescans]
         overdue.sort(key=lambda row: self.rows[row].next_check if row in self.rows else 0)
         rows = overdue[:PEEK_ALL_RESCANS] + current  # rescans first: older rows
-        return await self._take_first(qs, await self.peek.rows(qs, self.rows, rows), opts)
+        return await self._take_first(qs, await self.peek.rows(qs, self.rows, rows, self.accepts), opts)
 
     async def _take_first(self, qs: QueueSettings, rows: list[tuple[int, int]], opts: TakeOptions) -> list[Message]:
         """Take from the first of these rows that yields; name the shards of the rest, so other
@@ -302,12 +302,12 @@ class Consumer:
         ):  # nothing older to look at: the current rows as always (a held row is not peeked)
             named = [b for b in rescans[VISIT_RESCANS:] if self.rows[(b, shard)].named]
             rows = [(b, shard) for b in rescans[:VISIT_RESCANS] + named + every]
-            due = await self.peek.rows(qs, self.rows, rows)
+            due = await self.peek.rows(qs, self.rows, rows, self.accepts)
             due.sort(key=lambda row: self.rows[row].best_rank)  # stable: oldest first within a lane
             return await self._take_first(qs, due, opts)
         if rescans:
             rows = [(b, shard) for b in rescans[:VISIT_RESCANS]]
-            taken = await self._take_first(qs, await self.peek.rows(qs, self.rows, rows), opts)
+            taken = await self._take_first(qs, await self.peek.rows(qs, self.rows, rows, self.accepts), opts)
             if taken:
                 return taken
         for bucket in every:
