@@ -29,7 +29,6 @@ interval (docs/design.md, "Push and pull on one queue").
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import replace
 from typing import Callable
 
@@ -41,11 +40,10 @@ from daemon.engine.db import Database
 from daemon.engine.holds import RowHolds
 from daemon.engine.keys import KeyStore
 from daemon.engine.locking import HeldLock, ShardLocker
-from daemon.engine.placement import bucket_of
 from daemon.engine.poison import PoisonStore
 from daemon.engine.queues import QueueStore
 from daemon.engine.row_peek import RowPeek
-from daemon.engine.row_state import TRIPS, ConsumerStats, RowState, trip
+from daemon.engine.row_state import TRIPS, ConsumerStats, RowState, rows_to_check
 from daemon.engine.shard_names import ShardNames
 from daemon.engine.table import MessageTable, all_rows
 from daemon.engine.take import Take, TakeOptions
@@ -101,11 +99,10 @@ class Consumer:
         #: Take a message up to this long before it is due (the dispatcher starts its handler at
         #: the due time): a timer fires on time although the take costs round trips.
         self.ahead_ms = ahead_ms
-        self.names = ShardNames()
         self.last_settings: QueueSettings | None = None
         self.rows: dict[tuple[int, int], RowState] = {}
+        self.names = ShardNames(clock, self.rows, ahead_ms)
         self.stats = ConsumerStats()
-        self._next_shard: dict[int, int] = {}
         self._lower_lanes_taken = False  # the last take handed out a lane below the queue's top one
         self._top_lane_checked = 0  # monotonic ms
         self._top_lane_found = False  # the last top-lane check took something: check again at once
@@ -117,8 +114,20 @@ class Consumer:
         #: in the row, the cursor never past them (docs/design.md, "Push and pull on one queue").
         self.accepts: Callable[[str], bool] | None = None
         self.peek = RowPeek(db, table, clock, self.stats, tolerance_ms, rescan_ms, lookahead_ms, ahead_ms)
-        self.taker = Take(db, table, poison, keys, clock, self.locker, self.holds, self.stats, self.expect,
-                          tolerance_ms, rescan_ms, lookahead_ms)
+        self.taker = Take(
+            db,
+            table,
+            poison,
+            keys,
+            clock,
+            self.locker,
+            self.holds,
+            self.stats,
+            self.names.expect,
+            tolerance_ms,
+            rescan_ms,
+            lookahead_ms,
+        )
 
     def share(self, accepts: Callable[[str], bool] | None) -> None:
         """Take only the tasks ``accepts`` names (pull readers read the queue too), or every task
@@ -129,57 +138,25 @@ class Consumer:
                 state.skips.clear()
 
     def expect(self, bucket: int, shard: int, due_ms: int) -> None:
-        """A hint from this process: something in this row becomes due at ``due_ms`` (a retry or
-        timeout column we wrote), so look before the next rescan."""
-        state = self.rows.setdefault((bucket, shard), RowState())
-        state.wake = min(state.wake, due_ms)
-        state.next_check = min(state.next_check, due_ms)
-        self._name(shard, due_ms)  # a fetch at the due time visits the shard (named shards only while wake-ups flow)
+        """Something we wrote in this row becomes due at ``due_ms``: look before the next rescan (``ShardNames``)."""
+        self.names.expect(bucket, shard, due_ms)
 
     def hint(self, due_ms: int, placement: int | None) -> None:
-        """A send (in this process, or another one's wake hint): a message falls due at ``due_ms``
-        in the shard of ``placement`` (unknown: every shard). A fetch goes to that shard first once
-        it is due; until then it is a timer (``next_due``). At most ``MAX_HINTS`` per shard are
-        kept, the earliest: a later one is found by the read that takes the earlier ones."""
-        qs = self.last_settings
-        if qs is None:
-            return
-        self.names.hinted_at = self.clock.elapsed_ms()
-        bucket = bucket_of(due_ms, qs.bucket_ms, qs.buckets)
-        for shard in range(qs.shards) if placement is None else [placement % qs.shards]:
-            self._name(shard, due_ms)
-            state = self.rows.get((bucket, shard))
-            if state is not None:  # the row it was written to is looked at again by then, rescan or not
-                state.next_check = min(state.next_check, due_ms)
-                state.named = True
+        """A send falls due at ``due_ms`` in the shard of ``placement`` (None: any); ignored before the first fetch."""
+        if self.last_settings is not None:
+            self.names.hint(self.last_settings, due_ms, placement)
 
     def hints_flowing(self, window_ms: int) -> bool:
-        """Has a wake-up arrived within ``window_ms``? Then the producers of this queue announce
-        their sends, and a consumer need not go looking in rows nobody named."""
-        hinted_at = self.names.hinted_at
-        return hinted_at is not None and self.clock.elapsed_ms() - hinted_at <= window_ms
-
-    def _name(self, shard: int, due_ms: int) -> None:
-        idle = self.rows.get((0, shard))
-        if idle is not None:  # a FIFO row (one bucket) named again: something there may have changed
-            idle.fifo_idle_until = 0
-            idle.fifo_named += 1
-        self.names.name(shard, due_ms)
-
-    def _busy_elsewhere(self, shard: int) -> None:
-        """A row of ``shard`` is being taken from by another fetch of ours, whose read may predate
-        the send that sent us here: name the shard again, so whoever fetches next looks once more."""
-        self._name(shard, self.clock.now_ms())
+        """Has a wake-up arrived within ``window_ms``? (``ShardNames.flowing``)"""
+        return self.names.flowing(window_ms)
 
     def pending_hints(self) -> int:
-        """How many shards a wake-up named with something due that no fetch has visited since."""
-        return len(self.names.due(self.clock.now_ms() + self.ahead_ms))
+        """Shards named with something due that no fetch has visited since."""
+        return self.names.pending()
 
     def next_due(self) -> int | None:
-        """When to fetch next for what this process knows is coming (peeks, its own writes,
-        hints): the earliest due time, less the take-ahead."""
-        wakes = [st.wake for st in self.rows.values() if st.wake < RowState.wake] + self.names.earliest()
-        return min(wakes) - self.ahead_ms if wakes else None
+        """When to fetch next for what this process knows is coming (``ShardNames.next_due``)."""
+        return self.names.next_due()
 
     async def warm(self, parallel: int = 64) -> None:
         """Before serving: load every row's cursors and peek it, ``parallel`` rows at a time.
@@ -189,7 +166,7 @@ class Consumer:
         qs = self.last_settings = await self.queues.get(self.queue)
         rows = [row for row in all_rows(qs) if not self.rows.get(row, RowState()).loaded]
         for i in range(0, len(rows), parallel):
-            await self._peek_rows(qs, rows[i : i + parallel])
+            await self.peek.rows(qs, self.rows, rows[i : i + parallel], self.accepts)
 
     async def fetch(
         self, limit: int, slot: int = 0, visibility_ms: int | None = None, peek_all: bool = False, full: bool = True
@@ -224,7 +201,7 @@ class Consumer:
         self, qs: QueueSettings, slot: int, opts: TakeOptions, peek_all: bool, full: bool
     ) -> list[Message]:
         horizon = self.clock.now_ms() + self.ahead_ms
-        order = self._shard_order(qs, slot)
+        order = self.names.order(qs, slot)
         hinted = set(self.names.due(horizon))
         if (
             self._lower_lanes_taken
@@ -248,7 +225,7 @@ class Consumer:
             taken = await self._visit_shard(qs, shard, opts)
             if taken:
                 if len(taken) >= opts.limit:  # the row may hold more: name it for the next fetch
-                    self._name(shard, self.clock.now_ms())
+                    self.names.name_now(shard)
                 return self._took(qs, taken)
         return []
 
@@ -262,23 +239,9 @@ class Consumer:
         from the first with something due there."""
         self._top_lane_checked = self.clock.elapsed_ms()
         now = self.clock.now_ms()
-        top = -max(qs.priorities)
-        rows = [(b, shard) for shard in range(qs.span()[0]) for b in self._rows_to_check(qs, shard, now)[0]]
-        horizon = now + self.ahead_ms
-        trip()
-        found = await asyncio.gather(
-            *(
-                self.db.run(
-                    self.table.peek,
-                    [qs.name, b, s, top, self.rows.get((b, s), RowState()).cursors.get(top, 0), horizon],
-                )
-                for b, s in rows
-            )
-        )
-        self.stats.peeks += len(rows)
-        due = [row for row, hit in zip(rows, found) if hit]
-        for row in due:
-            self.rows.setdefault(row, RowState()).best_rank = top
+        every = [rows_to_check(self.rows, qs, shard, now, self.tolerance_ms)[0] for shard in range(qs.span()[0])]
+        rows = [(b, shard) for shard, buckets in enumerate(every) for b in buckets]
+        due = await self.peek.top_lane(qs, self.rows, rows, now)
         taken = await self._take_first(qs, due, replace(opts, top_lane_only=True)) if due else []
         self._top_lane_found = bool(taken)
         if taken:
@@ -294,28 +257,12 @@ class Consumer:
         current: list[tuple[int, int]] = []
         overdue: list[tuple[int, int]] = []
         for shard in (s for s in order if s not in hinted):
-            every, rescans = self._rows_to_check(qs, shard, now)
+            every, rescans = rows_to_check(self.rows, qs, shard, now, self.tolerance_ms)
             current += [(b, shard) for b in every]
             overdue += [(b, shard) for b in rescans]
         overdue.sort(key=lambda row: self.rows[row].next_check if row in self.rows else 0)
         rows = overdue[:PEEK_ALL_RESCANS] + current  # rescans first: older rows
-        return await self._take_first(qs, await self._peek_rows(qs, rows), opts)
-
-    async def _peek_rows(self, qs: QueueSettings, rows: list[tuple[int, int]]) -> list[tuple[int, int]]:
-        """Peek these rows at once (one round trip); those with something due, in the given order."""
-        states = [self.rows.setdefault(row, RowState()) for row in rows]
-        free = [
-            (row, st) for row, st in zip(rows, states) if not st.busy and st.backoff_until <= self.clock.elapsed_ms()
-        ]
-        for _, st in free:
-            st.busy = True
-        try:
-            trip()
-            due = await asyncio.gather(*(self.peek.row(qs, b, s, st, self.accepts, count=False) for (b, s), st in free))
-        finally:
-            for _, st in free:
-                st.busy = False
-        return [row for (row, _), found in zip(free, due) if found]
+        return await self._take_first(qs, await self.peek.rows(qs, self.rows, rows, self.accepts), opts)
 
     async def _take_first(self, qs: QueueSettings, rows: list[tuple[int, int]], opts: TakeOptions) -> list[Message]:
         """Take from the first of these rows that yields; name the shards of the rest, so other
@@ -323,7 +270,7 @@ class Consumer:
         for i, (bucket, shard) in enumerate(rows):
             state = self.rows.setdefault((bucket, shard), RowState())
             if state.busy:
-                self._busy_elsewhere(shard)
+                self.names.name_now(shard)
                 continue
             state.busy = True
             try:
@@ -333,24 +280,9 @@ class Consumer:
             if taken:
                 now = self.clock.now_ms()
                 for _, other in rows[i + 1 :]:
-                    self._name(other, now)
+                    self.names.name(other, now)
                 return taken
         return []
-
-    def _shard_order(self, qs: QueueSettings, slot: int) -> list[int]:
-        """The shards a fetch visits: those named as due first, then one round from this slot's
-        position."""
-        shards = qs.span()[0]  # after a reshard, also the shards of layouts still draining
-        horizon = self.clock.now_ms() + self.ahead_ms
-        # The named shard waiting longest first (earliest due time named). Not by shard number, nor
-        # rotated by slot: under load every named shard yields, so the shards past the first
-        # `consumers` of a fixed order were never reached (measured at 1,567 msg/s with 8
-        # consumers: rows starved for up to 50 s). Consumers woken together meet at the same
-        # shard; all but one find it busy (no read) and go on to the next.
-        first = sorted((s for s in self.names.due(horizon) if s < shards), key=self.names.first)
-        start = self._next_shard.get(slot, slot * 7919) % shards
-        self._next_shard[slot] = start + 1
-        return first + [s for s in ((start + i) % shards for i in range(shards)) if s not in first]
 
     async def _visit_shard(self, qs: QueueSettings, shard: int, opts: TakeOptions) -> list[Message]:
         """Oldest rows first, so a shard hands out its messages by due time across rows: the rows
@@ -364,18 +296,18 @@ class Consumer:
         in older rows with 1 s buckets when only the current rows were taken first,
         tests/test_fairness.py)."""
         now = self.clock.now_ms()
-        every, rescans = self._rows_to_check(qs, shard, now)
+        every, rescans = rows_to_check(self.rows, qs, shard, now, self.tolerance_ms)
         if (
             len(qs.priorities) > 1 and rescans
         ):  # nothing older to look at: the current rows as always (a held row is not peeked)
             named = [b for b in rescans[VISIT_RESCANS:] if self.rows[(b, shard)].named]
             rows = [(b, shard) for b in rescans[:VISIT_RESCANS] + named + every]
-            due = await self._peek_rows(qs, rows)
+            due = await self.peek.rows(qs, self.rows, rows, self.accepts)
             due.sort(key=lambda row: self.rows[row].best_rank)  # stable: oldest first within a lane
             return await self._take_first(qs, due, opts)
         if rescans:
             rows = [(b, shard) for b in rescans[:VISIT_RESCANS]]
-            taken = await self._take_first(qs, await self._peek_rows(qs, rows), opts)
+            taken = await self._take_first(qs, await self.peek.rows(qs, self.rows, rows, self.accepts), opts)
             if taken:
                 return taken
         for bucket in every:
@@ -387,7 +319,7 @@ class Consumer:
     async def _visit_one(self, qs: QueueSettings, bucket: int, shard: int, opts: TakeOptions) -> list[Message]:
         state = self.rows.setdefault((bucket, shard), RowState())
         if state.busy:
-            self._busy_elsewhere(shard)
+            self.names.name_now(shard)
             return []
         if state.backoff_until > self.clock.elapsed_ms():
             return []
@@ -396,23 +328,6 @@ class Consumer:
             return await self._visit_row(qs, bucket, shard, state, opts)
         finally:
             state.busy = False
-
-    def _rows_to_check(self, qs: QueueSettings, shard: int, now: int) -> tuple[list[int], list[int]]:
-        """(rows to visit every round, rows whose rescan has come)."""
-        current_abs = now // qs.bucket_ms
-        current = current_abs % qs.buckets
-        every = [current]
-        previous = (current_abs - 1) % qs.buckets
-        if now - current_abs * qs.bucket_ms < self.tolerance_ms and previous != current:
-            every.insert(0, previous)
-        span = qs.span()[1]
-        rescans = [b for b in range(span) if b not in every and self._rescan_due((b, shard), now)]
-        rescans.sort(key=lambda b: -((current - b) % span))  # oldest first
-        return every, rescans
-
-    def _rescan_due(self, row: tuple[int, int], now: int) -> bool:
-        state = self.rows.get(row)
-        return state is None or state.next_check <= now
 
     async def _visit_row(
         self, qs: QueueSettings, bucket: int, shard: int, state: RowState, opts: TakeOptions

@@ -18,6 +18,7 @@ from daemon.engine.row_state import ConsumerStats, RowState, merge, next_rescan,
 from daemon.engine.table import MessageTable
 
 Accepts = Callable[[str], bool] | None
+Row = tuple[int, int]  # (bucket, shard)
 
 
 class RowPeek:
@@ -61,6 +62,43 @@ class RowPeek:
             return False
         state.next_check = now  # there was due work: look again on the next round
         return True
+
+    async def rows(
+        self, qs: QueueSettings, states: dict[Row, RowState], rows: list[Row], accepts: Accepts
+    ) -> list[Row]:
+        """Peek these rows at once (one round trip); those with something due, in the given order.
+        A row a fetch of ours is taking from, or whose lock was found busy lately, is not peeked."""
+        mine = [states.setdefault(row, RowState()) for row in rows]
+        free = [(row, st) for row, st in zip(rows, mine) if not st.busy and st.backoff_until <= self.clock.elapsed_ms()]
+        for _, st in free:
+            st.busy = True
+        try:
+            trip()
+            due = await asyncio.gather(*(self.row(qs, b, s, st, accepts, count=False) for (b, s), st in free))
+        finally:
+            for _, st in free:
+                st.busy = False
+        return [row for (row, _), found in zip(free, due) if found]
+
+    async def top_lane(self, qs: QueueSettings, states: dict[Row, RowState], rows: list[Row], now: int) -> list[Row]:
+        """Peek only the top lane of these rows at once (one round trip, cursors as known, no
+        state made for a row never seen); those with something due there, marked as best in it."""
+        top = -max(qs.priorities)
+        horizon = now + self.ahead_ms
+        trip()
+        found = await asyncio.gather(
+            *(
+                self.db.run(
+                    self.table.peek, [qs.name, b, s, top, states.get((b, s), RowState()).cursors.get(top, 0), horizon]
+                )
+                for b, s in rows
+            )
+        )
+        self.stats.peeks += len(rows)
+        due = [row for row, hit in zip(rows, found) if hit]
+        for row in due:
+            states.setdefault(row, RowState()).best_rank = top
+        return due
 
     async def _anything_due(
         self, qs: QueueSettings, bucket: int, shard: int, state: RowState, now: int, accepts: Accepts

@@ -12,6 +12,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from daemon.base.model import QueueSettings
+
 #: The first wait after a row's lock was found busy; it doubles up to a lock TTL.
 MIN_BACKOFF_MS = 50
 #: Sequential round trips of the fetch running in this task (a list, so gathered children add to it).
@@ -103,6 +105,28 @@ def next_rescan(now: int, rescan_ms: int) -> int:
     together once (a cold start) drift apart, so rescans never come as one burst of hundreds
     of reads (measured: such a burst made messages due meanwhile up to 1 s late)."""
     return now + rescan_ms // 2 + random.randrange(rescan_ms // 2 + 1)
+
+
+def rows_to_check(
+    rows: dict[tuple[int, int], RowState], qs: QueueSettings, shard: int, now: int, tolerance_ms: int
+) -> tuple[list[int], list[int]]:
+    """A shard's (rows to visit every round, rows whose rescan has come, oldest first): the current
+    bucket's row, and the previous one while late producers may still write to it (one clock
+    tolerance); any other row once its ``next_check`` has come (a row never looked at: at once)."""
+    current_abs = now // qs.bucket_ms
+    current = current_abs % qs.buckets
+    every = [current]
+    previous = (current_abs - 1) % qs.buckets
+    if now - current_abs * qs.bucket_ms < tolerance_ms and previous != current:
+        every.insert(0, previous)
+    span = qs.span()[1]
+    rescans = [b for b in range(span) if b not in every and _rescan_due(rows.get((b, shard)), now)]
+    rescans.sort(key=lambda b: -((current - b) % span))  # oldest first
+    return every, rescans
+
+
+def _rescan_due(state: RowState | None, now: int) -> bool:
+    return state is None or state.next_check <= now
 
 
 def merge(mine: dict[int, int], theirs: dict[int, int]) -> None:
