@@ -38,7 +38,10 @@ def extract(R: dict[str, Any]) -> dict[str, Any]:
     cdf = (R.get("peers") or {}).get("cdf", {}).get("casque")
     if cdf:  # casque's equal-load curve, drawn as "before" beside every later run's
         xs, ys = cdf
-        out["casque_equal_cdf"] = {"rate": R["peers"]["equal_rate"], "cdf": [[round(x, 2) for x in xs], [round(y, 4) for y in ys]]}
+        out["casque_equal_cdf"] = {
+            "rate": R["peers"]["equal_rate"],
+            "cdf": [[round(x, 2) for x in xs], [round(y, 4) for y in ys]],
+        }
     return out
 
 
