@@ -49,7 +49,8 @@ async def sweep(cq: Casque, plan: Plan) -> dict[str, Any]:
         if default not in candidates:
             candidates.append(default)
         progress(
-            f"  confirming {len(candidates)} settings × {plan.confirm_repeats}, {plan.confirm_n:,} messages each (interleaved)"
+            f"  confirming {len(candidates)} settings × {plan.confirm_repeats}, {plan.confirm_n:,} messages each "
+            "(interleaved)"
         )
         for rep in range(plan.confirm_repeats):
             for c, b in candidates:

@@ -79,7 +79,8 @@ async def main(sends: int) -> None:
             f"announce, send_many of 500 ids (16 shards): {statistics.median(many_us):.1f} µs per call (one datagram)"
         )
         print(
-            f"announce, 100 sends completing in one loop turn: {statistics.median(together):.1f} µs per send (two datagrams for all)"
+            f"announce, 100 sends completing in one loop turn: {statistics.median(together):.1f} µs per send (two "
+            "datagrams for all)"
         )
         lat, with_hint, without = [], [], []
         for i in range(sends):
@@ -139,7 +140,8 @@ async def across_processes(producer: Casque, queue: str, sends: int) -> None:
         await child.wait()
     lat = [w - r for r, w in zip(returned, woke)]
     print(
-        f"send returned -> notify in another process: p50 {pct(lat, 0.5) * 1e6:.0f} µs, p99 {pct(lat, 0.99) * 1e6:.0f} µs, "
+        f"send returned -> notify in another process: p50 {pct(lat, 0.5) * 1e6:.0f} µs, p99 {pct(lat, 0.99) * 1e6:.0f} "
+        "µs, "
         f"max {max(lat) * 1e6:.0f} µs ({sends} sends)"
     )
 

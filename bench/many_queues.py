@@ -191,7 +191,8 @@ def raise_fd_limit(need: int) -> None:
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     if soft < need:
         raise SystemExit(
-            f"bench: {need} open files needed (one connection per user) but the limit is {soft}: raise it (ulimit -n {need * 2})"
+            f"bench: {need} open files needed (one connection per user) but the limit is {soft}: raise it (ulimit -n "
+            f"{need * 2})"
         )
 
 
@@ -703,7 +704,8 @@ async def scenario(size: Size, keyspace: str = KEYSPACE, measure_table: bool = T
         progress(f"many-queues {size.name}: creating {size.queues:,} tiny queues")
         R["create"] = await create(cq, names, size)
         progress(
-            f"  {R['create']['rate']:,.0f} queues/s ({R['create']['api']}), p99 {R['create']['p99_ms']:.1f} ms per {R['create']['per']}"
+            f"  {R['create']['rate']:,.0f} queues/s ({R['create']['api']}), p99 {R['create']['p99_ms']:.1f} ms per "
+            f"{R['create']['per']}"
         )
         if measure_table:
             after = await asyncio.to_thread(table_stats, keyspace)
@@ -714,14 +716,16 @@ async def scenario(size: Size, keyspace: str = KEYSPACE, measure_table: bool = T
         progress(f"  filling {size.messages:,} messages, Zipf s={size.zipf_s}")
         R["fill"] = await fill(cq, names, cum, size, ledger)
         progress(
-            f"  {R['fill']['rate']:,.0f} msg/s into {R['fill']['queues_with_messages']:,} queues (largest {R['fill']['largest_queue']:,})"
+            f"  {R['fill']['rate']:,.0f} msg/s into {R['fill']['queues_with_messages']:,} queues (largest "
+            f"{R['fill']['largest_queue']:,})"
         )
         await server.start()
         run = Run(server, names, cum, size, ledger)
         sampler = asyncio.create_task(run.sampler())
         try:
             progress(
-                f"  serving: {size.users:,} users long-polling, producers at {size.send_rate:g} msg/s for {size.live_s:g}s"
+                f"  serving: {size.users:,} users long-polling, producers at {size.send_rate:g} msg/s for "
+                f"{size.live_s:g}s"
             )
             R["live"] = await run.live()
             progress(f"  draining every queue ({size.queues:,})")
@@ -780,9 +784,12 @@ def headline(R: dict[str, Any]) -> str:
     f = lambda x, d=1: "–" if x is None else f"{x:,.{d}f}"  # noqa: E731
     return (
         f"sent {led['sent']:,}, lost {led['lost']}, duplicate deliveries {led['duplicate_deliveries']}; "
-        f"send→receive p50 {f(lat['p50_ms'])} / p99 {f(lat['p99_ms'])} ms; reads per receive {f(rd['receive']['reads_per_request'], 2)}, "
-        f"per empty long poll {f(rd['empty_long_poll']['reads_per_request'], 2)}, per idle short receive {f(rd['empty_receive']['reads_per_request'], 2)}; "
-        f"RSS {f(rss.get('rss_mb_at', {}).get('50%'))} → {f(rss.get('rss_mb_at', {}).get('100%'))} MB over the second half of "
+        f"send→receive p50 {f(lat['p50_ms'])} / p99 {f(lat['p99_ms'])} ms; reads per receive "
+        f"{f(rd['receive']['reads_per_request'], 2)}, "
+        f"per empty long poll {f(rd['empty_long_poll']['reads_per_request'], 2)}, per idle short receive "
+        f"{f(rd['empty_receive']['reads_per_request'], 2)}; "
+        f"RSS {f(rss.get('rss_mb_at', {}).get('50%'))} → {f(rss.get('rss_mb_at', {}).get('100%'))} MB over the second "
+        "half of "
         f"{rss.get('queues_touched', 0):,} queues"
     )
 

@@ -47,7 +47,8 @@ from .many_queues import free_port
 # first error line alone does not tell the cause (read from moto's test code; docs/sqs-moto.md says why each is where it is).
 CAUSES: list[tuple[str, str, str]] = [
     (
-        "other AWS services (STS GetCallerIdentity in moto's account_id fixture, CloudFormation, AssumeRole) sent to the SQS endpoint",
+        "other AWS services (STS GetCallerIdentity in moto's account_id fixture, CloudFormation, AssumeRole) sent to "
+        "the SQS endpoint",
         "c",
         r"GetCallerIdentity|CreateStack|AssumeRole|test_sqs_cloudformation|test_sqs_integration",
     ),
@@ -58,7 +59,8 @@ CAUSES: list[tuple[str, str, str]] = [
         r"localhost:5000|123456789012|arn:aws:sqs:\.\.\.000000|test_receive_message_using_name_should_return_name_as_url",
     ),
     (
-        "moto accepts what SQS refuses (MessageRetentionPeriod 1; MessageDeduplicationId on a standard queue): casque refuses as SQS does",
+        "moto accepts what SQS refuses (MessageRetentionPeriod 1; MessageDeduplicationId on a standard queue): casque "
+        "refuses as SQS does",
         "c",
         r"test_message_retention_period|test_message_delay_is_more_than_15_minutes",
     ),
@@ -84,12 +86,14 @@ CAUSES: list[tuple[str, str, str]] = [
         r"Resource and NotResource",
     ),
     (
-        "AddPermission/RemovePermission checks and wording (owner-only actions, empty AWSAccountIds, unknown label's text)",
+        "AddPermission/RemovePermission checks and wording (owner-only actions, empty AWSAccountIds, unknown label's "
+        "text)",
         "a",
         r"test_(add|remove)_permission_errors",
     ),
     (
-        "moto's receipt-handle error text (casque answers AWS's: 'The input receipt handle \"...\" is not a valid receipt handle.')",
+        "moto's receipt-handle error text (casque answers AWS's: 'The input receipt handle \"...\" is not a valid "
+        "receipt handle.')",
         "c",
         r"test_change_message_visibility_on_unknown_receipt_handle|test_delete_message_errors",
     ),

@@ -93,7 +93,8 @@ class CeleryDriver(PeerDriver):
             "version": _version("celery"),
             "broker": f"Redis {redis_url(1)}",
             "pool": f"{self.pool}, --concurrency {self.concurrency}",
-            "settings": "task_acks_late, worker_prefetch_multiplier=64, task_ignore_result, worker_disable_rate_limits, "
+            "settings": "task_acks_late, worker_prefetch_multiplier=64, task_ignore_result, "
+            "worker_disable_rate_limits, "
             "--without-gossip --without-mingle --without-heartbeat",
             "producer": "task.apply_async(producer=...) on a held producer connection, 2 threads",
         }
@@ -159,7 +160,8 @@ class ArqDriver(PeerDriver):
         return {
             "version": _version("arq"),
             "broker": f"Redis {redis_url(2)}",
-            "settings": f"max_jobs={self.concurrency}, poll_delay={peer_arq.POLL_DELAY}s (default 0.5 s), keep_result=0",
+            "settings": f"max_jobs={self.concurrency}, poll_delay={peer_arq.POLL_DELAY}s (default 0.5 s), "
+            "keep_result=0",
             "producer": "ArqRedis.enqueue_job, 500 concurrent per send, 4 senders",
         }
 
@@ -195,7 +197,8 @@ class PgQueuerDriver(PeerDriver):
         return {
             "version": _version("pgqueuer"),
             "broker": f"PostgreSQL 127.0.0.1:{PG_PORT} (synchronous_commit=off), asyncpg {_version('asyncpg')}",
-            "settings": f"batch_size={self.batch} (default 10), max_concurrent_tasks={max(self.concurrency, 2 * self.batch)}",
+            "settings": f"batch_size={self.batch} (default 10), "
+            f"max_concurrent_tasks={max(self.concurrency, 2 * self.batch)}",
             "producer": "Queries.enqueue with lists (one INSERT per 500 jobs), 4 senders on a pool",
         }
 
@@ -237,7 +240,8 @@ class DramatiqDriver(PeerDriver):
             "version": _version("dramatiq"),
             "broker": f"Redis {peer_dramatiq.URL} (RedisBroker)",
             "worker": f"dramatiq --processes 1 --threads {self.concurrency}",
-            "settings": f"defaults: default middleware, prefetch 2 × threads = {2 * self.concurrency}, ack after the actor, no result backend",
+            "settings": f"defaults: default middleware, prefetch 2 × threads = {2 * self.concurrency}, ack after the "
+            "actor, no result backend",
             "producer": "actor.send (one Redis script call per message), 2 threads",
         }
 
@@ -275,9 +279,11 @@ class ProcrastinateDriver(PeerDriver):
     def config(self) -> dict[str, str]:
         return {
             "version": _version("procrastinate"),
-            "broker": f"PostgreSQL 127.0.0.1:{PG_PORT} (synchronous_commit=off), PsycopgConnector, psycopg {_version('psycopg')} (binary)",
+            "broker": f"PostgreSQL 127.0.0.1:{PG_PORT} (synchronous_commit=off), PsycopgConnector, psycopg "
+            f"{_version('psycopg')} (binary)",
             "worker": f"procrastinate --log-level=warning worker --concurrency {self.concurrency}",
-            "settings": f"pool max_size={self.concurrency + 1} (concurrency + 1, as its docs size it for short jobs); defaults otherwise: LISTEN/NOTIFY, one job per fetch, delete_jobs=never; async task",
+            "settings": f"pool max_size={self.concurrency + 1} (concurrency + 1, as its docs size it for short jobs); "
+            "defaults otherwise: LISTEN/NOTIFY, one job per fetch, delete_jobs=never; async task",
             "producer": "task.batch_defer_async (one INSERT per 500 jobs), 4 senders on the connector's pool",
         }
 
@@ -416,7 +422,8 @@ async def run(cq: Casque, plan: Plan, best: dict[str, Any]) -> dict[str, Any]:
             rate=rate,
         )
         progress(
-            f"  {'casque':<13} {r.throughput:8.0f} msg/s  p50 {r.latency.p50:8.1f} ms  p99 {r.latency.p99:8.1f} ms  ({tag})"
+            f"  {'casque':<13} {r.throughput:8.0f} msg/s  p50 {r.latency.p50:8.1f} ms  p99 {r.latency.p99:8.1f} ms  "
+            f"({tag})"
         )
         return r
 
@@ -435,7 +442,8 @@ async def run(cq: Casque, plan: Plan, best: dict[str, Any]) -> dict[str, Any]:
                     r = await run_peer(d, n, label=f"{d.name}_round{rnd}")
                     results.append(r)
                     progress(
-                        f"  {d.name:<13} {r.throughput:8.0f} msg/s  p50 {r.latency.p50:8.1f} ms  p99 {r.latency.p99:8.1f} ms  "
+                        f"  {d.name:<13} {r.throughput:8.0f} msg/s  p50 {r.latency.p50:8.1f} ms  p99 "
+                        f"{r.latency.p99:8.1f} ms  "
                         f"(sent at {r.send_rate:.0f}/s, round {rnd})"
                     )
             results.append(await casque_run("last"))
@@ -449,14 +457,16 @@ async def run(cq: Casque, plan: Plan, best: dict[str, Any]) -> dict[str, Any]:
             )  # issue 15: half the slowest *peer's* maximum
             equal_rate = max(20.0, round(slowest / 2))
             progress(
-                f"  equal load: every system offered {equal_rate:.0f} msg/s for {plan.equal_seconds:.0f}s (half the slowest peer's mean)"
+                f"  equal load: every system offered {equal_rate:.0f} msg/s for {plan.equal_seconds:.0f}s (half the "
+                "slowest peer's mean)"
             )
             equal: list[RunResult] = [await casque_run("equal", rate=equal_rate)]
             for d in peers:
                 r = await run_peer(d, int(equal_rate * plan.equal_seconds), rate=equal_rate, label=f"{d.name}_equal")
                 equal.append(r)
                 progress(
-                    f"  {d.name:<13} p50 {r.latency.p50:8.1f} ms  p95 {r.latency.p95:8.1f} ms  p99 {r.latency.p99:8.1f} ms  max {r.latency.max:8.1f} ms"
+                    f"  {d.name:<13} p50 {r.latency.p50:8.1f} ms  p95 {r.latency.p95:8.1f} ms  p99 "
+                    f"{r.latency.p99:8.1f} ms  max {r.latency.max:8.1f} ms"
                 )
         finally:
             for d in peers:

@@ -93,9 +93,12 @@ def summary(R: dict[str, Any]) -> str:
     out = [_table(["target", "before (baseline)", "measured in this run", ""], rows), ""]
     if base:
         out += [
-            f"Before: bench/baseline-issue15.json, measured on casque {base.get('engine', '?')} in {base.get('mode', '?')} mode on "
-            f"{base.get('date', '?')} (load average {base.get('load_at_start', '?')} at its start). A quick run is smaller (fewer messages, "
-            "shorter runs, one round of peers) and its equal-load rate is half the slowest peer's maximum *in that run*: compare "
+            f"Before: bench/baseline-issue15.json, measured on casque {base.get('engine', '?')} in "
+            f"{base.get('mode', '?')} mode on "
+            f"{base.get('date', '?')} (load average {base.get('load_at_start', '?')} at its start). A quick run is "
+            "smaller (fewer messages, "
+            "shorter runs, one round of peers) and its equal-load rate is half the slowest peer's maximum *in that "
+            "run*: compare "
             "the two columns with that in mind.",
             "",
         ]
@@ -129,8 +132,10 @@ def earlier_targets(R: dict[str, Any]) -> list[list[str]]:
             [
                 f"(earlier) poll cost after {_n(tomb['messages'])} messages within 1.2× of fresh",
                 "–",
-                f"tombstones per poll (median shard) {_n(first['tombstones_peek_median'])} → {_n(last['tombstones_peek_median'])} (×{_n(ts, 2)}); "
-                f"peek latency ×{_n(lat3, 2)} (median of the last three checkpoints ÷ the first three; last ÷ first alone ×{_n(lat1, 2)})",
+                f"tombstones per poll (median shard) {_n(first['tombstones_peek_median'])} → "
+                f"{_n(last['tombstones_peek_median'])} (×{_n(ts, 2)}); "
+                f"peek latency ×{_n(lat3, 2)} (median of the last three checkpoints ÷ the first three; last ÷ first "
+                f"alone ×{_n(lat1, 2)})",
                 verdict,
             ]
         )
@@ -143,15 +148,18 @@ def header(R: dict[str, Any]) -> str:
     v = m.get("versions", {})
     lines = [
         f"Run: **{m.get('mode', '?')} mode**, {mach.get('date', '?')}, {m.get('duration_min', 0):.0f} min. "
-        f"Machine: {mach.get('cpu', '?')}, {mach.get('memory', '?')}, {mach.get('os', '?')}; load average {mach.get('load_at_start', '?')} at the start "
-        "(the machine is shared with other engineers' test runs: compare ratios within this run, not absolute numbers across runs).",
+        f"Machine: {mach.get('cpu', '?')}, {mach.get('memory', '?')}, {mach.get('os', '?')}; load average "
+        f"{mach.get('load_at_start', '?')} at the start "
+        "(the machine is shared with other engineers' test runs: compare ratios within this run, not absolute numbers "
+        "across runs).",
         "",
         "Versions: " + ", ".join(f"{k} {val}" for k, val in v.items()) + ".",
     ]
     for r in m.get("reruns", []):
         lines += [
             "",
-            f"Re-run after the {m.get('mode', '?')} run: part(s) {', '.join(r['parts'])} on {r['date']} ({r.get('duration_min', 0):.0f} min, "
+            f"Re-run after the {m.get('mode', '?')} run: part(s) {', '.join(r['parts'])} on {r['date']} "
+            f"({r.get('duration_min', 0):.0f} min, "
             f"load average {r.get('load_at_start', '?')} at its start){': ' + r['why'] if r.get('why') else ''}.",
         ]
     return "\n".join(lines)
@@ -165,8 +173,10 @@ def section_e2e(R: dict[str, Any], img: str) -> str:
     out = [
         "## 1. End to end: throughput and latency",
         "",
-        "One daemon (`casque run`, the real CLI, in its own process) on the local node; the producer (`send_many`, 4 concurrent "
-        "senders of 500) in another process. Throughput = messages ÷ (last ack written − first send call). Latency = handler start − "
+        "One daemon (`casque run`, the real CLI, in its own process) on the local node; the producer (`send_many`, 4 "
+        "concurrent "
+        "senders of 500) in another process. Throughput = messages ÷ (last ack written − first send call). Latency = "
+        "handler start − "
         "send call, per message. Every setting runs on a fresh 16-shard queue.",
         "",
     ]
@@ -193,14 +203,17 @@ def section_e2e(R: dict[str, Any], img: str) -> str:
         f"The full-load row is a re-run of the best setting ({best['label']}): {_n(best['throughput'])} msg/s"
         + (f"; half load = {_n(half['run']['offered_rate'])} msg/s offered (half the best median)" if half else "")
         + ". "
-        "At full load the producer outruns the daemon, so send→start mostly measures the backlog; the half-load row is the latency a "
+        "At full load the producer outruns the daemon, so send→start mostly measures the backlog; the half-load row is "
+        "the latency a "
         "message sees when the daemon keeps up.",
         "",
         _rt_line(best, "at full load"),
         _rt_line(half["run"], "at half load") if half else "",
         "",
-        f"**Best setting found: `worker.consumers = {e2e['best']['consumers']}`, `worker.batch_size = {e2e['best']['batch_size']}`** "
-        f"(median {_n(e2e['best']['throughput'])} msg/s; the current defaults {e2e['defaults']['consumers']}/{e2e['defaults']['batch_size']}: "
+        f"**Best setting found: `worker.consumers = {e2e['best']['consumers']}`, `worker.batch_size = "
+        f"{e2e['best']['batch_size']}`** "
+        f"(median {_n(e2e['best']['throughput'])} msg/s; the current defaults "
+        f"{e2e['defaults']['consumers']}/{e2e['defaults']['batch_size']}: "
         f"{_n(e2e['defaults']['throughput'])} msg/s).",
         "",
         f"![throughput vs consumers]({img}/bench-throughput.png)",
@@ -255,7 +268,8 @@ def section_pickup(R: dict[str, Any]) -> str:
             if f"{level}_waves_mean" not in g:
                 return "–"
             return (
-                f"{_num(g[f'{level}_waves_mean'])} (median {_num(g[f'{level}_waves_p50'], 0)}, max {_num(g[f'{level}_waves_max'], 0)}); "
+                f"{_num(g[f'{level}_waves_mean'])} (median {_num(g[f'{level}_waves_p50'], 0)}, max "
+                f"{_num(g[f'{level}_waves_max'], 0)}); "
                 f"{_num(g[f'{level}_requests_mean'])} requests; {_n(g[f'{level}_takes'])} traced"
             )
 
@@ -263,7 +277,8 @@ def section_pickup(R: dict[str, Any]) -> str:
 
     rows = [
         row(
-            "round trips per fetch that took messages, from its first request (bench trace of `Consumer.fetch`): mean (median, max)",
+            "round trips per fetch that took messages, from its first request (bench trace of `Consumer.fetch`): mean "
+            "(median, max)",
             trips("fetch"),
         ),
         row(
@@ -271,7 +286,8 @@ def section_pickup(R: dict[str, Any]) -> str:
             lambda g: _num(g.get("engine_round_trips")),
         ),
         row(
-            "round trips of the visit of the row that yielded, from its peek (`Consumer._visit_row`): mean (median, max)",
+            "round trips of the visit of the row that yielded, from its peek (`Consumer._visit_row`): mean (median, "
+            "max)",
             trips("visit"),
         ),
         row("one visit, first request → batch written: p50 ms", lambda g: _num(g.get("visit_take_ms_p50"), 1)),
@@ -285,17 +301,26 @@ def section_pickup(R: dict[str, Any]) -> str:
     out = [
         "## 1c. Pickup cost: round trips per take, and the idle daemon (issue 15)",
         "",
-        "**Round trips per take** (part `takes`, bench/takes.py): one daemon with the default `[worker]` settings on a fresh 16-shard "
-        f"queue, messages offered one at a time at {_n(takes['rate'] if takes else 20)} msg/s, so nearly every take finds one message that "
-        "has just become due. Inside the daemon (bench/taketrace.py) two things are followed through `Database.run`: every *fetch* "
-        "that took messages, from its first request (the definition of the engine's `casque_take_round_trips` histogram, so empty "
-        "shards passed on the way count), and every *visit* of the row that yielded, from the peek that found the work to the batch "
-        "that took it. Requests issued while another of the same take is in flight share a round trip: the *sequential round trips* "
-        "are what a message waits for, the *requests* what the node serves. The Summary takes the engine's histogram when it has one, "
+        "**Round trips per take** (part `takes`, bench/takes.py): one daemon with the default `[worker]` settings on a "
+        "fresh 16-shard "
+        f"queue, messages offered one at a time at {_n(takes['rate'] if takes else 20)} msg/s, so nearly every take "
+        "finds one message that "
+        "has just become due. Inside the daemon (bench/taketrace.py) two things are followed through `Database.run`: "
+        "every *fetch* "
+        "that took messages, from its first request (the definition of the engine's `casque_take_round_trips` "
+        "histogram, so empty "
+        "shards passed on the way count), and every *visit* of the row that yielded, from the peek that found the work "
+        "to the batch "
+        "that took it. Requests issued while another of the same take is in flight share a round trip: the *sequential "
+        "round trips* "
+        "are what a message waits for, the *requests* what the node serves. The Summary takes the engine's histogram "
+        "when it has one, "
         "else the fetch trace.",
         "",
-        "**Idle cost** (part `idle`, bench/idle.py): one daemon with the default settings serves one fresh 16-shard queue and nothing is "
-        f"sent; after a {_n(idle['warmup_s'] if idle else 15)} s warm-up, every request frame its driver sends (`Connection.send_msg`: "
+        "**Idle cost** (part `idle`, bench/idle.py): one daemon with the default settings serves one fresh 16-shard "
+        "queue and nothing is "
+        f"sent; after a {_n(idle['warmup_s'] if idle else 15)} s warm-up, every request frame its driver sends "
+        "(`Connection.send_msg`: "
         "statements, heartbeats, control connection) is counted for "
         f"{_n(idle['seconds'] if idle else 30)} s, and the engine's statements by name beside it.",
         "",
@@ -314,7 +339,8 @@ def section_pickup(R: dict[str, Any]) -> str:
     ]
     if seqs:
         out += [
-            "The usual takes (`→` separates round trips, `‖` requests in the same round trip, `×n` n requests of one statement):",
+            "The usual takes (`→` separates round trips, `‖` requests in the same round trip, `×n` n requests of one "
+            "statement):",
             "",
             _table(
                 ["run", "traced", "takes", "round trips", "requests in order"],
@@ -380,7 +406,8 @@ def section_sched(R: dict[str, Any]) -> str:
         [
             "## 2. Scheduling precision",
             "",
-            "Lateness = handler start − due time (the cron's scheduled fire time), measured in the daemon, which is otherwise idle.",
+            "Lateness = handler start − due time (the cron's scheduled fire time), measured in the daemon, which is "
+            "otherwise idle.",
             "",
             _table(["what", "fired / expected", "p50 ms", "p95 ms", "p99 ms", "max ms", "min ms"], rows),
             "",
@@ -421,11 +448,16 @@ def section_tomb(R: dict[str, Any], img: str) -> str:
         [
             "## 3. Tombstone flatness vs the anti-pattern",
             "",
-            f"{_n(t['messages'])} messages through one queue ({q['shards']} shards, **one time bucket for the whole run**: every message of a "
-            "shard is written to and deleted from the same partition, the worst case for casque; only the cursors keep polls off that history), "
-            f"offered at a constant {_n(t['rate'])} msg/s so that every checkpoint sees the same load. Each time another checkpoint's worth is acked, "
-            "the daemon's poll reads are replayed on every shard row from the cursor it persisted, with query tracing (tombstone cells the "
-            "node scanned) and untraced latency (median of 15). A poll under load scans what was consumed within the last clock tolerance "
+            f"{_n(t['messages'])} messages through one queue ({q['shards']} shards, **one time bucket for the whole "
+            "run**: every message of a "
+            "shard is written to and deleted from the same partition, the worst case for casque; only the cursors keep "
+            "polls off that history), "
+            f"offered at a constant {_n(t['rate'])} msg/s so that every checkpoint sees the same load. Each time "
+            "another checkpoint's worth is acked, "
+            "the daemon's poll reads are replayed on every shard row from the cursor it persisted, with query tracing "
+            "(tombstone cells the "
+            "node scanned) and untraced latency (median of 15). A poll under load scans what was consumed within the "
+            "last clock tolerance "
             "(rate × 5 s ÷ shards): bounded by the rate, never by the history.",
             "",
             _table(
@@ -444,14 +476,19 @@ def section_tomb(R: dict[str, Any], img: str) -> str:
                 rows,
             ),
             "",
-            f"The naive queue (bench/naive.py: one partition, `SELECT … LIMIT 100`, delete on ack), in rounds: {t['naive_end']}.",
+            "The naive queue (bench/naive.py: one partition, `SELECT … LIMIT 100`, delete on ack), in rounds: "
+            f"{t['naive_end']}.",
             "",
             _table(["messages", "msg/s in round", "tombstones per head read", "head read ms"], nrows),
             "",
-            f"casque after {_n(t['messages'])} messages: tombstones per poll ×{_n(tomb_ratios(t)[0], 2)} of the first checkpoint; peek latency "
-            f"×{_n(tomb_ratios(t)[1], 2)} (median of the last three checkpoints ÷ the first three). The control column (an empty queue read at "
-            "the same moment) shows how much of a probe's latency is the machine's noise of that minute; the SSTables column shows the other "
-            "source of drift: how many SSTables the peek had to merge (read amplification, which compaction moves up and down), while the "
+            f"casque after {_n(t['messages'])} messages: tombstones per poll ×{_n(tomb_ratios(t)[0], 2)} of the first "
+            "checkpoint; peek latency "
+            f"×{_n(tomb_ratios(t)[1], 2)} (median of the last three checkpoints ÷ the first three). The control column "
+            "(an empty queue read at "
+            "the same moment) shows how much of a probe's latency is the machine's noise of that minute; the SSTables "
+            "column shows the other "
+            "source of drift: how many SSTables the peek had to merge (read amplification, which compaction moves up "
+            "and down), while the "
             "tombstones it scans stay flat.",
             "",
             f"![tombstone flatness]({img}/bench-tombstones.png)",
@@ -500,9 +537,12 @@ def section_peers(R: dict[str, Any], img: str) -> str:
         [
             "## 4. Peers: same machine, same run, same workload",
             "",
-            f"{_n(p['n'])} no-op tasks each, sent as fast as each system's producer API allows, one worker process, at most {p['concurrency']} "
-            'tasks running at once. "Acked" is read from each broker (casque: the ack batch written). The runs are interleaved '
-            f"({p.get('rounds', 1)} round(s) of {', '.join(p.get('systems', ['casque', 'Celery', 'arq', 'pgqueuer']))}, then casque once more); "
+            f"{_n(p['n'])} no-op tasks each, sent as fast as each system's producer API allows, one worker process, at "
+            f"most {p['concurrency']} "
+            'tasks running at once. "Acked" is read from each broker (casque: the ack batch written). The runs are '
+            "interleaved "
+            f"({p.get('rounds', 1)} round(s) of "
+            f"{', '.join(p.get('systems', ['casque', 'Celery', 'arq', 'pgqueuer']))}, then casque once more); "
             "each system's throughput is the mean of its runs.",
             "",
             _table(["system", "mean msg/s", "casque ÷ system"], mrows),
@@ -511,16 +551,19 @@ def section_peers(R: dict[str, Any], img: str) -> str:
                 ["run", "msg/s", "sent at msg/s", "p50 ms", "p95 ms", "p99 ms", "max ms", "worker CPU ms/msg"], rows
             ),
             "",
-            "Latency at full load is mostly time spent queued behind the backlog (the producers outrun every consumer), so it is shown "
+            "Latency at full load is mostly time spent queued behind the backlog (the producers outrun every "
+            "consumer), so it is shown "
             "for completeness; the equal-load runs below compare latency.",
             "",
-            f"Latency at equal load: every system offered {_n(p['equal_rate'])} msg/s (half the slowest peer's maximum) for the same time:",
+            f"Latency at equal load: every system offered {_n(p['equal_rate'])} msg/s (half the slowest peer's "
+            "maximum) for the same time:",
             "",
             _table(["system", "offered msg/s", "msg/s", "p50 ms", "p95 ms", "p99 ms", "max ms"], eq),
             "",
             f"![latency CDF]({img}/bench-latency-cdf.png)",
             "",
-            "Configurations (each as its documentation recommends for throughput; durability no stronger than the Cassandra node's):",
+            "Configurations (each as its documentation recommends for throughput; durability no stronger than the "
+            "Cassandra node's):",
             "",
             *cfg,
             "",
@@ -547,7 +590,8 @@ def section_stress(R: dict[str, Any]) -> str:
     out = [
         "## 5. Physical limit: cassandra-stress on the same node",
         "",
-        f"cassandra-stress {s['version']} (Apache publishes no 5.0 tool tarball on Maven Central; the 4.0-alpha2 tool speaks "
+        f"cassandra-stress {s['version']} (Apache publishes no 5.0 tool tarball on Maven Central; the 4.0-alpha2 tool "
+        "speaks "
         "native protocol v4 to the 5.0 node), same node, same run, keyspace casque_bench.",
         "",
         _table(["workload", "op/s", "ops", "mean ms", "p99 ms", "node CPU ms/op", "command"], rows),
@@ -557,12 +601,16 @@ def section_stress(R: dict[str, Any]) -> str:
         pm = c["per_message"]
         out += [
             f"CQL per message, counted in the end-to-end run shown in part 1 (producer + daemon, ÷ messages acked): "
-            f"{pm['requests']:.3f} requests ({pm['read_requests']:.3f} reads, {pm['write_requests']:.3f} writes of which "
-            f"{pm['batch_requests']:.3f} batches), {pm['reads'] + pm['writes']:.2f} statements ({pm['reads']:.3f} reads, {pm['writes']:.2f} row writes), "
+            f"{pm['requests']:.3f} requests ({pm['read_requests']:.3f} reads, {pm['write_requests']:.3f} writes of "
+            "which "
+            f"{pm['batch_requests']:.3f} batches), {pm['reads'] + pm['writes']:.2f} statements ({pm['reads']:.3f} "
+            f"reads, {pm['writes']:.2f} row writes), "
             f"{pm['lwt']:.4f} LWT.",
             "",
-            f"casque's best below is the best setting's median throughput in part 1; CPU per message is the median over the "
-            f"{c.get('cpu_runs', 1)} end-to-end runs (the node is shared with other engineers' tests, so one run's node CPU can carry "
+            "casque's best below is the best setting's median throughput in part 1; CPU per message is the median "
+            "over the "
+            f"{c.get('cpu_runs', 1)} end-to-end runs (the node is shared with other engineers' tests, so one run's "
+            "node CPU can carry "
             "their load).",
             "",
             _table(
@@ -589,7 +637,8 @@ def section_stress(R: dict[str, Any]) -> str:
                 ],
             ),
             "",
-            f"Derived costs: a write {c['write_cost_us']:.0f} µs, a read {c['read_cost_us']:.0f} µs of node time (1/W, 2/M − 1/W). "
+            f"Derived costs: a write {c['write_cost_us']:.0f} µs, a read {c['read_cost_us']:.0f} µs of node time (1/W, "
+            "2/M − 1/W). "
             f"The node spent {c['node_cpu_ms_per_message']:.3f} ms CPU per casque message (median), "
             f"{c.get('node_cpu_ms_per_write_op', 0):.3f} ms per stress write.",
             "",
@@ -597,8 +646,10 @@ def section_stress(R: dict[str, Any]) -> str:
         b = c.get("cpu_budget_ms")
         if b:
             out += [
-                f"CPU budget of one message (medians): daemon {b['daemon_s']:.3f} ms + Cassandra node {b['node_s']:.3f} ms + producer "
-                f"{b['producer_s']:.3f} ms = {sum(b.values()):.3f} ms, so {c['cores']} cores could carry at most {_n(c['cpu_bound'])} msg/s "
+                f"CPU budget of one message (medians): daemon {b['daemon_s']:.3f} ms + Cassandra node "
+                f"{b['node_s']:.3f} ms + producer "
+                f"{b['producer_s']:.3f} ms = {sum(b.values()):.3f} ms, so {c['cores']} cores could carry at most "
+                f"{_n(c['cpu_bound'])} msg/s "
                 "if casque had the machine to itself (it does not: other engineers' nodes and tests run beside it).",
                 "",
             ]
@@ -617,11 +668,16 @@ def section_profile(R: dict[str, Any], img: str) -> str:
         [
             "## 6. Profile of the daemon at full load",
             "",
-            f"`py-spy record --rate 100 --gil --format raw` on the daemon process while it took {_n(run['n'])} messages "
-            f"({_n(run['throughput'])} msg/s, {p['samples']:,} samples, {p['cpu_ms_per_message']:.3f} ms of daemon CPU per message). "
-            f"**The daemon's Python held the GIL {100 * p.get('gil_busy', 0):.0f}% of the run's wall time**: the rest it waited for Cassandra. "
-            "Raw stacks: bench/out/profile/daemon.txt. The driver's compiled (Cython) code has no Python frames, so its time shows "
-            "under the casque line that calls it: `MessageTable.insert_message`/`delete_message` is the driver binding and serialising "
+            f"`py-spy record --rate 100 --gil --format raw` on the daemon process while it took {_n(run['n'])} "
+            "messages "
+            f"({_n(run['throughput'])} msg/s, {p['samples']:,} samples, {p['cpu_ms_per_message']:.3f} ms of daemon CPU "
+            "per message). "
+            f"**The daemon's Python held the GIL {100 * p.get('gil_busy', 0):.0f}% of the run's wall time**: the rest "
+            "it waited for Cassandra. "
+            "Raw stacks: bench/out/profile/daemon.txt. The driver's compiled (Cython) code has no Python frames, so "
+            "its time shows "
+            "under the casque line that calls it: `MessageTable.insert_message`/`delete_message` is the driver binding "
+            "and serialising "
             "a statement, `Database.run` is its `execute_async` (encoding the request, batches included).",
             "",
             f"![profile]({img}/bench-profile.png)",
@@ -642,46 +698,70 @@ def repro() -> str:
             "## Reproduce",
             "",
             "```console",
-            "make bench                          # full mode (45-60 min on this shared 2-core machine): every part, writes docs/benchmarks.md and docs/bench-*.png",
+            "make bench                          # full mode (45-60 min on this shared 2-core machine): every part, "
+            "writes docs/benchmarks.md and docs/bench-*.png",
             "make bench BENCH_ARGS=--quick       # about 15 min; writes bench/out/report-quick.md",
-            "python -m bench --only e2e,tomb     # some parts (e2e, takes, idle, sched, tomb, peers, stress, profile); others keep their last results",
+            "python -m bench --only e2e,tomb     # some parts (e2e, takes, idle, sched, tomb, peers, stress, profile); "
+            "others keep their last results",
             "python -m bench --quick --only takes,idle   # issue 15's pickup figures alone (about 2 min)",
-            'python -m bench baseline --quick    # the saved quick results become issue 15\'s "before" column (bench/baseline-issue15.json)',
-            "python -m bench setup               # only install: bench/requirements.lock, redis-server, postgresql, cassandra-stress",
-            "python -m bench --report-only       # re-render the report from bench/out/results-full.json (after editing bench/why-issue15.toml)",
-            "python -m bench --only sched --daemon-option max_poll_interval=0.1   # a what-if: its own results file, never docs/",
-            "python -m bench --only peers --no-docs   # full size, one part, report in bench/out/report-full.md: docs/ keeps the full run",
-            'python -m bench many-queues --quick --write-docs   # issue 17\'s scenario (section "Many queues" below); full size: without --quick',
-            "python -m bench --only sqs-fifo     # issue 25: FIFO queues, casque serve beside ElasticMQ (own section below); --systems elasticmq",
+            'python -m bench baseline --quick    # the saved quick results become issue 15\'s "before" column '
+            "(bench/baseline-issue15.json)",
+            "python -m bench setup               # only install: bench/requirements.lock, redis-server, postgresql, "
+            "cassandra-stress",
+            "python -m bench --report-only       # re-render the report from bench/out/results-full.json (after "
+            "editing bench/why-issue15.toml)",
+            "python -m bench --only sched --daemon-option max_poll_interval=0.1   # a what-if: its own results file, "
+            "never docs/",
+            "python -m bench --only peers --no-docs   # full size, one part, report in bench/out/report-full.md: docs/ "
+            "keeps the full run",
+            'python -m bench many-queues --quick --write-docs   # issue 17\'s scenario (section "Many queues" below); '
+            "full size: without --quick",
+            "python -m bench --only sqs-fifo     # issue 25: FIFO queues, casque serve beside ElasticMQ (own section "
+            "below); --systems elasticmq",
             "```",
             "",
             "The parts, in the order they run:",
             "",
-            "- `e2e` (1): the sweep of consumers × batch size, N no-op messages sent as fast as possible, then the best setting at half its "
+            "- `e2e` (1): the sweep of consumers × batch size, N no-op messages sent as fast as possible, then the "
+            "best setting at half its "
             "throughput (1b).",
-            "- `takes` (1c): messages offered one at a time at 20 msg/s to a default daemon; inside it bench/taketrace.py follows every take "
-            "through `Database.run` and counts its requests and its sequential round trips (requests of one take in flight together count "
-            "once), and names each statement; an engine that observes `casque_take_round_trips` is read too, and preferred.",
-            "- `idle` (1c): a default daemon on one fresh 16-shard queue, nothing sent; after a warm-up, every request frame the daemon's "
-            "driver sends (`Connection.send_msg`: statements, heartbeats, control connection) is counted over a fixed window (30 s quick, "
+            "- `takes` (1c): messages offered one at a time at 20 msg/s to a default daemon; inside it "
+            "bench/taketrace.py follows every take "
+            "through `Database.run` and counts its requests and its sequential round trips (requests of one take in "
+            "flight together count "
+            "once), and names each statement; an engine that observes `casque_take_round_trips` is read too, and "
+            "preferred.",
+            "- `idle` (1c): a default daemon on one fresh 16-shard queue, nothing sent; after a warm-up, every request "
+            "frame the daemon's "
+            "driver sends (`Connection.send_msg`: statements, heartbeats, control connection) is counted over a fixed "
+            "window (30 s quick, "
             "60 s full), with the engine's statements by name.",
-            "- `sched` (2): delayed messages and a per-second cron on an otherwise idle daemon; lateness = handler start − due time.",
-            "- `tomb` (3): tombstones and latency of casque's polls as a million messages (full mode) go through one time bucket, against "
+            "- `sched` (2): delayed messages and a per-second cron on an otherwise idle daemon; lateness = handler "
+            "start − due time.",
+            "- `tomb` (3): tombstones and latency of casque's polls as a million messages (full mode) go through one "
+            "time bucket, against "
             "a naive delete-on-ack queue.",
-            "- `peers` (4): casque, Celery, arq, Dramatiq, pgqueuer and procrastinate, interleaved, throughput at full load, then every "
+            "- `peers` (4): casque, Celery, arq, Dramatiq, pgqueuer and procrastinate, interleaved, throughput at full "
+            "load, then every "
             "system at an equal rate (half the slowest one's maximum) for latency; the CDF plot draws every system.",
             "- `stress` (5): cassandra-stress on the same node, the physical ceiling.",
             "- `profile` (6): py-spy on the daemon at full load.",
-            '- `sqs-fifo`: FIFO queues over the SQS API, `casque serve` beside ElasticMQ (bench/sqs_fifo.py; section "FIFO queues beside '
+            "- `sqs-fifo`: FIFO queues over the SQS API, `casque serve` beside ElasticMQ (bench/sqs_fifo.py; section "
+            '"FIFO queues beside '
             'ElasticMQ" below, between markers of its own).',
             "",
-            'The Summary compares every issue-15 target with bench/baseline-issue15.json (the "before" column, written by '
-            "`python -m bench baseline`) and states the reason of each miss from bench/why-issue15.toml (written by hand after the run; a "
+            'The Summary compares every issue-15 target with bench/baseline-issue15.json (the "before" column, written '
+            "by "
+            "`python -m bench baseline`) and states the reason of each miss from bench/why-issue15.toml (written by "
+            "hand after the run; a "
             "placeholder sentence until then).",
             "",
-            "The bench installs what it needs itself: its hash-locked Python packages (bench/requirements.lock) into the running venv, "
-            "Debian's redis-server and postgresql (as root, `apt-get update` first), cassandra-stress from Maven Central, and it starts the "
-            "local Cassandra node (`daemon.devnode`) and its own Redis and PostgreSQL instances on ports 6391 and 5439, which it stops at "
+            "The bench installs what it needs itself: its hash-locked Python packages (bench/requirements.lock) into "
+            "the running venv, "
+            "Debian's redis-server and postgresql (as root, `apt-get update` first), cassandra-stress from Maven "
+            "Central, and it starts the "
+            "local Cassandra node (`daemon.devnode`) and its own Redis and PostgreSQL instances on ports 6391 and "
+            "5439, which it stops at "
             "the end. Everything it writes in Cassandra is in the `casque_bench` keyspace and expires by TTL.",
             "",
         ]
@@ -754,25 +834,33 @@ def section_many_queues(R: dict[str, Any], img: str) -> str:
     rows = [
         [
             f"create {_n(c['queues'])} tiny queues ({', '.join(f'{k} {v}' for k, v in c['settings'].items())})",
-            f"{_n(c['rate'])} queues/s with `{c['api']}`, {c['concurrency']} concurrent; per {c['per']}: p50 {_ms(c['p50_ms'])}, p99 {_ms(c['p99_ms'])}",
+            f"{_n(c['rate'])} queues/s with `{c['api']}`, {c['concurrency']} concurrent; per {c['per']}: p50 "
+            f"{_ms(c['p50_ms'])}, p99 {_ms(c['p99_ms'])}",
         ],
         [
             "`queues` table on disk (nodetool flush + tablestats)",
-            f"{_n(t['after'].get('bytes'))} bytes (compressed, live SSTables) for an estimated {_n(t['after'].get('partitions'))} partitions "
-            f"(this run's queues and the deleted rows of earlier runs): {_n(t.get('bytes_per_partition'), 1)} bytes per queue row, "
+            f"{_n(t['after'].get('bytes'))} bytes (compressed, live SSTables) for an estimated "
+            f"{_n(t['after'].get('partitions'))} partitions "
+            f"(this run's queues and the deleted rows of earlier runs): {_n(t.get('bytes_per_partition'), 1)} bytes "
+            "per queue row, "
             f"so about {_n((t.get('bytes_per_partition') or 0) * 1e6 / 2**20)} MiB per million queues"
             if t
             else "not measured",
         ],
         [
             f"fill {_n(f['messages'])} messages, Zipf s={f['zipf_s']}",
-            f"{_n(f['rate'])} msg/s (`send_many` per queue) into {_n(f['queues_with_messages'])} queues; the largest holds {_n(f['largest_queue'])}",
+            f"{_n(f['rate'])} msg/s (`send_many` per queue) into {_n(f['queues_with_messages'])} queues; the largest "
+            f"holds {_n(f['largest_queue'])}",
         ],
         [
-            f"{_n(z['users'])} users long-polling (WaitTimeSeconds {z['wait_s']}), producers at {_n(z['send_rate'])} msg/s for {_n(z['live_s'])} s",
-            f"send→receive for online owners: p50 {_ms(lat['p50_ms'])}, p99 {_ms(lat['p99_ms'])} ({_n(lat['count'])} messages); "
-            f"away from the kill: p50 {_ms(lat['calm_p50_ms'])}, p99 {_ms(lat['calm_p99_ms'])} ({_n(lat['calm_count'])}). "
-            f"SendMessage round trip p50 {_ms(live.get('send_p50_ms'))}, p99 {_ms(live.get('send_p99_ms'))}. The owners first emptied the "
+            f"{_n(z['users'])} users long-polling (WaitTimeSeconds {z['wait_s']}), producers at {_n(z['send_rate'])} "
+            f"msg/s for {_n(z['live_s'])} s",
+            f"send→receive for online owners: p50 {_ms(lat['p50_ms'])}, p99 {_ms(lat['p99_ms'])} ({_n(lat['count'])} "
+            "messages); "
+            f"away from the kill: p50 {_ms(lat['calm_p50_ms'])}, p99 {_ms(lat['calm_p99_ms'])} "
+            f"({_n(lat['calm_count'])}). "
+            f"SendMessage round trip p50 {_ms(live.get('send_p50_ms'))}, p99 {_ms(live.get('send_p99_ms'))}. The "
+            "owners first emptied the "
             f"{_n(live.get('backlog'))} messages the fill left them ({_n(live.get('catch_up_s'), 1)} s)",
         ],
         [
@@ -784,30 +872,39 @@ def section_many_queues(R: dict[str, Any], img: str) -> str:
         [
             "server RSS vs queues it has served (last process); its [cache] limits: "
             + (", ".join(f"{k} {v:,}" for k, v in R.get("server_cache", {}).items()) or "the defaults"),
-            f"{_n(at.get('25%'), 1)} / {_n(at.get('50%'), 1)} / {_n(at.get('75%'), 1)} / {_n(at.get('100%'), 1)} MB at 25/50/75/100 % of "
-            f"{_n(rss.get('queues_touched'))} queues: {_n(rss.get('growth_second_half_mb'), 1)} MB growth over the second half; peak {_n(rss.get('peak_mb'), 1)} MB",
+            f"{_n(at.get('25%'), 1)} / {_n(at.get('50%'), 1)} / {_n(at.get('75%'), 1)} / {_n(at.get('100%'), 1)} MB at "
+            "25/50/75/100 % of "
+            f"{_n(rss.get('queues_touched'))} queues: {_n(rss.get('growth_second_half_mb'), 1)} MB growth over the "
+            f"second half; peak {_n(rss.get('peak_mb'), 1)} MB",
         ],
         [
             "ledger",
-            f"sent {_n(led['sent'])}, deleted {_n(led['deleted'])}, **lost {led['lost']}**, duplicate deliveries {led['duplicate_deliveries']}, "
+            f"sent {_n(led['sent'])}, deleted {_n(led['deleted'])}, **lost {led['lost']}**, duplicate deliveries "
+            f"{led['duplicate_deliveries']}, "
             f"deleted twice {led['deleted_twice']}",
         ],
     ]
     out = [
         "## Many queues (issue 17)",
         "",
-        f"Run: **{z['name']} size**, {R['started']}, `python -m bench many-queues{' --quick' if z['name'] == 'quick' else ''}`. Machine: "
-        f"{mach.get('cpu', '?')}, load average {mach.get('load_at_start', '?')} at the start (shared with other engineers' runs). "
+        f"Run: **{z['name']} size**, {R['started']}, `python -m bench "
+        f"many-queues{' --quick' if z['name'] == 'quick' else ''}`. Machine: "
+        f"{mach.get('cpu', '?')}, load average {mach.get('load_at_start', '?')} at the start (shared with other "
+        "engineers' runs). "
         f"Engine at {R.get('engine', '?')}.",
         "",
-        "One `casque serve` process (the SQS face, as a deployment runs it) serves every user; users and producers are asyncio tasks of "
-        "the bench process speaking the SQS JSON protocol to it (one HTTP connection per long-polling user). A process per user would "
-        "measure the 2-core machine's scheduler, not casque. The server's CQL is counted in the server and charged to the SQS request "
+        "One `casque serve` process (the SQS face, as a deployment runs it) serves every user; users and producers are "
+        "asyncio tasks of "
+        "the bench process speaking the SQS JSON protocol to it (one HTTP connection per long-polling user). A process "
+        "per user would "
+        "measure the 2-core machine's scheduler, not casque. The server's CQL is counted in the server and charged to "
+        "the SQS request "
         "that caused it (bench/many_queues_serve.py).",
         "",
         _table(["step", "measured"], rows),
         "",
-        "Cassandra requests per SQS request (in the server, both processes summed; the killed one up to its last half-second report):",
+        "Cassandra requests per SQS request (in the server, both processes summed; the killed one up to its last "
+        "half-second report):",
         "",
         _table(
             ["SQS request", "count", "CQL reads per request", "all CQL per request"],
@@ -820,7 +917,8 @@ def section_many_queues(R: dict[str, Any], img: str) -> str:
             ],
         ),
         "",
-        f"CQL reads outside any request (background): {_n(reads['reads_outside_requests'])} in {_n(serving_s)} s of serving. "
+        f"CQL reads outside any request (background): {_n(reads['reads_outside_requests'])} in {_n(serving_s)} s of "
+        "serving. "
         "CQL round trips seen by the server (last process): "
         + "; ".join(f"{k} p50 {v['p50']:.1f} / p99 {v['p99']:.1f} ms" for k, v in rt.items())
         + f". The server used {_n((rss.get('cpu_pct') or {}).get('live'))} % of a core while users and producers ran, "
@@ -882,13 +980,18 @@ def _mq_baseline(B: dict[str, Any] | None) -> str:
         return ""
     at, by = B["rss"].get("rss_mb_at", {}), B["reads"]
     return (
-        f"The grey line: the same bench on the engine before issue 17's changes ({B['engine']}, {B['started']}; {_n(B['queues'])} queues "
+        f"The grey line: the same bench on the engine before issue 17's changes ({B['engine']}, {B['started']}; "
+        f"{_n(B['queues'])} queues "
         "of 1 shard × 4 buckets, unbounded settings cache, 0.5 s scout polls): RSS "
-        f"{_n(at.get('25%'), 1)} / {_n(at.get('50%'), 1)} / {_n(at.get('75%'), 1)} / {_n(at.get('100%'), 1)} MB at 25/50/75/100 %, still "
+        f"{_n(at.get('25%'), 1)} / {_n(at.get('50%'), 1)} / {_n(at.get('75%'), 1)} / {_n(at.get('100%'), 1)} MB at "
+        "25/50/75/100 %, still "
         f"growing ({_n(B['rss'].get('growth_second_half_mb'), 1)} MB over the second half); reads per empty long poll "
-        f"{_n(by['empty_long_poll']['reads_per_request'], 2)}, per idle receive {_n(by['empty_receive']['reads_per_request'], 2)}, per receive "
-        f"with messages {_n(by['receive']['reads_per_request'], 2)}. Its ledger counted {B['ledger']['lost']} lost, but that version of the "
-        "bench neither retried a delete whose answer the kill swallowed nor re-checked the queues once its drain deadline had passed "
+        f"{_n(by['empty_long_poll']['reads_per_request'], 2)}, per idle receive "
+        f"{_n(by['empty_receive']['reads_per_request'], 2)}, per receive "
+        f"with messages {_n(by['receive']['reads_per_request'], 2)}. Its ledger counted {B['ledger']['lost']} lost, "
+        "but that version of the "
+        "bench neither retried a delete whose answer the kill swallowed nor re-checked the queues once its drain "
+        "deadline had passed "
         "(both fixed since), so that count is not evidence either way.\n"
     )
 
@@ -899,8 +1002,10 @@ def _mq_light(L: dict[str, Any] | None) -> str:
         return ""
     lat, z, live = L["latency"], L["size"], L["live"]
     return (
-        f"The same path at light load (`python -m bench many-queues --size light`, {L['started']}, load average {L.get('load', '?')}: "
-        f"{z['users']} users, {_n(z['send_rate'])} msg/s, no kill): send→receive p50 {_ms(lat['p50_ms'])}, p99 {_ms(lat['p99_ms'])} "
+        f"The same path at light load (`python -m bench many-queues --size light`, {L['started']}, load average "
+        f"{L.get('load', '?')}: "
+        f"{z['users']} users, {_n(z['send_rate'])} msg/s, no kill): send→receive p50 {_ms(lat['p50_ms'])}, p99 "
+        f"{_ms(lat['p99_ms'])} "
         f"({_n(lat['count'])} messages); SendMessage round trip p50 {_ms(live.get('send_p50_ms'))}.\n"
     )
 
@@ -1022,7 +1127,8 @@ def sqs_fifo_cpu(R: dict[str, Any]) -> str:
                 rows,
             ),
             "",
-            "From /proc (utime + stime) around each phase. The Cassandra node is shared: other engineers' tests add to it.",
+            "From /proc (utime + stime) around each phase. The Cassandra node is shared: other engineers' tests add to "
+            "it.",
             "",
             "</details>",
         ]
@@ -1062,9 +1168,12 @@ def sqs_fifo_calls(R: dict[str, Any]) -> str:
             "",
             _table(["scenario: call", R["labels"]["casque"], R["labels"]["elasticmq"]], rows),
             "",
-            "Timed around each aiobotocore call in the bench process (its own waits for the CPU included). ReceiveMessage "
-            "counts only answers with messages, but those include the long poll's wait for a group to be free (a receive "
-            "parked while another receiver holds the group returns when it is deleted): on a FIFO queue it is not a cost.",
+            "Timed around each aiobotocore call in the bench process (its own waits for the CPU included). "
+            "ReceiveMessage "
+            "counts only answers with messages, but those include the long poll's wait for a group to be free (a "
+            "receive "
+            "parked while another receiver holds the group returns when it is deleted): on a FIFO queue it is not a "
+            "cost.",
             "",
             "</details>",
         ]
@@ -1085,24 +1194,34 @@ def section_sqs_fifo(R: dict[str, Any], img: str) -> str:
     out = [
         "## FIFO queues beside ElasticMQ (issue 25)",
         "",
-        f"Run: **{z['name']} size**, {mach.get('date', '?')}, `{command}`. Machine: {mach.get('cpu', '?')}, load average "
-        f"{mach.get('load_at_start', '?')} at the start (shared with other engineers' runs). casque {v.get('casque', '?')}.",
+        f"Run: **{z['name']} size**, {mach.get('date', '?')}, `{command}`. Machine: {mach.get('cpu', '?')}, load "
+        "average "
+        f"{mach.get('load_at_start', '?')} at the start (shared with other engineers' runs). casque "
+        f"{v.get('casque', '?')}.",
         "",
-        f"Per scenario, system and round: {_n(z['messages'])} messages on a fresh FIFO queue, sent with SendMessageBatch (10 per call, each "
-        f"message with a MessageGroupId and its own MessageDeduplicationId) by {z['senders']} concurrent aiobotocore tasks, then received "
+        f"Per scenario, system and round: {_n(z['messages'])} messages on a fresh FIFO queue, sent with "
+        "SendMessageBatch (10 per call, each "
+        f"message with a MessageGroupId and its own MessageDeduplicationId) by {z['senders']} concurrent aiobotocore "
+        "tasks, then received "
         f"(ReceiveMessage 10, long poll {R.get('wait_s', 1)} s, visibility {R.get('visibility_s', 120)} s"
-        f"{', a ReceiveRequestAttemptId on each' if z.get('attempt_ids') else ''}) and deleted (DeleteMessageBatch) by {z['receivers']} "
+        f"{', a ReceiveRequestAttemptId on each' if z.get('attempt_ids') else ''}) and deleted (DeleteMessageBatch) by "
+        f"{z['receivers']} "
         "tasks until all came "
-        f"back (or nothing came for {z['idle_s']:.0f} s). First {_n(z.get('warmup', 0))} messages through each server, not counted (JIT, "
+        f"back (or nothing came for {z['idle_s']:.0f} s). First {_n(z.get('warmup', 0))} messages through each server, "
+        "not counted (JIT, "
         f"prepared statements); then {z['rounds']} round(s); every scenario runs on one server then the other, the "
-        "first of the pair switching each time; the table gives the median msgs/s and the ledger summed over the rounds. Both servers "
-        "listen on 127.0.0.1 for the whole run and are driven by the same client code. High throughput = DeduplicationScope "
+        "first of the pair switching each time; the table gives the median msgs/s and the ledger summed over the "
+        "rounds. Both servers "
+        "listen on 127.0.0.1 for the whole run and are driven by the same client code. High throughput = "
+        "DeduplicationScope "
         "messageGroup and FifoThroughputLimit perMessageGroupId.",
         "",
         sqs_fifo_table(R),
         "",
-        "Ledger (bench/fifo_ledger.py, from what the receivers got, in arrival order): *lost* = sent and never received; *dup* = "
-        "received again after its first delivery; *out of order* = first delivered after a later message of the same sender and "
+        "Ledger (bench/fifo_ledger.py, from what the receivers got, in arrival order): *lost* = sent and never "
+        "received; *dup* = "
+        "received again after its first delivery; *out of order* = first delivered after a later message of the same "
+        "sender and "
         "group, or with a SequenceNumber not above one of its group already delivered.",
         "",
         f"![FIFO msgs/s, casque and ElasticMQ]({img}/bench-sqs-fifo.png)",

@@ -221,7 +221,8 @@ def latency(url: str, count: int) -> dict[str, float]:
 
 def table(results: dict[str, dict[str, Any]]) -> str:
     rows = [
-        "| server | send msgs/s (batches of 10) | receive+delete msgs/s | lost / dup | long-poll send->receive p50 / p95 / max (ms) |",
+        "| server | send msgs/s (batches of 10) | receive+delete msgs/s | lost / dup | long-poll send->receive p50 / "
+        "p95 / max (ms) |",
         "| --- | --- | --- | --- | --- |",
     ]
     for name, r in results.items():

@@ -99,7 +99,8 @@ def run(plan: Plan) -> dict[str, Any]:
     home = stress_tool()
     n = plan.stress_ops
     progress(
-        f"5. cassandra-stress {STRESS_VERSION}: {n:,} simple writes, then {n:,} mixed (1 read : 1 write), {THREADS} threads"
+        f"5. cassandra-stress {STRESS_VERSION}: {n:,} simple writes, then {n:,} mixed (1 read : 1 write), {THREADS} "
+        "threads"
     )
     write = _run(home, ["write", f"n={n}", "no-warmup", "cl=ONE"], "write")
     progress(f"  simple writes: {write['ops_per_s']:,.0f} op/s (mean {write['latency_mean_ms']} ms)")

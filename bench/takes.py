@@ -40,7 +40,8 @@ async def run(cq: Casque, plan: Plan) -> dict[str, Any]:
     w = WorkerSettings()
     rate, n = plan.takes_rate, int(plan.takes_rate * plan.takes_seconds)
     progress(
-        f"takes: {n} messages offered at {rate:.0f} msg/s, one daemon ({w.consumers} consumers), round trips of every take"
+        f"takes: {n} messages offered at {rate:.0f} msg/s, one daemon ({w.consumers} consumers), round trips of every "
+        "take"
     )
     r = await run_casque(
         cq,
@@ -79,7 +80,8 @@ async def run(cq: Casque, plan: Plan) -> dict[str, Any]:
     for level, v in levels.items():
         wv, rq = v["waves"], v["requests"]
         progress(
-            f"  {level:<5} ({v['unit']}): {v['takes']} takes, round trips mean {_f(wv['mean'])} p50 {wv['p50']} p90 {wv['p90']} max {wv['max']}; "
+            f"  {level:<5} ({v['unit']}): {v['takes']} takes, round trips mean {_f(wv['mean'])} p50 {wv['p50']} p90 "
+            f"{wv['p90']} max {wv['max']}; "
             f"requests mean {_f(rq['mean'])}"
         )
         for s in v["sequences"][:2]:

@@ -184,7 +184,8 @@ def _take_text(f: dict[str, Any]) -> str | None:
     if "take_round_trips" not in f:
         return None
     return (
-        f"{_2(f['take_round_trips'])} sequential round trips per take (mean; median {_2(f.get('take_round_trips_p50'))}; "
+        f"{_2(f['take_round_trips'])} sequential round trips per take (mean; median "
+        f"{_2(f.get('take_round_trips_p50'))}; "
         f"{f['take_round_trips_source']}), {_2(f.get('take_requests_mean'))} requests"
     )
 
@@ -233,7 +234,8 @@ TARGETS: list[Target] = [
         lambda f: (
             None
             if not finite(f.get("pgqueuer_ratio"))
-            else f"casque ÷ pgqueuer = {f['pgqueuer_ratio']:.2f}× ({f['peer_throughput']['casque']:,.0f} vs {f['peer_throughput']['pgqueuer']:,.0f} msg/s)"
+            else f"casque ÷ pgqueuer = {f['pgqueuer_ratio']:.2f}× ({f['peer_throughput']['casque']:,.0f} vs "
+            f"{f['peer_throughput']['pgqueuer']:,.0f} msg/s)"
         ),
         _at_least("pgqueuer_ratio", 2.0),
     ),
