@@ -19,7 +19,8 @@ RATES = (("sent_per_s", "#16a34a", "sent/s (est.)"), ("acked_per_s", "#0f766e", 
 
 def render_chart(points: list[Point], now_ms: int) -> str:
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" font-family="sans-serif" font-size="11">',
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" '
+        'font-family="sans-serif" font-size="11">',
         f'<rect width="{W}" height="{H}" fill="#fff"/>',
     ]
     top, bottom = PAD, PAD + PANEL + GAP
@@ -35,13 +36,15 @@ def render_chart(points: list[Point], now_ms: int) -> str:
     for i, (label, colour) in enumerate(legend):
         x = PAD + i * 120
         parts.append(
-            f'<rect x="{x}" y="12" width="10" height="10" fill="{colour}"/><text x="{x + 14}" y="21">{escape(label)}</text>'
+            f'<rect x="{x}" y="12" width="10" height="10" fill="{colour}"/><text x="{x + 14}" '
+            f'y="21">{escape(label)}</text>'
         )
     parts.append(f'<text x="{PAD}" y="{H - 8}">{escape(iso(now_ms - 3_600_000))}</text>')
     parts.append(f'<text x="{W - PAD}" y="{H - 8}" text-anchor="end">{escape(iso(now_ms))}</text>')
     if not any(p.waiting is not None for p in points):
         parts.append(
-            f'<text x="{W / 2}" y="{top + PANEL / 2}" text-anchor="middle" fill="#666">no depth samples in the last hour: '
+            f'<text x="{W / 2}" y="{top + PANEL / 2}" text-anchor="middle" fill="#666">no depth samples in the last '
+            "hour: "
             "no daemon serves this queue</text>"
         )
     parts.append("</svg>")

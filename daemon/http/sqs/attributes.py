@@ -109,7 +109,8 @@ def _redrive(text: str) -> str:
     if not 1 <= n <= MAX_RECEIVE_COUNT:
         raise SqsError(
             "InvalidAttributeValue",
-            f"Value for parameter RedrivePolicy is invalid. Reason: Invalid value for maxReceiveCount: {count}, valid values are from 1 to 1000 both inclusive.",
+            f"Value for parameter RedrivePolicy is invalid. Reason: Invalid value for maxReceiveCount: {count}, valid "
+            "values are from 1 to 1000 both inclusive.",
         )
     return json.dumps(
         {"deadLetterTargetArn": policy["deadLetterTargetArn"], "maxReceiveCount": n}, separators=(",", ":")

@@ -103,7 +103,8 @@ class Authenticator:
         fmt = sigv4.ISO_BASIC
         if when < now - MAX_SKEW:
             raise mismatch(
-                f"Signature expired: {amz_date} is now earlier than {(now - MAX_SKEW).strftime(fmt)} ({now.strftime(fmt)} - 15 min.)"
+                f"Signature expired: {amz_date} is now earlier than {(now - MAX_SKEW).strftime(fmt)} "
+                f"({now.strftime(fmt)} - 15 min.)"
             )
         if when > now + MAX_SKEW:
             raise mismatch(

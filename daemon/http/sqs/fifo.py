@@ -31,7 +31,8 @@ SCOPES = ("messageGroup", "queue")
 LIMITS = ("perQueue", "perMessageGroupId")
 # The ids (1-128 alphanumeric and punctuation) are checked by base/model.py valid_group_id, the engine's own rule.
 FIFO_NAME = (
-    "The name of a FIFO queue can only include alphanumeric characters, hyphens, or underscores, must end with .fifo suffix "
+    "The name of a FIFO queue can only include alphanumeric characters, hyphens, or underscores, must end with .fifo "
+    "suffix "
     "and be 1 to 80 in length"
 )
 STANDARD_NAME = "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length"
@@ -126,7 +127,8 @@ def check_id(value: Any, parameter: str) -> str | None:
         return None
     if not valid_group_id(value):
         raise invalid(
-            f"Value {value} for parameter {parameter} is invalid. Reason: {parameter} can only include alphanumeric and "
+            f"Value {value} for parameter {parameter} is invalid. Reason: {parameter} can only include alphanumeric "
+            "and "
             "punctuation characters. 1 to 128 in length."
         )
     return value

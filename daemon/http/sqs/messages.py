@@ -76,7 +76,8 @@ def check_body(body: Any) -> str:
     if _BAD_CHARS.search(body):
         raise SqsError(
             "InvalidMessageContents",
-            "Invalid characters found. Valid values are #x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF",
+            "Invalid characters found. Valid values are #x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 "
+            "to #x10FFFF",
         )
     return body
 
@@ -100,7 +101,8 @@ def check_attributes(attrs: Any) -> dict[str, dict[str, Any]]:
             or name.endswith(".")
         ):
             raise invalid(
-                f"The message attribute name '{name}' is invalid: use A-Z a-z 0-9 _ - . (not starting with AWS. or Amazon.)."
+                f"The message attribute name '{name}' is invalid: use A-Z a-z 0-9 _ - . (not starting with AWS. or "
+                "Amazon.)."
             )
         if not isinstance(a, dict) or not isinstance(a.get("DataType"), str) or not a["DataType"]:
             raise invalid(f"The message attribute '{name}' must contain a non-empty message attribute type.")
@@ -108,7 +110,8 @@ def check_attributes(attrs: Any) -> dict[str, dict[str, Any]]:
         m = _TYPE.match(dtype)
         if not m:
             raise invalid(
-                f"The type of message attribute '{name}' is invalid. You must use only the following supported type prefixes: Binary, Number, String."
+                f"The type of message attribute '{name}' is invalid. You must use only the following supported type "
+                "prefixes: Binary, Number, String."
             )
         if m.group(1) == "Binary":
             if "BinaryValue" not in a or a["BinaryValue"] in (None, ""):
@@ -121,7 +124,8 @@ def check_attributes(attrs: Any) -> dict[str, dict[str, Any]]:
         value = a.get("StringValue")
         if not isinstance(value, str) or value == "":
             raise invalid(
-                f"The message attribute '{name}' must contain a non-empty message attribute value for message attribute type '{dtype}'."
+                f"The message attribute '{name}' must contain a non-empty message attribute value for message "
+                f"attribute type '{dtype}'."
             )
         if m.group(1) == "Number":
             _check_number(name, value)

@@ -87,7 +87,8 @@ def entries(p: dict[str, Any], action: str) -> list[dict[str, Any]]:
         if not isinstance(eid, str) or not ENTRY_ID.match(eid):
             raise SqsError(
                 "InvalidBatchEntryId",
-                "A batch entry id can only contain alphanumeric characters, hyphens and underscores. It can be at most 80 letters long.",
+                "A batch entry id can only contain alphanumeric characters, hyphens and underscores. It can be at most "
+                "80 letters long.",
             )
     seen: set[str] = set()
     for eid in ids:  # SQS names the first id met a second time (AWS-verified in moto's suite)

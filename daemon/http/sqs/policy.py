@@ -203,7 +203,8 @@ def _principals(raw: Any) -> tuple[bool, frozenset[str]]:
     other = set(raw) - {"AWS"}
     if other:
         raise refuse(
-            f"Principal type {sorted(other)[0]} is not supported by casque: only AWS account and user principals exist here."
+            f"Principal type {sorted(other)[0]} is not supported by casque: only AWS account and user principals exist "
+            "here."
         )
     names = _strings(raw["AWS"], "Principal AWS")
     if "*" in names:

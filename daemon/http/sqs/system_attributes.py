@@ -47,7 +47,8 @@ def check(value: Any) -> dict[str, dict[str, str]]:
             raise invalid(f"The message system attribute '{name}' must be of type 'String'.")
         if not isinstance(text, str) or not text or len(text) > MAX_TRACE:
             raise invalid(
-                f"The message system attribute '{name}' must contain a non-empty value of at most {MAX_TRACE} characters."
+                f"The message system attribute '{name}' must contain a non-empty value of at most {MAX_TRACE} "
+                "characters."
             )
         out[name] = {"DataType": dtype, "StringValue": text}
     return out

@@ -140,7 +140,8 @@ def json_error(err: SqsError, request_id: str) -> tuple[int, dict[str, str], byt
 def xml_ok(action: str, result: dict[str, Any], request_id: str) -> tuple[int, dict[str, str], bytes]:
     inner = "".join(_xml_field(action, k, v) for k, v in result.items())
     body = (
-        f'<?xml version="1.0" encoding="UTF-8"?><{action}Response xmlns="{XMLNS}"><{action}Result>{inner}</{action}Result>'
+        f'<?xml version="1.0" encoding="UTF-8"?><{action}Response '
+        f'xmlns="{XMLNS}"><{action}Result>{inner}</{action}Result>'
         f"<ResponseMetadata><RequestId>{request_id}</RequestId></ResponseMetadata></{action}Response>"
     )
     return 200, {"content-type": "text/xml", "x-amzn-requestid": request_id}, body.encode("utf-8")

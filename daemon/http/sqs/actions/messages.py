@@ -225,13 +225,15 @@ class MessageActions(ActionGroup):
         except NotInFlight as exc:
             if exc.gone:  # deleted (or dead-lettered): SQS's answer for a message that is not there
                 raise invalid(
-                    f"Value {handle} for parameter ReceiptHandle is invalid. Reason: Message does not exist or is not available "
+                    f"Value {handle} for parameter ReceiptHandle is invalid. Reason: Message does not exist or is not "
+                    "available "
                     "for visibility timeout change."
                 ) from None
             raise SqsError("MessageNotInflight", "The message referred to isn't in flight.") from None
         except VisibilityTooLong:
             raise invalid(
-                f"Value {seconds} for parameter VisibilityTimeout is invalid. Reason: Total VisibilityTimeout for the message "
+                f"Value {seconds} for parameter VisibilityTimeout is invalid. Reason: Total VisibilityTimeout for the "
+                "message "
                 f"is beyond the limit [43200 seconds]"
             ) from None
 

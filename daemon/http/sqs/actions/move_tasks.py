@@ -110,7 +110,8 @@ class MoveTaskActions(ActionGroup):
         name = qattr.queue_of_arn(arn)
         if name is None:
             raise invalid(
-                f"You must use this format to specify the {param}: arn:<partition>:<service>:<region>:<account-id>:<resource-id>"
+                f"You must use this format to specify the {param}: "
+                "arn:<partition>:<service>:<region>:<account-id>:<resource-id>"
             )
         try:
             await self.cq.queue_settings(name)

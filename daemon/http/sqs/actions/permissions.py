@@ -124,7 +124,8 @@ def _action(name: str) -> str:
     norm = normalize_action(name) if "*" not in name and "?" not in name else None
     if norm is None:
         raise invalid(
-            f"Value {name} for parameter ActionName is invalid. Reason: Please refer to the appropriate WSDL for a list "
+            f"Value {name} for parameter ActionName is invalid. Reason: Please refer to the appropriate WSDL for a "
+            "list "
             "of valid actions."
         )
     return norm

@@ -207,7 +207,8 @@ class QueueActions(ActionGroup):
                 raw.get("RedrivePolicy", attrs["RedrivePolicy"]) if isinstance(raw, dict) else attrs["RedrivePolicy"]
             )
             raise invalid(
-                f"Value {given} for parameter RedrivePolicy is invalid. Reason: Dead-letter queue must be same type of queue "
+                f"Value {given} for parameter RedrivePolicy is invalid. Reason: Dead-letter queue must be same type of "
+                "queue "
                 "as the source.."
             )  # AWS's text, its two periods included
 
