@@ -217,7 +217,8 @@ def cmd_load(spark: Any, settings: Settings, args: argparse.Namespace) -> int:
     s = run(spark, settings, spec)
     print(
         f"loaded {s['loaded']} of {s['rows']} rows into {args.queue} in {s['seconds']}s ({s['rows_per_s']} rows/s); "
-        f"rejected {s['rejected']}, keys conflicting {s['keys_conflicting']} (replaced {s['replaced']}, kept {s['kept']}), failed {s['failed']}"
+        f"rejected {s['rejected']}, keys conflicting {s['keys_conflicting']} (replaced {s['replaced']}, kept "
+        f"{s['kept']}), failed {s['failed']}"
     )
     for reason in s["reasons"][:10]:
         print(f"  {reason['count']:>8}  {reason['error']}: {reason['sample']}")

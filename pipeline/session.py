@@ -169,5 +169,6 @@ def _local_environment() -> None:
 def _check_extensions(spark: Any) -> None:
     if EXTENSIONS not in (spark.conf.get("spark.sql.extensions", "") or ""):
         raise PipelineError(
-            f"spark-submit without the connector's extensions: add --conf spark.sql.extensions={EXTENSIONS} (docs/pipeline.md)"
+            f"spark-submit without the connector's extensions: add --conf spark.sql.extensions={EXTENSIONS} "
+            "(docs/pipeline.md)"
         )
