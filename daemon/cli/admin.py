@@ -87,7 +87,8 @@ async def cmd_stats(cq: Casque, args: argparse.Namespace) -> int:
             rows,
         )
         print(
-            "exact: due, scheduled, in flight, poisoned, oldest due, skew (max/mean per shard); estimated: acked/s from daemon stats rows (10 s)"
+            "exact: due, scheduled, in flight, poisoned, oldest due, skew (max/mean per shard); estimated: acked/s "
+            "from daemon stats rows (10 s)"
         )
     if token is not None:
         print(

@@ -93,7 +93,8 @@ def _payload(text: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise UsageError(
-            f"--payload is not valid JSON ({exc.msg} at column {exc.colno}): quote it, e.g. --payload '{{\"user\": 42}}'"
+            f'--payload is not valid JSON ({exc.msg} at column {exc.colno}): quote it, e.g. --payload \'{{"user": '
+            f"42}}'"
         ) from None
 
 

@@ -43,7 +43,8 @@ def _fifo_options(p: argparse.ArgumentParser, create: bool) -> None:
             "--fifo",
             action="store_true",
             default=None,
-            help="a FIFO queue (name ends in .fifo): each --group's messages delivered one at a time, in order, deduplicated for 5 min",
+            help="a FIFO queue (name ends in .fifo): each --group's messages delivered one at a time, in order, "
+            "deduplicated for 5 min",
         )
     p.add_argument(
         "--content-dedup",
@@ -59,7 +60,8 @@ def _fifo_options(p: argparse.ArgumentParser, create: bool) -> None:
     p.add_argument(
         "--fifo-throughput",
         choices=["perQueue", "perMessageGroupId"],
-        help="FIFO: perMessageGroupId (with --dedup-scope messageGroup: high throughput) spreads groups over 16 shards at creation",
+        help="FIFO: perMessageGroupId (with --dedup-scope messageGroup: high throughput) spreads groups over 16 shards "
+        "at creation",
     )
 
 
@@ -148,7 +150,8 @@ async def cmd_queue_create(cq: Casque, args: argparse.Namespace) -> int:
         **_durations(args),
     )
     print(
-        f"queue {qs.name}: {qs.shards} shards x {qs.buckets} buckets of {qs.bucket_seconds}s, timeout {format_duration(qs.timeout_ms / 1000)}, "
+        f"queue {qs.name}: {qs.shards} shards x {qs.buckets} buckets of {qs.bucket_seconds}s, timeout "
+        f"{format_duration(qs.timeout_ms / 1000)}, "
         f"max attempts {qs.max_attempts}" + ("" if not qs.fifo else f"; {fifo_summary(qs)}")
     )
     return 0
@@ -205,7 +208,8 @@ async def cmd_queue_reshard(cq: Casque, args: argparse.Namespace) -> int:
         left = await cq.admin.finish_reshard(args.name)
         if left:
             print(
-                f"casque: {left} messages of queue '{args.name}' are still in old-layout rows (schedules keep theirs until they end "
+                f"casque: {left} messages of queue '{args.name}' are still in old-layout rows (schedules keep theirs "
+                "until they end "
                 "or are re-sent): run --finish again later",
                 file=sys.stderr,
             )
