@@ -3,9 +3,9 @@
 Issue 25's figure: a noisy tenant's backlog of 100,000 beside 100 quiet tenants on one standard
 queue; the quiet tenants' send-to-receive latency against a run without the noisy one, in the same
 run. Receivers (engine API, the pull path `casque serve` uses) deletes in the background while
-the quiet tenants send 4 messages each, one every 10 ms; 4 receivers by default (a fleet polls with several). Also counted: the receives that overtook a
-quiet message (started after its send returned, ended before the one that got it), which is what
-fairness decides (engine/fairness.py; tests/test_fairness.py runs a 20,000 size).
+the quiet tenants send 4 messages each, one every 10 ms; 4 receivers by default (a fleet polls with several).
+Also counted: the receives that overtook a quiet message (started after its send returned, ended before the one
+that got it), which is what fairness decides (engine/fairness.py; tests/test_fairness.py runs a 20,000 size).
 Writes bench/out/fair-queues.json and prints a table.
 """
 

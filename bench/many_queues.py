@@ -345,23 +345,24 @@ class Server:
             PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
         )
         env.update({f"CASQUE_CACHE__{k.upper()}": str(v) for k, v in self.cache.items()})
-        log = open(self.workdir / f"serve-{self.incarnation}.log", "wb")
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "bench.many_queues_serve",
-                str(self.stats_file),
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+        # The child writes through its own copy of the descriptor: ours can close once it has started.
+        with open(self.workdir / f"serve-{self.incarnation}.log", "wb") as log:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "bench.many_queues_serve",
+                    str(self.stats_file),
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(self.port),
+                ],
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -1,4 +1,5 @@
-"""moto's SQS test-suite pointed at a real ``casque serve``: ``python -m bench.moto_sqs MOTO_CHECKOUT [--python PY] [-- PYTEST_ARGS]``.
+"""moto's SQS test-suite pointed at a real ``casque serve``:
+``python -m bench.moto_sqs MOTO_CHECKOUT [--python PY] [-- PYTEST_ARGS]``.
 
 moto (the Python AWS mock) runs its tests in "server mode" when ``TEST_SERVER_MODE=true``: its
 ``mock_aws`` decorator then mocks nothing and patches ``boto3.client``/``boto3.resource`` to send
@@ -44,7 +45,8 @@ from .many_queues import free_port
 
 # (cause, class, regex over "test id + first error line"), first match wins. Class: a = casque differs from SQS,
 # b = FIFO (not supported yet), c = moto-specific or not reasonable to hold casque to. Test names appear where the
-# first error line alone does not tell the cause (read from moto's test code; docs/sqs-moto.md says why each is where it is).
+# first error line alone does not tell the cause (read from moto's test code; docs/sqs-moto.md says why each is
+# where it is).
 CAUSES: list[tuple[str, str, str]] = [
     (
         "other AWS services (STS GetCallerIdentity in moto's account_id fixture, CloudFormation, AssumeRole) sent to "
@@ -67,7 +69,8 @@ CAUSES: list[tuple[str, str, str]] = [
     (
         "a message whose visibility timeout expired is not counted in ApproximateNumberOfMessages until redelivered",
         "a",
-        r"::(test_message_becomes_inflight_when_received|test_receive_message_with_explicit_visibility_timeout|test_change_message_visibility) ",
+        r"::(test_message_becomes_inflight_when_received|test_receive_message_with_explicit_visibility_timeout"
+        r"|test_change_message_visibility) ",
     ),
     (
         "an older receipt handle of a message received again neither deletes it nor changes its visibility",
@@ -150,13 +153,14 @@ def start_serve(port: int, log: Path) -> subprocess.Popen[bytes]:
     """A real ``casque serve`` on 127.0.0.1:``port`` against casque_moto (schema applied first)."""
     prepare_keyspace()
     env = dict(os.environ, CASQUE_CASSANDRA__KEYSPACE=KEYSPACE, CASQUE_LOG__LEVEL="warning", CASQUE_LOG__FORMAT="json")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "daemon.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=open(log, "wb"),
-    )
+    with open(log, "wb") as err:  # the child keeps its own descriptor of the log
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "daemon.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=err,
+        )
     assert proc.stdout is not None
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -287,7 +291,9 @@ def markdown(result: dict[str, Any], commit: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.moto_sqs", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m bench.moto_sqs", description=" ".join(__doc__.split("\n\n")[0].split("\n"))
+    )
     p.add_argument("checkout", type=Path, help="a moto source tree (its tests/test_sqs is run)")
     p.add_argument("--python", default=sys.executable, help="an interpreter with moto, pytest and freezegun installed")
     args, pytest_args = p.parse_known_args(argv)  # the rest goes to pytest, e.g. -- -k receive

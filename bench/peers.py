@@ -352,29 +352,27 @@ async def run_peer(driver: PeerDriver, n: int, rate: float | None = None, label:
         BENCH_PGQ_BATCH=str(getattr(driver, "batch", 16)),
         PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
     )
-    log = open(out_dir("runs") / f"peer_{label}.log", "wb")
-    proc = subprocess.Popen(driver.worker_cmd(), cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        await driver.send(WARMUP, 0.0)
-        await _until_empty(driver, proc, 120.0, "warm-up")
-        server0 = cpu_seconds(driver.server_pids())
-        worker0 = cpu_seconds(children_of(proc.pid))
-        sent = await (
-            send_fast(driver.send, n, senders=driver.senders) if rate is None else send_paced(driver.send, n, rate)
-        )
-        end = await _until_empty(
-            driver, proc, max(180.0, n / 25), "run"
-        )  # procrastinate takes 30,000 at 100-300/s here
-        worker_cpu = cpu_seconds(children_of(proc.pid)) - worker0
-        server_cpu = cpu_seconds(driver.server_pids()) - server0
-    finally:
-        proc.send_signal(signal.SIGTERM)
+    with open(out_dir("runs") / f"peer_{label}.log", "wb") as log:
+        proc = subprocess.Popen(driver.worker_cmd(), cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        log.close()
+            await driver.send(WARMUP, 0.0)
+            await _until_empty(driver, proc, 120.0, "warm-up")
+            server0 = cpu_seconds(driver.server_pids())
+            worker0 = cpu_seconds(children_of(proc.pid))
+            sent = await (
+                send_fast(driver.send, n, senders=driver.senders) if rate is None else send_paced(driver.send, n, rate)
+            )
+            # procrastinate takes 30,000 at 100-300/s here
+            end = await _until_empty(driver, proc, max(180.0, n / 25), "run")
+            worker_cpu = cpu_seconds(children_of(proc.pid)) - worker0
+            server_cpu = cpu_seconds(driver.server_pids()) - server0
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
     samples = [float(x) for f in sorted(rec.glob("*.txt")) for x in f.read_text().split()]
     duration = end - sent.first
     return RunResult(

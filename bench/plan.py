@@ -1,4 +1,7 @@
-"""How big each part of the suite is, in the quick mode (about 15 min) and the full one (45-60 min on a shared 2-core machine)."""
+"""How big each part of the suite is, in the quick mode (about 15 min) and the full one.
+
+The full mode takes 45-60 min on a shared 2-core machine.
+"""
 
 from __future__ import annotations
 

@@ -107,25 +107,26 @@ async def run(cq: Casque, plan: Plan, best: dict[str, Any]) -> dict[str, Any]:
     spy: dict[str, subprocess.Popen[bytes]] = {}
 
     async def attach(daemon: Daemon) -> None:
-        log = open(d / "py-spy.log", "wb")
-        spy["p"] = subprocess.Popen(
-            [
-                py_spy(),
-                "record",
-                "--pid",
-                str(daemon.pid),
-                "--rate",
-                "100",
-                "--gil",
-                "--format",
-                "raw",
-                "--output",
-                str(raw),
-                "--nonblocking",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+        # The child writes through its own copy of the descriptor: ours can close once it has started.
+        with open(d / "py-spy.log", "wb") as log:
+            spy["p"] = subprocess.Popen(
+                [
+                    py_spy(),
+                    "record",
+                    "--pid",
+                    str(daemon.pid),
+                    "--rate",
+                    "100",
+                    "--gil",
+                    "--format",
+                    "raw",
+                    "--output",
+                    str(raw),
+                    "--nonblocking",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         await asyncio.sleep(1.0)  # let it attach before the load starts
 
     r = await run_casque(

@@ -1010,7 +1010,7 @@ def _mq_light(L: dict[str, Any] | None) -> str:
     )
 
 
-# --------------------------------------------------------------------------- FIFO queues beside ElasticMQ (bench/sqs_fifo.py)
+# ------------------------------------------------------------------- FIFO queues beside ElasticMQ (bench/sqs_fifo.py)
 
 FIFO_BEGIN, FIFO_END = "<!-- sqs-fifo:begin -->", "<!-- sqs-fifo:end -->"
 
@@ -1089,7 +1089,10 @@ def sqs_fifo_table(R: dict[str, Any]) -> str:
 
 
 def sqs_fifo_cpu(R: dict[str, Any]) -> str:
-    """CPU ms per message of each server (and of Cassandra under casque), per scenario and phase: where a ratio comes from."""
+    """CPU ms per message of each server (and of Cassandra under casque), per scenario and phase.
+
+    It shows where a ratio comes from.
+    """
     rows: list[list[str]] = []
     for sc in R["scenarios"]:
         per = R["summary"].get(sc["key"], {})

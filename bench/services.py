@@ -41,23 +41,22 @@ def redis_server() -> Iterator[subprocess.Popen[bytes]]:
     d = out_dir("redis")
     for f in d.glob("*.rdb"):
         f.unlink()
-    log = open(d / "redis.log", "wb")
-    proc = subprocess.Popen(
-        [exe, "--port", str(REDIS_PORT), "--bind", "127.0.0.1", "--dir", str(d), "--daemonize", "no"],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        _wait_port(REDIS_PORT, proc, "redis-server")
-        progress(f"redis-server {_redis_version(exe)} on 127.0.0.1:{REDIS_PORT} (pid {proc.pid})")
-        yield proc
-    finally:
-        proc.terminate()
+    with open(d / "redis.log", "wb") as log:
+        proc = subprocess.Popen(
+            [exe, "--port", str(REDIS_PORT), "--bind", "127.0.0.1", "--dir", str(d), "--daemonize", "no"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+            _wait_port(REDIS_PORT, proc, "redis-server")
+            progress(f"redis-server {_redis_version(exe)} on 127.0.0.1:{REDIS_PORT} (pid {proc.pid})")
+            yield proc
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
 
 
 def _redis_version(exe: str) -> str:

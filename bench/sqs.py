@@ -83,27 +83,29 @@ def elasticmq(pids: list[int] | None = None) -> Iterator[str]:
         f'rest-sqs {{ enabled = true, bind-port = {port}, bind-hostname = "127.0.0.1", sqs-limits = strict }}\n'
         "rest-stats { enabled = false }\n"
     )
-    log = open(out_dir("sqs") / "elasticmq.log", "wb")
-    proc = subprocess.Popen(
-        [shutil.which("java") or "java", f"-Dconfig.file={conf}", "-cp", f"{lib}/*", "org.elasticmq.server.Main"],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        wait_port(port, proc, "ElasticMQ")
-        progress(f"ElasticMQ {EMQ_VERSION} on 127.0.0.1:{port} (pid {proc.pid})")
-        if pids is not None:
-            pids.append(proc.pid)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(30)
-        log.close()
+    with open(out_dir("sqs") / "elasticmq.log", "wb") as log:
+        proc = subprocess.Popen(
+            [shutil.which("java") or "java", f"-Dconfig.file={conf}", "-cp", f"{lib}/*", "org.elasticmq.server.Main"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            wait_port(port, proc, "ElasticMQ")
+            progress(f"ElasticMQ {EMQ_VERSION} on 127.0.0.1:{port} (pid {proc.pid})")
+            if pids is not None:
+                pids.append(proc.pid)
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            proc.terminate()
+            proc.wait(30)
 
 
 @contextmanager
 def casque_serve(pids: list[int] | None = None) -> Iterator[str]:
-    """A ``casque serve`` on the bench keyspace; its URL (and its pid appended to ``pids``, to read its CPU time or profile it)."""
+    """A ``casque serve`` on the bench keyspace; its URL.
+
+    Its pid is appended to ``pids``, to read its CPU time or profile it.
+    """
     env = dict(os.environ, CASQUE_CASSANDRA__KEYSPACE=KEYSPACE, CASQUE_LOG__LEVEL="warning")
     subprocess.run(
         [sys.executable, "-m", "daemon.cli", "schema", "apply"], cwd=ROOT, env=env, check=True, capture_output=True
@@ -221,15 +223,15 @@ def latency(url: str, count: int) -> dict[str, float]:
 
 def table(results: dict[str, dict[str, Any]]) -> str:
     rows = [
-        "| server | send msgs/s (batches of 10) | receive+delete msgs/s | lost / dup | long-poll send->receive p50 / "
-        "p95 / max (ms) |",
+        "| server | send msgs/s (batches of 10) | receive+delete msgs/s | lost / dup "
+        "| long-poll send->receive p50 / p95 / max (ms) |",
         "| --- | --- | --- | --- | --- |",
     ]
     for name, r in results.items():
-        t, l = r["throughput"], r["latency"]
+        t, lat = r["throughput"], r["latency"]
         rows.append(
             f"| {name} | {t['send_per_s']} | {t['receive_delete_per_s']} | {t['lost']} / {t['duplicates']} | "
-            f"{l['p50_ms']} / {l['p95_ms']} / {l['max_ms']} |"
+            f"{lat['p50_ms']} / {lat['p95_ms']} / {lat['max_ms']} |"
         )
     return "\n".join(rows)
 
