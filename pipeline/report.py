@@ -38,10 +38,11 @@ def render(summary: dict[str, Any], hours: list[dict[str, Any]]) -> str:
     parts.append(_tasks_section(summary["history"], hours))
     style = (
         "body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;margin:1em 0}"
-        "td,th{border:1px solid #ccc;padding:3px "
-        "8px;text-align:right}th{background:#eee}td:first-child{text-align:left}"
+        "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
+        "th{background:#eee}td:first-child{text-align:left}"
     )
-    return f"<!doctype html><html><head><meta charset='utf-8'><title>casque stats</title><style>{style}</style></head><body>{''.join(parts)}</body></html>"
+    head = f"<head><meta charset='utf-8'><title>casque stats</title><style>{style}</style></head>"
+    return f"<!doctype html><html>{head}<body>{''.join(parts)}</body></html>"
 
 
 def _queue_table(queues: dict[str, Any], order: list[str]) -> str:

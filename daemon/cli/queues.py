@@ -77,7 +77,8 @@ def fifo_summary(qs: Any) -> str:
     """A queue's FIFO options in one phrase ("-" for a standard queue)."""
     if not qs.fifo:
         return "-"
-    return f"fifo, dedup {'by content' if qs.content_dedup else 'by id'} per {qs.dedup_scope}, throughput {qs.fifo_throughput}"
+    dedup = "by content" if qs.content_dedup else "by id"
+    return f"fifo, dedup {dedup} per {qs.dedup_scope}, throughput {qs.fifo_throughput}"
 
 
 def add_cli(sub: Any) -> None:

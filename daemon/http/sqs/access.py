@@ -13,8 +13,8 @@ Principal is ``*`` can refuse it. Which queue an action touches: the QueueUrl's 
 CreateQueue/GetQueueUrl the named one; for StartMessageMoveTask/ListMessageMoveTasks the SourceArn's
 queue (and SendMessage on the DestinationArn's, when given); CancelMessageMoveTask and ListQueues
 have no queue (the grant must cover the action; ListQueues and ListDeadLetterSourceQueues then
-show only the queues the grant covers for them, without reading each listed queue's Policy). The batch actions are authorized as their
-single forms. Policies come from the queue's attributes (cached ``attributes.CACHE_SECONDS``, 5 s,
+show only the queues the grant covers for them, without reading each listed queue's Policy). The batch actions are
+authorized as their single forms. Policies come from the queue's attributes (cached ``attributes.CACHE_SECONDS``, 5 s,
 per server): a policy change is honoured by every server within that.
 """
 

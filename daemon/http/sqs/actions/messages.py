@@ -141,7 +141,8 @@ class MessageActions(ActionGroup):
             43_200,
             "Value {v} for parameter VisibilityTimeout is invalid. Reason: Must be >= 0 and <= 43200, if provided.",
         )
-        # ReceiveRequestAttemptId is FIFO's (a retried receive gets the same messages); SQS ignores it on a standard queue.
+        # ReceiveRequestAttemptId is FIFO's (a retried receive gets the same messages); SQS ignores it on a standard
+        # queue.
         attempt = fifo_rules.check_id(p.get("ReceiveRequestAttemptId"), "ReceiveRequestAttemptId") if qs.fifo else None
         # As SQS: MessageSystemAttributeNames when given, else the older AttributeNames.
         system = params.names(p.get("MessageSystemAttributeNames")) or params.names(p.get("AttributeNames"))
