@@ -121,7 +121,7 @@ async def cmd_history(cq: Casque, args: argparse.Namespace) -> int:
         from daemon.base.errors import MessageNotFound
 
         raise MessageNotFound(f"no history for {args.key or args.id!r} in the last {args.days} days{hint}")
-    data = [
+    data: list[dict[str, Any]] = [
         {
             "at": iso(h.at),
             "id": str(h.id),
@@ -154,7 +154,7 @@ async def cmd_poison_list(cq: Casque, args: argparse.Namespace) -> int:
     from daemon.engine.client import _uuid
 
     records = await cq.admin.poisoned(args.queue, args.limit, after=_uuid(args.after) if args.after else None)
-    data = [
+    data: list[dict[str, Any]] = [
         {
             "id": str(r.id),
             "task": r.task,

@@ -29,10 +29,13 @@ async def create_queue(request: Request) -> Response:
     form = await request.form()
     try:
         name = _text(form, "name")
-        options = {k: _opt_int(form, k) for k in ("shards", "max_attempts")}
+        shards, max_attempts = _opt_int(form, "shards"), _opt_int(form, "max_attempts")
         timeout = _text(form, "timeout", required=False)
         qs = await _cq(request).create_queue(
-            name, timeout=parse_duration(timeout, "timeout") if timeout else None, **options
+            name,
+            timeout=parse_duration(timeout, "timeout") if timeout else None,
+            shards=shards,
+            max_attempts=max_attempts,
         )
     except CasqueError as exc:
         return _back(request, "/queues", err=str(exc))
@@ -48,7 +51,7 @@ async def send_test(request: Request) -> Response:
         raw = _text(form, "payload", required=False) or "null"
         try:
             payload = json.loads(raw)
-        except ValueError as exc:
+        except json.JSONDecodeError as exc:
             raise UsageError(
                 f'the payload is not JSON ({exc.msg} at character {exc.pos}): write e.g. {{"to": "ada"}}'
             ) from None

@@ -96,9 +96,10 @@ class AccessControl:
         if action in _BY_SOURCE:
             source = qattr.queue_of_arn(call.params.get("SourceArn"))
             dest = qattr.queue_of_arn(call.params.get("DestinationArn"))
-            return ([(act, source)] if source else []) + (
-                [("SendMessage", dest)] if dest and action == "StartMessageMoveTask" else []
-            )
+            pairs: list[tuple[str, str | None]] = [(act, source)] if source else []
+            if dest and action == "StartMessageMoveTask":
+                pairs.append(("SendMessage", dest))
+            return pairs
         if action in _NO_QUEUE:
             return [(act, None)]
         url = call.params.get("QueueUrl") or call.path_queue

@@ -101,7 +101,7 @@ def _redrive(text: str) -> str:
             "InvalidAttributeValue",
             "Value for parameter RedrivePolicy is invalid. Reason: Invalid value for deadLetterTargetArn.",
         )
-    count = policy.get("maxReceiveCount")
+    count: Any = policy.get("maxReceiveCount")  # anything JSON holds: int() below refuses what is no count
     try:
         n = int(count)
     except (TypeError, ValueError):

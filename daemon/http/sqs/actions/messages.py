@@ -104,7 +104,7 @@ class MessageActions(ActionGroup):
         else:
             delay = params.integer(p, "DelaySeconds", queue_delay, 0, 900)
             job = Job(task, body, delay=delay or None, headers=headers, max_attempts=qattr.FOLLOW_QUEUE, group=group)
-        result = {"MD5OfMessageBody": msg.md5_hex(body.encode("utf-8"))}
+        result: dict[str, Any] = {"MD5OfMessageBody": msg.md5_hex(body.encode("utf-8"))}
         digest = msg.md5_of_attributes(attrs)
         if digest:
             result["MD5OfMessageAttributes"] = digest

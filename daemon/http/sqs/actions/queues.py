@@ -6,7 +6,6 @@ import json
 from typing import Any
 
 from daemon.base.errors import QueueNotFound, UsageError
-from daemon.engine import admin
 from daemon.engine.queues import MAX_PAYLOAD_BYTES
 from daemon.http.sqs import attributes as qattr
 from daemon.http.sqs import fifo as fifo_rules
@@ -125,10 +124,9 @@ class QueueActions(ActionGroup):
     async def delete_queue(self, call: Call) -> dict[str, Any]:
         name = self.queue_of(call)
         await self.cq.queue_settings(name, fresh=True)
-        await self.cooldowns.start(
-            f"sqs.deleted:{name}", COOLDOWN_S
-        )  # first: no CreateQueue can slip in after the delete
-        await admin.delete_queue(self.cq, name)
+        # first: no CreateQueue can slip in after the delete
+        await self.cooldowns.start(f"sqs.deleted:{name}", COOLDOWN_S)
+        await self.cq.admin.delete(name)
         self.cq.extras.forget(name)
         return {}
 
@@ -140,7 +138,7 @@ class QueueActions(ActionGroup):
             raise SqsError(
                 "PurgeQueueInProgress", f"Only one PurgeQueue operation on {name} is allowed every 60 seconds."
             )
-        await admin.purge(self.cq, name, sent_before_ms=started)
+        await self.cq.admin.purge(name, sent_before_ms=started)
         return {}
 
     async def get_queue_attributes(self, call: Call) -> dict[str, Any]:
