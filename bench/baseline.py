@@ -3,7 +3,8 @@
 ``python -m bench baseline [--quick]`` reduces the saved results of that mode (bench/out/results-<mode>.json)
 to the figures the targets name (bench/targets.py) plus the take and idle breakdowns, and writes them
 to bench/baseline-issue15.json with the engine's git revision, the mode and the date. The report
-shows them beside every later run. A baseline is small on purpose: no samples, and one CDF (casque's at equal load, 200 points).
+shows them beside every later run. A baseline is small on purpose: no samples, and one CDF (casque's at equal
+load, 200 points).
 """
 
 from __future__ import annotations
@@ -38,7 +39,10 @@ def extract(R: dict[str, Any]) -> dict[str, Any]:
     cdf = (R.get("peers") or {}).get("cdf", {}).get("casque")
     if cdf:  # casque's equal-load curve, drawn as "before" beside every later run's
         xs, ys = cdf
-        out["casque_equal_cdf"] = {"rate": R["peers"]["equal_rate"], "cdf": [[round(x, 2) for x in xs], [round(y, 4) for y in ys]]}
+        out["casque_equal_cdf"] = {
+            "rate": R["peers"]["equal_rate"],
+            "cdf": [[round(x, 2) for x in xs], [round(y, 4) for y in ys]],
+        }
     return out
 
 

@@ -20,7 +20,7 @@ from . import cqlcount
 from .daemonproc import Daemon, DaemonSpec
 from .env import QUEUE_RETENTION_S, cpu_seconds, node_pid, progress
 from .probe import TASK
-from .produce import Sent, Sender, send_fast, send_paced
+from .produce import Sender, Sent, send_fast, send_paced
 from .stats import Latency
 
 
@@ -67,10 +67,22 @@ async def make_queue(cq: Casque, prefix: str, **options: Any) -> str:
     return name
 
 
-async def run_casque(cq: Casque, n: int, consumers: int, batch: int, *, label: str, rate: float | None = None,
-                     daemon_extra: dict[str, Any] | None = None, concurrency: int | None = None, on_started: Any = None,
-                     timeout: float | None = None, count_cql: bool = True, probe_env: dict[str, str] | None = None,
-                     keep: tuple[str, ...] = ()) -> RunResult:
+async def run_casque(
+    cq: Casque,
+    n: int,
+    consumers: int,
+    batch: int,
+    *,
+    label: str,
+    rate: float | None = None,
+    daemon_extra: dict[str, Any] | None = None,
+    concurrency: int | None = None,
+    on_started: Any = None,
+    timeout: float | None = None,
+    count_cql: bool = True,
+    probe_env: dict[str, str] | None = None,
+    keep: tuple[str, ...] = (),
+) -> RunResult:
     """Start a daemon on a fresh queue, send ``n`` messages (as fast as possible, or at ``rate``/s),
     wait until all are acked. ``probe_env`` turns on more of the probe; ``keep`` names what of its
     result file to return in ``RunResult.probe``."""
@@ -103,13 +115,24 @@ async def run_casque(cq: Casque, n: int, consumers: int, batch: int, *, label: s
     samples = [float(x) for x in res.get("send_ms", [])]
     producer = _delta(counts0, cqlcount.COUNTS)
     return RunResult(
-        system="casque", label=label, n=n, throughput=acked / duration if duration > 0 else 0.0, send_rate=sent.rate,
-        latency=Latency.of(samples), duration_s=duration, offered_rate=rate,
-        settings={"consumers": consumers, "batch_size": batch, **({"handler_concurrency": concurrency} if concurrency else {}),
-                  **(daemon_extra or {})},
+        system="casque",
+        label=label,
+        n=n,
+        throughput=acked / duration if duration > 0 else 0.0,
+        send_rate=sent.rate,
+        latency=Latency.of(samples),
+        duration_s=duration,
+        offered_rate=rate,
+        settings={
+            "consumers": consumers,
+            "batch_size": batch,
+            **({"handler_concurrency": concurrency} if concurrency else {}),
+            **(daemon_extra or {}),
+        },
         cpu={"daemon_s": float(res.get("cpu_s", 0.0)), "node_s": node_cpu, "producer_s": producer_cpu},
         cql={"daemon": res.get("cql", {}), "producer": producer, "acked": acked},
-        samples_ms=samples, probe={k: res[k] for k in keep if k in res},
+        samples_ms=samples,
+        probe={k: res[k] for k in keep if k in res},
     )
 
 
@@ -118,5 +141,7 @@ def _delta(before: cqlcount.CqlCounts, after: cqlcount.CqlCounts) -> dict[str, A
     d = after.as_dict()
     b = before.as_dict()
     out: dict[str, Any] = {k: d[k] - b[k] for k in d if k not in ("by_statement", "by_caller", "latency")}
-    out["by_statement"] = {k: v - b["by_statement"].get(k, 0) for k, v in d["by_statement"].items() if v - b["by_statement"].get(k, 0)}
+    out["by_statement"] = {
+        k: v - b["by_statement"].get(k, 0) for k, v in d["by_statement"].items() if v - b["by_statement"].get(k, 0)
+    }
     return out

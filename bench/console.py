@@ -56,7 +56,9 @@ async def main(sizes: list[int], shards: int, buckets: int) -> None:
     print(f"queues of {shards} shards x {buckets} buckets; median of 5 requests")
     print(f"{'queues':>8} {'/queues ms':>11} {'/queues/q0000000 ms':>20}")
     try:
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://bench", auth=("admin", "bench"), timeout=120) as c:
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://bench", auth=("admin", "bench"), timeout=120
+        ) as c:
             for n in sizes:
                 await grow(cq, n, have, shards, buckets)
                 have = n

@@ -12,8 +12,8 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from daemon.engine.client import Casque
 from daemon.base.config import WorkerSettings
+from daemon.engine.client import Casque
 
 from .casque_run import RunResult, run_casque
 from .env import progress
@@ -23,8 +23,10 @@ from .stats import cdf_points
 
 def _line(r: RunResult) -> str:
     lat = r.latency
-    return (f"{r.label:<28} {r.throughput:8.0f} msg/s (sent at {r.send_rate:6.0f}/s)  send→start p50 {lat.p50:7.1f} ms  "
-            f"p99 {lat.p99:7.1f} ms  max {lat.max:7.1f} ms")
+    return (
+        f"{r.label:<28} {r.throughput:8.0f} msg/s (sent at {r.send_rate:6.0f}/s)  send→start p50 {lat.p50:7.1f} ms  "
+        f"p99 {lat.p99:7.1f} ms  max {lat.max:7.1f} ms"
+    )
 
 
 async def sweep(cq: Casque, plan: Plan) -> dict[str, Any]:
@@ -46,19 +48,28 @@ async def sweep(cq: Casque, plan: Plan) -> dict[str, Any]:
     if plan.confirm_repeats:
         if default not in candidates:
             candidates.append(default)
-        progress(f"  confirming {len(candidates)} settings × {plan.confirm_repeats}, {plan.confirm_n:,} messages each (interleaved)")
+        progress(
+            f"  confirming {len(candidates)} settings × {plan.confirm_repeats}, {plan.confirm_n:,} messages each "
+            "(interleaved)"
+        )
         for rep in range(plan.confirm_repeats):
             for c, b in candidates:
                 r = await run_casque(cq, plan.confirm_n, c, b, label=f"confirm{rep + 1}_c{c}_b{b}")
                 confirm.append(r)
                 progress("  " + _line(r))
-        medians = {cb: statistics.median(r.throughput for r in confirm if (r.settings["consumers"], r.settings["batch_size"]) == cb)
-                   for cb in candidates}
+        medians = {
+            cb: statistics.median(
+                r.throughput for r in confirm if (r.settings["consumers"], r.settings["batch_size"]) == cb
+            )
+            for cb in candidates
+        }
     else:
         medians = {(r.settings["consumers"], r.settings["batch_size"]): r.throughput for r in grid}
     best = max(medians, key=lambda cb: medians[cb])
     pool = [r for r in (confirm or grid) if (r.settings["consumers"], r.settings["batch_size"]) == best]
-    best_run = sorted(pool, key=lambda r: r.throughput)[(len(pool) - 1) // 2]  # the median run (the slower of two), not the luckiest
+    best_run = sorted(pool, key=lambda r: r.throughput)[
+        (len(pool) - 1) // 2
+    ]  # the median run (the slower of two), not the luckiest
     default_runs = [r for r in (confirm or grid) if (r.settings["consumers"], r.settings["batch_size"]) == default]
     progress(f"  best: {best[0]} consumers, batch {best[1]}: median {medians[best]:.0f} msg/s")
     return {
@@ -66,8 +77,11 @@ async def sweep(cq: Casque, plan: Plan) -> dict[str, Any]:
         "confirm": [r.as_dict() for r in confirm],
         "medians": [{"consumers": c, "batch_size": b, "throughput": t} for (c, b), t in medians.items()],
         "best": {"consumers": best[0], "batch_size": best[1], "throughput": medians[best]},
-        "defaults": {"consumers": default[0], "batch_size": default[1],
-                     "throughput": statistics.median(r.throughput for r in default_runs) if default_runs else None},
+        "defaults": {
+            "consumers": default[0],
+            "batch_size": default[1],
+            "throughput": statistics.median(r.throughput for r in default_runs) if default_runs else None,
+        },
         "best_run": best_run.as_dict(),
         "best_cdf": cdf_points(best_run.samples_ms),
     }

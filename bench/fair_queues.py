@@ -3,9 +3,9 @@
 Issue 25's figure: a noisy tenant's backlog of 100,000 beside 100 quiet tenants on one standard
 queue; the quiet tenants' send-to-receive latency against a run without the noisy one, in the same
 run. Receivers (engine API, the pull path `casque serve` uses) deletes in the background while
-the quiet tenants send 4 messages each, one every 10 ms; 4 receivers by default (a fleet polls with several). Also counted: the receives that overtook a
-quiet message (started after its send returned, ended before the one that got it), which is what
-fairness decides (engine/fairness.py; tests/test_fairness.py runs a 20,000 size).
+the quiet tenants send 4 messages each, one every 10 ms; 4 receivers by default (a fleet polls with several).
+Also counted: the receives that overtook a quiet message (started after its send returned, ended before the one
+that got it), which is what fairness decides (engine/fairness.py; tests/test_fairness.py runs a 20,000 size).
 Writes bench/out/fair-queues.json and prints a table.
 """
 
@@ -23,15 +23,18 @@ from daemon.engine.producer import Job
 from .env import bench_settings, out_dir, progress
 
 
-async def measure(cq: Casque, queue: str, backlog: int, quiet_groups: int = 100, rounds: int = 4, receivers: int = 1,
-                  **shape: int) -> tuple[list[float], list[int]]:
+async def measure(
+    cq: Casque, queue: str, backlog: int, quiet_groups: int = 100, rounds: int = 4, receivers: int = 1, **shape: int
+) -> tuple[list[float], list[int]]:
     """Receivers drain ``queue`` (deleting in the background) while ``quiet_groups`` tenants send
     ``rounds`` messages each, one every 10 ms, after a noisy tenant's ``backlog``. Per quiet
     message: its send-to-receive time (ms), and how many receives overtook it (started after its
     send returned, ended before the one that got it). tests/test_fairness.py uses it too."""
     await cq.create_queue(queue, max_attempts=0, retention=3600, **shape)
     for start in range(0, backlog, 2_000):
-        await cq.send_many(queue, [Job("t", {"noisy": True}, group="noisy") for _ in range(min(2_000, backlog - start))])
+        await cq.send_many(
+            queue, [Job("t", {"noisy": True}, group="noisy") for _ in range(min(2_000, backlog - start))]
+        )
         if start % 20_000 == 0 and backlog > 20_000:
             progress(f"{queue}: backlog {start + 2_000:,} of {backlog:,} sent")
     sent_at: dict[str, int] = {}
@@ -56,19 +59,29 @@ async def measure(cq: Casque, queue: str, backlog: int, quiet_groups: int = 100,
 
     async def send() -> None:
         for n in range(total):
-            mid = await cq.send(queue, "t", {"quiet": True, "sent": cq.clock.now_ms()}, group=f"quiet{n % quiet_groups}")
+            mid = await cq.send(
+                queue, "t", {"quiet": True, "sent": cq.clock.now_ms()}, group=f"quiet{n % quiet_groups}"
+            )
             sent_at[mid] = cq.clock.now_ms()
             await asyncio.sleep(0.01)
 
     await asyncio.wait_for(asyncio.gather(send(), *(receive() for _ in range(receivers))), 600)
     await asyncio.gather(*deletes)
-    return latencies, [sum(1 for s, _ in receives[:got_by[mid]] if s > sent) for mid, sent in sent_at.items()]
+    return latencies, [sum(1 for s, _ in receives[: got_by[mid]] if s > sent) for mid, sent in sent_at.items()]
 
 
-async def quiet_run(cq: Casque, queue: str, backlog: int, quiet_groups: int, rounds: int, receivers: int) -> dict[str, float]:
+async def quiet_run(
+    cq: Casque, queue: str, backlog: int, quiet_groups: int, rounds: int, receivers: int
+) -> dict[str, float]:
     latencies, overtakes = await measure(cq, queue, backlog, quiet_groups, rounds, receivers)
     q = statistics.quantiles(latencies, n=100)
-    return {"received": len(latencies), "p50_ms": q[49], "p99_ms": q[98], "max_overtakes": max(overtakes), "overtakes": sum(overtakes)}
+    return {
+        "received": len(latencies),
+        "p50_ms": q[49],
+        "p99_ms": q[98],
+        "max_overtakes": max(overtakes),
+        "overtakes": sum(overtakes),
+    }
 
 
 async def main(backlog: int, quiet_groups: int, rounds: int, receivers: int) -> dict[str, dict[str, float]]:
@@ -84,9 +97,15 @@ async def main(backlog: int, quiet_groups: int, rounds: int, receivers: int) -> 
 
 def table(r: dict[str, dict[str, float]]) -> str:
     a, b = r["alone"], r["beside"]
-    lines = ["| quiet tenants' messages | received | p50 ms | p99 ms | max receives that overtook one |", "| --- | --- | --- | --- | --- |"]
+    lines = [
+        "| quiet tenants' messages | received | p50 ms | p99 ms | max receives that overtook one |",
+        "| --- | --- | --- | --- | --- |",
+    ]
     lines.append(f"| alone | {a['received']:.0f} | {a['p50_ms']:.0f} | {a['p99_ms']:.0f} | {a['max_overtakes']:.0f} |")
-    lines.append(f"| beside a backlog of {r['backlog']:,} | {b['received']:.0f} | {b['p50_ms']:.0f} | {b['p99_ms']:.0f} | {b['max_overtakes']:.0f} |")
+    lines.append(
+        f"| beside a backlog of {r['backlog']:,} | {b['received']:.0f} | {b['p50_ms']:.0f} | {b['p99_ms']:.0f} | "
+        f"{b['max_overtakes']:.0f} |"
+    )
     lines.append(f"\np99 ratio beside / alone: {b['p99_ms'] / a['p99_ms']:.2f} (target <= 2)")
     return "\n".join(lines)
 
@@ -96,7 +115,9 @@ if __name__ == "__main__":
     p.add_argument("--backlog", type=int, default=100_000)
     p.add_argument("--quiet-groups", type=int, default=100)
     p.add_argument("--rounds", type=int, default=4)
-    p.add_argument("--receivers", type=int, default=4, help="concurrent receivers (a consumer fleet polls with several)")
+    p.add_argument(
+        "--receivers", type=int, default=4, help="concurrent receivers (a consumer fleet polls with several)"
+    )
     args = p.parse_args()
     result = asyncio.run(main(args.backlog, args.quiet_groups, args.rounds, args.receivers))
     (out_dir() / "fair-queues.json").write_text(json.dumps(result, indent=2))

@@ -22,9 +22,9 @@ import sys
 import time
 import uuid
 
+from daemon.engine.admin import purge
 from daemon.engine.client import Casque
 from daemon.engine.placement import PLACEMENT_MASK, new_id
-from daemon.engine.admin import purge
 
 from .env import ROOT, bench_settings, schema_settings
 
@@ -45,7 +45,11 @@ async def main(sends: int) -> None:
     settings = schema_settings()
     quiet = copy.deepcopy(settings)
     quiet.hints.send = False
-    producer, listener, silent = (await Casque.connect(settings), await Casque.connect(settings), await Casque.connect(quiet))
+    producer, listener, silent = (
+        await Casque.connect(settings),
+        await Casque.connect(settings),
+        await Casque.connect(quiet),
+    )
     try:
         q, lonely = f"hb_{uuid.uuid4().hex[:8]}", f"hb_{uuid.uuid4().hex[:8]}"
         for name in (q, lonely):
@@ -64,13 +68,20 @@ async def main(sends: int) -> None:
         for _ in range(20):  # in rounds, so the listener drains its socket between them
             one_us.append(per_call_us(lambda: (hints.announce(q, entry, (16,)), hints.flush()), 100))
             many_us.append(per_call_us(lambda: (hints.announce(q, batch, (16,)), hints.flush()), 10))
-            together.append(per_call_us(lambda: hints.announce(q, entry, (16,)), 100))  # 100 sends in one turn: two datagrams
+            together.append(
+                per_call_us(lambda: hints.announce(q, entry, (16,)), 100)
+            )  # 100 sends in one turn: two datagrams
             hints.flush()
             await asyncio.sleep(0.05)
         print(f"announce, no listener of the queue: {none_us:.2f} µs per send")
         print(f"announce, one listener: {statistics.median(one_us):.1f} µs per send (one datagram)")
-        print(f"announce, send_many of 500 ids (16 shards): {statistics.median(many_us):.1f} µs per call (one datagram)")
-        print(f"announce, 100 sends completing in one loop turn: {statistics.median(together):.1f} µs per send (two datagrams for all)")
+        print(
+            f"announce, send_many of 500 ids (16 shards): {statistics.median(many_us):.1f} µs per call (one datagram)"
+        )
+        print(
+            f"announce, 100 sends completing in one loop turn: {statistics.median(together):.1f} µs per send (two "
+            "datagrams for all)"
+        )
         lat, with_hint, without = [], [], []
         for i in range(sends):
             woken.clear()
@@ -88,10 +99,14 @@ async def main(sends: int) -> None:
             await silent.send(q, "t", i)
             without.append(time.perf_counter() - t2)
         ms = 1000
-        print(f"send() p50/p99 with hints {pct(with_hint, .5) * ms:.2f}/{pct(with_hint, .99) * ms:.2f} ms, "
-              f"without {pct(without, .5) * ms:.2f}/{pct(without, .99) * ms:.2f} ms ({sends} each)")
-        print(f"send returned -> listener notified: p50 {pct(lat, .5) * 1e6:.0f} µs, p99 {pct(lat, .99) * 1e6:.0f} µs, "
-              f"max {max(lat) * 1e6:.0f} µs; {sends - len(lat)} of {sends} not woken within 1 s")
+        print(
+            f"send() p50/p99 with hints {pct(with_hint, 0.5) * ms:.2f}/{pct(with_hint, 0.99) * ms:.2f} ms, "
+            f"without {pct(without, 0.5) * ms:.2f}/{pct(without, 0.99) * ms:.2f} ms ({sends} each)"
+        )
+        print(
+            f"send returned -> listener notified: p50 {pct(lat, 0.5) * 1e6:.0f} µs, p99 {pct(lat, 0.99) * 1e6:.0f} µs, "
+            f"max {max(lat) * 1e6:.0f} µs; {sends - len(lat)} of {sends} not woken within 1 s"
+        )
         await across_processes(producer, q, sends)
         for name in (q, lonely):
             await purge(producer, name)
@@ -103,14 +118,17 @@ async def main(sends: int) -> None:
 async def across_processes(producer: Casque, queue: str, sends: int) -> None:
     """The same, with the listener in a child process: it prints the wall time of each notify,
     the parent the wall time each send returned (one host, one clock)."""
-    child = await asyncio.create_subprocess_exec(sys.executable, "-m", "bench.hints", "--listen", queue, cwd=ROOT,
-                                                 stdout=asyncio.subprocess.PIPE)
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bench.hints", "--listen", queue, cwd=ROOT, stdout=asyncio.subprocess.PIPE
+    )
     assert child.stdout is not None
     returned, woke = [], []
     try:
         while not (await asyncio.wait_for(child.stdout.readline(), 60)).startswith(b"listening"):
             pass  # its log lines
-        await asyncio.sleep(producer.settings.hints.refresh + 0.5)  # the producer's view is refreshed on its next send after this
+        await asyncio.sleep(
+            producer.settings.hints.refresh + 0.5
+        )  # the producer's view is refreshed on its next send after this
         await producer.send(queue, "warm", None)
         await _stamp(child.stdout)
         for i in range(sends):
@@ -121,8 +139,11 @@ async def across_processes(producer: Casque, queue: str, sends: int) -> None:
         child.terminate()
         await child.wait()
     lat = [w - r for r, w in zip(returned, woke)]
-    print(f"send returned -> notify in another process: p50 {pct(lat, .5) * 1e6:.0f} µs, p99 {pct(lat, .99) * 1e6:.0f} µs, "
-          f"max {max(lat) * 1e6:.0f} µs ({sends} sends)")
+    print(
+        f"send returned -> notify in another process: p50 {pct(lat, 0.5) * 1e6:.0f} µs, p99 {pct(lat, 0.99) * 1e6:.0f} "
+        "µs, "
+        f"max {max(lat) * 1e6:.0f} µs ({sends} sends)"
+    )
 
 
 async def _stamp(out: asyncio.StreamReader) -> float:

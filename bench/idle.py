@@ -50,8 +50,10 @@ async def run(cq: Casque, plan: Plan) -> dict[str, Any]:
     from daemon.base.config import WorkerSettings
 
     w = WorkerSettings()
-    progress(f"idle: one daemon ({w.consumers} consumers), one {SHARDS}-shard queue, nothing sent: "
-             f"{plan.idle_warmup_s:.0f}s warm-up, then requests counted over {plan.idle_seconds:.0f}s")
+    progress(
+        f"idle: one daemon ({w.consumers} consumers), one {SHARDS}-shard queue, nothing sent: "
+        f"{plan.idle_warmup_s:.0f}s warm-up, then requests counted over {plan.idle_seconds:.0f}s"
+    )
     queue = await make_queue(cq, "idle", shards=SHARDS)
     daemon = await Daemon(DaemonSpec(queue, w.consumers, w.batch_size, env={"BENCH_PROBE_LIVE": "1"}), "idle").start()
     live = Path(str(daemon.result) + ".cql")
@@ -64,8 +66,10 @@ async def run(cq: Casque, plan: Plan) -> dict[str, Any]:
         daemon.stop()
     names = daemon.read().get("statement_names", {})
     r = cqlcount.rates(before, after, names)
-    progress(f"  idle daemon: {r['wire_per_s']:.1f} requests/s on the wire ({r['engine_per_s']:.1f}/s through the engine) "
-             f"over {r['seconds']:.0f}s")
+    progress(
+        f"  idle daemon: {r['wire_per_s']:.1f} requests/s on the wire ({r['engine_per_s']:.1f}/s through the engine) "
+        f"over {r['seconds']:.0f}s"
+    )
     for stmt, per_s in list(r["engine_by_statement_per_s"].items())[:5]:
         progress(f"    {per_s:7.2f}/s  {stmt}")
     for caller, per_s in list(r["engine_by_caller_per_s"].items())[:5]:

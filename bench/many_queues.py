@@ -41,9 +41,10 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Iterable
+from typing import Any
 
 from .env import KEYSPACE, ROOT, cpu_seconds, out_dir, progress
 from .sqs_json import ServerGone, SqsJson
@@ -70,12 +71,38 @@ class Size:
     cache: tuple[tuple[str, int], ...] = ()
 
 
-QUICK = Size("quick", queues=5_000, messages=5_000, users=200, live_s=30, send_rate=40,
-              cache=(("queues", 1000), ("consumers", 250), ("activity", 1000)))
-FULL = Size("full", queues=1_000_000, messages=1_000_000, users=20_000, live_s=600, send_rate=300, wait_s=20, visibility_s=30,
-            drain_concurrency=128)
-TEST = Size("test", queues=400, messages=400, users=20, live_s=8, send_rate=20, wait_s=2, visibility_s=3, drain_concurrency=16,
-             cache=(("queues", 100), ("consumers", 50), ("activity", 100)))
+QUICK = Size(
+    "quick",
+    queues=5_000,
+    messages=5_000,
+    users=200,
+    live_s=30,
+    send_rate=40,
+    cache=(("queues", 1000), ("consumers", 250), ("activity", 1000)),
+)
+FULL = Size(
+    "full",
+    queues=1_000_000,
+    messages=1_000_000,
+    users=20_000,
+    live_s=600,
+    send_rate=300,
+    wait_s=20,
+    visibility_s=30,
+    drain_concurrency=128,
+)
+TEST = Size(
+    "test",
+    queues=400,
+    messages=400,
+    users=20,
+    live_s=8,
+    send_rate=20,
+    wait_s=2,
+    visibility_s=3,
+    drain_concurrency=16,
+    cache=(("queues", 100), ("consumers", 50), ("activity", 100)),
+)
 #: the same path with 5 users and no kill: send→receive when the bench itself loads neither the server nor the node
 LIGHT = Size("light", queues=50, messages=10, users=5, live_s=20, send_rate=5, wait_s=5, kill=False)
 SIZES = {s.name: s for s in (QUICK, FULL, TEST, LIGHT)}
@@ -83,9 +110,12 @@ SIZES = {s.name: s for s in (QUICK, FULL, TEST, LIGHT)}
 
 # --------------------------------------------------------------------------- the ledger
 
+
 @dataclass
 class Ledger:
-    sent: dict[str, tuple[str, float, bool]] = field(default_factory=dict)  # id -> (queue, send time, to an online owner)
+    sent: dict[str, tuple[str, float, bool]] = field(
+        default_factory=dict
+    )  # id -> (queue, send time, to an online owner)
     engine_id: dict[str, str] = field(default_factory=dict)  # ledger id -> casque's message id (to look a lost one up)
     outstanding: Counter = field(default_factory=Counter)  # queue -> sent and not yet deleted
     deliveries: Counter = field(default_factory=Counter)  # id -> times a client received it
@@ -121,12 +151,20 @@ class Ledger:
 
     def summary(self) -> dict[str, Any]:
         lost = [m for m in self.sent if m not in self.deleted]
-        return {"sent": len(self.sent), "deleted": len(self.deleted & self.sent.keys()), "lost": len(lost), "lost_sample": lost[:10],
-                "duplicate_deliveries": sum(n - 1 for n in self.deliveries.values() if n > 1), "deleted_twice": self.deleted_twice,
-                "received_not_sent": len(self.deliveries.keys() - self.sent.keys()), "unknown_bodies": self.unknown}
+        return {
+            "sent": len(self.sent),
+            "deleted": len(self.deleted & self.sent.keys()),
+            "lost": len(lost),
+            "lost_sample": lost[:10],
+            "duplicate_deliveries": sum(n - 1 for n in self.deliveries.values() if n > 1),
+            "deleted_twice": self.deleted_twice,
+            "received_not_sent": len(self.deliveries.keys() - self.sent.keys()),
+            "unknown_bodies": self.unknown,
+        }
 
 
 # --------------------------------------------------------------------------- small helpers
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -143,7 +181,7 @@ def pct(samples: list[float], q: float) -> float | None:
 
 
 def zipf_cum(n: int, s: float) -> list[float]:
-    return list(itertools.accumulate(1.0 / (r ** s) for r in range(1, n + 1)))
+    return list(itertools.accumulate(1.0 / (r**s) for r in range(1, n + 1)))
 
 
 def raise_fd_limit(need: int) -> None:
@@ -152,7 +190,10 @@ def raise_fd_limit(need: int) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     if soft < need:
-        raise SystemExit(f"bench: {need} open files needed (one connection per user) but the limit is {soft}: raise it (ulimit -n {need * 2})")
+        raise SystemExit(
+            f"bench: {need} open files needed (one connection per user) but the limit is {soft}: raise it (ulimit -n "
+            f"{need * 2})"
+        )
 
 
 def rss_kb(pid: int) -> int | None:
@@ -179,7 +220,9 @@ def table_stats(keyspace: str) -> dict[str, int]:
     """The queues table after a flush: bytes on disk (live) and the partition estimate."""
     casque = [sys.executable, "-m", "daemon.cli", "cassandra", "nodetool"]
     subprocess.run(casque + ["flush", keyspace, "queues"], cwd=ROOT, capture_output=True, timeout=300)
-    out = subprocess.run(casque + ["tablestats", f"{keyspace}.queues"], cwd=ROOT, capture_output=True, text=True, timeout=300).stdout
+    out = subprocess.run(
+        casque + ["tablestats", f"{keyspace}.queues"], cwd=ROOT, capture_output=True, text=True, timeout=300
+    ).stdout
     found: dict[str, int] = {}
     for key, label in (("bytes", "Space used (live)"), ("partitions", "Number of partitions (estimate)")):
         m = re.search(rf"{re.escape(label)}: (\d+)", out)
@@ -189,6 +232,7 @@ def table_stats(keyspace: str) -> dict[str, int]:
 
 
 # --------------------------------------------------------------------------- 1. create
+
 
 async def create(cq: Any, names: list[str], size: Size) -> dict[str, Any]:
     """Create the queues: one streaming ``create_queues`` call if the engine has it, else
@@ -211,19 +255,34 @@ async def create(cq: Any, names: list[str], size: Size) -> dict[str, Any]:
     try:
         if bulk is not None:
             step = max(1, len(names) // 10)
-            await bulk(iter(names), if_missing=True, concurrency=size.create_concurrency, **TINY,
-                       progress=lambda done, _: done % step == 0 and progress(f"  {done:,} queues created"))
+            await bulk(
+                iter(names),
+                if_missing=True,
+                concurrency=size.create_concurrency,
+                **TINY,
+                progress=lambda done, _: done % step == 0 and progress(f"  {done:,} queues created"),
+            )
         else:
             await bounded(names, size.create_concurrency, lambda n: cq.create_queue(n, if_missing=True, **TINY))
     finally:
         del store.create  # back to the class's method
     seconds = time.perf_counter() - t0
-    return {"queues": len(names), "seconds": seconds, "rate": len(names) / seconds, "api": "create_queues" if bulk else "create_queue",
-            "per": "queue (its LWT)", "p50_ms": pct(took, 50), "p99_ms": pct(took, 99), "max_ms": max(took) if took else None,
-            "concurrency": size.create_concurrency, "settings": TINY}
+    return {
+        "queues": len(names),
+        "seconds": seconds,
+        "rate": len(names) / seconds,
+        "api": "create_queues" if bulk else "create_queue",
+        "per": "queue (its LWT)",
+        "p50_ms": pct(took, 50),
+        "p99_ms": pct(took, 99),
+        "max_ms": max(took) if took else None,
+        "concurrency": size.create_concurrency,
+        "settings": TINY,
+    }
 
 
 # --------------------------------------------------------------------------- 2. fill
+
 
 async def fill(cq: Any, names: list[str], cum: list[float], size: Size, ledger: Ledger) -> dict[str, Any]:
     from daemon.engine.producer import Job
@@ -245,11 +304,18 @@ async def fill(cq: Any, names: list[str], cum: list[float], size: Size, ledger: 
     await bounded(sorted(counts.items()), 64, one)
     seconds = time.perf_counter() - t0
     top = counts.most_common(1)[0][1] if counts else 0
-    return {"messages": size.messages, "queues_with_messages": len(counts), "largest_queue": top, "seconds": seconds,
-            "rate": size.messages / seconds, "zipf_s": size.zipf_s}
+    return {
+        "messages": size.messages,
+        "queues_with_messages": len(counts),
+        "largest_queue": top,
+        "seconds": seconds,
+        "rate": size.messages / seconds,
+        "zipf_s": size.zipf_s,
+    }
 
 
 # --------------------------------------------------------------------------- 3. serve
+
 
 class Server:
     """The ``casque serve`` process under test (wrapped by bench.many_queues_serve), on a fixed port
@@ -271,12 +337,32 @@ class Server:
 
     async def start(self, timeout: float = 60.0) -> None:
         self.incarnation += 1
-        env = dict(os.environ, CASQUE_CASSANDRA__KEYSPACE=self.keyspace, CASQUE_LOG__LEVEL="warning", CASQUE_LOG__FORMAT="json",
-                   PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        env = dict(
+            os.environ,
+            CASQUE_CASSANDRA__KEYSPACE=self.keyspace,
+            CASQUE_LOG__LEVEL="warning",
+            CASQUE_LOG__FORMAT="json",
+            PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        )
         env.update({f"CASQUE_CACHE__{k.upper()}": str(v) for k, v in self.cache.items()})
-        log = open(self.workdir / f"serve-{self.incarnation}.log", "wb")
-        self.proc = subprocess.Popen([sys.executable, "-m", "bench.many_queues_serve", str(self.stats_file), "--host", "127.0.0.1",
-                                      "--port", str(self.port)], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        # The child writes through its own copy of the descriptor: ours can close once it has started.
+        with open(self.workdir / f"serve-{self.incarnation}.log", "wb") as log:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "bench.many_queues_serve",
+                    str(self.stats_file),
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(self.port),
+                ],
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -328,7 +414,9 @@ class Run:
         self.server, self.names, self.cum, self.size, self.ledger = server, names, cum, size, ledger
         self.rng = random.Random(42)
         self.online = self.rng.sample(names, min(size.users, len(names)))
-        self.client = SqsJson(server.url, connections=size.users + size.drain_concurrency + 64, timeout_s=size.wait_s + 30)
+        self.client = SqsJson(
+            server.url, connections=size.users + size.drain_concurrency + 64, timeout_s=size.wait_s + 30
+        )
         self.phase = "live"
         self.samples: list[Sample] = []
         self.stop_users = asyncio.Event()
@@ -349,7 +437,13 @@ class Run:
 
     async def take(self, queue: str, wait_s: int) -> int:
         """One receive and the delete of what it brought; returns how many messages it brought."""
-        r = await self.retrying("ReceiveMessage", queue, MaxNumberOfMessages=10, WaitTimeSeconds=wait_s, VisibilityTimeout=self.size.visibility_s)
+        r = await self.retrying(
+            "ReceiveMessage",
+            queue,
+            MaxNumberOfMessages=10,
+            WaitTimeSeconds=wait_s,
+            VisibilityTimeout=self.size.visibility_s,
+        )
         msgs = r.get("Messages") or []
         if not msgs:
             return 0
@@ -391,7 +485,11 @@ class Run:
             if due - t0 >= self.size.live_s:
                 break
             await asyncio.sleep(max(0.0, due - time.monotonic()))
-            q = self.rng.choice(self.online) if self.rng.random() < 0.5 else self.rng.choices(self.names, cum_weights=self.cum)[0]
+            q = (
+                self.rng.choice(self.online)
+                if self.rng.random() < 0.5
+                else self.rng.choices(self.names, cum_weights=self.cum)[0]
+            )
             tasks.append(asyncio.create_task(send(f"l{next(ids)}", q)))
         await asyncio.gather(*tasks)
 
@@ -410,8 +508,16 @@ class Run:
             proc = self.server.proc
             rss = rss_kb(proc.pid) if proc is not None and proc.poll() is None else None
             if rss is not None and proc is not None:
-                self.samples.append(Sample(time.time(), self.phase, self.server.incarnation, len(self.client.touched), rss / 1024,
-                                           cpu_seconds([proc.pid])))
+                self.samples.append(
+                    Sample(
+                        time.time(),
+                        self.phase,
+                        self.server.incarnation,
+                        len(self.client.touched),
+                        rss / 1024,
+                        cpu_seconds([proc.pid]),
+                    )
+                )
             await asyncio.sleep(0.5)
 
     async def catch_up(self, limit_s: float) -> float:
@@ -433,8 +539,15 @@ class Run:
             await chaos
         self.stop_users.set()
         await asyncio.gather(*users)
-        return {"seconds": time.time() - t0, "users": len(self.online), "send_rate": self.size.send_rate, "backlog": backlog,
-                "catch_up_s": catch_up_s, "send_p50_ms": pct(self.send_ms, 50), "send_p99_ms": pct(self.send_ms, 99)}
+        return {
+            "seconds": time.time() - t0,
+            "users": len(self.online),
+            "send_rate": self.size.send_rate,
+            "backlog": backlog,
+            "catch_up_s": catch_up_s,
+            "send_p50_ms": pct(self.send_ms, 50),
+            "send_p99_ms": pct(self.send_ms, 99),
+        }
 
     # ---- the drain ----------------------------------------------------------------------------
     async def empty_queue(self, queue: str) -> None:
@@ -458,11 +571,19 @@ class Run:
         while any(v > 0 for v in self.ledger.outstanding.values()) and time.time() - t1 < deadline_s:
             passes += 1
             await asyncio.sleep(1.0)
-            await bounded([q for q, v in self.ledger.outstanding.items() if v > 0], self.size.drain_concurrency, self.empty_queue)
-        return {"sweep_seconds": sweep_s, "seconds": time.time() - t0, "extra_passes": passes, "queues_rechecked": len(ever)}
+            await bounded(
+                [q for q, v in self.ledger.outstanding.items() if v > 0], self.size.drain_concurrency, self.empty_queue
+            )
+        return {
+            "sweep_seconds": sweep_s,
+            "seconds": time.time() - t0,
+            "extra_passes": passes,
+            "queues_rechecked": len(ever),
+        }
 
 
 # --------------------------------------------------------------------------- the whole scenario
+
 
 def reads_figures(server: Server) -> dict[str, Any]:
     """CQL per SQS request, summed over the server's processes (the killed one up to its last write)."""
@@ -473,12 +594,23 @@ def reads_figures(server: Server) -> dict[str, Any]:
         cql_reads += s.get("cql_reads", 0)
         for k, v in (s.get("tally") or {}).items():
             total[k] = [a + b for a, b in zip(total[k], v)]
-    per = {k: {"requests": v[0], "cql_per_request": v[1] / v[0] if v[0] else None, "reads_per_request": v[2] / v[0] if v[0] else None}
-           for k, v in total.items()}
+    per = {
+        k: {
+            "requests": v[0],
+            "cql_per_request": v[1] / v[0] if v[0] else None,
+            "reads_per_request": v[2] / v[0] if v[0] else None,
+        }
+        for k, v in total.items()
+    }
     charged = sum(v[2] for v in total.values())
     last = server.finished[-1] if server.finished else {}
-    return {"by_kind": per, "cql_requests": cql_requests, "cql_reads": cql_reads, "reads_outside_requests": cql_reads - charged,
-            "cql_latency_ms": last.get("cql_latency_ms", {})}
+    return {
+        "by_kind": per,
+        "cql_requests": cql_requests,
+        "cql_reads": cql_reads,
+        "reads_outside_requests": cql_reads - charged,
+        "cql_latency_ms": last.get("cql_latency_ms", {}),
+    }
 
 
 def latency_figures(ledger: Ledger, kill_at: float | None, back_at: float | None, wait_s: int) -> dict[str, Any]:
@@ -493,8 +625,15 @@ def latency_figures(ledger: Ledger, kill_at: float | None, back_at: float | None
         near_kill = kill_at is not None and back_at is not None and kill_at - wait_s - 1 <= at <= back_at + 1
         if not near_kill:
             calm.append(ms)
-    return {"count": len(every), "p50_ms": pct(every, 50), "p99_ms": pct(every, 99), "max_ms": max(every) if every else None,
-            "calm_count": len(calm), "calm_p50_ms": pct(calm, 50), "calm_p99_ms": pct(calm, 99)}
+    return {
+        "count": len(every),
+        "p50_ms": pct(every, 50),
+        "p99_ms": pct(every, 99),
+        "max_ms": max(every) if every else None,
+        "calm_count": len(calm),
+        "calm_p50_ms": pct(calm, 50),
+        "calm_p99_ms": pct(calm, 99),
+    }
 
 
 def cpu_share(samples: list[Sample], phase: str) -> float | None:
@@ -519,8 +658,14 @@ def rss_figures(samples: list[Sample]) -> dict[str, Any]:
         near = [s.rss_mb for s in last if s.touched >= frac * top]
         at[f"{int(frac * 100)}%"] = near[0] if near else None
     half, full = at.get("50%"), at.get("100%")
-    return {"cpu_pct": {phase: cpu_share(samples, phase) for phase in ("live", "drain")},"queues_touched": top, "rss_mb_at": at, "growth_second_half_mb": (full - half) if half is not None and full is not None else None,
-            "peak_mb": max(s.rss_mb for s in samples), "samples": [asdict(s) for s in samples]}
+    return {
+        "cpu_pct": {phase: cpu_share(samples, phase) for phase in ("live", "drain")},
+        "queues_touched": top,
+        "rss_mb_at": at,
+        "growth_second_half_mb": (full - half) if half is not None and full is not None else None,
+        "peak_mb": max(s.rss_mb for s in samples),
+        "samples": [asdict(s) for s in samples],
+    }
 
 
 async def scenario(size: Size, keyspace: str = KEYSPACE, measure_table: bool = True) -> dict[str, Any]:
@@ -543,7 +688,12 @@ async def scenario(size: Size, keyspace: str = KEYSPACE, measure_table: bool = T
     cum = zipf_cum(size.queues, size.zipf_s)
     rng = random.Random(7)
     rng.shuffle(names)  # Zipf rank is not the name order
-    R: dict[str, Any] = {"size": asdict(size), "keyspace": keyspace, "prefix": stamp, "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    R: dict[str, Any] = {
+        "size": asdict(size),
+        "keyspace": keyspace,
+        "prefix": stamp,
+        "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
     ledger = Ledger()
     cq = await Casque.connect(settings)
     workdir = out_dir("many-queues", stamp)
@@ -554,7 +704,10 @@ async def scenario(size: Size, keyspace: str = KEYSPACE, measure_table: bool = T
         before = await asyncio.to_thread(table_stats, keyspace) if measure_table else {}
         progress(f"many-queues {size.name}: creating {size.queues:,} tiny queues")
         R["create"] = await create(cq, names, size)
-        progress(f"  {R['create']['rate']:,.0f} queues/s ({R['create']['api']}), p99 {R['create']['p99_ms']:.1f} ms per {R['create']['per']}")
+        progress(
+            f"  {R['create']['rate']:,.0f} queues/s ({R['create']['api']}), p99 {R['create']['p99_ms']:.1f} ms per "
+            f"{R['create']['per']}"
+        )
         if measure_table:
             after = await asyncio.to_thread(table_stats, keyspace)
             # bytes ÷ partitions at one moment: compaction between two measurements (the keyspace is
@@ -563,12 +716,18 @@ async def scenario(size: Size, keyspace: str = KEYSPACE, measure_table: bool = T
             R["table"] = {"before": before, "after": after, "bytes_per_partition": per}
         progress(f"  filling {size.messages:,} messages, Zipf s={size.zipf_s}")
         R["fill"] = await fill(cq, names, cum, size, ledger)
-        progress(f"  {R['fill']['rate']:,.0f} msg/s into {R['fill']['queues_with_messages']:,} queues (largest {R['fill']['largest_queue']:,})")
+        progress(
+            f"  {R['fill']['rate']:,.0f} msg/s into {R['fill']['queues_with_messages']:,} queues (largest "
+            f"{R['fill']['largest_queue']:,})"
+        )
         await server.start()
         run = Run(server, names, cum, size, ledger)
         sampler = asyncio.create_task(run.sampler())
         try:
-            progress(f"  serving: {size.users:,} users long-polling, producers at {size.send_rate:g} msg/s for {size.live_s:g}s")
+            progress(
+                f"  serving: {size.users:,} users long-polling, producers at {size.send_rate:g} msg/s for "
+                f"{size.live_s:g}s"
+            )
             R["live"] = await run.live()
             progress(f"  draining every queue ({size.queues:,})")
             R["drain"] = await run.drain(deadline_s=3 * size.visibility_s + 60)
@@ -576,8 +735,11 @@ async def scenario(size: Size, keyspace: str = KEYSPACE, measure_table: bool = T
             sampler.cancel()
             server.stop()
             await run.client.close()
-        R["kill"] = {"done": run.kill_at is not None, "down_s": (run.back_at - run.kill_at) if run.kill_at and run.back_at else None,
-                     "client_retries": run.retries}
+        R["kill"] = {
+            "done": run.kill_at is not None,
+            "down_s": (run.back_at - run.kill_at) if run.kill_at and run.back_at else None,
+            "client_retries": run.retries,
+        }
         R["ledger"] = ledger.summary()
         R["latency"] = latency_figures(ledger, run.kill_at, run.back_at, size.wait_s)
         R["reads"] = reads_figures(server)
@@ -600,8 +762,16 @@ async def look_up_lost(cq: Any, ledger: Ledger, at_most: int = 50) -> list[dict[
     for mid in [m for m in ledger.sent if m not in ledger.deleted][:at_most]:
         queue = ledger.sent[mid][0]
         m = await cq.get(queue, ledger.engine_id[mid])
-        out.append({"id": mid, "queue": queue, "engine_id": ledger.engine_id[mid], "deliveries": ledger.deliveries[mid],
-                    "stored": m is not None, **({"state": m.state, "attempt": m.attempt, "due_ms": m.due_ms} if m else {})})
+        out.append(
+            {
+                "id": mid,
+                "queue": queue,
+                "engine_id": ledger.engine_id[mid],
+                "deliveries": ledger.deliveries[mid],
+                "stored": m is not None,
+                **({"state": m.state, "attempt": m.attempt, "due_ms": m.due_ms} if m else {}),
+            }
+        )
     return out
 
 
@@ -613,11 +783,16 @@ async def cleanup(cq: Any, names: list[str]) -> None:
 def headline(R: dict[str, Any]) -> str:
     led, lat, rd, rss = R["ledger"], R["latency"], R["reads"]["by_kind"], R["rss"]
     f = lambda x, d=1: "–" if x is None else f"{x:,.{d}f}"  # noqa: E731
-    return (f"sent {led['sent']:,}, lost {led['lost']}, duplicate deliveries {led['duplicate_deliveries']}; "
-            f"send→receive p50 {f(lat['p50_ms'])} / p99 {f(lat['p99_ms'])} ms; reads per receive {f(rd['receive']['reads_per_request'], 2)}, "
-            f"per empty long poll {f(rd['empty_long_poll']['reads_per_request'], 2)}, per idle short receive {f(rd['empty_receive']['reads_per_request'], 2)}; "
-            f"RSS {f(rss.get('rss_mb_at', {}).get('50%'))} → {f(rss.get('rss_mb_at', {}).get('100%'))} MB over the second half of "
-            f"{rss.get('queues_touched', 0):,} queues")
+    return (
+        f"sent {led['sent']:,}, lost {led['lost']}, duplicate deliveries {led['duplicate_deliveries']}; "
+        f"send→receive p50 {f(lat['p50_ms'])} / p99 {f(lat['p99_ms'])} ms; reads per receive "
+        f"{f(rd['receive']['reads_per_request'], 2)}, "
+        f"per empty long poll {f(rd['empty_long_poll']['reads_per_request'], 2)}, per idle short receive "
+        f"{f(rd['empty_receive']['reads_per_request'], 2)}; "
+        f"RSS {f(rss.get('rss_mb_at', {}).get('50%'))} → {f(rss.get('rss_mb_at', {}).get('100%'))} MB over the second "
+        "half of "
+        f"{rss.get('queues_touched', 0):,} queues"
+    )
 
 
 def full_estimate_min(R: dict[str, Any]) -> float:

@@ -1,4 +1,5 @@
-"""moto's SQS test-suite pointed at a real ``casque serve``: ``python -m bench.moto_sqs MOTO_CHECKOUT [--python PY] [-- PYTEST_ARGS]``.
+"""moto's SQS test-suite pointed at a real ``casque serve``:
+``python -m bench.moto_sqs MOTO_CHECKOUT [--python PY] [-- PYTEST_ARGS]``.
 
 moto (the Python AWS mock) runs its tests in "server mode" when ``TEST_SERVER_MODE=true``: its
 ``mock_aws`` decorator then mocks nothing and patches ``boto3.client``/``boto3.resource`` to send
@@ -44,27 +45,61 @@ from .many_queues import free_port
 
 # (cause, class, regex over "test id + first error line"), first match wins. Class: a = casque differs from SQS,
 # b = FIFO (not supported yet), c = moto-specific or not reasonable to hold casque to. Test names appear where the
-# first error line alone does not tell the cause (read from moto's test code; docs/sqs-moto.md says why each is where it is).
+# first error line alone does not tell the cause (read from moto's test code; docs/sqs-moto.md says why each is
+# where it is).
 CAUSES: list[tuple[str, str, str]] = [
-    ("other AWS services (STS GetCallerIdentity in moto's account_id fixture, CloudFormation, AssumeRole) sent to the SQS endpoint", "c",
-     r"GetCallerIdentity|CreateStack|AssumeRole|test_sqs_cloudformation|test_sqs_integration"),
+    (
+        "other AWS services (STS GetCallerIdentity in moto's account_id fixture, CloudFormation, AssumeRole) sent to "
+        "the SQS endpoint",
+        "c",
+        r"GetCallerIdentity|CreateStack|AssumeRole|test_sqs_cloudformation|test_sqs_integration",
+    ),
     ("FIFO queues (UnsupportedOperation in casque)", "b", r"(?i)FIFO queues are not supported|fifo"),
-    ("moto's server address (localhost:5000) or account id (123456789012) expected in URLs/ARNs", "c",
-     r"localhost:5000|123456789012|arn:aws:sqs:\.\.\.000000|test_receive_message_using_name_should_return_name_as_url"),
-    ("moto accepts what SQS refuses (MessageRetentionPeriod 1; MessageDeduplicationId on a standard queue): casque refuses as SQS does", "c",
-     r"test_message_retention_period|test_message_delay_is_more_than_15_minutes"),
-    ("a message whose visibility timeout expired is not counted in ApproximateNumberOfMessages until redelivered", "a",
-     r"::(test_message_becomes_inflight_when_received|test_receive_message_with_explicit_visibility_timeout|test_change_message_visibility) "),
-    ("an older receipt handle of a message received again neither deletes it nor changes its visibility", "a",
-     r"test_delete_message_using_old_receipt_handle|test_batch_change_message_visibility_on_old_message"
-     r"|test_change_message_visibility_on_old_message"),
-    ("two messages sent one after the other come back in the other order in one receive (best-effort order)", "a",
-     r"test_send_receive_message_with"),
-    ("a queue Policy statement without Resource/NotResource is refused (moto stores it)", "a", r"Resource and NotResource"),
-    ("AddPermission/RemovePermission checks and wording (owner-only actions, empty AWSAccountIds, unknown label's text)", "a",
-     r"test_(add|remove)_permission_errors"),
-    ("moto's receipt-handle error text (casque answers AWS's: 'The input receipt handle \"...\" is not a valid receipt handle.')", "c",
-     r"test_change_message_visibility_on_unknown_receipt_handle|test_delete_message_errors"),
+    (
+        "moto's server address (localhost:5000) or account id (123456789012) expected in URLs/ARNs",
+        "c",
+        r"localhost:5000|123456789012|arn:aws:sqs:\.\.\.000000|test_receive_message_using_name_should_return_name_as_url",
+    ),
+    (
+        "moto accepts what SQS refuses (MessageRetentionPeriod 1; MessageDeduplicationId on a standard queue): casque "
+        "refuses as SQS does",
+        "c",
+        r"test_message_retention_period|test_message_delay_is_more_than_15_minutes",
+    ),
+    (
+        "a message whose visibility timeout expired is not counted in ApproximateNumberOfMessages until redelivered",
+        "a",
+        r"::(test_message_becomes_inflight_when_received|test_receive_message_with_explicit_visibility_timeout"
+        r"|test_change_message_visibility) ",
+    ),
+    (
+        "an older receipt handle of a message received again neither deletes it nor changes its visibility",
+        "a",
+        r"test_delete_message_using_old_receipt_handle|test_batch_change_message_visibility_on_old_message"
+        r"|test_change_message_visibility_on_old_message",
+    ),
+    (
+        "two messages sent one after the other come back in the other order in one receive (best-effort order)",
+        "a",
+        r"test_send_receive_message_with",
+    ),
+    (
+        "a queue Policy statement without Resource/NotResource is refused (moto stores it)",
+        "a",
+        r"Resource and NotResource",
+    ),
+    (
+        "AddPermission/RemovePermission checks and wording (owner-only actions, empty AWSAccountIds, unknown label's "
+        "text)",
+        "a",
+        r"test_(add|remove)_permission_errors",
+    ),
+    (
+        "moto's receipt-handle error text (casque answers AWS's: 'The input receipt handle \"...\" is not a valid "
+        "receipt handle.')",
+        "c",
+        r"test_change_message_visibility_on_unknown_receipt_handle|test_delete_message_errors",
+    ),
     ("error message wording differs (code and status match)", "a", r"assert 'The |assert 'Id |assert 'There should"),
 ]
 
@@ -98,14 +133,18 @@ def empty_queues(endpoint: str) -> int:
     client wait: otherwise the tests that reuse those names would fail on the cleanup, not on casque."""
     import boto3
 
-    sqs = boto3.client("sqs", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s")
+    sqs = boto3.client(
+        "sqs", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s"
+    )
     deleted = 0
     while urls := sqs.list_queues(MaxResults=1000).get("QueueUrls", []):
         for url in urls:
             sqs.delete_queue(QueueUrl=url)
             deleted += 1
     if deleted:
-        print(f"moto_sqs: waiting {RECREATE_WAIT_S} s until the {deleted} deleted names can be created again", flush=True)
+        print(
+            f"moto_sqs: waiting {RECREATE_WAIT_S} s until the {deleted} deleted names can be created again", flush=True
+        )
         time.sleep(RECREATE_WAIT_S)
     return deleted
 
@@ -114,8 +153,14 @@ def start_serve(port: int, log: Path) -> subprocess.Popen[bytes]:
     """A real ``casque serve`` on 127.0.0.1:``port`` against casque_moto (schema applied first)."""
     prepare_keyspace()
     env = dict(os.environ, CASQUE_CASSANDRA__KEYSPACE=KEYSPACE, CASQUE_LOG__LEVEL="warning", CASQUE_LOG__FORMAT="json")
-    proc = subprocess.Popen([sys.executable, "-m", "daemon.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=open(log, "wb"))
+    with open(log, "wb") as err:  # the child keeps its own descriptor of the log
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "daemon.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=err,
+        )
     assert proc.stdout is not None
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -130,12 +175,32 @@ def start_serve(port: int, log: Path) -> subprocess.Popen[bytes]:
 
 def run_pytest(checkout: Path, python: str, endpoint: str, junit: Path, extra: list[str]) -> int:
     """moto's tests/test_sqs in server mode against ``endpoint``; the outcome is read from the junit file."""
-    env = dict(os.environ, TEST_SERVER_MODE="true", TEST_SERVER_MODE_ENDPOINT=endpoint, MOTO_CALL_RESET_API="false",
-               AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1",
-               TESTS_SKIP_REQUIRES_DOCKER="true")
+    env = dict(
+        os.environ,
+        TEST_SERVER_MODE="true",
+        TEST_SERVER_MODE_ENDPOINT=endpoint,
+        MOTO_CALL_RESET_API="false",
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing",
+        AWS_DEFAULT_REGION="us-east-1",
+        TESTS_SKIP_REQUIRES_DOCKER="true",
+    )
     env.pop("PYTHONPATH", None)
-    cmd = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--color=no", "-o", "addopts=", f"--junitxml={junit}",
-           "tests/test_sqs", "--ignore=tests/test_sqs/test_server.py", *extra]
+    cmd = [
+        python,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--color=no",
+        "-o",
+        "addopts=",
+        f"--junitxml={junit}",
+        "tests/test_sqs",
+        "--ignore=tests/test_sqs/test_server.py",
+        *extra,
+    ]
     return subprocess.run(cmd, cwd=checkout, env=env).returncode
 
 
@@ -180,8 +245,12 @@ def summary(rows: list[dict[str, str]], seconds: float) -> dict[str, Any]:
         if row["outcome"] in ("failed", "error"):
             cause, cls = classify(row)
             groups[f"({cls}) {cause}"].append(row)
-    return {"counts": dict(counts), "seconds": round(seconds, 1), "groups": dict(sorted(groups.items(), key=lambda kv: -len(kv[1]))),
-            "tests": rows}
+    return {
+        "counts": dict(counts),
+        "seconds": round(seconds, 1),
+        "groups": dict(sorted(groups.items(), key=lambda kv: -len(kv[1]))),
+        "tests": rows,
+    }
 
 
 def aws_verified(checkout: Path) -> set[str]:
@@ -204,18 +273,27 @@ def aws_verified(checkout: Path) -> set[str]:
 
 def markdown(result: dict[str, Any], commit: str) -> str:
     c = result["counts"]
-    lines = [f"# moto tests/test_sqs against casque serve ({commit})", "",
-             f"passed {c.get('passed', 0)}, failed {c.get('failed', 0)}, errors {c.get('error', 0)}, "
-             f"skipped {c.get('skipped', 0)}; {result['seconds']} s", ""]
+    lines = [
+        f"# moto tests/test_sqs against casque serve ({commit})",
+        "",
+        f"passed {c.get('passed', 0)}, failed {c.get('failed', 0)}, errors {c.get('error', 0)}, "
+        f"skipped {c.get('skipped', 0)}; {result['seconds']} s",
+        "",
+    ]
     for cause, rows in result["groups"].items():
         lines += [f"## {cause}: {len(rows)}", ""]
-        lines += [f"- `{r['test'].split('.')[-1]}`{' (verified against AWS)' if r.get('aws_verified') else ''}: {r['detail']}" for r in rows]
+        lines += [
+            f"- `{r['test'].split('.')[-1]}`{' (verified against AWS)' if r.get('aws_verified') else ''}: {r['detail']}"
+            for r in rows
+        ]
         lines.append("")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.moto_sqs", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m bench.moto_sqs", description=" ".join(__doc__.split("\n\n")[0].split("\n"))
+    )
     p.add_argument("checkout", type=Path, help="a moto source tree (its tests/test_sqs is run)")
     p.add_argument("--python", default=sys.executable, help="an interpreter with moto, pytest and freezegun installed")
     args, pytest_args = p.parse_known_args(argv)  # the rest goes to pytest, e.g. -- -k receive
@@ -225,14 +303,22 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     try:
         print(f"moto_sqs: deleted {empty_queues(f'http://127.0.0.1:{port}')} queues left by an earlier run", flush=True)
-        run_pytest(args.checkout.resolve(), args.python, f"http://127.0.0.1:{port}", junit, [a for a in pytest_args if a != "--"])
+        run_pytest(
+            args.checkout.resolve(),
+            args.python,
+            f"http://127.0.0.1:{port}",
+            junit,
+            [a for a in pytest_args if a != "--"],
+        )
     finally:
         proc.terminate()
         proc.wait(timeout=30)
     verified = aws_verified(args.checkout.resolve())
     rows = [r | {"aws_verified": r["test"].split("::")[-1].split("[")[0] in verified} for r in outcomes(junit)]
     result = summary(rows, time.monotonic() - started)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
     (out / "moto_sqs.json").write_text(json.dumps(result, indent=1))
     (out / "moto_sqs.md").write_text(markdown(result, f"casque {commit}"))
     print(json.dumps(result["counts"]), {k: len(v) for k, v in result["groups"].items()})

@@ -28,8 +28,10 @@ class NaiveQueue:
         self.name = name
         t = f"{keyspace}.{TABLE}"
         assert db.session is not None
-        db.session.execute(f"CREATE TABLE IF NOT EXISTS {t} (q text, id timeuuid, payload blob, PRIMARY KEY ((q), id)) "
-                           "WITH comment = 'casque bench: the naive delete-on-ack queue (anti-pattern baseline)'")
+        db.session.execute(
+            f"CREATE TABLE IF NOT EXISTS {t} (q text, id timeuuid, payload blob, PRIMARY KEY ((q), id)) "
+            "WITH comment = 'casque bench: the naive delete-on-ack queue (anti-pattern baseline)'"
+        )
         self.insert = db.session.prepare(f"INSERT INTO {t} (q, id, payload) VALUES (?, ?, ?)")
         self.head = db.session.prepare(f"SELECT id, payload FROM {t} WHERE q = ? LIMIT ?")
         self.delete = db.session.prepare(f"DELETE FROM {t} WHERE q = ? AND id = ?")

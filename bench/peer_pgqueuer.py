@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import AsyncIterator
 
 import asyncpg
 from pgqueuer import AsyncpgDriver, Job, PgQueuer, run

@@ -24,7 +24,9 @@ from .peer_record import record
 
 DSN = os.environ.get("BENCH_PG_DSN", "postgresql://postgres@127.0.0.1:5439/casque_bench")
 CONCURRENCY = int(os.environ.get("BENCH_PEER_CONCURRENCY", "32"))
-POOL = CONCURRENCY + 1  # "Mind the size of your PostgreSQL pool": short jobs want one connection per sub-worker, plus one
+POOL = (
+    CONCURRENCY + 1
+)  # "Mind the size of your PostgreSQL pool": short jobs want one connection per sub-worker, plus one
 
 app = App(connector=PsycopgConnector(conninfo=DSN, max_size=POOL))
 

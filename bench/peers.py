@@ -89,15 +89,36 @@ class CeleryDriver(PeerDriver):
     pool = "threads"
 
     def config(self) -> dict[str, str]:
-        return {"version": _version("celery"), "broker": f"Redis {redis_url(1)}", "pool": f"{self.pool}, --concurrency {self.concurrency}",
-                "settings": "task_acks_late, worker_prefetch_multiplier=64, task_ignore_result, worker_disable_rate_limits, "
-                            "--without-gossip --without-mingle --without-heartbeat",
-                "producer": "task.apply_async(producer=...) on a held producer connection, 2 threads"}
+        return {
+            "version": _version("celery"),
+            "broker": f"Redis {redis_url(1)}",
+            "pool": f"{self.pool}, --concurrency {self.concurrency}",
+            "settings": "task_acks_late, worker_prefetch_multiplier=64, task_ignore_result, "
+            "worker_disable_rate_limits, "
+            "--without-gossip --without-mingle --without-heartbeat",
+            "producer": "task.apply_async(producer=...) on a held producer connection, 2 threads",
+        }
 
     def worker_cmd(self) -> list[str]:
-        return [sys.executable, "-m", "celery", "-A", "bench.peer_celery", "worker", "--pool", self.pool, "--concurrency",
-                str(self.concurrency), "--loglevel", "WARNING", "--without-gossip", "--without-mingle", "--without-heartbeat",
-                "-n", "bench@%h"]
+        return [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "bench.peer_celery",
+            "worker",
+            "--pool",
+            self.pool,
+            "--concurrency",
+            str(self.concurrency),
+            "--loglevel",
+            "WARNING",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "-n",
+            "bench@%h",
+        ]
 
     async def open(self) -> None:
         import redis.asyncio as aioredis
@@ -136,9 +157,13 @@ class ArqDriver(PeerDriver):
     def config(self) -> dict[str, str]:
         from . import peer_arq
 
-        return {"version": _version("arq"), "broker": f"Redis {redis_url(2)}",
-                "settings": f"max_jobs={self.concurrency}, poll_delay={peer_arq.POLL_DELAY}s (default 0.5 s), keep_result=0",
-                "producer": "ArqRedis.enqueue_job, 500 concurrent per send, 4 senders"}
+        return {
+            "version": _version("arq"),
+            "broker": f"Redis {redis_url(2)}",
+            "settings": f"max_jobs={self.concurrency}, poll_delay={peer_arq.POLL_DELAY}s (default 0.5 s), "
+            "keep_result=0",
+            "producer": "ArqRedis.enqueue_job, 500 concurrent per send, 4 senders",
+        }
 
     def worker_cmd(self) -> list[str]:
         return [_bin("arq"), "bench.peer_arq.WorkerSettings"]
@@ -169,9 +194,13 @@ class PgQueuerDriver(PeerDriver):
     database = "postgres"
 
     def config(self) -> dict[str, str]:
-        return {"version": _version("pgqueuer"), "broker": f"PostgreSQL 127.0.0.1:{PG_PORT} (synchronous_commit=off), asyncpg {_version('asyncpg')}",
-                "settings": f"batch_size={self.batch} (default 10), max_concurrent_tasks={max(self.concurrency, 2 * self.batch)}",
-                "producer": "Queries.enqueue with lists (one INSERT per 500 jobs), 4 senders on a pool"}
+        return {
+            "version": _version("pgqueuer"),
+            "broker": f"PostgreSQL 127.0.0.1:{PG_PORT} (synchronous_commit=off), asyncpg {_version('asyncpg')}",
+            "settings": f"batch_size={self.batch} (default 10), "
+            f"max_concurrent_tasks={max(self.concurrency, 2 * self.batch)}",
+            "producer": "Queries.enqueue with lists (one INSERT per 500 jobs), 4 senders on a pool",
+        }
 
     def worker_cmd(self) -> list[str]:
         return [sys.executable, "-m", "bench.peer_pgqueuer"]
@@ -207,10 +236,14 @@ class DramatiqDriver(PeerDriver):
     def config(self) -> dict[str, str]:
         from . import peer_dramatiq
 
-        return {"version": _version("dramatiq"), "broker": f"Redis {peer_dramatiq.URL} (RedisBroker)",
-                "worker": f"dramatiq --processes 1 --threads {self.concurrency}",
-                "settings": f"defaults: default middleware, prefetch 2 × threads = {2 * self.concurrency}, ack after the actor, no result backend",
-                "producer": "actor.send (one Redis script call per message), 2 threads"}
+        return {
+            "version": _version("dramatiq"),
+            "broker": f"Redis {peer_dramatiq.URL} (RedisBroker)",
+            "worker": f"dramatiq --processes 1 --threads {self.concurrency}",
+            "settings": f"defaults: default middleware, prefetch 2 × threads = {2 * self.concurrency}, ack after the "
+            "actor, no result backend",
+            "producer": "actor.send (one Redis script call per message), 2 threads",
+        }
 
     def worker_cmd(self) -> list[str]:
         return [_bin("dramatiq"), "bench.peer_dramatiq", "--processes", "1", "--threads", str(self.concurrency)]
@@ -244,14 +277,25 @@ class ProcrastinateDriver(PeerDriver):
     database = "postgres"
 
     def config(self) -> dict[str, str]:
-        return {"version": _version("procrastinate"),
-                "broker": f"PostgreSQL 127.0.0.1:{PG_PORT} (synchronous_commit=off), PsycopgConnector, psycopg {_version('psycopg')} (binary)",
-                "worker": f"procrastinate --log-level=warning worker --concurrency {self.concurrency}",
-                "settings": f"pool max_size={self.concurrency + 1} (concurrency + 1, as its docs size it for short jobs); defaults otherwise: LISTEN/NOTIFY, one job per fetch, delete_jobs=never; async task",
-                "producer": "task.batch_defer_async (one INSERT per 500 jobs), 4 senders on the connector's pool"}
+        return {
+            "version": _version("procrastinate"),
+            "broker": f"PostgreSQL 127.0.0.1:{PG_PORT} (synchronous_commit=off), PsycopgConnector, psycopg "
+            f"{_version('psycopg')} (binary)",
+            "worker": f"procrastinate --log-level=warning worker --concurrency {self.concurrency}",
+            "settings": f"pool max_size={self.concurrency + 1} (concurrency + 1, as its docs size it for short jobs); "
+            "defaults otherwise: LISTEN/NOTIFY, one job per fetch, delete_jobs=never; async task",
+            "producer": "task.batch_defer_async (one INSERT per 500 jobs), 4 senders on the connector's pool",
+        }
 
     def worker_cmd(self) -> list[str]:
-        return [_bin("procrastinate"), "--log-level=warning", "--app=bench.peer_procrastinate.app", "worker", "--concurrency", str(self.concurrency)]
+        return [
+            _bin("procrastinate"),
+            "--log-level=warning",
+            "--app=bench.peer_procrastinate.app",
+            "worker",
+            "--concurrency",
+            str(self.concurrency),
+        ]
 
     async def open(self) -> None:
         from . import peer_procrastinate
@@ -283,8 +327,13 @@ class ProcrastinateDriver(PeerDriver):
 
 def drivers(concurrency: int) -> list[PeerDriver]:
     """Every peer, in the order each round runs them (Redis ones, then PostgreSQL ones)."""
-    return [CeleryDriver(concurrency), ArqDriver(concurrency), DramatiqDriver(concurrency),
-            PgQueuerDriver(concurrency), ProcrastinateDriver(concurrency)]
+    return [
+        CeleryDriver(concurrency),
+        ArqDriver(concurrency),
+        DramatiqDriver(concurrency),
+        PgQueuerDriver(concurrency),
+        ProcrastinateDriver(concurrency),
+    ]
 
 
 async def run_peer(driver: PeerDriver, n: int, rate: float | None = None, label: str = "") -> RunResult:
@@ -294,39 +343,60 @@ async def run_peer(driver: PeerDriver, n: int, rate: float | None = None, label:
     for f in rec.glob("*.txt"):
         f.unlink()
     await driver.reset()
-    env = dict(os.environ, BENCH_PEER_OUT=str(rec), BENCH_PEER_CONCURRENCY=str(driver.concurrency), BENCH_REDIS_PORT=str(REDIS_PORT),
-               BENCH_PG_DSN=pg_dsn(), BENCH_PGQ_BATCH=str(getattr(driver, "batch", 16)), PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    log = open(out_dir("runs") / f"peer_{label}.log", "wb")
-    proc = subprocess.Popen(driver.worker_cmd(), cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        await driver.send(WARMUP, 0.0)
-        await _until_empty(driver, proc, 120.0, "warm-up")
-        server0 = cpu_seconds(driver.server_pids())
-        worker0 = cpu_seconds(children_of(proc.pid))
-        sent = await (send_fast(driver.send, n, senders=driver.senders) if rate is None else send_paced(driver.send, n, rate))
-        end = await _until_empty(driver, proc, max(180.0, n / 25), "run")  # procrastinate takes 30,000 at 100-300/s here
-        worker_cpu = cpu_seconds(children_of(proc.pid)) - worker0
-        server_cpu = cpu_seconds(driver.server_pids()) - server0
-    finally:
-        proc.send_signal(signal.SIGTERM)
+    env = dict(
+        os.environ,
+        BENCH_PEER_OUT=str(rec),
+        BENCH_PEER_CONCURRENCY=str(driver.concurrency),
+        BENCH_REDIS_PORT=str(REDIS_PORT),
+        BENCH_PG_DSN=pg_dsn(),
+        BENCH_PGQ_BATCH=str(getattr(driver, "batch", 16)),
+        PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    )
+    with open(out_dir("runs") / f"peer_{label}.log", "wb") as log:
+        proc = subprocess.Popen(driver.worker_cmd(), cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        log.close()
+            await driver.send(WARMUP, 0.0)
+            await _until_empty(driver, proc, 120.0, "warm-up")
+            server0 = cpu_seconds(driver.server_pids())
+            worker0 = cpu_seconds(children_of(proc.pid))
+            sent = await (
+                send_fast(driver.send, n, senders=driver.senders) if rate is None else send_paced(driver.send, n, rate)
+            )
+            # procrastinate takes 30,000 at 100-300/s here
+            end = await _until_empty(driver, proc, max(180.0, n / 25), "run")
+            worker_cpu = cpu_seconds(children_of(proc.pid)) - worker0
+            server_cpu = cpu_seconds(driver.server_pids()) - server0
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
     samples = [float(x) for f in sorted(rec.glob("*.txt")) for x in f.read_text().split()]
     duration = end - sent.first
-    return RunResult(system=driver.name, label=label, n=n, throughput=n / duration, send_rate=sent.rate, latency=Latency.of(samples),
-                     duration_s=duration, settings=driver.config(), cpu={"worker_s": worker_cpu, "server_s": server_cpu},
-                     samples_ms=samples, offered_rate=rate)
+    return RunResult(
+        system=driver.name,
+        label=label,
+        n=n,
+        throughput=n / duration,
+        send_rate=sent.rate,
+        latency=Latency.of(samples),
+        duration_s=duration,
+        settings=driver.config(),
+        cpu={"worker_s": worker_cpu, "server_s": server_cpu},
+        samples_ms=samples,
+        offered_rate=rate,
+    )
 
 
 async def _until_empty(driver: PeerDriver, proc: subprocess.Popen[bytes], timeout: float, what: str) -> float:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"the {driver.name} worker exited with {proc.returncode} during the {what}: see bench/out/runs/")
+            raise RuntimeError(
+                f"the {driver.name} worker exited with {proc.returncode} during the {what}: see bench/out/runs/"
+            )
         if await driver.pending() == 0:
             return time.time()
         await asyncio.sleep(0.01)
@@ -340,9 +410,19 @@ async def run(cq: Casque, plan: Plan, best: dict[str, Any]) -> dict[str, Any]:
     results: list[RunResult] = []
 
     async def casque_run(tag: str, rate: float | None = None) -> RunResult:
-        r = await run_casque(cq, n if rate is None else int(rate * plan.equal_seconds), best["consumers"],
-                             best["batch_size"], label=f"peers_casque_{tag}", concurrency=c, rate=rate)
-        progress(f"  {'casque':<13} {r.throughput:8.0f} msg/s  p50 {r.latency.p50:8.1f} ms  p99 {r.latency.p99:8.1f} ms  ({tag})")
+        r = await run_casque(
+            cq,
+            n if rate is None else int(rate * plan.equal_seconds),
+            best["consumers"],
+            best["batch_size"],
+            label=f"peers_casque_{tag}",
+            concurrency=c,
+            rate=rate,
+        )
+        progress(
+            f"  {'casque':<13} {r.throughput:8.0f} msg/s  p50 {r.latency.p50:8.1f} ms  p99 {r.latency.p99:8.1f} ms  "
+            f"({tag})"
+        )
         return r
 
     peers = drivers(c)
@@ -359,24 +439,41 @@ async def run(cq: Casque, plan: Plan, best: dict[str, Any]) -> dict[str, Any]:
                 for d in peers:
                     r = await run_peer(d, n, label=f"{d.name}_round{rnd}")
                     results.append(r)
-                    progress(f"  {d.name:<13} {r.throughput:8.0f} msg/s  p50 {r.latency.p50:8.1f} ms  p99 {r.latency.p99:8.1f} ms  "
-                             f"(sent at {r.send_rate:.0f}/s, round {rnd})")
+                    progress(
+                        f"  {d.name:<13} {r.throughput:8.0f} msg/s  p50 {r.latency.p50:8.1f} ms  p99 "
+                        f"{r.latency.p99:8.1f} ms  "
+                        f"(sent at {r.send_rate:.0f}/s, round {rnd})"
+                    )
             results.append(await casque_run("last"))
-            mean = {name: sum(r.throughput for r in results if r.system == name) / sum(1 for r in results if r.system == name)
-                    for name in ["casque"] + [d.name for d in peers]}
-            slowest = min(tp for name, tp in mean.items() if name != "casque")  # issue 15: half the slowest *peer's* maximum
+            mean = {
+                name: sum(r.throughput for r in results if r.system == name)
+                / sum(1 for r in results if r.system == name)
+                for name in ["casque"] + [d.name for d in peers]
+            }
+            slowest = min(
+                tp for name, tp in mean.items() if name != "casque"
+            )  # issue 15: half the slowest *peer's* maximum
             equal_rate = max(20.0, round(slowest / 2))
-            progress(f"  equal load: every system offered {equal_rate:.0f} msg/s for {plan.equal_seconds:.0f}s (half the slowest peer's mean)")
+            progress(
+                f"  equal load: every system offered {equal_rate:.0f} msg/s for {plan.equal_seconds:.0f}s (half the "
+                "slowest peer's mean)"
+            )
             equal: list[RunResult] = [await casque_run("equal", rate=equal_rate)]
             for d in peers:
                 r = await run_peer(d, int(equal_rate * plan.equal_seconds), rate=equal_rate, label=f"{d.name}_equal")
                 equal.append(r)
-                progress(f"  {d.name:<13} p50 {r.latency.p50:8.1f} ms  p95 {r.latency.p95:8.1f} ms  p99 {r.latency.p99:8.1f} ms  max {r.latency.max:8.1f} ms")
+                progress(
+                    f"  {d.name:<13} p50 {r.latency.p50:8.1f} ms  p95 {r.latency.p95:8.1f} ms  p99 "
+                    f"{r.latency.p99:8.1f} ms  max {r.latency.max:8.1f} ms"
+                )
         finally:
             for d in peers:
                 await d.close()
     return {
-        "n": n, "concurrency": c, "rounds": plan.peer_rounds, "systems": ["casque"] + [d.name for d in peers],
+        "n": n,
+        "concurrency": c,
+        "rounds": plan.peer_rounds,
+        "systems": ["casque"] + [d.name for d in peers],
         "runs": [r.as_dict() for r in results],
         "mean_throughput": mean,
         "casque_throughput": mean["casque"],

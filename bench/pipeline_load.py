@@ -36,12 +36,14 @@ async def python_send_many(settings: Any, data: list[dict[str, Any]], senders: i
     cq = await Casque.connect(settings)
     try:
         queue = await _queue(cq)
-        chunks = [data[i:i + CHUNK] for i in range(0, len(data), CHUNK)]
+        chunks = [data[i : i + CHUNK] for i in range(0, len(data), CHUNK)]
         started = time.monotonic()
 
         async def loop(mine: list[list[dict[str, Any]]]) -> None:
             for chunk in mine:
-                await cq.send_many(queue, [Job(r["task"], {"n": r["n"], "pad": r["pad"]}, priority=r["p"]) for r in chunk])
+                await cq.send_many(
+                    queue, [Job(r["task"], {"n": r["n"], "pad": r["pad"]}, priority=r["p"]) for r in chunk]
+                )
 
         await asyncio.gather(*(loop(chunks[k::senders]) for k in range(senders)))
         return time.monotonic() - started
@@ -60,8 +62,18 @@ def spark_load(spark: Any, settings: Any, source: str, partitions: int) -> tuple
     from pipeline.load import LoadSpec, run
 
     queue = workers.run(_queue(workers.client(settings)))
-    spec = LoadSpec.from_options(queue, source, "parquet", ["task=task", "payload=to_json(named_struct('n', n, 'pad', pad))", "priority=p"],
-                                 [], "replace", str(out_dir("pipeline_load", f"run_{partitions}")), None, partitions, CHUNK)
+    spec = LoadSpec.from_options(
+        queue,
+        source,
+        "parquet",
+        ["task=task", "payload=to_json(named_struct('n', n, 'pad', pad))", "priority=p"],
+        [],
+        "replace",
+        str(out_dir("pipeline_load", f"run_{partitions}")),
+        None,
+        partitions,
+        CHUNK,
+    )
     started = time.monotonic()
     summary = run(spark, settings, spec)
     return time.monotonic() - started, summary
@@ -78,7 +90,9 @@ def main() -> None:
     results: list[dict[str, Any]] = []
     for senders in (1, 4):
         seconds = asyncio.run(python_send_many(settings, data, senders))
-        results.append({"method": f"send_many, {senders} loop(s), chunks of {CHUNK}", "rows": args.rows, "seconds": seconds})
+        results.append(
+            {"method": f"send_many, {senders} loop(s), chunks of {CHUNK}", "rows": args.rows, "seconds": seconds}
+        )
     results += _spark_runs(settings, data, args.master, [int(p) for p in args.partitions.split(",")])
     for r in results:
         r["rows_per_s"] = round(r["rows"] / r["seconds"])
@@ -103,8 +117,16 @@ def _spark_runs(settings: Any, data: list[dict[str, Any]], master: str, partitio
         for n in partitions:
             seconds, summary = spark_load(spark, settings, source, n)
             assert summary["loaded"] == len(data), summary
-            out.append({"method": f"spark load, {master}, {n} writers (whole job)", "rows": len(data), "seconds": seconds})
-            out.append({"method": f"spark load, {master}, {n} writers (write phase)", "rows": len(data), "seconds": summary["seconds"]})
+            out.append(
+                {"method": f"spark load, {master}, {n} writers (whole job)", "rows": len(data), "seconds": seconds}
+            )
+            out.append(
+                {
+                    "method": f"spark load, {master}, {n} writers (write phase)",
+                    "rows": len(data),
+                    "seconds": summary["seconds"],
+                }
+            )
     finally:
         workers.close_all()
         spark.stop()

@@ -1,4 +1,7 @@
-"""How big each part of the suite is, in the quick mode (about 15 min) and the full one (45-60 min on a shared 2-core machine)."""
+"""How big each part of the suite is, in the quick mode (about 15 min) and the full one.
+
+The full mode takes 45-60 min on a shared 2-core machine.
+"""
 
 from __future__ import annotations
 
@@ -45,28 +48,60 @@ class Plan:
 
 QUICK = Plan(
     name="quick",
-    sweep_n=6_000, sweep_consumers=(8, 16), sweep_batches=(200, 400), confirm_top=0, confirm_repeats=0, confirm_n=0,
+    sweep_n=6_000,
+    sweep_consumers=(8, 16),
+    sweep_batches=(200, 400),
+    confirm_top=0,
+    confirm_repeats=0,
+    confirm_n=0,
     half_load_seconds=15,
-    takes_rate=20, takes_seconds=15, idle_warmup_s=15, idle_seconds=30,
-    schedule_seconds=20, delayed_messages=400,
-    tomb_checkpoints=(20_000, 30_000, 40_000), tomb_rate_fraction=0.6, tomb_min_rate=500, tomb_max_rate=20_000,
-    tomb_max_seconds=45, naive_checkpoints=(5_000, 10_000, 20_000, 40_000), naive_limit_seconds=45,
-    peer_n=5_000, concurrency=32, peer_rounds=1, equal_seconds=8,
+    takes_rate=20,
+    takes_seconds=15,
+    idle_warmup_s=15,
+    idle_seconds=30,
+    schedule_seconds=20,
+    delayed_messages=400,
+    tomb_checkpoints=(20_000, 30_000, 40_000),
+    tomb_rate_fraction=0.6,
+    tomb_min_rate=500,
+    tomb_max_rate=20_000,
+    tomb_max_seconds=45,
+    naive_checkpoints=(5_000, 10_000, 20_000, 40_000),
+    naive_limit_seconds=45,
+    peer_n=5_000,
+    concurrency=32,
+    peer_rounds=1,
+    equal_seconds=8,
     stress_ops=30_000,
     profile_n=15_000,
 )
 
 FULL = Plan(
     name="full",
-    sweep_n=20_000, sweep_consumers=(1, 2, 4, 8, 16, 32), sweep_batches=(25, 50, 100, 200, 400), confirm_top=3, confirm_repeats=2,
+    sweep_n=20_000,
+    sweep_consumers=(1, 2, 4, 8, 16, 32),
+    sweep_batches=(25, 50, 100, 200, 400),
+    confirm_top=3,
+    confirm_repeats=2,
     confirm_n=40_000,
     half_load_seconds=60,
-    takes_rate=20, takes_seconds=30, idle_warmup_s=20, idle_seconds=60,
-    schedule_seconds=60, delayed_messages=3_000,
+    takes_rate=20,
+    takes_seconds=30,
+    idle_warmup_s=20,
+    idle_seconds=60,
+    schedule_seconds=60,
+    delayed_messages=3_000,
     tomb_checkpoints=(100_000, 200_000, 300_000, 400_000, 500_000, 600_000, 700_000, 800_000, 900_000, 1_000_000),
-    tomb_rate_fraction=0.6, tomb_min_rate=500, tomb_max_rate=20_000, tomb_max_seconds=720,
-    naive_checkpoints=(5_000, 10_000, 20_000, 40_000, 60_000, 80_000, 100_000, 120_000, 150_000), naive_limit_seconds=180,
-    peer_n=30_000, concurrency=32, peer_rounds=2, equal_seconds=20,
+    tomb_rate_fraction=0.6,
+    tomb_min_rate=500,
+    tomb_max_rate=20_000,
+    tomb_max_seconds=720,
+    naive_checkpoints=(5_000, 10_000, 20_000, 40_000, 60_000, 80_000, 100_000, 120_000, 150_000),
+    naive_limit_seconds=180,
+    peer_n=30_000,
+    concurrency=32,
+    peer_rounds=2,
+    equal_seconds=20,
     stress_ops=300_000,
     profile_n=60_000,
 )

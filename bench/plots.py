@@ -12,8 +12,16 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 DPI = 80
-COLORS = {"casque": "#1f77b4", "casque (half load)": "#17becf", "Celery": "#d62728", "arq": "#ff7f0e", "pgqueuer": "#2ca02c",
-          "Dramatiq": "#9467bd", "procrastinate": "#8c564b", "naive": "#d62728"}
+COLORS = {
+    "casque": "#1f77b4",
+    "casque (half load)": "#17becf",
+    "Celery": "#d62728",
+    "arq": "#ff7f0e",
+    "pgqueuer": "#2ca02c",
+    "Dramatiq": "#9467bd",
+    "procrastinate": "#8c564b",
+    "naive": "#d62728",
+}
 
 
 def _save(fig: Any, path: Path) -> Path:
@@ -32,12 +40,22 @@ def throughput_vs_consumers(e2e: dict[str, Any], path: Path) -> Path:
     for m in e2e.get("medians", []) if e2e.get("confirm") else []:
         ax.scatter([m["consumers"]], [m["throughput"]], marker="*", s=160, color="black", zorder=5)
     best = e2e["best"]
-    ax.scatter([best["consumers"]], [best["throughput"]], s=220, facecolors="none", edgecolors="black", zorder=6,
-               label=f"best: {best['consumers']} consumers, batch {best['batch_size']}")
+    ax.scatter(
+        [best["consumers"]],
+        [best["throughput"]],
+        s=220,
+        facecolors="none",
+        edgecolors="black",
+        zorder=6,
+        label=f"best: {best['consumers']} consumers, batch {best['batch_size']}",
+    )
     ax.set_xscale("log", base=2)
     ax.set_xlabel("consumers (coroutines per queue, one daemon)")
     ax.set_ylabel("messages/s, first send → last ack")
-    ax.set_title("casque end to end: throughput vs consumers" + (" (★ = median of re-runs)" if e2e.get("confirm") else ""), fontsize=10)
+    ax.set_title(
+        "casque end to end: throughput vs consumers" + (" (★ = median of re-runs)" if e2e.get("confirm") else ""),
+        fontsize=10,
+    )
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return _save(fig, path)
@@ -72,28 +90,75 @@ def latency_cdf(curves: dict[str, tuple[list[float], list[float]]], path: Path, 
 def tombstones(t: dict[str, Any], path: Path) -> Path:
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
     cx = [p["messages"] for p in t["casque"]]
-    a1.plot(cx, [max(0.5, p["tombstones_peek_median"]) for p in t["casque"]], marker="o", label="casque poll (peek, median shard)")
-    a1.plot(cx, [max(0.5, p["tombstones_max"]) for p in t["casque"]], marker=".", linestyle=":", color="#1f77b4",
-            label="casque poll (peek or lock read, worst shard)")
-    fs = [(p["messages"], p["from_start_tombstones_max"]) for p in t["casque"] if p.get("from_start_tombstones_max") is not None]
+    a1.plot(
+        cx,
+        [max(0.5, p["tombstones_peek_median"]) for p in t["casque"]],
+        marker="o",
+        label="casque poll (peek, median shard)",
+    )
+    a1.plot(
+        cx,
+        [max(0.5, p["tombstones_max"]) for p in t["casque"]],
+        marker=".",
+        linestyle=":",
+        color="#1f77b4",
+        label="casque poll (peek or lock read, worst shard)",
+    )
+    fs = [
+        (p["messages"], p["from_start_tombstones_max"])
+        for p in t["casque"]
+        if p.get("from_start_tombstones_max") is not None
+    ]
     if fs:
-        a1.plot([f[0] for f in fs], [max(0.5, f[1]) for f in fs], linestyle="--", marker=".", color="grey",
-                label="same casque rows, read from the row start")
+        a1.plot(
+            [f[0] for f in fs],
+            [max(0.5, f[1]) for f in fs],
+            linestyle="--",
+            marker=".",
+            color="grey",
+            label="same casque rows, read from the row start",
+        )
     nv = [p for p in t["naive"] if "tombstones" in p]
     if nv:
-        a1.plot([p["messages"] for p in nv], [max(0.5, p["tombstones"]) for p in nv], marker="s", color=COLORS["naive"], label="naive delete-on-ack queue")
+        a1.plot(
+            [p["messages"] for p in nv],
+            [max(0.5, p["tombstones"]) for p in nv],
+            marker="s",
+            color=COLORS["naive"],
+            label="naive delete-on-ack queue",
+        )
     failed = [p for p in t["naive"] if p.get("failed")]
     if failed:
         a1.scatter([failed[0]["messages"]], [1e5], marker="x", s=100, color=COLORS["naive"], zorder=5)
-        a1.annotate("read aborted\n(tombstone_failure_threshold)", (failed[0]["messages"], 1e5), fontsize=7, xytext=(5, -25),
-                    textcoords="offset points")
+        a1.annotate(
+            "read aborted\n(tombstone_failure_threshold)",
+            (failed[0]["messages"], 1e5),
+            fontsize=7,
+            xytext=(5, -25),
+            textcoords="offset points",
+        )
     _loglog(a1, "tombstone cells scanned by one poll (trace)")
     a2.plot(cx, [p["peek_ms"] for p in t["casque"]], marker="o", label="casque peek")
-    a2.plot(cx, [p["control_ms"] for p in t["casque"]], marker=".", color="grey", linestyle=":", label="empty control queue, same moment")
+    a2.plot(
+        cx,
+        [p["control_ms"] for p in t["casque"]],
+        marker=".",
+        color="grey",
+        linestyle=":",
+        label="empty control queue, same moment",
+    )
     if nv:
-        a2.plot([p["messages"] for p in nv], [p["peek_ms"] for p in nv], marker="s", color=COLORS["naive"], label="naive queue head read")
+        a2.plot(
+            [p["messages"] for p in nv],
+            [p["peek_ms"] for p in nv],
+            marker="s",
+            color=COLORS["naive"],
+            label="naive queue head read",
+        )
     _loglog(a2, "poll read latency, median (ms)")
-    fig.suptitle("Tombstone flatness: casque (one time bucket, worst case) vs a naive single-partition queue", fontsize=10)
+    fig.suptitle(
+        "Tombstone flatness: casque (one time bucket, worst case) vs a naive single-partition queue", fontsize=10
+    )
     return _save(fig, path)
 
 
@@ -120,7 +185,9 @@ def finite(x: float | None) -> bool:
     return x is not None and not (isinstance(x, float) and (math.isnan(x) or math.isinf(x)))
 
 
-def rss_vs_queues(samples: list[dict[str, Any]], path: Path, mode: str, baseline: tuple[str, list[dict[str, Any]]] | None = None) -> Path:
+def rss_vs_queues(
+    samples: list[dict[str, Any]], path: Path, mode: str, baseline: tuple[str, list[dict[str, Any]]] | None = None
+) -> Path:
     """The serving process's RSS against the number of queues it has served since it started, one
     line per process (the kill -9 starts a new one); ``baseline`` (label, samples) adds the last
     process of another run (an engine without bounded caches) in grey."""
@@ -128,11 +195,29 @@ def rss_vs_queues(samples: list[dict[str, Any]], path: Path, mode: str, baseline
     if baseline:
         label, old = baseline
         last = [s for s in old if s["incarnation"] == old[-1]["incarnation"]]
-        ax.plot([s["touched"] for s in last], [s["rss_mb"] for s in last], color="grey", linestyle="--", linewidth=1, label=label)
+        ax.plot(
+            [s["touched"] for s in last],
+            [s["rss_mb"] for s in last],
+            color="grey",
+            linestyle="--",
+            linewidth=1,
+            label=label,
+        )
     for inc in sorted({s["incarnation"] for s in samples}):
         mine = [s for s in samples if s["incarnation"] == inc]
-        label = "first process (killed with -9)" if inc == 1 and len({s["incarnation"] for s in samples}) > 1 else f"process {inc}"
-        ax.plot([s["touched"] for s in mine], [s["rss_mb"] for s in mine], marker=".", markersize=3, linewidth=1, label=label)
+        label = (
+            "first process (killed with -9)"
+            if inc == 1 and len({s["incarnation"] for s in samples}) > 1
+            else f"process {inc}"
+        )
+        ax.plot(
+            [s["touched"] for s in mine],
+            [s["rss_mb"] for s in mine],
+            marker=".",
+            markersize=3,
+            linewidth=1,
+            label=label,
+        )
     drain = [s for s in samples if s["phase"] == "drain"]
     if drain:
         ax.axvline(drain[0]["touched"], color="grey", linestyle=":", linewidth=1)
@@ -154,21 +239,39 @@ def fifo_throughput(R: dict[str, Any], path: Path) -> Path:
     systems = [s for s in ("casque", "elasticmq") if s in R["systems"]]
     colors = {"casque": COLORS["casque"], "elasticmq": "#ff7f0e"}
     width = 0.8 / max(1, len(systems))
-    for ax, (key, title) in zip(axes, (("send_per_s", "send (SendMessageBatch of 10)"),
-                                       ("receive_delete_per_s", "receive + DeleteMessageBatch"))):
+    for ax, (key, title) in zip(
+        axes,
+        (("send_per_s", "send (SendMessageBatch of 10)"), ("receive_delete_per_s", "receive + DeleteMessageBatch")),
+    ):
         for i, system in enumerate(systems):
             xs = [j + (i - (len(systems) - 1) / 2) * width for j in range(len(scenarios))]
             vals = [(R["summary"].get(sc["key"], {}).get(system) or {}).get(key) for sc in scenarios]
-            ax.bar([x for x, v in zip(xs, vals) if v is not None], [v for v in vals if v is not None], width,
-                   color=colors[system], label=R["labels"][system])
+            ax.bar(
+                [x for x, v in zip(xs, vals) if v is not None],
+                [v for v in vals if v is not None],
+                width,
+                color=colors[system],
+                label=R["labels"][system],
+            )
             failed = [x for x, v in zip(xs, vals) if v is None]
             if failed:
-                ax.scatter(failed, [0] * len(failed), marker="x", s=80, color=colors[system], zorder=5, label=f"{R['labels'][system]}: failed")
+                ax.scatter(
+                    failed,
+                    [0] * len(failed),
+                    marker="x",
+                    s=80,
+                    color=colors[system],
+                    zorder=5,
+                    label=f"{R['labels'][system]}: failed",
+                )
         ax.set_xticks(range(len(scenarios)))
         ax.set_xticklabels([sc["label"].replace(", ", ",\n") for sc in scenarios], fontsize=8)
         ax.set_ylabel("messages/s")
         ax.set_title(title, fontsize=10)
         ax.grid(alpha=0.3, axis="y")
         ax.legend(fontsize=7, loc="upper left")
-    fig.suptitle(f"FIFO queues over the SQS API ({R['size']['name']} size, median of {R['size']['rounds']} round(s))", fontsize=10)
+    fig.suptitle(
+        f"FIFO queues over the SQS API ({R['size']['name']} size, median of {R['size']['rounds']} round(s))",
+        fontsize=10,
+    )
     return _save(fig, path)

@@ -39,8 +39,16 @@ TASK = "bench.noop"
 
 _send_ms: list[float] = []
 _late_ms: dict[str, list[float]] = {}
-_state: dict[str, Any] = {"acked": 0, "first_ack": 0.0, "last_ack": 0.0, "first_start": 0.0, "last_start": 0.0, "stopped": False,
-                          "wall0": time.time(), "cpu0": time.process_time()}
+_state: dict[str, Any] = {
+    "acked": 0,
+    "first_ack": 0.0,
+    "last_ack": 0.0,
+    "first_start": 0.0,
+    "last_start": 0.0,
+    "stopped": False,
+    "wall0": time.time(),
+    "cpu0": time.process_time(),
+}
 
 
 @register(TASK, concurrency=CONCURRENCY)

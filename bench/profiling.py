@@ -17,9 +17,10 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from daemon.engine.client import Casque
 
@@ -106,13 +107,31 @@ async def run(cq: Casque, plan: Plan, best: dict[str, Any]) -> dict[str, Any]:
     spy: dict[str, subprocess.Popen[bytes]] = {}
 
     async def attach(daemon: Daemon) -> None:
-        log = open(d / "py-spy.log", "wb")
-        spy["p"] = subprocess.Popen([py_spy(), "record", "--pid", str(daemon.pid), "--rate", "100", "--gil", "--format", "raw",
-                                     "--output", str(raw), "--nonblocking"], stdout=log, stderr=subprocess.STDOUT)
+        # The child writes through its own copy of the descriptor: ours can close once it has started.
+        with open(d / "py-spy.log", "wb") as log:
+            spy["p"] = subprocess.Popen(
+                [
+                    py_spy(),
+                    "record",
+                    "--pid",
+                    str(daemon.pid),
+                    "--rate",
+                    "100",
+                    "--gil",
+                    "--format",
+                    "raw",
+                    "--output",
+                    str(raw),
+                    "--nonblocking",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         await asyncio.sleep(1.0)  # let it attach before the load starts
 
-    r = await run_casque(cq, plan.profile_n, best["consumers"], best["batch_size"], label="profile", on_started=attach,
-                         count_cql=False)
+    r = await run_casque(
+        cq, plan.profile_n, best["consumers"], best["batch_size"], label="profile", on_started=attach, count_cql=False
+    )
     p = spy.get("p")
     if p is not None:
         try:
@@ -140,8 +159,24 @@ def recording(pid: int, raw: Path, log: Path, attach_timeout_s: float = 30) -> I
     is driven from outside, e.g. ``casque serve`` in bench/sqs_fifo.py; read the result with :func:`analyse`."""
     raw.unlink(missing_ok=True)
     with open(log, "wb") as out:
-        spy = subprocess.Popen([py_spy(), "record", "--pid", str(pid), "--rate", "100", "--gil", "--format", "raw", "--output", str(raw),
-                                "--nonblocking"], stdout=out, stderr=subprocess.STDOUT)
+        spy = subprocess.Popen(
+            [
+                py_spy(),
+                "record",
+                "--pid",
+                str(pid),
+                "--rate",
+                "100",
+                "--gil",
+                "--format",
+                "raw",
+                "--output",
+                str(raw),
+                "--nonblocking",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     end = time.monotonic() + attach_timeout_s
     while b"Sampling process" not in log.read_bytes() and spy.poll() is None and time.monotonic() < end:
         time.sleep(0.05)  # polling py-spy's own "attached" line, not hoping

@@ -33,7 +33,7 @@ async def run(cq: Casque, plan: Plan, best: dict[str, Any]) -> dict[str, Any]:
         rng = random.Random(7)
         delays = sorted(rng.uniform(1.0, seconds - 1.0) for _ in range(plan.delayed_messages))
         for i in range(0, len(delays), 500):
-            await cq.send_many(queue, [Job(TASK, {"k": "delay"}, delay=d) for d in delays[i:i + 500]])
+            await cq.send_many(queue, [Job(TASK, {"k": "delay"}, delay=d) for d in delays[i : i + 500]])
         await cq.send(queue, TASK, {"k": "cron"}, cron="* * * * * *", key="bench-cron")
         await asyncio.sleep(seconds + 1.0)
         await cq.cancel(queue, key="bench-cron")
@@ -45,8 +45,14 @@ async def run(cq: Casque, plan: Plan, best: dict[str, Any]) -> dict[str, Any]:
     for kind in ("delay", "cron"):
         samples = [float(x) for x in late.get(kind, [])]
         lat = Latency.of(samples)
-        out[kind] = {"latency": lat.as_dict(), "cdf": cdf_points(samples, 200), "min": min(samples) if samples else None}
-        progress(f"  {kind:<5} n={lat.count:<5} lateness p50 {lat.p50:.1f} ms  p99 {lat.p99:.1f} ms  max {lat.max:.1f} ms")
+        out[kind] = {
+            "latency": lat.as_dict(),
+            "cdf": cdf_points(samples, 200),
+            "min": min(samples) if samples else None,
+        }
+        progress(
+            f"  {kind:<5} n={lat.count:<5} lateness p50 {lat.p50:.1f} ms  p99 {lat.p99:.1f} ms  max {lat.max:.1f} ms"
+        )
     out["expected"] = {"delay": plan.delayed_messages, "cron": int(seconds)}
     out["settings"] = {"consumers": best["consumers"], "batch_size": best["batch_size"]}
     return out

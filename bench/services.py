@@ -16,8 +16,8 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from .env import out_dir, progress
 
@@ -41,20 +41,22 @@ def redis_server() -> Iterator[subprocess.Popen[bytes]]:
     d = out_dir("redis")
     for f in d.glob("*.rdb"):
         f.unlink()
-    log = open(d / "redis.log", "wb")
-    proc = subprocess.Popen([exe, "--port", str(REDIS_PORT), "--bind", "127.0.0.1", "--dir", str(d), "--daemonize", "no"],
-                            stdout=log, stderr=subprocess.STDOUT)
-    try:
-        _wait_port(REDIS_PORT, proc, "redis-server")
-        progress(f"redis-server {_redis_version(exe)} on 127.0.0.1:{REDIS_PORT} (pid {proc.pid})")
-        yield proc
-    finally:
-        proc.terminate()
+    with open(d / "redis.log", "wb") as log:
+        proc = subprocess.Popen(
+            [exe, "--port", str(REDIS_PORT), "--bind", "127.0.0.1", "--dir", str(d), "--daemonize", "no"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+            _wait_port(REDIS_PORT, proc, "redis-server")
+            progress(f"redis-server {_redis_version(exe)} on 127.0.0.1:{REDIS_PORT} (pid {proc.pid})")
+            yield proc
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
 
 
 def _redis_version(exe: str) -> str:
@@ -81,24 +83,39 @@ def postgres_server() -> Iterator[int]:
         PG_DIR.mkdir(parents=True, exist_ok=True)
         if os.geteuid() == 0:
             shutil.chown(PG_DIR, "postgres", "postgres")
-        subprocess.run(_as_postgres([str(bindir / "initdb"), "-D", str(PG_DIR), "-A", "trust", "-U", "postgres", "--no-sync"]),
-                       check=True, stdout=subprocess.DEVNULL)
-    opts = (f"-p {PG_PORT} -c listen_addresses=127.0.0.1 -c unix_socket_directories={PG_DIR} -c synchronous_commit=off "
-            "-c shared_buffers=256MB -c max_connections=200")
-    subprocess.run(_as_postgres([str(bindir / "pg_ctl"), "-D", str(PG_DIR), "-l", str(PG_DIR / "server.log"), "-o", opts, "-w", "start"]),
-                   check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            _as_postgres([str(bindir / "initdb"), "-D", str(PG_DIR), "-A", "trust", "-U", "postgres", "--no-sync"]),
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+    opts = (
+        f"-p {PG_PORT} -c listen_addresses=127.0.0.1 -c unix_socket_directories={PG_DIR} -c synchronous_commit=off "
+        "-c shared_buffers=256MB -c max_connections=200"
+    )
+    subprocess.run(
+        _as_postgres(
+            [str(bindir / "pg_ctl"), "-D", str(PG_DIR), "-l", str(PG_DIR / "server.log"), "-o", opts, "-w", "start"]
+        ),
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     try:
         pid = int((PG_DIR / "postmaster.pid").read_text().split()[0])
         version = subprocess.run([str(bindir / "postgres"), "--version"], capture_output=True, text=True).stdout.strip()
         progress(f"{version} on 127.0.0.1:{PG_PORT} (pid {pid}, synchronous_commit=off)")
         psql = [str(bindir / "psql"), "-h", "127.0.0.1", "-p", str(PG_PORT), "-U", "postgres", "-q"]
-        exists = subprocess.run(psql + ["-tAc", f"SELECT 1 FROM pg_database WHERE datname = '{PG_DB}'"], capture_output=True, text=True).stdout.strip()
+        exists = subprocess.run(
+            psql + ["-tAc", f"SELECT 1 FROM pg_database WHERE datname = '{PG_DB}'"], capture_output=True, text=True
+        ).stdout.strip()
         if exists != "1":
             subprocess.run(psql + ["-c", f"CREATE DATABASE {PG_DB}"], check=True)
         yield pid
     finally:
-        subprocess.run(_as_postgres([str(bindir / "pg_ctl"), "-D", str(PG_DIR), "-m", "fast", "-w", "stop"]),
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            _as_postgres([str(bindir / "pg_ctl"), "-D", str(PG_DIR), "-m", "fast", "-w", "stop"]),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
 
 
 def children_of(pid: int) -> list[int]:

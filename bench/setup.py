@@ -37,8 +37,20 @@ def python_deps() -> None:
     if stamp.exists() and all(importlib.util.find_spec(m) for m in NEEDED_MODULES):
         return
     progress(f"installing the bench's Python packages from {LOCK.relative_to(ROOT)} into {sys.prefix}")
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--require-hashes", "-r", str(LOCK)],
-                   check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--require-hashes",
+            "-r",
+            str(LOCK),
+        ],
+        check=True,
+    )
     for old in Path(sys.prefix).glob(".bench-installed-*"):
         old.unlink()
     stamp.touch()
@@ -49,7 +61,9 @@ def debian_packages() -> None:
     if not missing:
         return
     if os.geteuid() != 0:
-        raise SystemExit(f"bench: needs Debian packages {', '.join(missing)}: run as root, or apt-get install {' '.join(missing)}")
+        raise SystemExit(
+            f"bench: needs Debian packages {', '.join(missing)}: run as root, or apt-get install {' '.join(missing)}"
+        )
     progress(f"installing Debian packages: {', '.join(missing)}")
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     subprocess.run(["apt-get", "update", "-q"], check=True, env=env, stdout=subprocess.DEVNULL)
@@ -58,8 +72,8 @@ def debian_packages() -> None:
 
 def cassandra_node() -> None:
     """Start (or reuse) the local node and create the bench keyspace."""
-    from daemon.engine.db import Database
     from daemon.devnode import ClusterSpec, start
+    from daemon.engine.db import Database
     from daemon.engine.schema import apply_schema
 
     from .env import bench_settings
@@ -82,8 +96,19 @@ def stress_tool() -> Path:
         raise SystemExit("bench: Maven is needed to fetch cassandra-stress: apt-get install maven")
     progress(f"fetching cassandra-stress (apache-cassandra-{STRESS_VERSION}-bin.tar.gz) from Maven Central")
     artifact = f"org.apache.cassandra:apache-cassandra:{STRESS_VERSION}:tar.gz:bin"
-    subprocess.run(["mvn", "-q", "-B", "dependency:get", f"-Dartifact={artifact}", "-Dtransitive=false", "-DremoteRepositories=central::default::https://repo.maven.apache.org/maven2"],
-                   check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            "mvn",
+            "-q",
+            "-B",
+            "dependency:get",
+            f"-Dartifact={artifact}",
+            "-Dtransitive=false",
+            "-DremoteRepositories=central::default::https://repo.maven.apache.org/maven2",
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     repo = Path.home() / ".m2" / "repository" / "org" / "apache" / "cassandra" / "apache-cassandra" / STRESS_VERSION
     tarball = repo / f"apache-cassandra-{STRESS_VERSION}-bin.tar.gz"
     sha1 = (repo / f"{tarball.name}.sha1").read_text().split()[0].strip()

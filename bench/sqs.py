@@ -25,9 +25,10 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import boto3
 from aiobotocore.session import get_session
@@ -71,34 +72,51 @@ def elasticmq(pids: list[int] | None = None) -> Iterator[str]:
         progress(f"fetching ElasticMQ {EMQ_VERSION} and its dependencies from Maven Central")
         lib.parent.mkdir(parents=True, exist_ok=True)
         (lib.parent / "pom.xml").write_text(EMQ_POM.format(v=EMQ_VERSION))
-        subprocess.run(["mvn", "-q", "-B", "dependency:copy-dependencies", f"-DoutputDirectory={lib}"], cwd=lib.parent, check=True)
+        subprocess.run(
+            ["mvn", "-q", "-B", "dependency:copy-dependencies", f"-DoutputDirectory={lib}"], cwd=lib.parent, check=True
+        )
     port = free_port()
     conf = lib.parent / "bench.conf"
-    conf.write_text('include classpath("application.conf")\n'
-                    f'node-address {{ protocol = http, host = "127.0.0.1", port = {port}, context-path = "" }}\n'
-                    f'rest-sqs {{ enabled = true, bind-port = {port}, bind-hostname = "127.0.0.1", sqs-limits = strict }}\n'
-                    "rest-stats { enabled = false }\n")
-    log = open(out_dir("sqs") / "elasticmq.log", "wb")
-    proc = subprocess.Popen([shutil.which("java") or "java", f"-Dconfig.file={conf}", "-cp", f"{lib}/*", "org.elasticmq.server.Main"],
-                            stdout=log, stderr=subprocess.STDOUT)
-    try:
-        wait_port(port, proc, "ElasticMQ")
-        progress(f"ElasticMQ {EMQ_VERSION} on 127.0.0.1:{port} (pid {proc.pid})")
-        if pids is not None:
-            pids.append(proc.pid)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(30)
-        log.close()
+    conf.write_text(
+        'include classpath("application.conf")\n'
+        f'node-address {{ protocol = http, host = "127.0.0.1", port = {port}, context-path = "" }}\n'
+        f'rest-sqs {{ enabled = true, bind-port = {port}, bind-hostname = "127.0.0.1", sqs-limits = strict }}\n'
+        "rest-stats { enabled = false }\n"
+    )
+    with open(out_dir("sqs") / "elasticmq.log", "wb") as log:
+        proc = subprocess.Popen(
+            [shutil.which("java") or "java", f"-Dconfig.file={conf}", "-cp", f"{lib}/*", "org.elasticmq.server.Main"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            wait_port(port, proc, "ElasticMQ")
+            progress(f"ElasticMQ {EMQ_VERSION} on 127.0.0.1:{port} (pid {proc.pid})")
+            if pids is not None:
+                pids.append(proc.pid)
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            proc.terminate()
+            proc.wait(30)
 
 
 @contextmanager
 def casque_serve(pids: list[int] | None = None) -> Iterator[str]:
-    """A ``casque serve`` on the bench keyspace; its URL (and its pid appended to ``pids``, to read its CPU time or profile it)."""
+    """A ``casque serve`` on the bench keyspace; its URL.
+
+    Its pid is appended to ``pids``, to read its CPU time or profile it.
+    """
     env = dict(os.environ, CASQUE_CASSANDRA__KEYSPACE=KEYSPACE, CASQUE_LOG__LEVEL="warning")
-    subprocess.run([sys.executable, "-m", "daemon.cli", "schema", "apply"], cwd=ROOT, env=env, check=True, capture_output=True)
-    proc = subprocess.Popen([sys.executable, "-m", "daemon.cli", "serve", "--port", "0"], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+    subprocess.run(
+        [sys.executable, "-m", "daemon.cli", "schema", "apply"], cwd=ROOT, env=env, check=True, capture_output=True
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "daemon.cli", "serve", "--port", "0"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None
     line = proc.stdout.readline()
     if not line.startswith("casque: listening on "):
@@ -127,7 +145,9 @@ async def throughput(url: str, n: int, concurrency: int) -> dict[str, float]:
         async def sender(w: int) -> list[str]:
             ids = []
             for b in range(per):
-                r = await c.send_message_batch(QueueUrl=q, Entries=[{"Id": str(i), "MessageBody": f"{w}-{b}-{i}"} for i in range(10)])
+                r = await c.send_message_batch(
+                    QueueUrl=q, Entries=[{"Id": str(i), "MessageBody": f"{w}-{b}-{i}"} for i in range(10)]
+                )
                 ids += [e["MessageId"] for e in r["Successful"]]
             return ids
 
@@ -139,19 +159,30 @@ async def throughput(url: str, n: int, concurrency: int) -> dict[str, float]:
         async def receiver() -> None:
             idle = 0
             while len(got) < len(sent) and idle < 5:
-                r = await c.receive_message(QueueUrl=q, MaxNumberOfMessages=10, WaitTimeSeconds=1, VisibilityTimeout=120)
+                r = await c.receive_message(
+                    QueueUrl=q, MaxNumberOfMessages=10, WaitTimeSeconds=1, VisibilityTimeout=120
+                )
                 msgs = r.get("Messages", [])
                 idle = 0 if msgs else idle + 1
                 if msgs:
                     got.extend(m["MessageId"] for m in msgs)
-                    await c.delete_message_batch(QueueUrl=q, Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(msgs)])
+                    await c.delete_message_batch(
+                        QueueUrl=q,
+                        Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(msgs)],
+                    )
 
         t0 = time.perf_counter()
         await asyncio.gather(*(receiver() for _ in range(concurrency)))
         recv_s = time.perf_counter() - t0
         await c.delete_queue(QueueUrl=q)
-    return {"sent": len(sent), "send_per_s": round(len(sent) / send_s, 1), "received": len(got), "lost": len(set(sent) - set(got)),
-            "duplicates": len(got) - len(set(got)), "receive_delete_per_s": round(len(got) / recv_s, 1)}
+    return {
+        "sent": len(sent),
+        "send_per_s": round(len(sent) / send_s, 1),
+        "received": len(got),
+        "lost": len(set(sent) - set(got)),
+        "duplicates": len(got) - len(set(got)),
+        "receive_delete_per_s": round(len(got) / recv_s, 1),
+    }
 
 
 def latency(url: str, count: int) -> dict[str, float]:
@@ -166,7 +197,9 @@ def latency(url: str, count: int) -> dict[str, float]:
 
     def poll() -> None:
         while len(lat) < count:
-            for m in receiver.receive_message(QueueUrl=q, WaitTimeSeconds=20, MaxNumberOfMessages=10).get("Messages", []):
+            for m in receiver.receive_message(QueueUrl=q, WaitTimeSeconds=20, MaxNumberOfMessages=10).get(
+                "Messages", []
+            ):
                 lat.append(time.perf_counter() - sent_at[m["Body"]])
                 receiver.delete_message(QueueUrl=q, ReceiptHandle=m["ReceiptHandle"])
         done.set()
@@ -180,16 +213,26 @@ def latency(url: str, count: int) -> dict[str, float]:
     done.wait(60)
     sender.delete_queue(QueueUrl=q)
     ms = sorted(x * 1000 for x in lat)
-    return {"messages": len(ms), "p50_ms": round(statistics.median(ms), 1), "p95_ms": round(ms[int(len(ms) * 0.95) - 1], 1), "max_ms": round(ms[-1], 1)}
+    return {
+        "messages": len(ms),
+        "p50_ms": round(statistics.median(ms), 1),
+        "p95_ms": round(ms[int(len(ms) * 0.95) - 1], 1),
+        "max_ms": round(ms[-1], 1),
+    }
 
 
 def table(results: dict[str, dict[str, Any]]) -> str:
-    rows = ["| server | send msgs/s (batches of 10) | receive+delete msgs/s | lost / dup | long-poll send->receive p50 / p95 / max (ms) |",
-            "| --- | --- | --- | --- | --- |"]
+    rows = [
+        "| server | send msgs/s (batches of 10) | receive+delete msgs/s | lost / dup "
+        "| long-poll send->receive p50 / p95 / max (ms) |",
+        "| --- | --- | --- | --- | --- |",
+    ]
     for name, r in results.items():
-        t, l = r["throughput"], r["latency"]
-        rows.append(f"| {name} | {t['send_per_s']} | {t['receive_delete_per_s']} | {t['lost']} / {t['duplicates']} | "
-                    f"{l['p50_ms']} / {l['p95_ms']} / {l['max_ms']} |")
+        t, lat = r["throughput"], r["latency"]
+        rows.append(
+            f"| {name} | {t['send_per_s']} | {t['receive_delete_per_s']} | {t['lost']} / {t['duplicates']} | "
+            f"{lat['p50_ms']} / {lat['p95_ms']} / {lat['max_ms']} |"
+        )
     return "\n".join(rows)
 
 

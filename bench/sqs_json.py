@@ -9,7 +9,6 @@ the wire protocol directly: one POST per action, ``X-Amz-Target: AmazonSQS.<Acti
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
@@ -29,8 +28,9 @@ class SqsError(Exception):
 class SqsJson:
     def __init__(self, base_url: str, connections: int, timeout_s: float) -> None:
         self.base_url = base_url
-        self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=connections),
-                                             timeout=aiohttp.ClientTimeout(total=timeout_s))
+        self.session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=connections), timeout=aiohttp.ClientTimeout(total=timeout_s)
+        )
         self.touched: set[str] = set()
 
     def url(self, queue: str) -> str:
@@ -44,7 +44,7 @@ class SqsJson:
             async with self.session.post(self.base_url + "/", data=body, headers=headers) as r:
                 text = await r.text()
                 status = r.status
-        except (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError) as exc:
+        except (TimeoutError, aiohttp.ClientError, ConnectionError) as exc:
             raise ServerGone(f"{action}: {type(exc).__name__}: {exc}") from None
         if status >= 500:
             raise ServerGone(f"{action}: HTTP {status}: {text[:200]}")

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Any
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -27,7 +28,7 @@ class Latency:
     max: float
 
     @classmethod
-    def of(cls, samples_ms: Sequence[float]) -> "Latency":
+    def of(cls, samples_ms: Sequence[float]) -> Latency:
         s = sorted(samples_ms)
         return cls(len(s), percentile(s, 50), percentile(s, 95), percentile(s, 99), float(s[-1]) if s else math.nan)
 
@@ -35,7 +36,7 @@ class Latency:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Latency":
+    def from_dict(cls, d: dict[str, Any]) -> Latency:
         return cls(**d)
 
 

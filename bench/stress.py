@@ -37,14 +37,37 @@ from .setup import STRESS_HOME, STRESS_VERSION, stress_tool
 
 THREADS = 96
 _RATE = re.compile(r"Op rate\s*:\s*([\d,]+) op/s")
-_LAT = {"mean": re.compile(r"Latency mean\s*:\s*([\d.]+) ms"), "p99": re.compile(r"Latency 99th percentile\s*:\s*([\d.]+) ms")}
+_LAT = {
+    "mean": re.compile(r"Latency mean\s*:\s*([\d.]+) ms"),
+    "p99": re.compile(r"Latency 99th percentile\s*:\s*([\d.]+) ms"),
+}
 
 
 def _run(home: Path, args: list[str], label: str) -> dict[str, Any]:
-    cp = ":".join([str(home / "conf"), str(home / "tools" / "lib" / "stress.jar")] + sorted(str(j) for j in (home / "lib").glob("*.jar")))
-    cmd = ["java", "-Xmx512m", "-cp", cp, "-Dlogback.configurationFile=logback-tools.xml", f"-Dcassandra.storagedir={out_dir('stress')}",
-           "org.apache.cassandra.stress.Stress", *args, "-node", "127.0.0.1", "-mode", "native", "cql3", "protocolVersion=4",
-           "-rate", f"threads={THREADS}", "-schema", f"keyspace={KEYSPACE}"]
+    cp = ":".join(
+        [str(home / "conf"), str(home / "tools" / "lib" / "stress.jar")]
+        + sorted(str(j) for j in (home / "lib").glob("*.jar"))
+    )
+    cmd = [
+        "java",
+        "-Xmx512m",
+        "-cp",
+        cp,
+        "-Dlogback.configurationFile=logback-tools.xml",
+        f"-Dcassandra.storagedir={out_dir('stress')}",
+        "org.apache.cassandra.stress.Stress",
+        *args,
+        "-node",
+        "127.0.0.1",
+        "-mode",
+        "native",
+        "cql3",
+        "protocolVersion=4",
+        "-rate",
+        f"threads={THREADS}",
+        "-schema",
+        f"keyspace={KEYSPACE}",
+    ]
     npid = node_pid()
     cpu0 = cpu_seconds([npid]) if npid else 0.0
     t0 = time.time()
@@ -52,10 +75,18 @@ def _run(home: Path, args: list[str], label: str) -> dict[str, Any]:
     (out_dir("stress") / f"{label}.log").write_text(proc.stdout + proc.stderr)
     m = _RATE.search(proc.stdout)
     if proc.returncode != 0 or not m:
-        raise RuntimeError(f"cassandra-stress {label} failed (exit {proc.returncode}): see bench/out/stress/{label}.log")
+        raise RuntimeError(
+            f"cassandra-stress {label} failed (exit {proc.returncode}): see bench/out/stress/{label}.log"
+        )
     ops = int(args[1].split("=", 1)[1])
-    out: dict[str, Any] = {"ops_per_s": float(m.group(1).replace(",", "")), "ops": ops, "wall_s": time.time() - t0,
-                           "command": "cassandra-stress " + " ".join(args) + f" -rate threads={THREADS} -mode native cql3 protocolVersion=4"}
+    out: dict[str, Any] = {
+        "ops_per_s": float(m.group(1).replace(",", "")),
+        "ops": ops,
+        "wall_s": time.time() - t0,
+        "command": "cassandra-stress "
+        + " ".join(args)
+        + f" -rate threads={THREADS} -mode native cql3 protocolVersion=4",
+    }
     for k, rx in _LAT.items():
         lm = rx.search(proc.stdout)
         out[f"latency_{k}_ms"] = float(lm.group(1)) if lm else None
@@ -67,10 +98,17 @@ def _run(home: Path, args: list[str], label: str) -> dict[str, Any]:
 def run(plan: Plan) -> dict[str, Any]:
     home = stress_tool()
     n = plan.stress_ops
-    progress(f"5. cassandra-stress {STRESS_VERSION}: {n:,} simple writes, then {n:,} mixed (1 read : 1 write), {THREADS} threads")
+    progress(
+        f"5. cassandra-stress {STRESS_VERSION}: {n:,} simple writes, then {n:,} mixed (1 read : 1 write), {THREADS} "
+        "threads"
+    )
     write = _run(home, ["write", f"n={n}", "no-warmup", "cl=ONE"], "write")
     progress(f"  simple writes: {write['ops_per_s']:,.0f} op/s (mean {write['latency_mean_ms']} ms)")
-    mixed = _run(home, ["mixed", f"n={n}", "no-warmup", "cl=ONE", "ratio(write=1,read=1)", "-pop", f"dist=UNIFORM(1..{n})"], "mixed")
+    mixed = _run(
+        home,
+        ["mixed", f"n={n}", "no-warmup", "cl=ONE", "ratio(write=1,read=1)", "-pop", f"dist=UNIFORM(1..{n})"],
+        "mixed",
+    )
     progress(f"  mixed:         {mixed['ops_per_s']:,.0f} op/s (mean {mixed['latency_mean_ms']} ms)")
     return {"version": STRESS_VERSION, "home": str(STRESS_HOME), "threads": THREADS, "write": write, "mixed": mixed}
 
@@ -84,12 +122,23 @@ def per_message(run: dict[str, Any]) -> dict[str, float]:
     def both(key: str) -> float:
         return (float(d.get(key, 0)) + float(p.get(key, 0))) / n
 
-    return {"requests": both("requests"), "read_requests": both("read_requests"), "write_requests": both("write_requests"),
-            "batch_requests": both("batch_requests"), "reads": both("reads"), "writes": both("writes"), "lwt": both("lwt")}
+    return {
+        "requests": both("requests"),
+        "read_requests": both("read_requests"),
+        "write_requests": both("write_requests"),
+        "batch_requests": both("batch_requests"),
+        "reads": both("reads"),
+        "writes": both("writes"),
+        "lwt": both("lwt"),
+    }
 
 
-def ceiling(stress: dict[str, Any], best_run: dict[str, Any], runs: list[dict[str, Any]] | None = None,
-            throughput: float | None = None) -> dict[str, Any]:
+def ceiling(
+    stress: dict[str, Any],
+    best_run: dict[str, Any],
+    runs: list[dict[str, Any]] | None = None,
+    throughput: float | None = None,
+) -> dict[str, Any]:
     """The ceilings, from the CQL counted in ``best_run`` and the CPU per message of ``runs`` (the
     median over every end-to-end run: the node is shared, and one run's CPU can carry a neighbour's
     load). ``throughput`` is casque's best (the best setting's median), compared with the ceilings."""
@@ -112,9 +161,21 @@ def ceiling(stress: dict[str, Any], best_run: dict[str, Any], runs: list[dict[st
     cpu_ceiling = (w_ops * cpu_op / node_ms) if node_ms > 0 and cpu_op > 0 else float("nan")
     total_ms = sum(budget.values())
     cores = os.cpu_count() or 1
-    return {"cpu_budget_ms": budget, "cpu_runs": len(runs), "cpu_bound": cores * 1000 / total_ms if total_ms else float("nan"), "cores": cores,
-            "per_message": pm, "read_cost_us": inv_r * 1e6, "write_cost_us": inv_w * 1e6,
-            "request_ceiling": req, "statement_ceiling": stmt, "cpu_ceiling": cpu_ceiling, "throughput": tp,
-            "pct_of_request_ceiling": 100 * tp / req, "pct_of_statement_ceiling": 100 * tp / stmt,
-            "pct_of_cpu_ceiling": 100 * tp / cpu_ceiling if cpu_ceiling == cpu_ceiling else float("nan"),
-            "node_cpu_ms_per_message": node_ms, "node_cpu_ms_per_write_op": cpu_op}
+    return {
+        "cpu_budget_ms": budget,
+        "cpu_runs": len(runs),
+        "cpu_bound": cores * 1000 / total_ms if total_ms else float("nan"),
+        "cores": cores,
+        "per_message": pm,
+        "read_cost_us": inv_r * 1e6,
+        "write_cost_us": inv_w * 1e6,
+        "request_ceiling": req,
+        "statement_ceiling": stmt,
+        "cpu_ceiling": cpu_ceiling,
+        "throughput": tp,
+        "pct_of_request_ceiling": 100 * tp / req,
+        "pct_of_statement_ceiling": 100 * tp / stmt,
+        "pct_of_cpu_ceiling": 100 * tp / cpu_ceiling if cpu_ceiling == cpu_ceiling else float("nan"),
+        "node_cpu_ms_per_message": node_ms,
+        "node_cpu_ms_per_write_op": cpu_op,
+    }

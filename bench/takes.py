@@ -25,7 +25,13 @@ def _dist(values: list[float]) -> dict[str, float | None]:
     s = sorted(values)
     if not s:
         return {"count": 0, "mean": None, "p50": None, "p90": None, "max": None}
-    return {"count": len(s), "mean": statistics.fmean(s), "p50": percentile(s, 50), "p90": percentile(s, 90), "max": s[-1]}
+    return {
+        "count": len(s),
+        "mean": statistics.fmean(s),
+        "p50": percentile(s, 50),
+        "p90": percentile(s, 90),
+        "max": s[-1],
+    }
 
 
 async def run(cq: Casque, plan: Plan) -> dict[str, Any]:
@@ -33,21 +39,51 @@ async def run(cq: Casque, plan: Plan) -> dict[str, Any]:
 
     w = WorkerSettings()
     rate, n = plan.takes_rate, int(plan.takes_rate * plan.takes_seconds)
-    progress(f"takes: {n} messages offered at {rate:.0f} msg/s, one daemon ({w.consumers} consumers), round trips of every take")
-    r = await run_casque(cq, n, w.consumers, w.batch_size, label="takes", rate=rate, probe_env={"BENCH_PROBE_TAKES": "1"}, keep=("takes",))
+    progress(
+        f"takes: {n} messages offered at {rate:.0f} msg/s, one daemon ({w.consumers} consumers), round trips of every "
+        "take"
+    )
+    r = await run_casque(
+        cq,
+        n,
+        w.consumers,
+        w.batch_size,
+        label="takes",
+        rate=rate,
+        probe_env={"BENCH_PROBE_TAKES": "1"},
+        keep=("takes",),
+    )
     t = r.probe.get("takes") or {}
     levels = {}
     for level, v in (t.get("levels") or {}).items():
-        levels[level] = {"unit": v["unit"], "takes": v["takes"], "empty": v["empty"], "waves": _dist(v["waves"]), "requests": _dist(v["requests"]),
-                         "messages": _dist(v["messages"]), "take_ms": _dist(v["take_ms"]), "sequences": v["sequences"]}
-    out = {"rate": rate, "n": n, "acked": r.cql.get("acked"), "levels": levels, "engine_histogram": t.get("engine_histogram"),
-           "latency": r.latency.as_dict(), "settings": r.settings}
+        levels[level] = {
+            "unit": v["unit"],
+            "takes": v["takes"],
+            "empty": v["empty"],
+            "waves": _dist(v["waves"]),
+            "requests": _dist(v["requests"]),
+            "messages": _dist(v["messages"]),
+            "take_ms": _dist(v["take_ms"]),
+            "sequences": v["sequences"],
+        }
+    out = {
+        "rate": rate,
+        "n": n,
+        "acked": r.cql.get("acked"),
+        "levels": levels,
+        "engine_histogram": t.get("engine_histogram"),
+        "latency": r.latency.as_dict(),
+        "settings": r.settings,
+    }
     lat = Latency.from_dict(out["latency"])
     progress(f"  send→start p50 {lat.p50:.1f} ms p99 {lat.p99:.1f} ms")
     for level, v in levels.items():
         wv, rq = v["waves"], v["requests"]
-        progress(f"  {level:<5} ({v['unit']}): {v['takes']} takes, round trips mean {_f(wv['mean'])} p50 {wv['p50']} p90 {wv['p90']} max {wv['max']}; "
-                 f"requests mean {_f(rq['mean'])}")
+        progress(
+            f"  {level:<5} ({v['unit']}): {v['takes']} takes, round trips mean {_f(wv['mean'])} p50 {wv['p50']} p90 "
+            f"{wv['p90']} max {wv['max']}; "
+            f"requests mean {_f(rq['mean'])}"
+        )
         for s in v["sequences"][:2]:
             progress(f"    {s['count']:5d} × {s['waves']} round trips: {s['steps']}")
     h = out["engine_histogram"]

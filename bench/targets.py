@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import math
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .env import ROOT
 
@@ -40,19 +41,39 @@ def take_figures(takes: dict[str, Any]) -> dict[str, Any]:
     ``take_round_trips``: the engine's own histogram when it has one, else the bench's trace of a
     fetch that took messages (the same definition)."""
     levels = takes.get("levels") or {}
-    f: dict[str, Any] = {"low_load_p50": takes["latency"]["p50"], "low_load_p99": takes["latency"]["p99"], "low_load_rate": takes["rate"]}
+    f: dict[str, Any] = {
+        "low_load_p50": takes["latency"]["p50"],
+        "low_load_p99": takes["latency"]["p99"],
+        "low_load_rate": takes["rate"],
+    }
     for level, v in levels.items():
-        f.update({f"{level}_waves_mean": v["waves"]["mean"], f"{level}_waves_p50": v["waves"]["p50"], f"{level}_waves_max": v["waves"]["max"],
-                  f"{level}_requests_mean": v["requests"]["mean"], f"{level}_take_ms_p50": v["take_ms"]["p50"], f"{level}_takes": v["takes"],
-                  f"{level}_sequence": (v.get("sequences") or [{}])[0].get("steps"), f"{level}_unit": v["unit"]})
+        f.update(
+            {
+                f"{level}_waves_mean": v["waves"]["mean"],
+                f"{level}_waves_p50": v["waves"]["p50"],
+                f"{level}_waves_max": v["waves"]["max"],
+                f"{level}_requests_mean": v["requests"]["mean"],
+                f"{level}_take_ms_p50": v["take_ms"]["p50"],
+                f"{level}_takes": v["takes"],
+                f"{level}_sequence": (v.get("sequences") or [{}])[0].get("steps"),
+                f"{level}_unit": v["unit"],
+            }
+        )
     traced = levels.get("fetch") or levels.get("visit")
     h = takes.get("engine_histogram")
     if h and h.get("count"):
-        f.update(take_round_trips=h["mean"], take_round_trips_p50=_histogram_median(h), engine_round_trips=h["mean"],
-                 take_round_trips_source="engine histogram casque_take_round_trips")
+        f.update(
+            take_round_trips=h["mean"],
+            take_round_trips_p50=_histogram_median(h),
+            engine_round_trips=h["mean"],
+            take_round_trips_source="engine histogram casque_take_round_trips",
+        )
     elif traced:
-        f.update(take_round_trips=traced["waves"]["mean"], take_round_trips_p50=traced["waves"]["p50"],
-                 take_round_trips_source=f"bench trace of {traced['unit']}")
+        f.update(
+            take_round_trips=traced["waves"]["mean"],
+            take_round_trips_p50=traced["waves"]["p50"],
+            take_round_trips_source=f"bench trace of {traced['unit']}",
+        )
     if traced:
         f["take_requests_mean"] = traced["requests"]["mean"]
     f["take_sequence"] = f.get("visit_sequence") or f.get("fetch_sequence")
@@ -69,12 +90,22 @@ def figures(R: dict[str, Any]) -> dict[str, Any]:
         f.update(half_p50=lat["p50"], half_p99=lat["p99"], half_rate=R["half"]["run"]["offered_rate"])
     if R.get("sched"):
         s = R["sched"]
-        f.update(delay_p50=s["delay"]["latency"]["p50"], delay_p99=s["delay"]["latency"]["p99"],
-                 cron_p50=s["cron"]["latency"]["p50"], cron_p99=s["cron"]["latency"]["p99"])
+        f.update(
+            delay_p50=s["delay"]["latency"]["p50"],
+            delay_p99=s["delay"]["latency"]["p99"],
+            cron_p50=s["cron"]["latency"]["p50"],
+            cron_p99=s["cron"]["latency"]["p99"],
+        )
     if R.get("peers"):
         p = R["peers"]
-        f.update(equal_rate=p["equal_rate"], equal_p50=_lat(p, "p50"), equal_p99=_lat(p, "p99"),
-                 peer_throughput=p["mean_throughput"], pgqueuer_ratio=p["ratios"].get("pgqueuer"), peer_ratios=p["ratios"])
+        f.update(
+            equal_rate=p["equal_rate"],
+            equal_p50=_lat(p, "p50"),
+            equal_p99=_lat(p, "p99"),
+            peer_throughput=p["mean_throughput"],
+            pgqueuer_ratio=p["ratios"].get("pgqueuer"),
+            peer_ratios=p["ratios"],
+        )
     if R.get("takes"):
         f.update(take_figures(R["takes"]))
     if R.get("idle"):
@@ -152,36 +183,86 @@ def _2(x: Any) -> str:
 def _take_text(f: dict[str, Any]) -> str | None:
     if "take_round_trips" not in f:
         return None
-    return (f"{_2(f['take_round_trips'])} sequential round trips per take (mean; median {_2(f.get('take_round_trips_p50'))}; "
-            f"{f['take_round_trips_source']}), {_2(f.get('take_requests_mean'))} requests")
+    return (
+        f"{_2(f['take_round_trips'])} sequential round trips per take (mean; median "
+        f"{_2(f.get('take_round_trips_p50'))}; "
+        f"{f['take_round_trips_source']}), {_2(f.get('take_requests_mean'))} requests"
+    )
 
 
 TARGETS: list[Target] = [
-    Target("equal_p99", "Equal load (half the slowest peer's maximum): casque p99 send→start lower than every peer's", _equal_p99, _equal_p99_met,
-           _faster_at_equal),
-    Target("equal_p50", "Equal load: casque p50 send→start ≤ 10 ms",
-           lambda f: None if "equal_p50" not in f else f"p50 {_ms(f['equal_p50'].get('casque'))} at {f['equal_rate']:,.0f} msg/s",
-           lambda f, _: None if not finite(f.get("equal_p50", {}).get("casque")) else f["equal_p50"]["casque"] <= 10),
-    Target("half_p99", "Half of casque's maximum: p99 send→start ≤ 100 ms",
-           lambda f: None if "half_p99" not in f else f"p99 {_ms(f['half_p99'])} (p50 {_ms(f['half_p50'])}) at {f['half_rate']:,.0f} msg/s",
-           _at_most("half_p99", 100)),
-    Target("delay_p99", "Delayed messages: lateness p99 ≤ 50 ms",
-           lambda f: None if "delay_p99" not in f else f"p99 {_ms(f['delay_p99'])} (p50 {_ms(f['delay_p50'])})", _at_most("delay_p99", 50)),
-    Target("cron_p99", "Cron (every second): lateness p99 ≤ 50 ms",
-           lambda f: None if "cron_p99" not in f else f"p99 {_ms(f['cron_p99'])} (p50 {_ms(f['cron_p50'])})", _at_most("cron_p99", 50)),
-    Target("pgqueuer_ratio", "Throughput (no-op, one daemon, one node) ≥ 2× pgqueuer's in the same run (part 4)",
-           lambda f: None if not finite(f.get("pgqueuer_ratio")) else
-           f"casque ÷ pgqueuer = {f['pgqueuer_ratio']:.2f}× ({f['peer_throughput']['casque']:,.0f} vs {f['peer_throughput']['pgqueuer']:,.0f} msg/s)",
-           _at_least("pgqueuer_ratio", 2.0)),
-    Target("throughput", "Throughput ≥ 5,000 msg/s (no-op, one daemon, one node; part 1's best setting)",
-           lambda f: None if "throughput" not in f else f"{f['throughput']:,.0f} msg/s", _at_least("throughput", 5000)),
-    Target("idle_rps", "Idle cost: CQL requests/s of an idle daemon serving 16 shards, lower than before (by more than the 25 % "
-           "the same engine moved between runs: 267 to 345 requests/s)",
-           lambda f: None if "idle_rps" not in f else f"{f['idle_rps']:,.1f} requests/s on the wire ({f['idle_engine_rps']:,.1f}/s through the engine)",
-           _lower_than_before("idle_rps", noise=0.25)),
-    Target("take_round_trips", "Round trips per take (message due → handler start), fewer than before", _take_text,
-           _lower_than_before("take_round_trips"),
-           lambda f: f"the usual take: {f['take_sequence']}" if f.get("take_sequence") else ""),
+    Target(
+        "equal_p99",
+        "Equal load (half the slowest peer's maximum): casque p99 send→start lower than every peer's",
+        _equal_p99,
+        _equal_p99_met,
+        _faster_at_equal,
+    ),
+    Target(
+        "equal_p50",
+        "Equal load: casque p50 send→start ≤ 10 ms",
+        lambda f: (
+            None if "equal_p50" not in f else f"p50 {_ms(f['equal_p50'].get('casque'))} at {f['equal_rate']:,.0f} msg/s"
+        ),
+        lambda f, _: None if not finite(f.get("equal_p50", {}).get("casque")) else f["equal_p50"]["casque"] <= 10,
+    ),
+    Target(
+        "half_p99",
+        "Half of casque's maximum: p99 send→start ≤ 100 ms",
+        lambda f: (
+            None
+            if "half_p99" not in f
+            else f"p99 {_ms(f['half_p99'])} (p50 {_ms(f['half_p50'])}) at {f['half_rate']:,.0f} msg/s"
+        ),
+        _at_most("half_p99", 100),
+    ),
+    Target(
+        "delay_p99",
+        "Delayed messages: lateness p99 ≤ 50 ms",
+        lambda f: None if "delay_p99" not in f else f"p99 {_ms(f['delay_p99'])} (p50 {_ms(f['delay_p50'])})",
+        _at_most("delay_p99", 50),
+    ),
+    Target(
+        "cron_p99",
+        "Cron (every second): lateness p99 ≤ 50 ms",
+        lambda f: None if "cron_p99" not in f else f"p99 {_ms(f['cron_p99'])} (p50 {_ms(f['cron_p50'])})",
+        _at_most("cron_p99", 50),
+    ),
+    Target(
+        "pgqueuer_ratio",
+        "Throughput (no-op, one daemon, one node) ≥ 2× pgqueuer's in the same run (part 4)",
+        lambda f: (
+            None
+            if not finite(f.get("pgqueuer_ratio"))
+            else f"casque ÷ pgqueuer = {f['pgqueuer_ratio']:.2f}× ({f['peer_throughput']['casque']:,.0f} vs "
+            f"{f['peer_throughput']['pgqueuer']:,.0f} msg/s)"
+        ),
+        _at_least("pgqueuer_ratio", 2.0),
+    ),
+    Target(
+        "throughput",
+        "Throughput ≥ 5,000 msg/s (no-op, one daemon, one node; part 1's best setting)",
+        lambda f: None if "throughput" not in f else f"{f['throughput']:,.0f} msg/s",
+        _at_least("throughput", 5000),
+    ),
+    Target(
+        "idle_rps",
+        "Idle cost: CQL requests/s of an idle daemon serving 16 shards, lower than before (by more than the 25 % "
+        "the same engine moved between runs: 267 to 345 requests/s)",
+        lambda f: (
+            None
+            if "idle_rps" not in f
+            else f"{f['idle_rps']:,.1f} requests/s on the wire ({f['idle_engine_rps']:,.1f}/s through the engine)"
+        ),
+        _lower_than_before("idle_rps", noise=0.25),
+    ),
+    Target(
+        "take_round_trips",
+        "Round trips per take (message due → handler start), fewer than before",
+        _take_text,
+        _lower_than_before("take_round_trips"),
+        lambda f: f"the usual take: {f['take_sequence']}" if f.get("take_sequence") else "",
+    ),
 ]
 
 

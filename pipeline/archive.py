@@ -22,10 +22,10 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from daemon.engine.client import Casque
 from daemon.base.config import Settings
 from daemon.base.errors import UsageError
 from daemon.base.logs import get_logger
+from daemon.engine.client import Casque
 
 from . import tables, workers
 from .errors import VerificationError
@@ -48,10 +48,31 @@ class Table:
 
 
 TABLES = {
-    "history": Table("message_history", "at", ("queue", "subject", "day", "at", "id", "event"),
-                     ("task", "attempt", "duration_ms", "lateness_ms", "error", "key")),
-    "poison": Table("poison", "poisoned_at", ("queue", "id"), ("poisoned_at", "task", "payload", "headers", "attempt", "priority", "key",
-                                                                 "trigger", "error_type", "error", "traceback", "reason")),
+    "history": Table(
+        "message_history",
+        "at",
+        ("queue", "subject", "day", "at", "id", "event"),
+        ("task", "attempt", "duration_ms", "lateness_ms", "error", "key"),
+    ),
+    "poison": Table(
+        "poison",
+        "poisoned_at",
+        ("queue", "id"),
+        (
+            "poisoned_at",
+            "task",
+            "payload",
+            "headers",
+            "attempt",
+            "priority",
+            "key",
+            "trigger",
+            "error_type",
+            "error",
+            "traceback",
+            "reason",
+        ),
+    ),
 }
 
 
@@ -71,7 +92,13 @@ def run(spark: Any, settings: Settings, spec: ArchiveSpec) -> dict[str, Any]:
     if unknown or not spec.tables:
         raise UsageError(f"--tables {','.join(spec.tables)!r}: choose from {', '.join(TABLES)}")
     run_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    manifest: dict[str, Any] = {"run": run_id, "cutoff_ms": spec.cutoff_ms, "out": spec.out, "queues": spec.queues, "tables": {}}
+    manifest: dict[str, Any] = {
+        "run": run_id,
+        "cutoff_ms": spec.cutoff_ms,
+        "out": spec.out,
+        "queues": spec.queues,
+        "tables": {},
+    }
     for name in spec.tables:
         table = TABLES[name]
         if not tables.exists(settings, table.name):
@@ -88,8 +115,12 @@ def select(spark: Any, settings: Settings, table: Table, queues: list[str] | Non
     """The rows to archive, with their write time (us) and UTC date."""
     from pyspark.sql import functions as F
 
-    if queues and table.name == "poison":  # one partition per queue: read them by direct join, not by scanning the table
-        df = tables.read(spark, settings, table.name, keys=spark.createDataFrame([(q,) for q in queues], "queue string"))
+    if (
+        queues and table.name == "poison"
+    ):  # one partition per queue: read them by direct join, not by scanning the table
+        df = tables.read(
+            spark, settings, table.name, keys=spark.createDataFrame([(q,) for q in queues], "queue string")
+        )
     else:  # history partitions are (queue, subject, day): subjects are not known up front, so scan
         df = tables.read(spark, settings, table.name)
         if queues:
@@ -130,8 +161,10 @@ def verify(src: Any, back: Any, table: Table) -> dict[str, int]:
     missing = ours.exceptAll(theirs).count()
     extra = theirs.exceptAll(ours).count()
     if selected != archived or missing or extra:
-        raise VerificationError(f"{table.name}: archive read back {archived} rows for {selected} selected ({missing} missing or different, "
-                                f"{extra} unexpected): nothing was purged; check the output path and run again")
+        raise VerificationError(
+            f"{table.name}: archive read back {archived} rows for {selected} selected ({missing} missing or different, "
+            f"{extra} unexpected): nothing was purged; check the output path and run again"
+        )
     return {"missing": missing, "unexpected": extra}
 
 

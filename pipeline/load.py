@@ -54,14 +54,36 @@ class LoadSpec:
     chunk: int = 2000
 
     @classmethod
-    def from_options(cls, queue: str, input: str, fmt: str | None, maps: list[str], consts: list[str], on_conflict: str, out: str,
-                     report_dir: str | None, partitions: int | None, chunk: int) -> LoadSpec:
+    def from_options(
+        cls,
+        queue: str,
+        input: str,
+        fmt: str | None,
+        maps: list[str],
+        consts: list[str],
+        on_conflict: str,
+        out: str,
+        report_dir: str | None,
+        partitions: int | None,
+        chunk: int,
+    ) -> LoadSpec:
         """Build from command-line strings, with one-line errors for anything malformed."""
         mapping, constant = parse_pairs(maps, "--map"), parse_pairs(consts, "--const")
         check_mapping(mapping, constant)
         if partitions is not None and partitions < 1 or chunk < 1:
             raise UsageError("--partitions and --chunk must be at least 1")
-        return cls(queue, input, fmt or input_format(input), mapping, constant, policy_of(on_conflict), out, report_dir, partitions, chunk)
+        return cls(
+            queue,
+            input,
+            fmt or input_format(input),
+            mapping,
+            constant,
+            policy_of(on_conflict),
+            out,
+            report_dir,
+            partitions,
+            chunk,
+        )
 
     @property
     def keyed(self) -> bool:
@@ -98,7 +120,9 @@ def prepare(spark: Any, df: Any, spec: LoadSpec) -> Any:
     if not spec.keyed:
         return prepared.repartition(writers)
     key_shard = (F.crc32(F.col("f_key").cast("string")) % KEY_SHARDS).cast("string")  # = daemon.placement.key_shard
-    return prepared.repartition(writers, F.coalesce(key_shard, F.col("_row").cast("string"))).sortWithinPartitions("_row")
+    return prepared.repartition(writers, F.coalesce(key_shard, F.col("_row").cast("string"))).sortWithinPartitions(
+        "_row"
+    )
 
 
 def run(spark: Any, settings: Settings, spec: LoadSpec) -> dict[str, Any]:
@@ -112,13 +136,18 @@ def run(spark: Any, settings: Settings, spec: LoadSpec) -> dict[str, Any]:
     rdd = prepared.rdd.mapPartitions(load_partition(settings, spec.queue, spec.on_conflict, spec.chunk, done))
     results = join(spec.out, "results")
     started = time.monotonic()
-    log.info("load_started", queue=spec.queue, input=spec.input, format=spec.fmt, mapping=spec.mapping, consts=spec.consts)
+    log.info(
+        "load_started", queue=spec.queue, input=spec.input, format=spec.fmt, mapping=spec.mapping, consts=spec.consts
+    )
     with Progress(spark, "load", rows=done):
         write_parquet(spark.createDataFrame(rdd, schema), results, partition_by=["status"], files=None)
     seconds = time.monotonic() - started
     summary = summarize(spark.read.parquet(results), spec, results, seconds)
     write_json(local_dir(spec.out, spec.report_dir) / "summary.json", summary)
-    log.info("load_done", **{k: summary[k] for k in ("queue", "rows", "loaded", "rejected", "keys_conflicting", "failed", "rows_per_s")})
+    log.info(
+        "load_done",
+        **{k: summary[k] for k in ("queue", "rows", "loaded", "rejected", "keys_conflicting", "failed", "rows_per_s")},
+    )
     return summary
 
 
@@ -128,14 +157,29 @@ def summarize(back: Any, spec: LoadSpec, results: str, seconds: float) -> dict[s
 
     by_status = {r.status: r["count"] for r in back.groupBy("status").count().collect()}
     rows = sum(by_status.values())
-    reasons = (back.where(F.col("status").isin("rejected", "failed")).groupBy("status", "error")
-                   .agg(F.count(F.lit(1)).alias("count"), F.first("reason").alias("sample")).orderBy(F.desc("count")).collect())
+    reasons = (
+        back.where(F.col("status").isin("rejected", "failed"))
+        .groupBy("status", "error")
+        .agg(F.count(F.lit(1)).alias("count"), F.first("reason").alias("sample"))
+        .orderBy(F.desc("count"))
+        .collect()
+    )
     loaded = sum(by_status.get(s, 0) for s in WRITTEN)
     return {
-        "queue": spec.queue, "input": spec.input, "format": spec.fmt, "rows": rows, "loaded": loaded,
-        "replaced": by_status.get("replaced", 0), "kept": by_status.get("kept", 0), "rejected": by_status.get("rejected", 0),
-        "failed": by_status.get("failed", 0), "keys_conflicting": back.where(F.col("conflict")).count(),
+        "queue": spec.queue,
+        "input": spec.input,
+        "format": spec.fmt,
+        "rows": rows,
+        "loaded": loaded,
+        "replaced": by_status.get("replaced", 0),
+        "kept": by_status.get("kept", 0),
+        "rejected": by_status.get("rejected", 0),
+        "failed": by_status.get("failed", 0),
+        "keys_conflicting": back.where(F.col("conflict")).count(),
         "reasons": [{"status": r.status, "error": r.error, "count": r["count"], "sample": r.sample} for r in reasons],
-        "seconds": round(seconds, 1), "rows_per_s": round(rows / seconds) if seconds > 0 else None,
-        "results": results, "rejects": join(results, "status=rejected"), "failures": join(results, "status=failed"),
+        "seconds": round(seconds, 1),
+        "rows_per_s": round(rows / seconds) if seconds > 0 else None,
+        "results": results,
+        "rejects": join(results, "status=rejected"),
+        "failures": join(results, "status=failed"),
     }

@@ -20,8 +20,8 @@ import json
 import math
 from typing import Any
 
-from daemon.base.terminal import parse_time
 from daemon.base.errors import UsageError
+from daemon.base.terminal import parse_time
 from daemon.engine.producer import Job, OnConflict
 from daemon.engine.triggers import make_trigger
 
@@ -31,8 +31,26 @@ JSON_FIELDS = ("payload", "headers")
 TIME_FIELDS = ("at", "until")
 NUMBER_FIELDS = ("delay", "every", "grace", "timeout", "priority", "times", "max_attempts")
 TEXT_FIELDS = ("task", "key", "on_conflict", "cron", "tz", "misfire", "seed")
-FIELDS = ("task", "payload", "at", "delay", "priority", "key", "on_conflict", "every", "cron", "tz", "times", "until", "misfire",
-          "grace", "timeout", "max_attempts", "headers", "seed")
+FIELDS = (
+    "task",
+    "payload",
+    "at",
+    "delay",
+    "priority",
+    "key",
+    "on_conflict",
+    "every",
+    "cron",
+    "tz",
+    "times",
+    "until",
+    "misfire",
+    "grace",
+    "timeout",
+    "max_attempts",
+    "headers",
+    "seed",
+)
 POLICIES: tuple[OnConflict, ...] = ("replace", "keep", "error")
 
 
@@ -74,7 +92,9 @@ def to_fields(df: Any, mapping: dict[str, str], consts: dict[str, str]) -> Any:
             kind = df.select(col.alias("x")).schema["x"].dataType.typeName()
         except Exception as exc:  # AnalysisException, ParseException: the first line says what
             available = ", ".join(df.columns)
-            raise MappingError(f"--map {field}={source}: {str(exc).splitlines()[0][:200]} (input columns: {available})") from None
+            raise MappingError(
+                f"--map {field}={source}: {str(exc).splitlines()[0][:200]} (input columns: {available})"
+            ) from None
         cols.append(_normalise(F, col, field, kind).alias(f"f_{field}"))
     for field, value in consts.items():
         cols.append(F.lit(value).alias(f"f_{field}"))
@@ -88,7 +108,13 @@ def _normalise(F: Any, col: Any, field: str, kind: str) -> Any:
     if field in TIME_FIELDS and kind in ("timestamp", "timestamp_ntz", "date"):
         return F.unix_micros(col.cast("timestamp")) / 1e6
     if field in NUMBER_FIELDS or field in TIME_FIELDS:
-        return col.cast("double") if kind.startswith("decimal") else col if kind in ("string", "integer", "long", "short", "byte", "double", "float") else col.cast("string")
+        return (
+            col.cast("double")
+            if kind.startswith("decimal")
+            else col
+            if kind in ("string", "integer", "long", "short", "byte", "double", "float")
+            else col.cast("string")
+        )
     return col.cast("string")
 
 
@@ -101,10 +127,18 @@ def to_job(values: dict[str, Any], default_policy: OnConflict = "replace") -> Jo
     policy = policy_of(values.get("on_conflict") or default_policy)
     seed = values.get("seed")
     return Job(
-        task=str(task), payload=_json(values.get("payload"), "payload"), delay=values.get("delay"), at=_time(values.get("at"), "at"),
-        priority=_int(values.get("priority"), "priority", 0) or 0, timeout=values.get("timeout"),
-        max_attempts=_int(values.get("max_attempts"), "max_attempts", None), headers=_headers(values.get("headers")),
-        key=values.get("key"), on_conflict=policy, schedule=_schedule(values), seed=seed.encode("utf-8") if seed is not None else None,
+        task=str(task),
+        payload=_json(values.get("payload"), "payload"),
+        delay=values.get("delay"),
+        at=_time(values.get("at"), "at"),
+        priority=_int(values.get("priority"), "priority", 0) or 0,
+        timeout=values.get("timeout"),
+        max_attempts=_int(values.get("max_attempts"), "max_attempts", None),
+        headers=_headers(values.get("headers")),
+        key=values.get("key"),
+        on_conflict=policy,
+        schedule=_schedule(values),
+        seed=seed.encode("utf-8") if seed is not None else None,
     )
 
 
@@ -124,8 +158,15 @@ def _schedule(values: dict[str, Any]) -> Any:
             raise UsageError("tz, times and until only apply to schedules: give every or cron too")
         return None
     until_ms = int(until * 1000) if until is not None else None
-    return make_trigger(every=every, cron=cron, tz=tz, times=times, until_ms=until_ms, misfire=values.get("misfire") or "coalesce",
-                        grace=values.get("grace"))
+    return make_trigger(
+        every=every,
+        cron=cron,
+        tz=tz,
+        times=times,
+        until_ms=until_ms,
+        misfire=values.get("misfire") or "coalesce",
+        grace=values.get("grace"),
+    )
 
 
 def _json(text: Any, what: str) -> Any:
@@ -134,7 +175,7 @@ def _json(text: Any, what: str) -> Any:
     try:
         return json.loads(text)
     except (TypeError, ValueError) as exc:
-        raise UsageError(f"{what} is not valid JSON ({exc}): give JSON text, e.g. {{\"user\": 42}}") from None
+        raise UsageError(f'{what} is not valid JSON ({exc}): give JSON text, e.g. {{"user": 42}}') from None
 
 
 def _headers(text: Any) -> dict[str, str]:
@@ -158,7 +199,9 @@ def _time(value: Any, what: str) -> float | None:
         try:
             return parse_time(str(value))
         except UsageError:
-            raise UsageError(f"invalid {what} {value!r}: use epoch seconds or ISO 8601, e.g. 2026-11-21T09:00:00Z") from None
+            raise UsageError(
+                f"invalid {what} {value!r}: use epoch seconds or ISO 8601, e.g. 2026-11-21T09:00:00Z"
+            ) from None
     if not math.isfinite(seconds):
         raise UsageError(f"invalid {what} {value!r}: use epoch seconds or ISO 8601, e.g. 2026-11-21T09:00:00Z")
     return seconds

@@ -53,4 +53,10 @@ class Progress:
                 done += info.numCompletedTasks
                 total += info.numTasks
         extra = {"rows_done": self.rows.value} if self.rows is not None else {}
-        log.info(f"{self.label}_progress", tasks_done=done, tasks=total, seconds=round(time.monotonic() - self.started), **extra)
+        log.info(
+            f"{self.label}_progress",
+            tasks_done=done,
+            tasks=total,
+            seconds=round(time.monotonic() - self.started),
+            **extra,
+        )

@@ -38,21 +38,39 @@ class QueuesSpec:
     input: str
     fmt: str
     column: str
-    options: dict[str, Any] = field(default_factory=dict)  # create_queue's options (shards=1, buckets=1, expire_after=...)
+    options: dict[str, Any] = field(
+        default_factory=dict
+    )  # create_queue's options (shards=1, buckets=1, expire_after=...)
     partitions: int | None = None
     concurrency: int = 32
     report_dir: str | None = None
 
     @classmethod
-    def from_options(cls, input: str, fmt: str | None, column: str | None, options: dict[str, Any], partitions: int | None,
-                     concurrency: int, report_dir: str | None) -> QueuesSpec:
+    def from_options(
+        cls,
+        input: str,
+        fmt: str | None,
+        column: str | None,
+        options: dict[str, Any],
+        partitions: int | None,
+        concurrency: int,
+        report_dir: str | None,
+    ) -> QueuesSpec:
         """Checked on the driver, before Spark does anything: the settings (with a sample name) and the counts."""
         if partitions is not None and partitions < 1 or concurrency < 1:
             raise UsageError("--partitions and --concurrency must be at least 1")
         options = {k: v for k, v in options.items() if v is not None}
         settings_from_defaults("sample", Settings().queue_defaults, **options)  # one-line error for a bad option
         chosen = fmt or ("text" if input.rstrip("/").lower().endswith(TEXT_SUFFIXES) else input_format(input))
-        return cls(input, chosen, column or ("value" if chosen == "text" else "name"), options, partitions, concurrency, report_dir)
+        return cls(
+            input,
+            chosen,
+            column or ("value" if chosen == "text" else "name"),
+            options,
+            partitions,
+            concurrency,
+            report_dir,
+        )
 
 
 def read_names(spark: Any, spec: QueuesSpec) -> Any:
@@ -65,12 +83,16 @@ def read_names(spark: Any, spec: QueuesSpec) -> Any:
     except Exception as exc:  # AnalysisException: path does not exist, unreadable files
         raise UsageError(f"cannot read {spec.input} as {spec.fmt}: {str(exc).splitlines()[0][:200]}") from None
     if spec.column not in df.columns:
-        raise UsageError(f"{spec.input} has no column {spec.column!r} (columns: {', '.join(df.columns)}): give --column")
+        raise UsageError(
+            f"{spec.input} has no column {spec.column!r} (columns: {', '.join(df.columns)}): give --column"
+        )
     name = F.trim(F.col(f"`{spec.column}`").cast("string"))
     return df.select(name.alias("name")).where(F.col("name").isNotNull() & (F.length("name") > 0))
 
 
-def create_partition(settings: Settings, spec: QueuesSpec) -> Callable[[Iterable[Any]], Iterator[tuple[str, int, str, str]]]:
+def create_partition(
+    settings: Settings, spec: QueuesSpec
+) -> Callable[[Iterable[Any]], Iterator[tuple[str, int, str, str]]]:
     """The task: check the names, create the valid ones; yields (status, count, sample name, error)."""
 
     def run(rows: Iterable[Any]) -> Iterator[tuple[str, int, str, str]]:
@@ -82,7 +104,11 @@ def create_partition(settings: Settings, spec: QueuesSpec) -> Callable[[Iterable
             except UsageError as exc:
                 rejected, sample, error = rejected + 1, sample or r.name, error or str(exc)
         cq = workers.client(settings)
-        created = workers.run(cq.create_queues(good, if_missing=True, concurrency=spec.concurrency, **spec.options)) if good else 0
+        created = (
+            workers.run(cq.create_queues(good, if_missing=True, concurrency=spec.concurrency, **spec.options))
+            if good
+            else 0
+        )
         yield ("created", created, "", "")
         yield ("existing", len(good) - created, "", "")
         if rejected:
@@ -96,18 +122,35 @@ def run(spark: Any, settings: Settings, spec: QueuesSpec) -> dict[str, Any]:
     started = time.monotonic()
     names = read_names(spark, spec)
     writers = spec.partitions or spark.sparkContext.defaultParallelism
-    log.info("create_queues_started", input=spec.input, format=spec.fmt, column=spec.column, options=spec.options, partitions=writers)
+    log.info(
+        "create_queues_started",
+        input=spec.input,
+        format=spec.fmt,
+        column=spec.column,
+        options=spec.options,
+        partitions=writers,
+    )
     counts = {"created": 0, "existing": 0, "rejected": 0}
     samples: list[dict[str, str]] = []
-    for status, count, sample, error in names.repartition(writers).rdd.mapPartitions(create_partition(settings, spec)).collect():
+    for status, count, sample, error in (
+        names.repartition(writers).rdd.mapPartitions(create_partition(settings, spec)).collect()
+    ):
         counts[status] += count
         if sample:
             samples.append({"name": sample, "error": error})
     seconds = time.monotonic() - started
     total = sum(counts.values())
-    summary = {"input": spec.input, "names": total, **counts, "rejects": samples[:10], "seconds": round(seconds, 1),
-               "queues_per_s": round(total / seconds) if seconds > 0 else None}
+    summary = {
+        "input": spec.input,
+        "names": total,
+        **counts,
+        "rejects": samples[:10],
+        "seconds": round(seconds, 1),
+        "queues_per_s": round(total / seconds) if seconds > 0 else None,
+    }
     if spec.report_dir:
         write_json(local_dir(spec.report_dir, None) / "summary.json", summary)
-    log.info("create_queues_done", **{k: summary[k] for k in ("names", "created", "existing", "rejected", "queues_per_s")})
+    log.info(
+        "create_queues_done", **{k: summary[k] for k in ("names", "created", "existing", "rejected", "queues_per_s")}
+    )
     return summary

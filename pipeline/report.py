@@ -26,23 +26,31 @@ def render(summary: dict[str, Any], hours: list[dict[str, Any]]) -> str:
     """The whole report as one HTML string."""
     queues = summary["queues"]
     deepest = sorted(queues, key=lambda q: -(queues[q]["total"] + queues[q]["poisoned"]))
-    parts = [f"<h1>casque stats</h1><p>keyspace <b>{_e(summary['keyspace'])}</b>, at {_e(summary['now'])}, "
-             f"{len(queues)} queue(s); history window from {_e(summary['history']['since'])}</p>"]
+    parts = [
+        f"<h1>casque stats</h1><p>keyspace <b>{_e(summary['keyspace'])}</b>, at {_e(summary['now'])}, "
+        f"{len(queues)} queue(s); history window from {_e(summary['history']['since'])}</p>"
+    ]
     parts.append(_queue_table(queues, deepest))
     if queues:
         parts.append(_img(_queues_plot(queues, deepest[:TOP_QUEUES])))
         parts.append("<h2>Shards and buckets of the deepest queues</h2>")
         parts.append(_img(_detail_plot(queues, deepest[:DETAIL_QUEUES])))
     parts.append(_tasks_section(summary["history"], hours))
-    style = ("body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;margin:1em 0}"
-             "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#eee}td:first-child{text-align:left}")
-    return f"<!doctype html><html><head><meta charset='utf-8'><title>casque stats</title><style>{style}</style></head><body>{''.join(parts)}</body></html>"
+    style = (
+        "body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;margin:1em 0}"
+        "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
+        "th{background:#eee}td:first-child{text-align:left}"
+    )
+    head = f"<head><meta charset='utf-8'><title>casque stats</title><style>{style}</style></head>"
+    return f"<!doctype html><html>{head}<body>{''.join(parts)}</body></html>"
 
 
 def _queue_table(queues: dict[str, Any], order: list[str]) -> str:
     cols = ("waiting_due", "scheduled", "in_flight", "poisoned", "oldest_due_age_s", "skew", "shards")
     head = "".join(f"<th>{c}</th>" for c in ("queue",) + cols)
-    body = "".join("<tr>" + f"<td>{_e(q)}</td>" + "".join(f"<td>{_fmt(queues[q][c])}</td>" for c in cols) + "</tr>" for q in order)
+    body = "".join(
+        "<tr>" + f"<td>{_e(q)}</td>" + "".join(f"<td>{_fmt(queues[q][c])}</td>" for c in cols) + "</tr>" for q in order
+    )
     return f"<h2>Queues</h2><table><tr>{head}</tr>{body}</table>"
 
 
@@ -52,14 +60,33 @@ def _tasks_section(history: dict[str, Any], hours: list[dict[str, Any]]) -> str:
     tasks = history["tasks"]
     if not tasks:
         return "<h2>Tasks</h2><p>No history rows in the window (only queues created with --history record them).</p>"
-    cols = ("done", "failed", "poisoned", "timed_out", "done_per_s", "failure_rate", "duration_ms_p50", "duration_ms_p90",
-            "duration_ms_p99", "lateness_ms_p50", "lateness_ms_p99")
+    cols = (
+        "done",
+        "failed",
+        "poisoned",
+        "timed_out",
+        "done_per_s",
+        "failure_rate",
+        "duration_ms_p50",
+        "duration_ms_p90",
+        "duration_ms_p99",
+        "lateness_ms_p50",
+        "lateness_ms_p99",
+    )
     head = "".join(f"<th>{c}</th>" for c in ("queue", "task") + cols)
-    body = "".join("<tr>" + f"<td>{_e(t['queue'])}</td><td>{_e(t['task'])}</td>" + "".join(f"<td>{_fmt(t[c])}</td>" for c in cols) + "</tr>"
-                   for t in tasks)
+    body = "".join(
+        "<tr>"
+        + f"<td>{_e(t['queue'])}</td><td>{_e(t['task'])}</td>"
+        + "".join(f"<td>{_fmt(t[c])}</td>" for c in cols)
+        + "</tr>"
+        for t in tasks
+    )
     since, now = _time(history["since"]), _time(history["until"])
-    return (f"<h2>Tasks</h2><table><tr>{head}</tr>{body}</table>" + _img(_tasks_plot(tasks[:TOP_TASKS]))
-            + (_img(_hours_plot(hours, tasks[:TOP_TASKS], since, now)) if hours else ""))
+    return (
+        f"<h2>Tasks</h2><table><tr>{head}</tr>{body}</table>"
+        + _img(_tasks_plot(tasks[:TOP_TASKS]))
+        + (_img(_hours_plot(hours, tasks[:TOP_TASKS], since, now)) if hours else "")
+    )
 
 
 def _queues_plot(queues: dict[str, Any], names: list[str]) -> Any:
@@ -106,7 +133,13 @@ def _tasks_plot(tasks: list[dict[str, Any]]) -> Any:
     thr.barh(names, [t["done_per_s"] or 0 for t in tasks], color="#3b7dd8")
     thr.set_title("done per second")
     for offset, p, color in ((-0.25, 50, "#9bbbe8"), (0, 90, "#3b7dd8"), (0.25, 99, "#1b4d98")):
-        lat.barh([i + offset for i in range(len(tasks))], [t[f"duration_ms_p{p}"] or 0 for t in tasks], height=0.25, color=color, label=f"p{p}")
+        lat.barh(
+            [i + offset for i in range(len(tasks))],
+            [t[f"duration_ms_p{p}"] or 0 for t in tasks],
+            height=0.25,
+            color=color,
+            label=f"p{p}",
+        )
     lat.set_yticks(range(len(tasks)), [""] * len(tasks))
     lat.set_title("attempt duration (ms)")
     lat.legend(loc="lower right")

@@ -29,10 +29,10 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import astuple, dataclass
 from typing import Any
 
-from daemon.engine.client import Casque
 from daemon.base.config import Settings
 from daemon.base.errors import CasqueError, KeyConflict, StorageUnavailable
 from daemon.base.logs import get_logger
+from daemon.engine.client import Casque
 from daemon.engine.placement import key_shard
 from daemon.engine.producer import Job, OnConflict, build_message
 
@@ -45,8 +45,16 @@ log = get_logger("casque.pipeline.load")
 BAD_ROW = (CasqueError, ValueError, TypeError, OverflowError)
 RETRY_PAUSE_S = 1.0
 
-RESULT_COLUMNS = (("row", "long"), ("status", "string"), ("id", "string"), ("key", "string"), ("conflict", "boolean"),
-                  ("error", "string"), ("reason", "string"), ("input", "string"))
+RESULT_COLUMNS = (
+    ("row", "long"),
+    ("status", "string"),
+    ("id", "string"),
+    ("key", "string"),
+    ("conflict", "boolean"),
+    ("error", "string"),
+    ("reason", "string"),
+    ("input", "string"),
+)
 
 
 @dataclass
@@ -64,8 +72,9 @@ class Result:
 Pending = tuple[dict[str, Any], Job]
 
 
-def load_partition(settings: Settings, queue: str, policy: OnConflict, chunk_rows: int,
-                   done: Any = None) -> Callable[[Iterable[Any]], Iterator[tuple[Any, ...]]]:
+def load_partition(
+    settings: Settings, queue: str, policy: OnConflict, chunk_rows: int, done: Any = None
+) -> Callable[[Iterable[Any]], Iterator[tuple[Any, ...]]]:
     """The function Spark runs on each partition: rows in, one result tuple per row out; ``done``
     (a Spark accumulator) counts rows finished, for the driver's progress lines."""
 

@@ -20,9 +20,9 @@ import time
 from typing import Any
 
 from daemon.base.config import CassandraSettings, Settings
+from daemon.base.logs import get_logger
 from daemon.devnode.errors import DevnodeError
 from daemon.devnode.java import find_java
-from daemon.base.logs import get_logger
 
 from .errors import PipelineError
 from .jars import ensure_connector
@@ -30,16 +30,31 @@ from .jars import ensure_connector
 log = get_logger("casque.pipeline")
 
 #: What Spark 3.5 opens on Java 17 (its own launcher list), plus Netty's reflection switch for Arrow.
-JAVA17_OPTIONS = " ".join([
-    "-XX:+IgnoreUnrecognizedVMOptions",
-    *(f"--add-opens=java.base/{pkg}=ALL-UNNAMED" for pkg in (
-        "java.lang", "java.lang.invoke", "java.lang.reflect", "java.io", "java.net", "java.nio", "java.util",
-        "java.util.concurrent", "java.util.concurrent.atomic", "sun.nio.ch", "sun.nio.cs", "sun.security.action",
-        "sun.util.calendar",
-    )),
-    "-Djdk.reflect.useDirectMethodHandle=false",
-    "-Dio.netty.tryReflectionSetAccessible=true",
-])
+JAVA17_OPTIONS = " ".join(
+    [
+        "-XX:+IgnoreUnrecognizedVMOptions",
+        *(
+            f"--add-opens=java.base/{pkg}=ALL-UNNAMED"
+            for pkg in (
+                "java.lang",
+                "java.lang.invoke",
+                "java.lang.reflect",
+                "java.io",
+                "java.net",
+                "java.nio",
+                "java.util",
+                "java.util.concurrent",
+                "java.util.concurrent.atomic",
+                "sun.nio.ch",
+                "sun.nio.cs",
+                "sun.security.action",
+                "sun.util.calendar",
+            )
+        ),
+        "-Djdk.reflect.useDirectMethodHandle=false",
+        "-Dio.netty.tryReflectionSetAccessible=true",
+    ]
+)
 
 EXTENSIONS = "com.datastax.spark.connector.CassandraSparkExtensions"
 
@@ -96,12 +111,19 @@ def start_session(settings: Settings, master: str = "local[*]", extra: dict[str,
     try:
         from pyspark.sql import SparkSession
     except ImportError:
-        raise PipelineError("PySpark is not installed: pip install 'casque[pipeline]' (make setup installs it)") from None
+        raise PipelineError(
+            "PySpark is not installed: pip install 'casque[pipeline]' (make setup installs it)"
+        ) from None
 
     started = time.monotonic()
     if submitted():
         spark = SparkSession.builder.getOrCreate()
-        for key, value in {**connection_conf(settings.cassandra), **_small_shuffles(spark), "spark.sql.session.timeZone": "UTC", **(extra or {})}.items():
+        for key, value in {
+            **connection_conf(settings.cassandra),
+            **_small_shuffles(spark),
+            "spark.sql.session.timeZone": "UTC",
+            **(extra or {}),
+        }.items():
             spark.conf.set(key, value)
         _check_extensions(spark)
     else:
@@ -112,9 +134,16 @@ def start_session(settings: Settings, master: str = "local[*]", extra: dict[str,
         try:
             spark = builder.getOrCreate()
         except Exception as exc:  # py4j and the launcher raise plain exceptions
-            raise PipelineError(f"Spark did not start ({' '.join(str(exc).split())[:300]}): check Java 17 and 'casque pipeline jar'") from None
+            raise PipelineError(
+                f"Spark did not start ({' '.join(str(exc).split())[:300]}): check Java 17 and 'casque pipeline jar'"
+            ) from None
     spark.sparkContext.setLogLevel("WARN")
-    log.info("spark_started", master=spark.sparkContext.master, seconds=round(time.monotonic() - started, 1), version=spark.version)
+    log.info(
+        "spark_started",
+        master=spark.sparkContext.master,
+        seconds=round(time.monotonic() - started, 1),
+        version=spark.version,
+    )
     return spark
 
 
@@ -139,4 +168,7 @@ def _local_environment() -> None:
 
 def _check_extensions(spark: Any) -> None:
     if EXTENSIONS not in (spark.conf.get("spark.sql.extensions", "") or ""):
-        raise PipelineError(f"spark-submit without the connector's extensions: add --conf spark.sql.extensions={EXTENSIONS} (docs/pipeline.md)")
+        raise PipelineError(
+            f"spark-submit without the connector's extensions: add --conf spark.sql.extensions={EXTENSIONS} "
+            "(docs/pipeline.md)"
+        )

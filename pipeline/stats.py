@@ -25,11 +25,11 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from daemon.base.terminal import iso as iso_ms
-from daemon.engine.client import Casque
 from daemon.base.clock import Clock
 from daemon.base.config import Settings
 from daemon.base.logs import get_logger
+from daemon.base.terminal import iso as iso_ms
+from daemon.engine.client import Casque
 
 from . import report, tables, tasks, workers
 from .outputs import join, local_dir, rows_as_dicts, write_json, write_parquet
@@ -56,18 +56,31 @@ def grid(spark: Any, settings: Settings, queues: list[str]) -> Any:
     """Every shard row of the queues: (queue, shards, bucket, shard), never a table scan."""
     from pyspark.sql import functions as F
 
-    q = tables.read(spark, settings, "queues").where(F.col("name").isin(queues)).select(F.col("name").alias("queue"), "shards", "buckets")
-    return (q.withColumn("bucket", F.explode(F.sequence(F.lit(0), F.col("buckets") - 1)))
-             .withColumn("shard", F.explode(F.sequence(F.lit(0), F.col("shards") - 1)))
-             .select("queue", "shards", "bucket", "shard"))
+    q = (
+        tables.read(spark, settings, "queues")
+        .where(F.col("name").isin(queues))
+        .select(F.col("name").alias("queue"), "shards", "buckets")
+    )
+    return (
+        q.withColumn("bucket", F.explode(F.sequence(F.lit(0), F.col("buckets") - 1)))
+        .withColumn("shard", F.explode(F.sequence(F.lit(0), F.col("shards") - 1)))
+        .select("queue", "shards", "bucket", "shard")
+    )
 
 
 def live_messages(spark: Any, settings: Settings, cells: Any) -> Any:
     """The live messages of the given shard rows: (queue, bucket, shard, state, due)."""
     from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-    schema = StructType([StructField("queue", StringType()), StructField("bucket", IntegerType()), StructField("shard", IntegerType()),
-                         StructField("state", IntegerType()), StructField("due", LongType())])
+    schema = StructType(
+        [
+            StructField("queue", StringType()),
+            StructField("bucket", IntegerType()),
+            StructField("shard", IntegerType()),
+            StructField("state", IntegerType()),
+            StructField("due", LongType()),
+        ]
+    )
     parts = max(1, spark.sparkContext.defaultParallelism)
     rdd = cells.select("queue", "bucket", "shard").repartition(parts).rdd.mapPartitions(read_partition(settings))
     return spark.createDataFrame(rdd, schema)
@@ -120,14 +133,31 @@ def depth(cells: Any, live: Any, poison: Any, now_ms: int) -> Depth:
     rows = cells.join(per_row, ["queue", "bucket", "shard"], "left").fillna(0, subset=counts)
     shards = rows.groupBy("queue", "shard").agg(*(F.sum(c).alias(c) for c in counts))
     buckets = rows.groupBy("queue", "bucket").agg(*(F.sum(c).alias(c) for c in counts))
-    per_queue = rows.groupBy("queue", "shards").agg(*(F.sum(c).alias(c) for c in counts), F.min("oldest_due_ms").alias("oldest_due_ms"))
+    per_queue = rows.groupBy("queue", "shards").agg(
+        *(F.sum(c).alias(c) for c in counts), F.min("oldest_due_ms").alias("oldest_due_ms")
+    )
     widest = shards.groupBy("queue").agg(F.max("total").alias("max_shard"))
     poisoned = poison.groupBy("queue").agg(F.count(F.lit(1)).alias("poisoned"))
-    summary = (per_queue.join(widest, "queue").join(poisoned, "queue", "left").fillna(0, subset=["poisoned"])
-               .withColumn("oldest_due_age_s", (F.lit(now_ms) - F.col("oldest_due_ms")) / 1000)
-               .withColumn("skew", F.when(F.col("total") > 0, F.col("max_shard") / (F.col("total") / F.col("shards"))))
-               .select("queue", "waiting_due", "scheduled", "in_flight", "poisoned", "oldest_due_age_s", "oldest_due_ms", "skew",
-                       "shards", "total", "max_shard"))
+    summary = (
+        per_queue.join(widest, "queue")
+        .join(poisoned, "queue", "left")
+        .fillna(0, subset=["poisoned"])
+        .withColumn("oldest_due_age_s", (F.lit(now_ms) - F.col("oldest_due_ms")) / 1000)
+        .withColumn("skew", F.when(F.col("total") > 0, F.col("max_shard") / (F.col("total") / F.col("shards"))))
+        .select(
+            "queue",
+            "waiting_due",
+            "scheduled",
+            "in_flight",
+            "poisoned",
+            "oldest_due_age_s",
+            "oldest_due_ms",
+            "skew",
+            "shards",
+            "total",
+            "max_shard",
+        )
+    )
     return Depth(summary, rows.drop("shards"), shards, buckets)
 
 
@@ -150,17 +180,31 @@ def queue_json(row: dict[str, Any], shards: list[dict[str, Any]], buckets: list[
     """One queue of the JSON summary, with the rounding ``casque stats`` prints (skew: 3 places)."""
     skew = row["skew"]
     return {
-        "waiting_due": row["waiting_due"], "scheduled": row["scheduled"], "in_flight": row["in_flight"], "poisoned": row["poisoned"],
-        "oldest_due_age_s": row["oldest_due_age_s"], "skew": round(skew, 3) if skew is not None else None, "shards": row["shards"],
+        "waiting_due": row["waiting_due"],
+        "scheduled": row["scheduled"],
+        "in_flight": row["in_flight"],
+        "poisoned": row["poisoned"],
+        "oldest_due_age_s": row["oldest_due_age_s"],
+        "skew": round(skew, 3) if skew is not None else None,
+        "shards": row["shards"],
         "total": row["total"],
         "per_shard": [s["total"] for s in sorted(shards, key=lambda s: s["shard"])],
-        "per_bucket": {str(b["bucket"]): {k: b[k] for k in ("waiting_due", "scheduled", "in_flight", "total")}
-                       for b in sorted(buckets, key=lambda b: b["bucket"])},
+        "per_bucket": {
+            str(b["bucket"]): {k: b[k] for k in ("waiting_due", "scheduled", "in_flight", "total")}
+            for b in sorted(buckets, key=lambda b: b["bucket"])
+        },
     }
 
 
-def run(spark: Any, settings: Settings, queues: list[str] | None = None, now_ms: int | None = None, since_s: float = 86400.0,
-        out: str = "casque-stats", report_dir: str | None = None) -> dict[str, Any]:
+def run(
+    spark: Any,
+    settings: Settings,
+    queues: list[str] | None = None,
+    now_ms: int | None = None,
+    since_s: float = 86400.0,
+    out: str = "casque-stats",
+    report_dir: str | None = None,
+) -> dict[str, Any]:
     """The whole job: read, aggregate, write Parquet, summary.json and report.html; return the summary."""
     from pyspark import StorageLevel
 
@@ -176,8 +220,13 @@ def run(spark: Any, settings: Settings, queues: list[str] | None = None, now_ms:
             write_parquet(df, join(out, name))
         history = _history_part(spark, settings, names, now - int(since_s * 1000), now, out)
     summary = {
-        "generated_at": iso_ms(Clock().now_ms()), "now": iso_ms(now), "now_ms": now, "keyspace": settings.cassandra.keyspace,
-        "queues": _queues_json(d), "history": history.pop("summary"), "seconds": round(time.monotonic() - started, 1),
+        "generated_at": iso_ms(Clock().now_ms()),
+        "now": iso_ms(now),
+        "now_ms": now,
+        "keyspace": settings.cassandra.keyspace,
+        "queues": _queues_json(d),
+        "history": history.pop("summary"),
+        "seconds": round(time.monotonic() - started, 1),
     }
     target = local_dir(out, report_dir)
     write_json(target / "summary.json", summary)
@@ -195,11 +244,15 @@ def _queues_json(d: Depth) -> dict[str, Any]:
         shards.setdefault(row["queue"], []).append(row)
     for row in rows_as_dicts(d.buckets):
         buckets.setdefault(row["queue"], []).append(row)
-    return {q["queue"]: queue_json(q, shards.get(q["queue"], []), buckets.get(q["queue"], []))
-            for q in sorted(rows_as_dicts(d.queues), key=lambda q: q["queue"])}
+    return {
+        q["queue"]: queue_json(q, shards.get(q["queue"], []), buckets.get(q["queue"], []))
+        for q in sorted(rows_as_dicts(d.queues), key=lambda q: q["queue"])
+    }
 
 
-def _history_part(spark: Any, settings: Settings, names: list[str], since_ms: int, now_ms: int, out: str) -> dict[str, Any]:
+def _history_part(
+    spark: Any, settings: Settings, names: list[str], since_ms: int, now_ms: int, out: str
+) -> dict[str, Any]:
     """Task statistics from history, or a note saying why there are none (the table is optional)."""
     window_s = (now_ms - since_ms) / 1000
     base = {"since": iso_ms(since_ms), "until": iso_ms(now_ms), "window_s": window_s}

@@ -48,8 +48,13 @@ def history(spark: Any, settings: Settings, queues: list[str], since_ms: int, no
     if not tables.exists(settings, HISTORY):
         return None
     h = tables.read(spark, settings, HISTORY)
-    return h.where(F.col("queue").isin(queues) & F.col("day").isin(days(since_ms, now_ms)) & F.col("subject").startswith("id:")
-                   & (F.col("at") >= since_ms) & (F.col("at") <= now_ms))
+    return h.where(
+        F.col("queue").isin(queues)
+        & F.col("day").isin(days(since_ms, now_ms))
+        & F.col("subject").startswith("id:")
+        & (F.col("at") >= since_ms)
+        & (F.col("at") <= now_ms)
+    )
 
 
 def per_task(h: Any, window_s: float) -> Any:
@@ -64,13 +69,18 @@ def per_task(h: Any, window_s: float) -> Any:
         return [F.percentile_approx(value, p / 100, ACCURACY).alias(f"{name}_p{p}") for p in (50, 90, 99)]
 
     stats = h.groupBy("queue", "task").agg(
-        count("running").alias("started"), count("done").alias("done"), count("failed").alias("failed"),
-        count("poisoned").alias("poisoned"), count("timed_out").alias("timed_out"),
-        *pct("duration_ms", FINISHED, "duration_ms"), *pct("lateness_ms", ("running",), "lateness_ms"),
+        count("running").alias("started"),
+        count("done").alias("done"),
+        count("failed").alias("failed"),
+        count("poisoned").alias("poisoned"),
+        count("timed_out").alias("timed_out"),
+        *pct("duration_ms", FINISHED, "duration_ms"),
+        *pct("lateness_ms", ("running",), "lateness_ms"),
     )
     ended = F.col("done") + F.col("failed") + F.col("poisoned") + F.col("timed_out")
-    return (stats.withColumn("done_per_s", F.col("done") / F.lit(window_s))
-                 .withColumn("failure_rate", F.when(ended > 0, (ended - F.col("done")) / ended)))
+    return stats.withColumn("done_per_s", F.col("done") / F.lit(window_s)).withColumn(
+        "failure_rate", F.when(ended > 0, (ended - F.col("done")) / ended)
+    )
 
 
 def per_hour(h: Any) -> Any:

@@ -14,9 +14,9 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from daemon.engine.client import Casque
 from daemon.base.config import Settings
 from daemon.base.logs import configure_logging
+from daemon.engine.client import Casque
 
 T = TypeVar("T")
 

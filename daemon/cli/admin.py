@@ -11,8 +11,11 @@ from daemon.base.terminal import iso, print_table
 from daemon.cli.common import add_paging, confirm, emit, next_page_hint, page_token, with_client
 from daemon.engine.client import Casque
 
+
 def add_cli(sub: Any) -> None:
-    st = sub.add_parser("stats", help="per-queue statistics read from Cassandra (waiting, in flight, poisoned, age, skew, throughput)")
+    st = sub.add_parser(
+        "stats", help="per-queue statistics read from Cassandra (waiting, in flight, poisoned, age, skew, throughput)"
+    )
     st.add_argument("queue", nargs="?", help="one queue (default: a page of queues, see --limit/--after)")
     add_paging(st, 100, "TOKEN")
     st.add_argument("--json", action="store_true")
@@ -62,16 +65,35 @@ async def cmd_stats(cq: Casque, args: argparse.Namespace) -> int:
         page, token = await cq.admin.page(page_token(args.after), args.limit)
         names = [q.name for q in page]
     found = [await cq.observe.stats(name) for name in names]
-    rows = [[s.queue, str(s.waiting_due), str(s.scheduled), str(s.in_flight), str(s.poisoned),
-             "-" if s.oldest_due_age_s is None else format_duration(s.oldest_due_age_s), "-" if s.skew is None else f"{s.skew:.2f}",
-             "-" if s.acked_per_s is None else f"{s.acked_per_s:.1f}/s", str(s.daemons)] for s in found]
+    rows = [
+        [
+            s.queue,
+            str(s.waiting_due),
+            str(s.scheduled),
+            str(s.in_flight),
+            str(s.poisoned),
+            "-" if s.oldest_due_age_s is None else format_duration(s.oldest_due_age_s),
+            "-" if s.skew is None else f"{s.skew:.2f}",
+            "-" if s.acked_per_s is None else f"{s.acked_per_s:.1f}/s",
+            str(s.daemons),
+        ]
+        for s in found
+    ]
     if args.json:
         emit(args, [s.to_json() for s in found])
     else:
-        print_table(["QUEUE", "DUE", "SCHEDULED", "IN FLIGHT", "POISONED", "OLDEST DUE", "SKEW", "ACKED (est.)", "DAEMONS"], rows)
-        print("exact: due, scheduled, in flight, poisoned, oldest due, skew (max/mean per shard); estimated: acked/s from daemon stats rows (10 s)")
+        print_table(
+            ["QUEUE", "DUE", "SCHEDULED", "IN FLIGHT", "POISONED", "OLDEST DUE", "SKEW", "ACKED (est.)", "DAEMONS"],
+            rows,
+        )
+        print(
+            "exact: due, scheduled, in flight, poisoned, oldest due, skew (max/mean per shard); estimated: acked/s "
+            "from daemon stats rows (10 s)"
+        )
     if token is not None:
-        print(f"casque: {len(names)} shown; next page: casque stats --limit {args.limit} --after {token}", file=sys.stderr)
+        print(
+            f"casque: {len(names)} shown; next page: casque stats --limit {args.limit} --after {token}", file=sys.stderr
+        )
     return 0
 
 
@@ -91,14 +113,39 @@ async def cmd_history(cq: Casque, args: argparse.Namespace) -> int:
     found = await cq.observe.history(args.queue, args.days, key=args.key, message_id=mid)
     if not found:
         qs = await cq.queue_settings(args.queue)
-        hint = "" if qs.history else f": queue '{args.queue}' does not keep history (casque queue update {args.queue} --history)"
+        hint = (
+            ""
+            if qs.history
+            else f": queue '{args.queue}' does not keep history (casque queue update {args.queue} --history)"
+        )
         from daemon.base.errors import MessageNotFound
 
         raise MessageNotFound(f"no history for {args.key or args.id!r} in the last {args.days} days{hint}")
-    data = [{"at": iso(h.at), "id": str(h.id), "event": h.event, "task": h.task, "attempt": h.attempt, "duration_ms": h.duration_ms,
-             "lateness_ms": h.lateness_ms, "error": h.error, "key": h.key} for h in found]
-    rows = [[d["at"], d["id"], d["event"], str(d["attempt"]), "-" if d["duration_ms"] is None else f"{d['duration_ms']:.1f}", d["error"] or ""]
-            for d in data]
+    data: list[dict[str, Any]] = [
+        {
+            "at": iso(h.at),
+            "id": str(h.id),
+            "event": h.event,
+            "task": h.task,
+            "attempt": h.attempt,
+            "duration_ms": h.duration_ms,
+            "lateness_ms": h.lateness_ms,
+            "error": h.error,
+            "key": h.key,
+        }
+        for h in found
+    ]
+    rows = [
+        [
+            d["at"],
+            d["id"],
+            d["event"],
+            str(d["attempt"]),
+            "-" if d["duration_ms"] is None else f"{d['duration_ms']:.1f}",
+            d["error"] or "",
+        ]
+        for d in data
+    ]
     emit(args, data, rows, ["AT", "ID", "EVENT", "ATTEMPT", "MS", "ERROR"])
     return 0
 
@@ -107,8 +154,18 @@ async def cmd_poison_list(cq: Casque, args: argparse.Namespace) -> int:
     from daemon.engine.client import _uuid
 
     records = await cq.admin.poisoned(args.queue, args.limit, after=_uuid(args.after) if args.after else None)
-    data = [{"id": str(r.id), "task": r.task, "attempt": r.attempt, "poisoned_at": iso(r.poisoned_at), "reason": r.reason,
-             "error_type": r.error_type, "error": r.error} for r in records]
+    data: list[dict[str, Any]] = [
+        {
+            "id": str(r.id),
+            "task": r.task,
+            "attempt": r.attempt,
+            "poisoned_at": iso(r.poisoned_at),
+            "reason": r.reason,
+            "error_type": r.error_type,
+            "error": r.error,
+        }
+        for r in records
+    ]
     rows = [[d["id"], d["task"], str(d["attempt"]), d["poisoned_at"], d["reason"][:80]] for d in data]
     emit(args, data, rows, ["ID", "TASK", "ATTEMPT", "POISONED AT", "REASON"])
     next_page_hint(args, len(records), str(records[-1].id) if records else None, f"casque poison list {args.queue}")
@@ -116,15 +173,27 @@ async def cmd_poison_list(cq: Casque, args: argparse.Namespace) -> int:
 
 
 async def cmd_poison_show(cq: Casque, args: argparse.Namespace) -> int:
-    from daemon.engine.client import _uuid
     from daemon.base.errors import MessageNotFound
+    from daemon.engine.client import _uuid
 
     r = await cq.admin.poisoned_one(args.queue, _uuid(args.id))
     if r is None:
-        raise MessageNotFound(f"no poisoned message {args.id} in queue '{args.queue}': list them with 'casque poison list {args.queue}'")
-    data = {"id": str(r.id), "task": r.task, "attempt": r.attempt, "poisoned_at": iso(r.poisoned_at), "reason": r.reason,
-            "error_type": r.error_type, "error": r.error, "key": r.key, "headers": r.headers, "payload": (r.payload or b"").decode("utf-8", "replace"),
-            "traceback": r.traceback}
+        raise MessageNotFound(
+            f"no poisoned message {args.id} in queue '{args.queue}': list them with 'casque poison list {args.queue}'"
+        )
+    data = {
+        "id": str(r.id),
+        "task": r.task,
+        "attempt": r.attempt,
+        "poisoned_at": iso(r.poisoned_at),
+        "reason": r.reason,
+        "error_type": r.error_type,
+        "error": r.error,
+        "key": r.key,
+        "headers": r.headers,
+        "payload": (r.payload or b"").decode("utf-8", "replace"),
+        "traceback": r.traceback,
+    }
     if args.json:
         emit(args, data)
     else:

@@ -8,11 +8,11 @@ import asyncio
 import sys
 import time
 
-from daemon.engine.client import Casque
 from daemon.base.config import Settings
-from daemon.engine.db import Database
 from daemon.base.errors import CasqueError
 from daemon.base.logs import get_logger
+from daemon.engine.client import Casque
+from daemon.engine.db import Database
 from daemon.engine.schema import apply_schema
 from daemon.service.worker import Worker
 

@@ -20,7 +20,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="casque", description="A durable task queue and scheduler on Apache Cassandra.")
-    p.add_argument("-c", "--config", help="TOML config file (default: $CASQUE_CONFIG, ./config/casque.toml, /etc/casque/casque.toml)")
+    p.add_argument(
+        "-c",
+        "--config",
+        help="TOML config file (default: $CASQUE_CONFIG, ./config/casque.toml, /etc/casque/casque.toml)",
+    )
     p.add_argument("--version", action="version", version=f"casque {__version__}")
     sub = p.add_subparsers(metavar="COMMAND")
     from daemon.devnode import add_cli as add_cassandra_cli

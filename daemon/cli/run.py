@@ -10,15 +10,20 @@ from typing import Any
 from daemon.base.errors import CasqueError, UsageError
 from daemon.base.terminal import settings_of
 
+
 def add_cli(sub: Any) -> None:
     r = sub.add_parser("run", help="run the worker daemon (foreground; systemd Type=notify)")
     r.add_argument("-c", "--config", default=argparse.SUPPRESS, help="TOML config file (also accepted before 'run')")
-    r.add_argument("--queues", help="comma-separated queues to serve (default: worker.queues, else the queues the handlers name)")
+    r.add_argument(
+        "--queues", help="comma-separated queues to serve (default: worker.queues, else the queues the handlers name)"
+    )
     r.add_argument("--concurrency", type=int, help="consumer coroutines per queue (default: worker.consumers)")
     r.add_argument("--burst", action="store_true", help="process everything that is due, then exit 0")
     r.add_argument("--check", action="store_true", help="check config, handlers and the connection, then exit 0/1")
     r.set_defaults(func=cmd_run)
-    d = sub.add_parser("demo", help="start a local node, run the daemon with example handlers, send jobs, show them processed")
+    d = sub.add_parser(
+        "demo", help="start a local node, run the daemon with example handlers, send jobs, show them processed"
+    )
     d.set_defaults(func=cmd_demo)
 
 

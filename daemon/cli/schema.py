@@ -9,6 +9,7 @@ from daemon.base.terminal import settings_of
 from daemon.engine.db import Database
 from daemon.engine.schema import apply_schema
 
+
 def add_cli(sub: Any) -> None:
     p = sub.add_parser("schema", help="create the keyspace and tables")
     s = p.add_subparsers(metavar="ACTION")

@@ -13,7 +13,8 @@ import ipaddress
 import signal
 import sys
 import threading
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import uvicorn
 
@@ -29,12 +30,29 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-async def serve(app: Any, host: str, port: int, cert_file: str = "", key_file: str = "", on_ready: Callable[[str], None] | None = None) -> None:
+async def serve(
+    app: Any,
+    host: str,
+    port: int,
+    cert_file: str = "",
+    key_file: str = "",
+    on_ready: Callable[[str], None] | None = None,
+) -> None:
     """Serve until SIGINT/SIGTERM (uvicorn's own handlers: stop accepting, finish requests)."""
     if bool(cert_file) != bool(key_file):
         raise UsageError("TLS needs both sqs.cert_file and sqs.key_file (or neither, behind a TLS reverse proxy)")
-    config = uvicorn.Config(app, host=host, port=port, loop="none", lifespan="off", log_config=None, access_log=False,
-                            ssl_certfile=cert_file or None, ssl_keyfile=key_file or None, timeout_keep_alive=65)
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        loop="none",
+        lifespan="off",
+        log_config=None,
+        access_log=False,
+        ssl_certfile=cert_file or None,
+        ssl_keyfile=key_file or None,
+        timeout_keep_alive=65,
+    )
     server = _Server(config)
     task = asyncio.create_task(server.serve())
     while not server.started and not task.done():

@@ -29,9 +29,14 @@ async def create_queue(request: Request) -> Response:
     form = await request.form()
     try:
         name = _text(form, "name")
-        options = {k: _opt_int(form, k) for k in ("shards", "max_attempts")}
+        shards, max_attempts = _opt_int(form, "shards"), _opt_int(form, "max_attempts")
         timeout = _text(form, "timeout", required=False)
-        qs = await _cq(request).create_queue(name, timeout=parse_duration(timeout, "timeout") if timeout else None, **options)
+        qs = await _cq(request).create_queue(
+            name,
+            timeout=parse_duration(timeout, "timeout") if timeout else None,
+            shards=shards,
+            max_attempts=max_attempts,
+        )
     except CasqueError as exc:
         return _back(request, "/queues", err=str(exc))
     _log(request, "create_queue", qs.name, shards=qs.shards)
@@ -46,8 +51,10 @@ async def send_test(request: Request) -> Response:
         raw = _text(form, "payload", required=False) or "null"
         try:
             payload = json.loads(raw)
-        except ValueError as exc:
-            raise UsageError(f"the payload is not JSON ({exc.msg} at character {exc.pos}): write e.g. {{\"to\": \"ada\"}}") from None
+        except json.JSONDecodeError as exc:
+            raise UsageError(
+                f'the payload is not JSON ({exc.msg} at character {exc.pos}): write e.g. {{"to": "ada"}}'
+            ) from None
         delay = _text(form, "delay", required=False) or None
         key = _text(form, "key", required=False) or None
         group = _text(form, "group", required=False) or None  # FIFO: required by the engine (its own one-line error)
@@ -57,7 +64,11 @@ async def send_test(request: Request) -> Response:
         return _back(request, f"/queues/{queue}", err=str(exc))
     _log(request, "send", queue, id=mid, task=task, key=key, group=group)
     if mid.sequence is not None:
-        return _back(request, f"/queues/{queue}", msg=f"{'duplicate: already sent as' if mid.duplicate else 'sent'} {mid} (sequence {mid.sequence})")
+        return _back(
+            request,
+            f"/queues/{queue}",
+            msg=f"{'duplicate: already sent as' if mid.duplicate else 'sent'} {mid} (sequence {mid.sequence})",
+        )
     return _back(request, f"/queues/{queue}", msg=f"sent {mid}")
 
 
@@ -99,7 +110,16 @@ async def replay_poison(request: Request) -> Response:
     except (CasqueError, ValueError) as exc:
         return _back(request, f"/queues/{queue}/poison", err=str(exc))
     new_ids, left = await _cq(request).admin.replay(queue, ids=ids, task=task)
-    _log(request, "replay", queue, what=what, task=task, ids=[str(i) for i in ids or []], replayed=len(new_ids), left=len(left))
+    _log(
+        request,
+        "replay",
+        queue,
+        what=what,
+        task=task,
+        ids=[str(i) for i in ids or []],
+        replayed=len(new_ids),
+        left=len(left),
+    )
     if left:
         return _back(request, f"/queues/{queue}/poison", err=f"replayed {len(new_ids)}; " + "; ".join(left))
     return _back(request, f"/queues/{queue}/poison", msg=f"replayed {len(new_ids)} messages into {queue}")
@@ -109,7 +129,9 @@ async def purge_poison(request: Request) -> Response:
     queue = request.path_params["queue"]
     form = await request.form()
     if not _confirmed(form, queue):
-        return _back(request, f"/queues/{queue}/poison", err=f"nothing purged: type the queue's name ({queue}) to confirm")
+        return _back(
+            request, f"/queues/{queue}/poison", err=f"nothing purged: type the queue's name ({queue}) to confirm"
+        )
     cq = _cq(request)
     count = await cq.admin.poison_count(queue)
     await cq.admin.purge_poison(queue)
@@ -134,8 +156,14 @@ def _cq(request: Request) -> Casque:
 
 
 def _log(request: Request, action: str, queue: str, **details: Any) -> None:
-    log.info("console_action", action=action, user=request.state.user.name, queue=queue,
-             client=request.client.host if request.client else None, **details)
+    log.info(
+        "console_action",
+        action=action,
+        user=request.state.user.name,
+        queue=queue,
+        client=request.client.host if request.client else None,
+        **details,
+    )
 
 
 def _back(request: Request, path: str, msg: str | None = None, err: str | None = None) -> Response:

@@ -8,8 +8,8 @@ with one line naming the problem (400/404/503), never a traceback; the server ke
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Awaitable, Callable
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -56,8 +56,11 @@ def build_console(cq: Casque, settings: ConsoleSettings) -> Starlette:
         Route("/daemons", pages.daemons),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
-    app = Starlette(routes=routes, middleware=[Middleware(BaseHTTPMiddleware, dispatch=_guard(auth))],
-                    exception_handlers={CasqueError: _error_page})
+    app = Starlette(
+        routes=routes,
+        middleware=[Middleware(BaseHTTPMiddleware, dispatch=_guard(auth))],
+        exception_handlers={CasqueError: _error_page},
+    )
     app.state.cq = cq
     app.state.settings = settings
     app.state.templates = templates
@@ -68,8 +71,11 @@ def _guard(auth: Auth) -> Callable[[Request, RequestResponseEndpoint], Awaitable
     async def guard(request: Request, call_next: RequestResponseEndpoint) -> Response:
         user = auth.identify(request.headers.get("authorization"))
         if user is None:
-            return PlainTextResponse("casque console: log in as admin or viewer (console.admin_password / console.viewer_password)\n",
-                                     status_code=401, headers={"WWW-Authenticate": REALM})
+            return PlainTextResponse(
+                "casque console: log in as admin or viewer (console.admin_password / console.viewer_password)\n",
+                status_code=401,
+                headers={"WWW-Authenticate": REALM},
+            )
         request.state.user = user
         if request.method not in ("GET", "HEAD"):
             refusal = await _refuse_action(request, user)
@@ -97,6 +103,12 @@ async def _refuse_action(request: Request, user: User) -> str | None:
 
 
 async def _error_page(request: Request, exc: Exception) -> Response:
-    status = 404 if isinstance(exc, (QueueNotFound, MessageNotFound)) else 503 if isinstance(exc, StorageUnavailable) else 400
+    status = (
+        404
+        if isinstance(exc, (QueueNotFound, MessageNotFound))
+        else 503
+        if isinstance(exc, StorageUnavailable)
+        else 400
+    )
     log.info("console_error", path=request.url.path, status=status, error=str(exc))
     return pages.render(request, "error.html", {"error": str(exc)}, status=status)

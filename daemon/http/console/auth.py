@@ -35,13 +35,19 @@ class User:
 
 class Auth:
     def __init__(self, settings: ConsoleSettings) -> None:
-        self._passwords = {name: pw for name, pw in (("admin", settings.admin_password), ("viewer", settings.viewer_password)) if pw}
+        self._passwords = {
+            name: pw for name, pw in (("admin", settings.admin_password), ("viewer", settings.viewer_password)) if pw
+        }
         if not self._passwords:
-            raise ConfigError("the console needs console.admin_password (and optionally console.viewer_password): "
-                              "set them in the config file or as CASQUE_CONSOLE__ADMIN_PASSWORD")
+            raise ConfigError(
+                "the console needs console.admin_password (and optionally console.viewer_password): "
+                "set them in the config file or as CASQUE_CONSOLE__ADMIN_PASSWORD"
+            )
         if settings.admin_password and settings.admin_password == settings.viewer_password:
-            raise ConfigError("console.admin_password and console.viewer_password are the same: a bearer token could not tell "
-                              "the roles apart; give the viewer its own password")
+            raise ConfigError(
+                "console.admin_password and console.viewer_password are the same: a bearer token could not tell "
+                "the roles apart; give the viewer its own password"
+            )
 
     def identify(self, authorization: str | None) -> User | None:
         """The user an ``Authorization`` header names, or None (wrong, missing or malformed)."""

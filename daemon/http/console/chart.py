@@ -18,8 +18,11 @@ RATES = (("sent_per_s", "#16a34a", "sent/s (est.)"), ("acked_per_s", "#0f766e", 
 
 
 def render_chart(points: list[Point], now_ms: int) -> str:
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" font-family="sans-serif" font-size="11">',
-             f'<rect width="{W}" height="{H}" fill="#fff"/>']
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" '
+        'font-family="sans-serif" font-size="11">',
+        f'<rect width="{W}" height="{H}" fill="#fff"/>',
+    ]
     top, bottom = PAD, PAD + PANEL + GAP
     depth_max = _nice(max([getattr(p, n) or 0 for p in points for n, _ in SERIES] + [1]))
     rate_max = _nice(max([getattr(p, n) or 0 for p in points for n, _, _ in RATES] + [1]))
@@ -32,22 +35,30 @@ def render_chart(points: list[Point], now_ms: int) -> str:
     legend = [(n.replace("_", " "), c) for n, c in SERIES] + [(label, c) for _, c, label in RATES]
     for i, (label, colour) in enumerate(legend):
         x = PAD + i * 120
-        parts.append(f'<rect x="{x}" y="12" width="10" height="10" fill="{colour}"/><text x="{x + 14}" y="21">{escape(label)}</text>')
+        parts.append(
+            f'<rect x="{x}" y="12" width="10" height="10" fill="{colour}"/><text x="{x + 14}" '
+            f'y="21">{escape(label)}</text>'
+        )
     parts.append(f'<text x="{PAD}" y="{H - 8}">{escape(iso(now_ms - 3_600_000))}</text>')
     parts.append(f'<text x="{W - PAD}" y="{H - 8}" text-anchor="end">{escape(iso(now_ms))}</text>')
     if not any(p.waiting is not None for p in points):
-        parts.append(f'<text x="{W / 2}" y="{top + PANEL / 2}" text-anchor="middle" fill="#666">no depth samples in the last hour: '
-                     'no daemon serves this queue</text>')
+        parts.append(
+            f'<text x="{W / 2}" y="{top + PANEL / 2}" text-anchor="middle" fill="#666">no depth samples in the last '
+            "hour: "
+            "no daemon serves this queue</text>"
+        )
     parts.append("</svg>")
     return "".join(parts)
 
 
 def _panel(y: int, top_value: float, unit: str) -> list[str]:
-    return [f'<line x1="{PAD}" y1="{y + PANEL}" x2="{W - PAD}" y2="{y + PANEL}" stroke="#999"/>',
-            f'<line x1="{PAD}" y1="{y}" x2="{W - PAD}" y2="{y}" stroke="#eee"/>',
-            f'<text x="{PAD - 4}" y="{y + 4}" text-anchor="end">{_fmt(top_value)}</text>',
-            f'<text x="{PAD - 4}" y="{y + PANEL}" text-anchor="end">0</text>',
-            f'<text x="{W - PAD}" y="{y - 4}" text-anchor="end" fill="#666">{unit}</text>']
+    return [
+        f'<line x1="{PAD}" y1="{y + PANEL}" x2="{W - PAD}" y2="{y + PANEL}" stroke="#999"/>',
+        f'<line x1="{PAD}" y1="{y}" x2="{W - PAD}" y2="{y}" stroke="#eee"/>',
+        f'<text x="{PAD - 4}" y="{y + 4}" text-anchor="end">{_fmt(top_value)}</text>',
+        f'<text x="{PAD - 4}" y="{y + PANEL}" text-anchor="end">0</text>',
+        f'<text x="{W - PAD}" y="{y - 4}" text-anchor="end" fill="#666">{unit}</text>',
+    ]
 
 
 def _line(points: list[Point], name: str, colour: str, y: int, top_value: float) -> list[str]:

@@ -38,8 +38,14 @@ SAMPLE_MAX_AGE_MS = 150_000
 def render(request: Request, template: str, context: dict[str, Any], status: int = 200) -> Response:
     app = request.app
     user = getattr(request.state, "user", None)
-    base = {"user": user, "root": request.scope.get("root_path", ""), "here": _here(request),
-            "refresh_s": app.state.settings.refresh, "msg": request.query_params.get("msg"), "err": request.query_params.get("err")}
+    base = {
+        "user": user,
+        "root": request.scope.get("root_path", ""),
+        "here": _here(request),
+        "refresh_s": app.state.settings.refresh,
+        "msg": request.query_params.get("msg"),
+        "err": request.query_params.get("err"),
+    }
     return app.state.templates.TemplateResponse(request, template, {**base, **context}, status_code=status)
 
 
@@ -69,27 +75,45 @@ async def queues(request: Request) -> Response:
             return await summary(cq, qs, now, exact=qs.shards * qs.buckets <= EXACT_ROWS_ON_LIST)
 
     rows = await asyncio.gather(*(one(qs) for qs in found))
-    return render(request, "queues.html", {"rows": rows, "search": search, "after": after, "next_token": next_token,
-                                           "exact_rows": EXACT_ROWS_ON_LIST})
+    return render(
+        request,
+        "queues.html",
+        {"rows": rows, "search": search, "after": after, "next_token": next_token, "exact_rows": EXACT_ROWS_ON_LIST},
+    )
 
 
 async def summary(cq: Casque, qs: QueueSettings, now: int, exact: bool = True) -> dict[str, Any]:
     """Counts and rates of one queue. Counts are exact (read from the shard rows) unless ``exact`` is
     off, then they are the latest depth sample a daemon wrote (``sampled_s`` ago), or unknown."""
     counting = cq.observe.depth(qs, now) if exact else _no_count()
-    depth, poisoned, samples = await asyncio.gather(counting, cq.admin.poison_count(qs.name),
-                                                    cq.observe.samples(qs.name, now - RATE_WINDOW_MS))
+    depth, poisoned, samples = await asyncio.gather(
+        counting, cq.admin.poison_count(qs.name), cq.observe.samples(qs.name, now - RATE_WINDOW_MS)
+    )
     sent, acked = recent_rates(samples, now, RATE_WINDOW_MS)
-    row = {"name": qs.name, "settings": qs, "poisoned": poisoned, "sent_per_s": sent, "acked_per_s": acked, "sampled_s": None,
-           "waiting": None, "scheduled": None, "in_flight": None, "oldest_s": None}
+    row = {
+        "name": qs.name,
+        "settings": qs,
+        "poisoned": poisoned,
+        "sent_per_s": sent,
+        "acked_per_s": acked,
+        "sampled_s": None,
+        "waiting": None,
+        "scheduled": None,
+        "in_flight": None,
+        "oldest_s": None,
+    }
     if depth is not None:
         oldest = (now - depth.oldest_due_ms) / 1000 if depth.oldest_due_ms is not None else None
         row.update(waiting=depth.waiting_due, scheduled=depth.scheduled, in_flight=depth.in_flight, oldest_s=oldest)
         return row
     sample = max((r for r in samples if r.depth_waiting is not None), key=lambda r: r.at, default=None)
     if sample is not None and now - sample.at <= SAMPLE_MAX_AGE_MS:
-        row.update(waiting=sample.depth_waiting, scheduled=sample.depth_scheduled, in_flight=sample.depth_in_flight,
-                   sampled_s=(now - sample.at) / 1000)
+        row.update(
+            waiting=sample.depth_waiting,
+            scheduled=sample.depth_scheduled,
+            in_flight=sample.depth_in_flight,
+            sampled_s=(now - sample.at) / 1000,
+        )
     return row
 
 
@@ -103,8 +127,20 @@ async def queue(request: Request) -> Response:
     n = _int(request.query_params.get("n"), PEEK_DEFAULT, 1, PEEK_MAX, "n")
     now = cq.clock.now_ms()
     counts, peeked, groups = await asyncio.gather(summary(cq, qs, now), cq.peek(qs.name, n), _groups(cq, qs, now))
-    return render(request, "queue.html", {"q": counts, "qs": qs, "peeked": peeked, "n": n, "now": now, "groups": groups,
-                                          "groups_shown": GROUPS_SHOWN, "group_row_limit": ROW_LIMIT})
+    return render(
+        request,
+        "queue.html",
+        {
+            "q": counts,
+            "qs": qs,
+            "peeked": peeked,
+            "n": n,
+            "now": now,
+            "groups": groups,
+            "groups_shown": GROUPS_SHOWN,
+            "group_row_limit": ROW_LIMIT,
+        },
+    )
 
 
 async def _groups(cq: Casque, qs: QueueSettings, now: int) -> FifoGroups | None:
@@ -141,7 +177,9 @@ async def poison(request: Request) -> Response:
     qs = await cq.queue_settings(request.path_params["queue"])
     records, count = await asyncio.gather(cq.admin.poisoned(qs.name, POISON_SHOWN), cq.admin.poison_count(qs.name))
     tasks = sorted({r.task for r in records})
-    return render(request, "poison.html", {"qs": qs, "records": records, "count": count, "tasks": tasks, "shown": POISON_SHOWN})
+    return render(
+        request, "poison.html", {"qs": qs, "records": records, "count": count, "tasks": tasks, "shown": POISON_SHOWN}
+    )
 
 
 async def poisoned(request: Request) -> Response:

@@ -39,4 +39,13 @@ def error_line(r: Any) -> str:
     return r.error if r.error.startswith(r.error_type) else f"{r.error_type}: {r.error}"
 
 
-FILTERS = {"error_line": error_line, "iso": iso, "age": age, "rate": rate, "pretty": pretty, "trigger": describe_trigger, "duration": format_duration, "state": state}
+FILTERS = {
+    "error_line": error_line,
+    "iso": iso,
+    "age": age,
+    "rate": rate,
+    "pretty": pretty,
+    "trigger": describe_trigger,
+    "duration": format_duration,
+    "state": state,
+}

@@ -13,8 +13,8 @@ Principal is ``*`` can refuse it. Which queue an action touches: the QueueUrl's 
 CreateQueue/GetQueueUrl the named one; for StartMessageMoveTask/ListMessageMoveTasks the SourceArn's
 queue (and SendMessage on the DestinationArn's, when given); CancelMessageMoveTask and ListQueues
 have no queue (the grant must cover the action; ListQueues and ListDeadLetterSourceQueues then
-show only the queues the grant covers for them, without reading each listed queue's Policy). The batch actions are authorized as their
-single forms. Policies come from the queue's attributes (cached ``attributes.CACHE_SECONDS``, 5 s,
+show only the queues the grant covers for them, without reading each listed queue's Policy). The batch actions are
+authorized as their single forms. Policies come from the queue's attributes (cached ``attributes.CACHE_SECONDS``, 5 s,
 per server): a policy change is honoured by every server within that.
 """
 
@@ -54,7 +54,9 @@ class AccessControl:
         caller = self._caller(call.principal)
         if action == "ListQueues":
             if not any(action_matches(p, "ListQueues") for p in rights.actions):
-                raise self._denied(caller, "ListQueues", "*", "no identity-based policy allows the sqs:ListQueues action")
+                raise self._denied(
+                    caller, "ListQueues", "*", "no identity-based policy allows the sqs:ListQueues action"
+                )
             return
         context = self._context(call, caller)
         for act, queue in self._targets(action, call):
@@ -72,7 +74,9 @@ class AccessControl:
         out = {k: v for k, v in result.items() if k != field}
         return out | {field: kept} if kept or action != "ListQueues" else out
 
-    async def _check(self, action: str, queue: str | None, rights: Grant, caller: Caller, context: dict[str, str]) -> None:
+    async def _check(
+        self, action: str, queue: str | None, rights: Grant, caller: Caller, context: dict[str, str]
+    ) -> None:
         resource = qattr.arn(self.settings.region, self.settings.account, queue) if queue else "*"
         policy = await self._policy(queue) if queue and params.QUEUE_NAME.match(queue) else None
         verdict = policy.decide(caller, action, resource, context) if policy else None
@@ -92,7 +96,10 @@ class AccessControl:
         if action in _BY_SOURCE:
             source = qattr.queue_of_arn(call.params.get("SourceArn"))
             dest = qattr.queue_of_arn(call.params.get("DestinationArn"))
-            return ([(act, source)] if source else []) + ([("SendMessage", dest)] if dest and action == "StartMessageMoveTask" else [])
+            pairs: list[tuple[str, str | None]] = [(act, source)] if source else []
+            if dest and action == "StartMessageMoveTask":
+                pairs.append(("SendMessage", dest))
+            return pairs
         if action in _NO_QUEUE:
             return [(act, None)]
         url = call.params.get("QueueUrl") or call.path_queue
@@ -118,16 +125,26 @@ class AccessControl:
     def _context(self, call: Call, caller: Caller) -> dict[str, str]:
         """The request's condition keys (docs/security.md, "Permissions")."""
         now = self.cq.clock.now()
-        out = {"aws:sourceip": call.source_ip, "aws:securetransport": "true" if call.secure else "false",
-               "aws:currenttime": dt.datetime.fromtimestamp(now, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-               "aws:epochtime": str(int(now)), "aws:principaltype": "User" if caller.arn else "Anonymous"}
+        out = {
+            "aws:sourceip": call.source_ip,
+            "aws:securetransport": "true" if call.secure else "false",
+            "aws:currenttime": dt.datetime.fromtimestamp(now, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "aws:epochtime": str(int(now)),
+            "aws:principaltype": "User" if caller.arn else "Anonymous",
+        }
         if caller.arn and call.principal:
-            out |= {"aws:principalarn": caller.arn, "aws:principalaccount": str(caller.account),
-                    "aws:username": call.principal.access_key_id, "aws:userid": call.principal.access_key_id}
+            out |= {
+                "aws:principalarn": caller.arn,
+                "aws:principalaccount": str(caller.account),
+                "aws:username": call.principal.access_key_id,
+                "aws:userid": call.principal.access_key_id,
+            }
         return {k: v for k, v in out.items() if v}
 
     def _denied(self, caller: Caller, action: str, resource: str, why: str) -> SqsError:
         who = caller.arn or "anonymous"
         log.info("sqs_access_denied", principal=who, action=action, resource=resource)
-        return SqsError("AccessDenied", f"User: {who} is not authorized to perform: sqs:{action} on resource: {resource} because {why}")
-
+        return SqsError(
+            "AccessDenied",
+            f"User: {who} is not authorized to perform: sqs:{action} on resource: {resource} because {why}",
+        )

@@ -45,13 +45,24 @@ def build_app(cq: Casque, settings: SqsSettings | None = None) -> Starlette:
             if use_json:
                 action, params = wire.parse_json(request.headers, body)
             else:
-                action, params = wire.parse_query(request.url.query, body if request.method == "POST" else b"", get=request.method == "GET")
+                action, params = wire.parse_query(
+                    request.url.query, body if request.method == "POST" else b"", get=request.method == "GET"
+                )
             path = request.url.path.strip("/")
             base_url = f"{request.url.scheme}://{request.headers.get('host', request.url.netloc)}"
-            call = Call(params, base_url, path.rsplit("/", 1)[-1] if "/" in path else None, principal, request.headers.get("x-amzn-trace-id"),
-                        source_ip=request.client.host if request.client else "", secure=request.url.scheme == "https")
+            call = Call(
+                params,
+                base_url,
+                path.rsplit("/", 1)[-1] if "/" in path else None,
+                principal,
+                request.headers.get("x-amzn-trace-id"),
+                source_ip=request.client.host if request.client else "",
+                secure=request.url.scheme == "https",
+            )
             result = await service.run(action, call)
-            status, headers, out = wire.json_ok(result, request_id) if use_json else wire.xml_ok(action, result, request_id)
+            status, headers, out = (
+                wire.json_ok(result, request_id) if use_json else wire.xml_ok(action, result, request_id)
+            )
         except Exception as exc:  # every failure becomes the protocol's error; the server goes on
             err = _as_sqs_error(exc, action)
             status, headers, out = wire.json_error(err, request_id) if use_json else wire.xml_error(err, request_id)
@@ -85,4 +96,3 @@ def _as_sqs_error(exc: Exception, action: str) -> SqsError:
         return SqsError("InternalError", str(exc))
     log.exception("sqs_internal_error", action=action, error=repr(exc))
     return SqsError("InternalError", "We encountered an internal error. Please try again.")
-

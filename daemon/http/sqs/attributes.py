@@ -30,8 +30,14 @@ MAX_RECEIVE_COUNT = 1000
 DEFAULT_VISIBILITY = 30
 DEFAULT_RETENTION = 345_600
 DEFAULT_MAX_SIZE = 1_048_576  # SQS's default since 2025 (it was 256 KiB)
-RANGES = {"DelaySeconds": (0, 900), "MaximumMessageSize": (1024, 1_048_576), "MessageRetentionPeriod": (60, 1_209_600),
-          "ReceiveMessageWaitTimeSeconds": (0, 20), "VisibilityTimeout": (0, 43_200), "KmsDataKeyReusePeriodSeconds": (60, 86_400)}
+RANGES = {
+    "DelaySeconds": (0, 900),
+    "MaximumMessageSize": (1024, 1_048_576),
+    "MessageRetentionPeriod": (60, 1_209_600),
+    "ReceiveMessageWaitTimeSeconds": (0, 20),
+    "VisibilityTimeout": (0, 43_200),
+    "KmsDataKeyReusePeriodSeconds": (60, 86_400),
+}
 DEFAULTS = {"DelaySeconds": "0", "MaximumMessageSize": str(DEFAULT_MAX_SIZE), "ReceiveMessageWaitTimeSeconds": "0"}
 STORED_AS_IS = {"Policy", "RedriveAllowPolicy", "KmsMasterKeyId", "SqsManagedSseEnabled"}
 FIFO_ONLY = set(fifo_rules.ATTRIBUTES)  # queue settings of a FIFO queue (fifo.py), refused on a standard one
@@ -69,7 +75,10 @@ def check(attrs: Any, creating: bool, fifo: bool = False) -> dict[str, str]:
         if name in RANGES:
             lo, hi = RANGES[name]
             if not text.isdigit() or not lo <= int(text) <= hi:
-                raise SqsError("InvalidAttributeValue", f"Invalid value for the parameter {name}: must be an integer from {lo} to {hi}.")
+                raise SqsError(
+                    "InvalidAttributeValue",
+                    f"Invalid value for the parameter {name}: must be an integer from {lo} to {hi}.",
+                )
             text = str(int(text))
         if name == "RedrivePolicy" and text:
             text = _redrive(text)
@@ -83,17 +92,29 @@ def _redrive(text: str) -> str:
     try:
         policy = json.loads(text)
     except ValueError:
-        raise SqsError("InvalidAttributeValue", "Value for parameter RedrivePolicy is invalid. Reason: Redrive policy is not a valid JSON map.") from None
+        raise SqsError(
+            "InvalidAttributeValue",
+            "Value for parameter RedrivePolicy is invalid. Reason: Redrive policy is not a valid JSON map.",
+        ) from None
     if not isinstance(policy, dict) or queue_of_arn(policy.get("deadLetterTargetArn")) is None:
-        raise SqsError("InvalidAttributeValue", "Value for parameter RedrivePolicy is invalid. Reason: Invalid value for deadLetterTargetArn.")
-    count = policy.get("maxReceiveCount")
+        raise SqsError(
+            "InvalidAttributeValue",
+            "Value for parameter RedrivePolicy is invalid. Reason: Invalid value for deadLetterTargetArn.",
+        )
+    count: Any = policy.get("maxReceiveCount")  # anything JSON holds: int() below refuses what is no count
     try:
         n = int(count)
     except (TypeError, ValueError):
         n = 0
     if not 1 <= n <= MAX_RECEIVE_COUNT:
-        raise SqsError("InvalidAttributeValue", f"Value for parameter RedrivePolicy is invalid. Reason: Invalid value for maxReceiveCount: {count}, valid values are from 1 to 1000 both inclusive.")
-    return json.dumps({"deadLetterTargetArn": policy["deadLetterTargetArn"], "maxReceiveCount": n}, separators=(",", ":"))
+        raise SqsError(
+            "InvalidAttributeValue",
+            f"Value for parameter RedrivePolicy is invalid. Reason: Invalid value for maxReceiveCount: {count}, valid "
+            "values are from 1 to 1000 both inclusive.",
+        )
+    return json.dumps(
+        {"deadLetterTargetArn": policy["deadLetterTargetArn"], "maxReceiveCount": n}, separators=(",", ":")
+    )
 
 
 def casque_options(attrs: dict[str, str]) -> dict[str, Any]:
@@ -104,7 +125,9 @@ def casque_options(attrs: dict[str, str]) -> dict[str, Any]:
     if "MessageRetentionPeriod" in attrs:
         out["retention"] = int(attrs["MessageRetentionPeriod"])
     if "RedrivePolicy" in attrs:
-        out["max_attempts"] = json.loads(attrs["RedrivePolicy"])["maxReceiveCount"] if attrs["RedrivePolicy"] else NO_REDRIVE_ATTEMPTS
+        out["max_attempts"] = (
+            json.loads(attrs["RedrivePolicy"])["maxReceiveCount"] if attrs["RedrivePolicy"] else NO_REDRIVE_ATTEMPTS
+        )
     return out | fifo_rules.options(attrs)
 
 
@@ -125,7 +148,13 @@ def number(qs: QueueSettings, extras: QueueExtras, name: str) -> int:
 def describe(qs: QueueSettings, extras: QueueExtras, queue_arn: str) -> dict[str, str]:
     """Every attribute but the counts (which cost reads): the GetQueueAttributes answer."""
     out = {k: v for k, v in extras.attributes.items() if v != "" and not k.startswith("casque.")}
-    for name in ("VisibilityTimeout", "MessageRetentionPeriod", "DelaySeconds", "MaximumMessageSize", "ReceiveMessageWaitTimeSeconds"):
+    for name in (
+        "VisibilityTimeout",
+        "MessageRetentionPeriod",
+        "DelaySeconds",
+        "MaximumMessageSize",
+        "ReceiveMessageWaitTimeSeconds",
+    ):
         out[name] = str(number(qs, extras, name))
     out["QueueArn"] = queue_arn
     out["CreatedTimestamp"] = str(extras.created_at // 1000)

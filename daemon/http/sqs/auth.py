@@ -37,8 +37,10 @@ TERMINATOR = "aws4_request"
 #: PHP SDK leaves it unsigned, and without X-Amz-Target a body is only ever read as a form post.)
 MUST_SIGN_IF_PRESENT = ("x-amz-target",)
 _PRESIGNED = ("x-amz-algorithm", "x-amz-credential", "x-amz-signature", "x-amz-signedheaders")
-_MISMATCH = ("The request signature we calculated does not match the signature you provided. "
-             "Check your AWS Secret Access Key and signing method. Consult the service documentation for details.")
+_MISMATCH = (
+    "The request signature we calculated does not match the signature you provided. "
+    "Check your AWS Secret Access Key and signing method. Consult the service documentation for details."
+)
 
 
 def mismatch(message: str = _MISMATCH) -> SqsError:
@@ -71,7 +73,9 @@ class Authenticator:
         if key is None:
             raise SqsError("InvalidClientTokenId", "The security token included in the request is invalid.")
         raw_path = request.scope.get("raw_path", request.url.path.encode()).decode("latin-1")
-        canonical = sigv4.canonical_request(request.method, raw_path, request.url.query, request.headers, auth.signed_headers, payload_hash)
+        canonical = sigv4.canonical_request(
+            request.method, raw_path, request.url.query, request.headers, auth.signed_headers, payload_hash
+        )
         expected = sigv4.signature(key.secret, auth, sigv4.string_to_sign(amz_date, auth.scope, canonical))
         if not hmac.compare_digest(expected, auth.signature):
             raise mismatch()
@@ -81,31 +85,43 @@ class Authenticator:
         """Credential scope as AWS checks it: a signature made for another day, region or service is
         refused even though it is a valid HMAC (the scope is part of the signing key)."""
         if auth.terminator != TERMINATOR:
-            raise mismatch(f"Credential should be scoped with a valid terminator: '{TERMINATOR}', not '{auth.terminator}'. ")
+            raise mismatch(
+                f"Credential should be scoped with a valid terminator: '{TERMINATOR}', not '{auth.terminator}'. "
+            )
         if auth.day != amz_date[:8]:
-            raise mismatch(f"Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date from HTTP: "
-                           f"'{auth.day}' != '{amz_date[:8]}', from '{amz_date}'.")
+            raise mismatch(
+                f"Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date from HTTP: "
+                f"'{auth.day}' != '{amz_date[:8]}', from '{amz_date}'."
+            )
         if auth.region != self.region:
             raise mismatch(f"Credential should be scoped to a valid region, not '{auth.region}'. ")
         if auth.service != SERVICE:
             raise mismatch(f"Credential should be scoped to correct service: '{SERVICE}'. ")
 
     def _check_time(self, amz_date: str, when: dt.datetime) -> None:
-        now = dt.datetime.fromtimestamp(self.clock.now(), dt.timezone.utc).replace(microsecond=0)
+        now = dt.datetime.fromtimestamp(self.clock.now(), dt.UTC).replace(microsecond=0)
         fmt = sigv4.ISO_BASIC
         if when < now - MAX_SKEW:
-            raise mismatch(f"Signature expired: {amz_date} is now earlier than {(now - MAX_SKEW).strftime(fmt)} ({now.strftime(fmt)} - 15 min.)")
+            raise mismatch(
+                f"Signature expired: {amz_date} is now earlier than {(now - MAX_SKEW).strftime(fmt)} "
+                f"({now.strftime(fmt)} - 15 min.)"
+            )
         if when > now + MAX_SKEW:
-            raise mismatch(f"Signature not yet current: {amz_date} is still later than {(now + MAX_SKEW).strftime(fmt)} "
-                           f"({now.strftime(fmt)} + 15 min.)")
+            raise mismatch(
+                f"Signature not yet current: {amz_date} is still later than {(now + MAX_SKEW).strftime(fmt)} "
+                f"({now.strftime(fmt)} + 15 min.)"
+            )
 
 
 def _refuse_presigned(query: str) -> None:
     """Presigned URLs (SigV4 in the query string) are not verified by casque; refusing them
     outright means they can never stand in for the Authorization header."""
     if any(k.lower() in _PRESIGNED for k, _ in parse_qsl(query, keep_blank_values=True)):
-        raise SqsError("InvalidSecurity", "casque does not accept presigned (query-string) SigV4 requests: "
-                                          "sign with the Authorization header, as the AWS SDKs and CLI do.")
+        raise SqsError(
+            "InvalidSecurity",
+            "casque does not accept presigned (query-string) SigV4 requests: "
+            "sign with the Authorization header, as the AWS SDKs and CLI do.",
+        )
 
 
 def _check_signed_headers(request: Request, auth: sigv4.Authorization) -> None:
@@ -126,8 +142,10 @@ def _payload_hash(request: Request, body: bytes) -> str:
     actual = hashlib.sha256(body).hexdigest()
     claimed = request.headers.get("x-amz-content-sha256")
     if claimed is not None and claimed.strip().lower() != actual:
-        raise mismatch("The provided 'x-amz-content-sha256' header does not match the SHA-256 of the request body received "
-                       "(casque signs and checks every SQS body; UNSIGNED-PAYLOAD is not accepted).")
+        raise mismatch(
+            "The provided 'x-amz-content-sha256' header does not match the SHA-256 of the request body received "
+            "(casque signs and checks every SQS body; UNSIGNED-PAYLOAD is not accepted)."
+        )
     return actual
 
 
@@ -136,4 +154,7 @@ def _check_query(query: str) -> None:
     values of one name is not signed, and the action reader keeps the last."""
     names = [k for k, _ in parse_qsl(query, keep_blank_values=True)]
     if len(names) != len(set(names)):
-        raise SqsError("InvalidQueryParameter", "The AWS query string is malformed or does not adhere to AWS standards: a parameter is repeated.")
+        raise SqsError(
+            "InvalidQueryParameter",
+            "The AWS query string is malformed or does not adhere to AWS standards: a parameter is repeated.",
+        )

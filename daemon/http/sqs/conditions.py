@@ -12,18 +12,32 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from daemon.engine.grants import wildcard
 from daemon.http.sqs.errors import SqsError
 
 #: The request keys casque knows (lower case, as IAM compares key names without case).
-KEYS = {"aws:sourceip", "aws:securetransport", "aws:currenttime", "aws:epochtime", "aws:principalarn", "aws:principalaccount",
-        "aws:principaltype", "aws:username", "aws:userid"}
+KEYS = {
+    "aws:sourceip",
+    "aws:securetransport",
+    "aws:currenttime",
+    "aws:epochtime",
+    "aws:principalarn",
+    "aws:principalaccount",
+    "aws:principaltype",
+    "aws:username",
+    "aws:userid",
+}
 #: Keys AWS sets that casque never has: a condition on them could never be what the author meant.
-ABSENT = {"aws:sourcearn": "no AWS service sends on anyone's behalf in casque", "aws:sourceaccount": "no AWS service sends on anyone's behalf in casque",
-          "aws:sourcevpc": "casque has no VPC endpoints", "aws:sourcevpce": "casque has no VPC endpoints"}
+ABSENT = {
+    "aws:sourcearn": "no AWS service sends on anyone's behalf in casque",
+    "aws:sourceaccount": "no AWS service sends on anyone's behalf in casque",
+    "aws:sourcevpc": "casque has no VPC endpoints",
+    "aws:sourcevpce": "casque has no VPC endpoints",
+}
 MAX_CONDITIONS = 10  # SQS's limit per policy
 
 
@@ -39,7 +53,7 @@ def _date(v: Any) -> float:
     except ValueError:
         pass
     when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return (when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)).timestamp()
+    return (when if when.tzinfo else when.replace(tzinfo=dt.UTC)).timestamp()
 
 
 def _number(v: Any) -> float:
@@ -85,9 +99,16 @@ _FAMILIES: dict[str, tuple[Callable[[Any], Any], Callable[[str, Any], bool]]] = 
     "Bool": (_bool, lambda a, v: a.lower() == v),
 }
 # negated operator -> the positive family it negates
-_NEGATED = {"StringNotEquals": "StringEquals", "StringNotEqualsIgnoreCase": "StringEqualsIgnoreCase", "StringNotLike": "StringLike",
-            "ArnNotEquals": "ArnEquals", "ArnNotLike": "ArnLike", "NumericNotEquals": "NumericEquals", "DateNotEquals": "DateEquals",
-            "NotIpAddress": "IpAddress"}
+_NEGATED = {
+    "StringNotEquals": "StringEquals",
+    "StringNotEqualsIgnoreCase": "StringEqualsIgnoreCase",
+    "StringNotLike": "StringLike",
+    "ArnNotEquals": "ArnEquals",
+    "ArnNotLike": "ArnLike",
+    "NumericNotEquals": "NumericEquals",
+    "DateNotEquals": "DateEquals",
+    "NotIpAddress": "IpAddress",
+}
 
 
 @dataclass(frozen=True)

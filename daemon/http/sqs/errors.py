@@ -56,10 +56,16 @@ CODES: dict[str, tuple[str, int]] = {
 # (recorded against AWS: a bad MaxNumberOfMessages is __type InvalidParameterValueException with
 # x-amzn-query-error InvalidParameterValue;Sender). boto3 then reports Error.Code from the header
 # (the query code, as against AWS) and Error.QueryErrorCode from the __type.
-_JSON_SHAPE = {"InvalidParameterValue": "InvalidParameterValueException", "MissingParameter": "MissingRequiredParameterException",
-               "InvalidAction": "UnknownOperationException"}
+_JSON_SHAPE = {
+    "InvalidParameterValue": "InvalidParameterValueException",
+    "MissingParameter": "MissingRequiredParameterException",
+    "InvalidAction": "UnknownOperationException",
+}
 # __type prefixes: SQS's modelled shapes are com.amazonaws.sqs#X; coral's own errors differ.
-_CORAL = {"UnknownOperationException": "com.amazon.coral.service#", "SerializationException": "com.amazon.coral.service#"}
+_CORAL = {
+    "UnknownOperationException": "com.amazon.coral.service#",
+    "SerializationException": "com.amazon.coral.service#",
+}
 
 
 @dataclass

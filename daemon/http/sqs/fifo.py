@@ -30,10 +30,15 @@ ATTRIBUTES = ("FifoQueue", "ContentBasedDeduplication", "DeduplicationScope", "F
 SCOPES = ("messageGroup", "queue")
 LIMITS = ("perQueue", "perMessageGroupId")
 # The ids (1-128 alphanumeric and punctuation) are checked by base/model.py valid_group_id, the engine's own rule.
-FIFO_NAME = ("The name of a FIFO queue can only include alphanumeric characters, hyphens, or underscores, must end with .fifo suffix "
-             "and be 1 to 80 in length")
+FIFO_NAME = (
+    "The name of a FIFO queue can only include alphanumeric characters, hyphens, or underscores, must end with .fifo "
+    "suffix "
+    "and be 1 to 80 in length"
+)
 STANDARD_NAME = "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length"
-NEEDS_DEDUP = "The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly"
+NEEDS_DEDUP = (
+    "The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly"
+)
 NEEDS_GROUP = "The request must contain the parameter MessageGroupId."
 NOT_THIS_TYPE = "The request include parameter that is not valid for this queue type."
 
@@ -66,7 +71,10 @@ def check_attribute(name: str, text: str, fifo: bool) -> str:
     low = text.strip().lower()
     if name == "FifoQueue":
         if low != "true":
-            raise SqsError("InvalidAttributeValue", "Invalid value for the parameter FifoQueue. Reason: Modifying queue type is not supported.")
+            raise SqsError(
+                "InvalidAttributeValue",
+                "Invalid value for the parameter FifoQueue. Reason: Modifying queue type is not supported.",
+            )
         return "true"
     if name == "ContentBasedDeduplication":
         if low not in ("true", "false"):
@@ -82,8 +90,11 @@ def check_throughput(scope: str, limit: str) -> None:
     """SQS: FifoThroughputLimit perMessageGroupId is allowed only with DeduplicationScope
     messageGroup (checked on the values the queue will have, so an earlier call counts too)."""
     if limit == "perMessageGroupId" and scope != "messageGroup":
-        raise SqsError("InvalidAttributeValue", "Invalid value for the parameter FifoThroughputLimit. Reason: The perMessageGroupId value "
-                       "is allowed only when the value for DeduplicationScope is messageGroup.")
+        raise SqsError(
+            "InvalidAttributeValue",
+            "Invalid value for the parameter FifoThroughputLimit. Reason: The perMessageGroupId value "
+            "is allowed only when the value for DeduplicationScope is messageGroup.",
+        )
 
 
 def options(attrs: dict[str, str]) -> dict[str, Any]:
@@ -102,8 +113,12 @@ def describe(qs: QueueSettings) -> dict[str, str]:
     """A FIFO queue's four attributes (a standard queue has none, as in SQS)."""
     if not qs.fifo:
         return {}
-    return {"FifoQueue": "true", "ContentBasedDeduplication": "true" if qs.content_dedup else "false",
-            "DeduplicationScope": qs.dedup_scope, "FifoThroughputLimit": qs.fifo_throughput}
+    return {
+        "FifoQueue": "true",
+        "ContentBasedDeduplication": "true" if qs.content_dedup else "false",
+        "DeduplicationScope": qs.dedup_scope,
+        "FifoThroughputLimit": qs.fifo_throughput,
+    }
 
 
 def check_id(value: Any, parameter: str) -> str | None:
@@ -111,8 +126,11 @@ def check_id(value: Any, parameter: str) -> str | None:
     if value is None:
         return None
     if not valid_group_id(value):
-        raise invalid(f"Value {value} for parameter {parameter} is invalid. Reason: {parameter} can only include alphanumeric and "
-                      "punctuation characters. 1 to 128 in length.")
+        raise invalid(
+            f"Value {value} for parameter {parameter} is invalid. Reason: {parameter} can only include alphanumeric "
+            "and "
+            "punctuation characters. 1 to 128 in length."
+        )
     return value
 
 

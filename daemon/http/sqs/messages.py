@@ -74,7 +74,11 @@ def check_body(body: Any) -> str:
     if not isinstance(body, str):
         raise invalid("MessageBody must be a string.")
     if _BAD_CHARS.search(body):
-        raise SqsError("InvalidMessageContents", "Invalid characters found. Valid values are #x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF")
+        raise SqsError(
+            "InvalidMessageContents",
+            "Invalid characters found. Valid values are #x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 "
+            "to #x10FFFF",
+        )
     return body
 
 
@@ -89,22 +93,40 @@ def check_attributes(attrs: Any) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for name, a in attrs.items():
         low = str(name).lower()
-        if not _ATTR_NAME.match(str(name)) or low.startswith(("aws.", "amazon.")) or ".." in name or name.startswith(".") or name.endswith("."):
-            raise invalid(f"The message attribute name '{name}' is invalid: use A-Z a-z 0-9 _ - . (not starting with AWS. or Amazon.).")
+        if (
+            not _ATTR_NAME.match(str(name))
+            or low.startswith(("aws.", "amazon."))
+            or ".." in name
+            or name.startswith(".")
+            or name.endswith(".")
+        ):
+            raise invalid(
+                f"The message attribute name '{name}' is invalid: use A-Z a-z 0-9 _ - . (not starting with AWS. or "
+                "Amazon.)."
+            )
         if not isinstance(a, dict) or not isinstance(a.get("DataType"), str) or not a["DataType"]:
             raise invalid(f"The message attribute '{name}' must contain a non-empty message attribute type.")
         dtype = a["DataType"]
         m = _TYPE.match(dtype)
         if not m:
-            raise invalid(f"The type of message attribute '{name}' is invalid. You must use only the following supported type prefixes: Binary, Number, String.")
+            raise invalid(
+                f"The type of message attribute '{name}' is invalid. You must use only the following supported type "
+                "prefixes: Binary, Number, String."
+            )
         if m.group(1) == "Binary":
             if "BinaryValue" not in a or a["BinaryValue"] in (None, ""):
                 raise invalid(f"The message attribute '{name}' with type 'Binary' must use field 'Binary'.")
-            out[name] = {"DataType": dtype, "BinaryValue": base64.b64encode(binary_value(a["BinaryValue"])).decode("ascii")}
+            out[name] = {
+                "DataType": dtype,
+                "BinaryValue": base64.b64encode(binary_value(a["BinaryValue"])).decode("ascii"),
+            }
             continue
         value = a.get("StringValue")
         if not isinstance(value, str) or value == "":
-            raise invalid(f"The message attribute '{name}' must contain a non-empty message attribute value for message attribute type '{dtype}'.")
+            raise invalid(
+                f"The message attribute '{name}' must contain a non-empty message attribute value for message "
+                f"attribute type '{dtype}'."
+            )
         if m.group(1) == "Number":
             _check_number(name, value)
         if _BAD_CHARS.search(value):
@@ -133,7 +155,10 @@ def attributes_size(attrs: dict[str, dict[str, Any]]) -> int:
 
 
 def to_headers(attrs: dict[str, dict[str, Any]]) -> dict[str, str]:
-    return {HEADER_PREFIX + name: f"{a['DataType']}:{a.get('StringValue', a.get('BinaryValue'))}" for name, a in attrs.items()}
+    return {
+        HEADER_PREFIX + name: f"{a['DataType']}:{a.get('StringValue', a.get('BinaryValue'))}"
+        for name, a in attrs.items()
+    }
 
 
 def from_headers(headers: dict[str, str]) -> dict[str, dict[str, Any]]:
@@ -142,7 +167,10 @@ def from_headers(headers: dict[str, str]) -> dict[str, dict[str, Any]]:
         if not key.startswith(HEADER_PREFIX) or ":" not in raw:
             continue
         dtype, value = raw.split(":", 1)
-        out[key[len(HEADER_PREFIX):]] = {"DataType": dtype, ("BinaryValue" if dtype.startswith("Binary") else "StringValue"): value}
+        out[key[len(HEADER_PREFIX) :]] = {
+            "DataType": dtype,
+            ("BinaryValue" if dtype.startswith("Binary") else "StringValue"): value,
+        }
     return out
 
 

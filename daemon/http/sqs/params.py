@@ -7,7 +7,8 @@ import asyncio
 import base64
 import binascii
 import re
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from daemon.http.sqs import messages as msg
 from daemon.http.sqs.errors import SqsError, invalid
@@ -29,7 +30,11 @@ def integer(p: dict[str, Any], key: str, default: int, lo: int, hi: int, message
     except (TypeError, ValueError):
         value = None
     if value is None or not lo <= value <= hi:
-        raise invalid(message.format(v=raw) if message else f"Value {raw} for parameter {key} is invalid. Reason: Must be between {lo} and {hi}.")
+        raise invalid(
+            message.format(v=raw)
+            if message
+            else f"Value {raw} for parameter {key} is invalid. Reason: Must be between {lo} and {hi}."
+        )
     return value
 
 
@@ -73,11 +78,18 @@ def entries(p: dict[str, Any], action: str) -> list[dict[str, Any]]:
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
         raise invalid("Entries must be a list of entries.")
     if len(entries) > MAX_BATCH:
-        raise SqsError("TooManyEntriesInBatchRequest", f"Maximum number of entries per request are {MAX_BATCH}. You have sent {len(entries)}.")
+        raise SqsError(
+            "TooManyEntriesInBatchRequest",
+            f"Maximum number of entries per request are {MAX_BATCH}. You have sent {len(entries)}.",
+        )
     ids = [e.get("Id") for e in entries]
     for eid in ids:
         if not isinstance(eid, str) or not ENTRY_ID.match(eid):
-            raise SqsError("InvalidBatchEntryId", "A batch entry id can only contain alphanumeric characters, hyphens and underscores. It can be at most 80 letters long.")
+            raise SqsError(
+                "InvalidBatchEntryId",
+                "A batch entry id can only contain alphanumeric characters, hyphens and underscores. It can be at most "
+                "80 letters long.",
+            )
     seen: set[str] = set()
     for eid in ids:  # SQS names the first id met a second time (AWS-verified in moto's suite)
         if eid in seen:

@@ -31,7 +31,17 @@ MAX_PRINCIPALS = 50
 _ACCOUNT = re.compile(r"^[0-9]{12}$")
 _IAM = re.compile(r"^arn:aws:iam::([0-9]{12}):(root|user/[A-Za-z0-9+=,.@_-]{1,64})$")
 _RESOURCE = re.compile(r"^arn:[^:]*:sqs:[^:]*:[^:]*:.+$")
-_STATEMENT_KEYS = {"Sid", "Effect", "Principal", "NotPrincipal", "Action", "NotAction", "Resource", "NotResource", "Condition"}
+_STATEMENT_KEYS = {
+    "Sid",
+    "Effect",
+    "Principal",
+    "NotPrincipal",
+    "Action",
+    "NotAction",
+    "Resource",
+    "NotResource",
+    "Condition",
+}
 
 
 @dataclass(frozen=True)
@@ -55,7 +65,7 @@ class Statement:
     condition: Block = field(default_factory=Block)
 
     def applies(self, caller: Caller, action: str, resource: str, context: dict[str, str]) -> bool:
-        return (self._names(caller) and self._covers(action) and self._on(resource) and self.condition.holds(context))
+        return self._names(caller) and self._covers(action) and self._on(resource) and self.condition.holds(context)
 
     def _names(self, caller: Caller) -> bool:
         if self.everyone:
@@ -133,7 +143,9 @@ def _statement(raw: Any, index: int) -> Statement:
     if unknown:
         raise refuse(f"Unknown statement element {sorted(unknown)[0]}.")
     if "NotPrincipal" in raw:
-        raise refuse("NotPrincipal is not supported by casque: name the principals in Principal (and use Deny for exceptions).")
+        raise refuse(
+            "NotPrincipal is not supported by casque: name the principals in Principal (and use Deny for exceptions)."
+        )
     sid = raw.get("Sid", "")
     if not isinstance(sid, str):
         raise refuse("Sid must be a string.")
@@ -143,7 +155,17 @@ def _statement(raw: Any, index: int) -> Statement:
     everyone, principals = _principals(raw.get("Principal"))
     actions, not_action = _pick(raw, "Action", "NotAction", _action)
     resources, not_resource = _pick(raw, "Resource", "NotResource", _resource)
-    return Statement(sid, effect, everyone, principals, actions, not_action, resources, not_resource, compile_block(raw.get("Condition")))
+    return Statement(
+        sid,
+        effect,
+        everyone,
+        principals,
+        actions,
+        not_action,
+        resources,
+        not_resource,
+        compile_block(raw.get("Condition")),
+    )
 
 
 def _strings(value: Any, what: str) -> list[str]:
@@ -180,15 +202,20 @@ def _principals(raw: Any) -> tuple[bool, frozenset[str]]:
         raise refuse('Principal must be "*" or {"AWS": ...} naming accounts or users.')
     other = set(raw) - {"AWS"}
     if other:
-        raise refuse(f"Principal type {sorted(other)[0]} is not supported by casque: only AWS account and user principals exist here.")
+        raise refuse(
+            f"Principal type {sorted(other)[0]} is not supported by casque: only AWS account and user principals exist "
+            "here."
+        )
     names = _strings(raw["AWS"], "Principal AWS")
     if "*" in names:
         return True, frozenset()
     for n in names:
         m = _IAM.match(n)
         if not (_ACCOUNT.match(n) or m):
-            raise refuse(f"Principal {n} is not supported by casque: use an account id, arn:aws:iam::ACCOUNT:root "
-                         "or arn:aws:iam::ACCOUNT:user/ACCESS_KEY_ID.")
+            raise refuse(
+                f"Principal {n} is not supported by casque: use an account id, arn:aws:iam::ACCOUNT:root "
+                "or arn:aws:iam::ACCOUNT:user/ACCESS_KEY_ID."
+            )
     return False, frozenset(names)
 
 

@@ -56,25 +56,33 @@ def parse_authorization(header: str) -> Authorization:
     """The header's fields, or IncompleteSignature worded as AWS words it for each missing part."""
     algorithm, _, rest = header.strip().partition(" ")
     if algorithm != ALGORITHM:
-        raise incomplete(f"Unsupported AWS 'algorithm': '{algorithm}'. casque verifies {ALGORITHM} (Signature Version 4) only.")
+        raise incomplete(
+            f"Unsupported AWS 'algorithm': '{algorithm}'. casque verifies {ALGORITHM} (Signature Version 4) only."
+        )
     fields: dict[str, str] = {}
     for part in rest.split(","):
         m = _FIELD.fullmatch(part)
         if not m or m.group(1) in fields:
-            raise incomplete(f"Authorization header is malformed near {part.strip()[:40]!r}: "
-                             "expected Credential=..., SignedHeaders=..., Signature=...")
+            raise incomplete(
+                f"Authorization header is malformed near {part.strip()[:40]!r}: "
+                "expected Credential=..., SignedHeaders=..., Signature=..."
+            )
         fields[m.group(1)] = m.group(2)
     for name in ("Credential", "Signature", "SignedHeaders"):
         if not fields.get(name):
             raise incomplete(f"Authorization header requires '{name}' parameter.")
     credential = fields["Credential"].split("/")
     if len(credential) != 5 or not all(credential):
-        raise incomplete("Authorization header requires a 'Credential' of the form KEY_ID/YYYYMMDD/REGION/SERVICE/aws4_request.")
+        raise incomplete(
+            "Authorization header requires a 'Credential' of the form KEY_ID/YYYYMMDD/REGION/SERVICE/aws4_request."
+        )
     if not _HEX64.match(fields["Signature"]):
         raise incomplete("Authorization header requires 'Signature' to be 64 lowercase hexadecimal digits.")
     names = tuple(fields["SignedHeaders"].split(";"))
     if not all(_HEADER_NAME.match(n) for n in names):
-        raise incomplete("Authorization header requires 'SignedHeaders' to list lowercase header names separated by ';'.")
+        raise incomplete(
+            "Authorization header requires 'SignedHeaders' to list lowercase header names separated by ';'."
+        )
     key_id, day, region, service, terminator = credential
     return Authorization(key_id, day, region, service, terminator, names, fields["Signature"])
 
@@ -89,16 +97,25 @@ def request_time(headers: Any, signed: tuple[str, ...]) -> tuple[str, dt.datetim
     if raw is None:
         raise incomplete("Authorization header requires existence of either a 'X-Amz-Date' or a 'Date' header.")
     if name not in signed:
-        raise incomplete(f"'{'X-Amz-Date' if name == 'x-amz-date' else 'Date'}' must be a 'SignedHeader' in the AWS Authorization.")
+        raise incomplete(
+            f"'{'X-Amz-Date' if name == 'x-amz-date' else 'Date'}' must be a 'SignedHeader' in the AWS Authorization."
+        )
     try:
-        when = (dt.datetime.strptime(raw, ISO_BASIC).replace(tzinfo=dt.timezone.utc) if name == "x-amz-date"
-                else _utc(email.utils.parsedate_to_datetime(raw)))
+        when = (
+            dt.datetime.strptime(raw, ISO_BASIC).replace(tzinfo=dt.UTC)
+            if name == "x-amz-date"
+            else _utc(email.utils.parsedate_to_datetime(raw))
+        )
     except (ValueError, TypeError):
-        raise incomplete(f"The {name} header {raw[:40]!r} is not a valid date (X-Amz-Date: YYYYMMDD'T'HHMMSS'Z').") from None
+        raise incomplete(
+            f"The {name} header {raw[:40]!r} is not a valid date (X-Amz-Date: YYYYMMDD'T'HHMMSS'Z')."
+        ) from None
     return when.strftime(ISO_BASIC), when
 
 
-def canonical_request(method: str, raw_path: str, query: str, headers: Any, signed: tuple[str, ...], payload_hash: str) -> str:
+def canonical_request(
+    method: str, raw_path: str, query: str, headers: Any, signed: tuple[str, ...], payload_hash: str
+) -> str:
     """SigV4's canonical request for a non-S3 service (path normalized, then URI-encoded again)."""
     path = quote(_normalize(raw_path or "/"), safe="/~")
     pairs = parse_qsl(query, keep_blank_values=True)
@@ -121,7 +138,7 @@ def signature(secret: str, auth: Authorization, to_sign: str) -> str:
 
 def _utc(when: dt.datetime) -> dt.datetime:
     """An RFC 1123 date as UTC ('-0000' and 'GMT' parse without a zone: they mean UTC)."""
-    return when.replace(tzinfo=dt.timezone.utc) if when.tzinfo is None else when.astimezone(dt.timezone.utc)
+    return when.replace(tzinfo=dt.UTC) if when.tzinfo is None else when.astimezone(dt.UTC)
 
 
 def _normalize(path: str) -> str:

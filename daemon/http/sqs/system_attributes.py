@@ -17,7 +17,8 @@ has; a name it lacks (SequenceNumber on a standard queue) and unknown names give
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from daemon.base.model import Message
 from daemon.engine.deadletter import FROM_HEADER
@@ -45,7 +46,10 @@ def check(value: Any) -> dict[str, dict[str, str]]:
         if dtype != "String":
             raise invalid(f"The message system attribute '{name}' must be of type 'String'.")
         if not isinstance(text, str) or not text or len(text) > MAX_TRACE:
-            raise invalid(f"The message system attribute '{name}' must contain a non-empty value of at most {MAX_TRACE} characters.")
+            raise invalid(
+                f"The message system attribute '{name}' must contain a non-empty value of at most {MAX_TRACE} "
+                "characters."
+            )
         out[name] = {"DataType": dtype, "StringValue": text}
     return out
 
@@ -62,8 +66,12 @@ def to_headers(system: dict[str, dict[str, str]], trace: str | None) -> dict[str
 def values(m: Message, received_ms: int, sender: str, arn_of: Callable[[str], str]) -> dict[str, str]:
     """Every system attribute the message has, by name."""
     first, _ = times(m.headers)
-    out = {"SenderId": sender, "SentTimestamp": str(m.enqueued_at), "ApproximateReceiveCount": str(m.attempt),
-           "ApproximateFirstReceiveTimestamp": str(first if first is not None else received_ms)}
+    out = {
+        "SenderId": sender,
+        "SentTimestamp": str(m.enqueued_at),
+        "ApproximateReceiveCount": str(m.attempt),
+        "ApproximateFirstReceiveTimestamp": str(first if first is not None else received_ms),
+    }
     if TRACE_HEADER in m.headers:
         out[TRACE] = m.headers[TRACE_HEADER]
     group = m.group or m.headers.get(GROUP_HEADER)  # the engine's group; the SQS header of messages sent before FIFO

@@ -34,14 +34,17 @@ def is_json(headers: Any) -> bool:
 def parse_json(headers: Any, body: bytes) -> tuple[str, dict[str, Any]]:
     target = headers.get("x-amz-target", "")
     if not target.startswith(TARGET_PREFIX):
-        raise SqsError("UnknownOperationException", f"The X-Amz-Target header {target!r} does not name an SQS action (AmazonSQS.<Action>).")
+        raise SqsError(
+            "UnknownOperationException",
+            f"The X-Amz-Target header {target!r} does not name an SQS action (AmazonSQS.<Action>).",
+        )
     try:
         params = json.loads(body or b"{}")
     except (ValueError, UnicodeDecodeError):
         raise SqsError("SerializationException", "The request body is not valid JSON.") from None
     if not isinstance(params, dict):
         raise SqsError("SerializationException", "The request body must be a JSON object.")
-    return target[len(TARGET_PREFIX):], params
+    return target[len(TARGET_PREFIX) :], params
 
 
 def parse_query(query_string: str, body: bytes, get: bool = False) -> tuple[str, dict[str, Any]]:
@@ -76,9 +79,14 @@ def _tree(flat: dict[str, str]) -> dict[str, Any]:
     return root
 
 
-_LISTS = {"AttributeName": "AttributeNames", "MessageAttributeName": "MessageAttributeNames",
-          "MessageSystemAttributeName": "MessageSystemAttributeNames", "TagKey": "TagKeys",
-          "AWSAccountId": "AWSAccountIds", "ActionName": "Actions"}
+_LISTS = {
+    "AttributeName": "AttributeNames",
+    "MessageAttributeName": "MessageAttributeNames",
+    "MessageSystemAttributeName": "MessageSystemAttributeNames",
+    "TagKey": "TagKeys",
+    "AWSAccountId": "AWSAccountIds",
+    "ActionName": "Actions",
+}
 
 
 def _shape(node: dict[str, Any]) -> dict[str, Any]:
@@ -91,7 +99,9 @@ def _shape(node: dict[str, Any]) -> dict[str, Any]:
         elif key == "MessageAttribute" and items is not None:
             out["MessageAttributes"] = {i.get("Name", ""): i.get("Value", {}) for i in items if isinstance(i, dict)}
         elif key == "MessageSystemAttribute" and items is not None:
-            out["MessageSystemAttributes"] = {i.get("Name", ""): i.get("Value", {}) for i in items if isinstance(i, dict)}
+            out["MessageSystemAttributes"] = {
+                i.get("Name", ""): i.get("Value", {}) for i in items if isinstance(i, dict)
+            }
         elif key == "Tag" and items is not None:
             out["Tags"] = {i.get("Key", ""): i.get("Value", "") for i in items if isinstance(i, dict)}
         elif key in _LISTS and items is not None:
@@ -111,18 +121,29 @@ def _indexed(value: Any) -> list[Any] | None:
 
 # ---- rendering -----------------------------------------------------------------------------------
 def json_ok(result: dict[str, Any], request_id: str) -> tuple[int, dict[str, str], bytes]:
-    return 200, {"content-type": JSON_TYPE, "x-amzn-requestid": request_id}, json.dumps(result, separators=(",", ":")).encode()
+    return (
+        200,
+        {"content-type": JSON_TYPE, "x-amzn-requestid": request_id},
+        json.dumps(result, separators=(",", ":")).encode(),
+    )
 
 
 def json_error(err: SqsError, request_id: str) -> tuple[int, dict[str, str], bytes]:
-    headers = {"content-type": JSON_TYPE, "x-amzn-requestid": request_id, "x-amzn-query-error": f"{err.query_code};{err.fault}"}
+    headers = {
+        "content-type": JSON_TYPE,
+        "x-amzn-requestid": request_id,
+        "x-amzn-query-error": f"{err.query_code};{err.fault}",
+    }
     return err.status, headers, json.dumps({"__type": err.json_type, "message": err.message}).encode()
 
 
 def xml_ok(action: str, result: dict[str, Any], request_id: str) -> tuple[int, dict[str, str], bytes]:
     inner = "".join(_xml_field(action, k, v) for k, v in result.items())
-    body = (f'<?xml version="1.0" encoding="UTF-8"?><{action}Response xmlns="{XMLNS}"><{action}Result>{inner}</{action}Result>'
-            f"<ResponseMetadata><RequestId>{request_id}</RequestId></ResponseMetadata></{action}Response>")
+    body = (
+        f'<?xml version="1.0" encoding="UTF-8"?><{action}Response '
+        f'xmlns="{XMLNS}"><{action}Result>{inner}</{action}Result>'
+        f"<ResponseMetadata><RequestId>{request_id}</RequestId></ResponseMetadata></{action}Response>"
+    )
     return 200, {"content-type": "text/xml", "x-amzn-requestid": request_id}, body.encode("utf-8")
 
 
@@ -131,9 +152,11 @@ def xml_error(err: SqsError, request_id: str) -> tuple[int, dict[str, str], byte
         return 404, {"content-type": "text/xml", "x-amzn-requestid": request_id}, b"<UnknownOperationException/>"
     if err.message == NO_QUEUE:  # SQS's query protocol words it so (its JSON protocol without the suffix)
         err = SqsError(err.shape, NO_QUEUE[:-1] + " for this wsdl version.")
-    body = (f'<?xml version="1.0" encoding="UTF-8"?><ErrorResponse xmlns="{XMLNS}"><Error><Type>{err.fault}</Type>'
-            f"<Code>{_x(err.query_code)}</Code><Message>{_x(err.message)}</Message><Detail/></Error>"
-            f"<RequestId>{request_id}</RequestId></ErrorResponse>")
+    body = (
+        f'<?xml version="1.0" encoding="UTF-8"?><ErrorResponse xmlns="{XMLNS}"><Error><Type>{err.fault}</Type>'
+        f"<Code>{_x(err.query_code)}</Code><Message>{_x(err.message)}</Message><Detail/></Error>"
+        f"<RequestId>{request_id}</RequestId></ErrorResponse>"
+    )
     return err.status, {"content-type": "text/xml", "x-amzn-requestid": request_id}, body.encode("utf-8")
 
 
@@ -145,9 +168,18 @@ def _x(value: Any) -> str:
 
 # How the query protocol writes each list and map of SQS's results (the xmlFlattened/xmlName traits
 # of SQS's model): a flattened list repeats its element, no wrapper; a map is flattened entries.
-_FLAT_LISTS = {"Messages": "Message", "QueueUrls": "QueueUrl", "queueUrls": "QueueUrl", "Failed": "BatchResultErrorEntry",
-               "Results": "ListMessageMoveTasksResultEntry"}
-_MAPS = {"Attributes": ("Attribute", "Name", "Value"), "Tags": ("Tag", "Key", "Value"), "MessageAttributes": ("MessageAttribute", "Name", "Value")}
+_FLAT_LISTS = {
+    "Messages": "Message",
+    "QueueUrls": "QueueUrl",
+    "queueUrls": "QueueUrl",
+    "Failed": "BatchResultErrorEntry",
+    "Results": "ListMessageMoveTasksResultEntry",
+}
+_MAPS = {
+    "Attributes": ("Attribute", "Name", "Value"),
+    "Tags": ("Tag", "Key", "Value"),
+    "MessageAttributes": ("MessageAttribute", "Name", "Value"),
+}
 
 
 def _xml_field(action: str, key: str, value: Any) -> str:
@@ -156,7 +188,9 @@ def _xml_field(action: str, key: str, value: Any) -> str:
     if key in _MAPS and isinstance(value, dict):
         entry, k_name, v_name = _MAPS[key]
         render = _xml_value if key == "MessageAttributes" else _x
-        return "".join(f"<{entry}><{k_name}>{_x(k)}</{k_name}><{v_name}>{render(v)}</{v_name}></{entry}>" for k, v in value.items())
+        return "".join(
+            f"<{entry}><{k_name}>{_x(k)}</{k_name}><{v_name}>{render(v)}</{v_name}></{entry}>" for k, v in value.items()
+        )
     if isinstance(value, list):
         element = f"{action}ResultEntry" if key == "Successful" else _FLAT_LISTS.get(key)
         if element is None:  # not flattened in SQS's model: a wrapper with <member> items

@@ -10,7 +10,8 @@ see them); messages go through the engine's send and pull API (engine/receive.py
 from __future__ import annotations
 
 import re
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from daemon.base.config import SqsSettings
 from daemon.base.errors import QueueNotFound

@@ -16,8 +16,15 @@ from daemon.http.sqs.errors import SqsError, invalid, missing
 
 
 class MessageActions(ActionGroup):
-    ACTIONS = ("SendMessage", "SendMessageBatch", "ReceiveMessage", "DeleteMessage", "DeleteMessageBatch",
-               "ChangeMessageVisibility", "ChangeMessageVisibilityBatch")
+    ACTIONS = (
+        "SendMessage",
+        "SendMessageBatch",
+        "ReceiveMessage",
+        "DeleteMessage",
+        "DeleteMessageBatch",
+        "ChangeMessageVisibility",
+        "ChangeMessageVisibilityBatch",
+    )
 
     async def send_message(self, call: Call) -> dict[str, Any]:
         name = self.queue_of(call)
@@ -34,9 +41,15 @@ class MessageActions(ActionGroup):
         fifo_rules.check_batch(entries, qs)
         extras = await self.cq.extras.get(name)
         limit = qattr.number(qs, extras, "MaximumMessageSize")
-        total = sum(len(str(e.get("MessageBody", "")).encode("utf-8")) + params.attributes_size(e.get("MessageAttributes")) for e in entries)
+        total = sum(
+            len(str(e.get("MessageBody", "")).encode("utf-8")) + params.attributes_size(e.get("MessageAttributes"))
+            for e in entries
+        )
         if total > limit:
-            raise SqsError("BatchRequestTooLong", f"Batch requests cannot be longer than {limit} bytes. You have sent {total} bytes.")
+            raise SqsError(
+                "BatchRequestTooLong",
+                f"Batch requests cannot be longer than {limit} bytes. You have sent {total} bytes.",
+            )
         ok: list[tuple[str, Job, dict[str, Any]]] = []
         failed: list[dict[str, Any]] = []
         for e in entries:
@@ -79,12 +92,19 @@ class MessageActions(ActionGroup):
         headers = msg.to_headers(attrs) | system_attrs.to_headers(system, trace)
         task = msg.task_of(attrs, self.settings.task)
         if qs.fifo:  # the queue's DelaySeconds delays every message of a FIFO queue, a DelaySeconds=0 one too (as SQS)
-            job = Job(task, body, headers=headers, max_attempts=qattr.FOLLOW_QUEUE, group=group, dedup_id=dedup,
-                      queue_delay=float(queue_delay) or None)
+            job = Job(
+                task,
+                body,
+                headers=headers,
+                max_attempts=qattr.FOLLOW_QUEUE,
+                group=group,
+                dedup_id=dedup,
+                queue_delay=float(queue_delay) or None,
+            )
         else:
             delay = params.integer(p, "DelaySeconds", queue_delay, 0, 900)
             job = Job(task, body, delay=delay or None, headers=headers, max_attempts=qattr.FOLLOW_QUEUE, group=group)
-        result = {"MD5OfMessageBody": msg.md5_hex(body.encode("utf-8"))}
+        result: dict[str, Any] = {"MD5OfMessageBody": msg.md5_hex(body.encode("utf-8"))}
         digest = msg.md5_of_attributes(attrs)
         if digest:
             result["MD5OfMessageAttributes"] = digest
@@ -97,12 +117,32 @@ class MessageActions(ActionGroup):
         p = call.params
         qs = await self.cq.queue_settings(name)
         extras = await self.cq.extras.get(name)
-        limit = params.integer(p, "MaxNumberOfMessages", 1, 1, 10, "Value {v} for parameter MaxNumberOfMessages is invalid. Reason: Must be between 1 and 10, if provided.")
-        wait = params.integer(p, "WaitTimeSeconds", qattr.number(qs, extras, "ReceiveMessageWaitTimeSeconds"), 0, 20,
-                    "Value {v} for parameter WaitTimeSeconds is invalid. Reason: Must be >= 0 and <= 20, if provided.")
-        visibility = params.integer(p, "VisibilityTimeout", qattr.number(qs, extras, "VisibilityTimeout"), 0, 43_200,
-                          "Value {v} for parameter VisibilityTimeout is invalid. Reason: Must be >= 0 and <= 43200, if provided.")
-        # ReceiveRequestAttemptId is FIFO's (a retried receive gets the same messages); SQS ignores it on a standard queue.
+        limit = params.integer(
+            p,
+            "MaxNumberOfMessages",
+            1,
+            1,
+            10,
+            "Value {v} for parameter MaxNumberOfMessages is invalid. Reason: Must be between 1 and 10, if provided.",
+        )
+        wait = params.integer(
+            p,
+            "WaitTimeSeconds",
+            qattr.number(qs, extras, "ReceiveMessageWaitTimeSeconds"),
+            0,
+            20,
+            "Value {v} for parameter WaitTimeSeconds is invalid. Reason: Must be >= 0 and <= 20, if provided.",
+        )
+        visibility = params.integer(
+            p,
+            "VisibilityTimeout",
+            qattr.number(qs, extras, "VisibilityTimeout"),
+            0,
+            43_200,
+            "Value {v} for parameter VisibilityTimeout is invalid. Reason: Must be >= 0 and <= 43200, if provided.",
+        )
+        # ReceiveRequestAttemptId is FIFO's (a retried receive gets the same messages); SQS ignores it on a standard
+        # queue.
         attempt = fifo_rules.check_id(p.get("ReceiveRequestAttemptId"), "ReceiveRequestAttemptId") if qs.fifo else None
         # As SQS: MessageSystemAttributeNames when given, else the older AttributeNames.
         system = params.names(p.get("MessageSystemAttributeNames")) or params.names(p.get("AttributeNames"))
@@ -119,7 +159,12 @@ class MessageActions(ActionGroup):
     def _message(self, d: Delivery, system: list[str], wanted: list[str]) -> dict[str, Any]:
         m = d.message
         body = msg.body_of(m)
-        out: dict[str, Any] = {"MessageId": str(m.id), "ReceiptHandle": d.receipt, "MD5OfBody": msg.md5_hex(body.encode("utf-8")), "Body": body}
+        out: dict[str, Any] = {
+            "MessageId": str(m.id),
+            "ReceiptHandle": d.receipt,
+            "MD5OfBody": msg.md5_hex(body.encode("utf-8")),
+            "Body": body,
+        }
         chosen = system_attrs.select(system_attrs.values(m, d.received_ms, self.settings.account, self.arn), system)
         if chosen:
             out["Attributes"] = chosen
@@ -142,7 +187,9 @@ class MessageActions(ActionGroup):
         try:
             await self.cq.delete(handle, queue)
         except InvalidReceipt:
-            raise SqsError("ReceiptHandleIsInvalid", f'The input receipt handle "{handle}" is not a valid receipt handle.') from None
+            raise SqsError(
+                "ReceiptHandleIsInvalid", f'The input receipt handle "{handle}" is not a valid receipt handle.'
+            ) from None
 
     async def delete_message_batch(self, call: Call) -> dict[str, Any]:
         name = self.queue_of(call)
@@ -161,20 +208,35 @@ class MessageActions(ActionGroup):
     async def _change(self, queue: str, p: dict[str, Any]) -> None:
         if p.get("VisibilityTimeout") is None:
             raise missing("VisibilityTimeout")
-        seconds = params.integer(p, "VisibilityTimeout", 0, 0, 43_200, "Value {v} for parameter VisibilityTimeout is invalid. Reason: Must be >= 0 and <= 43200.")
+        seconds = params.integer(
+            p,
+            "VisibilityTimeout",
+            0,
+            0,
+            43_200,
+            "Value {v} for parameter VisibilityTimeout is invalid. Reason: Must be >= 0 and <= 43200.",
+        )
         handle = str(p.get("ReceiptHandle") or "")
         try:
             await self.cq.change_visibility(handle, seconds, queue)
         except InvalidReceipt:
-            raise SqsError("ReceiptHandleIsInvalid", f'The input receipt handle "{handle}" is not a valid receipt handle.') from None
+            raise SqsError(
+                "ReceiptHandleIsInvalid", f'The input receipt handle "{handle}" is not a valid receipt handle.'
+            ) from None
         except NotInFlight as exc:
             if exc.gone:  # deleted (or dead-lettered): SQS's answer for a message that is not there
-                raise invalid(f"Value {handle} for parameter ReceiptHandle is invalid. Reason: Message does not exist or is not available "
-                              "for visibility timeout change.") from None
+                raise invalid(
+                    f"Value {handle} for parameter ReceiptHandle is invalid. Reason: Message does not exist or is not "
+                    "available "
+                    "for visibility timeout change."
+                ) from None
             raise SqsError("MessageNotInflight", "The message referred to isn't in flight.") from None
         except VisibilityTooLong:
-            raise invalid(f"Value {seconds} for parameter VisibilityTimeout is invalid. Reason: Total VisibilityTimeout for the message "
-                          f"is beyond the limit [43200 seconds]") from None
+            raise invalid(
+                f"Value {seconds} for parameter VisibilityTimeout is invalid. Reason: Total VisibilityTimeout for the "
+                "message "
+                f"is beyond the limit [43200 seconds]"
+            ) from None
 
     async def change_message_visibility_batch(self, call: Call) -> dict[str, Any]:
         name = self.queue_of(call)

@@ -39,8 +39,14 @@ class MoveTaskActions(ActionGroup):
         source = await self._existing(call.params.get("SourceArn"), "SourceArn")
         rate = None
         if call.params.get("MaxNumberOfMessagesPerSecond") is not None:
-            rate = params.integer(call.params, "MaxNumberOfMessagesPerSecond", 0, 1, 500,
-                                  "Value {v} for parameter MaxNumberOfMessagesPerSecond is invalid. Reason: Must be between 1 and 500.")
+            rate = params.integer(
+                call.params,
+                "MaxNumberOfMessagesPerSecond",
+                0,
+                1,
+                500,
+                "Value {v} for parameter MaxNumberOfMessagesPerSecond is invalid. Reason: Must be between 1 and 500.",
+            )
         if not await self.cq.extras.is_dead_letter_target(source):
             raise invalid("Source queue must be configured as a Dead Letter Queue.")
         dest_arn = call.params.get("DestinationArn")
@@ -49,7 +55,18 @@ class MoveTaskActions(ActionGroup):
             raise invalid("Source queue arn and destination queue arn cannot be the same.")
         now = self.cq.clock.now_ms()
         est = await self.depth.estimate(await self.cq.queue_settings(source, fresh=True), now)
-        task = MoveTask(source, now, uuid.uuid4(), dest, rate, RUNNING, 0, round(est.waiting + est.in_flight + est.delayed), None, now)
+        task = MoveTask(
+            source,
+            now,
+            uuid.uuid4(),
+            dest,
+            rate,
+            RUNNING,
+            0,
+            round(est.waiting + est.in_flight + est.delayed),
+            None,
+            now,
+        )
         if not await self.store.claim(task):
             raise invalid(ACTIVE)
         wake_local()
@@ -57,8 +74,14 @@ class MoveTaskActions(ActionGroup):
 
     async def list_message_move_tasks(self, call: Call) -> dict[str, Any]:
         source = await self._existing(call.params.get("SourceArn"), "SourceArn")
-        limit = params.integer(call.params, "MaxResults", 1, 1, 10,
-                               "Value {v} for parameter MaxResults is invalid. Reason: Must be between 1 and 10.")
+        limit = params.integer(
+            call.params,
+            "MaxResults",
+            1,
+            1,
+            10,
+            "Value {v} for parameter MaxResults is invalid. Reason: Must be between 1 and 10.",
+        )
         return {"Results": [self._describe(t) for t in await self.store.newest(source, limit)]}
 
     async def cancel_message_move_task(self, call: Call) -> dict[str, Any]:
@@ -71,7 +94,10 @@ class MoveTaskActions(ActionGroup):
         try:
             await self.cq.queue_settings(source)
         except QueueNotFound:
-            raise SqsError("ResourceNotFoundException", "The resource that you specified for the SourceArn parameter doesn't exist.") from None
+            raise SqsError(
+                "ResourceNotFoundException",
+                "The resource that you specified for the SourceArn parameter doesn't exist.",
+            ) from None
         task = await self.store.get(source, started_at, task_id)
         if task is None or task.status != RUNNING:
             raise SqsError("ResourceNotFoundException", "Task does not exist.")
@@ -83,11 +109,16 @@ class MoveTaskActions(ActionGroup):
             raise missing(param)
         name = qattr.queue_of_arn(arn)
         if name is None:
-            raise invalid(f"You must use this format to specify the {param}: arn:<partition>:<service>:<region>:<account-id>:<resource-id>")
+            raise invalid(
+                f"You must use this format to specify the {param}: "
+                "arn:<partition>:<service>:<region>:<account-id>:<resource-id>"
+            )
         try:
             await self.cq.queue_settings(name)
         except QueueNotFound:
-            raise SqsError("ResourceNotFoundException", f"The resource that you specified for the {param} parameter doesn't exist.") from None
+            raise SqsError(
+                "ResourceNotFoundException", f"The resource that you specified for the {param} parameter doesn't exist."
+            ) from None
         return name
 
     def _handle(self, task: MoveTask) -> str:
@@ -108,8 +139,13 @@ class MoveTaskActions(ActionGroup):
         return source, started_at, task_id
 
     def _describe(self, t: MoveTask) -> dict[str, Any]:
-        out: dict[str, Any] = {"Status": t.shown_status, "SourceArn": self.arn(t.source), "ApproximateNumberOfMessagesMoved": t.moved,
-                               "ApproximateNumberOfMessagesToMove": t.to_move, "StartedTimestamp": t.started_at}
+        out: dict[str, Any] = {
+            "Status": t.shown_status,
+            "SourceArn": self.arn(t.source),
+            "ApproximateNumberOfMessagesMoved": t.moved,
+            "ApproximateNumberOfMessagesToMove": t.to_move,
+            "StartedTimestamp": t.started_at,
+        }
         if t.shown_status == RUNNING:
             out["TaskHandle"] = self._handle(t)
         if t.destination:

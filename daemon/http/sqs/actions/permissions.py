@@ -35,7 +35,9 @@ class PermissionActions(ActionGroup):
         actions = _list(call.params, "Actions")
         for account in accounts:
             if not ACCOUNT.match(account):
-                raise invalid(f"Value {account} for parameter AWSAccountIds is invalid. Reason: An AWS account id is 12 digits.")
+                raise invalid(
+                    f"Value {account} for parameter AWSAccountIds is invalid. Reason: An AWS account id is 12 digits."
+                )
         if len(actions) > MAX_ACTIONS:
             raise SqsError("OverLimit", f"{len(actions)} Actions were found, maximum allowed is {MAX_ACTIONS}.")
         names = [_action(a) for a in actions]
@@ -45,10 +47,19 @@ class PermissionActions(ActionGroup):
         if any(s.get("Sid") == label for s in statements):
             raise invalid(f"Value {label} for parameter Label is invalid. Reason: Already exists.")
         if len(statements) >= policy.MAX_STATEMENTS:
-            raise SqsError("OverLimit", f"The queue's policy already has {policy.MAX_STATEMENTS} statements, the most SQS allows.")
+            raise SqsError(
+                "OverLimit", f"The queue's policy already has {policy.MAX_STATEMENTS} statements, the most SQS allows."
+            )
         principals = [f"arn:aws:iam::{a}:root" for a in accounts]
-        statements.append({"Sid": label, "Effect": "Allow", "Principal": {"AWS": _one_or_list(principals)},
-                           "Action": _one_or_list([f"SQS:{n}" for n in names]), "Resource": self.arn(name)})
+        statements.append(
+            {
+                "Sid": label,
+                "Effect": "Allow",
+                "Principal": {"AWS": _one_or_list(principals)},
+                "Action": _one_or_list([f"SQS:{n}" for n in names]),
+                "Resource": self.arn(name),
+            }
+        )
         await self._save(name, doc)
         return {}
 
@@ -89,8 +100,10 @@ def _label(p: dict[str, Any]) -> str:
     if not label:
         raise missing("Label")
     if not isinstance(label, str) or not LABEL.match(label):
-        raise invalid(f"Value {label} for parameter Label is invalid. Reason: Can only include alphanumeric characters, hyphens, "
-                      "or underscores. 1 to 80 in length.")
+        raise invalid(
+            f"Value {label} for parameter Label is invalid. Reason: Can only include alphanumeric characters, hyphens, "
+            "or underscores. 1 to 80 in length."
+        )
     return label
 
 
@@ -110,8 +123,11 @@ def _action(name: str) -> str:
         return "*"
     norm = normalize_action(name) if "*" not in name and "?" not in name else None
     if norm is None:
-        raise invalid(f"Value {name} for parameter ActionName is invalid. Reason: Please refer to the appropriate WSDL for a list "
-                      "of valid actions.")
+        raise invalid(
+            f"Value {name} for parameter ActionName is invalid. Reason: Please refer to the appropriate WSDL for a "
+            "list "
+            "of valid actions."
+        )
     return norm
 
 

@@ -6,7 +6,6 @@ import json
 from typing import Any
 
 from daemon.base.errors import QueueNotFound, UsageError
-from daemon.engine import admin
 from daemon.engine.queues import MAX_PAYLOAD_BYTES
 from daemon.http.sqs import attributes as qattr
 from daemon.http.sqs import fifo as fifo_rules
@@ -22,8 +21,19 @@ COOLDOWN_S = 60
 
 
 class QueueActions(ActionGroup):
-    ACTIONS = ("CreateQueue", "GetQueueUrl", "ListQueues", "DeleteQueue", "PurgeQueue", "GetQueueAttributes", "SetQueueAttributes",
-               "ListDeadLetterSourceQueues", "TagQueue", "UntagQueue", "ListQueueTags")
+    ACTIONS = (
+        "CreateQueue",
+        "GetQueueUrl",
+        "ListQueues",
+        "DeleteQueue",
+        "PurgeQueue",
+        "GetQueueAttributes",
+        "SetQueueAttributes",
+        "ListDeadLetterSourceQueues",
+        "TagQueue",
+        "UntagQueue",
+        "ListQueueTags",
+    )
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
@@ -41,13 +51,26 @@ class QueueActions(ActionGroup):
             raise invalid(fifo_rules.FIFO_NAME if fifo else fifo_rules.STANDARD_NAME)
         attrs = qattr.check(raw, creating=True, fifo=fifo)
         if fifo:
-            fifo_rules.check_throughput(attrs.get("DeduplicationScope", "queue"), attrs.get("FifoThroughputLimit", "perQueue"))
+            fifo_rules.check_throughput(
+                attrs.get("DeduplicationScope", "queue"), attrs.get("FifoThroughputLimit", "perQueue")
+            )
         tags = params.tags(call.params.get("tags") or call.params.get("Tags"), name)
         await self._check_redrive_target(attrs, fifo, raw)
         if await self.cooldowns.active(f"sqs.deleted:{name}"):
-            raise SqsError("QueueDeletedRecently", "You must wait 60 seconds after deleting a queue before you can create another with the same name.")
-        options = {"max_attempts": qattr.NO_REDRIVE_ATTEMPTS, "timeout": qattr.DEFAULT_VISIBILITY, "retention": qattr.DEFAULT_RETENTION,
-                   "max_payload_bytes": MAX_PAYLOAD_BYTES} | qattr.casque_options(attrs) | ({"fifo": True} if fifo else {})
+            raise SqsError(
+                "QueueDeletedRecently",
+                "You must wait 60 seconds after deleting a queue before you can create another with the same name.",
+            )
+        options = (
+            {
+                "max_attempts": qattr.NO_REDRIVE_ATTEMPTS,
+                "timeout": qattr.DEFAULT_VISIBILITY,
+                "retention": qattr.DEFAULT_RETENTION,
+                "max_payload_bytes": MAX_PAYLOAD_BYTES,
+            }
+            | qattr.casque_options(attrs)
+            | ({"fifo": True} if fifo else {})
+        )
         try:
             created = await self.cq.create_queues([name], concurrency=1, **options)
         except UsageError as exc:
@@ -66,7 +89,10 @@ class QueueActions(ActionGroup):
         current = qattr.describe(qs, await self.cq.extras.get(name, fresh=True), self.arn(name))
         for key, value in attrs.items():
             if current.get(key, qattr.DEFAULTS.get(key, "")) != value:
-                raise SqsError("QueueNameExists", f"A queue already exists with the same name and a different value for attribute {key}")
+                raise SqsError(
+                    "QueueNameExists",
+                    f"A queue already exists with the same name and a different value for attribute {key}",
+                )
 
     async def get_queue_url(self, call: Call) -> dict[str, Any]:
         name = call.params.get("QueueName")
@@ -98,8 +124,9 @@ class QueueActions(ActionGroup):
     async def delete_queue(self, call: Call) -> dict[str, Any]:
         name = self.queue_of(call)
         await self.cq.queue_settings(name, fresh=True)
-        await self.cooldowns.start(f"sqs.deleted:{name}", COOLDOWN_S)  # first: no CreateQueue can slip in after the delete
-        await admin.delete_queue(self.cq, name)
+        # first: no CreateQueue can slip in after the delete
+        await self.cooldowns.start(f"sqs.deleted:{name}", COOLDOWN_S)
+        await self.cq.admin.delete(name)
         self.cq.extras.forget(name)
         return {}
 
@@ -108,8 +135,10 @@ class QueueActions(ActionGroup):
         await self.cq.queue_settings(name, fresh=True)
         started = self.cq.clock.now_ms()
         if not await self.cooldowns.claim(f"sqs.purge:{name}", COOLDOWN_S):
-            raise SqsError("PurgeQueueInProgress", f"Only one PurgeQueue operation on {name} is allowed every 60 seconds.")
-        await admin.purge(self.cq, name, sent_before_ms=started)
+            raise SqsError(
+                "PurgeQueueInProgress", f"Only one PurgeQueue operation on {name} is allowed every 60 seconds."
+            )
+        await self.cq.admin.purge(name, sent_before_ms=started)
         return {}
 
     async def get_queue_attributes(self, call: Call) -> dict[str, Any]:
@@ -126,8 +155,11 @@ class QueueActions(ActionGroup):
         every = "All" in wanted
         if every or set(wanted) & qattr.COUNTS:  # a bounded read, whatever the queue holds (engine/depth_estimate.py)
             est = await self.depth.estimate(qs, self.cq.clock.now_ms())
-            everything |= {"ApproximateNumberOfMessages": str(round(est.waiting)), "ApproximateNumberOfMessagesNotVisible": str(round(est.in_flight)),
-                           "ApproximateNumberOfMessagesDelayed": str(round(est.delayed))}
+            everything |= {
+                "ApproximateNumberOfMessages": str(round(est.waiting)),
+                "ApproximateNumberOfMessagesNotVisible": str(round(est.in_flight)),
+                "ApproximateNumberOfMessagesDelayed": str(round(est.delayed)),
+            }
         chosen = everything if every else {k: v for k, v in everything.items() if k in wanted}
         return {"Attributes": chosen} if chosen else {}
 
@@ -137,7 +169,9 @@ class QueueActions(ActionGroup):
         raw = call.params.get("Attributes") or {}
         attrs = qattr.check(raw, creating=False, fifo=qs.fifo)
         if qs.fifo:  # the rule holds for the values the queue will have, whichever call set each
-            fifo_rules.check_throughput(attrs.get("DeduplicationScope", qs.dedup_scope), attrs.get("FifoThroughputLimit", qs.fifo_throughput))
+            fifo_rules.check_throughput(
+                attrs.get("DeduplicationScope", qs.dedup_scope), attrs.get("FifoThroughputLimit", qs.fifo_throughput)
+            )
         await self._check_redrive_target(attrs, qs.fifo, raw)
         options = qattr.casque_options(attrs)
         extra, dropped = qattr.internal(attrs)
@@ -162,12 +196,19 @@ class QueueActions(ActionGroup):
         try:
             target_qs = await self.cq.queue_settings(str(target))
         except QueueNotFound:
-            raise SqsError("InvalidAttributeValue",
-                           "Value for parameter RedrivePolicy is invalid. Reason: Dead-letter target does not exist.") from None
+            raise SqsError(
+                "InvalidAttributeValue",
+                "Value for parameter RedrivePolicy is invalid. Reason: Dead-letter target does not exist.",
+            ) from None
         if target_qs.fifo != fifo:
-            given = raw.get("RedrivePolicy", attrs["RedrivePolicy"]) if isinstance(raw, dict) else attrs["RedrivePolicy"]
-            raise invalid(f"Value {given} for parameter RedrivePolicy is invalid. Reason: Dead-letter queue must be same type of queue "
-                          "as the source..")  # AWS's text, its two periods included
+            given = (
+                raw.get("RedrivePolicy", attrs["RedrivePolicy"]) if isinstance(raw, dict) else attrs["RedrivePolicy"]
+            )
+            raise invalid(
+                f"Value {given} for parameter RedrivePolicy is invalid. Reason: Dead-letter queue must be same type of "
+                "queue "
+                "as the source.."
+            )  # AWS's text, its two periods included
 
     async def list_dead_letter_source_queues(self, call: Call) -> dict[str, Any]:
         """One read of the dead-letter index's partition (engine/dead_letter_sources.py), paged like
