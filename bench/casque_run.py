@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from daemon.engine.client import Casque
-from daemon.engine.producer import Job
+from daemon.engine.send.producer import Job
 
 from . import cqlcount
 from .daemonproc import Daemon, DaemonSpec

@@ -17,8 +17,8 @@ import httpx
 
 from daemon.base.config import ConsoleSettings, Settings
 from daemon.engine.client import Casque
-from daemon.engine.db import Database
-from daemon.engine.schema import apply_schema
+from daemon.engine.storage.db import Database
+from daemon.engine.storage.schema import apply_schema
 from daemon.http.console import build_console
 
 KEYSPACE = "casque_bench_console"

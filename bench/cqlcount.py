@@ -1,6 +1,6 @@
 """Count the CQL work casque really does: requests (round trips) and the reads and writes inside them.
 
-``install()`` observes ``daemon.engine.db.Database`` (``Database.observe``): every request an engine statement
+``install()`` observes ``daemon.engine.storage.db.Database`` (``Database.observe``): every request an engine statement
 makes goes through ``run`` or ``run_all``,
 so the counts come from the code as it runs, not from reading it. A batch is one request holding
 several mutations; each statement is classified by its CQL text (SELECT = read, else write;
@@ -87,7 +87,7 @@ def _caller() -> str:
     f = sys._getframe(2)
     while f is not None:
         mod = f.f_globals.get("__name__", "")
-        if mod.startswith("daemon.") and mod != "daemon.engine.db":
+        if mod.startswith("daemon.") and mod != "daemon.engine.storage.db":
             return f"{mod.rsplit('.', 1)[-1]}.{f.f_code.co_qualname}"
         if mod.startswith(("asyncio", "uvloop")):  # the bottom of a task's stack: who made the task is not on it
             return "(a task of its own, e.g. asyncio.gather: see the statement)"
@@ -149,7 +149,7 @@ _INSTALLED: list[Any] = []
 
 def install() -> None:
     """Observe every Database's requests (once per process): count each, and time its round trip."""
-    from daemon.engine.db import Database
+    from daemon.engine.storage.db import Database
 
     if _INSTALLED:
         return

@@ -38,8 +38,8 @@ def bench_settings() -> Settings:
 
 def schema_settings() -> Settings:
     """``bench_settings()`` after applying the schema to casque_bench (idempotent)."""
-    from daemon.engine.db import Database
-    from daemon.engine.schema import apply_schema
+    from daemon.engine.storage.db import Database
+    from daemon.engine.storage.schema import apply_schema
 
     settings = bench_settings()
     db = Database(settings.cassandra).connect()

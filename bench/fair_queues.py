@@ -5,7 +5,7 @@ queue; the quiet tenants' send-to-receive latency against a run without the nois
 run. Receivers (engine API, the pull path `casque serve` uses) deletes in the background while
 the quiet tenants send 4 messages each, one every 10 ms; 4 receivers by default (a fleet polls with several).
 Also counted: the receives that overtook a quiet message (started after its send returned, ended before the one
-that got it), which is what fairness decides (engine/fairness.py; tests/test_fairness.py runs a 20,000 size).
+that got it), which is what fairness decides (engine/send/fairness.py; tests/test_fairness.py runs a 20,000 size).
 Writes bench/out/fair-queues.json and prints a table.
 """
 
@@ -18,7 +18,7 @@ import statistics
 import uuid
 
 from daemon.engine.client import Casque
-from daemon.engine.producer import Job
+from daemon.engine.send.producer import Job
 
 from .env import bench_settings, out_dir, progress
 

@@ -1,4 +1,4 @@
-"""Wake hints (engine/hints.py): what a hint costs a send, and how soon it wakes a listener.
+"""Wake hints (engine/wake/hints.py): what a hint costs a send, and how soon it wakes a listener.
 
     python -m bench.hints [--sends 300]
 
@@ -22,9 +22,9 @@ import sys
 import time
 import uuid
 
-from daemon.engine.admin import purge
+from daemon.engine.queues.admin import purge
 from daemon.engine.client import Casque
-from daemon.engine.placement import PLACEMENT_MASK, new_id
+from daemon.engine.storage.placement import PLACEMENT_MASK, new_id
 
 from .env import ROOT, bench_settings, schema_settings
 

@@ -285,7 +285,7 @@ async def create(cq: Any, names: list[str], size: Size) -> dict[str, Any]:
 
 
 async def fill(cq: Any, names: list[str], cum: list[float], size: Size, ledger: Ledger) -> dict[str, Any]:
-    from daemon.engine.producer import Job
+    from daemon.engine.send.producer import Job
 
     rng = random.Random(17)
     counts = Counter(rng.choices(range(len(names)), cum_weights=cum, k=size.messages))
@@ -671,8 +671,8 @@ def rss_figures(samples: list[Sample]) -> dict[str, Any]:
 async def scenario(size: Size, keyspace: str = KEYSPACE, measure_table: bool = True) -> dict[str, Any]:
     from daemon.base.config import load_settings
     from daemon.engine.client import Casque
-    from daemon.engine.db import Database
-    from daemon.engine.schema import apply_schema
+    from daemon.engine.storage.db import Database
+    from daemon.engine.storage.schema import apply_schema
 
     raise_fd_limit(size.users + size.drain_concurrency + 256)
     settings = load_settings(env={k: v for k, v in os.environ.items() if not k.startswith("CASQUE_")})

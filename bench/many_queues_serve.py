@@ -45,7 +45,7 @@ def kind(action: str, params: dict[str, Any], result: dict[str, Any] | None) -> 
 
 
 def install() -> None:
-    from daemon.engine import db as dbmod
+    from daemon.engine.storage import db as dbmod
     from daemon.http.sqs.actions import SqsService
 
     from . import cqlcount

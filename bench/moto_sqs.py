@@ -110,8 +110,8 @@ KEYSPACE = "casque_moto"
 def prepare_keyspace() -> None:
     """casque_moto with the schema applied (idempotent): a keyspace of its own, so that emptying it
     before a run (``empty_queues``) touches no other bench's queues."""
-    from daemon.engine.db import Database
-    from daemon.engine.schema import apply_schema
+    from daemon.engine.storage.db import Database
+    from daemon.engine.storage.schema import apply_schema
 
     settings = bench_settings()
     settings.cassandra.keyspace = KEYSPACE

@@ -17,7 +17,7 @@ from typing import Any
 from cassandra.query import BatchStatement, BatchType
 from cassandra.util import uuid_from_time
 
-from daemon.engine.db import Database, wrap_future
+from daemon.engine.storage.db import Database, wrap_future
 
 TABLE = "naive_queue"
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from daemon.engine.client import Casque
-from daemon.engine.producer import Job
+from daemon.engine.send.producer import Job
 
 from .env import QUEUE_RETENTION_S, out_dir, schema_settings
 

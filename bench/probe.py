@@ -71,7 +71,7 @@ class Noop(Handler):
 
 
 def _install_ack_counter() -> None:
-    from daemon.engine import acks
+    from daemon.engine.delivery import acks
 
     original = acks.Acker.ack
     if getattr(original, "_bench_counted", False):

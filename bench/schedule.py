@@ -14,7 +14,7 @@ import random
 from typing import Any
 
 from daemon.engine.client import Casque
-from daemon.engine.producer import Job
+from daemon.engine.send.producer import Job
 
 from .casque_run import make_queue
 from .daemonproc import Daemon, DaemonSpec

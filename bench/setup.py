@@ -73,8 +73,8 @@ def debian_packages() -> None:
 def cassandra_node() -> None:
     """Start (or reuse) the local node and create the bench keyspace."""
     from daemon.devnode import ClusterSpec, start
-    from daemon.engine.db import Database
-    from daemon.engine.schema import apply_schema
+    from daemon.engine.storage.db import Database
+    from daemon.engine.storage.schema import apply_schema
 
     from .env import bench_settings
 

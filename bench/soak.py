@@ -24,11 +24,11 @@ sys.path.insert(0, str(ROOT))
 
 from daemon.engine.client import Casque  # noqa: E402
 from daemon.base.config import Settings  # noqa: E402
-from daemon.engine.db import Database  # noqa: E402
+from daemon.engine.storage.db import Database  # noqa: E402
 from daemon.base.errors import StorageUnavailable  # noqa: E402
 from daemon.devnode import ClusterSpec, process, start, start_node, stop  # noqa: E402
-from daemon.engine.producer import Job  # noqa: E402
-from daemon.engine.schema import apply_schema  # noqa: E402
+from daemon.engine.send.producer import Job  # noqa: E402
+from daemon.engine.storage.schema import apply_schema  # noqa: E402
 from daemon.testing.chaos import Outcome, count, finish, kill_chaos, race  # noqa: E402
 from daemon.testing.daemonproc import records, start_daemon, until, write_config  # noqa: E402
 from daemon.testing.nodes import settings_for  # noqa: E402

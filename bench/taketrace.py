@@ -91,8 +91,8 @@ def _observe(db: Any, stmt: Any) -> Any:
 
 
 def install() -> None:
-    from daemon.engine import consumer as cmod
-    from daemon.engine import db as dbmod
+    from daemon.engine.consume import consumer as cmod
+    from daemon.engine.storage import db as dbmod
 
     dbmod.Database.observe(_observe)
     consumer = getattr(cmod, "Consumer", None)

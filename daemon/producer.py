@@ -1,8 +1,8 @@
 """Public import path for jobs: ``from daemon.producer import Job``.
 
-The producer lives in ``daemon.engine.producer``; this module keeps the import that users write stable.
+The producer lives in ``daemon.engine.send.producer``; this module keeps the import that users write stable.
 """
 
-from daemon.engine.producer import Job, OnConflict
+from daemon.engine.send.producer import Job, OnConflict
 
 __all__ = ["Job", "OnConflict"]

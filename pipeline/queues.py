@@ -22,8 +22,8 @@ from typing import Any
 from daemon.base.config import Settings
 from daemon.base.errors import UsageError
 from daemon.base.logs import get_logger
-from daemon.engine.queues import settings_from_defaults
-from daemon.engine.schema import validate_queue_name
+from daemon.engine.queues.store import settings_from_defaults
+from daemon.engine.storage.schema import validate_queue_name
 
 from . import workers
 from .load import input_format

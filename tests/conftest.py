@@ -21,9 +21,9 @@ sys.path.insert(0, str(ROOT))
 from daemon.engine.client import Casque  # noqa: E402
 from daemon.base.clock import Clock, ManualClock  # noqa: E402
 from daemon.base.config import Settings  # noqa: E402
-from daemon.engine.db import Database  # noqa: E402
+from daemon.engine.storage.db import Database  # noqa: E402
 from daemon.devnode import ClusterSpec, start  # noqa: E402
-from daemon.engine.schema import apply_schema  # noqa: E402
+from daemon.engine.storage.schema import apply_schema  # noqa: E402
 
 TEST_KEYSPACE = "casque_test"
 pytest_plugins = ["tests.support.sqsfixtures"]

@@ -14,8 +14,8 @@ import pytest
 
 from bench import baseline, cqlcount, report, taketrace, targets
 from daemon.base.clock import ManualClock
-from daemon.engine import consumer as consumer_mod
-from daemon.engine import db as db_mod
+from daemon.engine.consume import consumer as consumer_mod
+from daemon.engine.storage import db as db_mod
 from daemon.engine.client import Casque
 
 

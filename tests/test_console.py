@@ -27,8 +27,8 @@ from starlette.applications import Starlette
 from daemon.base.config import ConsoleSettings
 from daemon.base.errors import ConfigError
 from daemon.engine.client import Casque
-from daemon.engine.heartbeats import Heartbeat, Heartbeats
-from daemon.engine.samples import Counters, Samples, recent_rates, series
+from daemon.engine.cluster.heartbeats import Heartbeat, Heartbeats
+from daemon.engine.observe.samples import Counters, Samples, recent_rates, series
 from daemon.http.console import build_console
 
 from .conftest import TEST_KEYSPACE

@@ -13,8 +13,8 @@ import pytest
 
 from daemon.base.errors import UsageError
 from daemon.engine.client import Casque
-from daemon.engine.cronspec import normalize
-from daemon.engine.triggers import make_trigger, upcoming
+from daemon.engine.schedules.cronspec import normalize
+from daemon.engine.schedules.triggers import make_trigger, upcoming
 
 from .conftest import TEST_KEYSPACE
 

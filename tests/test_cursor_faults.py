@@ -4,7 +4,7 @@ A message written at a due time below a row's stored cursor is never read by a t
 get there: a send whose writes reach Cassandra long after the due time it computed (a long
 send_many, keyed sends waiting on their LWTs), and a consumer host whose clock runs fast and
 stores a cursor ahead of true time. The first is prevented (each write checks its own time);
-the second is repaired by the low-watermark sweep (engine/sweep.py).
+the second is repaired by the low-watermark sweep (engine/consume/sweep.py).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from daemon.base import metrics
 from daemon.base.clock import ManualClock
 from daemon.base.config import Settings
 from daemon.engine.client import Casque
-from daemon.engine.producer import Job
-from daemon.engine.sweep import SWEEP_LAG_MS, Sweeper
+from daemon.engine.send.producer import Job
+from daemon.engine.consume.sweep import SWEEP_LAG_MS, Sweeper
 
 from .support.ledger import drain_ids as drain, ledger
 

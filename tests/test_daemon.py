@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 from daemon.engine.client import Casque
-from daemon.engine.producer import Job
+from daemon.engine.send.producer import Job
 
 from .conftest import TEST_KEYSPACE
 from daemon.testing.daemonproc import records, start_daemon, until, write_config

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from daemon.engine import db as db_mod
+from daemon.engine.storage import db as db_mod
 from daemon.engine.client import Casque
 
 

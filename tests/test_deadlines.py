@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from daemon.engine.client import Casque
-from daemon.engine.producer import Job
+from daemon.engine.send.producer import Job
 
 from .conftest import TEST_KEYSPACE
 from daemon.testing.daemonproc import Daemon, records, start_daemon, until, write_config

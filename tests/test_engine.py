@@ -10,10 +10,10 @@ import pytest
 
 from daemon.engine.client import Casque
 from daemon.base.clock import ManualClock
-from daemon.engine.consumer import Consumer
+from daemon.engine.consume.consumer import Consumer
 from daemon.base.errors import KeyConflict, MessageNotFound, PayloadError, QueueNotFound
 from daemon.base.model import Message
-from daemon.engine.placement import row_of
+from daemon.engine.storage.placement import row_of
 
 Pair = tuple[Casque, ManualClock]
 
@@ -215,7 +215,7 @@ async def test_unknown_queue_names_the_fix(cq: Casque) -> None:
 
 
 async def test_send_many_places_rows_exactly_like_send(manual: Pair, queue_name: str) -> None:
-    from daemon.engine.producer import Job
+    from daemon.engine.send.producer import Job
 
     cq, clock = manual
     qs = await cq.create_queue(queue_name)

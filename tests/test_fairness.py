@@ -1,4 +1,4 @@
-"""Fair queues (engine/fairness.py): a tenant's backlog can't delay the other tenants' messages.
+"""Fair queues (engine/send/fairness.py): a tenant's backlog can't delay the other tenants' messages.
 
 What fairness controls is *which* message a receive takes, so that is what the tests assert: a
 quiet tenant's message is taken by the first receive that starts after its send returned; a
@@ -16,8 +16,8 @@ import statistics
 from daemon.base.clock import ManualClock
 from daemon.base.config import Settings
 from daemon.engine.client import Casque
-from daemon.engine.fairness import NoisyGroups
-from daemon.engine.producer import Job
+from daemon.engine.send.fairness import NoisyGroups
+from daemon.engine.send.producer import Job
 
 from bench.fair_queues import measure
 

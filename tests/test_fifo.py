@@ -1,4 +1,4 @@
-"""FIFO queues in the engine (engine/fifo.py, engine/fifo_send.py), against the real node.
+"""FIFO queues in the engine (engine/take/fifo.py, engine/send/fifo_send.py), against the real node.
 
 Visibility expiry is moved with the ManualClock, never slept on. The SQS face of FIFO queues is
 tested in tests/test_sqs_fifo.py with real AWS clients.
@@ -16,10 +16,10 @@ import pytest
 from daemon.base.clock import Clock, ManualClock
 from daemon.base.config import Settings
 from daemon.base.errors import UsageError
-from daemon.engine.attributes import DEAD_LETTER
+from daemon.engine.queues.attributes import DEAD_LETTER
 from daemon.engine.client import Casque
-from daemon.engine.fifo import choose
-from daemon.engine.placement import group_id, tail_id
+from daemon.engine.take.fifo import choose
+from daemon.engine.storage.placement import group_id, tail_id
 
 Pair = tuple[Casque, ManualClock]
 
@@ -285,9 +285,9 @@ async def test_a_fifo_dead_letter_queue_gets_the_message_in_its_group_once(manua
 
 
 async def test_a_moved_fifo_dead_letter_goes_back_in_its_group_once(manual: Pair, queue_name: str) -> None:
-    """What a move task (engine/mover.py) sends for a FIFO dead letter: the message in its group,
+    """What a move task (engine/cluster/mover.py) sends for a FIFO dead letter: the message in its group,
     deduplicated by the dead letter's id, so a move repeated after a crash is dropped."""
-    from daemon.engine.mover import _job
+    from daemon.engine.cluster.mover import _job
 
     cq, clock = manual
     q = await _fifo(cq, queue_name, max_attempts=1, content_dedup=True)
@@ -313,7 +313,7 @@ def _row(due: int, group: str, state: int = 0, visible_at: int | None = None, ta
 
 
 def test_the_take_choice_group_by_group() -> None:
-    """engine/fifo.py ``choose`` on its own: in flight blocks, visibility passed comes first, a
+    """engine/take/fifo.py ``choose`` on its own: in flight blocks, visibility passed comes first, a
     delay blocks, a spent one leaves without blocking, another's task blocks, the budget stops."""
     rows = [
         _row(1, "a", state=1, visible_at=500),  # a in flight: a blocked

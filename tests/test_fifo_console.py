@@ -1,5 +1,5 @@
 """The console's page of a FIFO queue shows its message groups (in flight, waiting per group), read
-with a bound (engine/fifo_groups.py) and without consuming anything. Real node, the console's ASGI app."""
+with a bound (engine/observe/fifo_groups.py) and without consuming anything. Real node, the console's ASGI app."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import re
 import httpx
 
 from daemon.engine.client import Casque
-from daemon.engine.fifo_groups import fifo_groups
+from daemon.engine.observe.fifo_groups import fifo_groups
 
 from .test_console import admin  # noqa: F401  (the fixture)
 

@@ -20,11 +20,11 @@ from daemon.base.config import load_settings
 from daemon.base.durations import parse_duration
 from daemon.base.errors import ConfigError, PayloadError, UsageError
 from daemon.base.model import QueueSettings, check_key, check_task_name, decode_payload
-from daemon.engine.placement import row_of
-from daemon.engine.producer import Job, build_message
+from daemon.engine.storage.placement import row_of
+from daemon.engine.send.producer import Job, build_message
 from daemon.service.registry import Registry
-from daemon.engine.schema import validate_queue_name
-from daemon.engine.triggers import cron_next, make_trigger, zone
+from daemon.engine.storage.schema import validate_queue_name
+from daemon.engine.schedules.triggers import cron_next, make_trigger, zone
 
 from .conftest import TEST_KEYSPACE
 from daemon.testing.daemonproc import records, start_daemon, until, write_config

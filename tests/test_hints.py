@@ -1,4 +1,4 @@
-"""Wake hints (engine/hints.py) against the real node, over real UDP sockets: a signed hint wakes
+"""Wake hints (engine/wake/hints.py) against the real node, over real UDP sockets: a signed hint wakes
 what subscribed to its queue; forged, stale, cut or garbage datagrams are counted and dropped while
 the listener keeps working; a send from another process wakes a parked long poll long before its
 safety poll; and nothing is sent to a queue nobody listens to.
@@ -27,15 +27,15 @@ import pytest
 from daemon.base import metrics
 from daemon.base.config import Settings
 from daemon.base.errors import UsageError
-from daemon.engine.admin import purge
+from daemon.engine.queues.admin import purge
 from daemon.engine.client import Casque
-from daemon.engine.hint_directory import listen_addresses, parse_address
-from daemon.engine.hints import HINT_KEY, HintListener, MAX_DATAGRAM, MAX_ENTRIES, encode, pack
-from daemon.engine.producer import Job
+from daemon.engine.wake.hint_directory import listen_addresses, parse_address
+from daemon.engine.wake.hints import HINT_KEY, HintListener, MAX_DATAGRAM, MAX_ENTRIES, encode, pack
+from daemon.engine.send.producer import Job
 from tests.support import sqsserver
 from daemon.testing.daemonproc import records, start_daemon, until, write_config
 from tests.support.longpoll import parked
-from daemon.engine.placement import PLACEMENT_MASK, id_due_ms, parse_id
+from daemon.engine.storage.placement import PLACEMENT_MASK, id_due_ms, parse_id
 
 ROOT = Path(__file__).resolve().parent.parent
 SAFETY_POLL_S = 30.0

@@ -1,4 +1,4 @@
-"""Held rows (engine/holds.py, issue 15): a daemon keeps the lock of the rows it owns between
+"""Held rows (engine/take/holds.py, issue 15): a daemon keeps the lock of the rows it owns between
 takes, so a take is one read and one batch; nobody else takes from a held row; a hold that is not
 renewed lapses; and an owner frozen (SIGSTOP) after reading a held row, past its hold's expiry,
 commits nothing when it wakes: another daemon runs those messages, each exactly once."""
@@ -13,8 +13,8 @@ import pytest
 
 from daemon.base.metrics import REGISTRY
 from daemon.engine.client import Casque
-from daemon.engine.consumer import Consumer
-from daemon.engine.producer import Job
+from daemon.engine.consume.consumer import Consumer
+from daemon.engine.send.producer import Job
 
 from .conftest import TEST_KEYSPACE
 from daemon.testing.daemonproc import Daemon, records, start_daemon, until, write_config

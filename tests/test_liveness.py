@@ -29,8 +29,8 @@ import pytest
 
 from daemon.base.config import Settings
 from daemon.engine.client import Casque
-from daemon.engine.placement import new_id, parse_id, shard_of
-from daemon.engine.producer import Job
+from daemon.engine.storage.placement import new_id, parse_id, shard_of
+from daemon.engine.send.producer import Job
 
 from daemon.testing.daemonproc import records, start_daemon, until, write_config
 

@@ -21,9 +21,9 @@ from daemon.base.clock import Clock, ManualClock
 from daemon.base.config import Settings
 from daemon.base.errors import QueueNotFound, UsageError
 from daemon.base.lru import Lru
-from daemon.engine.admin import delete_queue
+from daemon.engine.queues.admin import delete_queue
 from daemon.engine.client import Casque
-from daemon.engine.expiry import ExpirySweeper
+from daemon.engine.cluster.reaper import ExpirySweeper
 
 from .conftest import ROOT, TEST_KEYSPACE
 from .test_receive import parked
@@ -158,7 +158,7 @@ async def test_a_parked_poll_reads_again_only_when_woken(cq: Casque, queue_name:
     assert str(got.message.id) == mid
     # settings cached; a peek, the take (lock read, re-check, due read), one top-up peek: 5 measured;
     # plus, when the send finds its list of wake-hint listeners older than hints.refresh (5 s), the
-    # one background read that refreshes it (engine/hint_directory.py)
+    # one background read that refreshes it (engine/wake/hint_directory.py)
     assert cq.db.reads - at_park <= 6
     assert await cq.delete(got.receipt)
 
@@ -352,7 +352,7 @@ async def test_deleting_a_queue_writes_partition_tombstones_not_one_per_message(
     for name, n in ((queue_name + "_full", 500), (queue_name + "_empty", 0)):
         await cq.create_queue(name, shards=1, buckets=1)
         if n:
-            from daemon.engine.producer import Job
+            from daemon.engine.send.producer import Job
 
             await cq.send_many(name, [Job("t", i) for i in range(n)])
         requests, reads = cq.db.requests, cq.db.reads

@@ -15,10 +15,10 @@ from typing import AsyncIterator
 import pytest
 
 from daemon.engine.client import Casque
-from daemon.engine.db import Database
+from daemon.engine.storage.db import Database
 from daemon.devnode import ClusterSpec, start, start_node, stop, stop_node
 from daemon.base.errors import StorageUnavailable
-from daemon.engine.schema import apply_schema
+from daemon.engine.storage.schema import apply_schema
 
 from daemon.testing.daemonproc import records, start_daemon, until, write_config
 from daemon.testing.nodes import settings_for

@@ -27,9 +27,9 @@ import pytest
 from daemon.base.config import Settings
 from daemon.devnode import ClusterSpec, start, status, stop
 from daemon.engine.client import Casque
-from daemon.engine.db import Database
-from daemon.engine.producer import Job
-from daemon.engine.schema import apply_schema
+from daemon.engine.storage.db import Database
+from daemon.engine.send.producer import Job
+from daemon.engine.storage.schema import apply_schema
 
 from daemon.testing.daemonproc import Daemon, records, start_daemon, until, write_config
 

@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from daemon.engine.admin import replay
+from daemon.engine.queues.admin import replay
 from daemon.engine.client import Casque
-from daemon.engine.placement import key_shard, row_of
-from daemon.engine.producer import Job, build_message
-from daemon.engine.table import all_rows, message_from_row
+from daemon.engine.storage.placement import key_shard, row_of
+from daemon.engine.send.producer import Job, build_message
+from daemon.engine.storage.table import all_rows, message_from_row
 
 from .conftest import TEST_KEYSPACE
 
@@ -137,7 +137,7 @@ def test_bad_limit_is_one_line(tmp_path: Path) -> None:
 
 
 async def test_history_by_key_reads_its_own_partition_past_the_first_page(cq: Casque, queue_name: str, tmp_path: Path) -> None:
-    from daemon.engine.history import History
+    from daemon.engine.observe.history import History
 
     qs = await cq.create_queue(queue_name, history=True)
     history = History(cq.db, TEST_KEYSPACE, cq.queues)

@@ -25,13 +25,13 @@ import pytest
 from daemon.engine.client import Casque
 from daemon.base.config import Settings
 from daemon.base.errors import UsageError
-from daemon.engine.db import Database
-from daemon.engine.placement import id_due_ms, row_of
-from daemon.engine.producer import Job, build_message
-from daemon.engine.schema import apply_schema
-from daemon.engine.stats import queue_stats
-from daemon.engine.table import ttl_for
-from daemon.engine.triggers import make_trigger
+from daemon.engine.storage.db import Database
+from daemon.engine.storage.placement import id_due_ms, row_of
+from daemon.engine.send.producer import Job, build_message
+from daemon.engine.storage.schema import apply_schema
+from daemon.engine.observe.stats import queue_stats
+from daemon.engine.storage.table import ttl_for
+from daemon.engine.schedules.triggers import make_trigger
 from pipeline import archive, jars, stats, workers
 from pipeline.errors import MappingError
 from pipeline.load import LoadSpec
@@ -247,7 +247,7 @@ async def test_load_places_rows_exactly_as_the_python_producer(spark: Any, setti
 
 async def _stored(cq: Casque, q: str) -> dict[str, dict[str, Any]]:
     """Every stored message of a queue, every column, read through the engine's row list."""
-    from daemon.engine.table import all_rows
+    from daemon.engine.storage.table import all_rows
 
     qs = await cq.queues.get(q, fresh=True)
     stmt = cq.db.prepare(
@@ -409,7 +409,7 @@ async def test_create_queues_job_creates_each_name_once_and_rejects_bad_ones(spa
     assert (again["created"], again["existing"]) == (0, 350)
     with pytest.raises(UsageError, match="shards must be between 1"):
         QueuesSpec.from_options(str(src), None, None, {"shards": 0}, None, 8, None)
-    from daemon.engine.admin import delete_queue
+    from daemon.engine.queues.admin import delete_queue
 
     for name in names:  # the keyspace is shared: leave no 300 queues behind for other listings
         await delete_queue(cq, name)

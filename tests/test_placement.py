@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from daemon.engine.placement import bucket_of, id_due_ms, key_shard, new_id, parse_id, row_of, shard_of
+from daemon.engine.storage.placement import bucket_of, id_due_ms, key_shard, new_id, parse_id, row_of, shard_of
 
 
 def test_id_carries_its_due_time() -> None:

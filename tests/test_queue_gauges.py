@@ -13,8 +13,8 @@ from pathlib import Path
 from daemon.base import queue_metrics
 from daemon.base.clock import ManualClock
 from daemon.engine.client import Casque
-from daemon.engine.producer import Job, build_message
-from daemon.engine.stats import queue_stats
+from daemon.engine.send.producer import Job, build_message
+from daemon.engine.observe.stats import queue_stats
 from daemon.service.queue_gauges import QueueGauges
 
 from .conftest import TEST_KEYSPACE

@@ -1,4 +1,4 @@
-"""The pull API (engine/receive.py) against the real node: receive, delete, change visibility,
+"""The pull API (engine/delivery/receive.py) against the real node: receive, delete, change visibility,
 batch forms, receipts that can't be forged, and long polls that wake at once.
 
 Visibility expiry is checked with the ManualClock (moved, never slept on). The long-poll tests use
@@ -18,10 +18,10 @@ import pytest
 from daemon.base.clock import ManualClock
 from daemon.base.config import Settings
 from daemon.base.errors import QueueNotFound, UsageError
-from daemon.engine.admin import purge
+from daemon.engine.queues.admin import purge
 from daemon.engine.client import Casque
-from daemon.engine.receive import InvalidReceipt, NotInFlight
-from daemon.engine.stats import queue_stats
+from daemon.engine.delivery.receive import InvalidReceipt, NotInFlight
+from daemon.engine.observe.stats import queue_stats
 from tests.support.longpoll import parked
 
 Pair = tuple[Casque, ManualClock]

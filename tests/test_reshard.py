@@ -17,9 +17,9 @@ import pytest
 
 from daemon.base.errors import UsageError
 from daemon.engine.client import Casque
-from daemon.engine.placement import row_of
-from daemon.engine.producer import Job
-from daemon.engine.reshard import finish, misplaced, reshard
+from daemon.engine.storage.placement import row_of
+from daemon.engine.send.producer import Job
+from daemon.engine.queues.reshard import finish, misplaced, reshard
 
 from .conftest import TEST_KEYSPACE
 

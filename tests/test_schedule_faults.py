@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from daemon.base.clock import ManualClock
-from daemon.engine.admin import replay
+from daemon.engine.queues.admin import replay
 from daemon.engine.client import Casque
 
 from .conftest import TEST_KEYSPACE
@@ -132,7 +132,7 @@ async def test_schedule_survives_a_kill_at_each_step_of_its_chaining(cq: Casque,
 
 async def left_behind(cq: Casque, queue: str, key: str, origin: str) -> None:
     """Put the key back on occurrence 1, as a daemon that died before moving it leaves it."""
-    from daemon.engine.keys import KeyEntry
+    from daemon.engine.send.keys import KeyEntry
 
     holder = await cq.keys.get(queue, key)
     first = await cq.get(queue, id=origin)

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from daemon.base.config import Settings
-from daemon.engine.db import Database
-from daemon.engine.schema import apply_schema
+from daemon.engine.storage.db import Database
+from daemon.engine.storage.schema import apply_schema
 
 from .conftest import TEST_KEYSPACE
 

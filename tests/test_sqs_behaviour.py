@@ -20,9 +20,9 @@ from typing import Any, Iterator
 import pytest
 from botocore.exceptions import ClientError
 
-from daemon.engine import admin
+from daemon.engine.queues import admin
 from daemon.engine.client import Casque
-from daemon.engine.receive import VisibilityTooLong
+from daemon.engine.delivery.receive import VisibilityTooLong
 from tests.conftest import TEST_KEYSPACE
 from tests.support import sqsserver
 from tests.test_sqs import code, make_client, raw_post, reference_md5_of_attributes

@@ -1,5 +1,5 @@
 """GetQueueAttributes' Approximate* counts read a bounded number of rows whatever the queue holds
-(engine/depth_estimate.py): counted per call from the server code's own CQL requests
+(engine/observe/depth_estimate.py): counted per call from the server code's own CQL requests
 (``Database.reads``), compared with ``casque stats``' exact counts on a 100,000-message queue (most
 waiting, some in flight, some delayed) and on a small queue, through boto3 against a real
 ``casque serve``."""
@@ -14,9 +14,9 @@ from typing import Any
 
 from daemon.base.config import Settings
 from daemon.engine.client import Casque
-from daemon.engine.depth_estimate import BUDGET, HEAD, REFRESH_S
-from daemon.engine.producer import Job
-from daemon.engine.stats import queue_stats
+from daemon.engine.observe.depth_estimate import BUDGET, HEAD, REFRESH_S
+from daemon.engine.send.producer import Job
+from daemon.engine.observe.stats import queue_stats
 from daemon.http.sqs.actions import Call, SqsService
 from tests.support import sqsserver
 

@@ -23,9 +23,9 @@ import pytest
 
 from daemon.base.config import Settings
 from daemon.devnode import ClusterSpec, start, status, stop
-from daemon.engine.schema import apply_schema
-from daemon.engine.db import Database
-from daemon.engine.table import KIND_MESSAGE, STATE_IN_FLIGHT
+from daemon.engine.storage.schema import apply_schema
+from daemon.engine.storage.db import Database
+from daemon.engine.storage.table import KIND_MESSAGE, STATE_IN_FLIGHT
 from tests.support import sqsserver
 from tests.support.answer_gate import AnswerGate
 from tests.support.fifo_clients import Producer, Receiver, client, drain, poll

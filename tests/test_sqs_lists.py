@@ -1,5 +1,5 @@
 """ListQueues by prefix and ListDeadLetterSourceQueues, answered from their indexes
-(engine/queue_names.py, engine/dead_letter_sources.py) by a real ``casque serve`` through boto3:
+(engine/queues/names.py, engine/queues/dead_letter_sources.py) by a real ``casque serve`` through boto3:
 every match, paged with MaxResults/NextToken, up to 1,000 without MaxResults, and a bounded number
 of reads per request (counted from the server code's own requests, in process)."""
 
@@ -12,10 +12,10 @@ from typing import Any
 
 
 from daemon.base.config import Settings
-from daemon.engine.admin import delete_queue
+from daemon.engine.queues.admin import delete_queue
 from daemon.engine.client import Casque
-from daemon.engine.db import Database
-from daemon.engine.index_backfill import backfill
+from daemon.engine.storage.db import Database
+from daemon.engine.queues.index_backfill import backfill
 from daemon.http.sqs.actions import Call, SqsService
 from tests.conftest import TEST_KEYSPACE
 
@@ -139,7 +139,7 @@ async def test_schema_apply_creates_the_new_tables_on_an_existing_keyspace_and_f
     queues already there."""
     from dataclasses import replace
 
-    from daemon.engine.schema import apply_schema
+    from daemon.engine.storage.schema import apply_schema
 
     cassandra = replace(settings.cassandra, keyspace=MIGRATION_KEYSPACE)
     new_tables = ("queue_names", "dead_letter_sources", "move_tasks", "move_tasks_active")

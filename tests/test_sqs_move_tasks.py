@@ -18,9 +18,9 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from daemon.engine.client import Casque
-from daemon.engine.deadletter import FROM_HEADER, ID_HEADER
-from daemon.engine.producer import Job
-from daemon.engine.stats import queue_stats
+from daemon.engine.delivery.deadletter import FROM_HEADER, ID_HEADER
+from daemon.engine.send.producer import Job
+from daemon.engine.observe.stats import queue_stats
 from tests.conftest import TEST_KEYSPACE
 from tests.support import sqsserver
 
@@ -63,7 +63,7 @@ def make_dlq(sqs: Any, name: str) -> tuple[str, str, str]:
 
 
 async def dead_letters(cq: Casque, dlq: str, source: str, n: int) -> list[str]:
-    """n messages in the dead-letter queue as engine/deadletter.py leaves them (headers naming
+    """n messages in the dead-letter queue as engine/delivery/deadletter.py leaves them (headers naming
     their source); returns their bodies."""
     bodies = [json.dumps(f"m-{i}") for i in range(n)]
     for i in range(0, n, 500):
@@ -100,7 +100,7 @@ async def test_a_move_survives_the_sigkill_of_its_server_and_loses_nothing(serve
         handle = (await asyncio.to_thread(sqs_a.start_message_move_task, SourceArn=arn, MaxNumberOfMessagesPerSecond=100))["TaskHandle"]
         seen = await asyncio.to_thread(newest, sqs_b, arn)
         assert seen["Status"] == "RUNNING" and seen["TaskHandle"] == handle and seen["MaxNumberOfMessagesPerSecond"] == 100
-        assert 0 < seen["ApproximateNumberOfMessagesToMove"] <= 2000, "a bounded estimate at the start (engine/depth_estimate.py)"
+        assert 0 < seen["ApproximateNumberOfMessagesToMove"] <= 2000, "a bounded estimate at the start (engine/observe/depth_estimate.py)"
         samples: list[tuple[float, int]] = []
 
         def progressed() -> bool:

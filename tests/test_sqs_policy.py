@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from daemon.base.errors import UsageError
-from daemon.engine.grants import Grant
+from daemon.engine.access.grants import Grant
 from daemon.http.sqs.errors import SqsError
 from daemon.http.sqs.policy import Caller, compile_policy
 

@@ -38,7 +38,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
 from daemon.engine.client import Casque
-from daemon.engine.key_cache import MISS_REFRESH_S, REFRESH_S
+from daemon.engine.access.key_cache import MISS_REFRESH_S, REFRESH_S
 from daemon.http.sqs.messages import body_of
 from tests.conftest import TEST_KEYSPACE
 from tests.support import sqsserver

@@ -10,11 +10,11 @@ import urllib.request
 import uuid
 from pathlib import Path
 
-from daemon.engine.admin import purge, replay
+from daemon.engine.queues.admin import purge, replay
 from daemon.engine.client import Casque
 from daemon.base.clock import ManualClock
-from daemon.engine.producer import Job
-from daemon.engine.stats import queue_stats
+from daemon.engine.send.producer import Job
+from daemon.engine.observe.stats import queue_stats
 
 from .conftest import TEST_KEYSPACE
 from daemon.testing.daemonproc import ROOT, records, start_daemon, until, write_config
@@ -138,7 +138,7 @@ async def test_metrics_history_and_daemon_stats_match_the_workload(cq: Casque, q
         assert d.wait() == 0
     rows = await cq.db.run(f"SELECT acked, retried, poisoned FROM {TEST_KEYSPACE}.daemon_stats WHERE queue = %s LIMIT 1", [queue_name])
     assert rows and (rows[0].acked, rows[0].retried, rows[0].poisoned) == (13, 1, 1)  # written on shutdown too
-    from daemon.engine.history import History
+    from daemon.engine.observe.history import History
 
     flaky = await History(cq.db, TEST_KEYSPACE, cq.queues).read(queue_name, cq.clock.now_ms(), 1, key="flaky")
     assert [(h.event, h.attempt) for h in flaky] == [("running", 1), ("failed", 1), ("running", 2), ("done", 2)]

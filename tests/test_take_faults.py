@@ -18,11 +18,11 @@ from daemon.base.clock import Clock, ManualClock
 from daemon.base.config import Settings
 from daemon.base.errors import StorageUnavailable
 from daemon.engine.client import Casque
-from daemon.engine.take_budget import TAKE_BYTES
-from daemon.engine.db import Database
-from daemon.engine.producer import Job
-from daemon.engine.schema import apply_schema
-from daemon.engine.table import LOCK_ACQUIRED, lock_ttl_seconds
+from daemon.engine.take.budget import TAKE_BYTES
+from daemon.engine.storage.db import Database
+from daemon.engine.send.producer import Job
+from daemon.engine.storage.schema import apply_schema
+from daemon.engine.storage.table import LOCK_ACQUIRED, lock_ttl_seconds
 
 from .support.clocks import SteppingClock
 from .support.ledger import drain_ids as drain, ledger
@@ -192,7 +192,7 @@ async def test_a_backlog_older_than_retention_reaches_the_poison_queue_not_the_v
     minimum retention (60 s), one message each, never consumed. In the queue nobody sweeps, the
     TTL drops the message without a trace (the fault); in the swept queue, the sweep poisons it
     before its TTL, with the reason, and it outlives the other's TTL in the poison queue."""
-    from daemon.engine.sweep import Sweeper
+    from daemon.engine.consume.sweep import Sweeper
 
     swept_q, void_q = queue_name, queue_name + "_void"
     for q in (swept_q, void_q):

@@ -17,7 +17,7 @@ import pytest
 
 from daemon.engine.client import Casque
 from daemon.base.clock import Clock
-from daemon.engine.producer import Job
+from daemon.engine.send.producer import Job
 
 ROUND, ROUNDS = 20_000, 10
 _READ = re.compile(r"Read (\d+) live rows and (\d+) tombstone cells")

@@ -9,7 +9,9 @@ from datetime import datetime
 import pytest
 
 from daemon.base.errors import UsageError
-from daemon.engine.triggers import Trigger, cron_next, first, following, make_trigger, occurrence_id, should_run, start
+from daemon.engine.schedules.triggers import (
+    Trigger, cron_next, first, following, make_trigger, occurrence_id, should_run, start,
+)
 
 BERLIN = "Europe/Berlin"
 
@@ -104,7 +106,7 @@ def test_misfire_skip_does_not_run_the_late_occurrence() -> None:
 
 
 def test_occurrence_ids_are_deterministic_distinct_and_in_the_origin_row() -> None:
-    from daemon.engine.placement import row_of
+    from daemon.engine.storage.placement import row_of
 
     t = scheduled(make_trigger(every="1s"), 1_700_000_000_000)
     ids = [occurrence_id(t, n) for n in range(2, 50)]

@@ -89,7 +89,7 @@ class WorkerSettings:
     clock_tolerance_ms: int = 5000
     rescan_interval_ms: int = 10_000
     expiry_interval_ms: int = 60_000  # how often the one lease holder deletes queues idle past their expire_after
-    #: Keep the lock of the rows this daemon owns between takes (engine/holds.py): a take is then
+    #: Keep the lock of the rows this daemon owns between takes (engine/take/holds.py): a take is then
     #: one read and one batch instead of six round trips.
     hold_rows: bool = True
     #: Take a message up to this long before it is due and start its handler at the due time.

@@ -34,7 +34,7 @@ SWEPT = Counter("casque_swept", "Messages the sweep found below a row's cursor a
 EMPTY_POLLS = Counter("casque_empty_polls", "Full rounds over a queue's shards that found nothing due", ["queue"], registry=REGISTRY)
 TAKE_ROUND_TRIPS = Histogram("casque_take_round_trips", "Sequential CQL round trips of a fetch that took messages, from its first read",
                              ["queue"], registry=REGISTRY, buckets=(1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16, 24, 32))
-HELD_ROWS = Gauge("casque_held_rows", "Shard rows whose lock this daemon keeps between takes (engine/holds.py)", ["queue"], registry=REGISTRY)
+HELD_ROWS = Gauge("casque_held_rows", "Shard rows whose lock this daemon keeps between takes (engine/take/holds.py)", ["queue"], registry=REGISTRY)
 HANDLER_SECONDS = Histogram("casque_handler_seconds", "Handler run time", _QT, registry=REGISTRY,
                             buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120))
 LATENESS_SECONDS = Histogram("casque_lateness_seconds", "Handler start minus due time", _QT, registry=REGISTRY,

@@ -37,10 +37,10 @@ class QueueSettings:
     #: Earlier layouts (shards, buckets, bucket_seconds) whose rows may still hold messages after
     #: a reshard: read by consumers and lookups until ``casque queue reshard --finish`` drops them.
     draining: tuple[tuple[int, int, int], ...] = ()
-    #: Delete the queue after this many seconds without a send or receive (0: never; engine/expiry.py).
+    #: Delete the queue after this many seconds without a send or receive (0: never; engine/cluster/reaper.py).
     expire_after_s: int = 0
     #: A FIFO queue (name ends in ".fifo"): a group's messages are delivered one after another, in
-    #: the order they were sent; sends are deduplicated for 5 minutes (engine/fifo.py).
+    #: the order they were sent; sends are deduplicated for 5 minutes (engine/take/fifo.py).
     fifo: bool = False
     #: FIFO only: a send without a dedup id is deduplicated by the SHA-256 of its body.
     content_dedup: bool = False
@@ -100,7 +100,7 @@ class Message:
     scheduled_ms: int = 0  # for a delivered message: the due time it was taken at (lateness = start - this)
     started_ms: int = 0  # when its handler started (set by the dispatcher)
     #: A FIFO message in flight stays at its position (its order in the group); this is when it
-    #: becomes visible again (engine/fifo.py). None for every other message.
+    #: becomes visible again (engine/take/fifo.py). None for every other message.
     visible_at: int | None = None
 
     @property

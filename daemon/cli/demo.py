@@ -12,8 +12,8 @@ from daemon.base.config import Settings
 from daemon.base.errors import CasqueError
 from daemon.base.logs import get_logger
 from daemon.engine.client import Casque
-from daemon.engine.db import Database
-from daemon.engine.schema import apply_schema
+from daemon.engine.storage.db import Database
+from daemon.engine.storage.schema import apply_schema
 from daemon.service.worker import Worker
 
 log = get_logger("casque.demo")

@@ -6,8 +6,8 @@ import argparse
 from typing import Any
 
 from daemon.base.terminal import settings_of
-from daemon.engine.db import Database
-from daemon.engine.schema import apply_schema
+from daemon.engine.storage.db import Database
+from daemon.engine.storage.schema import apply_schema
 
 
 def add_cli(sub: Any) -> None:

@@ -10,13 +10,13 @@ from typing import Any
 from daemon.base.errors import UsageError
 from daemon.base.terminal import iso, settings_of
 from daemon.cli.common import emit, with_client
-from daemon.engine.access_keys import AccessKey, AccessKeyStore
+from daemon.engine.access.access_keys import AccessKey, AccessKeyStore
 from daemon.engine.client import Casque
-from daemon.engine.expiry import ExpirySweeper
-from daemon.engine.grants import Grant
-from daemon.engine.mover import MoveRunner
-from daemon.engine.stats import daemon_id
-from daemon.engine.sweep import PulledSweeps
+from daemon.engine.cluster.reaper import ExpirySweeper
+from daemon.engine.access.grants import Grant
+from daemon.engine.cluster.mover import MoveRunner
+from daemon.engine.observe.stats import daemon_id
+from daemon.engine.consume.sweep import PulledSweeps
 
 
 def add_cli(sub: Any) -> None:
@@ -81,7 +81,7 @@ async def _serve(settings: Any) -> int:
     expiry_sweeper = ExpirySweeper(cq.stores, daemon_id(), settings.worker.expiry_interval_ms)
     expiry = asyncio.create_task(expiry_sweeper.run())  # lease: one per cluster
     mover = asyncio.create_task(MoveRunner(cq, daemon_id()).run())  # SQS move tasks: a lease per task
-    # Messages written behind a cursor of the queues this server pulls from (engine/sweep.py), as a daemon does for its queues.
+    # Messages written behind a cursor of the queues this server pulls from (engine/consume/sweep.py), as a daemon does for its queues.
     pulled = PulledSweeps(cq.receiver.consumers, cq.stores.wakeups.notify)
     sweeps = asyncio.create_task(pulled.run(), name="casque-sweep")
     try:

@@ -1,7 +1,19 @@
-"""The storage engine: everything that reads or writes casque's Cassandra tables.
+"""The storage engine: everything that reads or writes casque's Cassandra tables, by concept.
 
-Placement and the table's statements at the bottom; the producer, the lock protocol and the consumer,
-acks, keys, poison and triggers above them; ``stores.Stores`` builds them all once, and
-``client.Casque`` is the engine's facade (nothing in the engine imports it). It imports only from
-``daemon.base``.
+- ``storage``: db, paging, schema, table, placement
+- ``take``: step, options, read, budget, locking, holds, fifo
+- ``consume``: consumer, row_state, row_peek, shard_names, sweep
+- ``operations``: admin, observe, extras
+- ``send``: producer, fifo_send, fairness, keys, lookup
+- ``delivery``: receive, receipts, received, receive_attempts, acks, poison, deadletter
+- ``schedules``: triggers, cronspec, chain
+- ``wake``: wakeups, hints, hint_directory
+- ``queues``: store, attributes, names, dead_letter_sources, index_backfill, reshard, admin, cooldown
+- ``cluster``: heartbeats, pull_readers, marks, activity, lease, reaper, move_tasks, mover
+- ``observe``: stats, samples, depth_estimate, fifo_groups, history
+- ``access``: access_keys, key_cache, grants, secrets
+
+``client.Casque`` (``daemon.engine.client``, the public import) is the engine's facade. The engine imports
+only from ``daemon.base``; the sub-packages' ``__init__`` files import nothing, so no import circle can
+pass through a package.
 """

@@ -18,20 +18,20 @@ from daemon.base.clock import SYSTEM_CLOCK, Clock
 from daemon.base.config import Settings, load_settings
 from daemon.base.errors import UsageError
 from daemon.base.model import Message, QueueSettings
-from daemon.engine.access_keys import AccessKeyStore
-from daemon.engine.consumer import Consumer
-from daemon.engine.db import Database
-from daemon.engine.hints import HintListener, open_listener
-from daemon.engine.keys import KeyEntry
-from daemon.engine.observe import Observe
-from daemon.engine.placement import PLACEMENT_MASK, id_due_ms, parse_id
-from daemon.engine.producer import Job, OnConflict, Sent, first_due
-from daemon.engine.queue_admin import QueueAdmin
-from daemon.engine.queue_extras import Extras
-from daemon.engine.queues import settings_from_defaults
-from daemon.engine.receive import Delivery, Receiver
+from daemon.engine.access.access_keys import AccessKeyStore
+from daemon.engine.consume.consumer import Consumer
+from daemon.engine.storage.db import Database
+from daemon.engine.wake.hints import HintListener, open_listener
+from daemon.engine.send.keys import KeyEntry
+from daemon.engine.operations.observe import Observe
+from daemon.engine.storage.placement import PLACEMENT_MASK, id_due_ms, parse_id
+from daemon.engine.send.producer import Job, OnConflict, Sent, first_due
+from daemon.engine.operations.admin import QueueAdmin
+from daemon.engine.operations.extras import Extras
+from daemon.engine.queues.store import settings_from_defaults
+from daemon.engine.delivery.receive import Delivery, Receiver
 from daemon.engine.stores import Stores
-from daemon.engine.triggers import make_trigger, upcoming
+from daemon.engine.schedules.triggers import make_trigger, upcoming
 
 
 class Casque:
@@ -87,7 +87,7 @@ class Casque:
 
     async def listen_for_hints(self, queues: list[str]) -> str:
         """Receive wake hints for ``queues`` (``["*"]``: every queue) from other processes' sends
-        (engine/hints.py) and register where; returns the advertised ``host:port`` ("" when this
+        (engine/wake/hints.py) and register where; returns the advertised ``host:port`` ("" when this
         keyspace has no hint_listeners table yet: then it serves without hints)."""
         st = self.stores
         listener = await open_listener(st.hint_directory, st.secrets, self.clock, self.settings, queues,
@@ -204,12 +204,12 @@ class Casque:
             self._unblocked(m.queue, self.clock.now_ms(), m.id.int)
 
     def _unblocked(self, queue: str, due_ms: int, placement: int) -> None:
-        """A FIFO group in that row may move on (engine/receive.py): like a send, announce it."""
+        """A FIFO group in that row may move on (engine/delivery/receive.py): like a send, announce it."""
         self._announce(queue, [(due_ms, placement & PLACEMENT_MASK)])
 
     def _announce(self, queue: str, entries: list[tuple[int, int]]) -> None:
         """After the write was acknowledged: wake this process's waiters and consumers, and hint
-        the other processes' listeners of the queue (fire-and-forget, engine/hints.py)."""
+        the other processes' listeners of the queue (fire-and-forget, engine/wake/hints.py)."""
         for due, placement in entries:
             self.stores.wakeups.notify(queue, due, placement)
         if self.settings.hints.send:
@@ -237,7 +237,7 @@ class Casque:
     async def peek(self, queue: str, limit: int = 10) -> list[Message]:
         return await self.stores.lookup.peek(queue, limit)
 
-    # ---- pulling (engine/receive.py) ------------------------------------------------------
+    # ---- pulling (engine/delivery/receive.py) ------------------------------------------------------
     async def receive(self, queue: str, max: int = 10, wait: float = 20.0, visibility: float = 30.0,
                       attempt_id: str | None = None) -> list[Delivery]:
         """Up to ``max`` messages, each hidden for ``visibility`` seconds; waits up to ``wait``
@@ -263,19 +263,19 @@ class Casque:
     # ---- consuming --------------------------------------------------------------------------
     def consumer(self, queue: str, hold_ms: int = 0, ahead_ms: int = 0) -> Consumer:
         """A consumer of one queue; share it between the coroutines of one process. ``hold_ms``,
-        ``ahead_ms``: a daemon's margin past a timeout and its take-ahead (engine/take.py TakeOptions)."""
+        ``ahead_ms``: a daemon's margin past a timeout and its take-ahead (engine/take/step.py TakeOptions)."""
         w, st = self.settings.worker, self.stores
         return Consumer(self.db, st.table, st.queues, st.dead_letters, st.keys, self.clock,  # type: ignore[arg-type]
                         queue, tolerance_ms=w.clock_tolerance_ms, rescan_ms=w.rescan_interval_ms,
                         lookahead_ms=max(1000, 2 * w.max_poll_interval_ms), hold_ms=hold_ms, ahead_ms=ahead_ms)
 
     def served(self, queue: str) -> None:
-        """A daemon polls ``queue``: it is in use, like a receive (idle expiry, engine/activity.py)."""
+        """A daemon polls ``queue``: it is in use, like a receive (idle expiry, engine/cluster/activity.py)."""
         self.stores.activity.touch(queue)
 
     def _received(self, queue: str) -> None:
         """A receive on ``queue``: it is active (idle expiry), and this process pulls from it, which
-        a daemon serving the same queue must know (engine/pull_readers.py)."""
+        a daemon serving the same queue must know (engine/cluster/pull_readers.py)."""
         self.stores.activity.touch(queue)
         self.stores.pull_readers.mark(queue)
 

@@ -18,32 +18,32 @@ from functools import cached_property
 from daemon.base.clock import Clock
 from daemon.base.config import Settings
 from daemon.base.logs import get_logger
-from daemon.engine.access_keys import AccessKeyStore
-from daemon.engine.acks import Acker
-from daemon.engine.activity import ActivityMarks
-from daemon.engine.attributes import QueueAttributes
-from daemon.engine.cooldown import Cooldowns
-from daemon.engine.db import Database
-from daemon.engine.deadletter import PoisonRouter
-from daemon.engine.depth_estimate import DepthEstimator
-from daemon.engine.fifo_send import FifoSender
-from daemon.engine.heartbeats import Heartbeats
-from daemon.engine.hint_directory import HintDirectory
-from daemon.engine.hints import HintSender
-from daemon.engine.history import History
-from daemon.engine.keys import KeyStore
-from daemon.engine.lease import Lease
-from daemon.engine.lookup import Lookup
-from daemon.engine.move_tasks import MoveTaskStore
-from daemon.engine.poison import PoisonStore
-from daemon.engine.producer import Producer
-from daemon.engine.pull_readers import PullReaders
-from daemon.engine.queues import QueueStore
-from daemon.engine.receive_attempts import ReceiveAttempts
-from daemon.engine.samples import Samples
-from daemon.engine.secrets import SecretStore
-from daemon.engine.table import MessageTable
-from daemon.engine.wakeups import Wakeups
+from daemon.engine.access.access_keys import AccessKeyStore
+from daemon.engine.delivery.acks import Acker
+from daemon.engine.cluster.activity import ActivityMarks
+from daemon.engine.queues.attributes import QueueAttributes
+from daemon.engine.queues.cooldown import Cooldowns
+from daemon.engine.storage.db import Database
+from daemon.engine.delivery.deadletter import PoisonRouter
+from daemon.engine.observe.depth_estimate import DepthEstimator
+from daemon.engine.send.fifo_send import FifoSender
+from daemon.engine.cluster.heartbeats import Heartbeats
+from daemon.engine.wake.hint_directory import HintDirectory
+from daemon.engine.wake.hints import HintSender
+from daemon.engine.observe.history import History
+from daemon.engine.send.keys import KeyStore
+from daemon.engine.cluster.lease import Lease
+from daemon.engine.send.lookup import Lookup
+from daemon.engine.cluster.move_tasks import MoveTaskStore
+from daemon.engine.delivery.poison import PoisonStore
+from daemon.engine.send.producer import Producer
+from daemon.engine.cluster.pull_readers import PullReaders
+from daemon.engine.queues.store import QueueStore
+from daemon.engine.delivery.receive_attempts import ReceiveAttempts
+from daemon.engine.observe.samples import Samples
+from daemon.engine.access.secrets import SecretStore
+from daemon.engine.storage.table import MessageTable
+from daemon.engine.wake.wakeups import Wakeups
 
 
 class Stores:
@@ -114,14 +114,14 @@ class Stores:
         return MoveTaskStore(self.db, self.keyspace)
 
     def lease(self, name: str, holder: str, ttl_s: float) -> Lease:
-        """A bid for the cluster-wide lease ``name`` (engine/lease.py), held by ``holder``."""
+        """A bid for the cluster-wide lease ``name`` (engine/cluster/lease.py), held by ``holder``."""
         return Lease(self.db, self.keyspace, name, holder, ttl_s=ttl_s)
 
     def cooldowns(self, holder: str) -> Cooldowns:
-        """Cluster-wide waits after an action (engine/cooldown.py), taken as ``holder``."""
+        """Cluster-wide waits after an action (engine/queues/cooldown.py), taken as ``holder``."""
         return Cooldowns(self.db, self.keyspace, holder)
 
     def depth_estimator(self) -> DepthEstimator:
         """A new estimator of queue depths: each user keeps its own, since its caches of cursors
-        and of large lanes' counts are tuned to how often that user asks (engine/depth_estimate.py)."""
+        and of large lanes' counts are tuned to how often that user asks (engine/observe/depth_estimate.py)."""
         return DepthEstimator(self.db, self.table)

@@ -11,8 +11,8 @@ Nothing that isn't due is ever fetched, and at most ``in_flight`` messages are h
 memory stays bounded however deep the queue. An ack lost in a crash only means a redelivery
 (at-least-once).
 
-A FIFO queue (engine/fifo.py): a take gives the daemon at most one message per group, and the
-group stays blocked while it is in flight, also through a retry's backoff (engine/acks.py retries
+A FIFO queue (engine/take/fifo.py): a take gives the daemon at most one message per group, and the
+group stays blocked while it is in flight, also through a retry's backoff (engine/delivery/acks.py retries
 it in place). Once its ack (or poison) is written, the group's next message is announced like a
 send (``Casque.finished_in_group``), so it is taken at once, not at the row's next rescan.
 """
@@ -24,8 +24,8 @@ import asyncio
 from daemon.base.config import WorkerSettings
 from daemon.base.model import Message
 from daemon.engine.client import Casque
-from daemon.engine.consumer import Consumer
-from daemon.engine.samples import Counters
+from daemon.engine.consume.consumer import Consumer
+from daemon.engine.observe.samples import Counters
 from daemon.service.ack_buffer import AckBuffer
 from daemon.service.fetch_loop import FetchLoop
 from daemon.service.handler_runner import HandlerRunner

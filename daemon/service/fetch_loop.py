@@ -17,7 +17,7 @@ from daemon.base.config import WorkerSettings
 from daemon.base.errors import CasqueError
 from daemon.base.logs import get_logger
 from daemon.base.model import Message
-from daemon.engine.consumer import Consumer
+from daemon.engine.consume.consumer import Consumer
 from daemon.service.ack_buffer import AckBuffer
 from daemon.service.idle_watch import IdleWatch
 from daemon.service.room import Room

@@ -21,9 +21,9 @@ from daemon.base.crashpoints import crash_point
 from daemon.base.errors import CasqueError
 from daemon.base.logs import debug_enabled, get_logger
 from daemon.base.model import Message
-from daemon.engine import chain, triggers
+from daemon.engine.schedules import chain, triggers
 from daemon.engine.client import Casque
-from daemon.engine.consumer import Consumer
+from daemon.engine.consume.consumer import Consumer
 from daemon.service.ack_buffer import AckBuffer
 from daemon.service.handler import Context, Poison, Retry
 from daemon.service.hooks import Hooks

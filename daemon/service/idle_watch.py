@@ -1,7 +1,7 @@
 """Waiting for work: one consumer per queue (the scout) polls it, the others wait to be woken.
 
 An idle daemon costs one round of peeks per poll, not one per consumer. The scout sleeps until
-its next poll of every row, until a wake-up (engine/wakeups.py: a send in this process or a hint
+its next poll of every row, until a wake-up (engine/wake/wakeups.py: a send in this process or a hint
 from another) kicks it, or until a message known to be coming falls due. While wake-ups flow the
 poll is only the safety poll (``max_poll_interval``). Durations are ms here (loop time in ms too);
 asyncio takes seconds at the sleep.
@@ -15,7 +15,7 @@ from typing import Any
 
 from daemon.base.config import WorkerSettings
 from daemon.engine.client import Casque
-from daemon.engine.consumer import Consumer
+from daemon.engine.consume.consumer import Consumer
 
 
 class IdleWatch:

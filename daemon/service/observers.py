@@ -12,7 +12,7 @@ from typing import Callable
 from daemon.base import metrics
 from daemon.base.clock import Clock
 from daemon.base.model import QueueSettings
-from daemon.engine.history import History
+from daemon.engine.observe.history import History
 from daemon.service.hooks import Delivery, Middleware
 
 
@@ -34,7 +34,7 @@ class MetricsObserver(Middleware):
 
 
 class HistoryObserver(Middleware):
-    """Writes history rows for queues that keep history (fire-and-forget, engine/history.py)."""
+    """Writes history rows for queues that keep history (fire-and-forget, engine/observe/history.py)."""
 
     def __init__(self, history: History, clock: Clock, settings_of: Callable[[str], QueueSettings | None]) -> None:
         self.history = history

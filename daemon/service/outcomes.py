@@ -20,8 +20,8 @@ from typing import Any
 from daemon.base.errors import CasqueError
 from daemon.base.model import Message, out_of_attempts
 from daemon.engine.client import Casque
-from daemon.engine.consumer import Consumer
-from daemon.engine.samples import Counters
+from daemon.engine.consume.consumer import Consumer
+from daemon.engine.observe.samples import Counters
 from daemon.service.hooks import Hooks
 from daemon.service.registry import TaskSpec
 from daemon.service.visibility import Visibility

@@ -1,4 +1,4 @@
-"""Which rows this daemon holds (engine/holds.py), and keeping those holds alive.
+"""Which rows this daemon holds (engine/take/holds.py), and keeping those holds alive.
 
 Per served queue, one loop:
   - every ``PEERS_EVERY_S`` it reads the daemons table (one partition) and splits the queue's
@@ -29,9 +29,9 @@ from daemon.base.errors import CasqueError
 from daemon.base.logs import get_logger
 from daemon.base.model import QueueSettings
 from daemon.engine.client import Casque
-from daemon.engine.consumer import Consumer
-from daemon.engine.holds import Row, owned_shards
-from daemon.engine.stats import daemon_id
+from daemon.engine.consume.consumer import Consumer
+from daemon.engine.take.holds import Row, owned_shards
+from daemon.engine.observe.stats import daemon_id
 
 log = get_logger("casque.ownership")
 PEERS_EVERY_S = 5.0

@@ -2,11 +2,11 @@
 
 A daemon and pull clients (``casque serve``'s SQS receivers, ``cq.receive``) may read one queue
 (docs/design.md, "Push and pull on one queue"). Every ``LOOK_EVERY_S`` this loop reads, per served
-queue, who pulled from it lately (engine/pull_readers.py: a receive within the last 45-60 s). While
+queue, who pulled from it lately (engine/cluster/pull_readers.py: a receive within the last 45-60 s). While
 a queue has pull readers, the daemon's consumer of it:
 
   - takes only the tasks this daemon has a handler for and leaves the others in their rows, the
-    cursor never past them (engine/consumer.py ``share``), so a pull reader receives them; they are
+    cursor never past them (engine/consume/consumer.py ``share``), so a pull reader receives them; they are
     never poisoned as unknown tasks;
   - holds none of the queue's rows (service/ownership.py): a held row would keep every pull
     reader out of it, so every take on the queue goes by the ordinary lock protocol, which is what
@@ -24,7 +24,7 @@ from typing import Callable
 
 from daemon.base.logs import get_logger
 from daemon.engine.client import Casque
-from daemon.engine.consumer import Consumer
+from daemon.engine.consume.consumer import Consumer
 
 log = get_logger("casque.pull_peers")
 LOOK_EVERY_S = 5.0

@@ -1,7 +1,7 @@
 """Computing the queue gauges (base/queue_metrics.py): one daemon at a time, every interval.
 
 Every daemon with metrics on runs this loop, but only the holder of the ``queue_gauges`` lease
-(engine/lease.py) reads the queues; the others only renew their bid. A round lists every queue
+(engine/cluster/lease.py) reads the queues; the others only renew their bid. A round lists every queue
 (paged) and reads each with ``queue_stats`` (buckets x shards rows from their cursors, plus one
 poison count): the cost of ``casque stats`` for all queues, once per interval per cluster, never per
 scrape. A round that takes longer than the interval just delays the next one.
@@ -16,7 +16,7 @@ from daemon.base import queue_metrics
 from daemon.base.errors import CasqueError
 from daemon.base.logs import get_logger
 from daemon.engine.client import Casque
-from daemon.engine.stats import Cursors
+from daemon.engine.observe.stats import Cursors
 
 log = get_logger("casque.queue_gauges")
 LEASE = "queue_gauges"

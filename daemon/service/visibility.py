@@ -25,7 +25,7 @@ from typing import Any, AsyncIterator
 from daemon.base.clock import Clock
 from daemon.base.errors import CasqueError
 from daemon.base.model import Message
-from daemon.engine.acks import Acker
+from daemon.engine.delivery.acks import Acker
 
 OUTCOME_MS = 500  # time left to write a handler's outcome after its deadline
 LEAD_MS = 1000  # how long before the last safe moment a held column is moved

@@ -28,15 +28,15 @@ from daemon.base.model import QueueSettings
 from daemon.base.logs import configure_logging, get_logger
 from daemon.service.hooks import Hooks
 from daemon.service.observers import HistoryObserver, MetricsObserver
-from daemon.engine.expiry import ExpirySweeper
+from daemon.engine.cluster.reaper import ExpirySweeper
 from daemon.service.queue_gauges import QueueGauges
 from daemon.service.registry import Registry, registry as default_registry
 from daemon.service.sdnotify import Notifier
-from daemon.engine.heartbeats import this_process
-from daemon.engine.samples import DEPTH_EVERY_S
-from daemon.engine.stats import STATS_EVERY_S, Cursors, daemon_id
-from daemon.engine.sweep import SWEEP_EVERY_S, Sweeper
-from daemon.engine.table import all_rows
+from daemon.engine.cluster.heartbeats import this_process
+from daemon.engine.observe.samples import DEPTH_EVERY_S
+from daemon.engine.observe.stats import STATS_EVERY_S, Cursors, daemon_id
+from daemon.engine.consume.sweep import SWEEP_EVERY_S, Sweeper
+from daemon.engine.storage.table import all_rows
 
 log = get_logger("casque.worker")
 CONNECT_BACKOFF_MAX = 30.0
@@ -179,7 +179,7 @@ class Worker:
             await asyncio.sleep(max(1.0, DEPTH_EVERY_S - (asyncio.get_running_loop().time() - started)))
 
     async def _sweep_loop(self) -> None:
-        """Every 30 s: the low-watermark sweep of each served queue (engine/sweep.py), which finds
+        """Every 30 s: the low-watermark sweep of each served queue (engine/consume/sweep.py), which finds
         messages left below a cursor; a failed pass is logged and tried again next time."""
         assert self.dispatcher is not None
         sweepers = [Sweeper(c) for c in self.dispatcher.consumers.values()]
@@ -272,7 +272,7 @@ class Worker:
 
 def _fifo(name: str) -> bool | None:
     """A served queue that doesn't exist yet is created with the config's defaults, and FIFO for a
-    "*.fifo" name (SQS's rule: only a FIFO queue is so named, engine/queues.py)."""
+    "*.fifo" name (SQS's rule: only a FIFO queue is so named, engine/queues/store.py)."""
     return name.endswith(".fifo") or None
 
 

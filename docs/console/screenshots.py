@@ -26,9 +26,9 @@ sys.path.insert(0, str(ROOT))
 
 from daemon.base.config import Settings  # noqa: E402
 from daemon.engine.client import Casque  # noqa: E402
-from daemon.engine.db import Database  # noqa: E402
-from daemon.engine.producer import Job  # noqa: E402
-from daemon.engine.schema import apply_schema  # noqa: E402
+from daemon.engine.storage.db import Database  # noqa: E402
+from daemon.engine.send.producer import Job  # noqa: E402
+from daemon.engine.storage.schema import apply_schema  # noqa: E402
 
 KEYSPACE, OUT, PASSWORD = "casque_shots", Path(__file__).resolve().parent, "shots"
 

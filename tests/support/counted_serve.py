@@ -28,7 +28,7 @@ def _counts(stmt: Any) -> bool:
 
 
 def install() -> None:
-    from daemon.engine.db import Database
+    from daemon.engine.storage.db import Database
 
     def count(db: Any, stmt: Any) -> None:
         READS[0] += _counts(stmt)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from daemon.engine.consumer import Consumer
+from daemon.engine.consume.consumer import Consumer
 
 
 async def drain_ids(consumer: Consumer, limit: int = 100, rounds: int = 3) -> list[str]:

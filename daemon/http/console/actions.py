@@ -20,7 +20,7 @@ from daemon.base.durations import parse_duration
 from daemon.base.errors import CasqueError, UsageError
 from daemon.base.logs import get_logger
 from daemon.engine.client import Casque
-from daemon.engine.placement import parse_id
+from daemon.engine.storage.placement import parse_id
 
 log = get_logger("casque.console")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from html import escape
 
 from daemon.base.terminal import iso
-from daemon.engine.samples import Point
+from daemon.engine.observe.samples import Point
 
 W, H, PAD, GAP = 760, 300, 44, 24
 PANEL = (H - 2 * PAD - GAP) // 2

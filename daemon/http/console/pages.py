@@ -17,9 +17,9 @@ from starlette.responses import RedirectResponse, Response
 from daemon.base.errors import MessageNotFound, UsageError
 from daemon.base.model import QueueSettings
 from daemon.engine.client import Casque
-from daemon.engine.fifo_groups import ROW_LIMIT, FifoGroups
-from daemon.engine.placement import parse_id
-from daemon.engine.samples import recent_rates, series
+from daemon.engine.observe.fifo_groups import ROW_LIMIT, FifoGroups
+from daemon.engine.storage.placement import parse_id
+from daemon.engine.observe.samples import recent_rates, series
 from daemon.http.console.chart import render_chart
 
 PEEK_DEFAULT, PEEK_MAX = 20, 200
@@ -144,7 +144,7 @@ async def queue(request: Request) -> Response:
 
 
 async def _groups(cq: Casque, qs: QueueSettings, now: int) -> FifoGroups | None:
-    """A FIFO queue's groups (a bounded read, engine/fifo_groups.py); None for a standard queue."""
+    """A FIFO queue's groups (a bounded read, engine/observe/fifo_groups.py); None for a standard queue."""
     if not qs.fifo:
         return None
     return await cq.observe.fifo_groups(qs, now)

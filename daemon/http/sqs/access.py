@@ -5,7 +5,7 @@ AWS's same-account evaluation, in this order, for each queue the action touches:
 
 1. an explicit Deny in the queue's Policy that applies to the caller refuses (AccessDenied, 403);
 2. an Allow in the queue's Policy that applies to the caller allows;
-3. the key's grant (engine/grants.py) allows if it covers the action on that queue;
+3. the key's grant (engine/access/grants.py) allows if it covers the action on that queue;
 4. nothing else does.
 
 Under ``sqs.auth = "none"`` the caller is anonymous with a full grant: only Deny statements whose
@@ -25,9 +25,9 @@ from typing import Any
 
 from daemon.base.config import SqsSettings
 from daemon.base.logs import get_logger
-from daemon.engine.access_keys import AccessKey
+from daemon.engine.access.access_keys import AccessKey
 from daemon.engine.client import Casque
-from daemon.engine.grants import FULL, Grant, action_matches, iam_action
+from daemon.engine.access.grants import FULL, Grant, action_matches, iam_action
 from daemon.http.sqs import attributes as qattr
 from daemon.http.sqs import params
 from daemon.http.sqs.actions.base import Call

@@ -3,10 +3,10 @@
 VisibilityTimeout is the queue's message timeout, MessageRetentionPeriod its retention, and a
 RedrivePolicy's maxReceiveCount its max_attempts (without one, 0: no limit, as in SQS a message is
 received again until its retention ends). Messages sent over SQS store max_attempts 0, "follow the
-queue": the policy as it is when a message is received decides (engine/consumer.py), so a policy
+queue": the policy as it is when a message is received decides (engine/consume/consumer.py), so a policy
 set, lowered or removed after the send applies to it, as in SQS. The rest (DelaySeconds, ReceiveMessageWaitTimeSeconds,
 MaximumMessageSize, RedrivePolicy itself, Policy, ...) is kept as text in the queue row's
-``attributes`` map (engine/attributes.py). Each value is checked against SQS's range first; a
+``attributes`` map (engine/queues/attributes.py). Each value is checked against SQS's range first; a
 Policy must be one casque can enforce (policy.py), as it is on every request (access.py).
 """
 
@@ -17,8 +17,8 @@ import re
 from typing import Any
 
 from daemon.base.model import QueueSettings
-from daemon.engine.attributes import QueueExtras
-from daemon.engine.deadletter import DEAD_LETTER
+from daemon.engine.queues.attributes import QueueExtras
+from daemon.engine.delivery.deadletter import DEAD_LETTER
 from daemon.http.sqs import fifo as fifo_rules
 from daemon.http.sqs.errors import SqsError
 from daemon.http.sqs.params import QUEUE_NAME
@@ -165,7 +165,7 @@ def describe(qs: QueueSettings, extras: QueueExtras, queue_arn: str) -> dict[str
 
 def internal(attrs: dict[str, str]) -> tuple[dict[str, str], set[str]]:
     """casque's own attributes implied by SQS ones: a RedrivePolicy names the dead-letter queue
-    that engine/deadletter.py sends failed messages to (a real second queue)."""
+    that engine/delivery/deadletter.py sends failed messages to (a real second queue)."""
     if "RedrivePolicy" not in attrs:
         return {}, set()
     target = redrive_target(QueueExtras(attributes=attrs))

@@ -7,7 +7,7 @@ and the CLI send) against the access keys stored in Cassandra (``casque sqs-keys
 A signature is accepted only if it binds everything the server acts on (sigv4.py rebuilds the
 canonical request): method, path, query, every signed header, the body actually received, the
 time (within 15 minutes of the server's clock), the key, this server's region and the ``sqs``
-service. Checks run cheapest first, and the key is looked up in memory (engine/key_cache.py), so a
+service. Checks run cheapest first, and the key is looked up in memory (engine/access/key_cache.py), so a
 refused request costs no Cassandra read. Errors and their wording are AWS's own
 (MissingAuthenticationToken, IncompleteSignature, InvalidClientTokenId, SignatureDoesNotMatch);
 docs/security.md, "The SQS endpoint", says what is bound and what is not (replay within the window).
@@ -23,9 +23,9 @@ from urllib.parse import parse_qsl
 from starlette.requests import Request
 
 from daemon.base.config import SqsSettings
-from daemon.engine.access_keys import AccessKey
+from daemon.engine.access.access_keys import AccessKey
 from daemon.engine.client import Casque
-from daemon.engine.key_cache import KeyCache
+from daemon.engine.access.key_cache import KeyCache
 from daemon.http.sqs import sigv4
 from daemon.http.sqs.errors import SqsError
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from daemon.engine.grants import wildcard
+from daemon.engine.access.grants import wildcard
 from daemon.http.sqs.errors import SqsError
 
 #: The request keys casque knows (lower case, as IAM compares key names without case).

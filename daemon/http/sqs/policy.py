@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from daemon.base.lru import Lru
-from daemon.engine.grants import action_matches, normalize_action, wildcard
+from daemon.engine.access.grants import action_matches, normalize_action, wildcard
 from daemon.http.sqs.conditions import MAX_CONDITIONS, Block, compile_block, refuse
 
 VERSIONS = ("2012-10-17", "2008-10-17")
@@ -221,7 +221,7 @@ def _principals(raw: Any) -> tuple[bool, frozenset[str]]:
 
 class PolicyCache:
     """Compiled policies by their text: compiling is done once per distinct policy, not per request
-    (the text itself comes with the queue's cached attributes, engine/attributes.py)."""
+    (the text itself comes with the queue's cached attributes, engine/queues/attributes.py)."""
 
     def __init__(self, limit: int = 10_000) -> None:
         self._lru: Lru[str, Policy] = Lru(limit)

@@ -4,7 +4,7 @@ permissions.py. Each takes the request in the JSON protocol's shape and returns 
 shape (wire.py renders either protocol).
 
 Queues are ordinary casque queues (a handler daemon can consume them; ``casque stats``/``poison``
-see them); messages go through the engine's send and pull API (engine/receive.py).
+see them); messages go through the engine's send and pull API (engine/delivery/receive.py).
 """
 
 from __future__ import annotations

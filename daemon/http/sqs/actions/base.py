@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from daemon.base.config import SqsSettings
-from daemon.engine.access_keys import AccessKey
+from daemon.engine.access.access_keys import AccessKey
 from daemon.engine.client import Casque
 from daemon.http.sqs import attributes as qattr
 from daemon.http.sqs import params

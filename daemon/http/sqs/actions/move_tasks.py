@@ -1,8 +1,8 @@
 """SQS message move tasks: redrive a dead-letter queue's messages to their source or elsewhere.
 
-StartMessageMoveTask only records the task (engine/move_tasks.py) and returns its handle: every
+StartMessageMoveTask only records the task (engine/cluster/move_tasks.py) and returns its handle: every
 ``casque serve`` runs tasks in the background, one runner per task under a lease
-(engine/mover.py), so a task outlives the request, the server that started it, and a restart.
+(engine/cluster/mover.py), so a task outlives the request, the server that started it, and a restart.
 ListMessageMoveTasks reads the stored tasks, so any server answers for any task.
 """
 
@@ -15,8 +15,8 @@ import uuid
 from typing import Any
 
 from daemon.base.errors import QueueNotFound
-from daemon.engine.move_tasks import RUNNING, MoveTask
-from daemon.engine.mover import wake_local
+from daemon.engine.cluster.move_tasks import RUNNING, MoveTask
+from daemon.engine.cluster.mover import wake_local
 from daemon.http.sqs import attributes as qattr
 from daemon.http.sqs import params
 from daemon.http.sqs.actions.base import ActionGroup, Call

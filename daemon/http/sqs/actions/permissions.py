@@ -15,7 +15,7 @@ import json
 import re
 from typing import Any
 
-from daemon.engine.grants import normalize_action
+from daemon.engine.access.grants import normalize_action
 from daemon.http.sqs import policy
 from daemon.http.sqs.actions.base import ActionGroup, Call
 from daemon.http.sqs.errors import SqsError, invalid, missing

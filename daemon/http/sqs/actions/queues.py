@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from daemon.base.errors import QueueNotFound, UsageError
-from daemon.engine.queues import MAX_PAYLOAD_BYTES
+from daemon.engine.queues.store import MAX_PAYLOAD_BYTES
 from daemon.http.sqs import attributes as qattr
 from daemon.http.sqs import fifo as fifo_rules
 from daemon.http.sqs import params
@@ -104,7 +104,7 @@ class QueueActions(ActionGroup):
         return {"QueueUrl": self.url(call, name)}
 
     async def list_queues(self, call: Call) -> dict[str, Any]:
-        """A prefix is answered from the name index (engine/queue_names.py: one bounded read of the
+        """A prefix is answered from the name index (engine/queues/names.py: one bounded read of the
         names that match); no prefix, from the queues table in token order (every name matches, so
         a page is one read). Without MaxResults, as in SQS, at most 1,000 URLs and no token."""
         prefix = str(call.params.get("QueueNamePrefix") or "")
@@ -153,7 +153,7 @@ class QueueActions(ActionGroup):
         qs = await self.cq.queue_settings(name, fresh=True)
         everything = qattr.describe(qs, await self.cq.extras.get(name), self.arn(name))
         every = "All" in wanted
-        if every or set(wanted) & qattr.COUNTS:  # a bounded read, whatever the queue holds (engine/depth_estimate.py)
+        if every or set(wanted) & qattr.COUNTS:  # a bounded read, whatever the queue holds (engine/observe/depth_estimate.py)
             est = await self.depth.estimate(qs, self.cq.clock.now_ms())
             everything |= {
                 "ApproximateNumberOfMessages": str(round(est.waiting)),
@@ -211,7 +211,7 @@ class QueueActions(ActionGroup):
             )  # AWS's text, its two periods included
 
     async def list_dead_letter_source_queues(self, call: Call) -> dict[str, Any]:
-        """One read of the dead-letter index's partition (engine/dead_letter_sources.py), paged like
+        """One read of the dead-letter index's partition (engine/queues/dead_letter_sources.py), paged like
         ListQueues: MaxResults 1-1000 with a NextToken; without it, at most 1,000 and no token."""
         name = self.queue_of(call)
         await self.cq.queue_settings(name)

@@ -1,0 +1,136 @@
+"""What a consumer knows about one shard row, shared by the choice of rows (consumer.py) and the take (engine/take/step.py).
+
+Everything here is a hint for cost, never needed for correctness: a process that knows nothing reads
+every row from its stored cursors. Also here: the count of sequential round trips a fetch makes (a
+context variable, so gathered children add to the same count) and the cursor merge both sides use.
+"""
+
+from __future__ import annotations
+
+import random
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from daemon.base.model import QueueSettings
+
+#: The first wait after a row's lock was found busy; it doubles up to a lock TTL.
+MIN_BACKOFF_MS = 50
+#: Sequential round trips of the fetch running in this task (a list, so gathered children add to it).
+TRIPS: ContextVar[list[int]] = ContextVar("casque_trips")
+
+
+def trip(n: int = 1) -> None:
+    """Count ``n`` sequential round trips against the fetch running in this task."""
+    trips = TRIPS.get(None)
+    if trips is not None:
+        trips[0] += n
+
+
+@dataclass
+class RowState:
+    """What this process knows about one row; a hint for cost, never needed for correctness."""
+
+    cursors: dict[int, int] = field(default_factory=dict)
+    loaded: bool = False
+    next_check: int = 0
+    wake: int = 1 << 62  # earliest due time this process wrote into the row, or a peek saw coming
+    busy: bool = False
+    #: After the row's lock was found busy: not tried again before this (monotonic ms). Doubles
+    #: while the row stays busy (another daemon holds it, engine/take/holds.py), so a busy row costs little.
+    backoff_until: int = 0
+    backoff_ms: int = 0
+    #: Per lane, the (due, id) of the last message read that was left for pull readers (or taken
+    #: with them): later reads start just after it instead of at the cursor. Forgotten every
+    #: ``rescan_ms`` (``skip_since``), so each message left is re-read at most once per rescan.
+    skips: dict[int, tuple[int, Any]] = field(default_factory=dict)
+    skip_since: int = 0
+    #: A FIFO row whose due messages all belong to groups in flight: its peek would say "due" on
+    #: every visit, so it is not peeked before this (the earliest visibility end seen, at most a
+    #: rescan away) unless a wake-up names its shard (a send, a delete, a visibility change).
+    fifo_idle_until: int = 0
+    #: Counts the wake-ups that named this FIFO row: a take that read the row before one of them
+    #: (a delete that unblocked a group) must not put the row to rest on what it read.
+    fifo_named: int = 0
+    #: The highest lane (lowest rank) the last peek found something due in.
+    best_rank: int = 0
+    #: A wake-up named this row since its last peek (a send to it).
+    named: bool = False
+
+    def contended(self, now_elapsed: int, cap_ms: int) -> None:
+        self.backoff_ms = min(cap_ms, max(MIN_BACKOFF_MS, 2 * self.backoff_ms))
+        self.backoff_until = now_elapsed + self.backoff_ms
+
+    def took(self) -> None:
+        self.backoff_ms = self.backoff_until = 0
+
+    def skip(
+        self, rank: int, accepts: Callable[[str], bool] | None, now_elapsed: int, rescan_ms: int
+    ) -> tuple[int, Any] | None:
+        """Where this lane's reads start instead of the cursor, if past it: just after the last
+        message left for the pull readers. Forgotten every rescan interval, so a message left
+        behind is re-read at most that often, and one written behind the skip is found then."""
+        if accepts is None or not self.skips:
+            return None
+        if now_elapsed - self.skip_since >= rescan_ms:
+            self.skips.clear()
+            return None
+        pos = self.skips.get(rank)
+        return pos if pos is not None and pos[0] >= self.cursors.get(rank, 0) else None
+
+    def skip_to(
+        self, skips: dict[int, tuple[int, Any]], accepts: Callable[[str], bool] | None, now_elapsed: int
+    ) -> None:
+        """Later reads of these lanes start just after these positions (shared with pull readers only)."""
+        if not skips or accepts is None:
+            return
+        if not self.skips:
+            self.skip_since = now_elapsed
+        self.skips.update(skips)
+
+
+@dataclass
+class ConsumerStats:
+    takes: int = 0
+    taken: int = 0
+    contention: int = 0
+    empty_polls: int = 0
+    peeks: int = 0
+    timed_out: int = 0
+    poisoned: int = 0
+
+
+def next_rescan(now: int, rescan_ms: int) -> int:
+    """Between a half and a whole ``rescan_ms`` from now, at random: the rows of a queue peeked
+    together once (a cold start) drift apart, so rescans never come as one burst of hundreds
+    of reads (measured: such a burst made messages due meanwhile up to 1 s late)."""
+    return now + rescan_ms // 2 + random.randrange(rescan_ms // 2 + 1)
+
+
+def rows_to_check(
+    rows: dict[tuple[int, int], RowState], qs: QueueSettings, shard: int, now: int, tolerance_ms: int
+) -> tuple[list[int], list[int]]:
+    """A shard's (rows to visit every round, rows whose rescan has come, oldest first): the current
+    bucket's row, and the previous one while late producers may still write to it (one clock
+    tolerance); any other row once its ``next_check`` has come (a row never looked at: at once)."""
+    current_abs = now // qs.bucket_ms
+    current = current_abs % qs.buckets
+    every = [current]
+    previous = (current_abs - 1) % qs.buckets
+    if now - current_abs * qs.bucket_ms < tolerance_ms and previous != current:
+        every.insert(0, previous)
+    span = qs.span()[1]
+    rescans = [b for b in range(span) if b not in every and _rescan_due(rows.get((b, shard)), now)]
+    rescans.sort(key=lambda b: -((current - b) % span))  # oldest first
+    return every, rescans
+
+
+def _rescan_due(state: RowState | None, now: int) -> bool:
+    return state is None or state.next_check <= now
+
+
+def merge(mine: dict[int, int], theirs: dict[int, int]) -> None:
+    """Cursors only move forward: take the later of each lane's two positions."""
+    for rank, value in theirs.items():
+        if value > mine.get(rank, 0):
+            mine[rank] = value

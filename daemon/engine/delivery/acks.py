@@ -1,0 +1,118 @@
+"""Finishing a delivered message: ack, retry later, poison, or extend its timeout.
+
+Each of these touches only the message's own row, so each is one single-partition write (acks of
+many messages are grouped into one batch per row). Every write is timestamped after the timeout
+column it replaces (``write_ts``), so a writer whose clock lags can't lose to the row it deletes.
+
+An ack of a message whose timeout already expired deletes a column that is gone: it has no effect,
+and the redelivered copy (at another position) is untouched. That is the at-least-once contract.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from daemon.base.clock import Clock
+from daemon.base.crashpoints import crash_point
+from daemon.engine.schedules import chain
+from daemon.engine.storage.db import Database
+from daemon.engine.send.keys import KeyStore
+from daemon.base.model import Message
+from daemon.engine.delivery.poison import PoisonStore
+from daemon.engine.queues.store import QueueStore
+from daemon.engine.storage.table import STATE_WAITING, MessageTable, after
+
+
+class Acker:
+    def __init__(self, db: Database, table: MessageTable, queues: QueueStore, keys: KeyStore, poison: PoisonStore, clock: Clock) -> None:
+        self.db = db
+        self.table = table
+        self.queues = queues
+        self.keys = keys
+        self.poison_store = poison
+        self.clock = clock
+
+    async def ack(self, messages: list[Message], release_keys: bool = True) -> None:
+        """Delete the timeout columns (one batch per row), then free the keys of finished messages."""
+        rows: dict[tuple[str, int, int], list[Message]] = defaultdict(list)
+        for m in messages:
+            rows[(m.queue, m.bucket, m.shard)].append(m)
+        for group in rows.values():
+            batch = self.db.batch()
+            for m in group:
+                batch.add(self.table.delete_message(m, _copy_due(m)))
+            await self.db.run(batch, timestamp=after(*(m.write_ts for m in group), now_us=self.db.next_timestamp()))
+        if any(m.trigger for m in messages):
+            crash_point("schedule.acked")
+        if release_keys:
+            for m in messages:
+                if m.key:
+                    await self._finish_key(m)
+
+    async def _finish_key(self, m: Message) -> None:
+        """Free the key of a finished message, if it still names it. A schedule's occurrence with
+        a successor hands a key that still names it (left behind by a crash) to the successor
+        instead: releasing it would end the schedule (engine/schedules/chain.py)."""
+        successor = chain.successor_entry(m, self.clock.now_ms())
+        if successor is not None:
+            await self.keys.repoint(successor, m.id)
+        else:
+            await self.keys.release(m.queue, m.key or "", m.id)
+
+    async def retry(self, m: Message, delay_ms: int, error: str) -> None:
+        """Put the message back as WAITING, due after ``delay_ms``, in the same batch that removes its
+        timeout column. The attempt count stays: the next take counts the next attempt."""
+        qs = await self.queues.get(m.queue)
+        now = self.clock.now_ms()
+        old_due = _copy_due(m)
+        m.last_error = error[:500]
+        if m.visible_at is not None:  # FIFO: stays at its place in the group, in flight (the group waits) until the retry
+            m.visible_at = now + delay_ms
+        else:
+            m.due_ms = now + delay_ms
+            m.state = STATE_WAITING
+        batch = self._move(m, old_due, now, qs.retention_s)
+        ts = after(m.write_ts, now_us=self.db.next_timestamp())
+        await self.db.run(batch, timestamp=ts)
+        m.write_ts = ts
+        m.copy_due_ms = None if m.visible_at is None else m.due_ms
+
+    async def poison(self, m: Message, reason: str, error_type: str = "", error: str = "", tb: str = "") -> None:
+        """Record in the poison queue first, then remove from the row: a crash in between leaves
+        the message in both places (it is poisoned again), never in neither."""
+        qs = await self.queues.get(m.queue)
+        await self.poison_store.add(m, reason, error_type, error or reason, tb, self.clock.now_ms(), qs.retention_s)
+        await self.ack([m])
+
+    async def extend_ms(self, m: Message, run_ms: int) -> None:
+        """Move the timeout column to now + ``run_ms`` (for long work), in one batch."""
+        qs = await self.queues.get(m.queue)
+        now = self.clock.now_ms()
+        old_due, old_visible = _copy_due(m), m.visible_at
+        if m.visible_at is not None:  # FIFO: in place
+            m.visible_at = now + run_ms
+        else:
+            m.due_ms = m.copy_due_ms = now + run_ms
+        batch = self._move(m, old_due, now, qs.retention_s)
+        ts = after(m.write_ts, now_us=self.db.next_timestamp())
+        try:
+            await self.db.run(batch, timestamp=ts)
+        except BaseException:  # not known to be moved: assume the earlier due time (the safe side)
+            m.due_ms = m.copy_due_ms = old_due
+            m.visible_at = old_visible
+            raise
+        m.write_ts = ts
+
+    def _move(self, m: Message, old_due: int, now: int, retention_s: int) -> Any:
+        """One batch that moves the row from ``old_due`` to ``m.due_ms``. Same position: a plain
+        overwrite (a delete and an insert of one key in one batch would let the delete win)."""
+        batch = self.db.batch()
+        if old_due != m.due_ms:
+            batch.add(self.table.delete_message(m, old_due))
+        batch.add(self.table.insert_message(m, now, retention_s))
+        return batch
+
+
+def _copy_due(m: Message) -> int:
+    return m.copy_due_ms if m.copy_due_ms is not None else m.due_ms

@@ -1,0 +1,73 @@
+"""Receipt handles: the token a puller gets with each message, to delete it or change its visibility.
+
+A receipt names one *delivery*: the queue, the message id, its row and lane, the position of the
+timeout column that the take wrote (due = take time + visibility) and the attempt number. The
+position makes delete and change-visibility point reads, never scans; the attempt tells a current
+delivery from an older one of the same message (a receipt whose visibility expired and whose
+message was delivered again no longer matches anything).
+
+The token is signed with HMAC-SHA256 (truncated to 128 bits) under a key shared through Cassandra
+(engine/access/secrets.py), so a client can neither forge a receipt for a message it never received nor
+edit one to point at another message or queue.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import struct
+import uuid
+from dataclasses import dataclass
+
+from daemon.base.errors import UsageError
+
+VERSION = 1
+_FIXED = struct.Struct(">B16siihqi")  # version, id, bucket, shard, rank, due ms, attempt
+_TAG = 16
+
+
+class InvalidReceipt(UsageError):
+    """A receipt handle that was not issued by casque for this queue (or was altered)."""
+
+
+@dataclass(frozen=True)
+class Receipt:
+    queue: str
+    id: uuid.UUID
+    bucket: int
+    shard: int
+    rank: int
+    due_ms: int
+    attempt: int
+
+
+class ReceiptSigner:
+    def __init__(self, key: bytes) -> None:
+        self._key = key
+
+    def issue(self, r: Receipt) -> str:
+        body = _FIXED.pack(VERSION, r.id.bytes, r.bucket, r.shard, r.rank, r.due_ms, r.attempt) + r.queue.encode("utf-8")
+        return base64.urlsafe_b64encode(body + self._tag(body)).decode("ascii").rstrip("=")
+
+    def open(self, handle: str, queue: str | None = None) -> Receipt:
+        """The receipt inside ``handle``; InvalidReceipt if it is malformed, forged, altered, or
+        (with ``queue``) issued for another queue."""
+        try:
+            raw = base64.urlsafe_b64decode(handle + "=" * (-len(handle) % 4))
+        except (binascii.Error, ValueError, TypeError):
+            raise InvalidReceipt("the receipt handle is not one casque issued (not base64): pass the handle exactly as received") from None
+        body, tag = raw[:-_TAG], raw[-_TAG:]
+        if len(body) < _FIXED.size or not hmac.compare_digest(tag, self._tag(body)):
+            raise InvalidReceipt("the receipt handle is not one casque issued (bad signature): pass the handle exactly as received")
+        version, mid, bucket, shard, rank, due, attempt = _FIXED.unpack_from(body)
+        if version != VERSION:
+            raise InvalidReceipt(f"the receipt handle has version {version}, this server reads {VERSION}: receive the message again")
+        r = Receipt(body[_FIXED.size:].decode("utf-8"), uuid.UUID(bytes=mid), bucket, shard, rank, due, attempt)
+        if queue is not None and r.queue != queue:
+            raise InvalidReceipt(f"the receipt handle belongs to queue '{r.queue}', not '{queue}': use the queue the message came from")
+        return r
+
+    def _tag(self, body: bytes) -> bytes:
+        return hmac.new(self._key, body, hashlib.sha256).digest()[:_TAG]

@@ -1,0 +1,102 @@
+"""A queue's free-form attributes and tags (the ``attributes`` and ``tags`` maps of its
+``queues`` row), and listing queue names a page at a time.
+
+casque's own settings (visibility = message timeout, retention, max attempts) stay in their typed
+columns; what has no casque meaning (SQS's DelaySeconds, ReceiveMessageWaitTimeSeconds,
+RedrivePolicy, MaximumMessageSize, ...) is kept here as text. Reads are cached for a few seconds,
+like queue settings: they are read on every send and receive of the SQS endpoint.
+"""
+
+from __future__ import annotations
+
+import builtins
+import time
+from dataclasses import dataclass, field
+
+from daemon.base.lru import Lru
+from daemon.engine.storage.db import Database
+from daemon.engine.queues.dead_letter_sources import DeadLetterSources
+
+#: The attribute naming a queue's dead-letter queue (engine/delivery/deadletter.py imports it from here).
+DEAD_LETTER = "casque.dead_letter"
+
+CACHE_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class QueueExtras:
+    attributes: dict[str, str] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+    created_at: int = 0
+    updated_at: int = 0
+
+
+class QueueAttributes:
+    def __init__(self, db: Database, keyspace: str, cache_limit: int = 10_000) -> None:
+        self.db = db
+        t = f"{keyspace}.queues"
+        p = db.prepare
+        self._read = p(f"SELECT attributes, tags, created_at, updated_at FROM {t} WHERE name = ?")
+        self._put = p(f"UPDATE {t} SET attributes = attributes + ?, updated_at = ? WHERE name = ?")
+        self._drop = p(f"UPDATE {t} SET attributes = attributes - ?, updated_at = ? WHERE name = ?")
+        self._tag = p(f"UPDATE {t} SET tags = tags + ? WHERE name = ?")
+        self._untag = p(f"UPDATE {t} SET tags = tags - ? WHERE name = ?")
+        self._page_first = p(f"SELECT name FROM {t} LIMIT ?")
+        self._page_after = p(f"SELECT name FROM {t} WHERE token(name) > token(?) LIMIT ?")
+        self._cache: Lru[str, tuple[float, QueueExtras]] = Lru(cache_limit)  # bounded: the queues used now
+        self.sources = DeadLetterSources(db, keyspace)
+
+    async def get(self, queue: str, fresh: bool = False) -> QueueExtras:
+        hit = self._cache.get(queue)
+        if hit and not fresh and time.monotonic() - hit[0] < CACHE_SECONDS:
+            return hit[1]
+        rows = await self.db.run(self._read, [queue])
+        r = rows[0] if rows else None
+        extras = QueueExtras(dict(r.attributes or {}), dict(r.tags or {}), r.created_at or 0, r.updated_at or 0) if r else QueueExtras()
+        self._cache.put(queue, (time.monotonic(), extras))
+        return extras
+
+    async def set(self, queue: str, put: dict[str, str], drop: set[str], now_ms: int) -> None:
+        """Write and drop attributes. A change of the dead-letter target also moves the queue in
+        the dead-letter index: the old link dropped, the new one written (after the attribute, so
+        the index never names a source whose attributes don't say so for longer than a crash)."""
+        moving = DEAD_LETTER in put or DEAD_LETTER in drop
+        old = (await self.get(queue, fresh=True)).attributes.get(DEAD_LETTER) if moving else None
+        if put:
+            await self.db.run(self._put, [put, now_ms, queue])
+        if drop:
+            await self.db.run(self._drop, [drop, now_ms, queue])
+        self._cache.pop(queue)
+        if moving:
+            new = put.get(DEAD_LETTER) or None
+            if old and old != new:
+                await self.sources.unlink(old, queue)
+            if new:
+                await self.sources.link(new, queue)
+
+    async def forget_source(self, queue: str) -> int:
+        """The queue is being deleted: it stops being a source of its dead-letter queue. Returns
+        the tombstones written (1 if it was a source, else 0)."""
+        target = (await self.get(queue, fresh=True)).attributes.get(DEAD_LETTER)
+        if target:
+            await self.sources.unlink(target, queue)
+        return 1 if target else 0
+
+    async def tag(self, queue: str, put: dict[str, str], drop: builtins.set[str]) -> None:
+        if put:
+            await self.db.run(self._tag, [put, queue])
+        if drop:
+            await self.db.run(self._untag, [drop, queue])
+        self._cache.pop(queue)
+
+    async def names_page(self, after: str | None, limit: int) -> list[str]:
+        """Up to ``limit`` queue names in token order after ``after``: one bounded read, whatever
+        the number of queues (the page token is the last name returned)."""
+        if after is None:
+            rows = await self.db.run(self._page_first, [limit])
+        else:
+            rows = await self.db.run(self._page_after, [after, limit])
+        return [r.name for r in rows]
+
+    def forget(self, queue: str) -> None:
+        self._cache.pop(queue)

@@ -1,0 +1,324 @@
+"""Queue metadata: create, read (cached), update, list and delete the ``queues`` rows.
+
+A queue costs nothing but this row: its messages are partitions keyed by its name, so a cluster can
+hold millions of queues. Settings are read from Cassandra by every client (never from local
+config), so a producer and a consumer on different hosts always agree on the placement.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import replace
+from typing import Any, AsyncIterator, Callable, Iterable
+
+from daemon.base import metrics
+from daemon.base.clock import Clock
+from daemon.base.config import QueueDefaults
+from daemon.base.lru import Lru
+from daemon.engine.storage.db import Database
+from daemon.base.errors import QueueNotFound, UsageError
+from daemon.base.model import QueueSettings, check_priority
+from daemon.engine.queues.names import QueueNames
+from daemon.engine.storage.schema import validate_queue_name
+
+CACHE_SECONDS = 5.0
+CACHE_LIMIT = 10_000  # queues whose settings one process keeps (config: cache.queues)
+FORGET_BATCH = 64  # evicted queues whose metric series are dropped together (one pass over the series)
+MIN_EXPIRE_S = 60
+MIN_TOKEN = -(1 << 63)  # Murmur3Partitioner: tokens are signed 64-bit
+_COLUMNS = (
+            "name, shards, buckets, bucket_seconds, lock_ttl_ms, timeout_ms, max_attempts, retention_s, "
+            "max_payload_bytes, priorities, history, "
+            "expire_after_s, fifo")
+#: FIFO queues: a group's messages must share one row (engine/take/fifo.py), so one bucket; the shards
+#: spread groups (high-throughput mode: more of them).
+FIFO_SHARDS = {"perQueue": 1, "perMessageGroupId": 16}
+DEDUP_SCOPES = ("queue", "messageGroup")
+_READ = _COLUMNS + ", draining"
+#: 1 shard x 1 bucket is valid: a tiny queue (one user's) is a single row, and an idle receive on it
+#: reads that row's lanes only (docs/design.md, "Many queues").
+#: max_attempts 0: no limit, a message is redelivered until its retention ends (an SQS queue
+#: without a RedrivePolicy).
+_LIMITS = {"shards": (1, 4096), "buckets": (1, 1024), "bucket_seconds": (1, 86400), "max_attempts": (0, 1000)}
+
+
+def settings_from_defaults(name: str, d: QueueDefaults, **overrides: Any) -> QueueSettings:
+    """Queue settings from config defaults plus explicit overrides (None means 'use the default')."""
+    o = {k: v for k, v in overrides.items() if v is not None}
+    qs = QueueSettings(
+        name=validate_queue_name(name),
+        shards=int(o.get("shards", d.shards)),
+        buckets=int(o.get("buckets", d.buckets)),
+        bucket_seconds=int(o.get("bucket_seconds", d.bucket_seconds)),
+        lock_ttl_ms=int(float(o.get("lock_ttl", d.lock_ttl)) * 1000),
+        timeout_ms=int(float(o.get("timeout", d.timeout)) * 1000),
+        max_attempts=int(o.get("max_attempts", d.max_attempts)),
+        retention_s=int(float(o.get("retention", d.retention))),
+        max_payload_bytes=int(o.get("max_payload_bytes", d.max_payload_bytes)),
+        history=bool(o.get("history", False)),
+        expire_after_s=int(float(o.get("expire_after", 0))),
+        fifo=bool(o.get("fifo", False)),
+        content_dedup=bool(o.get("content_dedup", False)),
+        dedup_scope=str(o.get("dedup_scope", "queue")),
+        fifo_throughput=str(o.get("fifo_throughput", "perQueue")),
+    )
+    if qs.fifo:  # one bucket always; the shards follow the throughput mode unless given
+        qs = replace(qs, buckets=1, shards=int(o.get("shards", FIFO_SHARDS.get(qs.fifo_throughput, 1))))
+    return check_settings(qs)
+
+
+#: A take copies a payload into its timeout column (twice for a schedule's next occurrence): one
+#: message at this size still makes a batch far below Cassandra's 16 MiB request/mutation limits.
+MAX_PAYLOAD_BYTES = 4 * 1024 * 1024
+
+
+def check_settings(qs: QueueSettings) -> QueueSettings:
+    for key, (lo, hi) in _LIMITS.items():
+        value = getattr(qs, key)
+        if not lo <= value <= hi:
+            raise UsageError(f"queue {qs.name}: {key} must be between {lo} and {hi}, got {value}")
+    if qs.lock_ttl_ms < 1000:
+        raise UsageError(f"queue {qs.name}: lock timeout must be at least 1s, got {qs.lock_ttl_ms}ms")
+    if qs.timeout_ms < 100:
+        raise UsageError(f"queue {qs.name}: message timeout must be at least 100ms, got {qs.timeout_ms}ms")
+    if qs.retention_s < 60:
+        raise UsageError(f"queue {qs.name}: retention must be at least 60s, got {qs.retention_s}s")
+    if qs.expire_after_s and qs.expire_after_s < MIN_EXPIRE_S:
+        raise UsageError(f"queue {qs.name}: expire_after must be 0 (never) or at least {MIN_EXPIRE_S}s, got {qs.expire_after_s}s")
+    check_fifo(qs)
+    if not 64 <= qs.max_payload_bytes <= MAX_PAYLOAD_BYTES:
+        raise UsageError(
+            f"queue {qs.name}: max_payload_bytes must be between 64 and {MAX_PAYLOAD_BYTES} (4 MiB), got "
+            f"{qs.max_payload_bytes}")
+    return qs
+
+
+def check_fifo(qs: QueueSettings) -> None:
+    """A FIFO queue and only a FIFO queue is named "*.fifo" (SQS's rule), has one bucket (a group's
+    messages share one row: engine/take/fifo.py) and known dedup options."""
+    if qs.fifo != qs.name.endswith(".fifo"):
+        raise UsageError(f"queue {qs.name}: a FIFO queue's name ends in '.fifo', and only a FIFO queue's: "
+                         + ("add the suffix" if qs.fifo else "create it with fifo=True (--fifo)"))
+    if not qs.fifo:
+        if qs.content_dedup or qs.dedup_scope != "queue" or qs.fifo_throughput != "perQueue":
+            raise UsageError(f"queue {qs.name}: content_dedup, dedup_scope and fifo_throughput apply to FIFO queues only")
+        return
+    if qs.buckets != 1:
+        raise UsageError(f"queue {qs.name}: a FIFO queue has one bucket (a group's messages share one row), got {qs.buckets}")
+    if qs.dedup_scope not in DEDUP_SCOPES:
+        raise UsageError(f"queue {qs.name}: dedup_scope must be queue or messageGroup, got {qs.dedup_scope!r}")
+    if qs.fifo_throughput not in FIFO_SHARDS:
+        raise UsageError(f"queue {qs.name}: fifo_throughput must be perQueue or perMessageGroupId, got {qs.fifo_throughput!r}")
+
+
+class QueueStore:
+    """Reads and writes queue rows, caching reads for a few seconds (settings rarely change) in an
+    LRU of ``cache_limit`` queues: a process's memory follows the queues it uses now."""
+
+    def __init__(self, db: Database, keyspace: str, clock: Clock, cache_limit: int = CACHE_LIMIT) -> None:
+        self.db = db
+        self.ks = keyspace
+        self.clock = clock
+        self._cache: Lru[str, tuple[float, QueueSettings]] = Lru(cache_limit, self._evicted)
+        self._forget: set[str] = set()
+        self.names = QueueNames(db, keyspace)
+
+    def _evicted(self, name: str, _: tuple[float, QueueSettings]) -> None:
+        """A queue this process has not used among its last ``cache_limit``: drop its metric
+        series too (in batches: one pass over the series per FORGET_BATCH queues)."""
+        self._forget.add(name)
+        if len(self._forget) >= FORGET_BATCH:
+            metrics.forget_queues(self._forget)
+            self._forget = set()
+
+    async def create(self, qs: QueueSettings, if_missing: bool = False) -> bool:
+        """Create the queue row (LWT, so two creators can't clobber each other). False if it existed."""
+        check_settings(qs)
+        now = self.clock.now_ms()
+        rows = await self.db.run(
+            self.db.prepare(
+                f"INSERT INTO {self.ks}.queues ({_COLUMNS}, created_at, updated_at) VALUES "
+                "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) IF NOT EXISTS"),
+            _values(qs) + [now, now],
+        )
+        applied = bool(rows[0].applied) if rows else True
+        await self.names.add(qs.name)  # the queue exists either way: (re)index its name, one plain write
+        if not applied and not if_missing:
+            raise UsageError(f"queue '{qs.name}' already exists: use 'casque queue update {qs.name} ...' to change it")
+        if applied and qs.expire_after_s:
+            await self.db.run(self.db.prepare(f"INSERT INTO {self.ks}.queue_expiry (name, expire_after_s, active_at) VALUES (?, ?, ?)"),
+                              [qs.name, qs.expire_after_s, now])
+        self._cache.pop(qs.name)
+        return applied
+
+    async def create_many(self, queues: Iterable[QueueSettings], if_missing: bool = True, concurrency: int = 64,
+                          progress: Callable[[int, int], None] | None = None) -> int:
+        """Create many queues, ``concurrency`` LWTs at a time, pulling from ``queues`` lazily (a
+        million names are never all in memory). Returns how many were created (existing ones are
+        skipped with ``if_missing``, else the first one found raises once the others finished).
+        ``progress(done, created)`` is called after each queue."""
+        if concurrency < 1:
+            raise UsageError(f"concurrency must be at least 1, got {concurrency}")
+        source = iter(queues)
+        counts = {"done": 0, "created": 0}
+        failures: list[BaseException] = []
+
+        async def worker() -> None:
+            while not failures:
+                try:
+                    qs = next(source)  # each worker pulls the next queue: the iterator is shared
+                    created = await self.create(qs, if_missing=if_missing)
+                except StopIteration:
+                    return
+                except Exception as exc:  # a bad name or an existing queue: stop every worker
+                    failures.append(exc)
+                    return
+                counts["done"] += 1
+                counts["created"] += int(created)
+                if progress is not None:
+                    progress(counts["done"], counts["created"])
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        if failures:
+            raise failures[0]
+        return counts["created"]
+
+    async def get(self, name: str, fresh: bool = False) -> QueueSettings:
+        hit = self._cache.get(name)
+        if hit and not fresh and time.monotonic() - hit[0] < CACHE_SECONDS:
+            return hit[1]
+        rows = await self.db.run(self.db.prepare(f"SELECT {_READ} FROM {self.ks}.queues WHERE name = ?"), [name])
+        if not rows or rows[0].shards is None:  # no row, or only cells written after a delete
+            self._cache.pop(name)
+            raise QueueNotFound(f"queue '{name}' does not exist: create it with 'casque queue create {name}'")
+        qs = _from_row(rows[0])
+        self._cache.put(name, (time.monotonic(), qs))
+        return qs
+
+    def cached(self, name: str) -> QueueSettings | None:
+        """The last settings read for ``name``, however old, without a read (None if never read)."""
+        hit = self._cache.get(name)
+        return hit[1] if hit else None
+
+    async def pages(self, size: int = 1000) -> AsyncIterator[list[QueueSettings]]:
+        """Every queue, one bounded page (``size`` rows, one read) at a time, in token order: for
+        the few callers that must visit all queues (stats of every queue), holding one page."""
+        after: int | None = None
+        while True:
+            found, after = await self.page(after, size)
+            if found:
+                yield found
+            if after is None:
+                return
+
+    async def page(self, after: int | None = None, limit: int = 25, contains: str = "", scan: int = 2000) -> tuple[list[QueueSettings], int | None]:
+        """One page of queues in token order, starting after token ``after``: never the whole table,
+        so listing costs the same with a million queues. ``contains`` filters names while scanning at
+        most ``scan`` rows; returns the page and the token to continue from (None at the end)."""
+        stmt = self.db.prepare(f"SELECT {_COLUMNS}, token(name) AS t FROM {self.ks}.queues WHERE token(name) > ? LIMIT ?")
+        found: list[QueueSettings] = []
+        cursor, scanned, needle = MIN_TOKEN if after is None else after, 0, contains.lower()
+        if contains and after is None:  # a whole name is found by one point read, however many queues there are
+            try:
+                found.append(await self.get(contains, fresh=True))
+            except (QueueNotFound, UsageError):
+                pass
+        while len(found) < limit and scanned < scan:
+            chunk = min(max(limit * 4, 100) if needle else limit - len(found), scan - scanned)
+            rows = await self.db.run(stmt, [cursor, chunk])
+            for r in rows:
+                cursor, scanned = r.t, scanned + 1
+                if r.shards is not None and needle in r.name.lower() and r.name != contains:  # no shards: cells written after a delete
+                    found.append(_from_row(r))
+                    if len(found) == limit:
+                        break
+            if len(rows) < chunk and len(found) < limit:
+                return found, None
+        return found, cursor
+
+    async def update(self, name: str, **changes: Any) -> QueueSettings:
+        """Change settings that are safe to change on a live queue (not shards/buckets: they move rows)."""
+        moving = {"shards", "buckets", "bucket_seconds"} & {k for k, v in changes.items() if v is not None}
+        if changes.get("fifo") is not None:
+            raise UsageError(f"queue {name}: a queue is FIFO or not from its creation: create another queue to change it")
+        if moving:
+            raise UsageError(
+                             f"queue {name}: {', '.join(sorted(moving))} change the queue's layout: use 'casque "
+                             f"queue reshard {name}' "
+                             "(new sends use the new layout while the old rows drain)")
+        current = await self.get(name, fresh=True)
+        fifo_opts = {"fifo": current.fifo, "content_dedup": current.content_dedup, "dedup_scope": current.dedup_scope,
+                     "fifo_throughput": current.fifo_throughput}
+        merged = settings_from_defaults(
+            name,
+            _defaults_of(current),
+            **{**fifo_opts, "shards": current.shards, **{k: v for k, v in changes.items() if v is not None and k != "history"}},
+        )
+        history = changes.get("history")
+        merged = replace(merged, priorities=current.priorities, shards=current.shards, buckets=current.buckets, bucket_seconds=current.bucket_seconds,
+                         history=current.history if history is None else bool(history))
+        await self.db.run(
+            self.db.prepare(
+                            f"UPDATE {self.ks}.queues SET lock_ttl_ms=?, timeout_ms=?, max_attempts=?, "
+                            "retention_s=?, max_payload_bytes=?, history=?, "
+                            "fifo=?, updated_at=? WHERE name=? IF EXISTS"),
+            [merged.lock_ttl_ms, merged.timeout_ms, merged.max_attempts, merged.retention_s, merged.max_payload_bytes, merged.history,
+             _fifo_json(merged), self.clock.now_ms(), name],
+        )
+        self._cache.pop(name)
+        return merged
+
+    async def add_priority(self, qs: QueueSettings, priority: int) -> QueueSettings:
+        """Record that a priority is in use, before the first message of that priority is written:
+        consumers read only the priority lanes listed here."""
+        check_priority(priority)
+        if priority in qs.priorities:
+            return qs
+        await self.db.run(self.db.prepare(f"UPDATE {self.ks}.queues SET priorities = priorities + ? WHERE name = ?"), [{priority}, qs.name])
+        updated = replace(qs, priorities=qs.priorities | {priority})
+        self._cache.put(qs.name, (time.monotonic(), updated))
+        return updated
+
+    async def delete(self, name: str) -> None:
+        await self.db.run(self.db.prepare(f"DELETE FROM {self.ks}.queues WHERE name = ?"), [name])
+        await self.db.run(self.db.prepare(f"DELETE FROM {self.ks}.queue_expiry WHERE name = ?"), [name])
+        await self.names.remove(name)
+        self._cache.pop(name)
+
+    def cache_size(self) -> int:
+        return len(self._cache)
+
+
+def _values(qs: QueueSettings) -> list[Any]:
+    return [qs.name, qs.shards, qs.buckets, qs.bucket_seconds, qs.lock_ttl_ms, qs.timeout_ms, qs.max_attempts, qs.retention_s, qs.max_payload_bytes,
+            set(qs.priorities), qs.history, qs.expire_after_s, _fifo_json(qs)]
+
+
+def _fifo_json(qs: QueueSettings) -> str | None:
+    if not qs.fifo:
+        return None
+    return json.dumps({"content_dedup": qs.content_dedup, "dedup_scope": qs.dedup_scope, "fifo_throughput": qs.fifo_throughput})
+
+
+def _fifo_of(r: Any) -> dict[str, Any]:
+    raw = getattr(r, "fifo", None)
+    return {"fifo": True, **json.loads(raw)} if raw else {}
+
+
+def _from_row(r: Any) -> QueueSettings:
+    return QueueSettings(
+        name=r.name, shards=r.shards, buckets=r.buckets, bucket_seconds=r.bucket_seconds, lock_ttl_ms=r.lock_ttl_ms,
+        timeout_ms=r.timeout_ms, max_attempts=r.max_attempts, retention_s=r.retention_s, max_payload_bytes=r.max_payload_bytes,
+        priorities=frozenset(r.priorities or {0}), history=bool(r.history), expire_after_s=int(getattr(r, "expire_after_s", None) or 0),
+        draining=tuple(tuple(layout[:3]) for layout in json.loads(r.draining)) if getattr(r, "draining", None) else (),
+        **_fifo_of(r),
+    )
+
+
+def _defaults_of(qs: QueueSettings) -> QueueDefaults:
+    return QueueDefaults(
+        shards=qs.shards, buckets=qs.buckets, bucket_seconds=qs.bucket_seconds, lock_ttl=qs.lock_ttl_ms / 1000,
+        timeout=qs.timeout_ms / 1000, max_attempts=qs.max_attempts, retention=qs.retention_s, max_payload_bytes=qs.max_payload_bytes,
+    )

@@ -1,0 +1,110 @@
+"""Sending to a FIFO queue: the group's order and the 5-minute deduplication, across servers.
+
+A send to group G of a FIFO queue:
+
+1. reads G's *tail* (a kind 3 row in G's shard row: the highest position written for G), and
+   places the message at ``max(now + queue delay, tail + 1)``: a send that starts after another
+   send to G returned is placed after it, whichever server each went through and however their
+   clocks differ (both read and write at the configured consistency: the read sees the write);
+2. claims its deduplication id with an LWT (``fifo_dedup``, ``IF NOT EXISTS``, TTL 300 s), storing
+   the id, position and write timestamp the message will have. A claim that finds the id taken is
+   a duplicate: the first send's id and position are returned and nothing is delivered twice;
+3. writes the message and the new tail in one single-partition batch, then marks the claim
+   written.
+
+A crash between the claim and the write leaves a claim not marked written: a retry of the send
+(same dedup id) then writes the message at the claimed id, position and timestamp, once it has
+waited ~1.5 s for the first sender (a claim not written may be a send still under way: two
+sends of one dedup id at once; written together, their cells would tie and could mix bodies). The same
+timestamp is what makes that safe: if the first write did land and the message was since deleted,
+the delete's tombstone (at a later timestamp) still covers the retry's write; and the tombstone
+can't have been purged meanwhile (gc_grace 300 s starts after the delete, the claim lives 300 s
+from before the write).
+
+What order means across senders: sends to one group that overlap in time have no order between
+them (as in SQS); positions are in ms and a tie is broken by the id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import math
+from typing import Any
+
+from daemon.base.clock import Clock
+from daemon.base.model import Message, QueueSettings
+from daemon.engine.storage.db import Database
+from daemon.engine.storage.placement import PLACEMENT_MASK, group_id, group_placement, row_of, tail_id
+from daemon.engine.storage.table import MessageTable
+
+DEDUP_WINDOW_S = 300
+SETTLE_PAUSES_S = (0.05, 0.1, 0.2, 0.4, 0.8)
+
+
+def content_dedup_id(body: bytes) -> str:
+    """SQS's content-based deduplication id: the SHA-256 of the body (hex)."""
+    return hashlib.sha256(body).hexdigest()
+
+
+class FifoSender:
+    def __init__(self, db: Database, table: MessageTable, keyspace: str, clock: Clock) -> None:
+        self.db = db
+        self.table = table
+        self.clock = clock
+        t = f"{keyspace}.fifo_dedup"
+        self._claim = db.prepare(f"INSERT INTO {t} (queue, scope, dedup_id, id, due, wt) VALUES (?,?,?,?,?,?) IF NOT EXISTS")
+        self._read_claim = db.prepare(f"SELECT id, due, wt, written FROM {t} WHERE queue = ? AND scope = ? AND dedup_id = ?")
+        self._written = db.prepare(f"UPDATE {t} USING TTL ? SET written = true WHERE queue = ? AND scope = ? AND dedup_id = ?")
+
+    async def send(self, qs: QueueSettings, m: Message) -> tuple[Message, bool]:
+        """Write ``m`` (built with its group and dedup id, due = now + queue delay) in order.
+        Returns the message as stored (its id and position set) and whether it was a duplicate."""
+        group, dedup = m.group or "", m.dedup_id or ""
+        scope = group if qs.dedup_scope == "messageGroup" else ""
+        _, shard = row_of(group_id(0, group), qs.bucket_ms, qs.buckets, qs.shards)
+        tail = await self.db.run(self.table.read_tail, [qs.name, 0, shard, tail_id(group)])
+        m.visible_at = m.due_ms  # deliverable from now + the queue's delay, whatever the position
+        position = max(m.due_ms, (tail[0].enqueued_at or 0) + 1 if tail else 0)
+        m.id, m.due_ms, m.bucket, m.shard = group_id(position, group), position, 0, shard
+        ts = self.db.next_timestamp()
+        claim = await self.db.run(self._claim, [qs.name, scope, dedup, m.id, position, ts])
+        duplicate = bool(claim) and not claim[0].applied
+        if duplicate:
+            first: Any = await self._settled(qs.name, scope, dedup, claim[0])
+            m.id, m.due_ms, ts = first.id, first.due, first.wt
+            if first.written or (first.id.int & PLACEMENT_MASK) != group_placement(group):
+                # written; or claimed for another group (scope "queue"), whose row this send can't
+                # write in: its own sender's retry (same group) writes it
+                return m, True
+        await self._write(qs, m, group, ts)
+        remaining = DEDUP_WINDOW_S - math.ceil((self.db.next_timestamp() - ts) / 1_000_000)
+        if remaining > 0:
+            await self.db.run(self._written, [remaining, qs.name, scope, dedup])
+        return m, duplicate
+
+    async def _settled(self, queue: str, scope: str, dedup: str, claim: Any) -> Any:
+        """A claim found not written yet: its sender may still be writing (two sends with one
+        dedup id at once), so wait for it up to ~1.5 s before writing the message in its place.
+        Written by both at once, the two bodies' cells would tie on the timestamp and could mix."""
+        for pause in SETTLE_PAUSES_S:
+            if claim.written:
+                return claim
+            await asyncio.sleep(pause)  # a back-off on another sender's write, bounded
+            rows = await self.db.run(self._read_claim, [queue, scope, dedup])
+            if rows:
+                claim = rows[0]
+        return claim
+
+    async def _write(self, qs: QueueSettings, m: Message, group: str, ts: int) -> None:
+        """The message and the group's tail, one single-partition batch at the claimed timestamp.
+        The tail's own timestamp is its position (us), so the highest position wins whatever order
+        the writes of concurrent senders arrive in."""
+        now = self.clock.now_ms()
+        batch = self.db.batch()
+        batch.add(self.table.insert_message(m, now, qs.retention_s))
+        batch.add(self.table.write_tail.bind([qs.name, 0, m.shard, tail_id(group), m.due_ms, m.due_ms * 1000, qs.retention_s]))
+        await self.db.run(batch, timestamp=ts)
+
+
+__all__ = ["DEDUP_WINDOW_S", "FifoSender", "content_dedup_id"]

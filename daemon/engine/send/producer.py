@@ -1,0 +1,326 @@
+"""The producer: validate, place and write messages (``send`` and ``send_many``).
+
+Sending needs no lock: a message is one INSERT into its row. ``send`` returns only after the write
+reached the configured consistency level, which is the moment the "never lost" promise starts.
+``send_many`` groups messages by partition, one unlogged batch per row (single-partition batches
+are atomic and cheap; multi-partition ones are not).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any, Iterable, Literal
+
+from daemon.base import metrics
+from daemon.base.clock import Clock
+from daemon.engine.storage.db import Database
+from daemon.base.durations import parse_duration
+from daemon.base.errors import KeyConflict, StorageUnavailable, UsageError
+from daemon.engine.schedules.chain import same_schedule
+from daemon.engine.send.keys import KeyEntry, KeyStore
+from daemon.engine.send.lookup import Lookup
+from daemon.base.model import (DEDUP_HEADER, GROUP_HEADER, MIN_PRIORITY, Message, check_group, QueueSettings, check_headers, check_key, check_priority, check_task_name,
+                               encode_payload, sequence_number)
+from daemon.engine.send.fairness import NoisyGroups
+from daemon.engine.send.fifo_send import FifoSender, content_dedup_id
+from daemon.engine.storage.placement import new_id, row_of
+from daemon.engine.schedules.triggers import Trigger, first, start
+from daemon.engine.queues.store import QueueStore
+from daemon.engine.storage.table import STATE_WAITING, MessageTable
+
+OnConflict = Literal["replace", "keep", "error"]
+STALE_KEY_MS = 30_000
+BATCH_ROWS = 100
+BATCH_BYTES = 1 << 20
+
+
+@dataclass
+class Job:
+    """What to send. ``delay`` (seconds or '10s') and ``at`` (epoch seconds) are mutually exclusive."""
+
+    task: str
+    payload: Any = None
+    delay: float | str | None = None
+    at: float | None = None
+    priority: int = 0
+    timeout: float | str | None = None
+    max_attempts: int | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    key: str | None = None
+    on_conflict: OnConflict = "replace"
+    schedule: Trigger | None = None
+    seed: bytes | None = None
+    #: The message group (SQS MessageGroupId): required on a FIFO queue, a fair-queue tenant on a
+    #: standard one. ``dedup_id``: a FIFO send's deduplication id (MessageDeduplicationId).
+    group: str | None = None
+    dedup_id: str | None = None
+    #: A FIFO queue's own delay (SQS DelaySeconds): per-message delays are refused on FIFO queues.
+    queue_delay: float | None = None
+
+
+class Sent(str):
+    """A sent message's id (a plain ``str`` everywhere), carrying a schedule's next fire times, a
+    FIFO message's ``sequence`` and whether the send was a ``duplicate`` within the dedup window."""
+
+    next_fires: list[datetime]
+    sequence: str | None
+    duplicate: bool
+
+    def __new__(cls, mid: str, next_fires: list[datetime] | None = None, sequence: str | None = None, duplicate: bool = False) -> "Sent":
+        sent = super().__new__(cls, mid)
+        sent.next_fires = next_fires or []
+        sent.sequence = sequence
+        sent.duplicate = duplicate
+        return sent
+
+
+class Producer:
+    def __init__(self, db: Database, queues: QueueStore, table: MessageTable, keys: KeyStore, lookup: Lookup, clock: Clock,
+                 tolerance_ms: int = 5000, fifo: FifoSender | None = None) -> None:
+        self.db = db
+        self.fifo = fifo
+        self.noisy = NoisyGroups(clock)
+        #: A message is written at the due time it was built with only while that is at most this
+        #: old; later (a long send_many, a keyed send waiting on its LWTs) it is written at now.
+        self.late_ms = tolerance_ms // 4
+        self.queues = queues
+        self.table = table
+        self.keys = keys
+        self.lookup = lookup
+        self.clock = clock
+
+    async def send(self, queue: str, job: Job) -> Sent:
+        """Write one message and return its id (for a keyed 'keep' conflict, the existing id)."""
+        qs = await self.queues.get(queue)
+        now = self.clock.now_ms()
+        m = build_message(qs, job, now)
+        if qs.fifo:
+            return await self._send_fifo(qs, m)
+        self._fair(qs, m)
+        qs = await self.queues.add_priority(qs, m.priority)
+        if m.key is not None:
+            mid = await self._send_keyed(qs, m, job.on_conflict, now)
+        else:
+            await self.db.run(self._insert(qs, m))
+            mid = m.id
+        metrics.SENT.labels(qs.name, m.task).inc()
+        return Sent(str(mid))
+
+    def _fair(self, qs: QueueSettings, m: Message) -> None:
+        """A noisy tenant's message goes one lane down (engine/send/fairness.py)."""
+        if m.group is not None and m.priority > MIN_PRIORITY and self.noisy.observe(qs.name, m.group):
+            m.priority -= 1
+
+    async def _send_many_fifo(self, qs: QueueSettings, messages: list[Message]) -> list[Sent]:
+        """A FIFO batch: each group's messages one after another, in the batch's order (each
+        reads its group's tail after the one before it was written), the groups concurrently
+        (nothing orders two groups): a batch of 10 groups costs one send's round trips, not 10."""
+        out: list[Sent | None] = [None] * len(messages)
+        by_group: dict[str | None, list[int]] = defaultdict(list)
+        for i, m in enumerate(messages):
+            by_group[m.group].append(i)
+
+        async def one_group(indexes: list[int]) -> None:
+            for i in indexes:
+                out[i] = await self._send_fifo(qs, messages[i])
+
+        await asyncio.gather(*(one_group(ix) for ix in by_group.values()))
+        return [s for s in out if s is not None]
+
+    async def _send_fifo(self, qs: QueueSettings, m: Message) -> Sent:
+        if self.fifo is None:
+            raise UsageError(f"queue {qs.name} is a FIFO queue: this producer was built without FIFO support")
+        stored, duplicate = await self.fifo.send(qs, m)
+        if not duplicate:
+            metrics.SENT.labels(qs.name, m.task).inc()
+        return Sent(str(stored.id), sequence=sequence_number(stored.due_ms, stored.id), duplicate=duplicate)
+
+    async def send_many(self, queue: str, jobs: Iterable[Job]) -> list[Sent]:
+        """Write many messages: keyed ones one by one (they need their LWT), the rest in per-row
+        batches. On a FIFO queue one by one, in order (each reads its group's tail)."""
+        qs = await self.queues.get(queue)
+        now = self.clock.now_ms()
+        if qs.fifo:
+            return await self._send_many_fifo(qs, [build_message(qs, job, now) for job in jobs])
+        built = [(job, build_message(qs, job, now)) for job in jobs]
+        for _, m in built:
+            self._fair(qs, m)
+        for p in sorted({m.priority for _, m in built}):
+            qs = await self.queues.add_priority(qs, p)
+        ids: list[Sent] = [Sent(str(m.id)) for _, m in built]
+        rows: dict[tuple[int, int], list[Message]] = defaultdict(list)
+        keyed: list[tuple[int, Job, Message]] = []
+        for i, (job, m) in enumerate(built):
+            if m.key is None:
+                rows[(m.bucket, m.shard)].append(m)
+            else:
+                keyed.append((i, job, m))
+        await asyncio.gather(*(self._write_batch(qs, ms, now) for ms in rows.values()))
+        for i, job, m in keyed:
+            ids[i] = Sent(str(await self._send_keyed(qs, m, job.on_conflict, now)))
+        for _, m in built:
+            metrics.SENT.labels(qs.name, m.task).inc()
+        return ids
+
+    def _insert(self, qs: QueueSettings, m: Message) -> Any:
+        """The INSERT of ``m``, bound right before it is sent. Each write checks its own time: a
+        message built more than ``late_ms`` ago (due now, but the send took that long to reach
+        this write) is written at now instead, in the same row (its id does not change), so it
+        can't land behind a cursor that moved meanwhile (docs/design.md, "Cursors")."""
+        now = self.clock.now_ms()
+        if now - m.due_ms > self.late_ms:
+            m.due_ms = now
+        return self.table.insert_message(m, now, qs.retention_s)
+
+    async def _write_batch(self, qs: QueueSettings, messages: list[Message], now: int) -> None:
+        chunk, size = self.db.batch(), 0
+        for m in messages:
+            if len(chunk) and (len(chunk) >= BATCH_ROWS or size + len(m.raw_payload or b"") > BATCH_BYTES):
+                await self.db.run(chunk)
+                chunk, size = self.db.batch(), 0
+            chunk.add(self._insert(qs, m))
+            size += len(m.raw_payload or b"")
+        if len(chunk):
+            await self.db.run(chunk)
+
+    async def _send_keyed(self, qs: QueueSettings, m: Message, policy: OnConflict, now: int) -> uuid.UUID:
+        """Claim the key (LWT), then write the message. Conflicts follow ``policy``."""
+        assert m.key is not None
+        entry = KeyEntry(qs.name, m.key, m.id, m.bucket, m.shard, m.task, m.trigger, now)
+        for _ in range(5):
+            holder = await self.keys.claim(entry)
+            if holder is None:
+                await self.db.run(self._insert(qs, m))
+                return m.id
+            stale = await self._is_stale(qs, holder, now)
+            if not stale and policy == "keep":
+                return holder.id
+            if not stale and policy == "error":
+                raise KeyConflict(
+                    f"key '{m.key}' in queue '{qs.name}' already names message {holder.id}: use "
+                    "on_conflict='replace' or 'keep', or cancel it first")
+            if same_schedule(holder, m.trigger):  # the same schedule sent again: it updates itself in place
+                await self._resend_same(qs, m, holder, now)
+                return m.id
+            if await self.keys.repoint(entry, holder.id):
+                await self.db.run(self._insert(qs, m))
+                if not stale:
+                    await self._cancel_quietly(qs.name, holder.id)
+                return m.id
+        raise StorageUnavailable(f"key '{m.key}' in queue '{qs.name}' is being changed concurrently by other senders: retry the send")
+
+    async def _resend_same(self, qs: QueueSettings, m: Message, holder: KeyEntry, now: int) -> None:
+        """A keyed schedule sent again with the same first fire time has the same deterministic
+        origin id as the schedule its key names (every deploy re-sends its schedules). Replacing it
+        would cancel the schedule's current occurrence and restart it, or cancel the new send
+        itself, so the current occurrence is updated in place instead (payload, headers, task,
+        limits, trigger settings; its number and fire time stay). The rewrite is timestamped just
+        after the stored row, so it can never win over a take's delete of that row (a take writes
+        later, and a delete wins a tie): an occurrence being taken is left to run as it was. The
+        first occurrence of a send that died before its INSERT is written now."""
+        stored = await self.lookup.find(qs, holder.id)
+        if stored is None:
+            if holder.id == m.id:
+                await self.db.run(self._insert(qs, m))
+            return
+        if stored.state != STATE_WAITING or stored.priority != m.priority or not stored.trigger:
+            return
+        trigger = {**(m.trigger or {}), "n": stored.trigger["n"], "fire_ms": stored.trigger["fire_ms"]}
+        updated = replace(stored, task=m.task, payload=m.payload, raw_payload=m.raw_payload, headers=m.headers, timeout_ms=m.timeout_ms,
+                          max_attempts=m.max_attempts, trigger=trigger)
+        await self.db.run(self.table.insert_message(updated, now, qs.retention_s), timestamp=stored.write_ts + 1)
+
+    async def _is_stale(self, qs: QueueSettings, holder: KeyEntry, now: int) -> bool:
+        """A key whose message is gone (a crash between ack and key release) may be taken over;
+        a young key may belong to a send still in progress, so it is never stale."""
+        if now - holder.created_at < STALE_KEY_MS:
+            return False
+        return await self.lookup.find(qs, holder.id) is None
+
+    async def _cancel_quietly(self, queue: str, message_id: uuid.UUID) -> None:
+        try:
+            await self.lookup.cancel_id(queue, message_id)
+        except Exception:  # already finished or gone: replacing it is then already done
+            pass
+
+
+def due_time(job: Job, now_ms: int) -> int:
+    """The due time in ms: never in the past (a past ``at`` means 'now')."""
+    if job.delay is not None and job.at is not None:
+        raise UsageError("give either a delay or an absolute time, not both")
+    if job.at is not None:
+        if isinstance(job.at, bool) or not isinstance(job.at, (int, float)):
+            raise UsageError(f"invalid time {job.at!r}: give seconds since the epoch (or an ISO time on the command line)")
+        return max(now_ms, int(job.at * 1000))
+    delay = parse_duration(job.delay, "delay") if job.delay is not None else 0.0
+    return now_ms + int(delay * 1000)
+
+
+def first_due(job: Job, now_ms: int) -> int:
+    """When a job first runs: its delay or time, or for a schedule its first fire time."""
+    due = due_time(job, now_ms)
+    if job.schedule is None:
+        return due
+    return first(job.schedule, due if (job.delay is not None or job.at is not None) else 0, now_ms)
+
+
+def _check_fifo(qs: QueueSettings, job: Job) -> None:
+    """What a FIFO queue refuses (as SQS does), and what only a FIFO queue accepts."""
+    if not qs.fifo:
+        if job.dedup_id is not None:
+            raise UsageError(f"queue {qs.name} is not a FIFO queue: a deduplication id applies to FIFO queues only")
+        return
+    if job.group is None:
+        raise UsageError(f"queue {qs.name} is a FIFO queue: give every message a group (group=..., MessageGroupId)")
+    if job.dedup_id is None and not qs.content_dedup:
+        raise UsageError(f"queue {qs.name} is a FIFO queue without content-based deduplication: give a dedup_id "
+                         "(MessageDeduplicationId), or turn content_dedup on")
+    if job.delay is not None or job.at is not None:
+        raise UsageError(f"queue {qs.name} is a FIFO queue: a message can't have its own delay; set the queue's delay instead")
+    if job.schedule is not None or job.key is not None or job.priority:
+        raise UsageError(f"queue {qs.name} is a FIFO queue: schedules, lookup keys and priorities apply to standard queues only")
+
+
+def build_message(qs: QueueSettings, job: Job, now_ms: int) -> Message:
+    """Validate a job and turn it into a placed Message (pure: no I/O). A scheduled job becomes the
+    schedule's first occurrence; a keyed schedule's id is deterministic (queue, key, first fire), so
+    two processes scheduling the same key at once write one cell. A FIFO message is placed by its
+    group and given its position when it is written (engine/send/fifo_send.py)."""
+    _check_fifo(qs, job)
+    due = first_due(job, now_ms) + (int(float(job.queue_delay) * 1000) if job.queue_delay else 0)
+    trigger: dict[str, Any] | None = None
+    if job.schedule is not None:
+        if job.schedule.until_ms is not None and due > job.schedule.until_ms:
+            raise UsageError("the schedule ends (--until) before its first fire time: move --until later")
+        seed = f"{qs.name}|{job.key}|{due}".encode() if job.key else job.seed
+        sched, mid = start(job.schedule, due, seed)
+        trigger = sched.to_json()
+    else:
+        mid = new_id(due, job.seed)
+    bucket, shard = row_of(mid, qs.bucket_ms, qs.buckets, qs.shards)
+    timeout_ms = int(parse_duration(job.timeout, "timeout") * 1000) if job.timeout is not None else qs.timeout_ms
+    max_attempts = job.max_attempts if job.max_attempts is not None else qs.max_attempts
+    # 0: the message follows its queue's max_attempts as it is at each delivery (SQS's redrive
+    # policy applies to messages already sent); a queue's 0 is no limit (engine/consume/consumer.py).
+    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 0:
+        raise UsageError(f"invalid max_attempts {max_attempts!r}: use an integer of at least 1 (0: follow the queue's setting)")
+    if timeout_ms < 100:
+        raise UsageError(f"invalid timeout {job.timeout!r}: a message timeout must be at least 100ms")
+    raw = encode_payload(job.payload, qs.max_payload_bytes)
+    headers = check_headers(job.headers)
+    if any(k in headers for k in (GROUP_HEADER, DEDUP_HEADER)):
+        raise UsageError(f"headers {GROUP_HEADER!r} and {DEDUP_HEADER!r} are reserved: use group= and dedup_id=")
+    if job.group is not None:
+        headers[GROUP_HEADER] = check_group("message group", job.group)
+    if qs.fifo:
+        headers[DEDUP_HEADER] = check_group("deduplication id", job.dedup_id) if job.dedup_id is not None else content_dedup_id(raw)
+    return Message(
+        queue=qs.name, id=mid, task=check_task_name(job.task), payload=job.payload, bucket=bucket, shard=shard,
+        priority=check_priority(job.priority), due_ms=due, attempt=0, max_attempts=max_attempts, timeout_ms=timeout_ms,
+        headers=headers, key=check_key(job.key), trigger=trigger, enqueued_at=now_ms,
+        state=STATE_WAITING, raw_payload=raw,
+    )

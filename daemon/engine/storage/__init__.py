@@ -1,0 +1,4 @@
+"""Where casque's data lives in Cassandra: the connection and its asyncio bridge, paged reads, the keyspace's
+tables, every statement on the ``messages`` table, and the placement of a message in its shard row.
+The rest of the engine reads and writes through these, so they are the engine's floor.
+"""

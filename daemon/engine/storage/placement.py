@@ -1,0 +1,107 @@
+"""Where a message lives: pure functions, unit-tested without a database.
+
+A message id is a UUIDv7-layout UUID whose 48-bit millisecond field is the message's *original* due
+time. Its row is a pure function of the id and the queue's settings:
+
+    bucket = (due_ms // bucket_ms) mod buckets     (the rolling time bucket)
+    shard  = (low 32 bits of the id)  mod shards   (the concurrency shard)
+
+Id layout (128 bits): 48 due ms | 4 version (7) | 12 unique | 2 variant | 30 unique | 32 placement.
+The 42 "unique" bits and the 32 "placement" bits are random for a plain message. The occurrences of
+a schedule keep the origin's due field and placement bits (so they all live in its row) and number
+themselves in the unique bits (so they are distinct and deterministic).
+
+Both are computed on non-negative integers, so a shard or bucket is never negative (Astyanax used
+``key.hashCode() % n``, which is negative for half the keys, and those messages were never read,
+issue #407). Because the row follows from the id, "read/delete by id" needs no index, and the Spark
+pipeline places rows exactly as the producer does by calling these same functions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import uuid
+import zlib
+
+MAX_MS = (1 << 48) - 1
+KEY_SHARDS = 16
+
+
+UNIQUE_BITS = 42
+PLACEMENT_MASK = 0xFFFF_FFFF
+
+
+def new_id(due_ms: int, seed: bytes | None = None) -> uuid.UUID:
+    """A UUIDv7-layout id carrying ``due_ms``. With ``seed`` the id is deterministic: the same
+    (queue, key, first fire) always gives the same id, so a duplicate insert overwrites one cell."""
+    rand = hashlib.blake2b(seed, digest_size=10).digest() if seed is not None else os.urandom(10)
+    r = int.from_bytes(rand, "big")
+    return compose_id(due_ms, r >> 32 & ((1 << UNIQUE_BITS) - 1), r & PLACEMENT_MASK)
+
+
+def compose_id(due_ms: int, unique: int, placement: int) -> uuid.UUID:
+    """Assemble an id from its due time, 42 unique bits and 32 placement bits."""
+    if not 0 <= due_ms <= MAX_MS:
+        raise ValueError(f"due time {due_ms} ms is outside the representable range")
+    unique &= (1 << UNIQUE_BITS) - 1
+    rand_a, rand_b_high = unique >> 30, unique & ((1 << 30) - 1)
+    value = (due_ms << 80) | (0x7 << 76) | (rand_a << 64) | (0b10 << 62) | (rand_b_high << 32) | (placement & PLACEMENT_MASK)
+    return uuid.UUID(int=value)
+
+
+def group_placement(group: str) -> int:
+    """The 32 placement bits of every message of a group: a group lives in one shard (FIFO order
+    is kept within one row, engine/take/fifo.py), under any shard count, also after a reshard."""
+    return int.from_bytes(hashlib.blake2b(group.encode("utf-8"), digest_size=4).digest(), "big")
+
+
+def group_id(due_ms: int, group: str) -> uuid.UUID:
+    """A fresh id for a message of ``group``: random unique bits, the group's placement bits."""
+    return compose_id(due_ms, int.from_bytes(os.urandom(6), "big"), group_placement(group))
+
+
+def tail_id(group: str) -> uuid.UUID:
+    """The clustering id of a FIFO group's tail row (kind 3): one per group, deterministic."""
+    return uuid.UUID(bytes=hashlib.blake2b(group.encode("utf-8"), digest_size=16).digest())
+
+
+def sibling_id(origin: uuid.UUID, n: int) -> uuid.UUID:
+    """The n-th deterministic sibling of ``origin``: same due field and placement bits (so the same
+    row), distinct unique bits for every n < 2**42."""
+    base = int.from_bytes(hashlib.blake2b(origin.bytes, digest_size=6).digest(), "big")
+    return compose_id(id_due_ms(origin), base + n, origin.int & PLACEMENT_MASK)
+
+
+def id_due_ms(message_id: uuid.UUID) -> int:
+    """The original due time (ms) carried in an id."""
+    return message_id.int >> 80
+
+
+def bucket_of(due_ms: int, bucket_ms: int, buckets: int) -> int:
+    """The rolling time bucket of a due time: never negative, always < buckets."""
+    return (max(due_ms, 0) // bucket_ms) % buckets
+
+
+def shard_of(message_id: uuid.UUID, shards: int) -> int:
+    """The concurrency shard: the id's 32 placement bits, unsigned, modulo the shard count."""
+    return (message_id.int & PLACEMENT_MASK) % shards
+
+
+def row_of(message_id: uuid.UUID, bucket_ms: int, buckets: int, shards: int) -> tuple[int, int]:
+    """(bucket, shard) of the row that holds this message for its whole life."""
+    return bucket_of(id_due_ms(message_id), bucket_ms, buckets), shard_of(message_id, shards)
+
+
+def key_shard(key: str) -> int:
+    """Partition of a lookup key within its queue (crc32 is unsigned in Python 3)."""
+    return zlib.crc32(key.encode("utf-8")) % KEY_SHARDS
+
+
+def parse_id(text: str) -> uuid.UUID:
+    """Parse a message id given by a person; raise ValueError with the expected form."""
+    try:
+        value = uuid.UUID(text.strip())
+    except (ValueError, AttributeError):
+        raise ValueError(f"invalid message id {text!r}: expected a UUID such as 0192e3a1-7c2b-7d3e-9f00-1a2b3c4d5e6f") from None
+    return value

@@ -1,0 +1,168 @@
+"""Held rows: a daemon keeps the lock of the rows it serves, so a take is one read and one batch.
+
+The row lock (locking.py) costs four round trips before a take can read (write, read, write,
+re-check) and is given up by every take. A daemon that serves a queue alone, or that owns some
+of its shards, pays that on every take although nobody else wants the row. A *hold* is the same
+lock column, acquired once by the same protocol and then kept:
+
+1. Acquire: locking.py's steps 1-5 (PENDING, read, ACQUIRED, re-check). Mutual exclusion comes
+   from that protocol, unchanged: of two racers at least one sees the other's ACQUIRED column.
+2. Keep: every ``renew_ms`` write a *new* ACQUIRED column (due = now, new id, the lock TTL) before
+   the last one expires. A new column, not the old one rewritten: other consumers read only lock
+   columns younger than lock TTL + clock tolerance, so an old ``due`` would fall out of their
+   window. While any of our columns lives, another consumer's lock attempt sees a foreign ACQUIRED
+   column and backs off (steps 3 and 5 of locking.py).
+3. Take: read the due messages, then one batch (delete them, write their timeout columns, move
+   the cursor), as an ordinary take, but the batch leaves the hold column in place.
+4. Validity is counted as for any lock, on the monotonic clock from *before* the newest column
+   was sent: a take commits only while ``lock TTL - margin`` has not passed since then (the margin
+   covers the batch's way to the replicas and their clocks). A renewal whose write failed or timed
+   out does not count; the hold lapses when its last good column does.
+5. A take batch that failed or timed out is *in doubt* (it may still be applied): the hold is
+   dropped without deleting its column, so nobody (us included) takes from the row until that
+   column expires; then the ordinary protocol re-reads the row from its committed cursor.
+6. Release (shutdown, the row no longer current, the shard now another daemon's): delete our
+   columns; a daemon that dies frees its rows when their columns expire (lock TTL).
+
+Which rows a daemon holds is its choice (service/ownership.py): the current bucket's row of the
+shards it owns. A hold is never needed for correctness; without one the ordinary protocol runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import uuid
+from dataclasses import dataclass, field, replace
+
+from daemon.base.clock import Clock
+from daemon.base.errors import CasqueError
+from daemon.base.logs import get_logger
+from daemon.base.model import QueueSettings
+from daemon.engine.storage.db import Database
+from daemon.engine.take.locking import HeldLock, ShardLocker
+from daemon.engine.storage.table import LOCK_ACQUIRED, MessageTable, lock_ttl_seconds
+
+log = get_logger("casque.holds")
+Row = tuple[int, int]  # (bucket, shard)
+
+
+@dataclass
+class Hold:
+    lock: HeldLock  # the newest column: validity counts from its started_ms
+    older: list[HeldLock] = field(default_factory=list)  # earlier columns, deleted on release
+
+
+class RowHolds:
+    """The rows of one queue this process holds. Used by the consumer (takes) and by the
+    ownership loop (acquire, renew, release); never shared across processes."""
+
+    def __init__(self, db: Database, table: MessageTable, locker: ShardLocker, clock: Clock) -> None:
+        self.db = db
+        self.table = table
+        self.locker = locker
+        self.clock = clock
+        self._held: dict[Row, Hold] = {}
+        self._busy: set[Row] = set()  # rows the consumer is taking from right now
+        #: Rows whose hold is being acquired: set when the acquisition ends, however it ended.
+        self._acquiring: dict[Row, asyncio.Event] = {}
+
+    def valid(self, qs: QueueSettings, row: Row) -> HeldLock | None:
+        """The lock of a row we hold and may still commit under, else None."""
+        hold = self._held.get(row)
+        if hold is None or self.locker.expired(qs, hold.lock):
+            return None
+        return hold.lock
+
+    def rows(self) -> list[Row]:
+        return list(self._held)
+
+    def drop(self, row: Row) -> None:
+        """Forget a hold without deleting its columns (a take batch in doubt: nobody takes from the
+        row until they expire)."""
+        if self._held.pop(row, None) is not None:
+            log.warning("hold_dropped", bucket=row[0], shard=row[1], reason="take batch in doubt: the row rests until its lock expires")
+
+    async def settled(self, row: Row) -> None:
+        """Wait until an acquisition of ``row`` under way (if any) has ended. A consumer that took
+        the row by the ordinary lock meanwhile would collide with it: both would see the other's
+        column and back off, and the row would rest up to a second for nothing (measured at a
+        daemon's start: the first 60-80 messages 100-700 ms late)."""
+        pending = self._acquiring.get(row)
+        if pending is not None:
+            await pending.wait()
+
+    def enter(self, row: Row) -> None:
+        self._busy.add(row)
+
+    def leave(self, row: Row) -> None:
+        self._busy.discard(row)
+
+    async def keep(self, qs: QueueSettings, wanted: set[Row], renew_ms: int) -> None:
+        """Hold exactly ``wanted``: acquire what is missing, renew what is older than ``renew_ms``,
+        release the rest. A row a take is running on is neither released nor acquired now (an
+        acquisition would collide with that take's lock); the next call does it. Rows run
+        concurrently."""
+        jobs = [self._release(qs, row) for row in list(self._held) if row not in wanted and row not in self._busy]
+        for row in wanted:
+            hold = self._held.get(row)
+            if hold is None or self.locker.expired(qs, hold.lock):
+                self._held.pop(row, None)
+                if row not in self._busy and row not in self._acquiring:
+                    jobs.append(self._acquire(qs, row))
+            elif self.clock.elapsed_ms() - hold.lock.started_ms >= renew_ms:
+                jobs.append(self._renew(qs, row, hold))
+        await asyncio.gather(*jobs)
+
+    async def release_all(self, qs: QueueSettings) -> None:
+        await asyncio.gather(*(self._release(qs, row) for row in list(self._held)))
+
+    async def _acquire(self, qs: QueueSettings, row: Row) -> None:
+        done = self._acquiring[row] = asyncio.Event()
+        try:
+            lock = await self.locker.acquire(qs, *row)
+            if lock is None:
+                return
+            if not await self.locker.recheck(qs, lock):
+                await self.locker.release(lock)
+                return
+            self._held[row] = Hold(lock)
+        except CasqueError as exc:
+            log.info("hold_not_acquired", queue=qs.name, bucket=row[0], shard=row[1], error=str(exc))
+        finally:
+            del self._acquiring[row]
+            done.set()
+
+    async def _renew(self, qs: QueueSettings, row: Row, hold: Hold) -> None:
+        fresh = replace(hold.lock, lock_due=self.clock.now_ms(), lock_id=uuid.uuid4(), started_ms=self.clock.elapsed_ms())
+        try:
+            await self.db.run(self.table.lock_write, [qs.name, row[0], row[1], fresh.lock_due, fresh.lock_id, LOCK_ACQUIRED,
+                                                      lock_ttl_seconds(qs)])
+        except CasqueError as exc:  # in doubt: the old column still counts until it lapses
+            log.info("hold_not_renewed", queue=qs.name, bucket=row[0], shard=row[1], error=str(exc))
+            return
+        if self._held.get(row) is hold:
+            hold.older = [lk for lk in [hold.lock, *hold.older] if not self.locker.expired(qs, lk, margin_ms=-2000)]
+            hold.lock = fresh
+
+    async def _release(self, qs: QueueSettings, row: Row) -> None:
+        hold = self._held.pop(row, None)
+        if hold is None:
+            return
+        try:
+            await asyncio.gather(*(self.locker.release(lk) for lk in [hold.lock, *hold.older]))
+        except CasqueError:
+            pass  # the columns expire with their TTL
+
+
+def owned_shards(me: str, daemons: list[str], queue: str, shards: int) -> set[int]:
+    """The shards of ``queue`` that ``me`` holds among ``daemons`` (rendezvous hashing): each shard
+    goes to the daemon with the highest hash of (daemon, queue, shard), so a daemon joining or
+    leaving moves only its own share, and every daemon computes the same split on its own."""
+    everyone = sorted(set(daemons) | {me})
+    mine = set()
+    for shard in range(shards):
+        best = max(everyone, key=lambda d: hashlib.blake2b(f"{d}\0{queue}\0{shard}".encode(), digest_size=8).digest())
+        if best == me:
+            mine.add(shard)
+    return mine

@@ -1,0 +1,272 @@
+"""The take: one row's due messages, taken under its lock in one single-partition batch.
+
+    lock -> re-check -> read (lane by lane, or FIFO group by group) -> keep what fits -> commit
+
+``take`` / ``take_held`` below run it top to bottom; the read and keep are engine/take/read.py's.
+
+A take (under the lock, see locking.py) is one single-partition batch: delete our lock column,
+delete each taken message, write its timeout column (a copy due at now + timeout, attempt + 1, state
+IN_FLIGHT) and move the cursor. Messages that are corrupt or out of attempts go to the poison queue
+first, then leave the row in that same batch. A row this process holds (holds.py) is taken from
+the same way, the batch keeping the hold column (``take_held``).
+
+Two rules keep a take from losing what it read:
+  - the cursor moves (in memory and in the row) only with a take batch that committed: a take that
+    fails or is abandoned (lock too old, poison write failed, write timeout) leaves the cursor where
+    it was, so what it read is read again;
+  - a take is bounded by bytes as well as by count (engine/take/budget.py).
+
+Which row to take from is the consumer's choice (engine/consume/consumer.py); what a take needs besides the row
+comes in one value (``TakeOptions``), and what happened goes back as one (``TakeResult``). The
+row's ``RowState`` is the one thing a take updates in place: its cursors (after a commit), its
+wake time, rescan time and skips, which the consumer's next choice reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Callable
+
+from daemon.base import metrics
+from daemon.base.clock import Clock
+from daemon.base.crashpoints import crash_point, pause_point
+from daemon.base.logs import get_logger
+from daemon.base.model import Message, QueueSettings, out_of_attempts
+from daemon.engine.schedules import chain
+from daemon.engine.storage.db import Database
+from daemon.engine.take.holds import RowHolds
+from daemon.engine.send.keys import KeyStore
+from daemon.engine.take.locking import HeldLock, ShardLocker
+from daemon.engine.delivery.poison import PoisonStore
+from daemon.engine.delivery.received import stamp as stamp_received
+from daemon.engine.consume.row_state import ConsumerStats, RowState, merge, next_rescan, trip
+from daemon.engine.storage.table import STATE_IN_FLIGHT, MessageTable, after, message_from_row
+from daemon.engine.take.options import TakeOptions, TakeResult
+from daemon.engine.take.read import TakeReader
+
+log = get_logger("casque.consumer")
+
+__all__ = ["Take", "TakeOptions", "TakeResult", "poison_reason"]
+
+
+class Take:
+    """The take step of one queue's consumer; holds no state of its own besides its stores."""
+
+    def __init__(
+        self,
+        db: Database,
+        table: MessageTable,
+        poison: PoisonStore,
+        keys: KeyStore,
+        clock: Clock,
+        locker: ShardLocker,
+        holds: RowHolds,
+        stats: ConsumerStats,
+        expect: Callable[[int, int, int], None],
+        tolerance_ms: int,
+        rescan_ms: int,
+        lookahead_ms: int,
+    ) -> None:
+        self.db, self.table, self.poison, self.keys, self.clock = db, table, poison, keys, clock
+        self.locker, self.holds, self.stats = locker, holds, stats
+        self.expect = expect  # a due time this take wrote (a schedule's next occurrence): the consumer's hint
+        self.rescan_ms = rescan_ms
+        self.reader = TakeReader(db, table, clock, tolerance_ms, rescan_ms, lookahead_ms)
+
+    async def take(self, qs: QueueSettings, bucket: int, shard: int, state: RowState, opts: TakeOptions) -> TakeResult:
+        """Lock the row, re-check, read, keep, commit."""
+        self.holds.enter((bucket, shard))  # no hold is acquired on the row while we lock it
+        try:
+            trip(3)  # lock write, lock read, acquired write
+            lock = await self.locker.acquire(qs, bucket, shard)
+            if lock is None:
+                self._contended(qs, state)
+                return TakeResult(contended=True)
+            try:
+                return await self._take_locked(qs, state, lock, opts)
+            except BaseException:
+                await asyncio.shield(self._release_quietly(lock))
+                raise
+        finally:
+            self.holds.leave((bucket, shard))
+
+    async def _take_locked(self, qs: QueueSettings, state: RowState, lock: HeldLock, opts: TakeOptions) -> TakeResult:
+        merge(state.cursors, lock.cursors)
+        now = self.clock.now_ms()
+        # The re-check must finish before the messages are read. Read together, the message read
+        # could be served before a racer's take batch and the re-check after it (the racer's lock
+        # column already deleted by that batch): both would take the same messages. Measured: 100
+        # duplicates of 50,000 in the skewed race test (tests/test_races.py) with the two reads
+        # issued together; docs/design.md, "The re-check comes before the message read".
+        trip()
+        alone = await self.locker.recheck(qs, lock)
+        if not alone:
+            self._contended(qs, state)
+            await self.locker.release(lock)
+            return TakeResult(contended=True)
+        state.took()
+        read = await self.reader.read(qs, lock, state, now, opts)
+        if self.locker.expired(qs, lock):
+            log.warning(
+                "lock_expired_before_take", queue=qs.name, bucket=lock.bucket, shard=lock.shard, read=len(read.found)
+            )
+            await self.locker.release(lock)
+            return TakeResult()
+        messages = [message_from_row(qs.name, lock.bucket, lock.shard, r) for r in read.found]
+        taken = await self._commit(qs, state, lock, messages, read.moves, opts)
+        state.skip_to(read.skips, opts.accepts, self.clock.elapsed_ms())  # committed: later reads may start past it
+        return TakeResult(taken)
+
+    async def take_held(self, qs: QueueSettings, state: RowState, lock: HeldLock, opts: TakeOptions) -> TakeResult:
+        """A take from a row this process holds (holds.py): read, then one batch that keeps the
+        hold column. Nothing due: the row's wake time and cursors come from the same read."""
+        row = (lock.bucket, lock.shard)
+        self.holds.enter(row)
+        try:
+            if not state.loaded:
+                merge(state.cursors, lock.cursors)  # read with the hold's lock columns
+                state.loaded = True
+            now = self.clock.now_ms()
+            if state.wake <= now + opts.ahead_ms:
+                state.wake = RowState.wake
+            if qs.fifo and state.fifo_idle_until > now:
+                return TakeResult()
+            read = await self.reader.read(qs, lock, state, now, opts)
+            if not read.found:
+                state.next_check = min(next_rescan(now, self.rescan_ms), state.wake - opts.ahead_ms)
+                return TakeResult()
+            state.next_check = now
+            pause_point("take.held_read")
+            if self.holds.valid(qs, row) is None:  # lapsed meanwhile (a renewal keeps it: the newest column counts)
+                log.warning(
+                    "hold_expired_before_take",
+                    queue=qs.name,
+                    bucket=lock.bucket,
+                    shard=lock.shard,
+                    read=len(read.found),
+                )
+                return TakeResult()
+            messages = [message_from_row(qs.name, lock.bucket, lock.shard, r) for r in read.found]
+            try:
+                taken = await self._commit(qs, state, lock, messages, read.moves, opts, keep_lock=True)
+                state.skip_to(read.skips, opts.accepts, self.clock.elapsed_ms())
+                return TakeResult(taken)
+            except BaseException:
+                self.holds.drop(row)  # in doubt: the batch may still be applied
+                raise
+        finally:
+            self.holds.leave(row)
+
+    def _contended(self, qs: QueueSettings, state: RowState) -> None:
+        self.stats.contention += 1
+        metrics.CONTENTION.labels(qs.name).inc()
+        state.contended(self.clock.elapsed_ms(), qs.lock_ttl_ms)
+
+    async def _commit(
+        self,
+        qs: QueueSettings,
+        state: RowState,
+        lock: HeldLock,
+        messages: list[Message],
+        moves: dict[int, int],
+        opts: TakeOptions,
+        keep_lock: bool = False,
+    ) -> list[Message]:
+        """The take: one single-partition batch (release lock, remove taken, write timeout columns,
+        move the cursors). The in-memory cursors follow only once the batch is written.
+        ``opts.visibility_ms`` replaces the messages' own timeout (a pulled message's visibility timeout)."""
+        now = self.clock.now_ms()
+        batch = self.db.batch()
+        if not keep_lock:
+            batch.add(self.locker.release_statement(lock))
+        delivered: list[Message] = []
+        doomed: list[tuple[Message, str]] = []
+        chained: list[tuple[Message, Message]] = []
+        for m in messages:
+            reason = poison_reason(m, qs)
+            if reason or not qs.fifo:  # a FIFO message stays at its position while it lives (engine/take/fifo.py)
+                batch.add(self.table.delete_message(m, m.due_ms))
+            if reason:
+                doomed.append((m, reason))
+                continue
+            nxt = chain.next_occurrence(m, now)
+            if nxt is not None:  # written in this same batch: the schedule survives any crash
+                batch.add(self.table.insert_message(nxt, now, qs.retention_s))
+                chain.record_successor(m, nxt)  # stored with m's timeout column (engine/schedules/chain.py)
+                chained.append((m, nxt))
+            self._deliver(qs, m, now, opts)
+            batch.add(self.table.insert_message(m, now, qs.retention_s))
+            m.max_attempts = m.max_attempts or qs.max_attempts  # bound above as stored (0: follow the queue)
+            delivered.append(m)
+        cursors = dict(state.cursors)
+        merge(cursors, moves)
+        for rank, value in cursors.items():
+            batch.add(self.table.set_cursor.bind([rank, value, qs.name, lock.bucket, lock.shard]))
+        for m, reason in doomed:  # into the poison queue before the batch removes them from the row
+            await self.poison.add(m, reason, "Poisoned", m.last_error or reason, "", now, qs.retention_s)
+            self.stats.poisoned += 1
+            log.error("message_poisoned", queue=qs.name, task=m.task, id=str(m.id), attempt=m.attempt, reason=reason)
+        ts = after(*(m.write_ts for m in messages), now_us=self.db.next_timestamp())
+        trip()
+        await self.db.run(batch, timestamp=ts)
+        merge(state.cursors, cursors)  # committed: only now may later reads start past what was read
+        for m in delivered:
+            m.write_ts = ts
+        await self._chain(qs, chained, ts, now)
+        self.stats.takes += 1
+        self.stats.taken += len(delivered)
+        return delivered
+
+    def _deliver(self, qs: QueueSettings, m: Message, now: int, opts: TakeOptions) -> None:
+        """Turn ``m`` into its timeout column: attempt + 1, IN_FLIGHT, invisible until its timeout
+        (or the pull's visibility) plus the hold."""
+        if m.state == STATE_IN_FLIGHT:
+            self.stats.timed_out += 1
+            log.warning(
+                "message_redelivered",
+                queue=qs.name,
+                task=m.task,
+                id=str(m.id),
+                attempt=m.attempt + 1,
+                reason="timeout passed before an ack",
+            )
+        m.scheduled_ms = (m.trigger or {}).get("fire_ms") or m.due_ms
+        m.attempt += 1
+        m.state = STATE_IN_FLIGHT
+        invisible_until = now + (m.timeout_ms if opts.visibility_ms is None else opts.visibility_ms) + opts.hold_ms
+        if qs.fifo:
+            m.copy_due_ms, m.visible_at = m.due_ms, invisible_until
+        else:
+            m.due_ms = m.copy_due_ms = invisible_until
+        if opts.visibility_ms is not None:  # a pull: its receive times ride in the column written anyway
+            stamp_received(m.headers, now)
+
+    async def _chain(self, qs: QueueSettings, chained: list[tuple[Message, Message]], ts: int, now: int) -> None:
+        """After the batch: each schedule's key follows to the next occurrence written with it (engine/schedules/chain.py)."""
+        if not chained:
+            return
+        crash_point("schedule.take_committed")
+        for m, nxt in chained:
+            nxt.write_ts = ts
+            self.expect(nxt.bucket, nxt.shard, nxt.due_ms)  # written after our read: nothing else would tell us
+            await chain.move_key(self.db, self.table, self.keys, qs, m, nxt, now)
+        crash_point("schedule.key_moved")
+
+    async def _release_quietly(self, lock: HeldLock) -> None:
+        try:
+            await self.locker.release(lock)
+        except Exception:  # the lock's TTL frees the row anyway
+            pass
+
+
+def poison_reason(m: Message, qs: QueueSettings) -> str | None:
+    """Why a message read for a take must leave the row instead (None: deliver it). Its
+    attempts are counted against its own max_attempts, or, if it was sent with 0 ("follow the
+    queue", what SQS sends store), against the queue's setting as it is now: a RedrivePolicy
+    set, lowered or removed after the send applies, as in SQS. 0 there too: no limit."""
+    if m.corrupt:
+        return m.corrupt
+    limit = m.max_attempts or qs.max_attempts
+    if m.state == STATE_IN_FLIGHT and out_of_attempts(m.attempt, limit):
+        return f"timed out on its last attempt ({m.attempt} of {limit})"
+    return None

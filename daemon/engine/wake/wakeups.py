@@ -1,0 +1,157 @@
+"""In-process wake-ups for parked long polls (engine/delivery/receive.py).
+
+A long poll that found nothing parks on its queue's ``QueueWaiter``. What wakes it at once:
+  - a send from this process (``Casque.send``/``send_many``), due now or, via a timer, when due;
+  - a visibility change or a receive in this process (the message becomes visible again at a
+    known time: a timer at that time);
+  - the consumer's own peeks, which see messages due within the lookahead (a timer at their due).
+  - a wake hint from another process (its ``notify`` calls arrive here).
+A parked poll reads nothing while it waits. In case a hint was lost, the one *scout* among the
+queue's parked polls re-reads Cassandra at the slow safety cadence ``sqs.poll_interval`` (15 s by
+default); the others only wait.
+
+A waiter exists only while some receive is running on its queue, so memory is bounded by the
+number of concurrent long polls, never by the number of queues or messages sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+from typing import Callable
+
+from daemon.base.clock import Clock
+
+MAX_TIMERS = 1024
+
+
+class QueueWaiter:
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.generation = 0  # bumped by every wake: a poll that saw gen N parks only if still N
+        self.receivers = 0
+        self.scouted = False
+        self._parked: list[asyncio.Future[None]] = []
+        self._timers: list[int] = []
+        self._handle: asyncio.TimerHandle | None = None
+        self._handle_due: int | None = None
+
+    async def park(self, generation: int, timeout_s: float) -> None:
+        """Sleep until woken or ``timeout_s``; return at once if a wake came after ``generation``."""
+        if generation != self.generation or timeout_s <= 0:
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._parked.append(fut)
+        try:
+            await asyncio.wait_for(fut, timeout_s)
+        except TimeoutError:
+            pass
+        finally:
+            if fut in self._parked:
+                self._parked.remove(fut)
+
+    def wake(self) -> None:
+        """Something may be available: every parked poll looks again."""
+        self.generation += 1
+        parked, self._parked = self._parked, []
+        for fut in parked:
+            if not fut.done():
+                fut.set_result(None)
+
+    def handoff(self) -> None:
+        """The scout left: wake one parked poll, which becomes the next scout."""
+        while self._parked:
+            fut = self._parked.pop(0)
+            if not fut.done():
+                fut.set_result(None)
+                return
+
+    def at(self, due_ms: int) -> None:
+        """Wake everyone at ``due_ms`` (now, if it has passed)."""
+        now = self.clock.now_ms()
+        if due_ms <= now:
+            self.wake()
+            return
+        heapq.heappush(self._timers, due_ms)
+        if len(self._timers) > MAX_TIMERS:  # the latest ones are re-found by the scout's peeks
+            # trimmed to half, so the O(n log n) trim runs once per MAX_TIMERS / 2 new timers, not
+            # on every delivery once full (4-11 % of casque serve's profile, bench/sqs_fifo.py)
+            self._timers = heapq.nsmallest(MAX_TIMERS // 2, self._timers)
+        self._arm(now)
+
+    def _arm(self, now: int) -> None:
+        if not self._timers:
+            return
+        first = self._timers[0]
+        if self._handle_due is not None and self._handle_due <= first:
+            return
+        if self._handle is not None:
+            self._handle.cancel()
+        self._handle = asyncio.get_running_loop().call_later((first - now) / 1000, self._fire)
+        self._handle_due = first
+
+    def _fire(self) -> None:
+        self._handle = self._handle_due = None
+        now = self.clock.now_ms()
+        while self._timers and self._timers[0] <= now:
+            heapq.heappop(self._timers)
+        self.wake()
+        self._arm(now)
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+        self._handle = self._handle_due = None
+        self._timers.clear()
+
+
+#: Told of every message that becomes available: (due_ms, placement bits of its id or None).
+Listener = Callable[[int, "int | None"], None]
+
+
+class Wakeups:
+    """The waiters of the queues that have a receive running in this process, and the listeners
+    (a daemon's consumers) that want to hear of every send to a queue they serve."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self._waiters: dict[str, QueueWaiter] = {}
+        self._listeners: dict[str, list[Listener]] = {}
+
+    def subscribe(self, queue: str, listener: Listener) -> Callable[[], None]:
+        """Call ``listener(due_ms, placement)`` for every notify on ``queue``; returns the
+        unsubscribe function. The listener runs in the notifier's call: it must not block."""
+        self._listeners.setdefault(queue, []).append(listener)
+
+        def unsubscribe() -> None:
+            listeners = self._listeners.get(queue, [])
+            if listener in listeners:
+                listeners.remove(listener)
+            if not listeners:
+                self._listeners.pop(queue, None)
+        return unsubscribe
+
+    def enter(self, queue: str) -> QueueWaiter:
+        w = self._waiters.get(queue)
+        if w is None:
+            w = self._waiters[queue] = QueueWaiter(self.clock)
+        w.receivers += 1
+        return w
+
+    def leave(self, queue: str, w: QueueWaiter) -> None:
+        w.receivers -= 1
+        if w.receivers <= 0 and self._waiters.get(queue) is w:
+            w.close()
+            del self._waiters[queue]
+
+    def notify(self, queue: str, due_ms: int, placement: int | None = None) -> None:
+        """A message of ``queue`` is (or becomes, at ``due_ms``) available; ``placement`` (the low
+        32 bits of its id, engine/storage/placement.py) names its shard when known. Free when nobody waits."""
+        w = self._waiters.get(queue)
+        if w is not None:
+            w.at(due_ms)
+        for listener in self._listeners.get(queue, ()):
+            listener(due_ms, placement)
+
+    def watched(self) -> int:
+        return len(self._waiters)
