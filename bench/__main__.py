@@ -1,8 +1,8 @@
 """``python -m bench [--quick] [--only PARTS] [--report-only] [--no-docs]``; ``python -m bench setup``;
 ``python -m bench many-queues [--quick] [--write-docs] [--report-only]`` (bench/many_queues.py, a scenario of its own).
 ``python -m bench baseline [--quick]`` (the saved results become issue 15's "before" column, bench/baseline.py).
-``python -m bench --only sqs-fifo [--quick] [--systems casque,elasticmq]``: FIFO queues beside ElasticMQ (bench/sqs_fifo.py,
-its own results file and docs section; it runs last in a full run).
+``python -m bench --only sqs-fifo [--quick] [--systems casque,elasticmq]``: FIFO queues beside ElasticMQ
+(bench/sqs_fifo.py, its own results file and docs section; it runs last in a full run).
 
 Runs the parts in order (each prints its progress), saves every result to
 bench/out/results-<mode>.json as soon as it is measured (so a failure later loses nothing, and
@@ -23,28 +23,60 @@ from typing import Any
 from .env import KEYSPACE, ROOT, machine, out_dir, progress, versions
 from .plan import FULL, QUICK, Plan
 
-ENGINE_PARTS = ("e2e", "takes", "idle", "sched", "tomb", "peers", "stress", "profile")  # measured in measure(), rendered by render()
+ENGINE_PARTS = (
+    "e2e",
+    "takes",
+    "idle",
+    "sched",
+    "tomb",
+    "peers",
+    "stress",
+    "profile",
+)  # measured in measure(), rendered by render()
 PARTS = ENGINE_PARTS + ("sqs-fifo",)  # sqs-fifo: two SQS servers of its own, its own results file and docs section
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench", description="casque's benchmark suite (docs/benchmarks.md).")
-    p.add_argument("command", nargs="?", choices=["run", "setup", "many-queues", "baseline"], default="run",
-                   help="setup: only install what the bench needs; many-queues: the per-user-queues scenario (bench/many_queues.py); "
-                        "baseline: write bench/baseline-issue15.json from the saved results")
+    p.add_argument(
+        "command",
+        nargs="?",
+        choices=["run", "setup", "many-queues", "baseline"],
+        default="run",
+        help="setup: only install what the bench needs; many-queues: the per-user-queues scenario "
+        "(bench/many_queues.py); "
+        "baseline: write bench/baseline-issue15.json from the saved results",
+    )
     p.add_argument("--quick", action="store_true", help="a few minutes instead of the full run (< 45 min)")
     p.add_argument("--only", default="", help=f"comma-separated parts to run: {','.join(PARTS)} (default: all)")
     p.add_argument("--report-only", action="store_true", help="re-render plots and report from the saved results")
-    p.add_argument("--size", choices=["quick", "full", "test", "light"],
-                   help="many-queues only: a size of bench/many_queues.py (default: full, or quick with --quick); test and light never go to docs/")
+    p.add_argument(
+        "--size",
+        choices=["quick", "full", "test", "light"],
+        help="many-queues only: a size of bench/many_queues.py (default: full, or quick with --quick); test and light "
+        "never go to docs/",
+    )
     p.add_argument("--write-docs", action="store_true", help="write docs/benchmarks.md even in quick mode")
-    p.add_argument("--systems", default="casque,elasticmq",
-                   help="sqs-fifo only: the servers to measure (casque, elasticmq, or both; a subset goes to docs/ only with --write-docs)")
-    p.add_argument("--no-docs", action="store_true",
-                   help="write bench/out/report-<mode>.md even in full mode (a partial run must not replace docs/ figures of another run)")
-    p.add_argument("--daemon-option", action="append", default=[], metavar="KEY=VALUE",
-                   help="a [worker] option for every casque daemon (a what-if: results go to results-<mode>-<options>.json, "
-                        "never to docs/), e.g. --daemon-option max_poll_interval=0.1")
+    p.add_argument(
+        "--systems",
+        default="casque,elasticmq",
+        help="sqs-fifo only: the servers to measure (casque, elasticmq, or both; a subset goes to docs/ only with "
+        "--write-docs)",
+    )
+    p.add_argument(
+        "--no-docs",
+        action="store_true",
+        help="write bench/out/report-<mode>.md even in full mode (a partial run must not replace docs/ figures of "
+        "another run)",
+    )
+    p.add_argument(
+        "--daemon-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a [worker] option for every casque daemon (a what-if: results go to results-<mode>-<options>.json, "
+        "never to docs/), e.g. --daemon-option max_poll_interval=0.1",
+    )
     return p.parse_args(argv)
 
 
@@ -99,9 +131,14 @@ async def measure(plan: Plan, parts: list[str], R: dict[str, Any]) -> None:
             R["half"] = await e2e.half_load(cq, plan, R["e2e"]["best"])
             save(plan, R)
         best = (R.get("e2e") or {}).get("best") or _saved_best(plan) or _defaults()
-        steps = [("takes", lambda: takes.run(cq, plan)), ("idle", lambda: idle.run(cq, plan)),
-                 ("sched", lambda: schedule.run(cq, plan, best)), ("tomb", lambda: tombstones.run(cq, plan, best)),
-                 ("peers", lambda: peers.run(cq, plan, best)), ("profile", lambda: profiling.run(cq, plan, best))]
+        steps = [
+            ("takes", lambda: takes.run(cq, plan)),
+            ("idle", lambda: idle.run(cq, plan)),
+            ("sched", lambda: schedule.run(cq, plan, best)),
+            ("tomb", lambda: tombstones.run(cq, plan, best)),
+            ("peers", lambda: peers.run(cq, plan, best)),
+            ("profile", lambda: profiling.run(cq, plan, best)),
+        ]
         for name, step in steps:
             if name in parts:
                 R[name] = await step()
@@ -112,8 +149,11 @@ async def measure(plan: Plan, parts: list[str], R: dict[str, Any]) -> None:
         if R.get("stress") and R.get("e2e"):
             R["ceiling"] = ceiling_of(R)
             c = R["ceiling"]
-            progress(f"  ceiling: {c['request_ceiling']:,.0f} msg/s per request, {c['statement_ceiling']:,.0f} per statement; "
-                     f"casque at {c['pct_of_request_ceiling']:.0f}% / {c['pct_of_statement_ceiling']:.0f}%")
+            progress(
+                f"  ceiling: {c['request_ceiling']:,.0f} msg/s per request, {c['statement_ceiling']:,.0f} per "
+                f"statement; "
+                f"casque at {c['pct_of_request_ceiling']:.0f}% / {c['pct_of_statement_ceiling']:.0f}%"
+            )
             save(plan, R)
     finally:
         await cq.close()
@@ -123,7 +163,9 @@ def ceiling_of(R: dict[str, Any]) -> dict[str, Any]:
     from . import stress
 
     e2e = R["e2e"]
-    return stress.ceiling(R["stress"], e2e["best_run"], runs=e2e["grid"] + e2e.get("confirm", []), throughput=e2e["best"]["throughput"])
+    return stress.ceiling(
+        R["stress"], e2e["best_run"], runs=e2e["grid"] + e2e.get("confirm", []), throughput=e2e["best"]["throughput"]
+    )
 
 
 def _record_duration(R: dict[str, Any], started: float, partial: bool) -> None:
@@ -173,7 +215,11 @@ def render(plan: Plan, R: dict[str, Any], to_docs: bool) -> Path:
         if before:
             curves[f"casque before (baseline) @ {before['rate']:.0f} msg/s"] = before["cdf"]
     if curves:
-        plots.latency_cdf(curves, d / "bench-latency-cdf.png", "send → handler start: casque (best setting) and the peers at equal load")
+        plots.latency_cdf(
+            curves,
+            d / "bench-latency-cdf.png",
+            "send → handler start: casque (best setting) and the peers at equal load",
+        )
     if R.get("tomb"):
         plots.tombstones(R["tomb"], d / "bench-tombstones.png")
     if R.get("profile") and R["profile"].get("components"):
@@ -202,13 +248,26 @@ def many_queues(args: argparse.Namespace) -> int:
     if before.exists():
         B = json.loads(before.read_text())
         baseline = (f"before the LRU caches ({B.get('engine', '?')})", B["rss"]["samples"])
-        R["baseline"] = {"engine": B.get("engine"), "queues": B["size"]["queues"], "rss": {k: v for k, v in B["rss"].items() if k != "samples"},
-                         "reads": B["reads"]["by_kind"], "latency": B["latency"], "ledger": B["ledger"], "started": B["started"]}
+        R["baseline"] = {
+            "engine": B.get("engine"),
+            "queues": B["size"]["queues"],
+            "rss": {k: v for k, v in B["rss"].items() if k != "samples"},
+            "reads": B["reads"]["by_kind"],
+            "latency": B["latency"],
+            "ledger": B["ledger"],
+            "started": B["started"],
+        }
     light = out_dir() / "many-queues-light.json"  # the same path unloaded (--size light), if it was run
     if light.exists() and size is not mq.LIGHT:
         L = json.loads(light.read_text())
-        R["light"] = {"started": L["started"], "size": L["size"], "latency": L["latency"], "live": L["live"],
-                      "cql_latency_ms": L["reads"].get("cql_latency_ms"), "load": (L.get("machine") or {}).get("load_at_start")}
+        R["light"] = {
+            "started": L["started"],
+            "size": L["size"],
+            "latency": L["latency"],
+            "live": L["live"],
+            "cql_latency_ms": L["reads"].get("cql_latency_ms"),
+            "load": (L.get("machine") or {}).get("load_at_start"),
+        }
     to_docs = (args.write_docs or size is mq.FULL) and size in (mq.QUICK, mq.FULL)
     plot = "bench-many-queues-rss.png" if size in (mq.QUICK, mq.FULL) else f"bench-many-queues-rss-{size.name}.png"
     plots.rss_vs_queues(R["rss"]["samples"], out_dir() / plot, R["size"]["name"], baseline)
@@ -236,7 +295,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     fifo = "sqs-fifo" in parts and args.command == "run"
     parts = [p for p in parts if p != "sqs-fifo"]
-    if fifo and not parts:  # alone: neither the engine parts' set-up nor their report (it would re-render docs/ from other results)
+    if (
+        fifo and not parts
+    ):  # alone: neither the engine parts' set-up nor their report (it would re-render docs/ from other results)
         return sqs_fifo_part(args, plan)
     rc = engine_parts(args, plan, parts, overrides)
     return sqs_fifo_part(args, plan) or rc if fifo else rc
@@ -255,7 +316,8 @@ def sqs_fifo_part(args: argparse.Namespace, plan: Plan) -> int:
 
 
 def engine_parts(args: argparse.Namespace, plan: Plan, parts: list[str], overrides: dict[str, Any]) -> int:
-    """The parts measured against the engine (ENGINE_PARTS), their results file and the report between the bench markers."""
+    """The parts measured against the engine (ENGINE_PARTS), their results file and the report between the
+    bench markers."""
     from . import setup
 
     if args.command == "setup":
@@ -267,7 +329,11 @@ def engine_parts(args: argparse.Namespace, plan: Plan, parts: list[str], overrid
         from . import baseline
 
         if not R:
-            print(f"bench: no saved results in {results_path(plan)}: run `python -m bench{' --quick' if args.quick else ''}` first", file=sys.stderr)
+            print(
+                f"bench: no saved results in {results_path(plan)}: run `python -m "
+                f"bench{' --quick' if args.quick else ''}` first",
+                file=sys.stderr,
+            )
             return 2
         progress(f"baseline: {baseline.save(R).relative_to(ROOT)} (from {results_path(plan).relative_to(ROOT)})")
         return 0
@@ -277,7 +343,9 @@ def engine_parts(args: argparse.Namespace, plan: Plan, parts: list[str], overrid
         meta = R.setdefault("meta", {})
         partial = set(parts) != set(ENGINE_PARTS) and "machine" in meta
         if partial:  # a re-run of some parts: the header keeps the full run's date and lists the re-run
-            meta.setdefault("reruns", []).append({"parts": parts, "date": machine()["date"], "load_at_start": machine()["load_at_start"]})
+            meta.setdefault("reruns", []).append(
+                {"parts": parts, "date": machine()["date"], "load_at_start": machine()["load_at_start"]}
+            )
         else:
             meta.update({"mode": plan.name, "machine": machine(), "parts": parts, "reruns": []})
         meta.update({"keyspace": KEYSPACE, "daemon_options": overrides})

@@ -32,7 +32,9 @@ class CqlCounts:
     lwt: int = 0
     by_statement: Counter = field(default_factory=Counter)  # keyed by CQL text; shortened only when reported
     latency_ms: dict[str, list[float]] = field(default_factory=dict)  # round trips by kind: read / write / batch
-    by_caller: Counter = field(default_factory=Counter)  # engine function that issued it ("sweep.Sweeper.run"); only with BY_CALLER
+    by_caller: Counter = field(
+        default_factory=Counter
+    )  # engine function that issued it ("sweep.Sweeper.run"); only with BY_CALLER
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)  # (asdict turns a Counter into a Counter *of its pairs*: both are replaced below)
@@ -41,7 +43,15 @@ class CqlCounts:
         d["latency"] = {}
         for kind, samples in self.latency_ms.items():
             s = sorted(samples)
-            d["latency"][kind] = {"count": len(s), **{f"p{q}": s[min(len(s) - 1, int(q / 100 * len(s)))] for q in (50, 90, 99)}, "max": s[-1]} if s else {}
+            d["latency"][kind] = (
+                {
+                    "count": len(s),
+                    **{f"p{q}": s[min(len(s) - 1, int(q / 100 * len(s)))] for q in (50, 90, 99)},
+                    "max": s[-1],
+                }
+                if s
+                else {}
+            )
         short: Counter = Counter()
         for key, n in self.by_statement.items():
             short[_short(key)] += n
@@ -141,7 +151,16 @@ def kind_of(stmt: Any) -> str:
 def snapshot() -> CqlCounts:
     """A copy of the counts (without the latency samples), to subtract later."""
     c = COUNTS
-    return CqlCounts(c.requests, c.read_requests, c.write_requests, c.batch_requests, c.reads, c.writes, c.lwt, Counter(c.by_statement))
+    return CqlCounts(
+        c.requests,
+        c.read_requests,
+        c.write_requests,
+        c.batch_requests,
+        c.reads,
+        c.writes,
+        c.lwt,
+        Counter(c.by_statement),
+    )
 
 
 _INSTALLED: list[Any] = []
@@ -190,11 +209,18 @@ def totals() -> dict[str, Any]:
     """The running totals now (safe from another thread: each counter is copied in one C call)."""
     with _WIRE_LOCK:
         wire = dict(WIRE)
-    return {"t": time.time(), "requests": COUNTS.requests, "by_statement": dict(COUNTS.by_statement), "by_caller": dict(COUNTS.by_caller),
-            "wire": wire}
+    return {
+        "t": time.time(),
+        "requests": COUNTS.requests,
+        "by_statement": dict(COUNTS.by_statement),
+        "by_caller": dict(COUNTS.by_caller),
+        "wire": wire,
+    }
 
 
-def rates(before: dict[str, Any], after: dict[str, Any], names: dict[str, str] | None = None, top: int = 12) -> dict[str, Any]:
+def rates(
+    before: dict[str, Any], after: dict[str, Any], names: dict[str, str] | None = None, top: int = 12
+) -> dict[str, Any]:
     """Requests per second between two ``totals()``: on the wire (all, and by message type) and
     through the Database (all, and by statement: the engine's name for it when ``names`` (CQL text
     -> name) has it, else the shortened text)."""
@@ -206,7 +232,11 @@ def rates(before: dict[str, Any], after: dict[str, Any], names: dict[str, str] |
         if d:
             stmts[(names or {}).get(key) or _short(key)] += d
     callers = {k: (v - before.get("by_caller", {}).get(k, 0)) / dt for k, v in after.get("by_caller", {}).items()}
-    return {"seconds": dt, "wire_per_s": sum(wire.values()),
-            "engine_by_caller_per_s": dict(sorted(((k, v) for k, v in callers.items() if v), key=lambda kv: -kv[1])[:top]), "wire_by_type_per_s": dict(sorted(wire.items(), key=lambda kv: -kv[1])),
-            "engine_per_s": (after["requests"] - before["requests"]) / dt,
-            "engine_by_statement_per_s": {k: v / dt for k, v in stmts.most_common(top)}}
+    return {
+        "seconds": dt,
+        "wire_per_s": sum(wire.values()),
+        "engine_by_caller_per_s": dict(sorted(((k, v) for k, v in callers.items() if v), key=lambda kv: -kv[1])[:top]),
+        "wire_by_type_per_s": dict(sorted(wire.items(), key=lambda kv: -kv[1])),
+        "engine_per_s": (after["requests"] - before["requests"]) / dt,
+        "engine_by_statement_per_s": {k: v / dt for k, v in stmts.most_common(top)},
+    }

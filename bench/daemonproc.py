@@ -40,7 +40,12 @@ OVERRIDES: dict[str, Any] = {}
 
 
 def config_toml(spec: DaemonSpec) -> str:
-    worker = {"queues": [spec.queue], "handler_modules": ["bench.probe"], "consumers": spec.consumers, "batch_size": spec.batch_size}
+    worker = {
+        "queues": [spec.queue],
+        "handler_modules": ["bench.probe"],
+        "consumers": spec.consumers,
+        "batch_size": spec.batch_size,
+    }
     if spec.in_flight is not None:
         worker["in_flight"] = spec.in_flight
     worker.update(spec.extra or {})
@@ -63,13 +68,18 @@ class Daemon:
         self.result = d / f"{name}.json"
         self.proc: subprocess.Popen[bytes] | None = None
 
-    async def start(self, timeout: float = 90.0) -> "Daemon":
+    async def start(self, timeout: float = 90.0) -> Daemon:
         self.config.write_text(config_toml(self.spec))
         for p in (self.result, self.log, Path(str(self.result) + ".progress")):
             p.unlink(missing_ok=True)
         env = dict(os.environ)
-        env.update({"BENCH_PROBE_OUT": str(self.result), "BENCH_PROBE_EXPECT": str(self.spec.expect),
-                    "PYTHONPATH": str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")})
+        env.update(
+            {
+                "BENCH_PROBE_OUT": str(self.result),
+                "BENCH_PROBE_EXPECT": str(self.spec.expect),
+                "PYTHONPATH": str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
+            }
+        )
         env.update(self.spec.env or {})
         env = {k: v for k, v in env.items() if not (k.startswith("CASQUE_") and k != "CASQUE_CLOCK_OFFSET_MS")}
         with open(self.log, "wb") as log:
@@ -77,7 +87,9 @@ class Daemon:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"the casque daemon exited with {self.proc.returncode} before it was ready: see {self.log}")
+                raise RuntimeError(
+                    f"the casque daemon exited with {self.proc.returncode} before it was ready: see {self.log}"
+                )
             if b"worker_ready" in self.log.read_bytes():
                 return self
             await asyncio.sleep(0.05)

@@ -127,13 +127,31 @@ def versions() -> dict[str, str]:
 
     out = {"casque": daemon.__version__}
     try:
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "daemon"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-        engine = subprocess.run(["git", "log", "-1", "--format=%h", "--", "daemon"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+        rev = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "daemon"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
+        engine = subprocess.run(
+            ["git", "log", "-1", "--format=%h", "--", "daemon"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
         out["casque"] += f" (git {rev}, engine as of {engine}{', with uncommitted changes' if dirty else ''})"
     except OSError:
         pass
-    for pkg in ("cassandra-driver", "celery", "kombu", "redis", "arq", "dramatiq", "pgqueuer", "asyncpg", "procrastinate", "psycopg", "py-spy"):
+    for pkg in (
+        "cassandra-driver",
+        "celery",
+        "kombu",
+        "redis",
+        "arq",
+        "dramatiq",
+        "pgqueuer",
+        "asyncpg",
+        "procrastinate",
+        "psycopg",
+        "py-spy",
+    ):
         try:
             out[pkg] = version(pkg)
         except Exception:

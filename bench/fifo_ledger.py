@@ -17,8 +17,8 @@ of its group already delivered, is out of order (counted once even if it breaks 
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Iterable, Sequence
 
 
 def body_of(sender: int, group: str, k: int) -> str:
@@ -62,8 +62,15 @@ class Ledger:
 
     @property
     def clean(self) -> bool:
-        return not (self.send_failed or self.lost or self.duplicates or self.unknown or self.out_of_order or self.wrong_group
-                    or self.delete_failed)
+        return not (
+            self.send_failed
+            or self.lost
+            or self.duplicates
+            or self.unknown
+            or self.out_of_order
+            or self.wrong_group
+            or self.delete_failed
+        )
 
 
 def check(sent: Iterable[str], deliveries: Sequence[Delivery], send_failed: int = 0) -> Ledger:

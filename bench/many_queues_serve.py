@@ -81,8 +81,14 @@ def install() -> None:
 def stats(latency: dict[str, Any]) -> dict[str, Any]:
     from .cqlcount import COUNTS
 
-    return {"pid": os.getpid(), "t": time.time(), "cql_requests": COUNTS.requests, "cql_reads": COUNTS.reads,
-            "tally": {k: list(v) for k, v in TALLY.items()}, "cql_latency_ms": latency}
+    return {
+        "pid": os.getpid(),
+        "t": time.time(),
+        "cql_requests": COUNTS.requests,
+        "cql_reads": COUNTS.reads,
+        "tally": {k: list(v) for k, v in TALLY.items()},
+        "cql_latency_ms": latency,
+    }
 
 
 def cql_latency() -> dict[str, Any]:

@@ -22,12 +22,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from daemon.engine.client import Casque  # noqa: E402
 from daemon.base.config import Settings  # noqa: E402
-from daemon.engine.storage.db import Database  # noqa: E402
 from daemon.base.errors import StorageUnavailable  # noqa: E402
 from daemon.devnode import ClusterSpec, process, start, start_node, stop  # noqa: E402
+from daemon.engine.client import Casque  # noqa: E402
 from daemon.engine.send.producer import Job  # noqa: E402
+from daemon.engine.storage.db import Database  # noqa: E402
 from daemon.engine.storage.schema import apply_schema  # noqa: E402
 from daemon.testing.chaos import Outcome, count, finish, kill_chaos, race  # noqa: E402
 from daemon.testing.daemonproc import records, start_daemon, until, write_config  # noqa: E402
@@ -55,9 +55,18 @@ async def main(messages: int, kills: int) -> int:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for name, run in [
-                (f"kill -9 x{kills}, 3 daemons", lambda d: kill_chaos(cq, f"soak_kill_{stamp}", d, KEYSPACE, messages, kills)),
-                ("4 daemons x 8 consumers, 2 shards", lambda d: race(cq, f"soak_race_{stamp}", d, KEYSPACE, messages, [0, 0, 0, 0], 8, 2)),
-                ("clocks +2 s / -2 s / 0", lambda d: race(cq, f"soak_skew_{stamp}", d, KEYSPACE, messages, [2000, -2000, 0], 4, 4)),
+                (
+                    f"kill -9 x{kills}, 3 daemons",
+                    lambda d: kill_chaos(cq, f"soak_kill_{stamp}", d, KEYSPACE, messages, kills),
+                ),
+                (
+                    "4 daemons x 8 consumers, 2 shards",
+                    lambda d: race(cq, f"soak_race_{stamp}", d, KEYSPACE, messages, [0, 0, 0, 0], 8, 2),
+                ),
+                (
+                    "clocks +2 s / -2 s / 0",
+                    lambda d: race(cq, f"soak_skew_{stamp}", d, KEYSPACE, messages, [2000, -2000, 0], 4, 4),
+                ),
             ]:
                 workdir = Path(tmp) / name.split()[0].strip("-")
                 workdir.mkdir(exist_ok=True)
@@ -73,7 +82,6 @@ async def main(messages: int, kills: int) -> int:
     # Duplicates are expected only where daemons were killed mid-run (their timeouts expired);
     # the races run with a 10-minute timeout, so any duplicate there is a violation.
     return 1 if any(o.lost or o.same_attempt_twice or (o.kills == 0 and o.duplicated) for _, o in results) else 0
-
 
 
 # --------------------------------------------------------------------------- node loss
@@ -105,7 +113,11 @@ def ring_config(path: Path, queue: str) -> Path:
     """A daemon config pointing at RING (as tests/test_node_faults.py does for its cluster)."""
     cfg = write_config(path, RING_KEYSPACE, [queue], consumers=4, batch_size=50, max_poll_interval="500ms")
     points = json.dumps([f"127.0.0.{i}" for i in range(1, RING.nodes + 1)])
-    cfg.write_text(cfg.read_text().replace("[cassandra]", f"[cassandra]\ncontact_points = {points}\nport = {RING.native_port}\nrequest_timeout = 5"))
+    cfg.write_text(
+        cfg.read_text().replace(
+            "[cassandra]", f"[cassandra]\ncontact_points = {points}\nport = {RING.native_port}\nrequest_timeout = 5"
+        )
+    )
     return cfg
 
 
@@ -163,11 +175,18 @@ async def node_loss(n: int, daemons: int = 3) -> Outcome:
                 await until(lambda: len(sent) >= n * 0.3 and len(tail.seen()) > 0, 1800, "30 % sent", procs[0])
                 await asyncio.to_thread(kill9_node, RING, LOST_NODE)
                 lost_at, sent_at_loss = loop.time(), len(sent)
-                print(f"  node{LOST_NODE} killed (kill -9) at {lost_at - started:.0f}s: {len(sent)} sent, {len(tail.ids)} processed", flush=True)
+                print(
+                    f"  node{LOST_NODE} killed (kill -9) at {lost_at - started:.0f}s: {len(sent)} sent, "
+                    f"{len(tail.ids)} processed",
+                    flush=True,
+                )
                 await until(lambda: len(sent) >= n * 0.6 and loop.time() - lost_at >= 30, 1800, "60 % sent", procs[0])
                 await asyncio.to_thread(start_node, RING, LOST_NODE)
                 down, sent_while_down = loop.time() - lost_at, len(sent) - sent_at_loss
-                print(f"  node{LOST_NODE} back after {down:.0f}s: {len(sent)} sent, {len(tail.seen())} processed", flush=True)
+                print(
+                    f"  node{LOST_NODE} back after {down:.0f}s: {len(sent)} sent, {len(tail.seen())} processed",
+                    flush=True,
+                )
                 await sending
             except BaseException:
                 sending.cancel()
@@ -180,8 +199,14 @@ async def node_loss(n: int, daemons: int = 3) -> Outcome:
     finally:
         await cq.close()
     out.seconds = loop.time() - started
-    out.notes |= {"node_down_s": round(down, 1), "sent_while_down": sent_while_down, "failed_sends": len(failures), "redeliveries": redelivered,
-                  "load_before": round(load_before[0], 2), "load_after": round(os.getloadavg()[0], 2)}
+    out.notes |= {
+        "node_down_s": round(down, 1),
+        "sent_while_down": sent_while_down,
+        "failed_sends": len(failures),
+        "redeliveries": redelivered,
+        "load_before": round(load_before[0], 2),
+        "load_after": round(os.getloadavg()[0], 2),
+    }
     return out
 
 
@@ -194,13 +219,18 @@ async def run_node_loss(messages: int) -> int:
     print(f"node loss (1 of 3, kill -9, RF=3 LOCAL_QUORUM): {out.line()}", flush=True)
     return 1 if out.lost or out.same_attempt_twice else 0
 
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--messages", type=int, default=100_000)
     ap.add_argument("--kills", type=int, default=20)
-    ap.add_argument("--scenario", choices=["daemons", "node-loss"], default="daemons",
-                    help="daemons: kill -9 chaos, contention, clock skew on the dev node; "
-                         "node-loss: a 3-node RF=3 cluster of its own (ports 9442/7400/7700) loses a node")
+    ap.add_argument(
+        "--scenario",
+        choices=["daemons", "node-loss"],
+        default="daemons",
+        help="daemons: kill -9 chaos, contention, clock skew on the dev node; "
+        "node-loss: a 3-node RF=3 cluster of its own (ports 9442/7400/7700) loses a node",
+    )
     args = ap.parse_args()
     if args.scenario == "node-loss":
         sys.exit(asyncio.run(run_node_loss(args.messages)))

@@ -39,9 +39,10 @@ import sys
 import time
 import uuid
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from aiobotocore.session import get_session
 from botocore.config import Config
@@ -94,7 +95,8 @@ class Size:
     # a ReceiveRequestAttemptId on every receive: a receive retried after a transport error then gets the same messages
     # back; off by default, as most SDK users send none (it costs casque a Cassandra write per receive)
     attempt_ids: bool = False
-    warmup: int = 1000  # messages through every server before the first measured run (ElasticMQ's JIT, casque's prepared statements)
+    # messages through every server before the first measured run (ElasticMQ's JIT, casque's prepared statements)
+    warmup: int = 1000
 
 
 QUICK = Size("quick", messages=1000, rounds=1, senders=8, receivers=8, idle_s=20)
@@ -125,7 +127,11 @@ class Tally:
         out = {}
         for name, xs in sorted(self.call_s.items()):
             ms = sorted(x * 1000 for x in xs)
-            out[name] = {"count": len(ms), "p50": round(ms[len(ms) // 2], 2), "p99": round(ms[min(len(ms) - 1, int(len(ms) * 0.99))], 2)}
+            out[name] = {
+                "count": len(ms),
+                "p50": round(ms[len(ms) // 2], 2),
+                "p99": round(ms[min(len(ms) - 1, int(len(ms) * 0.99))], 2),
+            }
         return out
 
     def ledger(self) -> Ledger:
@@ -145,7 +151,7 @@ async def call(tally: Tally, fn: Callable[..., Awaitable[dict[str, Any]]], **par
             return out
         except ClientError:
             raise
-        except (BotoCoreError, OSError, asyncio.TimeoutError):
+        except (TimeoutError, BotoCoreError, OSError):
             if attempt == TRANSPORT_RETRIES - 1:
                 raise
             tally.retries += 1
@@ -173,8 +179,14 @@ async def send_all(c: Any, q: str, sc: Scenario, size: Size, tally: Tally, tag: 
             entries = []
             for i in range(10):
                 g = group_of(w, b * 10 + i, sc.groups, size.senders)
-                entries.append({"Id": str(i), "MessageBody": body_of(w, g, ks[g]), "MessageGroupId": g,
-                                "MessageDeduplicationId": f"{tag}-{w}-{b}-{i}"})
+                entries.append(
+                    {
+                        "Id": str(i),
+                        "MessageBody": body_of(w, g, ks[g]),
+                        "MessageGroupId": g,
+                        "MessageDeduplicationId": f"{tag}-{w}-{b}-{i}",
+                    }
+                )
                 ks[g] += 1
             r = await call(tally, c.send_message_batch, QueueUrl=q, Entries=entries)
             ok = {e["Id"] for e in r.get("Successful", [])}
@@ -197,8 +209,16 @@ async def drain(c: Any, q: str, size: Size, tally: Tally) -> float:
     async def receiver() -> None:
         while len(got) < len(expected) and time.perf_counter() - last[0] < size.idle_s:
             attempt = {"ReceiveRequestAttemptId": uuid.uuid4().hex} if size.attempt_ids else {}
-            r = await call(tally, c.receive_message, QueueUrl=q, MaxNumberOfMessages=10, WaitTimeSeconds=WAIT_S, VisibilityTimeout=VISIBILITY_S,
-                           MessageSystemAttributeNames=["MessageGroupId", "SequenceNumber"], **attempt)
+            r = await call(
+                tally,
+                c.receive_message,
+                QueueUrl=q,
+                MaxNumberOfMessages=10,
+                WaitTimeSeconds=WAIT_S,
+                VisibilityTimeout=VISIBILITY_S,
+                MessageSystemAttributeNames=["MessageGroupId", "SequenceNumber"],
+                **attempt,
+            )
             msgs = r.get("Messages", [])
             tally.receives += 1
             if not msgs:
@@ -212,8 +232,12 @@ async def drain(c: Any, q: str, size: Size, tally: Tally) -> float:
                 tally.deliveries.append(Delivery(m["Body"], attrs.get("MessageGroupId"), attrs.get("SequenceNumber")))
                 if m["Body"] in expected:
                     got.add(m["Body"])
-            d = await call(tally, c.delete_message_batch, QueueUrl=q,
-                           Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(msgs)])
+            d = await call(
+                tally,
+                c.delete_message_batch,
+                QueueUrl=q,
+                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(msgs)],
+            )
             tally.delete_failed += len(d.get("Failed", []))
             last[0] = time.perf_counter()
 
@@ -232,14 +256,20 @@ def cpu_now(server: Server) -> dict[str, float]:
     """CPU seconds so far of the server, the local Cassandra node (casque's store; idle but for other
     engineers' tests during an ElasticMQ run) and this bench process (the clients)."""
     node = node_pid()
-    return {"server": cpu_seconds([server.pid]), "cassandra": cpu_seconds([node]) if node else 0.0, "client": time.process_time()}
+    return {
+        "server": cpu_seconds([server.pid]),
+        "cassandra": cpu_seconds([node]) if node else 0.0,
+        "client": time.process_time(),
+    }
 
 
 def cpu_used(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
     return {k: round(after[k] - before[k], 3) for k in before}
 
 
-async def measure_queue(c: Any, q: str, server: Server, sc: Scenario, size: Size, tally: Tally, tag: str) -> dict[str, Any]:
+async def measure_queue(
+    c: Any, q: str, server: Server, sc: Scenario, size: Size, tally: Tally, tag: str
+) -> dict[str, Any]:
     """Send, then drain, on a fresh queue: rates, ledger, the server's receive pattern and CPU time per phase."""
     await c.receive_message(QueueUrl=q, WaitTimeSeconds=0)  # the first visit of every row, as in bench/sqs.py
     c0 = cpu_now(server)
@@ -249,12 +279,19 @@ async def measure_queue(c: Any, q: str, server: Server, sc: Scenario, size: Size
     receive_s = await drain(c, q, size, tally)
     c2 = cpu_now(server)
     led = tally.ledger()
-    return {"send_s": send_s, "receive_s": receive_s, "send_per_s": round(led.sent / send_s, 1),
-            "receive_delete_per_s": round(led.received / receive_s, 1) if receive_s > 0 else 0.0, "ledger": led.as_dict(),
-            "receives": tally.receives, "empty_receives": tally.empty_receives,
-            "per_receive": round(len(tally.deliveries) / max(1, tally.receives - tally.empty_receives), 2), "call_ms": tally.latency_ms(),
-            "longest_pause_s": round(tally.longest_pause_s(t_drain), 3),
-            "cpu_s": {"send": cpu_used(c0, c1), "receive_delete": cpu_used(c1, c2)}}
+    return {
+        "send_s": send_s,
+        "receive_s": receive_s,
+        "send_per_s": round(led.sent / send_s, 1),
+        "receive_delete_per_s": round(led.received / receive_s, 1) if receive_s > 0 else 0.0,
+        "ledger": led.as_dict(),
+        "receives": tally.receives,
+        "empty_receives": tally.empty_receives,
+        "per_receive": round(len(tally.deliveries) / max(1, tally.receives - tally.empty_receives), 2),
+        "call_ms": tally.latency_ms(),
+        "longest_pause_s": round(tally.longest_pause_s(t_drain), 3),
+        "cpu_s": {"send": cpu_used(c0, c1), "receive_delete": cpu_used(c1, c2)},
+    }
 
 
 async def run_one(server: Server, sc: Scenario, size: Size, round_no: int) -> dict[str, Any]:
@@ -266,9 +303,11 @@ async def run_one(server: Server, sc: Scenario, size: Size, round_no: int) -> di
     async with get_session().create_client("sqs", endpoint_url=server.url, config=cfg, **CREDS) as c:
         q = None
         try:
-            q = (await c.create_queue(QueueName=f"bench-fifo-{sc.key}-{tag}.fifo", Attributes=sc.attributes()))["QueueUrl"]
+            q = (await c.create_queue(QueueName=f"bench-fifo-{sc.key}-{tag}.fifo", Attributes=sc.attributes()))[
+                "QueueUrl"
+            ]
             out.update(await measure_queue(c, q, server, sc, size, tally, tag))
-        except (ClientError, BotoCoreError, OSError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, ClientError, BotoCoreError, OSError) as exc:
             out["error"] = f"{type(exc).__name__}: {exc}"
             out["ledger"] = tally.ledger().as_dict()  # what was sent or received before it
         finally:
@@ -299,8 +338,13 @@ async def measure(servers: dict[str, Server], size: Size, profile: bool = False)
     ``profile``, casque serve is sampled by py-spy in the first round (the JVM of ElasticMQ is not)."""
     runs: list[dict[str, Any]] = []
     warm = Size("warm-up", size.warmup, 1, size.senders, size.receivers, size.idle_s, size.attempt_ids)
-    for system, server in servers.items():  # ElasticMQ's first run was 3-4x slower than its third (JIT): warm every server alike
-        progress(f"sqs-fifo warm-up: {warm.messages} messages, {SCENARIOS[1].label}, on {SYSTEMS[system][0]} (not counted)")
+    for (
+        system,
+        server,
+    ) in servers.items():  # ElasticMQ's first run was 3-4x slower than its third (JIT): warm every server alike
+        progress(
+            f"sqs-fifo warm-up: {warm.messages} messages, {SCENARIOS[1].label}, on {SYSTEMS[system][0]} (not counted)"
+        )
         await run_one(server, SCENARIOS[1], warm, 0)
     step = 0
     for round_no in range(1, size.rounds + 1):
@@ -309,12 +353,19 @@ async def measure(servers: dict[str, Server], size: Size, profile: bool = False)
                 progress(f"sqs-fifo round {round_no}/{size.rounds}: {sc.label} on {SYSTEMS[system][0]}")
                 spy = profile and round_no == 1 and system == "casque"
                 r = await (run_profiled if spy else run_one)(servers[system], sc, size, round_no)
-                progress("  " + (f"FAILED: {r['error']}" if "error" in r else
-                                 f"send {r['send_per_s']:,.0f} msgs/s, receive+delete {r['receive_delete_per_s']:,.0f} msgs/s "
-                                 f"({r['per_receive']} per non-empty receive, {r['empty_receives']} of {r['receives']} empty, "
-                                 f"longest pause {r['longest_pause_s']:.2f} s), "
-                                 f"ledger {_ledger_line(r['ledger'])}; server CPU {r['cpu_s']['send']['server']:.1f} s + "
-                                 f"{r['cpu_s']['receive_delete']['server']:.1f} s"))
+                progress(
+                    "  "
+                    + (
+                        f"FAILED: {r['error']}"
+                        if "error" in r
+                        else f"send {r['send_per_s']:,.0f} msgs/s, receive+delete {r['receive_delete_per_s']:,.0f} "
+                        f"msgs/s "
+                        f"({r['per_receive']} per non-empty receive, {r['empty_receives']} of {r['receives']} empty, "
+                        f"longest pause {r['longest_pause_s']:.2f} s), "
+                        f"ledger {_ledger_line(r['ledger'])}; server CPU {r['cpu_s']['send']['server']:.1f} s + "
+                        f"{r['cpu_s']['receive_delete']['server']:.1f} s"
+                    )
+                )
                 runs.append(r)
             step += 1
     return runs
@@ -341,8 +392,13 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
                 "errors": sorted({r["error"] for r in mine if "error" in r}),
                 "cpu_ms_per_msg": cpu_per_message(ok),
                 "longest_pause_s": max((r["longest_pause_s"] for r in ok if "longest_pause_s" in r), default=None),
-                "call_ms": {name: {q: statistics.median(r["call_ms"][name][q] for r in ok if name in r.get("call_ms", {})) for q in ("p50", "p99")}
-                            for name in sorted({n for r in ok for n in r.get("call_ms", {})})},
+                "call_ms": {
+                    name: {
+                        q: statistics.median(r["call_ms"][name][q] for r in ok if name in r.get("call_ms", {}))
+                        for q in ("p50", "p99")
+                    }
+                    for name in sorted({n for r in ok for n in r.get("call_ms", {})})
+                },
             }
     return out
 
@@ -353,7 +409,10 @@ def cpu_per_message(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     for phase, count in (("send", "sent"), ("receive_delete", "received")):
         n = sum(r["ledger"][count] for r in runs if "cpu_s" in r)
         if n:
-            out[phase] = {k: round(1000 * sum(r["cpu_s"][phase][k] for r in runs if "cpu_s" in r) / n, 3) for k in ("server", "cassandra", "client")}
+            out[phase] = {
+                k: round(1000 * sum(r["cpu_s"][phase][k] for r in runs if "cpu_s" in r) / n, 3)
+                for k in ("server", "cassandra", "client")
+            }
     return out
 
 
@@ -367,9 +426,19 @@ def run(size: Size, systems: list[str], profile: bool = False) -> dict[str, Any]
             url = stack.enter_context(SYSTEMS[s][1](pids))
             servers[s] = Server(s, url, pids[0])
         runs = asyncio.run(measure(servers, size, profile))
-    return {"size": asdict(size), "systems": systems, "labels": {s: SYSTEMS[s][0] for s in SYSTEMS},
-            "scenarios": [asdict(sc) for sc in SCENARIOS], "visibility_s": VISIBILITY_S, "wait_s": WAIT_S, "machine": started,
-            "versions": versions(), "command": command_line(), "runs": runs, "summary": summarize(runs)}
+    return {
+        "size": asdict(size),
+        "systems": systems,
+        "labels": {s: SYSTEMS[s][0] for s in SYSTEMS},
+        "scenarios": [asdict(sc) for sc in SCENARIOS],
+        "visibility_s": VISIBILITY_S,
+        "wait_s": WAIT_S,
+        "machine": started,
+        "versions": versions(),
+        "command": command_line(),
+        "runs": runs,
+        "summary": summarize(runs),
+    }
 
 
 def command_line() -> str:
@@ -379,7 +448,8 @@ def command_line() -> str:
 
 
 def part(size: Size, systems: list[str], to_docs: bool, report_only: bool = False, profile: bool = False) -> int:
-    """The part as ``python -m bench --only sqs-fifo`` runs it: measure (unless report_only), save, plot, write the section."""
+    """The part as ``python -m bench --only sqs-fifo`` runs it: measure (unless report_only), save, plot,
+    write the section."""
     from . import plots, report
 
     path = out_dir() / f"sqs-fifo-{size.name}.json"
@@ -395,7 +465,12 @@ def part(size: Size, systems: list[str], to_docs: bool, report_only: bool = Fals
     print(report.sqs_fifo_table(R))
     target = report.write_sqs_fifo(R, out_dir(), to_docs)
     progress(f"sqs-fifo: results {path}, report {target}")
-    bad = [f"{k}/{s}" for k, per in R["summary"].items() for s, v in per.items() if v["errors"] or not Ledger(**v["ledger"]).clean]
+    bad = [
+        f"{k}/{s}"
+        for k, per in R["summary"].items()
+        for s, v in per.items()
+        if v["errors"] or not Ledger(**v["ledger"]).clean
+    ]
     if bad:
         progress(f"sqs-fifo: failed or unclean: {', '.join(bad)}")
     return 1 if bad else 0
@@ -415,18 +490,44 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--systems", default=",".join(SYSTEMS), help="which servers: casque, elasticmq or both (default)")
     p.add_argument("--messages", type=int, help="messages per scenario, system and round (overrides the size's)")
     p.add_argument("--rounds", type=int, help="rounds (overrides the size's)")
-    p.add_argument("--write-docs", action="store_true", help="write the section of docs/benchmarks.md even for the quick size")
+    p.add_argument(
+        "--write-docs", action="store_true", help="write the section of docs/benchmarks.md even for the quick size"
+    )
     p.add_argument("--report-only", action="store_true", help="re-render from bench/out/sqs-fifo-<size>.json")
     p.add_argument("--attempt-ids", action="store_true", help="send a ReceiveRequestAttemptId with every receive")
-    p.add_argument("--profile", action="store_true", help="py-spy on casque serve during its first-round runs (needs py-spy on PATH)")
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="py-spy on casque serve during its first-round runs (needs py-spy on PATH)",
+    )
     args = p.parse_args(argv)
     size = QUICK if args.quick else FULL
     if args.messages or args.rounds:
-        size = Size(f"{size.name}-custom", args.messages or size.messages, args.rounds or size.rounds, size.senders, size.receivers, size.idle_s)
+        size = Size(
+            f"{size.name}-custom",
+            args.messages or size.messages,
+            args.rounds or size.rounds,
+            size.senders,
+            size.receivers,
+            size.idle_s,
+        )
     if args.attempt_ids:
-        size = Size(f"{size.name}-attempt-ids", size.messages, size.rounds, size.senders, size.receivers, size.idle_s, attempt_ids=True)
-    return part(size, parse_systems(args.systems), to_docs=args.write_docs or size is FULL, report_only=args.report_only,
-                profile=args.profile)
+        size = Size(
+            f"{size.name}-attempt-ids",
+            size.messages,
+            size.rounds,
+            size.senders,
+            size.receivers,
+            size.idle_s,
+            attempt_ids=True,
+        )
+    return part(
+        size,
+        parse_systems(args.systems),
+        to_docs=args.write_docs or size is FULL,
+        report_only=args.report_only,
+        profile=args.profile,
+    )
 
 
 if __name__ == "__main__":

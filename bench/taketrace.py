@@ -67,7 +67,9 @@ def _identity(stmt: Any) -> Any:
     """A statement's identity, cheap to take in the hot path (named at the end, ``_names``)."""
     if getattr(stmt, "_statements_and_parameters", None) is not None:
         return ("batch", len(stmt._statements_and_parameters))
-    prepared = getattr(stmt, "prepared_statement", None) or stmt  # a BoundStatement, or a PreparedStatement run with values
+    prepared = (
+        getattr(stmt, "prepared_statement", None) or stmt
+    )  # a BoundStatement, or a PreparedStatement run with values
     query_id = getattr(prepared, "query_id", None)
     if query_id is not None:
         return query_id
@@ -113,8 +115,15 @@ def _traced(level: str, original: Any) -> Any:
             trace.closed = True
         if taken and trace.steps:
             if len(TAKES[level]) < MAX_TAKES:
-                TAKES[level].append({"waves": trace.waves, "requests": len(trace.steps), "messages": len(taken), "steps": list(trace.steps),
-                                     "ms": (time.perf_counter() - trace.t0) * 1000.0})
+                TAKES[level].append(
+                    {
+                        "waves": trace.waves,
+                        "requests": len(trace.steps),
+                        "messages": len(taken),
+                        "steps": list(trace.steps),
+                        "ms": (time.perf_counter() - trace.t0) * 1000.0,
+                    }
+                )
         elif not taken:
             EMPTY[level] += 1
         return taken
@@ -132,7 +141,8 @@ def prepared_names() -> list[tuple[Any, str, str]]:
     for obj in gc.get_objects():
         d = getattr(obj, "__dict__", None)
         if not isinstance(d, dict) or isinstance(obj, type) or type(obj).__module__.startswith("cassandra"):
-            continue  # the driver's own objects (futures, bound statements) hold statements too: name them by their owner
+            # the driver's own objects (futures, bound statements) hold statements too: name them by their owner
+            continue
         for attr, value in list(d.items()):
             if isinstance(value, PreparedStatement) and value.query_id not in found:
                 found[value.query_id] = (value.query_id, value.query_string, f"{type(obj).__name__}.{attr}")
@@ -156,7 +166,9 @@ def sequence(steps: list[tuple[int, Any]], names: dict[Any, str]) -> str:
     waves: dict[int, list[str]] = {}
     for wave, what in steps:
         waves.setdefault(wave, []).append(_label(what, names))
-    return " → ".join(" ‖ ".join(sorted(set(w))) + (f" ×{len(w)}" if len(w) > 1 and len(set(w)) == 1 else "") for w in waves.values())
+    return " → ".join(
+        " ‖ ".join(sorted(set(w))) + (f" ×{len(w)}" if len(w) > 1 and len(set(w)) == 1 else "") for w in waves.values()
+    )
 
 
 def _engine_histogram() -> dict[str, Any] | None:
@@ -190,9 +202,13 @@ def summary() -> dict[str, Any]:
             continue
         seqs: Counter = Counter(sequence(t["steps"], names) for t in takes)
         levels[level] = {
-            "unit": STATE["units"][level], "takes": len(takes), "empty": EMPTY[level],
-            "waves": [t["waves"] for t in takes], "requests": [t["requests"] for t in takes],
-            "messages": [t["messages"] for t in takes], "take_ms": [round(t["ms"], 3) for t in takes],
+            "unit": STATE["units"][level],
+            "takes": len(takes),
+            "empty": EMPTY[level],
+            "waves": [t["waves"] for t in takes],
+            "requests": [t["requests"] for t in takes],
+            "messages": [t["messages"] for t in takes],
+            "take_ms": [round(t["ms"], 3) for t in takes],
             "sequences": [{"count": n, "waves": s.count(" → ") + 1, "steps": s} for s, n in seqs.most_common(6)],
         }
     return {"levels": levels, "engine_histogram": _engine_histogram()}

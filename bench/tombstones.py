@@ -45,9 +45,14 @@ DAY_S = 86_400
 
 async def run(cq: Casque, plan: Plan, best: dict[str, Any]) -> dict[str, Any]:
     total = plan.tomb_checkpoints[-1]
-    rate = max(plan.tomb_min_rate, min(plan.tomb_rate_fraction * float(best.get("throughput") or 0), plan.tomb_max_rate))
+    rate = max(
+        plan.tomb_min_rate, min(plan.tomb_rate_fraction * float(best.get("throughput") or 0), plan.tomb_max_rate)
+    )
     rate = max(rate, total / plan.tomb_max_seconds)
-    progress(f"3. tombstones: {total:,} messages through one queue (one time bucket) at {rate:,.0f} msg/s, then the naive queue")
+    progress(
+        f"3. tombstones: {total:,} messages through one queue (one time bucket) at {rate:,.0f} msg/s, then the naive "
+        f"queue"
+    )
     queue = await make_queue(cq, "tomb", buckets=2, bucket_seconds=DAY_S)
     control = await make_queue(cq, "tombctl", buckets=2, bucket_seconds=DAY_S)
     qs = await cq.queues.get(queue)
@@ -69,13 +74,23 @@ async def run(cq: Casque, plan: Plan, best: dict[str, Any]) -> dict[str, Any]:
                 await asyncio.sleep(0.1)
             now_t, acked = time.time(), daemon.acked()
             p = await asyncio.to_thread(_probe_casque, cq, qs, queue, control)
-            p.update({"messages": cp, "interval_rate": (acked - last_n) / max(1e-6, now_t - last_t), "elapsed_s": now_t - t_start})
+            p.update(
+                {
+                    "messages": cp,
+                    "interval_rate": (acked - last_n) / max(1e-6, now_t - last_t),
+                    "elapsed_s": now_t - t_start,
+                }
+            )
             last_t, last_n = now_t, acked
             points.append(p)
-            progress(f"  casque {cp:>9,}: {p['interval_rate']:6.0f} msg/s  poll scans ≤ {p['tombstones_max']:>6,} tombstones "
-                     f"(median {p['tombstones_peek_median']:,.0f}), {p['sstables_median']:.0f} sstables, peek {p['peek_ms']:.2f} ms "
-                     f"(control {p['control_ms']:.2f} ms); "
-                     f"from row start: {p['from_start']}")
+            progress(
+                f"  casque {cp:>9,}: {p['interval_rate']:6.0f} msg/s  poll scans ≤ {p['tombstones_max']:>6,} "
+                f"tombstones "
+                f"(median {p['tombstones_peek_median']:,.0f}), {p['sstables_median']:.0f} sstables, peek "
+                f"{p['peek_ms']:.2f} ms "
+                f"(control {p['control_ms']:.2f} ms); "
+                f"from row start: {p['from_start']}"
+            )
         await load
     finally:
         daemon.stop()
@@ -91,7 +106,8 @@ async def run(cq: Casque, plan: Plan, best: dict[str, Any]) -> dict[str, Any]:
             break
     first, last = points[0], points[-1]
     return {
-        "messages": total, "rate": rate,
+        "messages": total,
+        "rate": rate,
         "queue": {"shards": qs.shards, "buckets": qs.buckets, "bucket_seconds": qs.bucket_seconds},
         "casque": points,
         "naive": naive_points,
@@ -99,8 +115,11 @@ async def run(cq: Casque, plan: Plan, best: dict[str, Any]) -> dict[str, Any]:
         "acked": res.get("acked"),
         "ratio_peek_latency": last["peek_ms"] / first["peek_ms"] if first["peek_ms"] else None,
         "ratio_peek_vs_control": (last["peek_ms"] / last["control_ms"]) / (first["peek_ms"] / first["control_ms"])
-        if first["control_ms"] and last["control_ms"] and first["peek_ms"] else None,
-        "ratio_tombstones": (last["tombstones_peek_median"] / first["tombstones_peek_median"]) if first["tombstones_peek_median"] else None,
+        if first["control_ms"] and last["control_ms"] and first["peek_ms"]
+        else None,
+        "ratio_tombstones": (last["tombstones_peek_median"] / first["tombstones_peek_median"])
+        if first["tombstones_peek_median"]
+        else None,
     }
 
 
@@ -120,12 +139,17 @@ def _probe_casque(cq: Casque, qs: Any, queue: str, control: str) -> dict[str, An
         cursor = int((rows[0].cursors or {}).get(0, 0)) if rows else 0
         now = cq.clock.now_ms()
         peeks.append(measure(session, cq.table.peek, [queue, bucket, shard, 0, cursor, now], repeats=15))
-        locks.append(measure(session, cq.table.lock_read, [queue, bucket, shard, now - qs.lock_ttl_ms - tol], repeats=3))
+        locks.append(
+            measure(session, cq.table.lock_read, [queue, bucket, shard, now - qs.lock_ttl_ms - tol], repeats=3)
+        )
         starts.append(measure(session, cq.table.peek, [queue, bucket, shard, 0, 0, now], repeats=1))
         controls.append(measure(session, cq.table.peek, [control, bucket, shard, 0, now - tol, now], repeats=15))
     failed = [s for s in starts if s.failed]
-    from_start = (f"{len(failed)}/{len(starts)} reads aborted by the node (tombstone_failure_threshold)" if failed
-                  else f"≤ {max(s.tombstones for s in starts):,} tombstones")
+    from_start = (
+        f"{len(failed)}/{len(starts)} reads aborted by the node (tombstone_failure_threshold)"
+        if failed
+        else f"≤ {max(s.tombstones for s in starts):,} tombstones"
+    )
     return {
         "tombstones_max": max(max(p.tombstones for p in peeks), max(lk.tombstones for lk in locks)),
         "tombstones_peek_median": statistics.median(p.tombstones for p in peeks),
@@ -147,7 +171,8 @@ async def _naive_interval(naive: NaiveQueue, cp: int, k: int, plan: Plan, points
     try:
         done = await naive.consume(k, deadline=t0 + plan.naive_limit_seconds)
     except Exception as exc:
-        reason = f"stopped at {points[-1]['messages'] if points else 0:,} messages: the node aborted its read ({type(exc).__name__}: tombstones)"
+        done = points[-1]["messages"] if points else 0
+        reason = f"stopped at {done:,} messages: the node aborted its read ({type(exc).__name__}: tombstones)"
         points.append({"messages": cp, "failed": reason})
         progress(f"  naive  {cp:>9,}: {reason}")
         return reason
@@ -159,8 +184,13 @@ async def _naive_interval(naive: NaiveQueue, cp: int, k: int, plan: Plan, points
         points.append({"messages": cp, "failed": cost.failed, "interval_rate": done / elapsed})
         progress(f"  naive  {cp:>9,}: {reason}")
         return reason
-    points.append({"messages": cp, "tombstones": cost.tombstones, "peek_ms": cost.latency_ms, "interval_rate": done / elapsed})
-    progress(f"  naive  {cp:>9,}: {done / elapsed:6.0f} msg/s  poll scans {cost.tombstones:>6,} tombstones, peek {cost.latency_ms:.2f} ms")
+    points.append(
+        {"messages": cp, "tombstones": cost.tombstones, "peek_ms": cost.latency_ms, "interval_rate": done / elapsed}
+    )
+    progress(
+        f"  naive  {cp:>9,}: {done / elapsed:6.0f} msg/s  poll scans {cost.tombstones:>6,} tombstones, peek "
+        f"{cost.latency_ms:.2f} ms"
+    )
     if done < k:
         return f"stopped at {cp - k + done:,} messages: an interval took longer than {plan.naive_limit_seconds:.0f}s"
     return ""

@@ -29,7 +29,9 @@ class HttpCallback(Handler):
             raise Poison(f"casque.http only calls http(s) URLs, got {url[:60]!r}")
         body = json.dumps(payload["json"]).encode() if "json" in payload else None
         headers = {"Content-Type": "application/json", "User-Agent": "casque", **payload.get("headers", {})}
-        request = urllib.request.Request(url, data=body, method=payload.get("method", "POST" if body else "GET"), headers=headers)
+        request = urllib.request.Request(
+            url, data=body, method=payload.get("method", "POST" if body else "GET"), headers=headers
+        )
         try:
             with urllib.request.urlopen(request, timeout=float(payload.get("timeout", 10))) as response:
                 ctx.log.info("http_callback_done", url=url, status=response.status)

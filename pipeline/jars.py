@@ -3,8 +3,8 @@
 The connector is a JVM library: PySpark cannot ``pip install`` it, so casque fetches it the way it
 fetches Cassandra, through the one Maven fetcher (``daemon.devnode.maven``): Maven's dependency
 plugin, pinned, copies the jars from Maven Central with ``--strict-checksums`` (each jar must match
-the SHA-1 Central publishes), and the connector's own jar is then compared with the SHA-256 pinned below, so a poisoned ``~/.m2``
-or mirror is refused.
+the SHA-1 Central publishes), and the connector's own jar is then compared with the SHA-256 pinned below, so a
+poisoned ``~/.m2`` or mirror is refused.
 
 Why not the single *assembly* jar: ``spark-cassandra-connector-assembly_2.12`` is published on
 Maven Central only up to 3.2.0, and the connector for Spark 3.5 is 3.5.1. So casque resolves
@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 
 from daemon.devnode.download import _sha256, cache_root
-from daemon.devnode.maven import MavenFailed, MavenMissing, Progress, copy_dependencies
 from daemon.devnode.locks import locked
+from daemon.devnode.maven import MavenFailed, MavenMissing, Progress, copy_dependencies
 
 from .errors import ConnectorJarError
 
@@ -93,8 +93,10 @@ def _download(version: str, target: Path, progress: Progress) -> None:
         shutil.rmtree(stale, ignore_errors=True)
     (target / _MARKER).unlink(missing_ok=True)
     partial.mkdir(parents=True)
-    progress(f"casque: fetching the Spark Cassandra connector {version} and its Java driver (13 jars, 14 MB) "
-             f"from Maven Central into {target}; this happens once")
+    progress(
+        f"casque: fetching the Spark Cassandra connector {version} and its Java driver (13 jars, 14 MB) "
+        f"from Maven Central into {target}; this happens once"
+    )
     started = time.monotonic()
     pom = target / "pom.xml"
     pom.write_text(_POM.format(group=GROUP, artifact=ARTIFACT, version=version), encoding="utf-8")
@@ -107,7 +109,13 @@ def _download(version: str, target: Path, progress: Progress) -> None:
     partial.rename(lib)
     jars = sorted(lib.glob("*.jar"))
     size, seconds = sum(j.stat().st_size for j in jars), round(time.monotonic() - started, 1)
-    marker = {"version": version, "connector_sha256": digest, "jars": [j.name for j in jars], "bytes": size, "seconds": seconds}
+    marker = {
+        "version": version,
+        "connector_sha256": digest,
+        "jars": [j.name for j in jars],
+        "bytes": size,
+        "seconds": seconds,
+    }
     (target / _MARKER).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
     progress(f"casque: connector ready: {len(jars)} jars, {size / 1e6:.0f} MB in {seconds}s")
 
@@ -120,7 +128,10 @@ def _verify(lib: Path, version: str) -> str:
     """Check the jar set; return the connector jar's SHA-256 or raise."""
     jar = _main_jar(lib, version)
     if not jar.is_file():
-        raise ConnectorJarError(f"{jar} is missing after the Maven download: delete {lib.parent} and retry (log: {lib.parent / 'maven.log'})")
+        raise ConnectorJarError(
+            f"{jar} is missing after the Maven download: delete {lib.parent} and retry (log: "
+            f"{lib.parent / 'maven.log'})"
+        )
     digest = _sha256(jar)
     expected = KNOWN_SHA256.get(version)
     if expected and digest != expected:
@@ -130,8 +141,10 @@ def _verify(lib: Path, version: str) -> str:
         )
     count = len(list(lib.glob("*.jar")))
     if count < _MIN_JARS:
-        raise ConnectorJarError(f"only {count} jars were fetched for the connector {version}: delete {lib.parent} and retry "
-                                f"(log: {lib.parent / 'maven.log'})")
+        raise ConnectorJarError(
+            f"only {count} jars were fetched for the connector {version}: delete {lib.parent} and retry "
+            f"(log: {lib.parent / 'maven.log'})"
+        )
     return digest
 
 
@@ -140,8 +153,12 @@ def _run_maven(pom: Path, out_dir: Path, log_path: Path, progress: Progress) -> 
     try:
         copy_dependencies(pom, out_dir, log_path, progress, options=[f"-DexcludeGroupIds={PROVIDED_BY_SPARK}"])
     except MavenMissing:
-        raise ConnectorJarError("Maven (mvn) is not on PATH: install it (apt-get install maven); "
-                                "it fetches the Spark Cassandra connector once") from None
+        raise ConnectorJarError(
+            "Maven (mvn) is not on PATH: install it (apt-get install maven); "
+            "it fetches the Spark Cassandra connector once"
+        ) from None
     except MavenFailed as exc:
-        raise ConnectorJarError(f"Maven failed (exit {exc.rc}) fetching {ARTIFACT}: {exc.reason}; "
-                                f"check network/proxy (~/.m2/settings.xml) and retry, full log: {log_path}") from None
+        raise ConnectorJarError(
+            f"Maven failed (exit {exc.rc}) fetching {ARTIFACT}: {exc.reason}; "
+            f"check network/proxy (~/.m2/settings.xml) and retry, full log: {log_path}"
+        ) from None

@@ -25,8 +25,8 @@ from typing import Any
 from daemon.base.config import Settings
 from daemon.base.errors import UsageError
 from daemon.base.logs import get_logger
-from daemon.engine.storage.placement import KEY_SHARDS
 from daemon.engine.send.producer import OnConflict
+from daemon.engine.storage.placement import KEY_SHARDS
 
 from . import workers
 from .mapping import check_mapping, parse_pairs, policy_of, to_fields

@@ -22,8 +22,8 @@ from typing import Any
 
 from daemon.base.errors import UsageError
 from daemon.base.terminal import parse_time
-from daemon.engine.send.producer import Job, OnConflict
 from daemon.engine.schedules.triggers import make_trigger
+from daemon.engine.send.producer import Job, OnConflict
 
 from .errors import MappingError
 

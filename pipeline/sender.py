@@ -33,8 +33,8 @@ from daemon.base.config import Settings
 from daemon.base.errors import CasqueError, KeyConflict, StorageUnavailable
 from daemon.base.logs import get_logger
 from daemon.engine.client import Casque
-from daemon.engine.storage.placement import key_shard
 from daemon.engine.send.producer import Job, OnConflict, build_message
+from daemon.engine.storage.placement import key_shard
 
 from . import workers
 from .mapping import to_job

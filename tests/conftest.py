@@ -10,19 +10,19 @@ import itertools
 import os
 import sys
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import AsyncIterator
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from daemon.engine.client import Casque  # noqa: E402
 from daemon.base.clock import Clock, ManualClock  # noqa: E402
 from daemon.base.config import Settings  # noqa: E402
-from daemon.engine.storage.db import Database  # noqa: E402
 from daemon.devnode import ClusterSpec, start  # noqa: E402
+from daemon.engine.client import Casque  # noqa: E402
+from daemon.engine.storage.db import Database  # noqa: E402
 from daemon.engine.storage.schema import apply_schema  # noqa: E402
 
 TEST_KEYSPACE = "casque_test"

@@ -14,9 +14,9 @@ import pytest
 
 from bench import baseline, cqlcount, report, taketrace, targets
 from daemon.base.clock import ManualClock
+from daemon.engine.client import Casque
 from daemon.engine.consume import consumer as consumer_mod
 from daemon.engine.storage import db as db_mod
-from daemon.engine.client import Casque
 
 
 @pytest.fixture
@@ -35,7 +35,9 @@ def instruments(monkeypatch: pytest.MonkeyPatch) -> None:
     taketrace.install()
 
 
-async def test_take_trace_counts_every_request_of_the_take(instruments: None, manual: tuple[Casque, ManualClock], queue_name: str) -> None:
+async def test_take_trace_counts_every_request_of_the_take(
+    instruments: None, manual: tuple[Casque, ManualClock], queue_name: str
+) -> None:
     cq, _clock = manual
     await cq.create_queue(queue_name, shards=1)
     consumer = cq.consumer(queue_name)
@@ -73,8 +75,20 @@ async def test_wire_counter_sees_each_request_frame(instruments: None, cq: Casqu
 
 
 def test_rates_are_per_second_of_the_window() -> None:
-    before = {"t": 100.0, "requests": 10, "by_statement": {"SELECT a FROM t": 4}, "by_caller": {"x.f": 4}, "wire": {"ExecuteMessage": 10}}
-    after = {"t": 110.0, "requests": 60, "by_statement": {"SELECT a FROM t": 44}, "by_caller": {"x.f": 24}, "wire": {"ExecuteMessage": 60, "OptionsMessage": 1}}
+    before = {
+        "t": 100.0,
+        "requests": 10,
+        "by_statement": {"SELECT a FROM t": 4},
+        "by_caller": {"x.f": 4},
+        "wire": {"ExecuteMessage": 10},
+    }
+    after = {
+        "t": 110.0,
+        "requests": 60,
+        "by_statement": {"SELECT a FROM t": 44},
+        "by_caller": {"x.f": 24},
+        "wire": {"ExecuteMessage": 60, "OptionsMessage": 1},
+    }
     r = cqlcount.rates(before, after, names={"SELECT a FROM t": "Table.a"})
     assert r["wire_per_s"] == pytest.approx(5.1)
     assert r["wire_by_type_per_s"] == {"ExecuteMessage": pytest.approx(5.0), "OptionsMessage": pytest.approx(0.1)}

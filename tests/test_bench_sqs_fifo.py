@@ -23,7 +23,21 @@ def test_body_names_its_stream_group_and_place() -> None:
 def test_a_clean_run_is_clean() -> None:
     sent = stream(0, "g0", 5) + stream(1, "g0", 5) + stream(0, "g1", 3)
     # two senders' streams interleaved in one group, each in its own order; sequence numbers rising per group
-    order = [sent[0], sent[5], sent[1], sent[6], sent[10], sent[2], sent[3], sent[7], sent[8], sent[11], sent[4], sent[9], sent[12]]
+    order = [
+        sent[0],
+        sent[5],
+        sent[1],
+        sent[6],
+        sent[10],
+        sent[2],
+        sent[3],
+        sent[7],
+        sent[8],
+        sent[11],
+        sent[4],
+        sent[9],
+        sent[12],
+    ]
     seq = Counter[str]()
     deliveries = []
     for body in order:
@@ -119,29 +133,50 @@ def test_a_sender_cycles_its_groups_so_streams_have_several_messages() -> None:
 def test_high_throughput_scenario_asks_for_sqs_high_throughput_attributes() -> None:
     ht = [sc for sc in sqs_fifo.SCENARIOS if sc.high_throughput]
     assert [sc.groups for sc in ht] == [1000]
-    assert ht[0].attributes() == {"FifoQueue": "true", "DeduplicationScope": "messageGroup", "FifoThroughputLimit": "perMessageGroupId"}
+    assert ht[0].attributes() == {
+        "FifoQueue": "true",
+        "DeduplicationScope": "messageGroup",
+        "FifoThroughputLimit": "perMessageGroupId",
+    }
     assert sorted(sc.groups for sc in sqs_fifo.SCENARIOS if not sc.high_throughput) == [1, 10, 1000]
 
 
 def test_systems_alternate_which_goes_first() -> None:
     assert [sqs_fifo._order(["casque", "elasticmq"], step) for step in range(3)] == [
-        ["casque", "elasticmq"], ["elasticmq", "casque"], ["casque", "elasticmq"]]
+        ["casque", "elasticmq"],
+        ["elasticmq", "casque"],
+        ["casque", "elasticmq"],
+    ]
 
 
 def _results(casque: dict[str, object]) -> dict[str, object]:
     runs = []
     for sc in sqs_fifo.SCENARIOS:
-        runs.append({"system": "elasticmq", "scenario": sc.key, "round": 1, "send_per_s": 400.0, "receive_delete_per_s": 200.0,
-                     "ledger": Ledger(sent=100, received=100).as_dict()})
+        runs.append(
+            {
+                "system": "elasticmq",
+                "scenario": sc.key,
+                "round": 1,
+                "send_per_s": 400.0,
+                "receive_delete_per_s": 200.0,
+                "ledger": Ledger(sent=100, received=100).as_dict(),
+            }
+        )
         runs.append({"system": "casque", "scenario": sc.key, "round": 1, **casque})
-    return {"size": {"name": "quick", "messages": 100, "rounds": 1, "senders": 8, "receivers": 8, "idle_s": 20.0},
-            "systems": ["casque", "elasticmq"], "labels": {k: v[0] for k, v in sqs_fifo.SYSTEMS.items()},
-            "scenarios": [{"key": sc.key, "label": sc.label} for sc in sqs_fifo.SCENARIOS], "runs": runs,
-            "summary": sqs_fifo.summarize(runs)}
+    return {
+        "size": {"name": "quick", "messages": 100, "rounds": 1, "senders": 8, "receivers": 8, "idle_s": 20.0},
+        "systems": ["casque", "elasticmq"],
+        "labels": {k: v[0] for k, v in sqs_fifo.SYSTEMS.items()},
+        "scenarios": [{"key": sc.key, "label": sc.label} for sc in sqs_fifo.SCENARIOS],
+        "runs": runs,
+        "summary": sqs_fifo.summarize(runs),
+    }
 
 
 def test_table_gives_the_ratio_and_shows_a_lossy_run_in_bold() -> None:
-    R = _results({"send_per_s": 200.0, "receive_delete_per_s": 300.0, "ledger": Ledger(sent=100, received=99, lost=1).as_dict()})
+    R = _results(
+        {"send_per_s": 200.0, "receive_delete_per_s": 300.0, "ledger": Ledger(sent=100, received=99, lost=1).as_dict()}
+    )
     table = report.sqs_fifo_table(R)
     assert "| send, 1 group | 200 | 400 | 0.50× |" in table
     assert (

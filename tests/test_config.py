@@ -25,13 +25,16 @@ def test_default_config_file_parses_and_matches_the_built_in_defaults() -> None:
 
 
 def test_env_overrides_every_level(tmp_path: Path) -> None:
-    s = load_settings(ROOT / "config" / "casque.toml", env={
-        "CASQUE_WORKER__CONSUMERS": "9",
-        "CASQUE_CASSANDRA__CONTACT_POINTS": '["10.0.0.1", "10.0.0.2"]',
-        "CASQUE_CASSANDRA__TLS__ENABLED": "true",
-        "CASQUE_QUEUE_DEFAULTS__TIMEOUT": "2m",
-        "CASQUE_LOG__LEVEL": "debug",
-    })
+    s = load_settings(
+        ROOT / "config" / "casque.toml",
+        env={
+            "CASQUE_WORKER__CONSUMERS": "9",
+            "CASQUE_CASSANDRA__CONTACT_POINTS": '["10.0.0.1", "10.0.0.2"]',
+            "CASQUE_CASSANDRA__TLS__ENABLED": "true",
+            "CASQUE_QUEUE_DEFAULTS__TIMEOUT": "2m",
+            "CASQUE_LOG__LEVEL": "debug",
+        },
+    )
     assert s.worker.consumers == 9
     assert s.cassandra.contact_points == ["10.0.0.1", "10.0.0.2"]
     assert s.cassandra.tls.enabled is True
@@ -39,14 +42,17 @@ def test_env_overrides_every_level(tmp_path: Path) -> None:
     assert s.log.level == "debug"
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("[worker]\nconsumrs = 3\n", "unknown key 'worker.consumrs' in {path}"),
-    ("[worker]\nconsumers = 'many'\n", "worker.consumers in {path} must be an integer, got 'many'"),
-    ("[worker]\ndrain_timeout = 'soon'\n", "worker.drain_timeout in {path} must be a duration"),
-    ("[log]\nlevel = 'loud'\n", "log.level in {path} must be one of debug, error, info, warning"),
-    ("[cassandra\nport = 1\n", "config file {path} is not valid TOML"),
-    ("[nonsense]\n", "unknown key 'nonsense' in {path}"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[worker]\nconsumrs = 3\n", "unknown key 'worker.consumrs' in {path}"),
+        ("[worker]\nconsumers = 'many'\n", "worker.consumers in {path} must be an integer, got 'many'"),
+        ("[worker]\ndrain_timeout = 'soon'\n", "worker.drain_timeout in {path} must be a duration"),
+        ("[log]\nlevel = 'loud'\n", "log.level in {path} must be one of debug, error, info, warning"),
+        ("[cassandra\nport = 1\n", "config file {path} is not valid TOML"),
+        ("[nonsense]\n", "unknown key 'nonsense' in {path}"),
+    ],
+)
 def test_bad_config_names_the_key_and_the_file(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "bad.toml"
     path.write_text(text)
@@ -58,7 +64,9 @@ def test_bad_config_names_the_key_and_the_file(tmp_path: Path, text: str, messag
 
 def test_bad_env_override_names_the_variable() -> None:
     with pytest.raises(ConfigError, match="environment variable CASQUE_WORKER__BATCH_SIZE"):
-        load_settings(None, env={"CASQUE_WORKER__BATCH_SIZE": "lots", "CASQUE_CONFIG": str(ROOT / "config" / "casque.toml")})
+        load_settings(
+            None, env={"CASQUE_WORKER__BATCH_SIZE": "lots", "CASQUE_CONFIG": str(ROOT / "config" / "casque.toml")}
+        )
 
 
 def test_missing_config_file_says_how_to_fix_it(tmp_path: Path) -> None:
@@ -69,7 +77,9 @@ def test_missing_config_file_says_how_to_fix_it(tmp_path: Path) -> None:
 def test_cli_exits_2_with_one_line_on_a_bad_config(tmp_path: Path) -> None:
     path = tmp_path / "bad.toml"
     path.write_text("[worker]\nconsumers = -1\n")
-    done = subprocess.run([sys.executable, "-m", "daemon.cli", "-c", str(path), "queues"], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "daemon.cli", "-c", str(path), "queues"], cwd=ROOT, capture_output=True, text=True
+    )
     assert done.returncode == 2
     assert done.stderr.strip() == f"casque: worker.consumers in {path} must not be negative, got -1"
 
@@ -80,6 +90,8 @@ def test_bad_durations_are_rejected_with_the_value(bad: str) -> None:
         parse_duration(bad, "delay")
 
 
-@pytest.mark.parametrize(("text", "seconds"), [("250ms", 0.25), ("10s", 10), ("5m", 300), ("1h30m", 5400), ("2d", 172800), ("1.5", 1.5)])
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("250ms", 0.25), ("10s", 10), ("5m", 300), ("1h30m", 5400), ("2d", 172800), ("1.5", 1.5)]
+)
 def test_durations(text: str, seconds: float) -> None:
     assert parse_duration(text) == seconds

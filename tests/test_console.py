@@ -16,8 +16,8 @@ import sys
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import AsyncIterator
 
 import httpx
 import pytest
@@ -30,9 +30,9 @@ from daemon.engine.client import Casque
 from daemon.engine.cluster.heartbeats import Heartbeat, Heartbeats
 from daemon.engine.observe.samples import Counters, Samples, recent_rates, series
 from daemon.http.console import build_console
+from daemon.testing.daemonproc import ROOT, start_daemon, until, wait_for, write_config
 
 from .conftest import TEST_KEYSPACE
-from daemon.testing.daemonproc import ROOT, start_daemon, until, wait_for, write_config
 
 ADMIN, VIEWER = ("admin", "admin-pw"), ("viewer", "viewer-pw")
 
@@ -44,13 +44,17 @@ def console_app(cq: Casque, **overrides: object) -> Starlette:
 
 @pytest.fixture
 async def admin(cq: Casque) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=console_app(cq)), base_url="http://console", auth=ADMIN) as c:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=console_app(cq)), base_url="http://console", auth=ADMIN
+    ) as c:
         yield c
 
 
 @pytest.fixture
 async def viewer(cq: Casque) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=console_app(cq)), base_url="http://console", auth=VIEWER) as c:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=console_app(cq)), base_url="http://console", auth=VIEWER
+    ) as c:
         yield c
 
 
@@ -75,8 +79,13 @@ async def poison_one(cq: Casque, queue: str, task: str, payload: object) -> uuid
         if taken:
             break
     assert taken, "the message was not taken"
-    await cq.acker.poison(taken[0], "handler raised ValueError on its last attempt", "ValueError", "bad input",
-                          "Traceback (most recent call last):\n  File \"h.py\", line 1\nValueError: bad input\n")
+    await cq.acker.poison(
+        taken[0],
+        "handler raised ValueError on its last attempt",
+        "ValueError",
+        "bad input",
+        'Traceback (most recent call last):\n  File "h.py", line 1\nValueError: bad input\n',
+    )
     return uuid.UUID(mid)
 
 
@@ -86,7 +95,9 @@ async def test_without_credentials_nothing_is_shown(cq: Casque) -> None:
         assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Basic")
         assert (await anon.get("/queues", auth=("admin", "wrong"))).status_code == 401
         assert (await anon.get("/queues", headers={"Authorization": "Bearer admin-pw"})).status_code == 200
-        assert (await anon.get("/static/htmx.min.js", headers={"Authorization": "Basic !!notbase64"})).status_code == 401
+        assert (
+            await anon.get("/static/htmx.min.js", headers={"Authorization": "Basic !!notbase64"})
+        ).status_code == 401
 
 
 def test_a_console_without_any_password_or_with_one_for_both_roles_is_refused(cq: Casque) -> None:
@@ -96,8 +107,12 @@ def test_a_console_without_any_password_or_with_one_for_both_roles_is_refused(cq
         build_console(cq, ConsoleSettings(admin_password="same", viewer_password="same"))
 
 
-async def test_queues_page_shows_counts_of_a_sent_message_and_creates_queues(cq: Casque, admin: httpx.AsyncClient, queue_name: str) -> None:
-    r = await act(admin, "/queues", "/queues", {"name": queue_name, "shards": "2", "timeout": "45s", "max_attempts": "3"})
+async def test_queues_page_shows_counts_of_a_sent_message_and_creates_queues(
+    cq: Casque, admin: httpx.AsyncClient, queue_name: str
+) -> None:
+    r = await act(
+        admin, "/queues", "/queues", {"name": queue_name, "shards": "2", "timeout": "45s", "max_attempts": "3"}
+    )
     assert r.status_code == 303 and r.headers["location"].startswith(f"/queues/{queue_name}?msg=")
     qs = await cq.queues.get(queue_name, fresh=True)
     assert (qs.shards, qs.timeout_ms, qs.max_attempts) == (2, 45_000, 3)
@@ -109,12 +124,16 @@ async def test_queues_page_shows_counts_of_a_sent_message_and_creates_queues(cq:
     assert '<td class="n waiting">1</td>' in row.group(1) and '<td class="n scheduled">1</td>' in row.group(1)
 
 
-async def test_large_queues_show_their_daemons_depth_sample_on_the_list(cq: Casque, admin: httpx.AsyncClient, queue_name: str) -> None:
+async def test_large_queues_show_their_daemons_depth_sample_on_the_list(
+    cq: Casque, admin: httpx.AsyncClient, queue_name: str
+) -> None:
     sampled, unsampled = f"{queue_name}_s", f"{queue_name}_u"
     for name in (sampled, unsampled):
         await cq.create_queue(name, shards=16, buckets=24)  # 384 shard rows: too many to count on the list
         await cq.send(name, "t", 1)
-    await Samples(cq.db, TEST_KEYSPACE).write(sampled, cq.clock.now_ms() - 10_000, "h:1", Counters(), 0, 0, 0, (7, 3, 1))
+    await Samples(cq.db, TEST_KEYSPACE).write(
+        sampled, cq.clock.now_ms() - 10_000, "h:1", Counters(), 0, 0, 0, (7, 3, 1)
+    )
     # searched by whole name: one point read finds it first, however many queues the keyspace holds
     page = await admin.get("/queues", params={"q": sampled})
     row = re.search(rf'<tr data-queue="{sampled}">(.*?)</tr>', page.text, re.S).group(1)
@@ -147,7 +166,9 @@ async def test_queue_list_pages_by_token_and_never_repeats(cq: Casque, admin: ht
 
 async def test_queue_page_peeks_without_consuming(cq: Casque, admin: httpx.AsyncClient, queue_name: str) -> None:
     await cq.create_queue(queue_name)
-    mid = await cq.send(queue_name, "peeked.task", {"visible": "yes-please", "html": "<script>alert(1)</script>"}, key="k1")
+    mid = await cq.send(
+        queue_name, "peeked.task", {"visible": "yes-please", "html": "<script>alert(1)</script>"}, key="k1"
+    )
     for _ in range(2):
         page = await admin.get(f"/queues/{queue_name}")
         assert page.status_code == 200 and mid in page.text and "yes-please" in page.text
@@ -158,7 +179,9 @@ async def test_queue_page_peeks_without_consuming(cq: Casque, admin: httpx.Async
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in detail.text
 
 
-async def test_message_page_shows_history_for_queues_that_keep_it(cq: Casque, admin: httpx.AsyncClient, queue_name: str) -> None:
+async def test_message_page_shows_history_for_queues_that_keep_it(
+    cq: Casque, admin: httpx.AsyncClient, queue_name: str
+) -> None:
     await cq.create_queue(queue_name, history=True)
     mid = await cq.send(queue_name, "t", 1)
     page = await admin.get(f"/queues/{queue_name}/messages/{mid}")
@@ -171,7 +194,9 @@ async def test_message_page_shows_history_for_queues_that_keep_it(cq: Casque, ad
 async def test_send_and_cancel_from_the_console(cq: Casque, admin: httpx.AsyncClient, queue_name: str) -> None:
     await cq.create_queue(queue_name)
     page = f"/queues/{queue_name}"
-    r = await act(admin, page, f"{page}/send", {"task": "console.test", "payload": '{"to": "ada"}', "delay": "", "key": "kk"})
+    r = await act(
+        admin, page, f"{page}/send", {"task": "console.test", "payload": '{"to": "ada"}', "delay": "", "key": "kk"}
+    )
     assert r.status_code == 303 and "msg=sent" in r.headers["location"]
     m = await cq.get(queue_name, key="kk")
     assert m is not None and m.payload == {"to": "ada"} and m.task == "console.test"
@@ -195,7 +220,9 @@ async def test_purge_needs_the_queue_name_typed(cq: Casque, admin: httpx.AsyncCl
     assert [(e["action"], e["user"], e["queue"], e["deleted"]) for e in done] == [("purge", "admin", queue_name, 5)]
 
 
-async def test_poison_pages_replay_one_by_task_or_all_and_purge(cq: Casque, admin: httpx.AsyncClient, queue_name: str) -> None:
+async def test_poison_pages_replay_one_by_task_or_all_and_purge(
+    cq: Casque, admin: httpx.AsyncClient, queue_name: str
+) -> None:
     await cq.create_queue(queue_name)
     a = await poison_one(cq, queue_name, "task.a", {"n": 1})
     b = await poison_one(cq, queue_name, "task.b", {"n": 2})
@@ -232,34 +259,56 @@ async def test_schedules_page_lists_and_cancels(cq: Casque, admin: httpx.AsyncCl
     assert await cq.get_key(queue_name, "digest:1") is None and await cq.peek(queue_name) == []
 
 
-async def test_viewer_sees_everything_and_can_do_nothing(cq: Casque, viewer: httpx.AsyncClient, queue_name: str) -> None:
+async def test_viewer_sees_everything_and_can_do_nothing(
+    cq: Casque, viewer: httpx.AsyncClient, queue_name: str
+) -> None:
     await cq.create_queue(queue_name)
     await cq.send(queue_name, "t", 1)
     page = await viewer.get(f"/queues/{queue_name}")
-    assert page.status_code == 200 and "read-only" in page.text and "Purge" not in page.text and 'name="csrf"' not in page.text
-    for path in (f"/queues/{queue_name}/purge", f"/queues/{queue_name}/send", "/queues", f"/queues/{queue_name}/poison/replay"):
+    assert (
+        page.status_code == 200
+        and "read-only" in page.text
+        and "Purge" not in page.text
+        and 'name="csrf"' not in page.text
+    )
+    for path in (
+        f"/queues/{queue_name}/purge",
+        f"/queues/{queue_name}/send",
+        "/queues",
+        f"/queues/{queue_name}/poison/replay",
+    ):
         r = await viewer.post(path, data={"confirm": queue_name, "task": "t", "name": "x", "what": "all"})
         assert r.status_code == 403 and "read-only" in r.text
     assert len(await cq.peek(queue_name)) == 1
 
 
-async def test_actions_need_the_csrf_token_and_the_same_origin(cq: Casque, admin: httpx.AsyncClient, queue_name: str) -> None:
+async def test_actions_need_the_csrf_token_and_the_same_origin(
+    cq: Casque, admin: httpx.AsyncClient, queue_name: str
+) -> None:
     await cq.create_queue(queue_name)
     await cq.send(queue_name, "t", 1)
     target = f"/queues/{queue_name}/purge"
     assert (await admin.post(target, data={"confirm": queue_name})).status_code == 403
     assert (await admin.post(target, data={"confirm": queue_name, "csrf": "0" * 64})).status_code == 403
     token = csrf(await admin.get(f"/queues/{queue_name}"))
-    evil = await admin.post(target, data={"confirm": queue_name, "csrf": token}, headers={"Origin": "http://evil.example"})
+    evil = await admin.post(
+        target, data={"confirm": queue_name, "csrf": token}, headers={"Origin": "http://evil.example"}
+    )
     assert evil.status_code == 403 and "cross-site" in evil.text
-    cross = await admin.post(target, data={"confirm": queue_name, "csrf": token}, headers={"Sec-Fetch-Site": "cross-site"})
+    cross = await admin.post(
+        target, data={"confirm": queue_name, "csrf": token}, headers={"Sec-Fetch-Site": "cross-site"}
+    )
     assert cross.status_code == 403
     assert len(await cq.peek(queue_name)) == 1
-    ok = await admin.post(target, data={"confirm": queue_name}, headers={"X-CSRF-Token": token, "Origin": "http://console"})
+    ok = await admin.post(
+        target, data={"confirm": queue_name}, headers={"X-CSRF-Token": token, "Origin": "http://console"}
+    )
     assert ok.status_code == 303 and await cq.peek(queue_name) == []
 
 
-async def test_bad_input_gets_one_line_and_the_protocol_status(cq: Casque, admin: httpx.AsyncClient, queue_name: str) -> None:
+async def test_bad_input_gets_one_line_and_the_protocol_status(
+    cq: Casque, admin: httpx.AsyncClient, queue_name: str
+) -> None:
     missing = await admin.get(f"/queues/{queue_name}")
     assert missing.status_code == 404 and f"queue &#39;{queue_name}&#39; does not exist" in missing.text
     assert (await admin.get("/queues", params={"after": "abc"})).status_code == 400
@@ -277,13 +326,18 @@ async def test_links_carry_the_root_path_behind_a_proxy(cq: Casque, queue_name: 
     async with httpx.AsyncClient(transport=transport, base_url="http://console", auth=ADMIN) as c:
         page = await c.get(f"/casque/queues/{queue_name}")
         assert page.status_code == 200
-        assert 'src="/casque/static/htmx.min.js"' in page.text and f'href="/casque/queues/{queue_name}/poison"' in page.text
+        assert (
+            'src="/casque/static/htmx.min.js"' in page.text
+            and f'href="/casque/queues/{queue_name}/poison"' in page.text
+        )
         assert (await c.get("/casque/static/console.css")).status_code == 200
         r = await c.post(f"/casque/queues/{queue_name}/purge", data={"csrf": csrf(page), "confirm": queue_name})
         assert r.headers["location"].startswith(f"/casque/queues/{queue_name}?")
 
 
-async def test_chart_draws_depth_and_rates_from_the_stats_rows(cq: Casque, admin: httpx.AsyncClient, queue_name: str) -> None:
+async def test_chart_draws_depth_and_rates_from_the_stats_rows(
+    cq: Casque, admin: httpx.AsyncClient, queue_name: str
+) -> None:
     await cq.create_queue(queue_name)
     samples, now = Samples(cq.db, TEST_KEYSPACE), cq.clock.now_ms()
     # one daemon, 3 minutes: depth 100 -> 80 -> 50 while it acks 30 then 40 (so 10 then 10 were sent)
@@ -299,7 +353,9 @@ async def test_chart_draws_depth_and_rates_from_the_stats_rows(cq: Casque, admin
     assert svg.headers["content-type"].startswith("image/svg+xml") and svg.text.count("<polyline") >= 2
 
 
-async def test_daemons_page_shows_a_running_daemons_heartbeat(cq: Casque, admin: httpx.AsyncClient, queue_name: str, tmp_path: Path) -> None:
+async def test_daemons_page_shows_a_running_daemons_heartbeat(
+    cq: Casque, admin: httpx.AsyncClient, queue_name: str, tmp_path: Path
+) -> None:
     await cq.create_queue(queue_name)
     for i in range(3):
         await cq.send(queue_name, "test.record", i, delay="1h")
@@ -308,16 +364,25 @@ async def test_daemons_page_shows_a_running_daemons_heartbeat(cq: Casque, admin:
     beats = Heartbeats(cq.db, TEST_KEYSPACE)
     try:
         await until(lambda: _beating(beats, d.proc.pid), 60, "a heartbeat row", d)
+
         # a stats row soon carries the queue's depth, counted from the shard rows (the daemon's
         # first count starts at once; a row is written every 10 s)
         async def depths() -> list[tuple[int, int, int]]:
             rows = await Samples(cq.db, TEST_KEYSPACE).read(queue_name, 0)
-            return [(r.depth_waiting, r.depth_scheduled, r.depth_in_flight) for r in rows if r.depth_waiting is not None]
+            return [
+                (r.depth_waiting, r.depth_scheduled, r.depth_in_flight) for r in rows if r.depth_waiting is not None
+            ]
+
         await until(depths, 60, "a stats row with the depth", d)
         assert await depths() == [(0, 3, 0)]
         page = await admin.get("/daemons")
         row = re.search(rf"<td class=\"n\">{d.proc.pid}</td>.*?</tr>", page.text, re.S)
-        assert row and queue_name in row.group(0) and '<td class="n">3</td>' in row.group(0) and "(stale)" not in row.group(0)
+        assert (
+            row
+            and queue_name in row.group(0)
+            and '<td class="n">3</td>' in row.group(0)
+            and "(stale)" not in row.group(0)
+        )
     finally:
         d.signal(signal.SIGTERM)
         d.wait()
@@ -332,8 +397,13 @@ def test_casque_web_makes_a_password_when_none_is_set_and_listens_on_loopback(se
     cfg.write_text(f'[cassandra]\nkeyspace = "{TEST_KEYSPACE}"\n[log]\nformat = "json"\n')
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("CASQUE_CONSOLE__")} | {"PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "daemon.cli", "-c", str(cfg), "web", "--port", str(port)], cwd=ROOT, env=env,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "daemon.cli", "-c", str(cfg), "web", "--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = proc.stderr.readline()
         found = re.search(r"log in as admin / (\S+)", line)
@@ -349,8 +419,13 @@ def test_casque_web_makes_a_password_when_none_is_set_and_listens_on_loopback(se
 
 
 def test_casque_web_rejects_a_bad_root_path_in_one_line(tmp_path: Path) -> None:
-    r = subprocess.run([sys.executable, "-m", "daemon.cli", "web", "--root-path", "casque/"], cwd=ROOT, capture_output=True, text=True,
-                       env=dict(os.environ) | {"PYTHONPATH": str(ROOT)})
+    r = subprocess.run(
+        [sys.executable, "-m", "daemon.cli", "web", "--root-path", "casque/"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ) | {"PYTHONPATH": str(ROOT)},
+    )
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "must start with '/'" in r.stderr
 
 
@@ -385,7 +460,9 @@ def test_templates_and_static_files_ship_in_the_package() -> None:
 async def test_a_silent_daemon_is_shown_as_stale(cq: Casque, admin: httpx.AsyncClient) -> None:
     name = f"gone-{uuid.uuid4().hex[:8]}"
     now = cq.clock.now_ms()
-    await Heartbeats(cq.db, TEST_KEYSPACE).beat(Heartbeat(f"{name}:1", name, 1, ["q"], 4, 2, now - 600_000, now - 60_000, "0.1.0"))
+    await Heartbeats(cq.db, TEST_KEYSPACE).beat(
+        Heartbeat(f"{name}:1", name, 1, ["q"], 4, 2, now - 600_000, now - 60_000, "0.1.0")
+    )
     page = await admin.get("/daemons")
     row = re.search(rf'<tr class="(\w+)">\s*<td>{name}</td>.*?</tr>', page.text, re.S)
     assert row and row.group(1) == "stale" and "1m ago <b>(stale)</b>" in row.group(0)

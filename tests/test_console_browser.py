@@ -18,21 +18,24 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import AsyncIterator, Iterator
 
 import pytest
 
 from daemon.engine.client import Casque
+from daemon.testing.daemonproc import ROOT
 
 from .conftest import TEST_KEYSPACE
-from daemon.testing.daemonproc import ROOT
 from .test_console import poison_one
 
 CHROMIUM = "/usr/bin/chromium"
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing: install it with 'apt-get install -y chromium' (make setup does, as root)"),
+    pytest.mark.skipif(
+        not Path(CHROMIUM).exists(),
+        reason=f"{CHROMIUM} is missing: install it with 'apt-get install -y chromium' (make setup does, as root)",
+    ),
 ]
 playwright_api = pytest.importorskip("playwright.async_api", reason="playwright is missing: pip install -e '.[test]'")
 
@@ -49,7 +52,12 @@ def _free_port() -> int:
 def _answers(url: str) -> bool:
     auth = base64.b64encode(f"admin:{ADMIN_PW}".encode()).decode()
     try:
-        return urllib.request.urlopen(urllib.request.Request(url, headers={"Authorization": f"Basic {auth}"}), timeout=2).status == 200
+        return (
+            urllib.request.urlopen(
+                urllib.request.Request(url, headers={"Authorization": f"Basic {auth}"}), timeout=2
+            ).status
+            == 200
+        )
     except (urllib.error.URLError, OSError):
         return False
 
@@ -61,11 +69,20 @@ def console_url(tmp_path_factory: pytest.TempPathFactory, settings: object) -> I
     cfg = tmp / "c.toml"
     cfg.write_text(f'[cassandra]\nkeyspace = "{TEST_KEYSPACE}"\n[log]\nformat = "json"\n')
     port = _free_port()
-    env = dict(os.environ) | {"PYTHONPATH": str(ROOT), "CASQUE_CONSOLE__ADMIN_PASSWORD": ADMIN_PW,
-                              "CASQUE_CONSOLE__VIEWER_PASSWORD": VIEWER_PW, "CASQUE_CONSOLE__REFRESH": f"{REFRESH_S}s"}
+    env = dict(os.environ) | {
+        "PYTHONPATH": str(ROOT),
+        "CASQUE_CONSOLE__ADMIN_PASSWORD": ADMIN_PW,
+        "CASQUE_CONSOLE__VIEWER_PASSWORD": VIEWER_PW,
+        "CASQUE_CONSOLE__REFRESH": f"{REFRESH_S}s",
+    }
     with open(tmp / "web.log", "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "daemon.cli", "-c", str(cfg), "web", "--port", str(port)],
-                                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "daemon.cli", "-c", str(cfg), "web", "--port", str(port)],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 60
         while not _answers(f"{url}/queues"):
@@ -104,7 +121,9 @@ class Page:
 
 
 async def _logged_in(browser: object, url: str, user: str, password: str) -> AsyncIterator[Page]:
-    ctx = await browser.new_context(http_credentials={"username": user, "password": password}, viewport={"width": 1280, "height": 900})
+    ctx = await browser.new_context(
+        http_credentials={"username": user, "password": password}, viewport={"width": 1280, "height": 900}
+    )
     page = Page(await ctx.new_page(), url)
     yield page
     await ctx.close()
@@ -124,7 +143,8 @@ async def viewer_page(browser: object, console_url: str) -> AsyncIterator[Page]:
 
 
 async def test_a_message_sent_from_the_console_appears_in_the_counts_and_peek_shows_its_payload(
-        cq: Casque, admin_page: Page, queue_name: str) -> None:
+    cq: Casque, admin_page: Page, queue_name: str
+) -> None:
     await cq.create_queue(queue_name)
     p, page = admin_page, admin_page.page
     await p.open(f"/queues/{queue_name}")
@@ -163,8 +183,10 @@ async def test_live_refresh_pauses_while_the_tab_is_hidden(cq: Casque, admin_pag
     await page.wait_for_timeout(4 * REFRESH_S * 1000)  # a negative result needs a window: four refresh periods
     assert [t for t in refreshes if t > hidden_at + 0.5] == [], "it kept refreshing while hidden"
     before = len(refreshes)
-    await page.evaluate("Object.defineProperty(document, 'hidden', {configurable: true, get: () => false});"
-                        "document.dispatchEvent(new Event('visibilitychange'))")
+    await page.evaluate(
+        "Object.defineProperty(document, 'hidden', {configurable: true, get: () => false});"
+        "document.dispatchEvent(new Event('visibilitychange'))"
+    )
     deadline = time.monotonic() + 10
     while len(refreshes) == before and time.monotonic() < deadline:
         await page.wait_for_timeout(50)
@@ -220,11 +242,14 @@ async def test_a_read_only_user_sees_but_cannot_act(cq: Casque, viewer_page: Pag
     await p.open(f"/queues/{queue_name}/poison")
     assert await page.locator("button").count() == 0 and await page.locator("input[type=checkbox]").count() == 0
     status = await page.evaluate(
-                                 f"fetch('/queues/{queue_name}/purge', {{method: 'POST', body: new "
-                                 f"URLSearchParams({{confirm: '{queue_name}'}})}})"
-                                 ".then(r => r.status)")
+        f"fetch('/queues/{queue_name}/purge', {{method: 'POST', body: new "
+        f"URLSearchParams({{confirm: '{queue_name}'}})}})"
+        ".then(r => r.status)"
+    )
     assert status == 403
-    assert p.errors[-1:] == ["console error: Failed to load resource: the server responded with a status of 403 (Forbidden)"]
+    assert p.errors[-1:] == [
+        "console error: Failed to load resource: the server responded with a status of 403 (Forbidden)"
+    ]
     p.errors.pop()  # the refusal this test asked for, logged by the browser
     assert len(await cq.peek(queue_name)) == 1 and await cq.poison.count(queue_name) == 1
 
@@ -260,7 +285,9 @@ async def test_a_fifo_queue_page_shows_its_groups_live(cq: Casque, admin_page: P
     # live refresh: a receive elsewhere puts the group's first message in flight
     [got] = await cq.receive(name, max=1, wait=0, visibility=300)
     assert got.message.group == "customer-7"
-    await page.wait_for_function("document.querySelector('table.groups tbody tr td.n').textContent === '1'", timeout=15_000)
+    await page.wait_for_function(
+        "document.querySelector('table.groups tbody tr td.n').textContent === '1'", timeout=15_000
+    )
     assert await page.inner_text("table.groups tbody tr td.n >> nth=1") == "1"
     assert [m.group for m in await cq.peek(name)] == ["customer-7", "customer-7"]  # the page only read
     await p.shot("fifo-queue")

@@ -17,15 +17,18 @@ from daemon.base import metrics
 from daemon.base.clock import ManualClock
 from daemon.base.config import Settings
 from daemon.engine.client import Casque
-from daemon.engine.send.producer import Job
 from daemon.engine.consume.sweep import SWEEP_LAG_MS, Sweeper
+from daemon.engine.send.producer import Job
 
-from .support.ledger import drain_ids as drain, ledger
+from .support.ledger import drain_ids as drain
+from .support.ledger import ledger
 
 Pair = tuple[Casque, ManualClock]
 
 
-async def test_a_fast_consumer_clock_strands_messages_and_the_sweep_brings_them_back(manual: Pair, settings: Settings, queue_name: str) -> None:
+async def test_a_fast_consumer_clock_strands_messages_and_the_sweep_brings_them_back(
+    manual: Pair, settings: Settings, queue_name: str
+) -> None:
     """A consumer whose clock runs 8 s fast (beyond the 5 s tolerance) takes one message and stores
     a cursor 3 s ahead of true time; 20 messages sent next land behind it. A correct consumer can't
     see them (the fault); one sweep pass finds all 20, logs and counts them, and they are delivered."""
@@ -55,7 +58,8 @@ async def test_a_fast_consumer_clock_strands_messages_and_the_sweep_brings_them_
     lost, duplicated = ledger(sent, delivered)
     print(
         f"sent={len(sent)} stranded_before_sweep={len(sent)} swept={found} delivered={len(delivered)} lost={lost} "
-        f"duplicated={duplicated}")
+        f"duplicated={duplicated}"
+    )
     assert (found, lost, duplicated) == (20, 0, 0)
     assert metrics.SWEPT.labels(queue_name)._value.get() - swept_before == 20
     assert sum(1 for e in logs if e["event"] == "message_below_cursor") == 20

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from daemon.engine.client import Casque
 from daemon.engine.send.producer import Job
+from daemon.testing.daemonproc import records, start_daemon, until, write_config
 
 from .conftest import TEST_KEYSPACE
-from daemon.testing.daemonproc import records, start_daemon, until, write_config
 
 
 def events(log: str) -> list[dict]:
@@ -26,7 +26,9 @@ def events(log: str) -> list[dict]:
     return out
 
 
-async def test_daemon_processes_delayed_priority_and_keyed_messages(cq: Casque, queue_name: str, tmp_path: Path) -> None:
+async def test_daemon_processes_delayed_priority_and_keyed_messages(
+    cq: Casque, queue_name: str, tmp_path: Path
+) -> None:
     await cq.create_queue(queue_name, shards=1)
     await cq.send(queue_name, "test.record", "low", priority=-5)
     await cq.send(queue_name, "test.record", "normal")
@@ -37,7 +39,11 @@ async def test_daemon_processes_delayed_priority_and_keyed_messages(cq: Casque, 
     delayed_id = await cq.send(queue_name, "test.record", "delayed", delay="2s", priority=-10)
     delayed_due = (await cq.get(queue_name, id=delayed_id)).due_ms / 1000
     record = tmp_path / "record.txt"
-    d = start_daemon(write_config(tmp_path / "c.toml", TEST_KEYSPACE, [queue_name], consumers=1, batch_size=1, in_flight=1), record, tmp_path / "log")
+    d = start_daemon(
+        write_config(tmp_path / "c.toml", TEST_KEYSPACE, [queue_name], consumers=1, batch_size=1, in_flight=1),
+        record,
+        tmp_path / "log",
+    )
     try:
         await until(lambda: len(records(record)) == 5, 60, "5 messages processed", d)
     finally:
@@ -54,7 +60,12 @@ async def test_sigterm_lets_running_handlers_finish_and_acks_them(cq: Casque, qu
     ids = await cq.send_many(queue_name, [Job("test.sleep", 2.0) for _ in range(4)] + [Job("test.sync_sleep", 2.0)])
     record, log = tmp_path / "record.txt", tmp_path / "log"
     d = start_daemon(write_config(tmp_path / "c.toml", TEST_KEYSPACE, [queue_name], consumers=2), record, log)
-    await until(lambda: sum(1 for e in events(d.output()) if e.get("event") == "message_started") == 5, 60, "5 handlers started", d)
+    await until(
+        lambda: sum(1 for e in events(d.output()) if e.get("event") == "message_started") == 5,
+        60,
+        "5 handlers started",
+        d,
+    )
     d.signal(signal.SIGTERM)
     assert d.wait() == 0, d.output()[-3000:]
     assert sorted(r[1] for r in records(record)) == sorted(ids)  # every running handler finished
@@ -89,7 +100,9 @@ async def test_kill_9_mid_batch_loses_nothing(cq: Casque, queue_name: str, tmp_p
     assert len(processed_before) < len(ids)  # killed mid-run, for real
     d2 = start_daemon(cfg, record, log)
     try:
-        await until(lambda: {r[1] for r in records(record)} >= set(ids), 120, "every message processed after restart", d2)
+        await until(
+            lambda: {r[1] for r in records(record)} >= set(ids), 120, "every message processed after restart", d2
+        )
     finally:
         d2.signal(signal.SIGTERM)
         assert d2.wait() == 0
@@ -109,10 +122,14 @@ async def test_retries_in_order_then_poison_with_traceback(cq: Casque, queue_nam
     record, log = tmp_path / "record.txt", tmp_path / "log"
     d = start_daemon(write_config(tmp_path / "c.toml", TEST_KEYSPACE, [queue_name]), record, log)
     try:
+
         async def done() -> bool:
             rec = records(record)
-            return (await cq.poison.count(queue_name) == 2 and len([r for r in rec if r[1] == ok_id]) == 3
-                    and len([r for r in rec if r[1] == retry_id]) == 2)
+            return (
+                await cq.poison.count(queue_name) == 2
+                and len([r for r in rec if r[1] == ok_id]) == 3
+                and len([r for r in rec if r[1] == retry_id]) == 2
+            )
 
         await until(done, 90, "retries and poison", d)
     finally:
@@ -138,12 +155,24 @@ async def test_retries_in_order_then_poison_with_traceback(cq: Casque, queue_nam
 async def test_unknown_task_is_poisoned_and_nothing_is_imported(cq: Casque, queue_name: str, tmp_path: Path) -> None:
     await cq.create_queue(queue_name)
     canary = tmp_path / "canary"
-    names = ["os:system", "builtins.eval", "tests.support.canary", "tests.support.canary:run", "tests.support.canary.run"]
+    names = [
+        "os:system",
+        "builtins.eval",
+        "tests.support.canary",
+        "tests.support.canary:run",
+        "tests.support.canary.run",
+    ]
     ids = [await cq.send(queue_name, name, "echo pwned") for name in names]
     good = await cq.send(queue_name, "test.record", "still served")
     record, log = tmp_path / "record.txt", tmp_path / "log"
-    d = start_daemon(write_config(tmp_path / "c.toml", TEST_KEYSPACE, [queue_name]), record, log, env={"CASQUE_TEST_CANARY": str(canary)})
+    d = start_daemon(
+        write_config(tmp_path / "c.toml", TEST_KEYSPACE, [queue_name]),
+        record,
+        log,
+        env={"CASQUE_TEST_CANARY": str(canary)},
+    )
     try:
+
         async def done() -> bool:
             return await cq.poison.count(queue_name) == len(names) and len(records(record)) == 1
 
@@ -164,8 +193,12 @@ async def test_sd_notify_ready_watchdog_status_stopping(cq: Casque, queue_name: 
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     sock.bind(str(sock_path))
     sock.settimeout(30)
-    d = start_daemon(write_config(tmp_path / "c.toml", TEST_KEYSPACE, [queue_name]), tmp_path / "r", tmp_path / "log",
-                     env={"NOTIFY_SOCKET": str(sock_path), "WATCHDOG_USEC": "400000"})
+    d = start_daemon(
+        write_config(tmp_path / "c.toml", TEST_KEYSPACE, [queue_name]),
+        tmp_path / "r",
+        tmp_path / "log",
+        env={"NOTIFY_SOCKET": str(sock_path), "WATCHDOG_USEC": "400000"},
+    )
     got: list[str] = []
 
     def receive_until(word: str) -> None:
@@ -193,10 +226,20 @@ async def test_check_mode_exit_codes(tmp_path: Path, settings: object) -> None:
     from daemon.testing.daemonproc import ROOT
 
     good = write_config(tmp_path / "good.toml", TEST_KEYSPACE, ["default"])
-    ok = subprocess.run([sys.executable, "-m", "daemon.cli", "-c", str(good), "run", "--check"], cwd=ROOT, capture_output=True, text=True)
+    ok = subprocess.run(
+        [sys.executable, "-m", "daemon.cli", "-c", str(good), "run", "--check"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert ok.returncode == 0 and "ok: Cassandra" in ok.stdout
     down = tmp_path / "down.toml"
     down.write_text(good.read_text().replace("[cassandra]", "[cassandra]\nport = 1\nconnect_timeout = 1"))
-    bad = subprocess.run([sys.executable, "-m", "daemon.cli", "-c", str(down), "run", "--check"], cwd=ROOT, capture_output=True, text=True)
+    bad = subprocess.run(
+        [sys.executable, "-m", "daemon.cli", "-c", str(down), "run", "--check"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode == 1
     assert "not reachable at 127.0.0.1:1" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1

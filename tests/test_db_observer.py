@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from daemon.engine.storage import db as db_mod
+from daemon.base.errors import StorageUnavailable
 from daemon.engine.client import Casque
+from daemon.engine.storage import db as db_mod
 
 
 async def test_an_observer_sees_each_request_and_its_end_then_stops(cq: Casque) -> None:
@@ -28,14 +29,14 @@ async def test_an_observer_sees_each_request_and_its_end_then_stops(cq: Casque) 
     await cq.db.run("SELECT release_version FROM system.local")
     assert seen == ["SELECT release_version FROM system.local", "SELECT cluster_name FROM system.local"]
     assert ended == seen
-    assert db_mod._OBSERVERS == before, "leaving the block removes the observer: no cost afterwards"
+    assert before == db_mod._OBSERVERS, "leaving the block removes the observer: no cost afterwards"
 
 
 async def test_a_failed_request_still_ends_and_a_batch_names_its_prepared_members(cq: Casque) -> None:
     ended: list[bool] = []
-    with db_mod.Database.observing(lambda db, stmt: lambda: ended.append(True)):
-        with pytest.raises(Exception):  # the node refuses a query of a table it has not got
-            await cq.db.run("SELECT * FROM system.no_such_table_here")
+    observer = db_mod.Database.observing(lambda db, stmt: lambda: ended.append(True))
+    with observer, pytest.raises(StorageUnavailable):  # the node refuses a query of a table it has not got
+        await cq.db.run("SELECT * FROM system.no_such_table_here")
     assert ended == [True], "the observer hears of the failed request's end too"
     cql = "SELECT release_version FROM system.local WHERE key = ?"
     stmt = cq.db.prepare(cql)

@@ -19,9 +19,9 @@ import pytest
 
 from daemon.engine.client import Casque
 from daemon.engine.send.producer import Job
+from daemon.testing.daemonproc import Daemon, records, start_daemon, until, write_config
 
 from .conftest import TEST_KEYSPACE
-from daemon.testing.daemonproc import Daemon, records, start_daemon, until, write_config
 
 
 def count_events(d: Daemon, *names: str) -> Counter[str]:
@@ -49,15 +49,21 @@ async def stop(*daemons: Daemon) -> None:
         assert d.wait() == 0, d.output()[-3000:]
 
 
-async def test_two_daemons_with_clocks_3s_apart_run_each_message_once(cq: Casque, queue_name: str, tmp_path: Path) -> None:
+async def test_two_daemons_with_clocks_3s_apart_run_each_message_once(
+    cq: Casque, queue_name: str, tmp_path: Path
+) -> None:
     await cq.create_queue(queue_name, shards=2, timeout=4)
     record = tmp_path / "record.txt"
     # At most 8 in flight per daemon: one daemon can't hold all 40, so both must take part.
     cfg = write_config(tmp_path / "c.toml", TEST_KEYSPACE, [queue_name], consumers=2, batch_size=4, in_flight=8)
     behind = start_daemon(cfg, record, tmp_path / "log0")
     ahead = start_daemon(cfg, record, tmp_path / "log3", env={"CASQUE_CLOCK_OFFSET_MS": "3000"})
-    await until(lambda: "worker_ready" in behind.output() and "worker_ready" in ahead.output(), 60, "both daemons ready", behind)
-    ids = await cq.send_many(queue_name, [Job("test.sleep", 3.0) for _ in range(40)])  # each runs 3 s of its 4 s timeout
+    await until(
+        lambda: "worker_ready" in behind.output() and "worker_ready" in ahead.output(), 60, "both daemons ready", behind
+    )
+    ids = await cq.send_many(
+        queue_name, [Job("test.sleep", 3.0) for _ in range(40)]
+    )  # each runs 3 s of its 4 s timeout
     try:
         await until(lambda: not ledger(record, ids)[0], 120, "every message run", ahead)
     finally:
@@ -66,19 +72,27 @@ async def test_two_daemons_with_clocks_3s_apart_run_each_message_once(cq: Casque
     by_pid = Counter(r[3] for r in records(record))
     print(
         f"messages={len(ids)} lost={len(lost)} duplicated={sum(n - 1 for n in doubled.values())} runs per "
-        f"daemon={sorted(by_pid.values())}")
+        f"daemon={sorted(by_pid.values())}"
+    )
     assert not lost and not doubled
     assert len(by_pid) == 2  # both daemons took part
 
 
 WAITS = {
     "concurrency_slot": ("test.sync_one_at_a_time", 0.5, 24, {"consumers": 1}),  # 12 s of work, one at a time
-    "sync_thread": ("test.sync_sleep", 1.5, 32, {"consumers": 2, "sync_threads": 8, "batch_size": 40}),  # 4 rounds of 8 threads
+    "sync_thread": (
+        "test.sync_sleep",
+        1.5,
+        32,
+        {"consumers": 2, "sync_threads": 8, "batch_size": 40},
+    ),  # 4 rounds of 8 threads
 }
 
 
 @pytest.mark.parametrize("wait", sorted(WAITS))
-async def test_waiting_to_start_does_not_time_messages_out(cq: Casque, queue_name: str, tmp_path: Path, wait: str) -> None:
+async def test_waiting_to_start_does_not_time_messages_out(
+    cq: Casque, queue_name: str, tmp_path: Path, wait: str
+) -> None:
     """Messages taken in one batch wait for a concurrency slot or a sync thread far longer than
     their 3 s timeout: none may be timed out, expired or poisoned before it ran, none run twice."""
     task, seconds, count, worker = WAITS[wait]
@@ -97,7 +111,9 @@ async def test_waiting_to_start_does_not_time_messages_out(cq: Casque, queue_nam
     assert not lost and not doubled and poisoned == 0 and not events
 
 
-async def test_a_sync_handler_past_its_timeout_is_not_run_again_while_its_thread_runs(cq: Casque, queue_name: str, tmp_path: Path) -> None:
+async def test_a_sync_handler_past_its_timeout_is_not_run_again_while_its_thread_runs(
+    cq: Casque, queue_name: str, tmp_path: Path
+) -> None:
     await cq.create_queue(queue_name, shards=1, timeout=2)
     ids = await cq.send_many(queue_name, [Job("test.sync_overrun", 4.0) for _ in range(4)])  # 4 s of work, 1 s timeout
     record = tmp_path / "record.txt"
@@ -133,9 +149,13 @@ async def test_a_late_retry_writes_no_second_copy_next_to_another_consumers_take
     dispatcher = Dispatcher(cq, Registry(), cq.settings.worker, [queue_name])
     mid = await cq.send(queue_name, "t", None)
     [m] = await drain(dispatcher.consumers[queue_name])
-    clock.advance(m.copy_due_ms - clock.now_ms())  # its column falls due (as a clock ahead by the tolerance sees sooner)
+    clock.advance(
+        m.copy_due_ms - clock.now_ms()
+    )  # its column falls due (as a clock ahead by the tolerance sees sooner)
     [taken] = await drain(cq.consumer(queue_name))  # another consumer takes it
     spec = TaskSpec("t", Handler, queue_name, None, None, Backoff(), None)
-    await dispatcher.outcomes.retry_or_poison(dispatcher.consumers[queue_name], spec, m, dispatcher_log(), 0.0, RuntimeError("late"), time.monotonic())
+    await dispatcher.outcomes.retry_or_poison(
+        dispatcher.consumers[queue_name], spec, m, dispatcher_log(), 0.0, RuntimeError("late"), time.monotonic()
+    )
     copies = [x for x in await cq.peek(queue_name, 10) if str(x.id) == mid]
     assert [(x.state, x.due_ms) for x in copies] == [(1, taken.copy_due_ms)]  # only the other consumer's timeout column

@@ -75,8 +75,7 @@ def _query(address: str, port: int, cql: str) -> list[tuple]:
     from cassandra.policies import WhiteListRoundRobinPolicy
 
     profile = ExecutionProfile(load_balancing_policy=WhiteListRoundRobinPolicy([address]))
-    cluster = Cluster([address], port=port, execution_profiles={EXEC_PROFILE_DEFAULT: profile},
-                      connect_timeout=5)
+    cluster = Cluster([address], port=port, execution_profiles={EXEC_PROFILE_DEFAULT: profile}, connect_timeout=5)
     try:
         return [tuple(r) for r in cluster.connect().execute(cql, timeout=15)]
     finally:
@@ -86,26 +85,32 @@ def _query(address: str, port: int, cql: str) -> list[tuple]:
 # --------------------------------------------------------------------------- Java
 
 
-@pytest.mark.parametrize("text, major", [
-    ("11.0.22", 11),
-    ("17.0.15", 17),
-    ("17", 17),
-    ('openjdk version "17.0.15" 2025-04-15\nOpenJDK Runtime Environment (build 17.0.15+6)', 17),
-    ('openjdk version "11.0.22" 2024-01-16 LTS', 11),
-])
+@pytest.mark.parametrize(
+    "text, major",
+    [
+        ("11.0.22", 11),
+        ("17.0.15", 17),
+        ("17", 17),
+        ('openjdk version "17.0.15" 2025-04-15\nOpenJDK Runtime Environment (build 17.0.15+6)', 17),
+        ('openjdk version "11.0.22" 2024-01-16 LTS', 11),
+    ],
+)
 def test_check_java_version_accepts_11_and_17(text: str, major: int) -> None:
     assert check_java_version(text) == major
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("21.0.2", "Java 21"),
-    ('openjdk version "21.0.2" 2024-01-16', "Java 21"),
-    ('openjdk version "25" 2025-09-16', "Java 25"),
-    ('java version "1.8.0_392"', "Java 8"),
-    ("1.8.0_392", "Java 8"),
-    ("garbage", "cannot read a Java version"),
-    ("", "cannot read a Java version"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("21.0.2", "Java 21"),
+        ('openjdk version "21.0.2" 2024-01-16', "Java 21"),
+        ('openjdk version "25" 2025-09-16', "Java 25"),
+        ('java version "1.8.0_392"', "Java 8"),
+        ("1.8.0_392", "Java 8"),
+        ("garbage", "cannot read a Java version"),
+        ("", "cannot read a Java version"),
+    ],
+)
 def test_check_java_version_rejects_others(text: str, expected: str) -> None:
     with pytest.raises(JavaError) as exc:
         check_java_version(text)
@@ -115,8 +120,7 @@ def test_check_java_version_rejects_others(text: str, expected: str) -> None:
     assert "\n" not in msg and msg.startswith("casque: ")
 
 
-def test_find_java_rejects_casque_java_home_with_java_21(tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_find_java_rejects_casque_java_home_with_java_21(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake = _fake_jdk(tmp_path / "jdk-21", 'openjdk version "21.0.2" 2024-01-16')
     monkeypatch.setenv("CASQUE_JAVA_HOME", str(fake))
     with pytest.raises(JavaError) as exc:
@@ -127,15 +131,13 @@ def test_find_java_rejects_casque_java_home_with_java_21(tmp_path: Path,
     assert "install openjdk-17-jdk-headless or set CASQUE_JAVA_HOME to a JDK 17" in msg
 
 
-def test_find_java_rejects_casque_java_home_without_java(tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_find_java_rejects_casque_java_home_without_java(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CASQUE_JAVA_HOME", str(tmp_path))
     with pytest.raises(JavaError, match="no executable bin/java"):
         find_java()
 
 
-def test_find_java_skips_a_java_home_it_cannot_use(tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_find_java_skips_a_java_home_it_cannot_use(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """JAVA_HOME pointing at a newer JDK is common; we fall back to a system JDK 11/17."""
     fake = _fake_jdk(tmp_path / "jdk-21", 'openjdk version "21.0.2" 2024-01-16')
     monkeypatch.delenv("CASQUE_JAVA_HOME", raising=False)
@@ -163,12 +165,16 @@ def test_initial_tokens_are_spread_and_distinct() -> None:
 
 
 def test_yaml_writer_nests_maps_and_lists() -> None:
-    text = to_yaml({
-        "a": 1, "b": True, "c": "x: y", "d": {"e": [1, {"f": "g", "h": []}]}, "i": {},
-    })
-    assert text == (
-        'a: 1\nb: true\nc: "x: y"\nd:\n  e:\n    - 1\n    - f: "g"\n      h: []\ni: {}\n'
+    text = to_yaml(
+        {
+            "a": 1,
+            "b": True,
+            "c": "x: y",
+            "d": {"e": [1, {"f": "g", "h": []}]},
+            "i": {},
+        }
     )
+    assert text == ('a: 1\nb: true\nc: "x: y"\nd:\n  e:\n    - 1\n    - f: "g"\n      h: []\ni: {}\n')
 
 
 # --------------------------------------------------------------------------- download
@@ -208,8 +214,9 @@ def test_interrupted_download_is_redone(tmp_path: Path, monkeypatch: pytest.Monk
 def scratch_spec(request: pytest.FixtureRequest) -> Iterator[ClusterSpec]:
     """A one-node cluster on free ports, stopped and wiped afterwards."""
     native, storage, jmx = _free_ports(3)
-    spec = ClusterSpec(name=f"t-{request.node.name[5:25].replace('_', '-')}",
-                       native_port=native, storage_port=storage, jmx_base=jmx)
+    spec = ClusterSpec(
+        name=f"t-{request.node.name[5:25].replace('_', '-')}", native_port=native, storage_port=storage, jmx_base=jmx
+    )
     shutil.rmtree(spec.cluster_dir, ignore_errors=True)
     yield spec
     stop(spec, timeout=30)
@@ -242,13 +249,27 @@ def test_node_that_dies_reports_its_error_line(scratch_spec: ClusterSpec) -> Non
 
 def test_concurrent_starts_share_one_node(scratch_spec: ClusterSpec) -> None:
     """Two callers starting the same cluster at once end up with one JVM, not two."""
-    argv = [sys.executable, "-m", "daemon.devnode", "start", "--name", scratch_spec.name,
-            "--port", str(scratch_spec.native_port), "--storage-port",
-            str(scratch_spec.storage_port), "--jmx-port", str(scratch_spec.jmx_base),
-            "--timeout", str(START_TIMEOUT)]
+    argv = [
+        sys.executable,
+        "-m",
+        "daemon.devnode",
+        "start",
+        "--name",
+        scratch_spec.name,
+        "--port",
+        str(scratch_spec.native_port),
+        "--storage-port",
+        str(scratch_spec.storage_port),
+        "--jmx-port",
+        str(scratch_spec.jmx_base),
+        "--timeout",
+        str(START_TIMEOUT),
+    ]
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    procs = [subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    procs = [
+        subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for _ in range(2)
+    ]
     outputs = [p.communicate(timeout=START_TIMEOUT + 60)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outputs
     assert sum("launched node1" in out for out in outputs) == 1, outputs
@@ -292,8 +313,15 @@ def test_changing_the_node_count_of_an_existing_cluster_is_refused(dev: ClusterS
 
 def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, "-m", "daemon.devnode", *args], capture_output=True,
-                          text=True, timeout=timeout, env=env, cwd=REPO, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "daemon.devnode", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=REPO,
+        check=False,
+    )
 
 
 def test_cli_status_json(dev: ClusterSpec) -> None:
@@ -320,10 +348,17 @@ def test_cli_reports_errors_in_one_line(tmp_path: Path) -> None:
     env_home = str(tmp_path)
     result = subprocess.run(
         [sys.executable, "-m", "daemon.devnode", "start", "--name", "x", "--port", "9042"],
-        capture_output=True, text=True, timeout=120, cwd=REPO, check=False,
-        env=dict(os.environ, CASQUE_HOME=env_home, CASQUE_JAVA_HOME=str(
-            _fake_jdk(tmp_path / "jdk", 'openjdk version "21.0.2"')),
-            PYTHONPATH=str(REPO)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        check=False,
+        env=dict(
+            os.environ,
+            CASQUE_HOME=env_home,
+            CASQUE_JAVA_HOME=str(_fake_jdk(tmp_path / "jdk", 'openjdk version "21.0.2"')),
+            PYTHONPATH=str(REPO),
+        ),
     )
     assert result.returncode == 1
     assert result.stderr.strip().count("\n") == 0
@@ -340,8 +375,7 @@ def test_three_node_cluster_start_status_stop() -> None:
     dev_pid = status(ClusterSpec()).node(1).pid
     try:
         st = start(RING, timeout=START_TIMEOUT)
-        assert st.ready and [n.address for n in st.nodes] == ["127.0.0.1", "127.0.0.2",
-                                                               "127.0.0.3"]
+        assert st.ready and [n.address for n in st.nodes] == ["127.0.0.1", "127.0.0.2", "127.0.0.3"]
         assert len({n.pid for n in st.nodes}) == 3
         assert [n.jmx_port for n in st.nodes] == [7299, 7300, 7301]
 

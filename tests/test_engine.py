@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from daemon.engine.client import Casque
 from daemon.base.clock import ManualClock
-from daemon.engine.consume.consumer import Consumer
 from daemon.base.errors import KeyConflict, MessageNotFound, PayloadError, QueueNotFound
 from daemon.base.model import Message
+from daemon.engine.client import Casque
+from daemon.engine.consume.consumer import Consumer
 from daemon.engine.storage.placement import row_of
 
 Pair = tuple[Casque, ManualClock]
@@ -192,7 +192,8 @@ async def test_corrupt_stored_message_is_poisoned_not_looped_on(manual: Pair, qu
     await cq.db.run(
         f"UPDATE {cq.settings.cassandra.keyspace}.messages SET payload = 0xff00 WHERE queue=%s AND bucket=%s AND "
         "shard=%s AND kind=1 AND rank=0 AND due=%s AND id=%s",
-        [queue_name, bucket, shard, m.due_ms, m.id], timestamp=m.write_ts + 1,
+        [queue_name, bucket, shard, m.due_ms, m.id],
+        timestamp=m.write_ts + 1,
     )
     got = await drain(cq.consumer(queue_name))
     assert [str(x.id) for x in got] == [good]

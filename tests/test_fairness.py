@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import statistics
 
+from bench.fair_queues import measure
 from daemon.base.clock import ManualClock
 from daemon.base.config import Settings
 from daemon.engine.client import Casque
 from daemon.engine.send.fairness import NoisyGroups
 from daemon.engine.send.producer import Job
-
-from bench.fair_queues import measure
 
 NOISY_BACKLOG = 20_000
 QUIET_GROUPS = 100
@@ -45,9 +44,10 @@ async def _compare(cq: Casque, queue_name: str, backlog: int, **shape: int) -> N
     assert len(alone) == len(beside) == QUIET_ROUNDS * QUIET_GROUPS  # every quiet message received, none twice
     p99_alone, p99_beside = (statistics.quantiles(x, n=100)[98] for x in (alone, beside))
     print(
-          f"shape {shape or 'default'}: quiet tenants' p99 send->receive alone {p99_alone:.0f} ms, beside a "
-          f"backlog of {backlog:,} "
-          f"{p99_beside:.0f} ms; receives that overtook a quiet message: max {max(overtakes)}, total {sum(overtakes)}")
+        f"shape {shape or 'default'}: quiet tenants' p99 send->receive alone {p99_alone:.0f} ms, beside a "
+        f"backlog of {backlog:,} "
+        f"{p99_beside:.0f} ms; receives that overtook a quiet message: max {max(overtakes)}, total {sum(overtakes)}"
+    )
     # A few receives may still overtake one: a send's wake-up reaching the consumer after a take
     # read its row, a shard visited for a take that filled its batch before the named one, a row
     # whose lanes were peeked before the send. A bound that doesn't grow with the backlog (seen:
@@ -65,7 +65,9 @@ async def test_a_noisy_backlog_in_older_rows_does_not_delay_the_quiet_tenants(cq
     await _compare(cq, queue_name, NOISY_BACKLOG // 2, bucket_seconds=1, buckets=60)
 
 
-async def test_a_receiver_that_starts_after_the_backlog_finds_the_quiet_tenant_early(settings: Settings, queue_name: str) -> None:
+async def test_a_receiver_that_starts_after_the_backlog_finds_the_quiet_tenant_early(
+    settings: Settings, queue_name: str
+) -> None:
     """No wake-up named the quiet message (the receiving process was not there when it was sent):
     the top-lane check (consumer.py ``_top_lane_check``) finds it while the takes hand out the
     noisy tenant's lower lane. Before the first 30 noisy sends it was not noisy yet, so those may

@@ -7,19 +7,19 @@ tested in tests/test_sqs_fifo.py with real AWS clients.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 from types import SimpleNamespace
-import copy
 
 import pytest
 
 from daemon.base.clock import Clock, ManualClock
 from daemon.base.config import Settings
 from daemon.base.errors import UsageError
-from daemon.engine.queues.attributes import DEAD_LETTER
 from daemon.engine.client import Casque
-from daemon.engine.take.fifo import choose
+from daemon.engine.queues.attributes import DEAD_LETTER
 from daemon.engine.storage.placement import group_id, tail_id
+from daemon.engine.take.fifo import choose
 
 Pair = tuple[Casque, ManualClock]
 
@@ -61,7 +61,9 @@ async def test_groups_come_in_order_and_a_group_waits_while_one_is_in_flight(man
 
 async def test_every_group_keeps_its_order_through_timeouts_and_deletes(manual: Pair, queue_name: str) -> None:
     cq, clock = manual
-    q = await _fifo(cq, queue_name, content_dedup=True, max_attempts=0)  # no limit: a message left many times never leaves
+    q = await _fifo(
+        cq, queue_name, content_dedup=True, max_attempts=0
+    )  # no limit: a message left many times never leaves
     groups = [f"g{i}" for i in range(20)]
     for n in range(10):
         for g in groups:
@@ -79,7 +81,7 @@ async def test_every_group_keeps_its_order_through_timeouts_and_deletes(manual: 
         for i, d in enumerate(got):
             g, n = d.message.payload["g"], d.message.payload["n"]
             if i % 3 == 2 or g in left:  # not deleted (nor the group's later ones in this batch, as a
-                left.add(g)              # FIFO client does): it must come back before them
+                left.add(g)  # FIFO client does): it must come back before them
                 continue
             assert n == len(done[g]), f"group {g}: got {n} after {done[g]}"
             assert await cq.delete(d.receipt)
@@ -149,7 +151,9 @@ async def test_a_send_that_died_after_its_claim_is_written_by_its_retry(cq: Casq
     sender = cq.producer.fifo
     assert sender is not None
     mid = group_id(cq.clock.now_ms(), "g")
-    await cq.db.run(sender._claim, [q, "", "lost", mid, cq.clock.now_ms(), cq.db.next_timestamp()])  # the claim, then "kill -9"
+    await cq.db.run(
+        sender._claim, [q, "", "lost", mid, cq.clock.now_ms(), cq.db.next_timestamp()]
+    )  # the claim, then "kill -9"
     retried = await cq.send(q, "t", {"n": 1}, group="g", dedup_id="lost")
     assert retried == str(mid) and retried.duplicate
     got = await cq.receive(q, max=10, wait=0)
@@ -168,7 +172,9 @@ async def test_a_retried_receive_with_its_attempt_id_gets_the_same_deliveries(cq
     assert len(first) == 3 and [d.receipt for d in again] == [d.receipt for d in first]
     assert await cq.receive(q, max=10, wait=0, attempt_id="try-2") == []
     await cq.delete(first[0].receipt)
-    assert [d.receipt for d in await cq.receive(q, max=10, wait=0, attempt_id="try-1")] == [d.receipt for d in first[1:]]
+    assert [d.receipt for d in await cq.receive(q, max=10, wait=0, attempt_id="try-1")] == [
+        d.receipt for d in first[1:]
+    ]
 
 
 async def test_a_message_out_of_receives_leaves_and_its_group_moves_on(manual: Pair, queue_name: str) -> None:
@@ -277,11 +283,12 @@ async def test_a_fifo_dead_letter_queue_gets_the_message_in_its_group_once(manua
     await cq.send(q, "t", {"n": 1}, group="g")
     assert [d.message.payload["n"] for d in await cq.receive(q, max=1, wait=0, visibility=5)] == [0]
     clock.advance(6_000)
-    assert [d.message.payload["n"] for d in await cq.receive(q, max=10, wait=0)] == [1]  # 0 left for the DLQ; g moved on
+    assert [d.message.payload["n"] for d in await cq.receive(q, max=10, wait=0)] == [
+        1
+    ]  # 0 left for the DLQ; g moved on
     dead = await cq.receive(dlq, max=10, wait=0)
     assert [(d.message.payload["n"], d.message.group) for d in dead] == [(0, "g")]
     assert dead[0].message.headers["casque.dead_letter_from"] == q
-
 
 
 async def test_a_moved_fifo_dead_letter_goes_back_in_its_group_once(manual: Pair, queue_name: str) -> None:
@@ -302,14 +309,18 @@ async def test_a_moved_fifo_dead_letter_goes_back_in_its_group_once(manual: Pair
     dead = await cq.receive(dlq, max=10, wait=0)
     assert [d.message.payload["n"] for d in dead] == [0, 1, 2]
     first = await cq.send_many(q, [_job(d.message, True) for d in dead])
-    again = await cq.send_many(q, [_job(d.message, True) for d in dead])  # the runner killed before its delete: moved twice
+    again = await cq.send_many(
+        q, [_job(d.message, True) for d in dead]
+    )  # the runner killed before its delete: moved twice
     assert [s.duplicate for s in first] == [False] * 3 and [s.duplicate for s in again] == [True] * 3
     back = await cq.receive(q, max=10, wait=0)
     assert [(d.message.payload["n"], d.message.group) for d in back] == [(0, "g"), (1, "g"), (2, "g")]
 
 
 def _row(due: int, group: str, state: int = 0, visible_at: int | None = None, task: str = "t") -> SimpleNamespace:
-    return SimpleNamespace(due=due, headers={"casque.group": group}, state=state, visible_at=visible_at, task=task, attempt=1)
+    return SimpleNamespace(
+        due=due, headers={"casque.group": group}, state=state, visible_at=visible_at, task=task, attempt=1
+    )
 
 
 def test_the_take_choice_group_by_group() -> None:
@@ -318,12 +329,25 @@ def test_the_take_choice_group_by_group() -> None:
     rows = [
         _row(1, "a", state=1, visible_at=500),  # a in flight: a blocked
         _row(2, "b", state=1, visible_at=50),  # b's visibility passed: b comes back first
-        _row(3, "a"), _row(4, "b"), _row(5, "c", visible_at=200),  # c still in the queue's delay
-        _row(6, "c"), _row(7, "d", state=1, visible_at=10), _row(8, "d"), _row(9, "e", task="other"), _row(10, "e"),
+        _row(3, "a"),
+        _row(4, "b"),
+        _row(5, "c", visible_at=200),  # c still in the queue's delay
+        _row(6, "c"),
+        _row(7, "d", state=1, visible_at=10),
+        _row(8, "d"),
+        _row(9, "e", task="other"),
+        _row(10, "e"),
     ]
     spent = {7}
-    choice = choose(rows, now=100, due_by=100, fits=lambda r: True, one_per_group=False,
-                    spent=lambda r: r.due in spent, ours=lambda r: r.task == "t")
+    choice = choose(
+        rows,
+        now=100,
+        due_by=100,
+        fits=lambda r: True,
+        one_per_group=False,
+        spent=lambda r: r.due in spent,
+        ours=lambda r: r.task == "t",
+    )
     assert [r.due for r in choice.kept] == [2, 4, 7, 8]
     assert (choice.first_live, choice.wake, choice.blocked) == (1, 200, 1)
     one = choose(rows, now=100, due_by=100, fits=lambda r: True, one_per_group=True)
@@ -334,8 +358,12 @@ def test_the_take_choice_group_by_group() -> None:
 
 async def test_concurrent_sends_of_one_dedup_id_make_one_whole_message(cq: Casque, queue_name: str) -> None:
     q = await _fifo(cq, queue_name)
-    sent = await asyncio.gather(*(cq.send(q, "t", {"n": n, "pad": "x" * n}, group=f"g{n % 3}", dedup_id="same") for n in range(8)))
+    sent = await asyncio.gather(
+        *(cq.send(q, "t", {"n": n, "pad": "x" * n}, group=f"g{n % 3}", dedup_id="same") for n in range(8))
+    )
     assert len(set(sent)) == 1 and sum(not s.duplicate for s in sent) == 1
     (d,) = await cq.receive(q, max=10, wait=0)
     n = d.message.payload["n"]
-    assert d.message.payload == {"n": n, "pad": "x" * n} and d.message.group == f"g{n % 3}"  # one send's body and group, not a mix
+    assert (
+        d.message.payload == {"n": n, "pad": "x" * n} and d.message.group == f"g{n % 3}"
+    )  # one send's body and group, not a mix

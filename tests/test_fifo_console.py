@@ -46,7 +46,9 @@ async def test_fifo_queue_page_shows_each_groups_in_flight_and_waiting(
         assert group_rows(page.text) == {"g1": ("1", "2"), "g<2>": ("0", "2")}
         assert "g&lt;2&gt;" in page.text and "g<2>" not in page.text  # a group name is data, escaped
         assert "FIFO" in page.text and "per queue" in page.text
-    assert [(str(m.id), m.state, m.attempt) for m in await cq.peek(name, 10)] == before  # reading the groups took nothing
+    assert [
+        (str(m.id), m.state, m.attempt) for m in await cq.peek(name, 10)
+    ] == before  # reading the groups took nothing
     standard = queue_name + "_std"
     await cq.create_queue(standard)
     assert '<table class="groups">' not in (await admin.get(f"/queues/{standard}")).text
@@ -75,7 +77,9 @@ async def test_fifo_send_form_needs_a_group_and_says_the_sequence(
     name = queue_name + ".fifo"
     await cq.create_queue(name, fifo=True)
     page = await admin.get(f"/queues/{name}")
-    assert 'name="group" required' in page.text and 'name="delay"' not in page.text  # FIFO refuses per-message delays and keys
+    assert (
+        'name="group" required' in page.text and 'name="delay"' not in page.text
+    )  # FIFO refuses per-message delays and keys
     token = re.search(r'name="csrf" value="([0-9a-f]+)"', page.text).group(1)  # type: ignore[union-attr]
     form = {"csrf": token, "task": "t", "payload": "{}"}
     refused = await admin.post(f"/queues/{name}/send", data=form | {"dedup_id": "d1"})

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from daemon.base.model import GROUP_HEADER
 from daemon.engine.client import Casque
+from daemon.testing.daemonproc import records, start_daemon, until, write_config
 
 from .conftest import TEST_KEYSPACE
-from daemon.testing.daemonproc import records, start_daemon, until, write_config
 
 GROUPS = ["a", "b", "c", "d"]
 STEPS = 6
@@ -35,7 +35,9 @@ def failing(g: str, n: int) -> str | None:
     return {("b", 2): "once", ("d", 3): "always"}.get((g, n))
 
 
-async def test_daemon_runs_each_fifo_group_in_order_one_at_a_time_others_concurrently(cq: Casque, queue_name: str, tmp_path: Path) -> None:
+async def test_daemon_runs_each_fifo_group_in_order_one_at_a_time_others_concurrently(
+    cq: Casque, queue_name: str, tmp_path: Path
+) -> None:
     name = queue_name + ".fifo"
     await cq.create_queue(name, fifo=True, timeout=30)
     for n in range(STEPS):  # interleaved: every group has work at every moment
@@ -47,6 +49,7 @@ async def test_daemon_runs_each_fifo_group_in_order_one_at_a_time_others_concurr
     began = time.monotonic()
     d = start_daemon(cfg, record, tmp_path / "log")
     try:
+
         async def done() -> bool:
             finished = {(g, r[2]) for g, rs in runs(record).items() for r in rs if r[4] == "ok"}
             return len(finished) == len(GROUPS) * STEPS - 1 and await cq.poison.count(name) == 1
@@ -67,7 +70,11 @@ async def test_daemon_runs_each_fifo_group_in_order_one_at_a_time_others_concurr
     assert b_retry[0] - b_fail[1] >= BACKOFF - 0.002  # the retry waited its backoff, and b/3 waited for it
     assert [r[3:] for r in by_group["d"] if r[2] == 3] == [(1, "fail"), (2, "fail")]
     [poisoned] = await cq.poison.list(name)
-    assert poisoned.headers.get(GROUP_HEADER) == "d" and json.loads(poisoned.payload or b"")["n"] == 3 and poisoned.attempt == 2
+    assert (
+        poisoned.headers.get(GROUP_HEADER) == "d"
+        and json.loads(poisoned.payload or b"")["n"] == 3
+        and poisoned.attempt == 2
+    )
     # Groups ran concurrently: some run of one group overlapped a run of another.
     spans = [(r[0], r[1], g) for g, rs in by_group.items() for r in rs]
     overlaps = sum(1 for s in spans for t in spans if s[2] < t[2] and s[0] < t[1] and t[0] < s[1])
@@ -91,14 +98,18 @@ async def test_burst_mode_runs_every_fifo_group_to_the_end(cq: Casque, queue_nam
         for g in GROUPS[:3]:
             await cq.send(name, "test.fifo_step", {"g": g, "n": n, "sleep": 0.05}, group=g, dedup_id=f"{g}-{n}")
     record = tmp_path / "record.txt"
-    d = start_daemon(write_config(tmp_path / "c.toml", TEST_KEYSPACE, [name], consumers=2), record, tmp_path / "log", "--burst")
+    d = start_daemon(
+        write_config(tmp_path / "c.toml", TEST_KEYSPACE, [name], consumers=2), record, tmp_path / "log", "--burst"
+    )
     assert d.wait(120) == 0, d.output()[-3000:]
     by_group = runs(record)
     assert {g: [r[2] for r in rs] for g, rs in by_group.items()} == {g: [0, 1, 2, 3] for g in GROUPS[:3]}
     assert await cq.peek(name, 10) == []
 
 
-async def test_two_daemons_share_a_fifo_queue_and_never_overlap_a_group(cq: Casque, queue_name: str, tmp_path: Path) -> None:
+async def test_two_daemons_share_a_fifo_queue_and_never_overlap_a_group(
+    cq: Casque, queue_name: str, tmp_path: Path
+) -> None:
     """Two daemon processes on one FIFO queue in high-throughput mode (16 shard rows), taking by the
     ordinary row lock (held rows off: a daemon holds every row until it sees its peer's heartbeat,
     up to 5 s, longer than this run), each with room for 8 of the 16 groups: a group's steps still
@@ -134,10 +145,13 @@ async def test_two_daemons_share_a_fifo_queue_and_never_overlap_a_group(cq: Casq
     assert mixed >= 1  # some group's steps really were handed from one daemon to the other (seen: 12-15 of 16)
     print(
         f"pids={len(pids)} groups run by both daemons={mixed} median gap={gaps[len(gaps) // 2]:.3f}s "
-        f"max={gaps[-1]:.3f}s")
+        f"max={gaps[-1]:.3f}s"
+    )
 
 
-async def test_a_timed_out_fifo_message_comes_back_first_and_its_group_waits(cq: Casque, queue_name: str, tmp_path: Path) -> None:
+async def test_a_timed_out_fifo_message_comes_back_first_and_its_group_waits(
+    cq: Casque, queue_name: str, tmp_path: Path
+) -> None:
     """A handler cancelled at its timeout is not acked: the message stays in flight in place until
     its visibility (timeout + the daemon's hold) passes, then runs again before its group's next."""
     name = queue_name + ".fifo"

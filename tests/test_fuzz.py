@@ -13,21 +13,22 @@ import uuid
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from daemon.engine.client import Casque
 from daemon.base.config import load_settings
 from daemon.base.durations import parse_duration
 from daemon.base.errors import ConfigError, PayloadError, UsageError
 from daemon.base.model import QueueSettings, check_key, check_task_name, decode_payload
-from daemon.engine.storage.placement import row_of
-from daemon.engine.send.producer import Job, build_message
-from daemon.service.registry import Registry
-from daemon.engine.storage.schema import validate_queue_name
+from daemon.engine.client import Casque
 from daemon.engine.schedules.triggers import cron_next, make_trigger, zone
+from daemon.engine.send.producer import Job, build_message
+from daemon.engine.storage.placement import row_of
+from daemon.engine.storage.schema import validate_queue_name
+from daemon.service.registry import Registry
+from daemon.testing.daemonproc import records, start_daemon, until, write_config
 
 from .conftest import TEST_KEYSPACE
-from daemon.testing.daemonproc import records, start_daemon, until, write_config
 
 pytestmark = pytest.mark.reliability
 QS = QueueSettings("fuzz", 16, 24, 300, 5000, 30000, 5, 86400, 4096)
@@ -36,7 +37,13 @@ json_values = st.recursive(
     lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=10), inner, max_size=5),
     max_leaves=30,
 )
-anything = json_values | st.floats() | st.binary() | st.sets(st.integers(), max_size=3) | st.text(alphabet=st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF), min_size=1)
+anything = (
+    json_values
+    | st.floats()
+    | st.binary()
+    | st.sets(st.integers(), max_size=3)
+    | st.text(alphabet=st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF), min_size=1)
+)
 
 
 @given(anything)
@@ -70,7 +77,10 @@ def test_cron_expressions_are_accepted_or_rejected_clearly(expr: str) -> None:
     assert cron_next(t.cron, t.tz, 1_700_000_000_000) > 1_700_000_000_000
 
 
-@given(st.text(max_size=40) | st.sampled_from(["Europe/Berlin", "UTC", "America/New_York", "../../etc/passwd", "Etc/GMT+5", ""]))
+@given(
+    st.text(max_size=40)
+    | st.sampled_from(["Europe/Berlin", "UTC", "America/New_York", "../../etc/passwd", "Etc/GMT+5", ""])
+)
 @settings(max_examples=300, deadline=None)
 def test_time_zones_are_accepted_or_rejected_clearly(name: str) -> None:
     try:
@@ -109,11 +119,23 @@ def test_no_task_name_resolves_to_anything_but_a_registered_class(name: str) -> 
         assert reg.get(hostile) is None
 
 
-toml_like = st.text(alphabet=st.sampled_from(list("[]=.\"'#\n _-0123456789abcdefghijklmnopqrstuvwxyz{},")), max_size=200)
+toml_like = st.text(
+    alphabet=st.sampled_from(list("[]=.\"'#\n _-0123456789abcdefghijklmnopqrstuvwxyz{},")), max_size=200
+)
 
 
-@given(st.binary(max_size=200) | st.text(max_size=200).map(str.encode) | toml_like.map(str.encode)
-       | st.sampled_from([b"[worker]\nconsumers = 1e400\n", b"[cassandra]\nport = 99999999999999999999\n", b"[worker]\nqueues = [1, 2]\n"]))
+@given(
+    st.binary(max_size=200)
+    | st.text(max_size=200).map(str.encode)
+    | toml_like.map(str.encode)
+    | st.sampled_from(
+        [
+            b"[worker]\nconsumers = 1e400\n",
+            b"[cassandra]\nport = 99999999999999999999\n",
+            b"[worker]\nqueues = [1, 2]\n",
+        ]
+    )
+)
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_config_files_load_or_raise_a_config_error(tmp_path: Path, data: bytes) -> None:
     path = tmp_path / "fuzz.toml"
@@ -124,7 +146,9 @@ def test_config_files_load_or_raise_a_config_error(tmp_path: Path, data: bytes) 
         assert "\n" not in str(exc) or "TOML" in str(exc)
 
 
-@given(st.lists(json_values, min_size=1, max_size=3), st.text(min_size=1, max_size=20).filter(lambda k: k.isprintable()))
+@given(
+    st.lists(json_values, min_size=1, max_size=3), st.text(min_size=1, max_size=20).filter(lambda k: k.isprintable())
+)
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 async def test_stored_payloads_and_keys_read_back_equal(cq: Casque, payloads: list, key: str) -> None:
     await cq.create_queue("fuzzq", if_missing=True)
@@ -139,7 +163,7 @@ CORRUPTIONS = {
     "invalid utf-8 payload": ("payload", "0xfffe00"),
     "invalid json payload": ("payload", "0x7b7b7b"),
     "invalid json trigger": ("trigger", "'{not json'"),
-    "trigger of the wrong shape": ("trigger", "'{\"kind\": \"cron\", \"cron\": \"never\"}'"),
+    "trigger of the wrong shape": ("trigger", '\'{"kind": "cron", "cron": "never"}\''),
     "empty task name": ("task", "''"),
 }
 
@@ -155,12 +179,15 @@ async def test_daemon_poisons_corrupt_rows_and_keeps_serving(cq: Casque, queue_n
         await cq.db.run(
             f"UPDATE {TEST_KEYSPACE}.messages SET {column} = {value} WHERE queue=%s AND bucket=%s AND shard=%s AND "
             "kind=1 AND rank=0 AND due=%s AND id=%s",
-            [queue_name, bucket, shard, m.due_ms, m.id], timestamp=m.write_ts + 1)
+            [queue_name, bucket, shard, m.due_ms, m.id],
+            timestamp=m.write_ts + 1,
+        )
         bad[mid] = what
     more_good = [await cq.send(queue_name, "test.record", i) for i in range(5)]
     record = tmp_path / "record.txt"
     d = start_daemon(write_config(tmp_path / "c.toml", TEST_KEYSPACE, [queue_name]), record, tmp_path / "log")
     try:
+
         async def settled() -> bool:
             return await cq.poison.count(queue_name) == len(bad) and len(records(record)) == 10
 

@@ -11,31 +11,31 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
-import json
 import urllib.request
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import AsyncIterator, Callable
 
 import pytest
 
 from daemon.base import metrics
 from daemon.base.config import Settings
 from daemon.base.errors import UsageError
-from daemon.engine.queues.admin import purge
 from daemon.engine.client import Casque
-from daemon.engine.wake.hint_directory import listen_addresses, parse_address
-from daemon.engine.wake.hints import HINT_KEY, HintListener, MAX_DATAGRAM, MAX_ENTRIES, encode, pack
+from daemon.engine.queues.admin import purge
 from daemon.engine.send.producer import Job
-from tests.support import sqsserver
-from daemon.testing.daemonproc import records, start_daemon, until, write_config
-from tests.support.longpoll import parked
 from daemon.engine.storage.placement import PLACEMENT_MASK, id_due_ms, parse_id
+from daemon.engine.wake.hint_directory import listen_addresses, parse_address
+from daemon.engine.wake.hints import HINT_KEY, MAX_DATAGRAM, MAX_ENTRIES, HintListener, encode, pack
+from daemon.testing.daemonproc import records, start_daemon, until, write_config
+from tests.support import sqsserver
+from tests.support.longpoll import parked
 
 ROOT = Path(__file__).resolve().parent.parent
 SAFETY_POLL_S = 30.0
@@ -90,7 +90,9 @@ def datagram_to(address: str, data: bytes) -> None:
         s.sendto(data, (host, port))
 
 
-async def test_a_signed_hint_wakes_a_subscriber_with_its_queue_due_and_placement(listener: Casque, queue_name: str) -> None:
+async def test_a_signed_hint_wakes_a_subscriber_with_its_queue_due_and_placement(
+    listener: Casque, queue_name: str
+) -> None:
     got: list[tuple[int, int | None]] = []
     listener.wakeups.subscribe(queue_name, lambda due, placement: got.append((due, placement)))
     address = await listener.listen_for_hints([queue_name])
@@ -103,8 +105,9 @@ async def test_a_signed_hint_wakes_a_subscriber_with_its_queue_due_and_placement
     assert received() == before + 1
 
 
-async def test_a_send_hints_the_listener_of_another_client_with_the_message_row(listener: Casque, producer: Casque,
-                                                                              queue_name: str) -> None:
+async def test_a_send_hints_the_listener_of_another_client_with_the_message_row(
+    listener: Casque, producer: Casque, queue_name: str
+) -> None:
     got: list[tuple[int, int | None]] = []
     listener.wakeups.subscribe(queue_name, lambda due, placement: got.append((due, placement)))
     await listener.listen_for_hints([queue_name])
@@ -117,8 +120,9 @@ async def test_a_send_hints_the_listener_of_another_client_with_the_message_row(
     await purge(producer, queue_name)
 
 
-async def test_forged_stale_cut_and_garbage_datagrams_are_counted_and_the_listener_keeps_working(listener: Casque,
-                                                                                                  queue_name: str) -> None:
+async def test_forged_stale_cut_and_garbage_datagrams_are_counted_and_the_listener_keeps_working(
+    listener: Casque, queue_name: str
+) -> None:
     got: list[tuple[int, int | None]] = []
     listener.wakeups.subscribe(queue_name, lambda due, placement: got.append((due, placement)))
     address = await listener.listen_for_hints([queue_name])
@@ -130,8 +134,12 @@ async def test_forged_stale_cut_and_garbage_datagrams_are_counted_and_the_listen
     bad = {
         "version": [b"", b"\x07" + os.urandom(60)],
         "truncated": [good[:20]],
-        "signature": [encode(os.urandom(32), now, queue_name, [(now, 1)]), bytes(tampered), good[:-1] + bytes([good[-1] ^ 0xFF]),
-                      b"\x01" + os.urandom(80)],
+        "signature": [
+            encode(os.urandom(32), now, queue_name, [(now, 1)]),
+            bytes(tampered),
+            good[:-1] + bytes([good[-1] ^ 0xFF]),
+            b"\x01" + os.urandom(80),
+        ],
         "stale": [encode(key, now - 10_000, queue_name, [(now, 1)]), encode(key, now + 10_000, queue_name, [(now, 1)])],
     }
     before = {reason: rejected(reason) for reason in bad}
@@ -141,23 +149,41 @@ async def test_forged_stale_cut_and_garbage_datagrams_are_counted_and_the_listen
             datagram_to(address, data)
     datagram_to(address, good)
     await eventually(lambda: bool(got), "the valid hint after the bad ones")
-    await eventually(lambda: all(rejected(r) - before[r] == len(d) for r, d in bad.items()), "every bad datagram counted")
+    await eventually(
+        lambda: all(rejected(r) - before[r] == len(d) for r, d in bad.items()), "every bad datagram counted"
+    )
     assert got == [(now, 1)], "no bad datagram may notify anything"
     assert received() == before_received + 1
 
 
-async def test_a_send_from_another_process_wakes_a_parked_long_poll_before_its_safety_poll(listener: Casque, settings: Settings,
-                                                                                           queue_name: str) -> None:
+async def test_a_send_from_another_process_wakes_a_parked_long_poll_before_its_safety_poll(
+    listener: Casque, settings: Settings, queue_name: str
+) -> None:
     await listener.create_queue(queue_name)
     await listener.listen_for_hints([queue_name])
     poll = asyncio.create_task(listener.receive(queue_name, wait=SAFETY_POLL_S - 5, visibility=60))
     await parked(listener, queue_name)
     before = received()
     t0 = time.monotonic()
-    env = dict(os.environ) | {"CASQUE_CASSANDRA__KEYSPACE": settings.cassandra.keyspace, "PYTHONPATH": str(ROOT),
-                              "CASQUE_CONFIG": str(ROOT / "tests/support/empty.toml")}
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "daemon.cli", "send", queue_name, "t", "--payload", '"x"',
-                                                cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    env = dict(os.environ) | {
+        "CASQUE_CASSANDRA__KEYSPACE": settings.cassandra.keyspace,
+        "PYTHONPATH": str(ROOT),
+        "CASQUE_CONFIG": str(ROOT / "tests/support/empty.toml"),
+    }
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "daemon.cli",
+        "send",
+        queue_name,
+        "t",
+        "--payload",
+        '"x"',
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     out, err = await proc.communicate()
     assert proc.returncode == 0, err.decode()
     done = time.monotonic()
@@ -170,8 +196,9 @@ async def test_a_send_from_another_process_wakes_a_parked_long_poll_before_its_s
     await purge(listener, queue_name)
 
 
-async def test_a_lost_hint_costs_only_latency_the_safety_poll_finds_the_message(settings: Settings, producer: Casque,
-                                                                                queue_name: str) -> None:
+async def test_a_lost_hint_costs_only_latency_the_safety_poll_finds_the_message(
+    settings: Settings, producer: Casque, queue_name: str
+) -> None:
     s = copy.deepcopy(settings)
     s.sqs.poll_interval = 2.0
     client = await Casque.connect(s)
@@ -195,13 +222,16 @@ async def test_a_lost_hint_costs_only_latency_the_safety_poll_finds_the_message(
         await client.close()
 
 
-async def test_casque_serve_registers_for_every_queue_and_a_send_here_wakes_its_sqs_long_poll(producer: Casque, settings: Settings,
-                                                                                               queue_name: str) -> None:
+async def test_casque_serve_registers_for_every_queue_and_a_send_here_wakes_its_sqs_long_poll(
+    producer: Casque, settings: Settings, queue_name: str
+) -> None:
     await producer.create_queue(queue_name)
     server = sqsserver.start(settings.cassandra.keyspace, env={"CASQUE_SQS__POLL_INTERVAL": f"{SAFETY_POLL_S:.0f}s"})
     try:
         entries = await producer.hint_directory.live()
-        assert any(e.serves(queue_name) and "*" in e.queues for e in entries), "casque serve must listen for every queue"
+        assert any(e.serves(queue_name) and "*" in e.queues for e in entries), (
+            "casque serve must listen for every queue"
+        )
         body = json.dumps({"QueueUrl": f"{server.url}/000000000000/{queue_name}", "WaitTimeSeconds": 20}).encode()
         headers = {"Content-Type": "application/x-amz-json-1.0", "X-Amz-Target": "AmazonSQS.ReceiveMessage"}
         poll = asyncio.create_task(asyncio.to_thread(_post, server.url, body, headers))
@@ -218,7 +248,9 @@ async def test_casque_serve_registers_for_every_queue_and_a_send_here_wakes_its_
         log = server.stop()
     assert server.proc.returncode == 0, log[-2000:]
     ours = [json.loads(line)["address"] for line in log.splitlines() if '"hints_listening"' in line]
-    assert ours and not [e for e in await producer.hint_directory.live() if e.address in ours], "a stopped server removes its row"
+    assert ours and not [e for e in await producer.hint_directory.live() if e.address in ours], (
+        "a stopped server removes its row"
+    )
     await purge(producer, queue_name)
 
 
@@ -231,7 +263,9 @@ async def test_a_closed_listener_leaves_the_directory(settings: Settings, produc
 
 
 def _post(url: str, body: bytes, headers: dict[str, str]) -> bytes:
-    with urllib.request.urlopen(urllib.request.Request(url, data=body, headers=headers, method="POST"), timeout=40) as resp:
+    with urllib.request.urlopen(
+        urllib.request.Request(url, data=body, headers=headers, method="POST"), timeout=40
+    ) as resp:
         return resp.read()
 
 
@@ -264,7 +298,9 @@ async def _nothing_sent(producer: Casque, queue_name: str) -> None:
     await purge(producer, queue_name)
 
 
-async def test_send_many_of_500_is_one_datagram_per_listener(listener: Casque, producer: Casque, queue_name: str) -> None:
+async def test_send_many_of_500_is_one_datagram_per_listener(
+    listener: Casque, producer: Casque, queue_name: str
+) -> None:
     got: list[tuple[int, int | None]] = []
     listener.wakeups.subscribe(queue_name, lambda due, placement: got.append((due, placement)))
     await listener.listen_for_hints([queue_name])
@@ -283,8 +319,9 @@ async def test_send_many_of_500_is_one_datagram_per_listener(listener: Casque, p
     await purge(producer, queue_name)
 
 
-async def test_a_casque_run_daemon_that_polls_every_10s_takes_a_message_sent_here_at_once(tmp_path: Path, settings: Settings,
-                                                                                          queue_name: str) -> None:
+async def test_a_casque_run_daemon_that_polls_every_10s_takes_a_message_sent_here_at_once(
+    tmp_path: Path, settings: Settings, queue_name: str
+) -> None:
     """The daemon's dispatcher subscribes its consumers to ``Wakeups``; its listener turns our
     hint into that notify. Every consumer has finished its first fetch with nothing found (so the
     scout sleeps >= 10 s and the other waits for work) before we send: counting one empty round
@@ -292,15 +329,31 @@ async def test_a_casque_run_daemon_that_polls_every_10s_takes_a_message_sent_her
     and take the message without any hint (seen once in CI)."""
     record, log = tmp_path / "record", tmp_path / "log"
     consumers = 2
-    cfg = write_config(tmp_path / "c.toml", settings.cassandra.keyspace, [queue_name], poll_interval="10s", max_poll_interval="30s",
-                       rescan_interval="30s", consumers=consumers)
+    cfg = write_config(
+        tmp_path / "c.toml",
+        settings.cassandra.keyspace,
+        [queue_name],
+        poll_interval="10s",
+        max_poll_interval="30s",
+        rescan_interval="30s",
+        consumers=consumers,
+    )
     d = start_daemon(cfg, record, log, env={"CASQUE_METRICS__ENABLED": "true", "CASQUE_METRICS__PORT": "0"})
     producer = await Casque.connect(settings)
     try:
-        await until(lambda: '"metrics_listening"' in d.output() and '"hints_listening"' in d.output(), 60, "the daemon's listeners", d)
+        await until(
+            lambda: '"metrics_listening"' in d.output() and '"hints_listening"' in d.output(),
+            60,
+            "the daemon's listeners",
+            d,
+        )
         url = next(json.loads(line)["url"] for line in d.output().splitlines() if '"metrics_listening"' in line)
-        await until(lambda: _scrape(url, f'casque_empty_polls_total{{queue="{queue_name}"}}') >= consumers, 60,
-                    "every consumer's first fetch to find nothing", d)
+        await until(
+            lambda: _scrape(url, f'casque_empty_polls_total{{queue="{queue_name}"}}') >= consumers,
+            60,
+            "every consumer's first fetch to find nothing",
+            d,
+        )
         hinted = _scrape(url, "casque_hints_received_total")
         t0 = time.monotonic()
         mid = await producer.send(queue_name, "test.record", "x")
@@ -316,7 +369,9 @@ async def test_a_casque_run_daemon_that_polls_every_10s_takes_a_message_sent_her
         await producer.close()
 
 
-async def test_a_keyspace_without_the_listener_table_still_sends_and_serves_without_hints(settings: Settings, queue_name: str) -> None:
+async def test_a_keyspace_without_the_listener_table_still_sends_and_serves_without_hints(
+    settings: Settings, queue_name: str
+) -> None:
     """A client upgraded before ``casque schema apply``: the directory's table is missing (the
     real server's error, on a table name that does not exist)."""
     client = await Casque.connect(settings)
@@ -336,9 +391,14 @@ async def test_a_keyspace_without_the_listener_table_still_sends_and_serves_with
         await client.close()
 
 
-async def test_a_bad_or_busy_hint_address_is_one_line_naming_the_fix(settings: Settings, listener: Casque, queue_name: str) -> None:
+async def test_a_bad_or_busy_hint_address_is_one_line_naming_the_fix(
+    settings: Settings, listener: Casque, queue_name: str
+) -> None:
     taken = await listener.listen_for_hints([queue_name])
-    for address, says in ((taken, "set hints.address to a free host[:port]"), ("127.0.0.1:99999", "expected host:port")):
+    for address, says in (
+        (taken, "set hints.address to a free host[:port]"),
+        ("127.0.0.1:99999", "expected host:port"),
+    ):
         s = copy.deepcopy(settings)
         s.hints.address = address
         client = await Casque.connect(s)
@@ -349,9 +409,17 @@ async def test_a_bad_or_busy_hint_address_is_one_line_naming_the_fix(settings: S
         finally:
             await client.close()
     env = dict(os.environ, CASQUE_CASSANDRA__KEYSPACE=settings.cassandra.keyspace, CASQUE_HINTS__ADDRESS=taken)
-    done = subprocess.run([sys.executable, "-m", "daemon.cli", "serve", "--port", "0"], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=60)
-    assert done.returncode != 0 and "hints.address" in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    done = subprocess.run(
+        [sys.executable, "-m", "daemon.cli", "serve", "--port", "0"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0 and "hints.address" in done.stderr and len(done.stderr.strip().splitlines()) == 1, (
+        done.stderr
+    )
 
 
 def _scrape(url: str, series: str) -> float:
@@ -363,7 +431,9 @@ def _scrape(url: str, series: str) -> float:
     return 0.0
 
 
-async def test_sends_completing_in_one_loop_turn_cost_two_datagrams_not_one_each(listener: Casque, producer: Casque, queue_name: str) -> None:
+async def test_sends_completing_in_one_loop_turn_cost_two_datagrams_not_one_each(
+    listener: Casque, producer: Casque, queue_name: str
+) -> None:
     got: list[tuple[int, int | None]] = []
     listener.wakeups.subscribe(queue_name, lambda due, placement: got.append((due, placement)))
     await listener.listen_for_hints([queue_name])
@@ -385,7 +455,10 @@ async def test_sends_completing_in_one_loop_turn_cost_two_datagrams_not_one_each
 def test_listen_addresses_default_to_the_route_to_cassandra_and_honour_advertise() -> None:
     assert listen_addresses("", "", ["127.0.0.1"], 9042) == (("127.0.0.1", 0), ("127.0.0.1", 0))
     assert listen_addresses("0.0.0.0:7001", "", ["127.0.0.1"], 9042) == (("0.0.0.0", 7001), ("127.0.0.1", 0))
-    assert listen_addresses("127.0.0.1", "192.0.2.7:9000", ["127.0.0.1"], 9042) == (("127.0.0.1", 0), ("192.0.2.7", 9000))
+    assert listen_addresses("127.0.0.1", "192.0.2.7:9000", ["127.0.0.1"], 9042) == (
+        ("127.0.0.1", 0),
+        ("192.0.2.7", 9000),
+    )
     assert listen_addresses("[::1]:0", "", ["127.0.0.1"], 9042) == (("::1", 0), ("::1", 0))
     with pytest.raises(ValueError, match="expected host:port"):
         listen_addresses("127.0.0.1:99999", "", ["127.0.0.1"], 9042)

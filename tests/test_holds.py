@@ -15,9 +15,9 @@ from daemon.base.metrics import REGISTRY
 from daemon.engine.client import Casque
 from daemon.engine.consume.consumer import Consumer
 from daemon.engine.send.producer import Job
+from daemon.testing.daemonproc import Daemon, records, start_daemon, until, write_config
 
 from .conftest import TEST_KEYSPACE
-from daemon.testing.daemonproc import Daemon, records, start_daemon, until, write_config
 
 
 def trips(queue: str) -> float:
@@ -66,6 +66,7 @@ async def test_nobody_else_takes_from_a_held_row_until_it_is_released(cq: Casque
     async def other_took() -> bool:
         taken.extend(await other.fetch(10))  # returns [] while its back-off after the contention runs
         return bool(taken)
+
     await until(other_took, 10, "the other consumer takes once the hold is released")
     assert [m.payload for m in taken] == [2]  # type: ignore[attr-defined]
 
@@ -84,6 +85,7 @@ async def test_a_hold_that_is_not_renewed_lapses_and_the_row_is_free_again(cq: C
         taken.extend(await other.fetch(10))
         taken.extend(await owner.fetch(10))
         return bool(taken)
+
     await until(someone_took, 15, "the row is taken again once the hold's column expired")
     assert len(taken) == 1
 
@@ -108,25 +110,34 @@ def frozen(d: Daemon) -> bool:
 
 @pytest.mark.slow
 async def test_an_owner_frozen_past_its_hold_expiry_commits_nothing_and_nothing_is_lost_or_doubled(
-        cq: Casque, queue_name: str, tmp_path: Path) -> None:
+    cq: Casque, queue_name: str, tmp_path: Path
+) -> None:
     await cq.create_queue(queue_name, shards=4, timeout=60)
     record = tmp_path / "record.txt"
     cfg = write_config(tmp_path / "c.toml", TEST_KEYSPACE, [queue_name], consumers=2, batch_size=50)
     owner = start_daemon(cfg, record, tmp_path / "owner.log", env={"CASQUE_PAUSE_AT": "take.held_read"})
     other: Daemon | None = None
     try:
-        await until(lambda: any(int(e["rows"]) >= 4 for e in events(owner, "rows_held")), 60, "the owner holds its rows", owner)
+        await until(
+            lambda: any(int(e["rows"]) >= 4 for e in events(owner, "rows_held")), 60, "the owner holds its rows", owner
+        )
         ids = await cq.send_many(queue_name, [Job("test.record", i) for i in range(200)])
         # The owner's first held take reads messages and freezes itself right there (SIGSTOP), before
         # it checks its hold and commits: it has nothing in flight, and its holds lapse while frozen.
         await until(lambda: frozen(owner), 60, "the owner frozen between a held read and its take", owner)
         other = start_daemon(cfg, record, tmp_path / "other.log")
-        await until(lambda: len({r[1] for r in records(record)} & set(ids)) == len(ids), 120,
-                    "the other daemon runs every message while the owner is frozen", other)
+        await until(
+            lambda: len({r[1] for r in records(record)} & set(ids)) == len(ids),
+            120,
+            "the other daemon runs every message while the owner is frozen",
+            other,
+        )
         assert {r[3] for r in records(record)} == {str(other.proc.pid)}
         owner.signal(signal.SIGCONT)
         more = await cq.send_many(queue_name, [Job("test.record", i) for i in range(200, 300)])
-        await until(lambda: len({r[1] for r in records(record)} & set(more)) == len(more), 120, "both daemons serve on", owner)
+        await until(
+            lambda: len({r[1] for r in records(record)} & set(more)) == len(more), 120, "both daemons serve on", owner
+        )
         woke = events(owner, "hold_expired_before_take")
     finally:
         for d in [owner, other]:

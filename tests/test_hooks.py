@@ -87,18 +87,30 @@ async def test_hooks_see_every_call_retry_and_poison_once(cq: Casque, queue_name
     dispatcher = Dispatcher(cq, reg, settings, [queue_name], hooks=hooks)
     runner = asyncio.create_task(dispatcher.run())
     deadline = time.monotonic() + 30
-    while sum(1 for c in sync_rec.calls if c[0] == "on_poison") < 3 or not any(c[1] == "h.ok" and c[0] == "after" for c in sync_rec.calls):
+    while sum(1 for c in sync_rec.calls if c[0] == "on_poison") < 3 or not any(
+        c[1] == "h.ok" and c[0] == "after" for c in sync_rec.calls
+    ):
         assert time.monotonic() < deadline, sync_rec.calls
         await asyncio.sleep(0.05)
     await dispatcher.drain(5000)
     await runner
     for rec in (sync_rec, async_rec):
-        by_task = {t: [(c[0], c[2]) for c in rec.calls if c[1] == t] for t in ("h.ok", "h.fail", "h.poison", "h.unknown")}
+        by_task = {
+            t: [(c[0], c[2]) for c in rec.calls if c[1] == t] for t in ("h.ok", "h.fail", "h.poison", "h.unknown")
+        }
         assert by_task["h.ok"] == [("before", ""), ("after", "acked")]
-        assert by_task["h.fail"] == [("before", ""), ("after", "retried"), ("on_retry", "retried"),
-                                     ("before", ""), ("after", "poisoned"), ("on_poison", "failed on its last attempt (2 of 2)")]
+        assert by_task["h.fail"] == [
+            ("before", ""),
+            ("after", "retried"),
+            ("on_retry", "retried"),
+            ("before", ""),
+            ("after", "poisoned"),
+            ("on_poison", "failed on its last attempt (2 of 2)"),
+        ]
         assert by_task["h.poison"] == [("before", ""), ("after", "poisoned"), ("on_poison", "not worth it")]
-        assert by_task["h.unknown"] == [("on_poison", "unknown task 'h.unknown': no handler is registered under this name")]
+        assert by_task["h.unknown"] == [
+            ("on_poison", "unknown task 'h.unknown': no handler is registered under this name")
+        ]
     assert metrics.counter_value(metrics.ACKED, queue_name, "h.ok") == acked_before + 1  # counted through the hooks
     assert metrics.counter_value(metrics.POISONED, queue_name, "h.fail") == 1
     assert metrics.counter_value(metrics.RETRIED, queue_name, "h.fail") == 1

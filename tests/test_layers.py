@@ -17,8 +17,19 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-RANK = {"daemon.base": 0, "daemon.devnode": 1, "daemon.engine": 1, "daemon.service": 2,
-        "daemon.cli": 3, "daemon.http": 3, "pipeline": 3, "daemon.testing": 4, "handlers": 4, "bench": 5, "tests": 6}
+RANK = {
+    "daemon.base": 0,
+    "daemon.devnode": 1,
+    "daemon.engine": 1,
+    "daemon.service": 2,
+    "daemon.cli": 3,
+    "daemon.http": 3,
+    "pipeline": 3,
+    "daemon.testing": 4,
+    "handlers": 4,
+    "bench": 5,
+    "tests": 6,
+}
 # The package root only re-exports the public API (handler, registry, client, producer).
 PUBLIC = {"daemon", "daemon.client", "daemon.producer"}
 
@@ -105,7 +116,7 @@ def test_no_import_circle() -> None:
         stack.append(node)
         for nxt in sorted(edges.get(node, ())):
             if state.get(nxt) == 1:
-                circles.append(" -> ".join(stack[stack.index(nxt):] + [nxt]))
+                circles.append(" -> ".join(stack[stack.index(nxt) :] + [nxt]))
             elif nxt not in state:
                 visit(nxt)
         stack.pop()

@@ -29,9 +29,8 @@ import pytest
 
 from daemon.base.config import Settings
 from daemon.engine.client import Casque
-from daemon.engine.storage.placement import new_id, parse_id, shard_of
 from daemon.engine.send.producer import Job
-
+from daemon.engine.storage.placement import new_id, parse_id, shard_of
 from daemon.testing.daemonproc import records, start_daemon, until, write_config
 
 pytestmark = pytest.mark.slow
@@ -69,7 +68,9 @@ def most_at_once(starts: list[float], hold_s: float) -> int:
     return most
 
 
-async def send_paced(cq: Casque, queue: str, seeds: list[bytes], rate: float, batch: int, sent: dict[str, float]) -> None:
+async def send_paced(
+    cq: Casque, queue: str, seeds: list[bytes], rate: float, batch: int, sent: dict[str, float]
+) -> None:
     """Send ``seeds`` at ``rate`` messages a second, ``batch`` at a time, on a fixed timetable
     (a late batch does not make the next one wait): ``sent`` maps each id to when it was sent."""
     loop = asyncio.get_running_loop()
@@ -77,18 +78,27 @@ async def send_paced(cq: Casque, queue: str, seeds: list[bytes], rate: float, ba
     for i in range(0, len(seeds), batch):
         await asyncio.sleep(max(0.0, start + i / rate - loop.time()))
         t = time.time()
-        jobs = [Job("test.record_then_sleep", HOLD_S, seed=s) for s in seeds[i:i + batch]]
+        jobs = [Job("test.record_then_sleep", HOLD_S, seed=s) for s in seeds[i : i + batch]]
         for mid in await cq.send_many(queue, jobs):
             sent[mid] = t
 
 
-async def test_an_overloaded_daemon_serves_every_shard_and_finds_what_no_wakeup_named(tmp_path: Path, settings: Settings,
-                                                                                     queue_name: str) -> None:
+async def test_an_overloaded_daemon_serves_every_shard_and_finds_what_no_wakeup_named(
+    tmp_path: Path, settings: Settings, queue_name: str
+) -> None:
     announced = await Casque.connect(settings)
     silent = await Casque.connect(replace(settings, hints=replace(settings.hints, send=False)))
     record = tmp_path / "record"
-    cfg = write_config(tmp_path / "c.toml", settings.cassandra.keyspace, [queue_name], consumers=4, batch_size=20, in_flight=IN_FLIGHT,
-                       poll_interval="20ms", max_poll_interval=f"{SAFETY_POLL_S}s")
+    cfg = write_config(
+        tmp_path / "c.toml",
+        settings.cassandra.keyspace,
+        [queue_name],
+        consumers=4,
+        batch_size=20,
+        in_flight=IN_FLIGHT,
+        poll_interval="20ms",
+        max_poll_interval=f"{SAFETY_POLL_S}s",
+    )
     await announced.create_queue(queue_name, shards=SHARDS, buckets=4, bucket_seconds=60)
     d = start_daemon(cfg, record, tmp_path / "log")
     try:
@@ -98,12 +108,16 @@ async def test_an_overloaded_daemon_serves_every_shard_and_finds_what_no_wakeup_
         loud = seeds_for(ANNOUNCED, int(RATE * LOAD_S), f"{queue_name}-loud")
         quiet = seeds_for(SILENT, int(LOAD_S / SILENT_EVERY_S), f"{queue_name}-quiet")
         load_start = time.time()
-        await asyncio.gather(send_paced(announced, queue_name, loud, RATE, 10, loud_sent),
-                             send_paced(silent, queue_name, quiet, 1 / SILENT_EVERY_S, 1, quiet_sent))
+        await asyncio.gather(
+            send_paced(announced, queue_name, loud, RATE, 10, loud_sent),
+            send_paced(silent, queue_name, quiet, 1 / SILENT_EVERY_S, 1, quiet_sent),
+        )
         load_end = time.time()
         sent = loud_sent | quiet_sent
         assert len(sent) == len(loud) + len(quiet)
-        await until(lambda: len({r[1] for r in records(record)} & sent.keys()) == len(sent), 120, "every message to run", d)
+        await until(
+            lambda: len({r[1] for r in records(record)} & sent.keys()) == len(sent), 120, "every message to run", d
+        )
 
         runs = [r for r in records(record) if r[0] == "test.record_then_sleep"]
         count = Counter(r[1] for r in runs)
@@ -116,15 +130,18 @@ async def test_an_overloaded_daemon_serves_every_shard_and_finds_what_no_wakeup_
         per_shard = {s: max(w for m, w in wait.items() if shard_of(parse_id(m), SHARDS) == s) for s in range(SHARDS)}
         table = " ".join(f"{s}:{w:.1f}" for s, w in per_shard.items())
         print(
-              f"\n{len(sent)} messages sent in {load_end - load_start:.1f} s, drain after the load {drain:.1f} s, "
-              f"bound {bound:.1f} s; "
-              f"median wait {statistics.median(wait.values()):.2f} s; worst wait per shard (s) {table}")
+            f"\n{len(sent)} messages sent in {load_end - load_start:.1f} s, drain after the load {drain:.1f} s, "
+            f"bound {bound:.1f} s; "
+            f"median wait {statistics.median(wait.values()):.2f} s; worst wait per shard (s) {table}"
+        )
         running = most_at_once(sorted(started.values()), HOLD_S)
         print(f"at most {running} handlers ran at once (in_flight {IN_FLIGHT})")
         assert running <= IN_FLIGHT, f"{running} handlers ran at once: in_flight is {IN_FLIGHT}"
         late = {s: w for s, w in per_shard.items() if w > bound}
-        assert not late, (f"shards waited past the drain of the backlog ({drain:.1f} s) + the safety poll + {SLACK_S} s: {late} "
-                          f"(shards {SILENT.start}-{SILENT.stop - 1} are found only by the sweep)")
+        assert not late, (
+            f"shards waited past the drain of the backlog ({drain:.1f} s) + the safety poll + {SLACK_S} s: {late} "
+            f"(shards {SILENT.start}-{SILENT.stop - 1} are found only by the sweep)"
+        )
     finally:
         d.signal(signal.SIGTERM)
         d.wait(60)

@@ -12,7 +12,8 @@ import asyncio
 import copy
 import subprocess
 import sys
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -21,9 +22,9 @@ from daemon.base.clock import Clock, ManualClock
 from daemon.base.config import Settings
 from daemon.base.errors import QueueNotFound, UsageError
 from daemon.base.lru import Lru
-from daemon.engine.queues.admin import delete_queue
 from daemon.engine.client import Casque
 from daemon.engine.cluster.reaper import ExpirySweeper
+from daemon.engine.queues.admin import delete_queue
 
 from .conftest import ROOT, TEST_KEYSPACE
 from .test_receive import parked
@@ -87,13 +88,17 @@ async def receive_reads(settings: Settings, queue: str) -> tuple[int, int]:
         await client.close()
 
 
-async def test_receive_on_an_idle_tiny_queue_reads_3_cold_and_1_warm(cq: Casque, settings: Settings, queue_name: str) -> None:
+async def test_receive_on_an_idle_tiny_queue_reads_3_cold_and_1_warm(
+    cq: Casque, settings: Settings, queue_name: str
+) -> None:
     """Cold: settings, the cursors of its row, one peek. Warm: one peek."""
     await cq.create_queue(queue_name, shards=1, buckets=1)
     assert await receive_reads(settings, queue_name) == (3, 1)
 
 
-async def test_a_cold_receive_reads_the_cursors_in_one_request_per_shard(cq: Casque, settings: Settings, queue_name: str) -> None:
+async def test_a_cold_receive_reads_the_cursors_in_one_request_per_shard(
+    cq: Casque, settings: Settings, queue_name: str
+) -> None:
     """An idle 4 shards x 4 buckets queue: 1 settings read + 4 cursor reads (one per shard, which
     also show that no row has a partition) + a peek of the current bucket's row in each shard;
     before, a read of each row's cursor and a peek of each row (33). The previous bucket's rows are
@@ -103,8 +108,9 @@ async def test_a_cold_receive_reads_the_cursors_in_one_request_per_shard(cq: Cas
     assert cold in (1 + 4 + 4, 1 + 4 + 8) and warm in (4, 8)
 
 
-async def test_a_cold_receive_peeks_the_rows_that_exist_and_finds_an_old_buckets_message(cq: Casque, settings: Settings,
-                                                                                         queue_name: str) -> None:
+async def test_a_cold_receive_peeks_the_rows_that_exist_and_finds_an_old_buckets_message(
+    cq: Casque, settings: Settings, queue_name: str
+) -> None:
     """A message in the row of a bucket two minutes back (sent by a client whose clock is 130 s
     behind): that row has a partition, so a new process's first receive peeks it and takes it."""
     await cq.create_queue(queue_name, shards=1, buckets=4, bucket_seconds=60)
@@ -122,7 +128,9 @@ async def test_a_cold_receive_peeks_the_rows_that_exist_and_finds_an_old_buckets
         await client.close()
 
 
-async def test_a_cold_receive_still_starts_at_the_stored_cursor(cq: Casque, settings: Settings, queue_name: str) -> None:
+async def test_a_cold_receive_still_starts_at_the_stored_cursor(
+    cq: Casque, settings: Settings, queue_name: str
+) -> None:
     """The cursors read in the burst are used: a second process finds the message the first left."""
     await cq.create_queue(queue_name, shards=1, buckets=2)
     ids = [await cq.send(queue_name, "t", i) for i in range(3)]
@@ -174,8 +182,9 @@ def test_lru_drops_the_least_recently_used_and_tells_its_owner() -> None:
     assert gone == ["b"] and list(lru) == ["a", "c"]
 
 
-async def test_caches_stay_bounded_after_touching_more_queues_than_the_limit(small_caches: Casque, cq: Casque, queue_name: str,
-                                                                             made: list[str]) -> None:
+async def test_caches_stay_bounded_after_touching_more_queues_than_the_limit(
+    small_caches: Casque, cq: Casque, queue_name: str, made: list[str]
+) -> None:
     """Settings, attributes, consumers and metric series follow the last queues used, not all 200."""
     client = small_caches
     names = [f"{queue_name}_{i}" for i in range(200)]
@@ -227,17 +236,32 @@ async def test_paging_returns_every_queue_exactly_once(cq: Casque, queue_name: s
 
 
 def casque_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {"CASQUE_CASSANDRA__KEYSPACE": TEST_KEYSPACE, "CASQUE_QUEUE_DEFAULTS__SHARDS": "1", "CASQUE_QUEUE_DEFAULTS__BUCKETS": "1"}
+    env = {
+        "CASQUE_CASSANDRA__KEYSPACE": TEST_KEYSPACE,
+        "CASQUE_QUEUE_DEFAULTS__SHARDS": "1",
+        "CASQUE_QUEUE_DEFAULTS__BUCKETS": "1",
+    }
     import os
 
-    return subprocess.run([sys.executable, "-m", "daemon.cli", *args], cwd=ROOT, capture_output=True, text=True, input=stdin,
-                          env=dict(os.environ, **env), timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "daemon.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        input=stdin,
+        env=dict(os.environ, **env),
+        timeout=120,
+    )
 
 
-async def test_cli_queues_pages_by_token_and_create_many_reads_stdin(cq: Casque, queue_name: str, made: list[str]) -> None:
+async def test_cli_queues_pages_by_token_and_create_many_reads_stdin(
+    cq: Casque, queue_name: str, made: list[str]
+) -> None:
     names = [f"{queue_name}_{i}" for i in range(30)]
     made += names
-    done = await asyncio.to_thread(casque_cli, "queues", "create-many", "--shards", "1", "--buckets", "1", stdin="\n".join(names) + "\n\n")
+    done = await asyncio.to_thread(
+        casque_cli, "queues", "create-many", "--shards", "1", "--buckets", "1", stdin="\n".join(names) + "\n\n"
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "30 queues created"
     again = await asyncio.to_thread(casque_cli, "queues", "create-many", stdin="\n".join(names))
@@ -259,7 +283,9 @@ async def test_cli_queues_pages_by_token_and_create_many_reads_stdin(cq: Casque,
 
 
 async def test_cli_queue_create_takes_expire_after_and_refuses_a_short_one(cq: Casque, queue_name: str) -> None:
-    made = await asyncio.to_thread(casque_cli, "queue", "create", queue_name, "--shards", "1", "--buckets", "1", "--expire-after", "2m")
+    made = await asyncio.to_thread(
+        casque_cli, "queue", "create", queue_name, "--shards", "1", "--buckets", "1", "--expire-after", "2m"
+    )
     assert made.returncode == 0, made.stderr
     assert (await cq.queues.get(queue_name, fresh=True)).expire_after_s == 120
     short = await asyncio.to_thread(casque_cli, "queue", "create", queue_name + "s", "--expire-after", "10s")
@@ -267,7 +293,9 @@ async def test_cli_queue_create_takes_expire_after_and_refuses_a_short_one(cq: C
     await delete_queue(cq, queue_name)
 
 
-async def test_create_queues_counts_what_it_created_and_names_a_bad_name(cq: Casque, queue_name: str, made: list[str]) -> None:
+async def test_create_queues_counts_what_it_created_and_names_a_bad_name(
+    cq: Casque, queue_name: str, made: list[str]
+) -> None:
     names = [f"{queue_name}_{i}" for i in range(50)]
     made += names + [f"{queue_name}_ok"]
     assert await cq.create_queues(names[:20], shards=1, buckets=2, concurrency=8) == 20
@@ -298,7 +326,9 @@ async def test_expiry_deletes_an_idle_queue_and_keeps_an_active_one(settings: Se
         assert idle in gone and busy not in gone and forever not in gone
         with pytest.raises(QueueNotFound):
             await client.queues.get(idle, fresh=True)
-        assert (await client.queues.names.matching(idle, None, 10))[0] == [], "an expired queue leaves the ListQueues name index"
+        assert (await client.queues.names.matching(idle, None, 10))[0] == [], (
+            "an expired queue leaves the ListQueues name index"
+        )
         assert (await client.queues.names.matching(busy, None, 10))[0] == [busy]
         assert (await client.queues.get(busy, fresh=True)).expire_after_s == 120
         assert await client.peek(busy) != []
@@ -361,7 +391,9 @@ async def test_deleting_a_queue_writes_partition_tombstones_not_one_per_message(
     assert counts == [(21, 21), (21, 21)]
 
 
-async def test_list_queues_next_token_walks_every_queue_once_with_boto3(cq: Casque, queue_name: str, made: list[str]) -> None:
+async def test_list_queues_next_token_walks_every_queue_once_with_boto3(
+    cq: Casque, queue_name: str, made: list[str]
+) -> None:
     """A real boto3 client pages the whole table with MaxResults/NextToken: every queue once."""
     import boto3
     from botocore.config import Config
@@ -373,8 +405,14 @@ async def test_list_queues_next_token_walks_every_queue_once_with_boto3(cq: Casq
     await cq.create_queues(names, shards=1, buckets=1)
     server = await asyncio.to_thread(sqsserver.start, TEST_KEYSPACE)
     try:
-        sqs = boto3.client("sqs", endpoint_url=server.url, region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s",
-                           config=Config(retries={"max_attempts": 1}))
+        sqs = boto3.client(
+            "sqs",
+            endpoint_url=server.url,
+            region_name="us-east-1",
+            aws_access_key_id="k",
+            aws_secret_access_key="s",
+            config=Config(retries={"max_attempts": 1}),
+        )
         seen: list[str] = []
         kwargs: dict[str, Any] = {"MaxResults": 300}
         while True:

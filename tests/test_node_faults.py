@@ -8,18 +8,17 @@ import asyncio
 import json
 import signal
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import AsyncIterator
 
 import pytest
 
+from daemon.base.errors import StorageUnavailable
+from daemon.devnode import ClusterSpec, start, start_node, stop, stop_node
 from daemon.engine.client import Casque
 from daemon.engine.storage.db import Database
-from daemon.devnode import ClusterSpec, start, start_node, stop, stop_node
-from daemon.base.errors import StorageUnavailable
 from daemon.engine.storage.schema import apply_schema
-
 from daemon.testing.daemonproc import records, start_daemon, until, write_config
 from daemon.testing.nodes import settings_for
 
@@ -32,7 +31,11 @@ SOLO = ClusterSpec(name="solo", nodes=1, native_port=9242, storage_port=7200, jm
 def config_for(path: Path, spec: ClusterSpec, queue: str) -> Path:
     cfg = write_config(path, KEYSPACE, [queue], consumers=2, max_poll_interval="500ms")
     points = json.dumps([f"127.0.0.{i}" for i in range(1, spec.nodes + 1)])
-    cfg.write_text(cfg.read_text().replace("[cassandra]", f"[cassandra]\ncontact_points = {points}\nport = {spec.native_port}\nrequest_timeout = 5"))
+    cfg.write_text(
+        cfg.read_text().replace(
+            "[cassandra]", f"[cassandra]\ncontact_points = {points}\nport = {spec.native_port}\nrequest_timeout = 5"
+        )
+    )
     return cfg
 
 
@@ -76,7 +79,9 @@ async def ring() -> AsyncIterator[Casque]:
     await asyncio.to_thread(stop, RING)
 
 
-async def test_node_loss_at_quorum_loses_nothing_and_two_lost_nodes_fail_loudly(ring: Casque, queue_name: str, tmp_path: Path) -> None:
+async def test_node_loss_at_quorum_loses_nothing_and_two_lost_nodes_fail_loudly(
+    ring: Casque, queue_name: str, tmp_path: Path
+) -> None:
     cq = ring
     await cq.create_queue(queue_name, shards=4, timeout=10)
     record = tmp_path / "record.txt"
@@ -90,7 +95,9 @@ async def test_node_loss_at_quorum_loses_nothing_and_two_lost_nodes_fail_loudly(
         # Sends and consumption go on, and no send fails, while QUORUM holds. Counted, not timed: a
         # loaded machine only makes it slower (the deadline is there for a real stall).
         await until(lambda: len(producer.sent) - before_sent >= 100, 60, "sends to go on with one node down", daemon)
-        await until(lambda: len(records(record)) - before_done >= 100, 60, "consumption to go on with one node down", daemon)
+        await until(
+            lambda: len(records(record)) - before_done >= 100, 60, "consumption to go on with one node down", daemon
+        )
         one_down_failures = len(producer.failures) - failed_before
         assert one_down_failures == 0, producer.failures[failed_before:][:3]
         await asyncio.to_thread(start_node, RING, 3)
@@ -112,9 +119,13 @@ async def test_node_loss_at_quorum_loses_nothing_and_two_lost_nodes_fail_loudly(
         daemon.signal(signal.SIGTERM)
         daemon.wait(60)
         await asyncio.to_thread(start_node, RING, 3)
-    print(f"sent={len(sent)} failed_sends={len(producer.failures)} (one node down: {one_down_failures}) "
-          f"processed={len(sent & {r[1] for r in records(record)})} lost=0")
-    assert all("replicas are up" in f or "did not answer in time" in f or "no Cassandra node" in f for f in two_down), two_down[:3]
+    print(
+        f"sent={len(sent)} failed_sends={len(producer.failures)} (one node down: {one_down_failures}) "
+        f"processed={len(sent & {r[1] for r in records(record)})} lost=0"
+    )
+    assert all("replicas are up" in f or "did not answer in time" in f or "no Cassandra node" in f for f in two_down), (
+        two_down[:3]
+    )
     assert "fetch_failed" in daemon.output()  # the daemon said so, and kept going
 
 
@@ -146,7 +157,9 @@ async def test_single_node_restart_is_ridden_through(queue_name: str, tmp_path: 
         finally:
             daemon.signal(signal.SIGTERM)
             assert daemon.wait(60) == 0
-        assert all("no Cassandra node is reachable" in f or "did not answer" in f or "replicas are up" in f for f in down), down[:3]
+        assert all(
+            "no Cassandra node is reachable" in f or "did not answer" in f or "replicas are up" in f for f in down
+        ), down[:3]
         assert daemon.output().count("fetch_failed") >= 1
     finally:
         await cq.close()

@@ -19,18 +19,17 @@ import os
 import signal
 import time
 from collections import Counter
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import AsyncIterator
 
 import pytest
 
 from daemon.base.config import Settings
 from daemon.devnode import ClusterSpec, start, status, stop
 from daemon.engine.client import Casque
-from daemon.engine.storage.db import Database
 from daemon.engine.send.producer import Job
+from daemon.engine.storage.db import Database
 from daemon.engine.storage.schema import apply_schema
-
 from daemon.testing.daemonproc import Daemon, records, start_daemon, until, write_config
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]
@@ -104,7 +103,9 @@ async def test_node_stalls_while_a_backlog_is_taken_lose_nothing(node: Casque, q
     await cq.create_queue(queue_name, shards=4, timeout=15)  # four consumers take at once
     sent: list[str] = []
     for start_at in range(0, 6000, 100):  # distinct due times, as from a live producer
-        sent += await cq.send_many(queue_name, [Job("test.record", i, delay=f"{i - start_at}ms") for i in range(start_at, start_at + 100)])
+        sent += await cq.send_many(
+            queue_name, [Job("test.record", i, delay=f"{i - start_at}ms") for i in range(start_at, start_at + 100)]
+        )
     record = tmp_path / "record.txt"
     cfg = write_config(tmp_path / "stall.toml", KEYSPACE, [queue_name], consumers=4, batch_size=10, in_flight=100)
     cfg.write_text(cfg.read_text().replace("[cassandra]", f"[cassandra]\nport = {SPEC.native_port}"))
@@ -127,8 +128,10 @@ async def test_node_stalls_while_a_backlog_is_taken_lose_nothing(node: Casque, q
     duplicated = sum(n - 1 for n in delivered.values())
     abandoned, failed = _faults(daemon.output())
     stranded = daemon.output().count('"message_below_cursor"')  # what the sweep had to rescue
-    print(f"sent={len(sent)} processed={len(set(delivered))} lost={lost} duplicated={duplicated} "
-          f"takes_abandoned={abandoned} takes_failed={failed} swept={stranded} seconds={time.monotonic() - started:.1f}")
+    print(
+        f"sent={len(sent)} processed={len(set(delivered))} lost={lost} duplicated={duplicated} "
+        f"takes_abandoned={abandoned} takes_failed={failed} swept={stranded} seconds={time.monotonic() - started:.1f}"
+    )
     assert abandoned + failed >= 1, "the fault did not happen: no take failed or was abandoned"
     assert lost == 0
     assert stranded == 0  # nothing was left behind a cursor (the old take path stranded 45 here)

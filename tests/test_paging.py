@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from daemon.engine.queues.admin import replay
 from daemon.engine.client import Casque
-from daemon.engine.storage.placement import key_shard, row_of
+from daemon.engine.queues.admin import replay
 from daemon.engine.send.producer import Job, build_message
+from daemon.engine.storage.placement import key_shard, row_of
 from daemon.engine.storage.table import all_rows, message_from_row
 
 from .conftest import TEST_KEYSPACE
@@ -30,7 +30,9 @@ FIRST_PAGE = 5000
 
 
 def casque(cfg: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "daemon.cli", "-c", str(cfg), *args], cwd=ROOT, capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "daemon.cli", "-c", str(cfg), *args], cwd=ROOT, capture_output=True, text=True
+    )
 
 
 def config(tmp_path: Path) -> Path:
@@ -63,9 +65,15 @@ async def keyed_many(cq: Casque, queue: str, count: int) -> None:
     qs = await cq.queues.get(queue)
     insert = cq.db.prepare(
         f"INSERT INTO {TEST_KEYSPACE}.keys (queue, key_shard, key, id, bucket, shard, task, created_at) VALUES "
-        "(?,?,?,?,?,?,?,?)")
+        "(?,?,?,?,?,?,?,?)"
+    )
     rows = [(f"k{i:05d}", uuid.UUID(mid)) for i, mid in enumerate(ids)]
-    await bounded([cq.db.run(insert, [queue, key_shard(k), k, mid, *row_of(mid, qs.bucket_ms, qs.buckets, qs.shards), "t", 0]) for k, mid in rows])
+    await bounded(
+        [
+            cq.db.run(insert, [queue, key_shard(k), k, mid, *row_of(mid, qs.bucket_ms, qs.buckets, qs.shards), "t", 0])
+            for k, mid in rows
+        ]
+    )
 
 
 async def queued_payloads(cq: Casque, queue: str) -> list[int]:
@@ -136,7 +144,9 @@ def test_bad_limit_is_one_line(tmp_path: Path) -> None:
     assert "invalid --limit '0': give a whole number of at least 1" in done.stderr
 
 
-async def test_history_by_key_reads_its_own_partition_past_the_first_page(cq: Casque, queue_name: str, tmp_path: Path) -> None:
+async def test_history_by_key_reads_its_own_partition_past_the_first_page(
+    cq: Casque, queue_name: str, tmp_path: Path
+) -> None:
     from daemon.engine.observe.history import History
 
     qs = await cq.create_queue(queue_name, history=True)

@@ -15,8 +15,9 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import boto3
 import pytest
@@ -25,10 +26,11 @@ from botocore.config import Config
 from daemon.base.clock import ManualClock
 from daemon.base.config import Settings
 from daemon.engine.client import Casque
+from daemon.testing.daemonproc import records, start_daemon, until, write_config
 from tests.conftest import TEST_KEYSPACE
 from tests.support import sqsserver
-from daemon.testing.daemonproc import records, start_daemon, until, write_config
-from tests.support.ledger import drain_ids as drain, ledger
+from tests.support.ledger import drain_ids as drain
+from tests.support.ledger import ledger
 
 SHARED_TASK = "test.sleep"  # the daemon has a handler for it; SQS receivers take it too
 PLAIN = 150  # plain SQS messages: task "sqs", which no daemon handler is registered under
@@ -44,7 +46,9 @@ def server(settings: Settings) -> Iterator[sqsserver.SqsServer]:
 
 def client(url: str) -> Any:
     cfg = Config(retries={"max_attempts": 3}, read_timeout=40)
-    return boto3.client("sqs", endpoint_url=url, region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s", config=cfg)
+    return boto3.client(
+        "sqs", endpoint_url=url, region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s", config=cfg
+    )
 
 
 class Receiver(threading.Thread):
@@ -60,8 +64,13 @@ class Receiver(threading.Thread):
     def run(self) -> None:
         try:
             while not self.stop.is_set():
-                out = self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=2,
-                                               AttributeNames=["ApproximateReceiveCount"], MessageAttributeNames=["All"])
+                out = self.sqs.receive_message(
+                    QueueUrl=self.queue_url,
+                    MaxNumberOfMessages=10,
+                    WaitTimeSeconds=2,
+                    AttributeNames=["ApproximateReceiveCount"],
+                    MessageAttributeNames=["All"],
+                )
                 self.polls += 1
                 for m in out.get("Messages", []):
                     task = m.get("MessageAttributes", {}).get("casque.task", {}).get("StringValue", "sqs")
@@ -79,8 +88,11 @@ def send_backlog(sqs: Any, queue_url: str) -> tuple[list[str], list[str]]:
     entries.sort(key=lambda e: (e[1], e[0]))
     for start in range(0, len(entries), 10):
         batch = []
-        for kind, i in entries[start:start + 10]:
-            entry: dict[str, Any] = {"Id": f"{kind}{i}", "MessageBody": json.dumps(0.05) if kind == "s" else f"plain {i}"}
+        for kind, i in entries[start : start + 10]:
+            entry: dict[str, Any] = {
+                "Id": f"{kind}{i}",
+                "MessageBody": json.dumps(0.05) if kind == "s" else f"plain {i}",
+            }
             if kind == "s":
                 entry["MessageAttributes"] = {"casque.task": {"DataType": "String", "StringValue": SHARED_TASK}}
             batch.append(entry)
@@ -91,8 +103,9 @@ def send_backlog(sqs: Any, queue_url: str) -> tuple[list[str], list[str]]:
     return plain, shared
 
 
-async def test_a_daemon_and_two_sqs_receivers_share_a_mixed_backlog(tmp_path: Path, settings: Settings, cq: Casque,
-                                                                   server: sqsserver.SqsServer) -> None:
+async def test_a_daemon_and_two_sqs_receivers_share_a_mixed_backlog(
+    tmp_path: Path, settings: Settings, cq: Casque, server: sqsserver.SqsServer
+) -> None:
     """Two SQS receivers long-poll a queue made over SQS while a daemon serves it. The daemon sees
     the pull readers, holds none of the queue's rows and leaves the plain SQS messages (no handler)
     to the receivers: 0 lost, 0 poisoned, each message handled or received+deleted at least once,
@@ -140,22 +153,27 @@ async def test_a_daemon_and_two_sqs_receivers_share_a_mixed_backlog(tmp_path: Pa
     poisoned = await cq.poison.count(name)
     plain_by_daemon = sum(1 for i in plain if i in by_daemon)
     split = (
-             f"sent={len(sent)} (plain {len(plain)}, {SHARED_TASK} {len(shared)}) in {drained_s:.1f} s: "
-             f"lost={len(lost)} poisoned={poisoned} "
-             f"duplicates={duplicates} redelivered={redelivered} | daemon ran {SHARED_TASK}: "
-             f"{sum(1 for i in shared if i in by_daemon)}, "
-             f"plain: {plain_by_daemon} | SQS receivers got {SHARED_TASK}: {sum(1 for i in shared if i in by_sqs)}, "
-             f"plain: {sum(1 for i in plain if i in by_sqs)} | per receiver: {[len(r.got) for r in receivers]} "
-             f"in {[r.polls for r in receivers]} polls")
+        f"sent={len(sent)} (plain {len(plain)}, {SHARED_TASK} {len(shared)}) in {drained_s:.1f} s: "
+        f"lost={len(lost)} poisoned={poisoned} "
+        f"duplicates={duplicates} redelivered={redelivered} | daemon ran {SHARED_TASK}: "
+        f"{sum(1 for i in shared if i in by_daemon)}, "
+        f"plain: {plain_by_daemon} | SQS receivers got {SHARED_TASK}: {sum(1 for i in shared if i in by_sqs)}, "
+        f"plain: {sum(1 for i in plain if i in by_sqs)} | per receiver: {[len(r.got) for r in receivers]} "
+        f"in {[r.polls for r in receivers]} polls"
+    )
     print(split)
     assert not lost and poisoned == 0, split
     assert plain_by_daemon == 0 and "unknown task" not in d.output(), split
     assert duplicates == redelivered, f"a duplicate without an expired visibility: {split}"
-    assert any(i in by_daemon for i in shared) and any(i in by_sqs for i in shared), f"one side made no progress on the shared tasks: {split}"
+    assert any(i in by_daemon for i in shared) and any(i in by_sqs for i in shared), (
+        f"one side made no progress on the shared tasks: {split}"
+    )
     assert '"message_poisoned"' not in d.output()
 
 
-async def test_casque_serve_sweeps_a_message_written_behind_a_cursor_of_a_queue_only_it_reads(settings: Settings, cq: Casque) -> None:
+async def test_casque_serve_sweeps_a_message_written_behind_a_cursor_of_a_queue_only_it_reads(
+    settings: Settings, cq: Casque
+) -> None:
     """No daemon serves this queue. The server's take stores a cursor; a producer whose clock lags
     45 s (beyond the 5 s tolerance) then writes a message behind it: a receive can't see it (the
     fault). The server's own sweep finds it once it is past the sweep's lag and puts it back, and a
@@ -167,18 +185,22 @@ async def test_casque_serve_sweeps_a_message_written_behind_a_cursor_of_a_queue_
         got, waited, stranded = await _strand_and_receive(cq, settings, name, client(server.url))
     finally:
         log = server.stop()
-    print(f"stranded message {'received' if got else 'NOT received'} {waited:.1f} s after it was written "
-          "(sweep lag 60 s, its due 45 s before the write)")
-    assert [(m["MessageId"], m["Body"]) for m in got] == [(str(stranded), 'stranded')]
+    print(
+        f"stranded message {'received' if got else 'NOT received'} {waited:.1f} s after it was written "
+        "(sweep lag 60 s, its due 45 s before the write)"
+    )
+    assert [(m["MessageId"], m["Body"]) for m in got] == [(str(stranded), "stranded")]
     assert "message_below_cursor" in log and str(stranded) in log
     assert await cq.poison.count(name) == 0
 
 
-async def _strand_and_receive(cq: Casque, settings: Settings, name: str, sqs: Any) -> tuple[list[dict[str, Any]], float, str]:
+async def _strand_and_receive(
+    cq: Casque, settings: Settings, name: str, sqs: Any
+) -> tuple[list[dict[str, Any]], float, str]:
     queue_url = sqs.get_queue_url(QueueName=name)["QueueUrl"]
     await cq.send(name, "sqs", "first")
     first = sqs.receive_message(QueueUrl=queue_url, WaitTimeSeconds=10).get("Messages", [])
-    assert [m["Body"] for m in first] == ['first']
+    assert [m["Body"] for m in first] == ["first"]
     sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=first[0]["ReceiptHandle"])  # this take stored the row's cursor
     late = await Casque.connect(settings, clock=ManualClock(cq.clock.now_ms() - 45_000))
     try:
@@ -186,7 +208,9 @@ async def _strand_and_receive(cq: Casque, settings: Settings, name: str, sqs: An
     finally:
         await late.close()
     written = time.monotonic()
-    assert sqs.receive_message(QueueUrl=queue_url, WaitTimeSeconds=1).get("Messages", []) == [], "nothing was behind the cursor"
+    assert sqs.receive_message(QueueUrl=queue_url, WaitTimeSeconds=1).get("Messages", []) == [], (
+        "nothing was behind the cursor"
+    )
     got: list[dict[str, Any]] = []
     while not got and time.monotonic() - written < 120:
         got = sqs.receive_message(QueueUrl=queue_url, WaitTimeSeconds=20).get("Messages", [])
@@ -195,8 +219,9 @@ async def _strand_and_receive(cq: Casque, settings: Settings, name: str, sqs: An
     return got, time.monotonic() - written, str(stranded)
 
 
-async def test_a_shared_consumer_leaves_other_tasks_behind_its_cursor_and_reads_them_once_per_rescan(manual: tuple[Casque, ManualClock],
-                                                                                                    queue_name: str) -> None:
+async def test_a_shared_consumer_leaves_other_tasks_behind_its_cursor_and_reads_them_once_per_rescan(
+    manual: tuple[Casque, ManualClock], queue_name: str
+) -> None:
     """A daemon's consumer sharing a queue with pull readers (``share``) takes only its tasks. What it
     left costs it no more reads: each later fetch is one peek from after the left messages (no lock,
     no re-read), until the rescan interval passes and they are read once more. A pull reader, reading
@@ -225,22 +250,27 @@ async def test_a_shared_consumer_leaves_other_tasks_behind_its_cursor_and_reads_
     after_reread = cq.db.requests - before
     got = await drain(cq.consumer(queue_name))  # a pull reader, starting from the stored cursors
     lost, duplicated = ledger(theirs, got)
-    print(f"requests: 20 idle fetches {idle}, the fetch after a rescan interval {reread}, the next {after_reread}; "
-          f"pull reader got {len(got)} of {len(theirs)} left (lost {lost}, duplicated {duplicated})")
+    print(
+        f"requests: 20 idle fetches {idle}, the fetch after a rescan interval {reread}, the next {after_reread}; "
+        f"pull reader got {len(got)} of {len(theirs)} left (lost {lost}, duplicated {duplicated})"
+    )
     assert idle == 20, "one peek per fetch: no lock, no read of what was left"
     assert reread > 1 and after_reread == 1
     assert (lost, duplicated) == (0, 0) and not set(got) & set(mine)
 
 
-async def test_once_no_pull_reader_has_received_for_the_ttl_the_daemon_poisons_unknown_tasks_again(tmp_path: Path, settings: Settings,
-                                                                                                  cq: Casque) -> None:
+async def test_once_no_pull_reader_has_received_for_the_ttl_the_daemon_poisons_unknown_tasks_again(
+    tmp_path: Path, settings: Settings, cq: Casque
+) -> None:
     """A pull reader whose last receive's mark has 8 s of its TTL left (written as a receive writes
     it). While it lives the daemon leaves a message of a task it has no handler for, and runs its own;
     once it has expired the daemon takes every task again and poisons the unknown one with its reason
     (the delivery contract: nothing is looped on forever)."""
     name = f"pp-{uuid.uuid4().hex[:10]}"
     await cq.create_queue(name, shards=1, buckets=1)
-    mark = cq.db.prepare(f"INSERT INTO {settings.cassandra.keyspace}.pull_readers (queue, reader, seen) VALUES (?, ?, ?) USING TTL 8")
+    mark = cq.db.prepare(
+        f"INSERT INTO {settings.cassandra.keyspace}.pull_readers (queue, reader, seen) VALUES (?, ?, ?) USING TTL 8"
+    )
     await cq.db.run(mark, [name, "elsewhere:1", cq.clock.now_ms()])
     expires = time.monotonic() + 8
     record, log = tmp_path / "record.txt", tmp_path / "daemon.log"
@@ -261,7 +291,8 @@ async def test_once_no_pull_reader_has_received_for_the_ttl_the_daemon_poisons_u
     (rec,) = await cq.poison.list(name)
     print(
         f"unknown task left while the reader's mark lived: {left_while_read}; poisoned {poisoned_after:.1f} s "
-        f"after it expired: {rec.reason}")
+        f"after it expired: {rec.reason}"
+    )
     assert left_while_read
     assert str(rec.id) == unknown and "unknown task 'sqs'" in rec.reason
     assert '"shared": false' in d.output()

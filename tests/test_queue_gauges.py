@@ -13,12 +13,12 @@ from pathlib import Path
 from daemon.base import queue_metrics
 from daemon.base.clock import ManualClock
 from daemon.engine.client import Casque
-from daemon.engine.send.producer import Job, build_message
 from daemon.engine.observe.stats import queue_stats
+from daemon.engine.send.producer import Job, build_message
 from daemon.service.queue_gauges import QueueGauges
+from daemon.testing.daemonproc import start_daemon, until, write_config
 
 from .conftest import TEST_KEYSPACE
-from daemon.testing.daemonproc import start_daemon, until, write_config
 
 Pair = tuple[Casque, ManualClock]
 
@@ -28,7 +28,9 @@ async def workload(cq: Casque, queue: str) -> None:
     await cq.create_queue(queue, shards=2, buckets=2, timeout=600)
     await cq.send_many(queue, [Job("t", i) for i in range(5)] + [Job("t", i, delay="1h") for i in range(3)])
     qs = await cq.queues.get(queue)
-    await cq.poison.add(build_message(qs, Job("t", None), cq.clock.now_ms()), "test", "Poison", "boom", "", cq.clock.now_ms(), 3600)
+    await cq.poison.add(
+        build_message(qs, Job("t", None), cq.clock.now_ms()), "test", "Poison", "boom", "", cq.clock.now_ms(), 3600
+    )
 
 
 async def test_one_holder_publishes_exact_numbers_then_hands_over(manual: Pair, queue_name: str) -> None:
@@ -47,8 +49,16 @@ async def test_one_holder_publishes_exact_numbers_then_hands_over(manual: Pair, 
     assert await b.tick() is False  # one holder at a time
     assert a.published == {queue_name} and b.published == set()
     s = await queue_stats(cq, queue_name)
-    got = [queue_metrics.value(g, queue_name) for g in (queue_metrics.DEPTH, queue_metrics.SCHEDULED, queue_metrics.IN_FLIGHT,
-                                                        queue_metrics.POISONED, queue_metrics.OLDEST_DUE_AGE)]
+    got = [
+        queue_metrics.value(g, queue_name)
+        for g in (
+            queue_metrics.DEPTH,
+            queue_metrics.SCHEDULED,
+            queue_metrics.IN_FLIGHT,
+            queue_metrics.POISONED,
+            queue_metrics.OLDEST_DUE_AGE,
+        )
+    ]
     assert got == [3, 3, 2, 1, s.oldest_due_age_s] and s.oldest_due_age_s >= 7.0
     await cq.acker.ack(taken)
     more = []
@@ -57,7 +67,10 @@ async def test_one_holder_publishes_exact_numbers_then_hands_over(manual: Pair, 
     clock.advance(1_000)
     assert await a.tick() is True  # a second round reads with the cursors it remembered
     s = await queue_stats(cq, queue_name)
-    got = [queue_metrics.value(g, queue_name) for g in (queue_metrics.DEPTH, queue_metrics.SCHEDULED, queue_metrics.IN_FLIGHT)]
+    got = [
+        queue_metrics.value(g, queue_name)
+        for g in (queue_metrics.DEPTH, queue_metrics.SCHEDULED, queue_metrics.IN_FLIGHT)
+    ]
     assert got == [2, 3, 1] == [s.waiting_due, s.scheduled, s.in_flight]
     await a.stop()  # released at shutdown: the next bid wins at once, no TTL wait
     assert await b.tick() is True and b.published == {queue_name}
@@ -70,7 +83,8 @@ async def test_daemon_serves_queue_gauges(cq: Casque, queue_name: str, tmp_path:
     with open(cfg, "a") as f:
         f.write(
             '\n[metrics]\nenabled = true\nport = 0\nqueue_gauges_interval = "1s"\nqueue_gauges_queues = '
-            f'["{queue_name}"]\n')
+            f'["{queue_name}"]\n'
+        )
     d = start_daemon(cfg, tmp_path / "record.txt", tmp_path / "log")
     try:
         await until(lambda: "metrics_listening" in d.output(), 60, "metrics server", d)

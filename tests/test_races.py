@@ -32,9 +32,23 @@ async def run_race(cq: Casque, queue: str, tmp_path: Path, offsets: list[int]) -
     procs = []
     for i, (consumers, offset) in enumerate(zip([3, 3, 2], offsets)):
         out = tmp_path / f"deliveries-{i}.txt"
-        cmd = [sys.executable, str(WORKER), "--keyspace", TEST_KEYSPACE, "--queue", queue, "--consumers", str(consumers),
-               "--offset-ms", str(offset), "--out", str(out)]
-        procs.append((out, await asyncio.create_subprocess_exec(*cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)))
+        cmd = [
+            sys.executable,
+            str(WORKER),
+            "--keyspace",
+            TEST_KEYSPACE,
+            "--queue",
+            queue,
+            "--consumers",
+            str(consumers),
+            "--offset-ms",
+            str(offset),
+            "--out",
+            str(out),
+        ]
+        procs.append(
+            (out, await asyncio.create_subprocess_exec(*cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+        )
     logs = []
     for _out, proc in procs:
         stdout, _ = await proc.communicate()
@@ -50,7 +64,9 @@ async def run_race(cq: Casque, queue: str, tmp_path: Path, offsets: list[int]) -
 
 
 @pytest.mark.slow
-async def test_racing_consumers_deliver_everything_exactly_once_within_timeout(cq: Casque, queue_name: str, tmp_path: Path) -> None:
+async def test_racing_consumers_deliver_everything_exactly_once_within_timeout(
+    cq: Casque, queue_name: str, tmp_path: Path
+) -> None:
     sent, lost, duplicated, logs = await run_race(cq, queue_name, tmp_path, [0, 0, 0])
     print(f"sent={sent} lost={lost} duplicated={duplicated}\n{logs}")
     assert sent == N
@@ -59,7 +75,9 @@ async def test_racing_consumers_deliver_everything_exactly_once_within_timeout(c
 
 
 @pytest.mark.slow
-async def test_racing_consumers_with_skewed_clocks_lose_and_duplicate_nothing(cq: Casque, queue_name: str, tmp_path: Path) -> None:
+async def test_racing_consumers_with_skewed_clocks_lose_and_duplicate_nothing(
+    cq: Casque, queue_name: str, tmp_path: Path
+) -> None:
     sent, lost, duplicated, logs = await run_race(cq, queue_name, tmp_path, [2000, -2000, 0])
     print(f"sent={sent} lost={lost} duplicated={duplicated}\n{logs}")
     assert sent == N

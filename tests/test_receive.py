@@ -11,17 +11,17 @@ from __future__ import annotations
 import asyncio
 import copy
 import time
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 import pytest
 
 from daemon.base.clock import ManualClock
 from daemon.base.config import Settings
 from daemon.base.errors import QueueNotFound, UsageError
-from daemon.engine.queues.admin import purge
 from daemon.engine.client import Casque
 from daemon.engine.delivery.receive import InvalidReceipt, NotInFlight
 from daemon.engine.observe.stats import queue_stats
+from daemon.engine.queues.admin import purge
 from tests.support.longpoll import parked
 
 Pair = tuple[Casque, ManualClock]
@@ -82,7 +82,9 @@ async def test_undeleted_message_comes_back_after_visibility_with_next_attempt(m
     assert await cq.receive(queue_name, wait=0) == []
 
 
-async def test_change_visibility_zero_makes_it_visible_now_and_receipt_survives_moves(manual: Pair, queue_name: str) -> None:
+async def test_change_visibility_zero_makes_it_visible_now_and_receipt_survives_moves(
+    manual: Pair, queue_name: str
+) -> None:
     cq, clock = manual
     await cq.create_queue(queue_name)
     mid = await cq.send(queue_name, "t", "x")
@@ -199,7 +201,9 @@ async def test_long_poll_wakes_on_change_visibility_and_on_expiry(slow_scout: Ca
     assert await cq.delete(third.receipt)
 
 
-async def test_long_poll_sees_another_clients_send_within_the_poll_interval(fast_scout: Casque, settings: Settings, queue_name: str) -> None:
+async def test_long_poll_sees_another_clients_send_within_the_poll_interval(
+    fast_scout: Casque, settings: Settings, queue_name: str
+) -> None:
     """Another process's send, with no wake hint, is found by the scout's safety poll: within
     sqs.poll_interval (0.5 s here; the default is 15 s)."""
     cq = fast_scout
@@ -218,7 +222,9 @@ async def test_long_poll_sees_another_clients_send_within_the_poll_interval(fast
         await other.close()
 
 
-async def test_many_parked_polls_one_scout_and_each_message_once(fast_scout: Casque, settings: Settings, queue_name: str) -> None:
+async def test_many_parked_polls_one_scout_and_each_message_once(
+    fast_scout: Casque, settings: Settings, queue_name: str
+) -> None:
     cq = fast_scout
     await cq.create_queue(queue_name)
     polls = [asyncio.create_task(cq.receive(queue_name, max=1, wait=15, visibility=60)) for _ in range(8)]

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from daemon.engine.client import Casque
+from daemon.testing.chaos import kill_chaos, race
 
 from .conftest import TEST_KEYSPACE
-from daemon.testing.chaos import kill_chaos, race
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]
 
@@ -31,7 +31,9 @@ async def test_contention_4_daemons_x_8_consumers_on_2_shards(cq: Casque, queue_
     assert out.notes["lock_contention"] > 0  # the lock really was fought over
 
 
-async def test_daemons_with_skewed_clocks_lose_and_duplicate_nothing(cq: Casque, queue_name: str, tmp_path: Path) -> None:
+async def test_daemons_with_skewed_clocks_lose_and_duplicate_nothing(
+    cq: Casque, queue_name: str, tmp_path: Path
+) -> None:
     out = await race(cq, queue_name, tmp_path, TEST_KEYSPACE, n=20_000, offsets=[2000, -2000, 0], consumers=4, shards=4)
     print(out.line())
     assert out.lost == 0

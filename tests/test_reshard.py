@@ -13,13 +13,14 @@ import time
 import uuid
 from collections import Counter
 from pathlib import Path
+
 import pytest
 
 from daemon.base.errors import UsageError
 from daemon.engine.client import Casque
-from daemon.engine.storage.placement import row_of
-from daemon.engine.send.producer import Job
 from daemon.engine.queues.reshard import finish, misplaced, reshard
+from daemon.engine.send.producer import Job
+from daemon.engine.storage.placement import row_of
 
 from .conftest import TEST_KEYSPACE
 
@@ -113,7 +114,9 @@ def test_cli_reshard_then_finish_says_when(tmp_path: Path, cq: Casque, queue_nam
     cfg.write_text(f'[cassandra]\nkeyspace = "{TEST_KEYSPACE}"\n')
 
     def casque(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "daemon.cli", "-c", str(cfg), *args], cwd=ROOT, capture_output=True, text=True)
+        return subprocess.run(
+            [sys.executable, "-m", "daemon.cli", "-c", str(cfg), *args], cwd=ROOT, capture_output=True, text=True
+        )
 
     assert casque("queue", "create", queue_name, "--shards", "2").returncode == 0
     done = casque("queue", "reshard", queue_name, "--shards", "4")

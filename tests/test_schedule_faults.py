@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 
 from daemon.base.clock import ManualClock
-from daemon.engine.queues.admin import replay
 from daemon.engine.client import Casque
+from daemon.engine.queues.admin import replay
+from daemon.testing.daemonproc import ROOT, records, start_daemon, until, write_config
 
 from .conftest import TEST_KEYSPACE
-from daemon.testing.daemonproc import ROOT, records, start_daemon, until, write_config
 from .test_engine import drain
 from .test_schedules import fire_all
 
@@ -46,7 +46,9 @@ async def test_identical_schedule_sent_twice_leaves_one_live_schedule(manual: Pa
     assert Counter(ran) == Counter([1, 2, 3, 4]), ran  # every occurrence once: none lost, none doubled
 
 
-async def test_identical_resend_with_a_new_payload_updates_the_waiting_occurrence(manual: Pair, queue_name: str) -> None:
+async def test_identical_resend_with_a_new_payload_updates_the_waiting_occurrence(
+    manual: Pair, queue_name: str
+) -> None:
     cq, clock = manual
     await cq.create_queue(queue_name)
     at = (clock.now_ms() + 10_000) / 1000
@@ -57,7 +59,9 @@ async def test_identical_resend_with_a_new_payload_updates_the_waiting_occurrenc
     assert [(m.trigger["n"], m.payload) for m in got] == [(1, "new")]
 
 
-async def test_identical_resend_after_the_first_occurrence_was_taken_does_not_double_it(manual: Pair, queue_name: str) -> None:
+async def test_identical_resend_after_the_first_occurrence_was_taken_does_not_double_it(
+    manual: Pair, queue_name: str
+) -> None:
     cq, clock = manual
     await cq.create_queue(queue_name)
     clock.advance(10_000 - clock.now_ms() % 10_000)  # on a whole 10 s: the cron fires now
@@ -65,18 +69,24 @@ async def test_identical_resend_after_the_first_occurrence_was_taken_does_not_do
     first = await cq.send(queue_name, "t", None, at=at, cron="* * * * * */10", cron_format="croniter", key="deploy")
     consumer = cq.consumer(queue_name)
     [taken] = await drain(consumer)  # occurrence 1 is in flight (within the same second)...
-    again = await cq.send(queue_name, "t", None, at=at, cron="* * * * * */10", cron_format="croniter", key="deploy")  # ...when the deploy re-sends it
+    again = await cq.send(
+        queue_name, "t", None, at=at, cron="* * * * * */10", cron_format="croniter", key="deploy"
+    )  # ...when the deploy re-sends it
     assert again == first == str(taken.id)
     assert await drain(consumer) == []  # not delivered again
     await cq.acker.ack([taken])
     assert await fire_all(cq, consumer, clock, 10_000, 3) == [2, 3, 4]
 
 
-def test_cli_sends_the_same_schedule_twice_and_it_keeps_firing(settings: object, queue_name: str, tmp_path: Path) -> None:
+def test_cli_sends_the_same_schedule_twice_and_it_keeps_firing(
+    settings: object, queue_name: str, tmp_path: Path
+) -> None:
     cfg = write_config(tmp_path / "c.toml", TEST_KEYSPACE, [queue_name])
 
     def casque(*args: str) -> str:
-        done = subprocess.run([sys.executable, "-m", "daemon.cli", "-c", str(cfg), *args], cwd=ROOT, capture_output=True, text=True)
+        done = subprocess.run(
+            [sys.executable, "-m", "daemon.cli", "-c", str(cfg), *args], cwd=ROOT, capture_output=True, text=True
+        )
         assert done.returncode == 0, done.stderr
         return done.stdout.strip()
 
@@ -92,7 +102,9 @@ CHAIN_STEPS = ["schedule.take_committed", "schedule.key_moved", "schedule.ran", 
 
 
 @pytest.mark.parametrize("step", CHAIN_STEPS)
-async def test_schedule_survives_a_kill_at_each_step_of_its_chaining(cq: Casque, queue_name: str, tmp_path: Path, step: str) -> None:
+async def test_schedule_survives_a_kill_at_each_step_of_its_chaining(
+    cq: Casque, queue_name: str, tmp_path: Path, step: str
+) -> None:
     """The daemon dies (os._exit, as kill -9) at ``step`` of an occurrence; a fresh daemon takes over.
     Every occurrence up to the end must run (0 lost), none twice except the one whose handler had
     already run when the daemon died (at-least-once), and the schedule must still be live."""
@@ -121,7 +133,9 @@ async def test_schedule_survives_a_kill_at_each_step_of_its_chaining(cq: Casque,
     doubled = {n: c for n, c in runs.items() if c > 1}
     current = await cq.get(queue_name, key="tick")
     await cq.cancel(queue_name, key="tick")
-    print(f"step={step} occurrences={last} lost={len(lost)} doubled={doubled} ran before the crash={sorted(ran_before)}")
+    print(
+        f"step={step} occurrences={last} lost={len(lost)} doubled={doubled} ran before the crash={sorted(ran_before)}"
+    )
     assert not lost
     if step == "schedule.ran":  # its handler had run, its ack had not: it runs again (at-least-once)
         assert set(doubled) <= {max(ran_before)} and all(c == 2 for c in doubled.values())
@@ -192,14 +206,20 @@ async def test_replay_all_leaves_a_newer_keyed_message_alone(manual: Pair, queue
     assert [str(r.id) for r in await cq.poison.list(queue_name)] == [old]  # the old one is kept, not lost
 
 
-async def test_cli_replay_all_keeps_the_newer_keyed_message_and_says_why(cq: Casque, queue_name: str, tmp_path: Path) -> None:
+async def test_cli_replay_all_keeps_the_newer_keyed_message_and_says_why(
+    cq: Casque, queue_name: str, tmp_path: Path
+) -> None:
     await cq.create_queue(queue_name)
     await cq.send(queue_name, "t", "old", key="order:9")
     await poison_one(cq, queue_name)
     new = await cq.send(queue_name, "t", "new", key="order:9")
     cfg = write_config(tmp_path / "c.toml", TEST_KEYSPACE, [queue_name])
-    done = subprocess.run([sys.executable, "-m", "daemon.cli", "-c", str(cfg), "poison", "replay", queue_name, "--all"],
-                          cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "daemon.cli", "-c", str(cfg), "poison", "replay", queue_name, "--all"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 1
     assert f"its key 'order:9' now names newer message {new}" in done.stderr and "replayed 0 messages" in done.stdout
     current = await cq.get(queue_name, key="order:9")
@@ -218,7 +238,9 @@ async def test_replay_of_a_keyed_message_whose_key_is_free_sends_it_with_its_key
     assert m is not None and str(m.id) == mid and m.payload == "once"
 
 
-async def test_replay_of_a_schedules_occurrence_runs_it_once_and_keeps_the_schedule(manual: Pair, queue_name: str) -> None:
+async def test_replay_of_a_schedules_occurrence_runs_it_once_and_keeps_the_schedule(
+    manual: Pair, queue_name: str
+) -> None:
     cq, clock = manual
     await cq.create_queue(queue_name)
     await cq.send(queue_name, "t", "tick", every="10s", key="sched")
@@ -256,7 +278,9 @@ async def test_misfire_skip_runs_a_late_retry_of_an_occurrence(manual: Pair, que
     clock.advance(3_600_000)
     [on_time] = await drain(consumer)
     assert await dispatcher.runner.still_wanted(on_time, dispatcher_log()) is True
-    await cq.acker.retry(on_time, 30_000, "RuntimeError: first attempt failed")  # retried 30 s later: past the 5 s grace
+    await cq.acker.retry(
+        on_time, 30_000, "RuntimeError: first attempt failed"
+    )  # retried 30 s later: past the 5 s grace
     clock.advance(31_000)
     [retry] = await drain(consumer)
     assert retry.id == on_time.id and retry.attempt == 2
@@ -284,7 +308,9 @@ async def test_misfire_skip_runs_a_redelivery_after_a_timeout(manual: Pair, queu
 
 async def test_daemon_runs_a_late_retry_of_a_skip_schedule(cq: Casque, queue_name: str, tmp_path: Path) -> None:
     await cq.create_queue(queue_name, shards=1)
-    await cq.send(queue_name, "test.retry_after", 3.0, every="1h", at=time.time() + 6, misfire="skip", grace="1s", key="hourly")
+    await cq.send(
+        queue_name, "test.retry_after", 3.0, every="1h", at=time.time() + 6, misfire="skip", grace="1s", key="hourly"
+    )
     record, log = tmp_path / "record.txt", tmp_path / "log"
     d = start_daemon(write_config(tmp_path / "c.toml", TEST_KEYSPACE, [queue_name]), record, log)
     try:

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from daemon.engine.client import Casque
 from daemon.base.clock import ManualClock
-from daemon.service.dispatcher import Dispatcher
 from daemon.base.errors import KeyConflict
+from daemon.engine.client import Casque
+from daemon.service.dispatcher import Dispatcher
 from daemon.service.registry import Registry
+from daemon.testing.daemonproc import records, start_daemon, until, write_config
 
 from .conftest import TEST_KEYSPACE
-from daemon.testing.daemonproc import records, start_daemon, until, write_config
 from .test_engine import drain
 
 Pair = tuple[Casque, ManualClock]
@@ -153,12 +153,16 @@ async def test_misfire_skip_does_not_run_a_late_occurrence(manual: Pair, queue_n
 
 
 @pytest.mark.slow
-async def test_three_daemons_fire_each_per_second_occurrence_exactly_once(cq: Casque, queue_name: str, tmp_path: Path) -> None:
+async def test_three_daemons_fire_each_per_second_occurrence_exactly_once(
+    cq: Casque, queue_name: str, tmp_path: Path
+) -> None:
     await cq.create_queue(queue_name, shards=2)
     end = time.time() + 32
     await cq.send(queue_name, "test.tick", None, cron="* * * * * *", key="tick", until=end)
     record = tmp_path / "record.txt"
-    cfg = write_config(tmp_path / "c.toml", TEST_KEYSPACE, [queue_name], consumers=3, poll_interval="10ms", max_poll_interval="50ms")
+    cfg = write_config(
+        tmp_path / "c.toml", TEST_KEYSPACE, [queue_name], consumers=3, poll_interval="10ms", max_poll_interval="50ms"
+    )
     daemons = [start_daemon(cfg, record, tmp_path / f"log{i}") for i in range(3)]
     try:
         await until(lambda: time.time() > end + 3, 60, "the schedule's end")

@@ -18,7 +18,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def casque(*args: str, config: Path | None = None) -> subprocess.CompletedProcess[str]:
     env_args = ["-c", str(config)] if config else []
-    return subprocess.run([sys.executable, "-m", "daemon.cli", *env_args, *args], cwd=ROOT, capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "daemon.cli", *env_args, *args], cwd=ROOT, capture_output=True, text=True
+    )
 
 
 def test_schema_applies_twice_without_error(settings: Settings) -> None:
@@ -26,8 +28,14 @@ def test_schema_applies_twice_without_error(settings: Settings) -> None:
     try:
         first = apply_schema(db, TEST_KEYSPACE, settings.schema)
         second = apply_schema(db, TEST_KEYSPACE, settings.schema)
-        tables = {r.table_name for r in db.execute("SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", [TEST_KEYSPACE])}
-        gc = db.execute("SELECT gc_grace_seconds FROM system_schema.tables WHERE keyspace_name = %s AND table_name = 'messages'", [TEST_KEYSPACE]).one()
+        tables = {
+            r.table_name
+            for r in db.execute("SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", [TEST_KEYSPACE])
+        }
+        gc = db.execute(
+            "SELECT gc_grace_seconds FROM system_schema.tables WHERE keyspace_name = %s AND table_name = 'messages'",
+            [TEST_KEYSPACE],
+        ).one()
     finally:
         db.close()
     assert first == second
@@ -51,12 +59,30 @@ def test_cli_create_send_get_cancel(tmp_path: Path, settings: Settings, queue_na
     assert made.returncode == 0, made.stderr
     again = casque("queue", "create", queue_name, config=cfg)
     assert again.returncode == 2 and "already exists" in again.stderr
-    sent = casque("send", queue_name, "demo.greet", "--payload", '{"name": "Ada"}', "--delay", "1h", "--key", "ada", "--priority", "3", config=cfg)
+    sent = casque(
+        "send",
+        queue_name,
+        "demo.greet",
+        "--payload",
+        '{"name": "Ada"}',
+        "--delay",
+        "1h",
+        "--key",
+        "ada",
+        "--priority",
+        "3",
+        config=cfg,
+    )
     assert sent.returncode == 0, sent.stderr
     mid = sent.stdout.strip()
     got = casque("get", queue_name, "--key", "ada", "--json", config=cfg)
     data = json.loads(got.stdout)
-    assert data["id"] == mid and data["payload"] == {"name": "Ada"} and data["priority"] == 3 and data["state"] == "waiting"
+    assert (
+        data["id"] == mid
+        and data["payload"] == {"name": "Ada"}
+        and data["priority"] == 3
+        and data["state"] == "waiting"
+    )
     listed, after = [], []
     while True:  # `casque queues` shows a page; stderr names the next one
         page = casque("queues", "--json", "--limit", "1000", *after, config=cfg)
@@ -65,7 +91,12 @@ def test_cli_create_send_get_cancel(tmp_path: Path, settings: Settings, queue_na
             break
         after = ["--after", page.stderr.rsplit("--after ", 1)[1].strip()]
     mine = next(q for q in listed if q["name"] == queue_name)
-    assert mine["shards"] == 3 and mine["timeout_ms"] == 45000 and mine["max_attempts"] == 4 and mine["priorities"] == [0, 3]
+    assert (
+        mine["shards"] == 3
+        and mine["timeout_ms"] == 45000
+        and mine["max_attempts"] == 4
+        and mine["priorities"] == [0, 3]
+    )
     conflict = casque("send", queue_name, "demo.greet", "--key", "ada", "--on-conflict", "error", config=cfg)
     assert conflict.returncode == 3 and "already names message" in conflict.stderr
     cancelled = casque("cancel", queue_name, "--key", "ada", config=cfg)
@@ -100,7 +131,8 @@ def test_cli_reports_cassandra_down_in_one_line(tmp_path: Path) -> None:
     assert done.returncode == 5
     assert done.stderr.strip().splitlines() == [
         "casque: Cassandra is not reachable at 127.0.0.1:1: start it ('casque cassandra start') or fix "
-        "cassandra.contact_points/port"]
+        "cassandra.contact_points/port"
+    ]
 
 
 def test_cli_names_a_missing_keyspace_in_one_line(tmp_path: Path, settings: Settings) -> None:
@@ -110,4 +142,6 @@ def test_cli_names_a_missing_keyspace_in_one_line(tmp_path: Path, settings: Sett
     cfg.write_text('[cassandra]\nkeyspace = "casque_no_such_keyspace"\n')
     done = casque("stats", config=cfg)
     assert done.returncode == 5
-    assert done.stderr.strip().splitlines() == ["casque: keyspace 'casque_no_such_keyspace' does not exist: run 'casque schema apply' first"]
+    assert done.stderr.strip().splitlines() == [
+        "casque: keyspace 'casque_no_such_keyspace' does not exist: run 'casque schema apply' first"
+    ]

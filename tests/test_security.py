@@ -34,9 +34,9 @@ import pytest
 
 from daemon.base.config import load_settings
 from daemon.devnode import ClusterSpec, start, stop
+from daemon.testing.daemonproc import ROOT, Daemon, records, start_daemon, wait_for, write_config
 
 from .support.certs import CA, make_ca, make_server
-from daemon.testing.daemonproc import ROOT, Daemon, records, start_daemon, wait_for, write_config
 
 KEYSPACE = "casque_sec"
 USER = "casque"
@@ -50,7 +50,10 @@ RUN = secrets.token_hex(3)  # queue names are new per run: the nodes' data outli
 STORE_PASSWORD = "sec-keystore"  # the server's PKCS12 keystore; not a casque secret
 
 AUTH_SPEC = ClusterSpec(
-    name="sec_auth", native_port=9442, storage_port=7400, jmx_base=7599,
+    name="sec_auth",
+    native_port=9442,
+    storage_port=7400,
+    jmx_base=7599,
     extra_yaml={"authenticator": "PasswordAuthenticator", "authorizer": "CassandraAuthorizer"},
 )
 
@@ -66,10 +69,20 @@ class Nodes:
 
 
 def _tls_spec(keystore: Path) -> ClusterSpec:
-    encryption = {"enabled": True, "optional": False, "keystore": str(keystore),
-                  "keystore_password": STORE_PASSWORD, "store_type": "PKCS12"}
-    return ClusterSpec(name="sec_tls", native_port=9542, storage_port=7500, jmx_base=7699,
-                       extra_yaml={"client_encryption_options": encryption})
+    encryption = {
+        "enabled": True,
+        "optional": False,
+        "keystore": str(keystore),
+        "keystore_password": STORE_PASSWORD,
+        "store_type": "PKCS12",
+    }
+    return ClusterSpec(
+        name="sec_tls",
+        native_port=9542,
+        storage_port=7500,
+        jmx_base=7699,
+        extra_yaml={"client_encryption_options": encryption},
+    )
 
 
 def _in_parallel(fn: Callable[[ClusterSpec], Any], specs: list[ClusterSpec]) -> None:
@@ -89,8 +102,13 @@ def _session(port: int, user: str, password: str) -> Any:
     from cassandra.auth import PlainTextAuthProvider
     from cassandra.cluster import Cluster
 
-    cluster = Cluster(["127.0.0.1"], port=port, protocol_version=5, connect_timeout=5,
-                      auth_provider=PlainTextAuthProvider(user, password))
+    cluster = Cluster(
+        ["127.0.0.1"],
+        port=port,
+        protocol_version=5,
+        connect_timeout=5,
+        auth_provider=PlainTextAuthProvider(user, password),
+    )
     try:
         return cluster, cluster.connect()
     except Exception:
@@ -123,9 +141,12 @@ def _as_admin(port: int, *statements: str) -> None:
 
 def _create_role(port: int, user: str, password: str, superuser: bool) -> None:
     """Create (or re-key, on a reused data dir) a login role, and return once it can log in."""
-    _as_admin(port, f"CREATE ROLE IF NOT EXISTS {user} WITH PASSWORD = '{password}' "
-                    f"AND LOGIN = true AND SUPERUSER = {str(superuser).lower()}",
-              f"ALTER ROLE {user} WITH PASSWORD = '{password}'")
+    _as_admin(
+        port,
+        f"CREATE ROLE IF NOT EXISTS {user} WITH PASSWORD = '{password}' "
+        f"AND LOGIN = true AND SUPERUSER = {str(superuser).lower()}",
+        f"ALTER ROLE {user} WITH PASSWORD = '{password}'",
+    )
     cluster, _ = _poll(f"login as {user} with the new password", lambda: _session(port, user, password))
     cluster.shutdown()
 
@@ -153,12 +174,19 @@ def _clean_env(extra: dict[str, str]) -> dict[str, str]:
 
 
 def casque(config: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "daemon.cli", "-c", str(config), *args], cwd=ROOT,
-                          env=_clean_env(env or {}), capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "daemon.cli", "-c", str(config), *args],
+        cwd=ROOT,
+        env=_clean_env(env or {}),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
-def config(tmp_path: Path, port: int, queue: str, log_format: str = "json", tls: dict[str, Any] | None = None,
-           **cassandra: str) -> Path:
+def config(
+    tmp_path: Path, port: int, queue: str, log_format: str = "json", tls: dict[str, Any] | None = None, **cassandra: str
+) -> Path:
     """write_config's daemon config, pointed at ``port`` with extra [cassandra] and [cassandra.tls] keys."""
     path = write_config(tmp_path / f"{queue}.toml", KEYSPACE, [queue])
     extra = "".join(f"{key} = {json.dumps(value)}\n" for key, value in {"port": port, **cassandra}.items())
@@ -170,7 +198,9 @@ def config(tmp_path: Path, port: int, queue: str, log_format: str = "json", tls:
     return path
 
 
-def secret_source(source: str, password: str, tmp_path: Path, user: str = USER) -> tuple[dict[str, str], dict[str, str]]:
+def secret_source(
+    source: str, password: str, tmp_path: Path, user: str = USER
+) -> tuple[dict[str, str], dict[str, str]]:
     """[cassandra] keys and environment that hand ``password`` to casque the way ``source`` says."""
     if source == "password_file":
         path = tmp_path / f"{user}-password.txt"
@@ -264,8 +294,9 @@ def test_a_mistyped_password_is_rejected_without_printing_it(tmp_path: Path) -> 
     """A password that parses as a TOML number (all digits) is a config error, and the error
     names the key and the variable but never the value."""
     digits = str(10**15 + secrets.randbelow(10**15))
-    done = casque(config(tmp_path, 9442, "q_typed", username=USER), "queues",
-                  env={"CASQUE_CASSANDRA__PASSWORD": digits})
+    done = casque(
+        config(tmp_path, 9442, "q_typed", username=USER), "queues", env={"CASQUE_CASSANDRA__PASSWORD": digits}
+    )
     assert done.returncode == 2
     line = one_line(done)
     assert "cassandra.password" in line and "CASQUE_CASSANDRA__PASSWORD" in line and "must be a string" in line
@@ -276,10 +307,15 @@ def test_a_mistyped_password_is_rejected_without_printing_it(tmp_path: Path) -> 
 def test_wrong_password_is_a_one_line_error_naming_the_user_and_the_fix(nodes: Nodes, tmp_path: Path) -> None:
     keys, env = secret_source("password_file", WRONG_PASSWORD, tmp_path)
     cfg = config(tmp_path, nodes.auth.native_port, "q_wrong", **keys)
-    expected = (f"Cassandra at 127.0.0.1:{nodes.auth.native_port} rejected the credentials for user '{USER}': "
-                "check cassandra.username and the password")
-    for args, code, prefix in ((["schema", "apply"], 5, "casque: "), (["queues"], 5, "casque: "),
-                               (["run", "--check"], 1, "casque: check failed: ")):
+    expected = (
+        f"Cassandra at 127.0.0.1:{nodes.auth.native_port} rejected the credentials for user '{USER}': "
+        "check cassandra.username and the password"
+    )
+    for args, code, prefix in (
+        (["schema", "apply"], 5, "casque: "),
+        (["queues"], 5, "casque: "),
+        (["run", "--check"], 1, "casque: check failed: "),
+    ):
         done = casque(cfg, *args, env=env)
         assert done.returncode == code, (args, done.stderr)
         assert one_line(done) == prefix + expected
@@ -287,7 +323,9 @@ def test_wrong_password_is_a_one_line_error_naming_the_user_and_the_fix(nodes: N
 
 
 @pytest.mark.parametrize("log_format", ["json", "console"])
-def test_daemon_with_a_wrong_password_logs_why_but_not_the_password(nodes: Nodes, tmp_path: Path, log_format: str) -> None:
+def test_daemon_with_a_wrong_password_logs_why_but_not_the_password(
+    nodes: Nodes, tmp_path: Path, log_format: str
+) -> None:
     """The daemon keeps retrying (a password can be fixed while it waits), says why in its log,
     and stops cleanly on SIGTERM; neither the wrong password nor the right one is ever logged."""
     keys, env = secret_source("password_file", WRONG_PASSWORD, tmp_path)
@@ -304,7 +342,9 @@ def test_daemon_with_a_wrong_password_logs_why_but_not_the_password(nodes: Nodes
 
 @pytest.mark.parametrize("source", ["password_file", "credentials_directory", "environment"])
 @pytest.mark.parametrize("log_format", ["json", "console"])
-def test_right_password_works_and_never_reaches_a_log(nodes: Nodes, tmp_path: Path, source: str, log_format: str) -> None:
+def test_right_password_works_and_never_reaches_a_log(
+    nodes: Nodes, tmp_path: Path, source: str, log_format: str
+) -> None:
     """Schema, queue, send and a daemon that processes the message, all logged in via ``source``;
     the password appears in none of the CLI's or the daemon's output (daemon at debug level)."""
     keys, env = secret_source(source, PASSWORD, tmp_path)
@@ -347,9 +387,11 @@ def test_tls_client_trusting_the_right_ca_connects_and_works(nodes: Nodes, tmp_p
 def test_client_without_tls_gets_a_one_line_error_saying_to_enable_it(nodes: Nodes, tmp_path: Path) -> None:
     done = casque(config(tmp_path, nodes.tls.native_port, "q_plain"), "queues")
     assert done.returncode == 5
-    assert one_line(done) == (f"casque: Cassandra at 127.0.0.1:{nodes.tls.native_port} dropped the connection during "
-                              "the handshake: if it requires client encryption, set cassandra.tls.enabled = true "
-                              "and cassandra.tls.ca_file")
+    assert one_line(done) == (
+        f"casque: Cassandra at 127.0.0.1:{nodes.tls.native_port} dropped the connection during "
+        "the handshake: if it requires client encryption, set cassandra.tls.enabled = true "
+        "and cassandra.tls.ca_file"
+    )
 
 
 def test_client_trusting_another_ca_gets_a_one_line_tls_error(nodes: Nodes, tmp_path: Path) -> None:
@@ -357,6 +399,8 @@ def test_client_trusting_another_ca_gets_a_one_line_tls_error(nodes: Nodes, tmp_
     done = casque(config(tmp_path, nodes.tls.native_port, "q_wrongca", tls=tls), "queues")
     assert done.returncode == 5
     line = one_line(done)
-    assert line.startswith(f"casque: TLS handshake with Cassandra at 127.0.0.1:{nodes.tls.native_port} failed: "
-                           "check cassandra.tls.ca_file/cert_file (")
+    assert line.startswith(
+        f"casque: TLS handshake with Cassandra at 127.0.0.1:{nodes.tls.native_port} failed: "
+        "check cassandra.tls.ca_file/cert_file ("
+    )
     assert "certificate verify failed" in line

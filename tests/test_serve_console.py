@@ -43,8 +43,17 @@ def test_serve_with_console_answers_sqs_and_the_console_on_one_port(settings: An
 
 
 def test_serve_console_without_a_password_is_refused_in_one_line() -> None:
-    done = subprocess.run([sys.executable, "-m", "daemon.cli", "serve", "--port", "0", "--console"], cwd=ROOT, capture_output=True, text=True,
-                          env={"PATH": "/usr/bin:/bin", "CASQUE_CASSANDRA__KEYSPACE": TEST_KEYSPACE, "CASQUE_CONFIG": str(ROOT / "tests/support/empty.toml")},
-                          timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "daemon.cli", "serve", "--port", "0", "--console"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "CASQUE_CASSANDRA__KEYSPACE": TEST_KEYSPACE,
+            "CASQUE_CONFIG": str(ROOT / "tests/support/empty.toml"),
+        },
+        timeout=60,
+    )
     assert done.returncode == 2 and done.stderr.strip().splitlines() == [done.stderr.strip()]
     assert "--console needs a console password" in done.stderr

@@ -15,14 +15,15 @@ import urllib.error
 import urllib.request
 import uuid
 import xml.etree.ElementTree as ET
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 
-from daemon.engine.queues import admin
 from daemon.engine.client import Casque
 from daemon.engine.delivery.receive import VisibilityTooLong
+from daemon.engine.queues import admin
 from tests.conftest import TEST_KEYSPACE
 from tests.support import sqsserver
 from tests.test_sqs import code, make_client, raw_post, reference_md5_of_attributes
@@ -68,7 +69,8 @@ def redrive(target_arn: str, count: int) -> dict[str, str]:
 # ---- 1. RedrivePolicy applies to messages already sent ------------------------------------------
 @pytest.mark.parametrize("before", [None, 5], ids=["set-after-send", "lowered-after-send"])
 def test_redrive_policy_set_or_lowered_after_send_dead_letters_at_the_receive_past_max_receive_count(
-        sqs: Any, qname: str, before: int | None) -> None:
+    sqs: Any, qname: str, before: int | None
+) -> None:
     dlq = sqs.create_queue(QueueName=qname + "-dlq")["QueueUrl"]
     attrs = redrive(arn(sqs, dlq), before) if before else {}
     url = sqs.create_queue(QueueName=qname, Attributes=attrs)["QueueUrl"]
@@ -88,7 +90,9 @@ def test_redrive_policy_set_or_lowered_after_send_dead_letters_at_the_receive_pa
     assert dead["Attributes"]["ApproximateReceiveCount"] == "1", "a new delivery count in the dead-letter queue"
 
 
-async def test_removing_the_redrive_policy_keeps_redelivering_and_poisons_nothing(sqs: Any, cq: Casque, qname: str) -> None:
+async def test_removing_the_redrive_policy_keeps_redelivering_and_poisons_nothing(
+    sqs: Any, cq: Casque, qname: str
+) -> None:
     dlq = sqs.create_queue(QueueName=qname + "-dlq")["QueueUrl"]
     url = sqs.create_queue(QueueName=qname, Attributes=redrive(arn(sqs, dlq), 1))["QueueUrl"]
     mid = sqs.send_message(QueueUrl=url, MessageBody="stays")["MessageId"]
@@ -117,7 +121,9 @@ async def test_a_message_sent_with_max_attempts_0_follows_the_queue_at_each_take
     assert [str(r.id) for r in await cq.poison.list(queue_name)] == [mid]
 
 
-async def test_visibility_cap_counts_12_hours_from_the_receive_not_from_the_change(manual: Any, queue_name: str) -> None:
+async def test_visibility_cap_counts_12_hours_from_the_receive_not_from_the_change(
+    manual: Any, queue_name: str
+) -> None:
     cq, clock = manual
     await cq.create_queue(queue_name, shards=1, buckets=1)
     await cq.send(queue_name, "t", "x")
@@ -128,7 +134,9 @@ async def test_visibility_cap_counts_12_hours_from_the_receive_not_from_the_chan
     await cq.change_visibility(d.receipt, 3600)  # exactly 12 h after the receive: allowed
     clock.advance(3600 * 1000 + 1)
     (again,) = await cq.receive(queue_name, wait=0, visibility=43_200)
-    assert await cq.change_visibility(again.receipt, 43_200) == clock.now_ms() + 43_200_000, "a new receive starts a new 12 h"
+    assert await cq.change_visibility(again.receipt, 43_200) == clock.now_ms() + 43_200_000, (
+        "a new receive starts a new 12 h"
+    )
 
 
 # ---- 2. ApproximateFirstReceiveTimestamp -----------------------------------------------------------
@@ -138,7 +146,12 @@ def test_first_receive_timestamp_stays_on_every_later_receive(sqs: Any, qname: s
     sqs.send_message(QueueUrl=url, MessageBody="x")
     seen = []
     for _ in range(3):
-        m = receive_one(sqs, url, VisibilityTimeout=0, MessageSystemAttributeNames=["ApproximateFirstReceiveTimestamp", "ApproximateReceiveCount"])
+        m = receive_one(
+            sqs,
+            url,
+            VisibilityTimeout=0,
+            MessageSystemAttributeNames=["ApproximateFirstReceiveTimestamp", "ApproximateReceiveCount"],
+        )
         assert m is not None
         seen.append((m["Attributes"]["ApproximateReceiveCount"], m["Attributes"]["ApproximateFirstReceiveTimestamp"]))
     assert [c for c, _ in seen] == ["1", "2", "3"]
@@ -155,10 +168,17 @@ def test_aws_trace_header_is_kept_returned_and_digested_as_sqs_does(sqs: Any, qn
     plain = sqs.send_message(QueueUrl=url, MessageBody="a", MessageAttributes=user)
     traced = sqs.send_message(QueueUrl=url, MessageBody="b", MessageAttributes=user, MessageSystemAttributes=system)
     assert "MD5OfMessageSystemAttributes" not in plain
-    assert traced["MD5OfMessageSystemAttributes"] == TRACE_MD5_FROM_AWS == reference_md5_of_attributes(
-        {"AWSTraceHeader": {"DataType": "String", "StringValue": TRACE}})
-    assert traced["MD5OfMessageAttributes"] == plain["MD5OfMessageAttributes"], "system attributes are not message attributes"
-    batch = sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": "t", "MessageBody": "c", "MessageSystemAttributes": system}])
+    assert (
+        traced["MD5OfMessageSystemAttributes"]
+        == TRACE_MD5_FROM_AWS
+        == reference_md5_of_attributes({"AWSTraceHeader": {"DataType": "String", "StringValue": TRACE}})
+    )
+    assert traced["MD5OfMessageAttributes"] == plain["MD5OfMessageAttributes"], (
+        "system attributes are not message attributes"
+    )
+    batch = sqs.send_message_batch(
+        QueueUrl=url, Entries=[{"Id": "t", "MessageBody": "c", "MessageSystemAttributes": system}]
+    )
     assert batch["Successful"][0]["MD5OfMessageSystemAttributes"] == TRACE_MD5_FROM_AWS
     got = {}
     while len(got) < 3:
@@ -169,15 +189,28 @@ def test_aws_trace_header_is_kept_returned_and_digested_as_sqs_does(sqs: Any, qn
     assert got["b"]["Attributes"] == {"AWSTraceHeader": TRACE} == got["c"]["Attributes"]
     assert "AWSTraceHeader" not in got["b"]["MessageAttributes"]
     with pytest.raises(ClientError) as err:
-        sqs.send_message(QueueUrl=url, MessageBody="x", MessageSystemAttributes={"Other": {"DataType": "String", "StringValue": "v"}})
+        sqs.send_message(
+            QueueUrl=url, MessageBody="x", MessageSystemAttributes={"Other": {"DataType": "String", "StringValue": "v"}}
+        )
     assert code(err.value) == "InvalidParameterValue"
     with pytest.raises(ClientError) as err:
-        sqs.send_message(QueueUrl=url, MessageBody="x", MessageSystemAttributes={"AWSTraceHeader": {"DataType": "Number", "StringValue": "1"}})
+        sqs.send_message(
+            QueueUrl=url,
+            MessageBody="x",
+            MessageSystemAttributes={"AWSTraceHeader": {"DataType": "Number", "StringValue": "1"}},
+        )
     assert code(err.value) == "InvalidParameterValue"
     assert sqs.receive_message(QueueUrl=url, WaitTimeSeconds=1).get("Messages") is None, "refused sends stored nothing"
-    status, root = query(url, "SendMessage", {"MessageBody": "q", "MessageSystemAttribute.1.Name": "AWSTraceHeader",
-                                              "MessageSystemAttribute.1.Value.DataType": "String",
-                                              "MessageSystemAttribute.1.Value.StringValue": TRACE})
+    status, root = query(
+        url,
+        "SendMessage",
+        {
+            "MessageBody": "q",
+            "MessageSystemAttribute.1.Name": "AWSTraceHeader",
+            "MessageSystemAttribute.1.Value.DataType": "String",
+            "MessageSystemAttribute.1.Value.StringValue": TRACE,
+        },
+    )
     assert status == 200 and text(root, "q:SendMessageResult/q:MD5OfMessageSystemAttributes") == TRACE_MD5_FROM_AWS
     _, root = query(url, "ReceiveMessage", {"WaitTimeSeconds": "5", "MessageSystemAttributeName.1": "AWSTraceHeader"})
     (attr,) = root.findall("q:ReceiveMessageResult/q:Message/q:Attribute", NS)
@@ -207,9 +240,14 @@ def test_visibility_change_past_12_hours_from_the_receive_is_refused(sqs: Any, q
     with pytest.raises(ClientError) as err:  # 43,200 s from now is past 12 h from the receive, a moment ago
         sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"], VisibilityTimeout=43_200)
     assert code(err.value) == "InvalidParameterValue"
-    assert "Total VisibilityTimeout for the message is beyond the limit [43200 seconds]" in err.value.response["Error"]["Message"]
+    assert (
+        "Total VisibilityTimeout for the message is beyond the limit [43200 seconds]"
+        in err.value.response["Error"]["Message"]
+    )
     attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
-    assert (attrs["ApproximateNumberOfMessages"], attrs["ApproximateNumberOfMessagesNotVisible"]) == ("0", "1"), "refusal changed nothing"
+    assert (attrs["ApproximateNumberOfMessages"], attrs["ApproximateNumberOfMessagesNotVisible"]) == ("0", "1"), (
+        "refusal changed nothing"
+    )
     sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"], VisibilityTimeout=0)
     again = receive_one(sqs, url)
     assert again is not None and again["MessageId"] == m["MessageId"], "the receipt still worked after the refusal"
@@ -226,9 +264,13 @@ def test_visibility_change_of_a_deleted_message_is_invalid_parameter_value(sqs: 
     with pytest.raises(ClientError) as err:
         sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=42)
     assert code(err.value) == "InvalidParameterValue"
-    assert err.value.response["Error"]["Message"] == (f"Value {handle} for parameter ReceiptHandle is invalid. Reason: Message does not "
-                                                      "exist or is not available for visibility timeout change.")
-    r = sqs.change_message_visibility_batch(QueueUrl=url, Entries=[{"Id": "a", "ReceiptHandle": handle, "VisibilityTimeout": 5}])
+    assert err.value.response["Error"]["Message"] == (
+        f"Value {handle} for parameter ReceiptHandle is invalid. Reason: Message does not "
+        "exist or is not available for visibility timeout change."
+    )
+    r = sqs.change_message_visibility_batch(
+        QueueUrl=url, Entries=[{"Id": "a", "ReceiptHandle": handle, "VisibilityTimeout": 5}]
+    )
     assert [(f["Id"], f["Code"]) for f in r["Failed"]] == [("a", "InvalidParameterValue")]
 
 
@@ -236,7 +278,9 @@ def test_invalid_receipt_handle_is_404_in_both_protocols(sqs: Any, server: sqsse
     url = sqs.create_queue(QueueName=qname)["QueueUrl"]
     with pytest.raises(ClientError) as err:
         sqs.change_message_visibility(QueueUrl=url, ReceiptHandle="garbage", VisibilityTimeout=5)
-    assert code(err.value) == "ReceiptHandleIsInvalid" and err.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+    assert (
+        code(err.value) == "ReceiptHandleIsInvalid" and err.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+    )
     with pytest.raises(ClientError) as err:
         sqs.delete_message(QueueUrl=url, ReceiptHandle="garbage")
     assert err.value.response["Error"]["Message"] == 'The input receipt handle "garbage" is not a valid receipt handle.'
@@ -254,7 +298,9 @@ def test_missing_queue_is_worded_per_protocol_as_sqs(sqs: Any, server: sqsserver
 
 
 # ---- 6. QueueDeletedRecently ---------------------------------------------------------------------
-def test_create_of_a_name_deleted_within_60_s_is_refused_by_every_server(sqs: Any, other_server: sqsserver.SqsServer, qname: str) -> None:
+def test_create_of_a_name_deleted_within_60_s_is_refused_by_every_server(
+    sqs: Any, other_server: sqsserver.SqsServer, qname: str
+) -> None:
     url = sqs.create_queue(QueueName=qname)["QueueUrl"]
     sqs.delete_queue(QueueUrl=url)
     other = make_client(other_server.url)
@@ -262,8 +308,9 @@ def test_create_of_a_name_deleted_within_60_s_is_refused_by_every_server(sqs: An
         with pytest.raises(ClientError) as err:
             client.create_queue(QueueName=qname)
         assert code(err.value) == "AWS.SimpleQueueService.QueueDeletedRecently"
-        assert err.value.response["Error"]["Message"] == ("You must wait 60 seconds after deleting a queue before you can create another "
-                                                          "with the same name.")
+        assert err.value.response["Error"]["Message"] == (
+            "You must wait 60 seconds after deleting a queue before you can create another with the same name."
+        )
     with pytest.raises(sqs.exceptions.QueueDoesNotExist):
         sqs.get_queue_url(QueueName=qname)
     sqs.create_queue(QueueName=qname + "-x")  # another name is not held up
@@ -271,7 +318,8 @@ def test_create_of_a_name_deleted_within_60_s_is_refused_by_every_server(sqs: An
 
 # ---- 7. PurgeQueueInProgress, and what a purge spares --------------------------------------------
 def test_second_purge_within_60_s_is_refused_by_every_server_and_later_sends_survive(
-        sqs: Any, other_server: sqsserver.SqsServer, qname: str) -> None:
+    sqs: Any, other_server: sqsserver.SqsServer, qname: str
+) -> None:
     url = sqs.create_queue(QueueName=qname)["QueueUrl"]
     sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": f"old{i}"} for i in range(5)])
     sqs.purge_queue(QueueUrl=url)
@@ -281,11 +329,16 @@ def test_second_purge_within_60_s_is_refused_by_every_server_and_later_sends_sur
             client.purge_queue(QueueUrl=url)
         assert code(err.value) == "AWS.SimpleQueueService.PurgeQueueInProgress"
         assert err.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
-        assert err.value.response["Error"]["Message"] == f"Only one PurgeQueue operation on {qname} is allowed every 60 seconds."
+        assert (
+            err.value.response["Error"]["Message"]
+            == f"Only one PurgeQueue operation on {qname} is allowed every 60 seconds."
+        )
     m = receive_one(sqs, url)
     assert m is not None and m["Body"] == "new", "the refused purge deleted nothing"
     sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
-    assert sqs.receive_message(QueueUrl=url, WaitTimeSeconds=1).get("Messages") is None, "the purge left nothing it should delete"
+    assert sqs.receive_message(QueueUrl=url, WaitTimeSeconds=1).get("Messages") is None, (
+        "the purge left nothing it should delete"
+    )
 
 
 async def test_purge_spares_messages_sent_after_it_started(manual: Any, queue_name: str) -> None:
@@ -303,43 +356,90 @@ async def test_purge_spares_messages_sent_after_it_started(manual: Any, queue_na
 
 
 # ---- 8. JSON-protocol error codes ------------------------------------------------------------------
-def test_json_errors_carry_the_types_and_query_codes_sqs_sends(sqs: Any, server: sqsserver.SqsServer, qname: str) -> None:
+def test_json_errors_carry_the_types_and_query_codes_sqs_sends(
+    sqs: Any, server: sqsserver.SqsServer, qname: str
+) -> None:
     url = sqs.create_queue(QueueName=qname)["QueueUrl"]
     j = {"content-type": "application/x-amz-json-1.0"}
     cases = [  # (target, body, __type recorded against AWS, x-amzn-query-error code, status)
         ("SendMessage", {"QueueUrl": url}, "MissingRequiredParameterException", "MissingParameter", 400),
-        ("ReceiveMessage", {"QueueUrl": url, "MaxNumberOfMessages": 11}, "InvalidParameterValueException", "InvalidParameterValue", 400),
-        ("GetQueueUrl", {"QueueName": qname + "-none"}, "QueueDoesNotExist", "AWS.SimpleQueueService.NonExistentQueue", 400),
-        ("DeleteMessage", {"QueueUrl": url, "ReceiptHandle": "x"}, "ReceiptHandleIsInvalid", "ReceiptHandleIsInvalid", 404),
+        (
+            "ReceiveMessage",
+            {"QueueUrl": url, "MaxNumberOfMessages": 11},
+            "InvalidParameterValueException",
+            "InvalidParameterValue",
+            400,
+        ),
+        (
+            "GetQueueUrl",
+            {"QueueName": qname + "-none"},
+            "QueueDoesNotExist",
+            "AWS.SimpleQueueService.NonExistentQueue",
+            400,
+        ),
+        (
+            "DeleteMessage",
+            {"QueueUrl": url, "ReceiptHandle": "x"},
+            "ReceiptHandleIsInvalid",
+            "ReceiptHandleIsInvalid",
+            404,
+        ),
         ("Explode", {}, "UnknownOperationException", "InvalidAction", 400),
     ]
     for target, body, shape, query_code, status in cases:
         got, headers, raw = raw_post(server.url, json.dumps(body).encode(), j | {"x-amz-target": f"AmazonSQS.{target}"})
         headers = {k.lower(): v for k, v in headers.items()}
-        assert (got, json.loads(raw)["__type"].split("#")[-1], headers["x-amzn-query-error"]) == (status, shape, f"{query_code};Sender"), target
+        assert (got, json.loads(raw)["__type"].split("#")[-1], headers["x-amzn-query-error"]) == (
+            status,
+            shape,
+            f"{query_code};Sender",
+        ), target
     with pytest.raises(ClientError) as err:  # boto3 sees what it sees against AWS
         sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=11)
-    assert (code(err.value), err.value.response["Error"]["QueryErrorCode"]) == ("InvalidParameterValue", "InvalidParameterValueException")
+    assert (code(err.value), err.value.response["Error"]["QueryErrorCode"]) == (
+        "InvalidParameterValue",
+        "InvalidParameterValueException",
+    )
 
 
 # ---- 9. attribute-name filters on ReceiveMessage ---------------------------------------------------
 def test_receive_filters_message_and_system_attribute_names_as_sqs(sqs: Any, qname: str) -> None:
     url = sqs.create_queue(QueueName=qname, Attributes={"VisibilityTimeout": "0"})["QueueUrl"]
-    attrs = {"Help.Me": {"DataType": "String", "StringValue": "Me"}, "Hello": {"DataType": "String", "StringValue": "There"},
-             "General": {"DataType": "String", "StringValue": "Kenobi"}}
+    attrs = {
+        "Help.Me": {"DataType": "String", "StringValue": "Me"},
+        "Hello": {"DataType": "String", "StringValue": "There"},
+        "General": {"DataType": "String", "StringValue": "Kenobi"},
+    }
     sqs.send_message(QueueUrl=url, MessageBody="m", MessageAttributes=attrs, MessageGroupId="g1")
     expected = {  # names asked -> message attributes given (as recorded against AWS)
-        (): set(), ("All",): set(attrs), ("*",): set(attrs), (".*",): set(attrs), ("Hel.*",): {"Hello", "Help.Me"},
-        ("Foo", "Help"): set(), ("Foo", "Hello"): {"Hello"}, ("AWS.",): set(), ("..foo",): set(),
+        (): set(),
+        ("All",): set(attrs),
+        ("*",): set(attrs),
+        (".*",): set(attrs),
+        ("Hel.*",): {"Hello", "Help.Me"},
+        ("Foo", "Help"): set(),
+        ("Foo", "Hello"): {"Hello"},
+        ("AWS.",): set(),
+        ("..foo",): set(),
     }
     for names, want in expected.items():
         m = receive_one(sqs, url, MessageAttributeNames=list(names))
         assert m is not None and set(m.get("MessageAttributes", {})) == want, names
         if want:
             assert m["MD5OfMessageAttributes"] == reference_md5_of_attributes({k: attrs[k] for k in want})
-    every = {"SenderId", "SentTimestamp", "ApproximateReceiveCount", "ApproximateFirstReceiveTimestamp", "MessageGroupId"}
-    system = {("All",): every, ("SenderId",): {"SenderId"}, ("SenderId", "SequenceNumber", "NoSuchName"): {"SenderId"},
-              ("MessageDeduplicationId",): set()}
+    every = {
+        "SenderId",
+        "SentTimestamp",
+        "ApproximateReceiveCount",
+        "ApproximateFirstReceiveTimestamp",
+        "MessageGroupId",
+    }
+    system = {
+        ("All",): every,
+        ("SenderId",): {"SenderId"},
+        ("SenderId", "SequenceNumber", "NoSuchName"): {"SenderId"},
+        ("MessageDeduplicationId",): set(),
+    }
     for names, want in system.items():
         for key in ("AttributeNames", "MessageSystemAttributeNames"):
             m = receive_one(sqs, url, **{key: list(names)})
@@ -371,8 +471,10 @@ def test_get_requests_are_query_protocol_from_the_url_only(sqs: Any, qname: str)
     with pytest.raises(sqs.exceptions.QueueDoesNotExist):
         sqs.get_queue_url(QueueName=qname + "-2")
     # a JSON target on a GET is not the JSON protocol: the URL's Action decides, the answer is XML
-    status, body = _get(url + "?Action=GetQueueAttributes&AttributeName.1=VisibilityTimeout",
-                        {"x-amz-target": "AmazonSQS.PurgeQueue", "content-type": "application/x-amz-json-1.0"})
+    status, body = _get(
+        url + "?Action=GetQueueAttributes&AttributeName.1=VisibilityTimeout",
+        {"x-amz-target": "AmazonSQS.PurgeQueue", "content-type": "application/x-amz-json-1.0"},
+    )
     assert status == 200 and b"<GetQueueAttributesResponse" in body and b"<Value>30</Value>" in body
 
 
@@ -391,8 +493,10 @@ def test_message_group_id_on_a_standard_queue_is_kept_and_deduplication_id_refus
         with pytest.raises(ClientError) as err:
             sqs.send_message(QueueUrl=url, MessageBody="x", MessageGroupId=bad)
         assert code(err.value) == "InvalidParameterValue"
-        assert err.value.response["Error"]["Message"] == (f"Value {bad} for parameter MessageGroupId is invalid. Reason: MessageGroupId can "
-                                                          "only include alphanumeric and punctuation characters. 1 to 128 in length.")
+        assert err.value.response["Error"]["Message"] == (
+            f"Value {bad} for parameter MessageGroupId is invalid. Reason: MessageGroupId can "
+            "only include alphanumeric and punctuation characters. 1 to 128 in length."
+        )
     with pytest.raises(ClientError) as err:
         sqs.send_message(QueueUrl=url, MessageBody="x", MessageDeduplicationId="d")
     assert code(err.value) == "InvalidParameterValue"
@@ -402,7 +506,9 @@ def test_message_group_id_on_a_standard_queue_is_kept_and_deduplication_id_refus
 # ---- 12. XML rendering of nested results -----------------------------------------------------------------
 def test_xml_renders_nested_lists_and_maps_as_sqs_model(sqs: Any, server: sqsserver.SqsServer, qname: str) -> None:
     dlq = sqs.create_queue(QueueName=qname + "-dlq")["QueueUrl"]
-    url = sqs.create_queue(QueueName=qname, Attributes=redrive(arn(sqs, dlq), 3), tags={"team": "a", "env": "t"})["QueueUrl"]
+    url = sqs.create_queue(QueueName=qname, Attributes=redrive(arn(sqs, dlq), 3), tags={"team": "a", "env": "t"})[
+        "QueueUrl"
+    ]
     sqs.start_message_move_task(SourceArn=arn(sqs, dlq))
     deadline = time.monotonic() + 30  # move tasks run in the background: wait for this one to end
     while sqs.list_message_move_tasks(SourceArn=arn(sqs, dlq))["Results"][0]["Status"] != "COMPLETED":
@@ -412,7 +518,11 @@ def test_xml_renders_nested_lists_and_maps_as_sqs_model(sqs: Any, server: sqsser
     raw = ET.tostring(root).decode()
     assert status == 200 and "[{" not in raw and "{'" not in raw, raw
     entries = root.findall("q:ListMessageMoveTasksResult/q:ListMessageMoveTasksResultEntry", NS)
-    assert len(entries) == 1 and text(entries[0], "q:Status") == "COMPLETED" and text(entries[0], "q:SourceArn") == arn(sqs, dlq)
+    assert (
+        len(entries) == 1
+        and text(entries[0], "q:Status") == "COMPLETED"
+        and text(entries[0], "q:SourceArn") == arn(sqs, dlq)
+    )
     _, root = query(url, "ListQueueTags", {})
     tags = {text(t, "q:Key"): text(t, "q:Value") for t in root.findall("q:ListQueueTagsResult/q:Tag", NS)}
     assert tags == {"team": "a", "env": "t"}
@@ -421,9 +531,15 @@ def test_xml_renders_nested_lists_and_maps_as_sqs_model(sqs: Any, server: sqsser
     _, root = query(url, "GetQueueAttributes", {"AttributeName.1": "RedrivePolicy"})
     (attr,) = root.findall("q:GetQueueAttributesResult/q:Attribute", NS)
     assert json.loads(text(attr, "q:Value"))["maxReceiveCount"] == 3
-    _, root = query(url, "ChangeMessageVisibilityBatch", {"ChangeMessageVisibilityBatchRequestEntry.1.Id": "a",
-                                                          "ChangeMessageVisibilityBatchRequestEntry.1.ReceiptHandle": "bad",
-                                                          "ChangeMessageVisibilityBatchRequestEntry.1.VisibilityTimeout": "5"})
+    _, root = query(
+        url,
+        "ChangeMessageVisibilityBatch",
+        {
+            "ChangeMessageVisibilityBatchRequestEntry.1.Id": "a",
+            "ChangeMessageVisibilityBatchRequestEntry.1.ReceiptHandle": "bad",
+            "ChangeMessageVisibilityBatchRequestEntry.1.VisibilityTimeout": "5",
+        },
+    )
     (failed,) = root.findall("q:ChangeMessageVisibilityBatchResult/q:BatchResultErrorEntry", NS)
     assert (text(failed, "q:Id"), text(failed, "q:Code")) == ("a", "ReceiptHandleIsInvalid")
 
@@ -435,7 +551,10 @@ def test_batch_errors_are_worded_as_sqs_words_them(sqs: Any, qname: str) -> None
     with pytest.raises(ClientError) as err:
         sqs.delete_message_batch(QueueUrl=url, Entries=[])
     assert code(err.value) == "AWS.SimpleQueueService.EmptyBatchRequest"
-    assert err.value.response["Error"]["Message"] == "There should be at least one DeleteMessageBatchRequestEntry in the request."
+    assert (
+        err.value.response["Error"]["Message"]
+        == "There should be at least one DeleteMessageBatchRequestEntry in the request."
+    )
     entries = [{"Id": i, "MessageBody": "b"} for i in ("id_1", "id_2", "id_2", "id_1")]
     with pytest.raises(ClientError) as err:
         sqs.send_message_batch(QueueUrl=url, Entries=entries)

@@ -11,12 +11,11 @@ import time
 import uuid
 from typing import Any
 
-
 from daemon.base.config import Settings
 from daemon.engine.client import Casque
 from daemon.engine.observe.depth_estimate import BUDGET, HEAD, REFRESH_S
-from daemon.engine.send.producer import Job
 from daemon.engine.observe.stats import queue_stats
+from daemon.engine.send.producer import Job
 from daemon.http.sqs.actions import Call, SqsService
 from tests.support import sqsserver
 
@@ -47,11 +46,14 @@ async def test_a_small_queue_is_counted_exactly_at_once(sqs: Any, server: sqsser
     url = (await asyncio.to_thread(sqs.create_queue, QueueName=name))["QueueUrl"]
     await fill(cq, name, waiting=7, in_flight=3, delayed=4)
     assert await exact(cq, name) == (7, 3, 4)
-    assert await asyncio.to_thread(answer, sqs, url) == (7, 3, 4), "every lane under HEAD rows: exact, on the first call"
+    assert await asyncio.to_thread(answer, sqs, url) == (7, 3, 4), (
+        "every lane under HEAD rows: exact, on the first call"
+    )
 
 
-async def test_a_big_queue_costs_bounded_reads_per_call_and_converges_to_the_exact_counts(sqs: Any, server: sqsserver.SqsServer, cq: Casque,
-                                                                                         settings: Settings) -> None:
+async def test_a_big_queue_costs_bounded_reads_per_call_and_converges_to_the_exact_counts(
+    sqs: Any, server: sqsserver.SqsServer, cq: Casque, settings: Settings
+) -> None:
     name = f"cnt-big-{uuid.uuid4().hex[:8]}"
     url = (await asyncio.to_thread(sqs.create_queue, QueueName=name))["QueueUrl"]
     await fill(cq, name, waiting=99_700, in_flight=300, delayed=200)
@@ -76,8 +78,10 @@ async def test_a_big_queue_costs_bounded_reads_per_call_and_converges_to_the_exa
             costs.append(local.db.reads - before)
         bound = 2 + rows + lanes  # settings + attributes, the cursors (first call only), one head per lane
         est = await depth.estimate(qs, local.clock.now_ms())
-        print(f"\ncounts: reads per GetQueueAttributes {costs} (bound {bound}); rows read by a call {est.rows} (bound "
-              f"{rows + lanes * HEAD}); the exact count reads {sum(truth)} rows")
+        print(
+            f"\ncounts: reads per GetQueueAttributes {costs} (bound {bound}); rows read by a call {est.rows} (bound "
+            f"{rows + lanes * HEAD}); the exact count reads {sum(truth)} rows"
+        )
         assert costs[0] <= bound and all(c <= 2 + lanes for c in costs[1:])
         assert est.rows <= rows + lanes * HEAD and est.requests <= lanes
     finally:

@@ -14,7 +14,8 @@ import shutil
 import subprocess
 import time
 import uuid
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
@@ -27,11 +28,14 @@ from tests.test_sqs_clients import JS
 from tests.test_sqs_query import NS, query, text
 
 FIFO_NAME = (
-             "The name of a FIFO queue can only include alphanumeric characters, hyphens, or underscores, must end "
-             "with .fifo suffix "
-             "and be 1 to 80 in length")
+    "The name of a FIFO queue can only include alphanumeric characters, hyphens, or underscores, must end "
+    "with .fifo suffix "
+    "and be 1 to 80 in length"
+)
 STANDARD_NAME = "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length"
-NEEDS_DEDUP = "The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly"
+NEEDS_DEDUP = (
+    "The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly"
+)
 NEEDS_GROUP = "The request must contain the parameter MessageGroupId."
 
 
@@ -62,16 +66,27 @@ def attributes(sqs: Any, url: str, *names: str) -> dict[str, str]:
 
 def counts(sqs: Any, url: str) -> tuple[int, int, int]:
     """(visible, in flight, delayed): exact for a small queue (docs/sqs.md, "Approximate counts")."""
-    a = attributes(sqs, url, "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible", "ApproximateNumberOfMessagesDelayed")
-    return int(a["ApproximateNumberOfMessages"]), int(a["ApproximateNumberOfMessagesNotVisible"]), int(a["ApproximateNumberOfMessagesDelayed"])
+    a = attributes(
+        sqs,
+        url,
+        "ApproximateNumberOfMessages",
+        "ApproximateNumberOfMessagesNotVisible",
+        "ApproximateNumberOfMessagesDelayed",
+    )
+    return (
+        int(a["ApproximateNumberOfMessages"]),
+        int(a["ApproximateNumberOfMessagesNotVisible"]),
+        int(a["ApproximateNumberOfMessagesDelayed"]),
+    )
 
 
 def receive(sqs: Any, url: str, wait: int = 2, **kw: Any) -> list[dict[str, Any]]:
     return sqs.receive_message(QueueUrl=url, WaitTimeSeconds=wait, **kw).get("Messages", [])
 
 
-def receive_until(sqs: Any, url: str, pred: Callable[[list[dict[str, Any]]], bool], deadline_s: float = 30.0,
-                  **kw: Any) -> list[dict[str, Any]]:
+def receive_until(
+    sqs: Any, url: str, pred: Callable[[list[dict[str, Any]]], bool], deadline_s: float = 30.0, **kw: Any
+) -> list[dict[str, Any]]:
     """Long polls until a receive answers what ``pred`` accepts (no sleeps), or fail at the deadline."""
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
@@ -82,32 +97,69 @@ def receive_until(sqs: Any, url: str, pred: Callable[[list[dict[str, Any]]], boo
 
 
 def send(sqs: Any, url: str, body: str, group: str, dedup: str | None = None, **kw: Any) -> dict[str, Any]:
-    return sqs.send_message(QueueUrl=url, MessageBody=body, MessageGroupId=group, MessageDeduplicationId=dedup or body, **kw)
+    return sqs.send_message(
+        QueueUrl=url, MessageBody=body, MessageGroupId=group, MessageDeduplicationId=dedup or body, **kw
+    )
 
 
 # ---- queues ------------------------------------------------------------------------------------------
-def test_create_refuses_a_fifo_name_and_fifoqueue_apart_with_aws_errors_and_creates_nothing(sqs: Any, qname: str) -> None:
+def test_create_refuses_a_fifo_name_and_fifoqueue_apart_with_aws_errors_and_creates_nothing(
+    sqs: Any, qname: str
+) -> None:
     stem75 = (qname + "x" * 80)[:75]
     cases = [
         (lambda: sqs.create_queue(QueueName=qname + ".fifo"), "InvalidParameterValue", STANDARD_NAME),
-        (lambda: sqs.create_queue(QueueName=qname + ".fifo", Attributes={"FifoQueue": "false"}), "InvalidParameterValue", STANDARD_NAME),
-        (lambda: sqs.create_queue(QueueName=qname, Attributes={"FifoQueue": "true"}), "InvalidParameterValue", FIFO_NAME),
-        (lambda: sqs.create_queue(QueueName=stem75 + "y.fifo", Attributes={"FifoQueue": "true"}), "InvalidParameterValue", FIFO_NAME),
-        (lambda: sqs.create_queue(QueueName=qname + "!.fifo", Attributes={"FifoQueue": "true"}), "InvalidParameterValue", FIFO_NAME),
+        (
+            lambda: sqs.create_queue(QueueName=qname + ".fifo", Attributes={"FifoQueue": "false"}),
+            "InvalidParameterValue",
+            STANDARD_NAME,
+        ),
+        (
+            lambda: sqs.create_queue(QueueName=qname, Attributes={"FifoQueue": "true"}),
+            "InvalidParameterValue",
+            FIFO_NAME,
+        ),
+        (
+            lambda: sqs.create_queue(QueueName=stem75 + "y.fifo", Attributes={"FifoQueue": "true"}),
+            "InvalidParameterValue",
+            FIFO_NAME,
+        ),
+        (
+            lambda: sqs.create_queue(QueueName=qname + "!.fifo", Attributes={"FifoQueue": "true"}),
+            "InvalidParameterValue",
+            FIFO_NAME,
+        ),
         # a standard queue has no FIFO attributes (recorded against AWS: LocalStack's validated snapshot)
-        (lambda: sqs.create_queue(QueueName=qname, Attributes={"FifoQueue": "false"}), "InvalidAttributeName", "Unknown Attribute FifoQueue."),
-        (lambda: sqs.create_queue(QueueName=qname, Attributes={"ContentBasedDeduplication": "false"}), "InvalidAttributeName",
-         "Unknown Attribute ContentBasedDeduplication."),
-        (lambda: sqs.create_queue(QueueName=qname, Attributes={"DeduplicationScope": "queue"}), "InvalidAttributeName",
-         "You can specify the DeduplicationScope only when FifoQueue is set to true."),
-        (lambda: sqs.create_queue(QueueName=qname, Attributes={"FifoThroughputLimit": "perQueue"}), "InvalidAttributeName",
-         "You can specify the FifoThroughputLimit only when FifoQueue is set to true."),
+        (
+            lambda: sqs.create_queue(QueueName=qname, Attributes={"FifoQueue": "false"}),
+            "InvalidAttributeName",
+            "Unknown Attribute FifoQueue.",
+        ),
+        (
+            lambda: sqs.create_queue(QueueName=qname, Attributes={"ContentBasedDeduplication": "false"}),
+            "InvalidAttributeName",
+            "Unknown Attribute ContentBasedDeduplication.",
+        ),
+        (
+            lambda: sqs.create_queue(QueueName=qname, Attributes={"DeduplicationScope": "queue"}),
+            "InvalidAttributeName",
+            "You can specify the DeduplicationScope only when FifoQueue is set to true.",
+        ),
+        (
+            lambda: sqs.create_queue(QueueName=qname, Attributes={"FifoThroughputLimit": "perQueue"}),
+            "InvalidAttributeName",
+            "You can specify the FifoThroughputLimit only when FifoQueue is set to true.",
+        ),
         # values (no AWS recording found of these texts: the codes are SQS's for a bad attribute value)
         (lambda: fifo(sqs, qname, DeduplicationScope="everything"), "InvalidAttributeValue", None),
         (lambda: fifo(sqs, qname, FifoThroughputLimit="perTenant"), "InvalidAttributeValue", None),
         (lambda: fifo(sqs, qname, ContentBasedDeduplication="maybe"), "InvalidAttributeValue", None),
         (lambda: fifo(sqs, qname, FifoThroughputLimit="perMessageGroupId"), "InvalidAttributeValue", None),
-        (lambda: fifo(sqs, qname, DeduplicationScope="queue", FifoThroughputLimit="perMessageGroupId"), "InvalidAttributeValue", None),
+        (
+            lambda: fifo(sqs, qname, DeduplicationScope="queue", FifoThroughputLimit="perMessageGroupId"),
+            "InvalidAttributeValue",
+            None,
+        ),
     ]
     for call, code, message in cases:
         refused(call, code, message)
@@ -120,49 +172,95 @@ def test_create_refuses_a_fifo_name_and_fifoqueue_apart_with_aws_errors_and_crea
 def test_fifo_attributes_round_trip_and_the_type_never_changes(sqs: Any, qname: str) -> None:
     url = fifo(sqs, qname)
     a = attributes(sqs, url)
-    assert {k: a[k] for k in ("FifoQueue", "ContentBasedDeduplication", "DeduplicationScope", "FifoThroughputLimit")} == {
-        "FifoQueue": "true", "ContentBasedDeduplication": "false", "DeduplicationScope": "queue", "FifoThroughputLimit": "perQueue"}
+    assert {
+        k: a[k] for k in ("FifoQueue", "ContentBasedDeduplication", "DeduplicationScope", "FifoThroughputLimit")
+    } == {
+        "FifoQueue": "true",
+        "ContentBasedDeduplication": "false",
+        "DeduplicationScope": "queue",
+        "FifoThroughputLimit": "perQueue",
+    }
     assert a["QueueArn"].endswith(":" + qname + ".fifo") and a["VisibilityTimeout"] == "30"
     assert attributes(sqs, url, "DeduplicationScope") == {"DeduplicationScope": "queue"}
-    sqs.set_queue_attributes(QueueUrl=url, Attributes={"ContentBasedDeduplication": "True", "DeduplicationScope": "messageGroup",
-                                                       "FifoThroughputLimit": "perMessageGroupId"})
-    high = {"ContentBasedDeduplication": "true", "DeduplicationScope": "messageGroup", "FifoThroughputLimit": "perMessageGroupId"}
+    sqs.set_queue_attributes(
+        QueueUrl=url,
+        Attributes={
+            "ContentBasedDeduplication": "True",
+            "DeduplicationScope": "messageGroup",
+            "FifoThroughputLimit": "perMessageGroupId",
+        },
+    )
+    high = {
+        "ContentBasedDeduplication": "true",
+        "DeduplicationScope": "messageGroup",
+        "FifoThroughputLimit": "perMessageGroupId",
+    }
     assert attributes(sqs, url, *high) == high
     sqs.set_queue_attributes(QueueUrl=url, Attributes={"FifoQueue": "true"})  # repeating the type is accepted
-    refused(lambda: sqs.set_queue_attributes(QueueUrl=url, Attributes={"FifoQueue": "false"}), "InvalidAttributeValue",
-            "Invalid value for the parameter FifoQueue. Reason: Modifying queue type is not supported.")
+    refused(
+        lambda: sqs.set_queue_attributes(QueueUrl=url, Attributes={"FifoQueue": "false"}),
+        "InvalidAttributeValue",
+        "Invalid value for the parameter FifoQueue. Reason: Modifying queue type is not supported.",
+    )
     # perMessageGroupId needs messageGroup: checked against the value an earlier call set
-    refused(lambda: sqs.set_queue_attributes(QueueUrl=url, Attributes={"DeduplicationScope": "queue"}), "InvalidAttributeValue")
+    refused(
+        lambda: sqs.set_queue_attributes(QueueUrl=url, Attributes={"DeduplicationScope": "queue"}),
+        "InvalidAttributeValue",
+    )
     assert attributes(sqs, url, *high, "FifoQueue") == high | {"FifoQueue": "true"}, "refused changes changed nothing"
-    sqs.set_queue_attributes(QueueUrl=url, Attributes={"FifoThroughputLimit": "perQueue", "DeduplicationScope": "queue"})
-    assert attributes(sqs, url, "DeduplicationScope", "FifoThroughputLimit") == {"DeduplicationScope": "queue", "FifoThroughputLimit": "perQueue"}
+    sqs.set_queue_attributes(
+        QueueUrl=url, Attributes={"FifoThroughputLimit": "perQueue", "DeduplicationScope": "queue"}
+    )
+    assert attributes(sqs, url, "DeduplicationScope", "FifoThroughputLimit") == {
+        "DeduplicationScope": "queue",
+        "FifoThroughputLimit": "perQueue",
+    }
     # CreateQueue of the existing queue: the same attributes return it, another value is QueueAlreadyExists
     same = {"FifoQueue": "true", "ContentBasedDeduplication": "true"}
     assert sqs.create_queue(QueueName=qname + ".fifo", Attributes=same)["QueueUrl"] == url
-    refused(lambda: fifo(sqs, qname, ContentBasedDeduplication="false"), "QueueAlreadyExists",
-            "A queue already exists with the same name and a different value for attribute ContentBasedDeduplication")
+    refused(
+        lambda: fifo(sqs, qname, ContentBasedDeduplication="false"),
+        "QueueAlreadyExists",
+        "A queue already exists with the same name and a different value for attribute ContentBasedDeduplication",
+    )
     standard = sqs.create_queue(QueueName=qname)["QueueUrl"]
-    refused(lambda: sqs.set_queue_attributes(QueueUrl=standard, Attributes={"FifoQueue": "true"}), "InvalidAttributeName",
-            "Unknown Attribute FifoQueue.")
+    refused(
+        lambda: sqs.set_queue_attributes(QueueUrl=standard, Attributes={"FifoQueue": "true"}),
+        "InvalidAttributeName",
+        "Unknown Attribute FifoQueue.",
+    )
     assert "FifoQueue" not in attributes(sqs, standard), "a standard queue has no FIFO attributes"
 
 
 def test_a_fifo_queue_dead_letters_only_to_a_fifo_queue_and_a_standard_only_to_a_standard(sqs: Any, qname: str) -> None:
     fifo_dlq = fifo(sqs, qname + "-dlq")
     std_dlq = sqs.create_queue(QueueName=qname + "-sdlq")["QueueUrl"]
-    fifo_arn, std_arn = attributes(sqs, fifo_dlq, "QueueArn")["QueueArn"], attributes(sqs, std_dlq, "QueueArn")["QueueArn"]
+    fifo_arn, std_arn = (
+        attributes(sqs, fifo_dlq, "QueueArn")["QueueArn"],
+        attributes(sqs, std_dlq, "QueueArn")["QueueArn"],
+    )
     for source_fifo, target in ((True, std_arn), (False, fifo_arn)):
         policy = json.dumps({"deadLetterTargetArn": target, "maxReceiveCount": 2})
         why = (
             f"Value {policy} for parameter RedrivePolicy is invalid. Reason: Dead-letter queue must be same type "
             "of queue as the source.."
         )
-        create = (lambda policy=policy: fifo(sqs, qname + "-src", RedrivePolicy=policy)) if source_fifo else \
-            (lambda policy=policy: sqs.create_queue(QueueName=qname + "-src", Attributes={"RedrivePolicy": policy}))
+        create = (
+            (lambda policy=policy: fifo(sqs, qname + "-src", RedrivePolicy=policy))
+            if source_fifo
+            else (
+                lambda policy=policy: sqs.create_queue(QueueName=qname + "-src", Attributes={"RedrivePolicy": policy})
+            )
+        )
         refused(create, "InvalidParameterValue", why)
         plain = fifo(sqs, qname + "-p") if source_fifo else sqs.create_queue(QueueName=qname + "-p")["QueueUrl"]
-        refused(lambda plain=plain, policy=policy: sqs.set_queue_attributes(QueueUrl=plain, Attributes={"RedrivePolicy": policy}),
-                "InvalidParameterValue", why)
+        refused(
+            lambda plain=plain, policy=policy: sqs.set_queue_attributes(
+                QueueUrl=plain, Attributes={"RedrivePolicy": policy}
+            ),
+            "InvalidParameterValue",
+            why,
+        )
         assert "RedrivePolicy" not in attributes(sqs, plain), "the refused policy was not stored"
     assert not [u for u in sqs.list_queues(QueueNamePrefix=qname).get("QueueUrls", []) if "-src" in u]
 
@@ -173,36 +271,72 @@ def test_fifo_sends_refused_as_sqs_refuses_them_write_nothing(sqs: Any, qname: s
     standard = sqs.create_queue(QueueName=qname)["QueueUrl"]
     bad_ids = ("", "a" * 129, "group 123", "é")
     cases: list[tuple[Callable[[], Any], str, str | None]] = [
-        (lambda: sqs.send_message(QueueUrl=url, MessageBody="x", MessageDeduplicationId="d"), "MissingParameter", NEEDS_GROUP),
+        (
+            lambda: sqs.send_message(QueueUrl=url, MessageBody="x", MessageDeduplicationId="d"),
+            "MissingParameter",
+            NEEDS_GROUP,
+        ),
         (lambda: sqs.send_message(QueueUrl=url, MessageBody="x"), "MissingParameter", NEEDS_GROUP),
-        (lambda: sqs.send_message(QueueUrl=url, MessageBody="x", MessageGroupId="g"), "InvalidParameterValue", NEEDS_DEDUP),
-        (lambda: send(sqs, url, "x", "g", DelaySeconds=5), "InvalidParameterValue",
-         "Value 5 for parameter DelaySeconds is invalid. Reason: The request include parameter that is not valid "
-         "for this queue type."),
+        (
+            lambda: sqs.send_message(QueueUrl=url, MessageBody="x", MessageGroupId="g"),
+            "InvalidParameterValue",
+            NEEDS_DEDUP,
+        ),
+        (
+            lambda: send(sqs, url, "x", "g", DelaySeconds=5),
+            "InvalidParameterValue",
+            "Value 5 for parameter DelaySeconds is invalid. Reason: The request include parameter that is not valid "
+            "for this queue type.",
+        ),
         # a batch entry without its group or dedup id fails the whole request (recorded against AWS)
-        (lambda: sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": "a", "MessageBody": "x", "MessageGroupId": "g", "MessageDeduplicationId": "1"},
-                                                               {"Id": "b", "MessageBody": "y", "MessageDeduplicationId": "2"}]),
-         "InvalidParameterValue", NEEDS_GROUP),
-        (lambda: sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": "a", "MessageBody": "x", "MessageGroupId": "g"}]),
-         "InvalidParameterValue", NEEDS_DEDUP),
-        (lambda: sqs.send_message(QueueUrl=standard, MessageBody="x", MessageDeduplicationId="d"), "InvalidParameterValue",
-         "Value d for parameter MessageDeduplicationId is invalid. Reason: The request include parameter that is "
-         "not valid for this queue type."),
+        (
+            lambda: sqs.send_message_batch(
+                QueueUrl=url,
+                Entries=[
+                    {"Id": "a", "MessageBody": "x", "MessageGroupId": "g", "MessageDeduplicationId": "1"},
+                    {"Id": "b", "MessageBody": "y", "MessageDeduplicationId": "2"},
+                ],
+            ),
+            "InvalidParameterValue",
+            NEEDS_GROUP,
+        ),
+        (
+            lambda: sqs.send_message_batch(
+                QueueUrl=url, Entries=[{"Id": "a", "MessageBody": "x", "MessageGroupId": "g"}]
+            ),
+            "InvalidParameterValue",
+            NEEDS_DEDUP,
+        ),
+        (
+            lambda: sqs.send_message(QueueUrl=standard, MessageBody="x", MessageDeduplicationId="d"),
+            "InvalidParameterValue",
+            "Value d for parameter MessageDeduplicationId is invalid. Reason: The request include parameter that is "
+            "not valid for this queue type.",
+        ),
     ]
     for bad in bad_ids:
         for param in ("MessageGroupId", "MessageDeduplicationId"):
             ids = {"MessageGroupId": "g", "MessageDeduplicationId": "d", param: bad}
-            cases.append(((lambda ids=ids: sqs.send_message(QueueUrl=url, MessageBody="x", **ids)), "InvalidParameterValue",
-                          f"Value {bad} for parameter {param} is invalid. Reason: {param} can only include "
-                          "alphanumeric and punctuation "
-                          "characters. 1 to 128 in length."))
+            cases.append(
+                (
+                    (lambda ids=ids: sqs.send_message(QueueUrl=url, MessageBody="x", **ids)),
+                    "InvalidParameterValue",
+                    f"Value {bad} for parameter {param} is invalid. Reason: {param} can only include "
+                    "alphanumeric and punctuation "
+                    "characters. 1 to 128 in length.",
+                )
+            )
     for call, code, message in cases:
         refused(call, code, message)
     assert counts(sqs, url) == (0, 0, 0) and counts(sqs, standard) == (0, 0, 0), "nothing was written"
     # per-entry faults in a batch fail that entry only; the others are sent, with their SequenceNumber
-    got = sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": "ok", "MessageBody": "x", "MessageGroupId": "g", "MessageDeduplicationId": "1"},
-                                                        {"Id": "late", "MessageBody": "y", "MessageGroupId": "g", "MessageDeduplicationId": "2",
-                                                         "DelaySeconds": 3}])
+    got = sqs.send_message_batch(
+        QueueUrl=url,
+        Entries=[
+            {"Id": "ok", "MessageBody": "x", "MessageGroupId": "g", "MessageDeduplicationId": "1"},
+            {"Id": "late", "MessageBody": "y", "MessageGroupId": "g", "MessageDeduplicationId": "2", "DelaySeconds": 3},
+        ],
+    )
     assert [e["Id"] for e in got["Successful"]] == ["ok"] and len(got["Successful"][0]["SequenceNumber"]) == 20
     assert [(e["Id"], e["Code"], e["SenderFault"]) for e in got["Failed"]] == [("late", "InvalidParameterValue", True)]
     longest = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~" + "a" * 96  # every punctuation character SQS allows, 128 in all
@@ -216,7 +350,10 @@ def test_messages_of_each_group_come_in_order_with_sequence_numbers_increasing(s
     sent: dict[str, list[tuple[str, str, str]]] = {g: [] for g in groups}  # group -> [(body, id, sequence)]
     for i in range(6):  # interleaved: a0 b0 c0 a1 b1 c1 ..., singles and batches
         if i % 2:
-            entries = [{"Id": g, "MessageBody": f"{g}{i}", "MessageGroupId": g, "MessageDeduplicationId": f"{g}{i}"} for g in groups]
+            entries = [
+                {"Id": g, "MessageBody": f"{g}{i}", "MessageGroupId": g, "MessageDeduplicationId": f"{g}{i}"}
+                for g in groups
+            ]
             for e in sqs.send_message_batch(QueueUrl=url, Entries=entries)["Successful"]:
                 sent[e["Id"]].append((f"{e['Id']}{i}", e["MessageId"], e["SequenceNumber"]))
         else:
@@ -253,11 +390,22 @@ def test_a_group_waits_while_its_message_is_in_flight_then_goes_on_in_order(sqs:
     assert sorted(first) == ["a1", "b1"], first
     assert counts(sqs, url) == (2, 2, 0), "a2 and a3 wait (visible), a1 and b1 are in flight"
     sqs.delete_message(QueueUrl=url, ReceiptHandle=a1)
-    (m,) = receive_until(sqs, url, bool, MaxNumberOfMessages=1, VisibilityTimeout=4, MessageSystemAttributeNames=["ApproximateReceiveCount"])
-    assert (m["Body"], m["Attributes"]["ApproximateReceiveCount"]) == ("a2", "1"), "after the delete: the group's next message"
+    (m,) = receive_until(
+        sqs,
+        url,
+        bool,
+        MaxNumberOfMessages=1,
+        VisibilityTimeout=4,
+        MessageSystemAttributeNames=["ApproximateReceiveCount"],
+    )
+    assert (m["Body"], m["Attributes"]["ApproximateReceiveCount"]) == ("a2", "1"), (
+        "after the delete: the group's next message"
+    )
     assert receive(sqs, url, wait=1, MaxNumberOfMessages=10) == [], "a2 in flight holds a3 back"
     (m,) = receive_until(sqs, url, bool, MaxNumberOfMessages=1, MessageSystemAttributeNames=["ApproximateReceiveCount"])
-    assert (m["Body"], m["Attributes"]["ApproximateReceiveCount"]) == ("a2", "2"), "after its visibility timeout: a2 again, not a3"
+    assert (m["Body"], m["Attributes"]["ApproximateReceiveCount"]) == ("a2", "2"), (
+        "after its visibility timeout: a2 again, not a3"
+    )
     sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
     (m,) = receive_until(sqs, url, bool, MaxNumberOfMessages=1)
     assert m["Body"] == "a3"
@@ -267,9 +415,16 @@ def test_a_send_repeated_within_the_window_is_one_message(sqs: Any, qname: str) 
     url = fifo(sqs, qname)
     one = send(sqs, url, "first", "g", "d1")
     again = send(sqs, url, "second body", "g", "d1")
-    assert (again["MessageId"], again["SequenceNumber"]) == (one["MessageId"], one["SequenceNumber"]), "the first send's id and sequence"
-    batch = sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": "x", "MessageBody": "third", "MessageGroupId": "g", "MessageDeduplicationId": "d1"},
-                                                          {"Id": "y", "MessageBody": "new", "MessageGroupId": "g", "MessageDeduplicationId": "d2"}])
+    assert (again["MessageId"], again["SequenceNumber"]) == (one["MessageId"], one["SequenceNumber"]), (
+        "the first send's id and sequence"
+    )
+    batch = sqs.send_message_batch(
+        QueueUrl=url,
+        Entries=[
+            {"Id": "x", "MessageBody": "third", "MessageGroupId": "g", "MessageDeduplicationId": "d1"},
+            {"Id": "y", "MessageBody": "new", "MessageGroupId": "g", "MessageDeduplicationId": "d2"},
+        ],
+    )
     by_id = {e["Id"]: e for e in batch["Successful"]}
     assert by_id["x"]["MessageId"] == one["MessageId"] and by_id["y"]["MessageId"] != one["MessageId"]
     bodies = []
@@ -278,7 +433,9 @@ def test_a_send_repeated_within_the_window_is_one_message(sqs: Any, qname: str) 
         bodies.append(m["Body"])
         sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
     assert bodies == ["first", "new"], "one delivery of the deduplicated message"
-    assert send(sqs, url, "after delete", "g", "d1")["MessageId"] == one["MessageId"], "the window outlives the delete (as SQS)"
+    assert send(sqs, url, "after delete", "g", "d1")["MessageId"] == one["MessageId"], (
+        "the window outlives the delete (as SQS)"
+    )
     assert counts(sqs, url) == (0, 0, 0)
 
 
@@ -287,15 +444,22 @@ def test_content_based_deduplication_is_the_sha256_of_the_body(sqs: Any, qname: 
     one = sqs.send_message(QueueUrl=url, MessageBody="same body", MessageGroupId="g")
     assert sqs.send_message(QueueUrl=url, MessageBody="same body", MessageGroupId="g")["MessageId"] == one["MessageId"]
     other = sqs.send_message(QueueUrl=url, MessageBody="other body", MessageGroupId="g")
-    explicit = sqs.send_message(QueueUrl=url, MessageBody="same body", MessageGroupId="g", MessageDeduplicationId="mine")
-    assert len({one["MessageId"], other["MessageId"], explicit["MessageId"]}) == 3, "an explicit id wins over the content"
+    explicit = sqs.send_message(
+        QueueUrl=url, MessageBody="same body", MessageGroupId="g", MessageDeduplicationId="mine"
+    )
+    assert len({one["MessageId"], other["MessageId"], explicit["MessageId"]}) == 3, (
+        "an explicit id wins over the content"
+    )
     seen = []
     for _ in range(3):
         (m,) = receive_until(sqs, url, bool, MessageSystemAttributeNames=["MessageDeduplicationId"])
         seen.append((m["Body"], m["Attributes"]["MessageDeduplicationId"]))
         sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
-    assert seen == [("same body", hashlib.sha256(b"same body").hexdigest()), ("other body", hashlib.sha256(b"other body").hexdigest()),
-                    ("same body", "mine")]
+    assert seen == [
+        ("same body", hashlib.sha256(b"same body").hexdigest()),
+        ("other body", hashlib.sha256(b"other body").hexdigest()),
+        ("same body", "mine"),
+    ]
 
 
 def test_deduplication_scope_message_group_keeps_ids_apart_per_group(sqs: Any, qname: str) -> None:
@@ -312,18 +476,27 @@ def test_a_retried_receive_with_the_same_attempt_id_returns_the_same_receipts(sq
     url = fifo(sqs, qname)
     for g in ("a", "b", "c"):
         send(sqs, url, g, g)
-    first = receive_until(sqs, url, bool, MaxNumberOfMessages=10, ReceiveRequestAttemptId="attempt-1", VisibilityTimeout=60)
+    first = receive_until(
+        sqs, url, bool, MaxNumberOfMessages=10, ReceiveRequestAttemptId="attempt-1", VisibilityTimeout=60
+    )
     retry = receive(sqs, url, MaxNumberOfMessages=10, ReceiveRequestAttemptId="attempt-1", VisibilityTimeout=60)
-    assert [(m["MessageId"], m["ReceiptHandle"]) for m in retry] == [(m["MessageId"], m["ReceiptHandle"]) for m in first]
+    assert [(m["MessageId"], m["ReceiptHandle"]) for m in retry] == [
+        (m["MessageId"], m["ReceiptHandle"]) for m in first
+    ]
     rest: list[dict[str, Any]] = []
     end = time.monotonic() + 30
     while len(first) + len(rest) < 3 and time.monotonic() < end:  # other attempts get only what the first did not
-        rest += receive(sqs, url, MaxNumberOfMessages=10, ReceiveRequestAttemptId=f"attempt-{2 + len(rest)}", VisibilityTimeout=60)
+        rest += receive(
+            sqs, url, MaxNumberOfMessages=10, ReceiveRequestAttemptId=f"attempt-{2 + len(rest)}", VisibilityTimeout=60
+        )
     assert sorted(m["Body"] for m in first + rest) == ["a", "b", "c"], "each message delivered to one attempt"
-    refused(lambda: receive(sqs, url, ReceiveRequestAttemptId="two words"), "InvalidParameterValue",
-            "Value two words for parameter ReceiveRequestAttemptId is invalid. Reason: ReceiveRequestAttemptId can "
-            "only include alphanumeric "
-            "and punctuation characters. 1 to 128 in length.")
+    refused(
+        lambda: receive(sqs, url, ReceiveRequestAttemptId="two words"),
+        "InvalidParameterValue",
+        "Value two words for parameter ReceiveRequestAttemptId is invalid. Reason: ReceiveRequestAttemptId can "
+        "only include alphanumeric "
+        "and punctuation characters. 1 to 128 in length.",
+    )
     for m in first + rest:
         sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
     assert counts(sqs, url) == (0, 0, 0)
@@ -361,7 +534,9 @@ def two_keys(settings: Any) -> Iterator[list[dict[str, str]]]:
         casque("sqs-keys", "delete", k["access_key_id"])
 
 
-def test_another_key_replaying_an_attempt_id_gets_nothing_of_that_receive(two_keys: list[dict[str, str]], qname: str) -> None:
+def test_another_key_replaying_an_attempt_id_gets_nothing_of_that_receive(
+    two_keys: list[dict[str, str]], qname: str
+) -> None:
     """The attack: key B sends key A's ReceiveRequestAttemptId hoping for A's receipt handles (and so
     the power to delete A's messages). B gets none of them; A's retry still gets its own."""
     srv = sqsserver.start(TEST_KEYSPACE, "--auth", "sigv4")
@@ -370,11 +545,17 @@ def test_another_key_replaying_an_attempt_id_gets_nothing_of_that_receive(two_ke
         url = fifo(a, qname)
         send(a, url, "secret", "g")
         send(a, url, "other", "h")
-        first = receive_until(a, url, bool, MaxNumberOfMessages=1, ReceiveRequestAttemptId="shared-id", VisibilityTimeout=60)
-        stolen = receive(b, url, wait=1, MaxNumberOfMessages=10, ReceiveRequestAttemptId="shared-id", VisibilityTimeout=60)
+        first = receive_until(
+            a, url, bool, MaxNumberOfMessages=1, ReceiveRequestAttemptId="shared-id", VisibilityTimeout=60
+        )
+        stolen = receive(
+            b, url, wait=1, MaxNumberOfMessages=10, ReceiveRequestAttemptId="shared-id", VisibilityTimeout=60
+        )
         mine = {m["ReceiptHandle"] for m in first}
         assert not mine & {m["ReceiptHandle"] for m in stolen}, "B got none of A's receipts"
-        assert [m["Body"] for m in stolen] in ([], ["other"] if first[0]["Body"] == "secret" else ["secret"]), "only what A did not take"
+        assert [m["Body"] for m in stolen] in ([], ["other"] if first[0]["Body"] == "secret" else ["secret"]), (
+            "only what A did not take"
+        )
         retry = receive(a, url, MaxNumberOfMessages=1, ReceiveRequestAttemptId="shared-id", VisibilityTimeout=60)
         assert {m["ReceiptHandle"] for m in retry} == mine, "A's retry still returns A's receive"
         for m in first + stolen:
@@ -391,7 +572,9 @@ def test_a_fifo_dead_letter_queue_takes_the_message_and_the_group_moves_on(sqs: 
     send(sqs, url, "poison", "g")
     send(sqs, url, "next", "g")
     for n in ("1", "2"):  # received twice and never deleted
-        (m,) = receive_until(sqs, url, bool, MaxNumberOfMessages=1, MessageSystemAttributeNames=["ApproximateReceiveCount"])
+        (m,) = receive_until(
+            sqs, url, bool, MaxNumberOfMessages=1, MessageSystemAttributeNames=["ApproximateReceiveCount"]
+        )
         assert (m["Body"], m["Attributes"]["ApproximateReceiveCount"]) == ("poison", n)
     (m,) = receive_until(sqs, url, bool, MaxNumberOfMessages=1)
     assert m["Body"] == "next", "past maxReceiveCount the group's next message is delivered"
@@ -405,7 +588,9 @@ def test_a_fifo_dead_letter_queue_takes_the_message_and_the_group_moves_on(sqs: 
     (back,) = receive_until(sqs, url, bool, MessageSystemAttributeNames=["MessageGroupId"])
     assert (back["Body"], back["Attributes"]["MessageGroupId"]) == ("poison", "g")
     end = time.monotonic() + 30
-    while sqs.list_message_move_tasks(SourceArn=dlq_arn)["Results"][0]["Status"] == "RUNNING" and time.monotonic() < end:
+    while (
+        sqs.list_message_move_tasks(SourceArn=dlq_arn)["Results"][0]["Status"] == "RUNNING" and time.monotonic() < end
+    ):
         receive(sqs, dlq, wait=1)  # a bounded wait between looks, not a hope: the loop ends on the status
     assert sqs.list_message_move_tasks(SourceArn=dlq_arn)["Results"][0]["Status"] == "COMPLETED"
 
@@ -426,7 +611,9 @@ def test_a_fair_queue_group_is_kept_and_returned_on_a_standard_queue(sqs: Any, q
     sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": "b", "MessageBody": "t2", "MessageGroupId": "tenant-2"}])
     groups = {}
     while len(groups) < 2:
-        (m,) = receive_until(sqs, url, bool, MessageSystemAttributeNames=["MessageGroupId", "SequenceNumber", "MessageDeduplicationId"])
+        (m,) = receive_until(
+            sqs, url, bool, MessageSystemAttributeNames=["MessageGroupId", "SequenceNumber", "MessageDeduplicationId"]
+        )
         groups[m["Body"]] = m["Attributes"]
         sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
     assert groups == {"t1": {"MessageGroupId": "tenant-1"}, "t2": {"MessageGroupId": "tenant-2"}}
@@ -434,17 +621,34 @@ def test_a_fair_queue_group_is_kept_and_returned_on_a_standard_queue(sqs: Any, q
 
 # ---- the query protocol --------------------------------------------------------------------------------
 def test_fifo_over_the_query_protocol(server: sqsserver.SqsServer, qname: str) -> None:
-    status, root = query(server.url, "CreateQueue", {"QueueName": qname + ".fifo", "Attribute.1.Name": "FifoQueue", "Attribute.1.Value": "true"})
+    status, root = query(
+        server.url,
+        "CreateQueue",
+        {"QueueName": qname + ".fifo", "Attribute.1.Name": "FifoQueue", "Attribute.1.Value": "true"},
+    )
     assert status == 200
     url = text(root, "q:CreateQueueResult/q:QueueUrl")
     status, root = query(url, "SendMessage", {"MessageBody": "one", "MessageDeduplicationId": "1"})
-    assert (status, text(root, "q:Error/q:Code"), text(root, "q:Error/q:Message")) == (400, "MissingParameter", NEEDS_GROUP)
-    status, root = query(url, "SendMessage", {"MessageBody": "one", "MessageGroupId": "g", "MessageDeduplicationId": "1"})
+    assert (status, text(root, "q:Error/q:Code"), text(root, "q:Error/q:Message")) == (
+        400,
+        "MissingParameter",
+        NEEDS_GROUP,
+    )
+    status, root = query(
+        url, "SendMessage", {"MessageBody": "one", "MessageGroupId": "g", "MessageDeduplicationId": "1"}
+    )
     assert status == 200
     seq1 = text(root, "q:SendMessageResult/q:SequenceNumber")
-    status, root = query(url, "SendMessageBatch", {"SendMessageBatchRequestEntry.1.Id": "e", "SendMessageBatchRequestEntry.1.MessageBody": "two",
-                                                   "SendMessageBatchRequestEntry.1.MessageGroupId": "g",
-                                                   "SendMessageBatchRequestEntry.1.MessageDeduplicationId": "2"})
+    status, root = query(
+        url,
+        "SendMessageBatch",
+        {
+            "SendMessageBatchRequestEntry.1.Id": "e",
+            "SendMessageBatchRequestEntry.1.MessageBody": "two",
+            "SendMessageBatchRequestEntry.1.MessageGroupId": "g",
+            "SendMessageBatchRequestEntry.1.MessageDeduplicationId": "2",
+        },
+    )
     seq2 = text(root, "q:SendMessageBatchResult/q:SendMessageBatchResultEntry/q:SequenceNumber")
     assert status == 200 and int(seq2) > int(seq1)
     status, root = query(url, "GetQueueAttributes", {"AttributeName.1": "All"})
@@ -452,7 +656,11 @@ def test_fifo_over_the_query_protocol(server: sqsserver.SqsServer, qname: str) -
     assert got["FifoQueue"] == "true" and got["FifoThroughputLimit"] == "perQueue"
     bodies = []
     while len(bodies) < 2:
-        status, root = query(url, "ReceiveMessage", {"WaitTimeSeconds": "5", "AttributeName.1": "All", "ReceiveRequestAttemptId": f"r{len(bodies)}"})
+        status, root = query(
+            url,
+            "ReceiveMessage",
+            {"WaitTimeSeconds": "5", "AttributeName.1": "All", "ReceiveRequestAttemptId": f"r{len(bodies)}"},
+        )
         for m in root.findall("q:ReceiveMessageResult/q:Message", NS):
             system = {text(a, "q:Name"): text(a, "q:Value") for a in m.findall("q:Attribute", NS)}
             bodies.append((text(m, "q:Body"), system["SequenceNumber"], system["MessageGroupId"]))
@@ -466,8 +674,15 @@ def test_javascript_sdk_v3_on_a_fifo_queue(server: sqsserver.SqsServer, qname: s
     assert node, "node is needed for the JS SDK test: apt-get install nodejs npm"
     if not (JS / "node_modules" / "@aws-sdk" / "client-sqs").is_dir():
         subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=JS, check=True, capture_output=True, timeout=600)
-    out = subprocess.run([node, "sqs_fifo_check.mjs", server.url, qname], cwd=JS, capture_output=True, text=True, timeout=180)
+    out = subprocess.run(
+        [node, "sqs_fifo_check.mjs", server.url, qname], cwd=JS, capture_output=True, text=True, timeout=180
+    )
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert out.returncode == 0 and "fatal" not in result, result
-    assert result == {"fifo": "true", "sequences_increase": True, "duplicate_same_sequence": True, "err_no_group": "MissingParameter",
-                      "order": {"a": ["a0", "a1", "a2"], "b": ["b0", "b1", "b2"]}}
+    assert result == {
+        "fifo": "true",
+        "sequences_increase": True,
+        "duplicate_same_sequence": True,
+        "err_no_group": "MissingParameter",
+        "order": {"a": ["a0", "a1", "a2"], "b": ["b0", "b1", "b2"]},
+    }

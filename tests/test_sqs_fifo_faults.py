@@ -15,16 +15,16 @@ import signal
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterator
 from urllib.parse import urlparse
 
 import pytest
 
 from daemon.base.config import Settings
 from daemon.devnode import ClusterSpec, start, status, stop
-from daemon.engine.storage.schema import apply_schema
 from daemon.engine.storage.db import Database
+from daemon.engine.storage.schema import apply_schema
 from daemon.engine.storage.table import KIND_MESSAGE, STATE_IN_FLIGHT
 from tests.support import sqsserver
 from tests.support.answer_gate import AnswerGate
@@ -90,11 +90,20 @@ class Clients:
 
 def _waiting(threads: list[Producer], url: str, for_s: float, since: float) -> bool:
     now = time.monotonic()
-    return any(o is not None and o[0] == url and o[1] > since and now - o[1] >= for_s for o in (t.ends.outstanding for t in threads))
+    return any(
+        o is not None and o[0] == url and o[1] > since and now - o[1] >= for_s
+        for o in (t.ends.outstanding for t in threads)
+    )
 
 
-def run(urls: list[str], visibility_s: int, fault: Callable[[Clients], None] | None = None, live: Callable[[], list[str]] | None = None,
-        receivers_after: float = 0.0, deadline_s: float = 240) -> Outcome:
+def run(
+    urls: list[str],
+    visibility_s: int,
+    fault: Callable[[Clients], None] | None = None,
+    live: Callable[[], list[str]] | None = None,
+    receivers_after: float = 0.0,
+    deadline_s: float = 240,
+) -> Outcome:
     """The traffic of one test: PRODUCERS threads send PER_GROUP messages to each of GROUPS groups
     (a producer owns GROUPS / PRODUCERS of them), RECEIVERS threads receive and delete, both spread
     over ``urls``. Receivers start once
@@ -103,12 +112,18 @@ def run(urls: list[str], visibility_s: int, fault: Callable[[Clients], None] | N
     Ends when every message sent was processed, then drains the queue for what is left over."""
     started = time.monotonic()
     name = f"ff-{uuid.uuid4().hex[:10]}.fifo"
-    made = client(urls[0]).create_queue(QueueName=name, Attributes={"FifoQueue": "true", "VisibilityTimeout": str(visibility_s)})
+    made = client(urls[0]).create_queue(
+        QueueName=name, Attributes={"FifoQueue": "true", "VisibilityTimeout": str(visibility_s)}
+    )
     path = urlparse(made["QueueUrl"]).path
     ledger, done = Ledger(), threading.Event()
     groups = [f"g{i:04d}" for i in range(GROUPS)]
-    c = Clients([Producer(urls, path, groups[i::PRODUCERS], PER_GROUP, ledger, i % len(urls)) for i in range(PRODUCERS)],
-                [Receiver(urls, path, ledger, i % len(urls), done) for i in range(RECEIVERS)], ledger, name)
+    c = Clients(
+        [Producer(urls, path, groups[i::PRODUCERS], PER_GROUP, ledger, i % len(urls)) for i in range(PRODUCERS)],
+        [Receiver(urls, path, ledger, i % len(urls), done) for i in range(RECEIVERS)],
+        ledger,
+        name,
+    )
     threads = [*c.producers, *c.receivers]
     total = GROUPS * PER_GROUP
     try:
@@ -119,8 +134,12 @@ def run(urls: list[str], visibility_s: int, fault: Callable[[Clients], None] | N
             r.start()
         if fault is not None:
             fault(c)
-        poll(lambda: not any(p.is_alive() for p in c.producers) and len(ledger.processed_keys()) >= total, deadline_s,
-             "every message sent and processed", threads)
+        poll(
+            lambda: not any(p.is_alive() for p in c.producers) and len(ledger.processed_keys()) >= total,
+            deadline_s,
+            "every message sent and processed",
+            threads,
+        )
     finally:
         done.set()
         for t in threads:
@@ -158,7 +177,12 @@ def in_flight(db: Database, queue: str) -> set[str]:
         f"SELECT id, state FROM {db.settings.keyspace}.messages WHERE queue = %s AND bucket = 0 AND shard = %s AND "
         "kind = %s"
     )
-    return {str(r.id) for shard in range(shards) for r in db.execute(cql, [queue, shard, KIND_MESSAGE]) if r.state == STATE_IN_FLIGHT}
+    return {
+        str(r.id)
+        for shard in range(shards)
+        for r in db.execute(cql, [queue, shard, KIND_MESSAGE])
+        if r.state == STATE_IN_FLIGHT
+    }
 
 
 def hold_answers_then_kill(c: Clients, victim: sqsserver.SqsServer, gate: AnswerGate, db: Database) -> int:
@@ -178,16 +202,26 @@ def hold_answers_then_kill(c: Clients, victim: sqsserver.SqsServer, gate: Answer
         assert time.monotonic() < deadline, "the victim's receives took nothing while their answers were held"
         looked = time.monotonic()
         taken = in_flight(db, c.queue)
-        poll(lambda looked=looked: all(r.answered_began > looked or (r.ends.outstanding or ("", 0))[0] == gate.url for r in c.receivers), 60,
-             "an answer to every receiver not waiting on the gate", others)
+        poll(
+            lambda looked=looked: all(
+                r.answered_began > looked or (r.ends.outstanding or ("", 0))[0] == gate.url for r in c.receivers
+            ),
+            60,
+            "an answer to every receiver not waiting on the gate",
+            others,
+        )
         held = taken - c.ledger.seen_ids()
-    poll(lambda: c.sending_through(gate.url, 0.3, holding_since), 60, "a send batch under way through the victim", others)
+    poll(
+        lambda: c.sending_through(gate.url, 0.3, holding_since), 60, "a send batch under way through the victim", others
+    )
     victim.proc.kill()
     victim.proc.wait(timeout=30)
     return len(held)
 
 
-def test_kill_9_of_one_server_mid_run_its_clients_retry_on_the_other(servers: list[sqsserver.SqsServer], settings: Settings) -> None:
+def test_kill_9_of_one_server_mid_run_its_clients_retry_on_the_other(
+    servers: list[sqsserver.SqsServer], settings: Settings
+) -> None:
     """kill -9 of one server while a send batch is under way through it and its receives hold
     messages taken and not answered (hold_answers_then_kill). Its clients retry on the other: a
     send retried with its dedup id is not written twice (entries its failed attempt had written
@@ -198,16 +232,25 @@ def test_kill_9_of_one_server_mid_run_its_clients_retry_on_the_other(servers: li
     db = Database(settings.cassandra).connect()
     gate = AnswerGate(victim.url)
     try:
-        out = run([gate.url, servers[1].url], visibility_s=5, live=lambda: [servers[1].url], receivers_after=0.05,
-                  fault=lambda c: held.append(hold_answers_then_kill(c, victim, gate, db)))
+        out = run(
+            [gate.url, servers[1].url],
+            visibility_s=5,
+            live=lambda: [servers[1].url],
+            receivers_after=0.05,
+            fault=lambda c: held.append(hold_answers_then_kill(c, victim, gate, db)),
+        )
     finally:
         gate.close()
         db.close()
     print(f"{out.line()} held_by_the_killed_server={held}")
     check(out)
     assert victim.proc.returncode == -9
-    assert out.retries_placed_by_first_attempt > 0, f"no retried send had been written by the killed server: {out.line()}"
-    assert held[0] > 0 and out.first_seen_redelivered >= held[0], f"the messages the killed server took came back: {out.line()}"
+    assert out.retries_placed_by_first_attempt > 0, (
+        f"no retried send had been written by the killed server: {out.line()}"
+    )
+    assert held[0] > 0 and out.first_seen_redelivered >= held[0], (
+        f"the messages the killed server took came back: {out.line()}"
+    )
 
 
 def freeze_node(c: Clients, seconds: float = 4.0, tries: int = 5) -> int:
@@ -229,13 +272,20 @@ def freeze_node(c: Clients, seconds: float = 4.0, tries: int = 5) -> int:
     return tries
 
 
-def test_a_node_frozen_while_receives_take_loses_duplicates_and_reorders_nothing(stall_servers: list[sqsserver.SqsServer]) -> None:
+def test_a_node_frozen_while_receives_take_loses_duplicates_and_reorders_nothing(
+    stall_servers: list[sqsserver.SqsServer],
+) -> None:
     """The Cassandra node frozen (SIGSTOP) for 4 s while receives through both servers are taking,
     then let go (SIGCONT). Requests it held fail after the servers' 2 s request timeout (a take
     batch may have been applied all the same: its messages come back after the 10 s visibility
     timeout, in their group's order); clients retry. Still 0 lost, 0 processed twice, order kept."""
     freezes: list[int] = []
-    out = run([s.url for s in stall_servers], visibility_s=10, receivers_after=0.3, fault=lambda c: freezes.append(freeze_node(c)))
+    out = run(
+        [s.url for s in stall_servers],
+        visibility_s=10,
+        receivers_after=0.3,
+        fault=lambda c: freezes.append(freeze_node(c)),
+    )
     print(f"{out.line()} freezes={freezes}")
     check(out)
     assert out.receive_errors + out.delete_errors > 0, f"the freeze failed no receive or delete: {out.line()}"
@@ -246,11 +296,31 @@ def test_the_ledger_counts_each_violation_it_is_shown() -> None:
     is delivered 0, 2, 1; b's 0 is processed twice and redelivered; c's 1 is lost and c's 0 came
     under two message ids; d's sequence numbers go down; e's 0 comes back once, first seen at 2."""
     led = Ledger()
-    seq = {("a", 0): 1, ("a", 1): 2, ("a", 2): 3, ("b", 0): 1, ("c", 0): 1, ("c", 1): 2, ("d", 0): 5, ("d", 1): 4, ("e", 0): 1}
+    seq = {
+        ("a", 0): 1,
+        ("a", 1): 2,
+        ("a", 2): 3,
+        ("b", 0): 1,
+        ("c", 0): 1,
+        ("c", 1): 2,
+        ("d", 0): 5,
+        ("d", 1): 4,
+        ("e", 0): 1,
+    }
     for (g, n), s in seq.items():
         led.record_sent((g, n), f"{g}{n}", f"{s:020d}", None)
     led.record_sent(("c", 0), "c0-again", f"{1:020d}", None)
-    seen = [("a", 0, 1), ("a", 2, 1), ("a", 1, 1), ("b", 0, 1), ("b", 0, 2), ("c", 0, 1), ("d", 0, 1), ("d", 1, 1), ("e", 0, 2)]
+    seen = [
+        ("a", 0, 1),
+        ("a", 2, 1),
+        ("a", 1, 1),
+        ("b", 0, 1),
+        ("b", 0, 2),
+        ("c", 0, 1),
+        ("d", 0, 1),
+        ("d", 1, 1),
+        ("e", 0, 2),
+    ]
     led.record_seen([Seen(float(i), 0, (g, n), f"{g}{n}", rc, "") for i, (g, n, rc) in enumerate(seen)])
     for g, n, _ in seen:
         if (g, n) != ("b", 0):

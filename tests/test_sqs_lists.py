@@ -10,12 +10,11 @@ import json
 import uuid
 from typing import Any
 
-
 from daemon.base.config import Settings
-from daemon.engine.queues.admin import delete_queue
 from daemon.engine.client import Casque
-from daemon.engine.storage.db import Database
+from daemon.engine.queues.admin import delete_queue
 from daemon.engine.queues.index_backfill import backfill
+from daemon.engine.storage.db import Database
 from daemon.http.sqs.actions import Call, SqsService
 from tests.conftest import TEST_KEYSPACE
 
@@ -35,7 +34,9 @@ def walk(sqs: Any, page: int | None, **kw: Any) -> tuple[list[str], list[int]]:
         args["NextToken"] = out["NextToken"]
 
 
-async def test_a_prefix_lists_all_its_queues_paged_and_1000_without_max_results(sqs: Any, cq: Casque, settings: Settings) -> None:
+async def test_a_prefix_lists_all_its_queues_paged_and_1000_without_max_results(
+    sqs: Any, cq: Casque, settings: Settings
+) -> None:
     prefix = f"lq{uuid.uuid4().hex[:6]}-"
     mine = {f"{prefix}{i:05d}" for i in range(1500)}
     near = {f"{prefix[:-1]}x{i}" for i in range(50)}  # same index partition, not the prefix
@@ -48,10 +49,14 @@ async def test_a_prefix_lists_all_its_queues_paged_and_1000_without_max_results(
     local = await Casque.connect(settings)
     try:
         service = SqsService(local, settings.sqs)
-        await service.run("ListQueues", Call({"QueueNamePrefix": prefix, "MaxResults": 10}, "http://x"))  # statements prepared
+        await service.run(
+            "ListQueues", Call({"QueueNamePrefix": prefix, "MaxResults": 10}, "http://x")
+        )  # statements prepared
         before = local.db.reads
         out = await service.run("ListQueues", Call({"QueueNamePrefix": prefix, "MaxResults": 1000}, "http://x"))
-        assert local.db.reads - before == 1 and len(out["QueueUrls"]) == 1000, "one bounded read of the index, however many queues exist"
+        assert local.db.reads - before == 1 and len(out["QueueUrls"]) == 1000, (
+            "one bounded read of the index, however many queues exist"
+        )
     finally:
         await local.close()
 
@@ -92,14 +97,18 @@ async def test_schema_apply_backfills_queues_created_before_the_index(sqs: Any, 
             db.close()
 
     assert await asyncio.to_thread(run_backfill) >= 1
-    assert [u.rsplit("/", 1)[-1] for u in (await asyncio.to_thread(sqs.list_queues, QueueNamePrefix=name))["QueueUrls"]] == [name]
+    assert [
+        u.rsplit("/", 1)[-1] for u in (await asyncio.to_thread(sqs.list_queues, QueueNamePrefix=name))["QueueUrls"]
+    ] == [name]
     await delete_queue(cq, name)
 
 
 def test_dead_letter_sources_follow_policies_set_changed_removed_and_deleted(sqs: Any) -> None:
     base = f"dl{uuid.uuid4().hex[:8]}"
     dlq, dlq2 = (sqs.create_queue(QueueName=f"{base}-dlq{i}")["QueueUrl"] for i in (1, 2))
-    arn, arn2 = (sqs.get_queue_attributes(QueueUrl=u, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"] for u in (dlq, dlq2))
+    arn, arn2 = (
+        sqs.get_queue_attributes(QueueUrl=u, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"] for u in (dlq, dlq2)
+    )
 
     def policy(target: str) -> dict[str, str]:
         return {"RedrivePolicy": json.dumps({"deadLetterTargetArn": target, "maxReceiveCount": 5})}
@@ -130,10 +139,14 @@ def test_dead_letter_sources_follow_policies_set_changed_removed_and_deleted(sqs
         sqs.delete_queue(QueueUrl=url)
 
 
-MIGRATION_KEYSPACE = "casque_test_ops_migration"  # a scratch keyspace of its own: its index tables are dropped and re-created
+MIGRATION_KEYSPACE = (
+    "casque_test_ops_migration"  # a scratch keyspace of its own: its index tables are dropped and re-created
+)
 
 
-async def test_schema_apply_creates_the_new_tables_on_an_existing_keyspace_and_fills_the_indexes(settings: Settings) -> None:
+async def test_schema_apply_creates_the_new_tables_on_an_existing_keyspace_and_fills_the_indexes(
+    settings: Settings,
+) -> None:
     """A keyspace from before these tables (queues, one with a RedrivePolicy): `schema apply`
     creates move_tasks, move_tasks_active, queue_names and dead_letter_sources, and indexes the
     queues already there."""
@@ -151,10 +164,12 @@ async def test_schema_apply_creates_the_new_tables_on_an_existing_keyspace_and_f
             for table in new_tables:
                 db.execute(f"DROP TABLE IF EXISTS {MIGRATION_KEYSPACE}.{table}")
             db.execute(f"TRUNCATE {MIGRATION_KEYSPACE}.queues")
-            db.execute(f"INSERT INTO {MIGRATION_KEYSPACE}.queues (name, shards, buckets, attributes) VALUES ('src1', 1, 1, "
-                       "{'RedrivePolicy': '{\"deadLetterTargetArn\":\"arn:aws:sqs:us-east-1:000000000000:dlq1\","
-                       "\"maxReceiveCount\":3}', "
-                       "'casque.dead_letter': 'dlq1'})")
+            db.execute(
+                f"INSERT INTO {MIGRATION_KEYSPACE}.queues (name, shards, buckets, attributes) VALUES ('src1', 1, 1, "
+                '{\'RedrivePolicy\': \'{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:dlq1",'
+                '"maxReceiveCount":3}\', '
+                "'casque.dead_letter': 'dlq1'})"
+            )
             db.execute(f"INSERT INTO {MIGRATION_KEYSPACE}.queues (name, shards, buckets) VALUES ('dlq1', 1, 1)")
         finally:
             db.close()
@@ -163,9 +178,17 @@ async def test_schema_apply_creates_the_new_tables_on_an_existing_keyspace_and_f
         db = Database(cassandra).connect()
         try:
             apply_schema(db, MIGRATION_KEYSPACE, settings.schema)
-            tables = {r.table_name for r in db.execute("SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", [MIGRATION_KEYSPACE])}
+            tables = {
+                r.table_name
+                for r in db.execute(
+                    "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", [MIGRATION_KEYSPACE]
+                )
+            }
             names = sorted(r.name for r in db.execute(f"SELECT name FROM {MIGRATION_KEYSPACE}.queue_names"))
-            links = [(r.target, r.source) for r in db.execute(f"SELECT target, source FROM {MIGRATION_KEYSPACE}.dead_letter_sources")]
+            links = [
+                (r.target, r.source)
+                for r in db.execute(f"SELECT target, source FROM {MIGRATION_KEYSPACE}.dead_letter_sources")
+            ]
             return tables, names, links
         finally:
             db.close()

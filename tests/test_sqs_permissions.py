@@ -9,8 +9,9 @@ import json
 import socket
 import time
 import uuid
-from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from botocore.credentials import Credentials
@@ -37,11 +38,13 @@ def rid() -> str:
 
 @pytest.fixture(scope="module")
 def keys(settings: Any, rid: str) -> Iterator[dict[str, dict[str, str]]]:
-    made = {"admin": make_key(),
-            "user42": make_key("--actions", "ReceiveMessage,DeleteMessage", "--queues", f"user-42-{rid}"),
-            "glob": make_key("--actions", "sqs:Send*,GetQueueUrl,ListQueues", "--queues", f"g{rid}-*"),
-            "other": make_key("--actions", "SendMessage", "--queues", f"elsewhere-{rid}"),
-            "third": make_key("--actions", "SendMessage", "--queues", f"elsewhere-{rid}")}
+    made = {
+        "admin": make_key(),
+        "user42": make_key("--actions", "ReceiveMessage,DeleteMessage", "--queues", f"user-42-{rid}"),
+        "glob": make_key("--actions", "sqs:Send*,GetQueueUrl,ListQueues", "--queues", f"g{rid}-*"),
+        "other": make_key("--actions", "SendMessage", "--queues", f"elsewhere-{rid}"),
+        "third": make_key("--actions", "SendMessage", "--queues", f"elsewhere-{rid}"),
+    }
     yield made
     for k in made.values():
         casque("sqs-keys", "delete", k["access_key_id"])
@@ -99,8 +102,9 @@ def policy(*statements: dict[str, Any]) -> str:
     return json.dumps({"Version": "2012-10-17", "Statement": list(statements)})
 
 
-def test_scoped_key_receives_and_deletes_on_its_queue_and_nothing_else(as_key: Callable[[str], Any], keys: dict[str, dict[str, str]],
-                                                                      rid: str) -> None:
+def test_scoped_key_receives_and_deletes_on_its_queue_and_nothing_else(
+    as_key: Callable[[str], Any], keys: dict[str, dict[str, str]], rid: str
+) -> None:
     admin, user = as_key("admin"), as_key("user42")
     mine = admin.create_queue(QueueName=f"user-42-{rid}")["QueueUrl"]
     theirs = admin.create_queue(QueueName=f"user-43-{rid}")["QueueUrl"]
@@ -109,14 +113,21 @@ def test_scoped_key_receives_and_deletes_on_its_queue_and_nothing_else(as_key: C
     (m,) = user.receive_message(QueueUrl=mine, WaitTimeSeconds=5)["Messages"]
     user.delete_message(QueueUrl=mine, ReceiptHandle=m["ReceiptHandle"])
     (foreign,) = admin.receive_message(QueueUrl=theirs, WaitTimeSeconds=5, VisibilityTimeout=600)["Messages"]
-    with pytest.raises(ClientError) as bad:  # user-43's receipt through user-42's URL (where the key may delete): nothing deleted
+    with pytest.raises(
+        ClientError
+    ) as bad:  # user-43's receipt through user-42's URL (where the key may delete): nothing deleted
         user.delete_message(QueueUrl=mine, ReceiptHandle=foreign["ReceiptHandle"])
     assert bad.value.response["Error"]["Code"] == "ReceiptHandleIsInvalid"
     before = {url: snapshot(admin, url) for url in (mine, theirs)}
-    assert before[mine]["ApproximateNumberOfMessages"] == "2" and before[theirs]["ApproximateNumberOfMessagesNotVisible"] == "1"
+    assert (
+        before[mine]["ApproximateNumberOfMessages"] == "2"
+        and before[theirs]["ApproximateNumberOfMessagesNotVisible"] == "1"
+    )
     err = refused(user.send_message, QueueUrl=mine, MessageBody="not allowed")
-    assert err.response["Error"]["Message"] == (f"User: {user_arn(keys['user42'])} is not authorized to perform: sqs:SendMessage on resource: "
-                                                f"{arn(f'user-42-{rid}')} because no identity-based policy allows the sqs:SendMessage action")
+    assert err.response["Error"]["Message"] == (
+        f"User: {user_arn(keys['user42'])} is not authorized to perform: sqs:SendMessage on resource: "
+        f"{arn(f'user-42-{rid}')} because no identity-based policy allows the sqs:SendMessage action"
+    )
     refused(user.purge_queue, QueueUrl=mine)
     refused(user.delete_queue, QueueUrl=mine)
     open_to_all = policy({"Effect": "Allow", "Principal": "*", "Action": "*", "Resource": "*"})
@@ -137,18 +148,26 @@ def test_scoped_key_receives_and_deletes_on_its_queue_and_nothing_else(as_key: C
     assert "QueueUrls" not in admin.list_queues(QueueNamePrefix=f"user-44-{rid}")
 
 
-def test_a_glob_grant_covers_matching_queues_and_batches_as_their_single_action(as_key: Callable[[str], Any], rid: str) -> None:
+def test_a_glob_grant_covers_matching_queues_and_batches_as_their_single_action(
+    as_key: Callable[[str], Any], rid: str
+) -> None:
     admin, glob = as_key("admin"), as_key("glob")
     a, b = (admin.create_queue(QueueName=f"g{rid}-{n}")["QueueUrl"] for n in ("a", "b"))
     outside = admin.create_queue(QueueName=f"h{rid}-a")["QueueUrl"]
     assert glob.get_queue_url(QueueName=f"g{rid}-b")["QueueUrl"] == b
     glob.send_message(QueueUrl=a, MessageBody="one")
-    result = glob.send_message_batch(QueueUrl=b, Entries=[{"Id": "x", "MessageBody": "two"}, {"Id": "y", "MessageBody": "three"}])
+    result = glob.send_message_batch(
+        QueueUrl=b, Entries=[{"Id": "x", "MessageBody": "two"}, {"Id": "y", "MessageBody": "three"}]
+    )
     assert len(result["Successful"]) == 2
     refused(glob.send_message, QueueUrl=outside, MessageBody="no")
     refused(glob.receive_message, QueueUrl=a)
-    counts = [admin.get_queue_attributes(QueueUrl=u, AttributeNames=["ApproximateNumberOfMessages"])["Attributes"]["ApproximateNumberOfMessages"]
-              for u in (a, b, outside)]
+    counts = [
+        admin.get_queue_attributes(QueueUrl=u, AttributeNames=["ApproximateNumberOfMessages"])["Attributes"][
+            "ApproximateNumberOfMessages"
+        ]
+        for u in (a, b, outside)
+    ]
     assert counts == ["1", "2", "0"]
 
 
@@ -167,14 +186,23 @@ def test_list_queues_shows_a_scoped_key_only_its_queues(as_key: Callable[[str], 
 def test_a_deny_all_policy_refuses_even_a_full_key(as_key: Callable[[str], Any], rid: str) -> None:
     admin = as_key("admin")
     url = admin.create_queue(QueueName=f"deny-{rid}")["QueueUrl"]
-    deny = policy({"Sid": "no-sends", "Effect": "Deny", "Principal": "*", "Action": "sqs:SendMessage", "Resource": arn(f"deny-{rid}")})
+    deny = policy(
+        {
+            "Sid": "no-sends",
+            "Effect": "Deny",
+            "Principal": "*",
+            "Action": "sqs:SendMessage",
+            "Resource": arn(f"deny-{rid}"),
+        }
+    )
     admin.set_queue_attributes(QueueUrl=url, Attributes={"Policy": deny})
     assert json.loads(policy_of(admin, url) or "{}") == json.loads(deny)
     err = refused(admin.send_message, QueueUrl=url, MessageBody="denied")
     assert "explicit deny" in err.response["Error"]["Message"]
     refused(admin.send_message_batch, QueueUrl=url, Entries=[{"Id": "1", "MessageBody": "denied"}])
-    assert admin.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])["Attributes"] == \
-        {"ApproximateNumberOfMessages": "0"}
+    assert admin.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])["Attributes"] == {
+        "ApproximateNumberOfMessages": "0"
+    }
     admin.set_queue_attributes(QueueUrl=url, Attributes={"Policy": ""})
     admin.send_message(QueueUrl=url, MessageBody="allowed again")
 
@@ -197,39 +225,73 @@ def test_under_auth_none_deny_statements_for_everyone_still_apply(settings: Any,
         srv.stop()
 
 
-def test_an_allow_policy_for_one_principal_lets_that_key_act(as_key: Callable[[str], Any], keys: dict[str, dict[str, str]], rid: str) -> None:
+def test_an_allow_policy_for_one_principal_lets_that_key_act(
+    as_key: Callable[[str], Any], keys: dict[str, dict[str, str]], rid: str
+) -> None:
     admin, other, third = as_key("admin"), as_key("other"), as_key("third")
     url = admin.create_queue(QueueName=f"allow-{rid}")["QueueUrl"]
     refused(other.send_message, QueueUrl=url, MessageBody="not yet")
-    allow = policy({"Sid": "other-sends", "Effect": "Allow", "Principal": {"AWS": [user_arn(keys["other"])]},
-                    "Action": ["sqs:SendMessage", "sqs:GetQueueAttributes"], "Resource": arn(f"allow-{rid}")})
+    allow = policy(
+        {
+            "Sid": "other-sends",
+            "Effect": "Allow",
+            "Principal": {"AWS": [user_arn(keys["other"])]},
+            "Action": ["sqs:SendMessage", "sqs:GetQueueAttributes"],
+            "Resource": arn(f"allow-{rid}"),
+        }
+    )
     admin.set_queue_attributes(QueueUrl=url, Attributes={"Policy": allow})
     other.send_message(QueueUrl=url, MessageBody="allowed by the queue's policy")
-    assert other.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])["Attributes"] == \
-        {"ApproximateNumberOfMessages": "1"}
+    assert other.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])["Attributes"] == {
+        "ApproximateNumberOfMessages": "1"
+    }
     refused(other.purge_queue, QueueUrl=url)  # the policy allows only what it names
     refused(third.send_message, QueueUrl=url, MessageBody="another key: not named")
-    assert admin.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])["Attributes"] == \
-        {"ApproximateNumberOfMessages": "1"}
+    assert admin.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])["Attributes"] == {
+        "ApproximateNumberOfMessages": "1"
+    }
 
 
 @pytest.mark.parametrize("network, allowed", [("127.0.0.0/8", True), ("10.0.0.0/8", False)])
-def test_a_source_ip_condition_allows_and_refuses(as_key: Callable[[str], Any], keys: dict[str, dict[str, str]], rid: str,
-                                                   network: str, allowed: bool) -> None:
+def test_a_source_ip_condition_allows_and_refuses(
+    as_key: Callable[[str], Any], keys: dict[str, dict[str, str]], rid: str, network: str, allowed: bool
+) -> None:
     admin, other = as_key("admin"), as_key("other")
     name = f"ip-{rid}-{network.split('.')[0]}"
     url = admin.create_queue(QueueName=name)["QueueUrl"]
-    admin.set_queue_attributes(QueueUrl=url, Attributes={"Policy": policy(
-        {"Effect": "Allow", "Principal": {"AWS": user_arn(keys["other"])}, "Action": "sqs:SendMessage", "Resource": arn(name),
-         "Condition": {"IpAddress": {"aws:SourceIp": network}}})})
+    admin.set_queue_attributes(
+        QueueUrl=url,
+        Attributes={
+            "Policy": policy(
+                {
+                    "Effect": "Allow",
+                    "Principal": {"AWS": user_arn(keys["other"])},
+                    "Action": "sqs:SendMessage",
+                    "Resource": arn(name),
+                    "Condition": {"IpAddress": {"aws:SourceIp": network}},
+                }
+            )
+        },
+    )
     if allowed:
         other.send_message(QueueUrl=url, MessageBody="from 127.0.0.1")
     else:
         refused(other.send_message, QueueUrl=url, MessageBody="from 127.0.0.1, not 10/8")
     # and a Deny for every request not from the network: refuses the full key exactly when the Allow didn't
-    admin.set_queue_attributes(QueueUrl=url, Attributes={"Policy": policy(
-        {"Effect": "Deny", "Principal": "*", "Action": "sqs:SendMessage", "Resource": "*",
-         "Condition": {"NotIpAddress": {"aws:SourceIp": [network]}}})})
+    admin.set_queue_attributes(
+        QueueUrl=url,
+        Attributes={
+            "Policy": policy(
+                {
+                    "Effect": "Deny",
+                    "Principal": "*",
+                    "Action": "sqs:SendMessage",
+                    "Resource": "*",
+                    "Condition": {"NotIpAddress": {"aws:SourceIp": [network]}},
+                }
+            )
+        },
+    )
     if allowed:
         admin.send_message(QueueUrl=url, MessageBody="from inside")
     else:
@@ -239,15 +301,27 @@ def test_a_source_ip_condition_allows_and_refuses(as_key: Callable[[str], Any], 
 
 
 @pytest.mark.parametrize("operator, allowed", [("DateGreaterThan", True), ("DateLessThan", False)])
-def test_a_current_time_condition_allows_and_refuses(as_key: Callable[[str], Any], keys: dict[str, dict[str, str]], rid: str,
-                                                      operator: str, allowed: bool) -> None:
+def test_a_current_time_condition_allows_and_refuses(
+    as_key: Callable[[str], Any], keys: dict[str, dict[str, str]], rid: str, operator: str, allowed: bool
+) -> None:
     admin, other = as_key("admin"), as_key("other")
     name = f"time-{rid}-{operator[4:8].lower()}"
     url = admin.create_queue(QueueName=name)["QueueUrl"]
-    yesterday = (datetime.now(timezone.utc) - timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    admin.set_queue_attributes(QueueUrl=url, Attributes={"Policy": policy(
-        {"Effect": "Allow", "Principal": {"AWS": ACCOUNT}, "Action": "sqs:SendMessage", "Resource": arn(name),
-         "Condition": {operator: {"aws:CurrentTime": yesterday}}})})
+    yesterday = (datetime.now(UTC) - timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    admin.set_queue_attributes(
+        QueueUrl=url,
+        Attributes={
+            "Policy": policy(
+                {
+                    "Effect": "Allow",
+                    "Principal": {"AWS": ACCOUNT},
+                    "Action": "sqs:SendMessage",
+                    "Resource": arn(name),
+                    "Condition": {operator: {"aws:CurrentTime": yesterday}},
+                }
+            )
+        },
+    )
     if allowed:
         other.send_message(QueueUrl=url, MessageBody="after yesterday")
     else:
@@ -260,43 +334,103 @@ BAD_POLICIES = {
     "not JSON": "{nope",
     "no statement": json.dumps({"Version": "2012-10-17"}),
     "NotPrincipal": policy({"Effect": "Deny", "NotPrincipal": {"AWS": ACCOUNT}, "Action": "sqs:*", "Resource": "*"}),
-    "service principal": policy({"Effect": "Allow", "Principal": {"Service": "sns.amazonaws.com"}, "Action": "sqs:SendMessage", "Resource": "*"}),
-    "role principal": policy({"Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{ACCOUNT}:role/r"}, "Action": "sqs:*", "Resource": "*"}),
+    "service principal": policy(
+        {"Effect": "Allow", "Principal": {"Service": "sns.amazonaws.com"}, "Action": "sqs:SendMessage", "Resource": "*"}
+    ),
+    "role principal": policy(
+        {"Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{ACCOUNT}:role/r"}, "Action": "sqs:*", "Resource": "*"}
+    ),
     "unknown action": policy({"Effect": "Allow", "Principal": "*", "Action": "sqs:Fly", "Resource": "*"}),
     "another service's action": policy({"Effect": "Allow", "Principal": "*", "Action": "sns:Publish", "Resource": "*"}),
     "bad effect": policy({"Effect": "Maybe", "Principal": "*", "Action": "sqs:*", "Resource": "*"}),
     "no resource": policy({"Effect": "Allow", "Principal": "*", "Action": "sqs:*"}),
-    "absent key": policy({"Effect": "Allow", "Principal": "*", "Action": "sqs:*", "Resource": "*",
-                          "Condition": {"ArnEquals": {"aws:SourceArn": "arn:aws:sns:us-east-1:000000000000:t"}}}),
-    "unknown key": policy({"Effect": "Allow", "Principal": "*", "Action": "sqs:*", "Resource": "*",
-                           "Condition": {"StringEquals": {"aws:RequestTag/x": "y"}}}),
-    "unknown operator": policy({"Effect": "Allow", "Principal": "*", "Action": "sqs:*", "Resource": "*",
-                                "Condition": {"StringRoughly": {"aws:username": "y"}}}),
-    "bad ip": policy({"Effect": "Allow", "Principal": "*", "Action": "sqs:*", "Resource": "*",
-                      "Condition": {"IpAddress": {"aws:SourceIp": "300.1.2.3/8"}}}),
-    "bad date": policy({"Effect": "Allow", "Principal": "*", "Action": "sqs:*", "Resource": "*",
-                        "Condition": {"DateLessThan": {"aws:CurrentTime": "next tuesday"}}}),
-    "multi-valued operator": policy({"Effect": "Allow", "Principal": "*", "Action": "sqs:*", "Resource": "*",
-                                     "Condition": {"ForAnyValue:StringEquals": {"aws:username": "y"}}}),
-    "too long": policy(*[{"Sid": f"s{i}", "Effect": "Allow", "Principal": "*", "Action": "sqs:SendMessage", "Resource": "*" * 500}
-                         for i in range(18)]),
+    "absent key": policy(
+        {
+            "Effect": "Allow",
+            "Principal": "*",
+            "Action": "sqs:*",
+            "Resource": "*",
+            "Condition": {"ArnEquals": {"aws:SourceArn": "arn:aws:sns:us-east-1:000000000000:t"}},
+        }
+    ),
+    "unknown key": policy(
+        {
+            "Effect": "Allow",
+            "Principal": "*",
+            "Action": "sqs:*",
+            "Resource": "*",
+            "Condition": {"StringEquals": {"aws:RequestTag/x": "y"}},
+        }
+    ),
+    "unknown operator": policy(
+        {
+            "Effect": "Allow",
+            "Principal": "*",
+            "Action": "sqs:*",
+            "Resource": "*",
+            "Condition": {"StringRoughly": {"aws:username": "y"}},
+        }
+    ),
+    "bad ip": policy(
+        {
+            "Effect": "Allow",
+            "Principal": "*",
+            "Action": "sqs:*",
+            "Resource": "*",
+            "Condition": {"IpAddress": {"aws:SourceIp": "300.1.2.3/8"}},
+        }
+    ),
+    "bad date": policy(
+        {
+            "Effect": "Allow",
+            "Principal": "*",
+            "Action": "sqs:*",
+            "Resource": "*",
+            "Condition": {"DateLessThan": {"aws:CurrentTime": "next tuesday"}},
+        }
+    ),
+    "multi-valued operator": policy(
+        {
+            "Effect": "Allow",
+            "Principal": "*",
+            "Action": "sqs:*",
+            "Resource": "*",
+            "Condition": {"ForAnyValue:StringEquals": {"aws:username": "y"}},
+        }
+    ),
+    "too long": policy(
+        *[
+            {"Sid": f"s{i}", "Effect": "Allow", "Principal": "*", "Action": "sqs:SendMessage", "Resource": "*" * 500}
+            for i in range(18)
+        ]
+    ),
 }
 
 
-def test_malformed_or_unenforceable_policies_are_refused_and_the_old_one_kept(as_key: Callable[[str], Any], rid: str) -> None:
+def test_malformed_or_unenforceable_policies_are_refused_and_the_old_one_kept(
+    as_key: Callable[[str], Any], rid: str
+) -> None:
     admin = as_key("admin")
     url = admin.create_queue(QueueName=f"bad-{rid}")["QueueUrl"]
     good = policy({"Sid": "keep", "Effect": "Deny", "Principal": "*", "Action": "sqs:PurgeQueue", "Resource": "*"})
     admin.set_queue_attributes(QueueUrl=url, Attributes={"Policy": good})
     reasons = {}
     for what, doc in BAD_POLICIES.items():
-        reasons[what] = invalid_attribute(admin.set_queue_attributes, QueueUrl=url, Attributes={"Policy": doc, "DelaySeconds": "7"})
+        reasons[what] = invalid_attribute(
+            admin.set_queue_attributes, QueueUrl=url, Attributes={"Policy": doc, "DelaySeconds": "7"}
+        )
         assert policy_of(admin, url) == good, f"{what}: the old policy was not kept"
     assert all("Reason:" in r for r in reasons.values()), reasons
     assert "NotPrincipal" in reasons["NotPrincipal"] and "aws:SourceArn" in reasons["absent key"]
-    assert admin.get_queue_attributes(QueueUrl=url, AttributeNames=["DelaySeconds"])["Attributes"]["DelaySeconds"] == "0"
-    invalid_attribute(admin.create_queue, QueueName=f"bad-new-{rid}", Attributes={"Policy": BAD_POLICIES["NotPrincipal"]})
-    assert "QueueUrls" not in admin.list_queues(QueueNamePrefix=f"bad-new-{rid}"), "a refused CreateQueue made the queue"
+    assert (
+        admin.get_queue_attributes(QueueUrl=url, AttributeNames=["DelaySeconds"])["Attributes"]["DelaySeconds"] == "0"
+    )
+    invalid_attribute(
+        admin.create_queue, QueueName=f"bad-new-{rid}", Attributes={"Policy": BAD_POLICIES["NotPrincipal"]}
+    )
+    assert "QueueUrls" not in admin.list_queues(QueueNamePrefix=f"bad-new-{rid}"), (
+        "a refused CreateQueue made the queue"
+    )
 
 
 def test_add_and_remove_permission_round_trip(as_key: Callable[[str], Any], rid: str) -> None:
@@ -306,8 +440,15 @@ def test_add_and_remove_permission_round_trip(as_key: Callable[[str], Any], rid:
     refused(other.send_message, QueueUrl=url, MessageBody="not yet")
     admin.add_permission(QueueUrl=url, Label="senders", AWSAccountIds=[ACCOUNT], Actions=["SendMessage", "GetQueueUrl"])
     doc = json.loads(policy_of(admin, url) or "{}")
-    assert doc["Statement"] == [{"Sid": "senders", "Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{ACCOUNT}:root"},
-                                 "Action": ["SQS:SendMessage", "SQS:GetQueueUrl"], "Resource": arn(name)}]
+    assert doc["Statement"] == [
+        {
+            "Sid": "senders",
+            "Effect": "Allow",
+            "Principal": {"AWS": f"arn:aws:iam::{ACCOUNT}:root"},
+            "Action": ["SQS:SendMessage", "SQS:GetQueueUrl"],
+            "Resource": arn(name),
+        }
+    ]
     assert other.get_queue_url(QueueName=name)["QueueUrl"] == url
     other.send_message(QueueUrl=url, MessageBody="granted by AddPermission")
     other.send_message_batch(QueueUrl=url, Entries=[{"Id": "1", "MessageBody": "batches too"}])
@@ -337,18 +478,29 @@ def test_add_and_remove_permission_round_trip(as_key: Callable[[str], Any], rid:
     assert count == {"ApproximateNumberOfMessages": "2"}
 
 
-def test_a_policy_change_is_honoured_by_another_server_within_the_cache_time(as_key: Callable[[str], Any],
-                                                                            keys: dict[str, dict[str, str]], rid: str) -> None:
+def test_a_policy_change_is_honoured_by_another_server_within_the_cache_time(
+    as_key: Callable[[str], Any], keys: dict[str, dict[str, str]], rid: str
+) -> None:
     admin = as_key("admin")
     url = admin.create_queue(QueueName=f"spread-{rid}")["QueueUrl"]
     second = sqsserver.start(TEST_KEYSPACE, "--auth", "sigv4")
     try:
         there = client(second.url, keys["admin"]["access_key_id"], keys["admin"]["secret_access_key"])
         there_url = url.replace(url.split("/")[2], second.url.split("/")[2])
-        there.send_message(QueueUrl=there_url, MessageBody="before")  # the second server now caches the queue's attributes
-        admin.set_queue_attributes(QueueUrl=url, Attributes={"Policy": policy(
-            {"Effect": "Deny", "Principal": "*", "Action": "sqs:SendMessage", "Resource": "*"})})
-        changed, deadline, sent = time.monotonic(), time.monotonic() + 5.0 + 10.0, 1  # cache time 5 s, plus slack for a loaded box
+        there.send_message(
+            QueueUrl=there_url, MessageBody="before"
+        )  # the second server now caches the queue's attributes
+        admin.set_queue_attributes(
+            QueueUrl=url,
+            Attributes={
+                "Policy": policy({"Effect": "Deny", "Principal": "*", "Action": "sqs:SendMessage", "Resource": "*"})
+            },
+        )
+        changed, deadline, sent = (
+            time.monotonic(),
+            time.monotonic() + 5.0 + 10.0,
+            1,
+        )  # cache time 5 s, plus slack for a loaded box
         while True:
             try:
                 there.send_message(QueueUrl=there_url, MessageBody="during")
@@ -365,9 +517,15 @@ def test_a_policy_change_is_honoured_by_another_server_within_the_cache_time(as_
         second.stop()
 
 
-def test_sqs_keys_cli_refuses_bad_grants_in_one_line_and_lists_grants(settings: Any, keys: dict[str, dict[str, str]], rid: str) -> None:
-    for args, named in ((["--actions", "ReceiveMessage,Fly"], "'Fly'"), (["--actions", "sqs:Zap*"], "'sqs:Zap*'"),
-                        (["--queues", "user 42"], "'user 42'"), (["--actions", ""], "--actions")):
+def test_sqs_keys_cli_refuses_bad_grants_in_one_line_and_lists_grants(
+    settings: Any, keys: dict[str, dict[str, str]], rid: str
+) -> None:
+    for args, named in (
+        (["--actions", "ReceiveMessage,Fly"], "'Fly'"),
+        (["--actions", "sqs:Zap*"], "'sqs:Zap*'"),
+        (["--queues", "user 42"], "'user 42'"),
+        (["--actions", ""], "--actions"),
+    ):
         out = casque("sqs-keys", "create", "--description", f"bad-{rid}", *args)
         assert out.returncode == 2, out
         assert out.stderr.count("\n") == 1 and out.stderr.startswith("casque: ") and named in out.stderr, out.stderr
@@ -375,14 +533,19 @@ def test_sqs_keys_cli_refuses_bad_grants_in_one_line_and_lists_grants(settings: 
     listed = json.loads(casque("sqs-keys", "list", "--json").stdout)
     assert not [k for k in listed if k["description"] == f"bad-{rid}"], "a refused create stored a key"
     mine = {k["access_key_id"]: k["grant"] for k in listed}
-    assert mine[keys["user42"]["access_key_id"]] == {"actions": ["ReceiveMessage", "DeleteMessage"], "queues": [f"user-42-{rid}"],
-                                                     "full_access": False}
+    assert mine[keys["user42"]["access_key_id"]] == {
+        "actions": ["ReceiveMessage", "DeleteMessage"],
+        "queues": [f"user-42-{rid}"],
+        "full_access": False,
+    }
     assert mine[keys["admin"]["access_key_id"]]["full_access"] is True
     table = casque("sqs-keys", "list").stdout
     assert f"ReceiveMessage,DeleteMessage on user-42-{rid}" in table
 
 
-def test_query_protocol_add_permission_and_access_denied(as_key: Callable[[str], Any], keys: dict[str, dict[str, str]], rid: str) -> None:
+def test_query_protocol_add_permission_and_access_denied(
+    as_key: Callable[[str], Any], keys: dict[str, dict[str, str]], rid: str
+) -> None:
     admin = as_key("admin")
     name = f"qperm-{rid}"
     url = admin.create_queue(QueueName=name)["QueueUrl"]
@@ -390,7 +553,9 @@ def test_query_protocol_add_permission_and_access_denied(as_key: Callable[[str],
     status, root = query(url, "SendMessage", {"MessageBody": "no"}, creds=other)
     assert status == 403 and text(root, "q:Error/q:Code") == "AccessDenied"
     boss = Credentials(keys["admin"]["access_key_id"], keys["admin"]["secret_access_key"])
-    status, _ = query(url, "AddPermission", {"Label": "q", "AWSAccountId.1": ACCOUNT, "ActionName.1": "SendMessage"}, creds=boss)
+    status, _ = query(
+        url, "AddPermission", {"Label": "q", "AWSAccountId.1": ACCOUNT, "ActionName.1": "SendMessage"}, creds=boss
+    )
     assert status == 200
     assert json.loads(policy_of(admin, url) or "{}")["Statement"][0]["Action"] == "SQS:SendMessage"
     status, _ = query(url, "SendMessage", {"MessageBody": "yes"}, creds=other)
@@ -402,19 +567,36 @@ def test_query_protocol_add_permission_and_access_denied(as_key: Callable[[str],
 def test_a_forged_forwarded_for_header_does_not_change_the_source_ip(keys: dict[str, dict[str, str]], rid: str) -> None:
     """X-Forwarded-For is believed only from a proxy on 127.0.0.1 (uvicorn's default): a client
     reaching the server on another address can't claim to be 127.0.0.1 to pass an IP condition."""
-    host = next((a for a in socket.gethostbyname_ex(socket.gethostname())[2] if not a.startswith("127.")), None) or _outward_address()
+    host = (
+        next((a for a in socket.gethostbyname_ex(socket.gethostname())[2] if not a.startswith("127.")), None)
+        or _outward_address()
+    )
     srv = sqsserver.start(TEST_KEYSPACE, "--auth", "sigv4", "--host", host)
     try:
         admin = client(srv.url, keys["admin"]["access_key_id"], keys["admin"]["secret_access_key"])
         name = f"xff-{rid}"
         url = admin.create_queue(QueueName=name)["QueueUrl"]
-        admin.set_queue_attributes(QueueUrl=url, Attributes={"Policy": policy(
-            {"Effect": "Deny", "Principal": "*", "Action": "sqs:SendMessage", "Resource": "*",
-             "Condition": {"NotIpAddress": {"aws:SourceIp": "127.0.0.1/32"}}})})
-        admin.meta.events.register("before-send.sqs.*", lambda request, **_: request.headers.__setitem__("X-Forwarded-For", "127.0.0.1"))
+        admin.set_queue_attributes(
+            QueueUrl=url,
+            Attributes={
+                "Policy": policy(
+                    {
+                        "Effect": "Deny",
+                        "Principal": "*",
+                        "Action": "sqs:SendMessage",
+                        "Resource": "*",
+                        "Condition": {"NotIpAddress": {"aws:SourceIp": "127.0.0.1/32"}},
+                    }
+                )
+            },
+        )
+        admin.meta.events.register(
+            "before-send.sqs.*", lambda request, **_: request.headers.__setitem__("X-Forwarded-For", "127.0.0.1")
+        )
         refused(admin.send_message, QueueUrl=url, MessageBody=f"from {host}, claiming 127.0.0.1")
-        assert admin.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])["Attributes"] == \
-            {"ApproximateNumberOfMessages": "0"}
+        assert admin.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])[
+            "Attributes"
+        ] == {"ApproximateNumberOfMessages": "0"}
     finally:
         srv.stop()
 

@@ -21,7 +21,9 @@ from tests.test_sqs import reference_md5_of_attributes
 NS = {"q": "http://queue.amazonaws.com/doc/2012-11-05/"}
 
 
-def query(url: str, action: str, params: dict[str, str], creds: Credentials | None = None, method: str = "POST") -> tuple[int, ET.Element]:
+def query(
+    url: str, action: str, params: dict[str, str], creds: Credentials | None = None, method: str = "POST"
+) -> tuple[int, ET.Element]:
     """One query-protocol request, SigV4-signed like an SDK would (any key works with auth none)."""
     form = urllib.parse.urlencode({"Action": action, "Version": "2012-11-05", **params})
     headers = {"Content-Type": "application/x-www-form-urlencoded; charset=utf-8"}
@@ -47,47 +49,87 @@ def text(root: ET.Element, path: str) -> str:
 
 def test_query_protocol_full_cycle(server: sqsserver.SqsServer) -> None:
     name = f"qry-{uuid.uuid4().hex[:10]}"
-    status, root = query(server.url, "CreateQueue", {"QueueName": name, "Attribute.1.Name": "VisibilityTimeout", "Attribute.1.Value": "40"})
+    status, root = query(
+        server.url,
+        "CreateQueue",
+        {"QueueName": name, "Attribute.1.Name": "VisibilityTimeout", "Attribute.1.Value": "40"},
+    )
     assert status == 200 and root.tag == f"{{{NS['q']}}}CreateQueueResponse"
     url = text(root, "q:CreateQueueResult/q:QueueUrl")
     assert text(query(server.url, "GetQueueUrl", {"QueueName": name})[1], "q:GetQueueUrlResult/q:QueueUrl") == url
-    status, root = query(url, "SendMessage", {"MessageBody": "hi <&> there", "MessageAttribute.1.Name": "k",
-                                              "MessageAttribute.1.Value.DataType": "String", "MessageAttribute.1.Value.StringValue": "v",
-                                              "MessageAttribute.2.Name": "b", "MessageAttribute.2.Value.DataType": "Binary",
-                                              "MessageAttribute.2.Value.BinaryValue": base64.b64encode(b"\x00\xff").decode()})
+    status, root = query(
+        url,
+        "SendMessage",
+        {
+            "MessageBody": "hi <&> there",
+            "MessageAttribute.1.Name": "k",
+            "MessageAttribute.1.Value.DataType": "String",
+            "MessageAttribute.1.Value.StringValue": "v",
+            "MessageAttribute.2.Name": "b",
+            "MessageAttribute.2.Value.DataType": "Binary",
+            "MessageAttribute.2.Value.BinaryValue": base64.b64encode(b"\x00\xff").decode(),
+        },
+    )
     assert status == 200
     attrs = {"k": {"DataType": "String", "StringValue": "v"}, "b": {"DataType": "Binary", "BinaryValue": b"\x00\xff"}}
     assert text(root, "q:SendMessageResult/q:MD5OfMessageBody") == hashlib.md5(b"hi <&> there").hexdigest()
     assert text(root, "q:SendMessageResult/q:MD5OfMessageAttributes") == reference_md5_of_attributes(attrs)
     mid = text(root, "q:SendMessageResult/q:MessageId")
     # QueueUrl as a parameter (posted to /), and as the request path: both are SQS's query forms
-    status, root = query(server.url, "ReceiveMessage", {"QueueUrl": url, "WaitTimeSeconds": "5", "AttributeName.1": "All", "MessageAttributeName.1": "All"})
+    status, root = query(
+        server.url,
+        "ReceiveMessage",
+        {"QueueUrl": url, "WaitTimeSeconds": "5", "AttributeName.1": "All", "MessageAttributeName.1": "All"},
+    )
     msg = root.find("q:ReceiveMessageResult/q:Message", NS)
     assert status == 200 and msg is not None
     assert text(msg, "q:MessageId") == mid and text(msg, "q:Body") == "hi <&> there"
-    got = {text(a, "q:Name"): text(a, "q:Value/q:StringValue") if a.find("q:Value/q:StringValue", NS) is not None else text(a, "q:Value/q:BinaryValue")
-           for a in msg.findall("q:MessageAttribute", NS)}
+    got = {
+        text(a, "q:Name"): text(a, "q:Value/q:StringValue")
+        if a.find("q:Value/q:StringValue", NS) is not None
+        else text(a, "q:Value/q:BinaryValue")
+        for a in msg.findall("q:MessageAttribute", NS)
+    }
     assert got == {"k": "v", "b": base64.b64encode(b"\x00\xff").decode()}
     assert text(msg, "q:MD5OfMessageAttributes") == reference_md5_of_attributes(attrs)
     system = {text(a, "q:Name"): text(a, "q:Value") for a in msg.findall("q:Attribute", NS)}
     assert system["ApproximateReceiveCount"] == "1"
     assert query(url, "DeleteMessage", {"ReceiptHandle": text(msg, "q:ReceiptHandle")})[0] == 200
-    status, root = query(url, "SendMessageBatch", {"SendMessageBatchRequestEntry.1.Id": "a", "SendMessageBatchRequestEntry.1.MessageBody": "1",
-                                                   "SendMessageBatchRequestEntry.2.Id": "b", "SendMessageBatchRequestEntry.2.MessageBody": "2"})
-    assert sorted(text(e, "q:Id") for e in root.findall("q:SendMessageBatchResult/q:SendMessageBatchResultEntry", NS)) == ["a", "b"]
+    status, root = query(
+        url,
+        "SendMessageBatch",
+        {
+            "SendMessageBatchRequestEntry.1.Id": "a",
+            "SendMessageBatchRequestEntry.1.MessageBody": "1",
+            "SendMessageBatchRequestEntry.2.Id": "b",
+            "SendMessageBatchRequestEntry.2.MessageBody": "2",
+        },
+    )
+    assert sorted(
+        text(e, "q:Id") for e in root.findall("q:SendMessageBatchResult/q:SendMessageBatchResultEntry", NS)
+    ) == ["a", "b"]
     handles: list[str] = []
     while len(handles) < 2:
         _, root = query(url, "ReceiveMessage", {"MaxNumberOfMessages": "10", "WaitTimeSeconds": "5"}, method="GET")
         handles += [text(m, "q:ReceiptHandle") for m in root.findall("q:ReceiveMessageResult/q:Message", NS)]
     params = {}
     for i, h in enumerate(handles + ["forged"], 1):
-        params |= {f"DeleteMessageBatchRequestEntry.{i}.Id": f"d{i}", f"DeleteMessageBatchRequestEntry.{i}.ReceiptHandle": h}
+        params |= {
+            f"DeleteMessageBatchRequestEntry.{i}.Id": f"d{i}",
+            f"DeleteMessageBatchRequestEntry.{i}.ReceiptHandle": h,
+        }
     _, root = query(url, "DeleteMessageBatch", params)
     assert len(root.findall("q:DeleteMessageBatchResult/q:DeleteMessageBatchResultEntry", NS)) == 2
     (failed,) = root.findall("q:DeleteMessageBatchResult/q:BatchResultErrorEntry", NS)
-    assert (text(failed, "q:Id"), text(failed, "q:Code"), text(failed, "q:SenderFault")) == ("d3", "ReceiptHandleIsInvalid", "true")
+    assert (text(failed, "q:Id"), text(failed, "q:Code"), text(failed, "q:SenderFault")) == (
+        "d3",
+        "ReceiptHandleIsInvalid",
+        "true",
+    )
     _, root = query(url, "GetQueueAttributes", {"AttributeName.1": "All"})
-    attrs_out = {text(a, "q:Name"): text(a, "q:Value") for a in root.findall("q:GetQueueAttributesResult/q:Attribute", NS)}
+    attrs_out = {
+        text(a, "q:Name"): text(a, "q:Value") for a in root.findall("q:GetQueueAttributesResult/q:Attribute", NS)
+    }
     assert attrs_out["VisibilityTimeout"] == "40" and attrs_out["ApproximateNumberOfMessages"] == "0"
     _, root = query(server.url, "ListQueues", {"QueueNamePrefix": name})
     assert [u.text for u in root.findall("q:ListQueuesResult/q:QueueUrl", NS)] == [url]
@@ -97,11 +139,19 @@ def test_query_protocol_full_cycle(server: sqsserver.SqsServer) -> None:
 def test_query_protocol_errors_are_xml_error_responses(server: sqsserver.SqsServer) -> None:
     status, root = query(server.url, "GetQueueUrl", {"QueueName": "does-not-exist-" + uuid.uuid4().hex[:6]})
     assert status == 400 and root.tag == f"{{{NS['q']}}}ErrorResponse"
-    assert (text(root, "q:Error/q:Type"), text(root, "q:Error/q:Code")) == ("Sender", "AWS.SimpleQueueService.NonExistentQueue")
+    assert (text(root, "q:Error/q:Type"), text(root, "q:Error/q:Code")) == (
+        "Sender",
+        "AWS.SimpleQueueService.NonExistentQueue",
+    )
     assert text(root, "q:RequestId")
     status, root = query(server.url, "Frobnicate", {})
     assert status == 400 and text(root, "q:Error/q:Code") == "InvalidAction"
     status, root = query(server.url, "CreateQueue", {})
     assert status == 400 and text(root, "q:Error/q:Code") == "MissingParameter"
-    status, root = query(server.url, "ReceiveMessage", {"QueueUrl": server.url + "/000000000000/x", "WaitTimeSeconds": "99"})
-    assert status == 400 and text(root, "q:Error/q:Code") in ("InvalidParameterValue", "AWS.SimpleQueueService.NonExistentQueue")
+    status, root = query(
+        server.url, "ReceiveMessage", {"QueueUrl": server.url + "/000000000000/x", "WaitTimeSeconds": "99"}
+    )
+    assert status == 400 and text(root, "q:Error/q:Code") in (
+        "InvalidParameterValue",
+        "AWS.SimpleQueueService.NonExistentQueue",
+    )

@@ -25,13 +25,24 @@ import pytest
 from tests.support import sdkbuild, sqsserver
 
 # What both programs must report: 3 messages received once each, all deleted, attributes and MD5s back.
-COMMON = {"url": True, "batch_ok": 2, "received": 3, "attrs_back": True, "md5_attrs_match": True, "receive_count": "1",
-          "batch_deleted": 2, "visibility_timeout": "30", "left": 0}
+COMMON = {
+    "url": True,
+    "batch_ok": 2,
+    "received": 3,
+    "attrs_back": True,
+    "md5_attrs_match": True,
+    "receive_count": "1",
+    "batch_deleted": 2,
+    "visibility_timeout": "30",
+    "left": 0,
+}
 
 
 def run_check(command: list[str], server: sqsserver.SqsServer, prefix: str) -> dict[str, Any]:
     """Run one SDK program against the server; its last stdout line is its JSON result."""
-    out = subprocess.run([*command, server.url, f"{prefix}-{uuid.uuid4().hex[:8]}"], capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [*command, server.url, f"{prefix}-{uuid.uuid4().hex[:8]}"], capture_output=True, text=True, timeout=300
+    )
     lines = out.stdout.strip().splitlines()
     assert lines, f"no output (exit {out.returncode}): {out.stderr[-2000:]}"
     result: dict[str, Any] = json.loads(lines[-1])
@@ -41,17 +52,26 @@ def run_check(command: list[str], server: sqsserver.SqsServer, prefix: str) -> d
 
 def test_java_sdk_v2(server: sqsserver.SqsServer) -> None:
     result = run_check(sdkbuild.java_command(), server, "java")
-    assert result == COMMON | {"err_missing_queue": "QueueDoesNotExistException", "err_receipt": "ReceiptHandleIsInvalidException",
-                               "err_batch": "TooManyEntriesInBatchRequestException", "err_deleted_queue": "QueueDoesNotExistException",
-                               "fifo_sequences_increase": True, "fifo_duplicate_same_sequence": True, "fifo_order": "a0,a1,a2|b0,b1,b2"}
+    assert result == COMMON | {
+        "err_missing_queue": "QueueDoesNotExistException",
+        "err_receipt": "ReceiptHandleIsInvalidException",
+        "err_batch": "TooManyEntriesInBatchRequestException",
+        "err_deleted_queue": "QueueDoesNotExistException",
+        "fifo_sequences_increase": True,
+        "fifo_duplicate_same_sequence": True,
+        "fifo_order": "a0,a1,a2|b0,b1,b2",
+    }
 
 
 def test_go_sdk_v2(server: sqsserver.SqsServer) -> None:
     # The Go SDK's ErrorCode() is the query-compatible code from x-amzn-query-error, as against SQS itself.
     result = run_check(sdkbuild.go_command(), server, "go")
-    assert result == COMMON | {"err_missing_queue": "AWS.SimpleQueueService.NonExistentQueue", "err_receipt": "ReceiptHandleIsInvalid",
-                               "err_batch": "AWS.SimpleQueueService.TooManyEntriesInBatchRequest",
-                               "err_deleted_queue": "AWS.SimpleQueueService.NonExistentQueue"}
+    assert result == COMMON | {
+        "err_missing_queue": "AWS.SimpleQueueService.NonExistentQueue",
+        "err_receipt": "ReceiptHandleIsInvalid",
+        "err_batch": "AWS.SimpleQueueService.TooManyEntriesInBatchRequest",
+        "err_deleted_queue": "AWS.SimpleQueueService.NonExistentQueue",
+    }
 
 
 def test_missing_tool_fails_with_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -75,8 +95,11 @@ class _Recorder(http.server.BaseHTTPRequestHandler):
         self.seen.append((self.headers.get("content-type"), self.headers.get("x-amz-target")))
         body = b'{"__type":"com.amazonaws.sqs#QueueDoesNotExist","message":"recorded"}'
         self.send_response(400)
-        for k, v in (("content-type", "application/x-amz-json-1.0"), ("x-amzn-query-error", "AWS.SimpleQueueService.NonExistentQueue;Sender"),
-                     ("content-length", str(len(body)))):
+        for k, v in (
+            ("content-type", "application/x-amz-json-1.0"),
+            ("x-amzn-query-error", "AWS.SimpleQueueService.NonExistentQueue;Sender"),
+            ("content-length", str(len(body))),
+        ):
             self.send_header(k, v)
         self.end_headers()
         self.wfile.write(body)
@@ -93,8 +116,15 @@ def test_sdk_speaks_the_json_protocol(build: Any) -> None:
     httpd = http.server.HTTPServer(("127.0.0.1", 0), _Recorder)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     try:
-        out = subprocess.run([*command, f"http://127.0.0.1:{httpd.server_port}", "protocol-check"], capture_output=True, text=True, timeout=120)
+        out = subprocess.run(
+            [*command, f"http://127.0.0.1:{httpd.server_port}", "protocol-check"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     finally:
         httpd.shutdown()
     assert out.returncode == 1 and "recorded" in out.stdout  # the SDK parsed the JSON error it was given
-    assert _Recorder.seen and all(seen == ("application/x-amz-json-1.0", "AmazonSQS.CreateQueue") for seen in _Recorder.seen), _Recorder.seen
+    assert _Recorder.seen and all(
+        seen == ("application/x-amz-json-1.0", "AmazonSQS.CreateQueue") for seen in _Recorder.seen
+    ), _Recorder.seen

@@ -29,16 +29,17 @@ import urllib.parse
 import urllib.request
 import uuid
 import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 from botocore.auth import SigV4Auth, SigV4QueryAuth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from daemon.engine.client import Casque
 from daemon.engine.access.key_cache import MISS_REFRESH_S, REFRESH_S
+from daemon.engine.client import Casque
 from daemon.http.sqs.messages import body_of
 from tests.conftest import TEST_KEYSPACE
 from tests.support import sqsserver
@@ -50,6 +51,7 @@ ISO = "%Y%m%dT%H%M%SZ"
 
 
 # --- signing and sending -------------------------------------------------------------------------
+
 
 @dataclasses.dataclass(frozen=True)
 class Wire:
@@ -63,13 +65,13 @@ class Wire:
     def header(self, name: str) -> str:
         return next(v for k, v in self.headers.items() if k.lower() == name.lower())
 
-    def with_header(self, name: str, value: str | None) -> "Wire":
+    def with_header(self, name: str, value: str | None) -> Wire:
         headers = {k: v for k, v in self.headers.items() if k.lower() != name.lower()}
         if value is not None:
             headers[name] = value
         return dataclasses.replace(self, headers=headers)
 
-    def with_body(self, old: str, new: str) -> "Wire":
+    def with_body(self, old: str, new: str) -> Wire:
         assert old.encode() in self.body, f"{old!r} not in {self.body!r}"
         return dataclasses.replace(self, body=self.body.replace(old.encode(), new.encode()))
 
@@ -78,13 +80,20 @@ class Signer(SigV4Auth):
     """botocore's SigV4 with a chosen signing time, credential-scope day, and headers left
     unsigned: every other step (canonical request, string to sign, key derivation) is botocore's."""
 
-    def __init__(self, creds: Credentials, region: str = "us-east-1", service: str = "sqs", when: dt.datetime | None = None,
-                 day: str | None = None, unsigned: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        creds: Credentials,
+        region: str = "us-east-1",
+        service: str = "sqs",
+        when: dt.datetime | None = None,
+        day: str | None = None,
+        unsigned: tuple[str, ...] = (),
+    ) -> None:
         super().__init__(creds, service, region)
         self.when, self.day, self.unsigned = when, day, unsigned
 
     def add_auth(self, request: AWSRequest) -> None:
-        request.context["timestamp"] = (self.when or dt.datetime.now(dt.timezone.utc)).strftime(ISO)
+        request.context["timestamp"] = (self.when or dt.datetime.now(dt.UTC)).strftime(ISO)
         self._modify_request_before_signing(request)
         canonical = self.canonical_request(request)
         self._inject_signature_to_request(request, self.signature(self.string_to_sign(request, canonical), request))
@@ -108,8 +117,15 @@ class Signer(SigV4Auth):
         return self._sign(k, string_to_sign, hex=True)
 
 
-def signed(url: str, protocol: str, action: str, params: dict[str, str], creds: Credentials, extra: dict[str, str] | None = None,
-           **signer: Any) -> Wire:
+def signed(
+    url: str,
+    protocol: str,
+    action: str,
+    params: dict[str, str],
+    creds: Credentials,
+    extra: dict[str, str] | None = None,
+    **signer: Any,
+) -> Wire:
     """A POST of ``action`` in ``protocol``, signed as an SDK signs it."""
     if protocol == "query":
         body = urllib.parse.urlencode({"Action": action, "Version": "2012-11-05", **params}).encode()
@@ -120,7 +136,12 @@ def signed(url: str, protocol: str, action: str, params: dict[str, str], creds: 
     req = AWSRequest(method="POST", url=url, data=body, headers={**headers, **(extra or {})})
     Signer(creds, **signer).add_auth(req)
     prepared = req.prepare()
-    return Wire("POST", prepared.url, {k: v for k, v in prepared.headers.items() if k.lower() != "content-length"}, prepared.body)
+    return Wire(
+        "POST",
+        prepared.url,
+        {k: v for k, v in prepared.headers.items() if k.lower() != "content-length"},
+        prepared.body,
+    )
 
 
 @dataclasses.dataclass
@@ -144,6 +165,7 @@ def send(w: Wire) -> Answer:
 
 
 # --- the server, keys and queues -----------------------------------------------------------------
+
 
 def make_key() -> Credentials:
     out = casque("sqs-keys", "create", "--description", "tamper test", "--json")
@@ -180,7 +202,7 @@ class Scene:
     key: Credentials  # the key that signs
     other: Credentials  # another valid key
     sqs: Any  # an untampered, properly signed boto3 client
-    engine: "Engine"
+    engine: Engine
 
     def held(self, queue_url: str) -> list[str]:
         """Every message body the queue holds, read by the engine from every row of the queue
@@ -229,9 +251,14 @@ def scene(server: sqsserver.SqsServer, keys: tuple[Credentials, Credentials], en
 
 # --- the tampered requests -----------------------------------------------------------------------
 
-def send_a(s: Scene, protocol: str, creds: Credentials | None = None, extra: dict[str, str] | None = None, **signer: Any) -> Wire:
+
+def send_a(
+    s: Scene, protocol: str, creds: Credentials | None = None, extra: dict[str, str] | None = None, **signer: Any
+) -> Wire:
     """SendMessage "hello" to queue A (QueueUrl as a parameter, posted to the server's root)."""
-    return signed(s.url, protocol, "SendMessage", {"QueueUrl": s.a, "MessageBody": "hello"}, creds or s.key, extra, **signer)
+    return signed(
+        s.url, protocol, "SendMessage", {"QueueUrl": s.a, "MessageBody": "hello"}, creds or s.key, extra, **signer
+    )
 
 
 def quoted(protocol: str, value: str) -> str:
@@ -265,7 +292,9 @@ def signed_header_changed(s: Scene, p: str) -> Wire:
 
 
 def signed_header_removed(s: Scene, p: str) -> Wire:
-    return send_a(s, p, extra={"X-Request-Tag": "billing"}).with_header("X-Request-Tag", None)  # any header the client signed
+    return send_a(s, p, extra={"X-Request-Tag": "billing"}).with_header(
+        "X-Request-Tag", None
+    )  # any header the client signed
 
 
 def unsigned_content_sha_lies(s: Scene, p: str) -> Wire:
@@ -285,12 +314,12 @@ def x_amz_date_changed(s: Scene, p: str) -> Wire:
 def date_header_changed(s: Scene, p: str) -> Wire:
     w = send_a(s, p, extra={"Date": "any"})  # botocore then signs a Date header (now), not X-Amz-Date
     assert "X-Amz-Date" not in w.headers and ";date;" in w.header("Authorization")
-    later = email.utils.parsedate_to_datetime(w.header("Date")).replace(tzinfo=dt.timezone.utc) + dt.timedelta(seconds=1)
+    later = email.utils.parsedate_to_datetime(w.header("Date")).replace(tzinfo=dt.UTC) + dt.timedelta(seconds=1)
     return w.with_header("Date", email.utils.format_datetime(later, usegmt=True))
 
 
 def now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 def expired(s: Scene, p: str) -> Wire:
@@ -356,23 +385,55 @@ CASES: dict[str, tuple[Callable[[Scene, str], Wire], tuple[str, ...], tuple[str,
     "queue_in_path": (queue_in_path, PROTOCOLS, MISMATCH),
     "queue_in_queue_url": (queue_in_queue_url, PROTOCOLS, MISMATCH),
     "signed_header_changed": (signed_header_changed, PROTOCOLS, MISMATCH),
-    "signed_header_removed": (signed_header_removed, PROTOCOLS, (SIG, 403, "The request does not carry the header(s) x-request-tag")),
+    "signed_header_removed": (
+        signed_header_removed,
+        PROTOCOLS,
+        (SIG, 403, "The request does not carry the header(s) x-request-tag"),
+    ),
     "unsigned_content_sha_lies": (unsigned_content_sha_lies, PROTOCOLS, PAYLOAD),
     "signed_unsigned_payload": (signed_unsigned_payload, PROTOCOLS, PAYLOAD),
-    "x_amz_date_changed": (x_amz_date_changed, PROTOCOLS, (SIG, 403, "")),  # (the day's last second also changes the day)
+    "x_amz_date_changed": (
+        x_amz_date_changed,
+        PROTOCOLS,
+        (SIG, 403, ""),
+    ),  # (the day's last second also changes the day)
     "date_header_changed": (date_header_changed, PROTOCOLS, (SIG, 403, "")),
     "expired": (expired, PROTOCOLS, (SIG, 403, "Signature expired: ")),
     "future": (future, PROTOCOLS, (SIG, 403, "Signature not yet current: ")),
     "scope_day_differs": (scope_day_differs, PROTOCOLS, (SIG, 403, "Date in Credential scope does not match YYYYMMDD")),
-    "unknown_key": (unknown_key, PROTOCOLS, ("InvalidClientTokenId", 403, "The security token included in the request is invalid.")),
+    "unknown_key": (
+        unknown_key,
+        PROTOCOLS,
+        ("InvalidClientTokenId", 403, "The security token included in the request is invalid."),
+    ),
     "other_keys_id": (other_keys_id, PROTOCOLS, MISMATCH),
     "region_signed": (region_signed, PROTOCOLS, REGION),
     "region_edited": (region_edited, PROTOCOLS, REGION),
-    "service_signed": (service_signed, PROTOCOLS, (SIG, 403, "Credential should be scoped to correct service: 'sqs'. ")),
-    "host_not_signed": (host_not_signed, PROTOCOLS, ("IncompleteSignature", 400, "'Host' or ':authority' must be a 'SignedHeader'")),
-    "target_not_signed": (target_not_signed, ("json",), ("IncompleteSignature", 400, "'x-amz-target' is present, so it must be")),
-    "unsigned_request": (unsigned_request, PROTOCOLS, ("MissingAuthenticationToken", 403, "Request is missing Authentication Token")),
-    "malformed_authorization": (malformed_authorization, PROTOCOLS, ("IncompleteSignature", 400, "Authorization header requires 'Signature' parameter")),
+    "service_signed": (
+        service_signed,
+        PROTOCOLS,
+        (SIG, 403, "Credential should be scoped to correct service: 'sqs'. "),
+    ),
+    "host_not_signed": (
+        host_not_signed,
+        PROTOCOLS,
+        ("IncompleteSignature", 400, "'Host' or ':authority' must be a 'SignedHeader'"),
+    ),
+    "target_not_signed": (
+        target_not_signed,
+        ("json",),
+        ("IncompleteSignature", 400, "'x-amz-target' is present, so it must be"),
+    ),
+    "unsigned_request": (
+        unsigned_request,
+        PROTOCOLS,
+        ("MissingAuthenticationToken", 403, "Request is missing Authentication Token"),
+    ),
+    "malformed_authorization": (
+        malformed_authorization,
+        PROTOCOLS,
+        ("IncompleteSignature", 400, "Authorization header requires 'Signature' parameter"),
+    ),
 }
 
 
@@ -416,17 +477,24 @@ def test_repeated_query_parameter_is_refused(scene: Scene) -> None:
 
 # --- the two attacks that were reported ----------------------------------------------------------
 
+
 def test_replayed_get_queue_url_with_purge_body_and_its_content_hash_is_refused(scene: Scene) -> None:
     """Reported: a captured GetQueueUrl replayed with Action=PurgeQueue in its body and the original
     body's hash in X-Amz-Content-SHA256 was answered 200 and purged the queue."""
     name = scene.a.rsplit("/", 1)[-1]
     captured = signed(scene.url, "query", "GetQueueUrl", {"QueueName": name}, scene.key)
-    forged_body = urllib.parse.urlencode({"Action": "PurgeQueue", "Version": "2012-11-05", "QueueUrl": scene.a}).encode()
-    replay = dataclasses.replace(captured, body=forged_body).with_header("X-Amz-Content-SHA256", hashlib.sha256(captured.body).hexdigest())
+    forged_body = urllib.parse.urlencode(
+        {"Action": "PurgeQueue", "Version": "2012-11-05", "QueueUrl": scene.a}
+    ).encode()
+    replay = dataclasses.replace(captured, body=forged_body).with_header(
+        "X-Amz-Content-SHA256", hashlib.sha256(captured.body).hexdigest()
+    )
     answer = send(replay)
     assert (answer.code, answer.status) == ("SignatureDoesNotMatch", 403), answer
     scene.assert_unchanged()
-    assert send(captured).status == 200, "the captured request itself is still accepted within its window (AWS's behaviour too)"
+    assert send(captured).status == 200, (
+        "the captured request itself is still accepted within its window (AWS's behaviour too)"
+    )
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
@@ -435,13 +503,16 @@ def test_replayed_send_message_to_another_queue_with_another_body_is_refused(sce
     captured = send_a(scene, protocol)
     forged = send_a(scene, protocol).with_body(quoted(protocol, scene.a), quoted(protocol, scene.b))
     forged = forged.with_body(quoted(protocol, "hello"), quoted(protocol, "forged"))
-    replay = dataclasses.replace(captured, body=forged.body).with_header("X-Amz-Content-SHA256", hashlib.sha256(captured.body).hexdigest())
+    replay = dataclasses.replace(captured, body=forged.body).with_header(
+        "X-Amz-Content-SHA256", hashlib.sha256(captured.body).hexdigest()
+    )
     answer = send(replay)
     assert (answer.code, answer.status) == ("SignatureDoesNotMatch", 403), answer
     scene.assert_unchanged()
 
 
 # --- keys created and deleted by another process -------------------------------------------------
+
 
 def accepted(url: str, creds: Credentials) -> bool:
     answer = send(signed(url, "json", "ListQueues", {"QueueNamePrefix": "tamper-none-"}, creds))
@@ -493,12 +564,15 @@ def test_key_id_of_another_shape_stored_in_the_table_is_accepted(server: sqsserv
 
 # --- the cost of a flood of made-up key ids ------------------------------------------------------
 
+
 def test_flood_of_made_up_key_ids_costs_at_most_a_read_per_second(keys: tuple[Credentials, Credentials]) -> None:
     """2,000 requests, each with a new made-up key id of casque's shape: each is refused with
     InvalidClientTokenId, and the server reads access_keys at most about once a second (counted by
     tests/support/counted_serve.py around the database calls, not by the code under test)."""
     count_file = Path(tempfile.mkdtemp()) / "reads.json"
-    srv = sqsserver.start(TEST_KEYSPACE, "--auth", "sigv4", launcher=("-m", "tests.support.counted_serve", str(count_file)))
+    srv = sqsserver.start(
+        TEST_KEYSPACE, "--auth", "sigv4", launcher=("-m", "tests.support.counted_serve", str(count_file))
+    )
     try:
         template = signed(srv.url, "query", "ListQueues", {}, keys[0])
         reads_before = read_count(count_file, time.time())
@@ -521,7 +595,9 @@ def test_flood_of_made_up_key_ids_costs_at_most_a_read_per_second(keys: tuple[Cr
 def flood(template: Wire, real_id: str, n: int, codes: list[str]) -> None:
     for _ in range(n):
         made_up = "CQ" + "".join(secrets.choice(string.ascii_uppercase + string.digits) for _ in range(18))
-        codes.append(send(template.with_header("Authorization", template.header("Authorization").replace(real_id, made_up))).code)
+        codes.append(
+            send(template.with_header("Authorization", template.header("Authorization").replace(real_id, made_up))).code
+        )
 
 
 def read_count(path: Path, after: float) -> int:
@@ -540,7 +616,10 @@ def read_count(path: Path, after: float) -> int:
 
 # --- what real SDKs sign is what casque requires -------------------------------------------------
 
-def test_javascript_sdk_v3_signs_what_casque_requires(server: sqsserver.SqsServer, keys: tuple[Credentials, Credentials]) -> None:
+
+def test_javascript_sdk_v3_signs_what_casque_requires(
+    server: sqsserver.SqsServer, keys: tuple[Credentials, Credentials]
+) -> None:
     """The JS SDK v3 (its own SigV4 signer, JSON protocol) works against --auth sigv4 unchanged:
     host, X-Amz-Target and the body's hash are all signed; a wrong secret is refused."""
     node = shutil.which("node")
@@ -549,7 +628,16 @@ def test_javascript_sdk_v3_signs_what_casque_requires(server: sqsserver.SqsServe
     if not (js / "node_modules" / "@aws-sdk" / "client-sqs").is_dir():
         subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=js, check=True, capture_output=True, timeout=600)
     env = {**os.environ, "AWS_ACCESS_KEY_ID": keys[0].access_key, "AWS_SECRET_ACCESS_KEY": keys[0].secret_key}
-    out = subprocess.run([node, "sigv4_check.mjs", server.url, f"tamper-js-{uuid.uuid4().hex[:8]}"], cwd=js, env=env,
-                         capture_output=True, text=True, timeout=180)
+    out = subprocess.run(
+        [node, "sigv4_check.mjs", server.url, f"tamper-js-{uuid.uuid4().hex[:8]}"],
+        cwd=js,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     result = json.loads(out.stdout.strip().splitlines()[-1])
-    assert out.returncode == 0 and result == {"body": "signed by js", "wrong_secret": "SignatureDoesNotMatch"}, (result, out.stderr[-500:])
+    assert out.returncode == 0 and result == {"body": "signed by js", "wrong_secret": "SignatureDoesNotMatch"}, (
+        result,
+        out.stderr[-500:],
+    )

@@ -10,14 +10,14 @@ import urllib.request
 import uuid
 from pathlib import Path
 
-from daemon.engine.queues.admin import purge, replay
-from daemon.engine.client import Casque
 from daemon.base.clock import ManualClock
-from daemon.engine.send.producer import Job
+from daemon.engine.client import Casque
 from daemon.engine.observe.stats import queue_stats
+from daemon.engine.queues.admin import purge, replay
+from daemon.engine.send.producer import Job
+from daemon.testing.daemonproc import ROOT, records, start_daemon, until, write_config
 
 from .conftest import TEST_KEYSPACE
-from daemon.testing.daemonproc import ROOT, records, start_daemon, until, write_config
 from .test_engine import drain
 
 Pair = tuple[Casque, ManualClock]
@@ -69,8 +69,13 @@ async def test_cli_purge_and_delete_need_yes(tmp_path: Path, cq: Casque, queue_n
     cfg.write_text(f'[cassandra]\nkeyspace = "{TEST_KEYSPACE}"\n')
 
     def run(*a: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "daemon.cli", "-c", str(cfg), *a], cwd=ROOT, capture_output=True,
-                              text=True, stdin=subprocess.DEVNULL)
+        return subprocess.run(
+            [sys.executable, "-m", "daemon.cli", "-c", str(cfg), *a],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+        )
 
     refused = run("purge", queue_name)
     assert refused.returncode == 2 and "add --yes" in refused.stderr
@@ -80,7 +85,9 @@ async def test_cli_purge_and_delete_need_yes(tmp_path: Path, cq: Casque, queue_n
     assert run("stats", queue_name).returncode == 2  # gone: "does not exist"
 
 
-async def test_poison_replay_puts_messages_back_and_they_are_processed(cq: Casque, queue_name: str, tmp_path: Path) -> None:
+async def test_poison_replay_puts_messages_back_and_they_are_processed(
+    cq: Casque, queue_name: str, tmp_path: Path
+) -> None:
     await cq.create_queue(queue_name)
     bad = [await cq.send(queue_name, "test.unregistered_yet", i) for i in range(3)]
     record = tmp_path / "record.txt"
@@ -94,7 +101,9 @@ async def test_poison_replay_puts_messages_back_and_they_are_processed(cq: Casqu
     assert sorted(str(p.id) for p in await cq.poison.list(queue_name)) == sorted(bad)
     # the poisoned task is renamed into one that exists, as after a deploy that adds the handler
     for p in await cq.poison.list(queue_name):
-        await cq.db.run(f"UPDATE {TEST_KEYSPACE}.poison SET task = 'test.record' WHERE queue = %s AND id = %s", [queue_name, p.id])
+        await cq.db.run(
+            f"UPDATE {TEST_KEYSPACE}.poison SET task = 'test.record' WHERE queue = %s AND id = %s", [queue_name, p.id]
+        )
     new_ids, left = await replay(cq, queue_name, task="test.record")
     assert len(new_ids) == 3 and left == [] and await cq.poison.count(queue_name) == 0
     d = start_daemon(cfg, record, tmp_path / "log2")
@@ -124,8 +133,15 @@ async def test_metrics_history_and_daemon_stats_match_the_workload(cq: Casque, q
         await until(lambda: "metrics_listening" in d.output(), 60, "metrics server", d)
         url = re.search(r'"url": "(http://[^"]+)/metrics"', d.output()).group(1)
         await until(lambda: len(records(record)) == 14, 60, "14 handler runs", d)
-        await until(lambda: _metric(url, f'casque_acked_total{{queue="{queue_name}",task="test.record"}}') == 12.0
-                    and _metric(url, f'casque_acked_total{{queue="{queue_name}",task="test.fail_until"}}') == 1.0, 30, "acks counted", d)
+        await until(
+            lambda: (
+                _metric(url, f'casque_acked_total{{queue="{queue_name}",task="test.record"}}') == 12.0
+                and _metric(url, f'casque_acked_total{{queue="{queue_name}",task="test.fail_until"}}') == 1.0
+            ),
+            30,
+            "acks counted",
+            d,
+        )
         assert _metric(url, f'casque_retried_total{{queue="{queue_name}",task="test.fail_until"}}') == 1.0
         assert _metric(url, f'casque_poisoned_total{{queue="{queue_name}",task="nobody.handles.this"}}') == 1.0
         assert _metric(url, f'casque_received_total{{queue="{queue_name}",task="test.record"}}') == 12.0
@@ -136,7 +152,9 @@ async def test_metrics_history_and_daemon_stats_match_the_workload(cq: Casque, q
     finally:
         d.signal(signal.SIGTERM)
         assert d.wait() == 0
-    rows = await cq.db.run(f"SELECT acked, retried, poisoned FROM {TEST_KEYSPACE}.daemon_stats WHERE queue = %s LIMIT 1", [queue_name])
+    rows = await cq.db.run(
+        f"SELECT acked, retried, poisoned FROM {TEST_KEYSPACE}.daemon_stats WHERE queue = %s LIMIT 1", [queue_name]
+    )
     assert rows and (rows[0].acked, rows[0].retried, rows[0].poisoned) == (13, 1, 1)  # written on shutdown too
     from daemon.engine.observe.history import History
 

@@ -41,7 +41,7 @@ class Unit:
     sections: dict[str, dict[str, list[str]]] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, name: str) -> "Unit":
+    def load(cls, name: str) -> Unit:
         text = (UNIT_DIR / name).read_text(encoding="utf-8")
         unit = cls(name, text)
         section = None
@@ -193,8 +193,12 @@ def exposure(systemd_analyze: str, name: str) -> tuple[float, subprocess.Complet
     # the file in the repository itself (a template is analysed as instance "casque@i").
     res = _run(
         [
-            systemd_analyze, "security", "--offline=yes", "--no-pager",
-            f"--threshold={int(MAX_EXPOSURE * 10)}", str(UNIT_DIR / name),
+            systemd_analyze,
+            "security",
+            "--offline=yes",
+            "--no-pager",
+            f"--threshold={int(MAX_EXPOSURE * 10)}",
+            str(UNIT_DIR / name),
         ]
     )
     match = EXPOSURE_RE.search(res.stdout)
@@ -301,7 +305,10 @@ def test_hardening_is_spelled_out(unit: Unit) -> None:
 
 def _sandbox(unit: Unit) -> dict[str, dict[str, list[str]]]:
     per_instance = {
-        ("Unit", "Description"), ("Unit", "AssertPathExists"), ("Service", "Environment"), ("Service", "ExecStart"),
+        ("Unit", "Description"),
+        ("Unit", "AssertPathExists"),
+        ("Service", "Environment"),
+        ("Service", "ExecStart"),
     }
     return {
         section: {k: v for k, v in keys.items() if (section, k) not in per_instance}

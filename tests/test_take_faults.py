@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import replace
-from typing import AsyncIterator
 
 import pytest
 
@@ -18,14 +18,15 @@ from daemon.base.clock import Clock, ManualClock
 from daemon.base.config import Settings
 from daemon.base.errors import StorageUnavailable
 from daemon.engine.client import Casque
-from daemon.engine.take.budget import TAKE_BYTES
-from daemon.engine.storage.db import Database
 from daemon.engine.send.producer import Job
+from daemon.engine.storage.db import Database
 from daemon.engine.storage.schema import apply_schema
 from daemon.engine.storage.table import LOCK_ACQUIRED, lock_ttl_seconds
+from daemon.engine.take.budget import TAKE_BYTES
 
 from .support.clocks import SteppingClock
-from .support.ledger import drain_ids as drain, ledger
+from .support.ledger import drain_ids as drain
+from .support.ledger import ledger
 
 Pair = tuple[Casque, ManualClock]
 BACKLOG_MS = 10_000  # the consumer looks this long after the sends: > clock_tolerance overdue
@@ -45,7 +46,9 @@ async def stepping_consumer(settings: Settings, start_ms: int) -> tuple[Casque, 
     return await Casque.connect(settings, clock=clock), clock
 
 
-async def test_take_abandoned_on_an_expired_lock_moves_no_cursor(manual: Pair, settings: Settings, queue_name: str) -> None:
+async def test_take_abandoned_on_an_expired_lock_moves_no_cursor(
+    manual: Pair, settings: Settings, queue_name: str
+) -> None:
     """Item 1: a consumer stalls 2.5 s between the steps of a take (lock -> read -> check), so the
     lock is too old to commit and the take is abandoned after reading 10 messages of a backlog.
     The cursor must stay before them: every message is still delivered, once."""
@@ -95,7 +98,9 @@ async def test_take_whose_poison_write_fails_moves_no_cursor(private_keyspace: S
         await cq.db.run(
             f"UPDATE {ks}.messages SET payload = 0xff00 WHERE queue=%s AND bucket=%s AND shard=%s AND kind=1 AND "
             "rank=0 AND due=%s AND id=%s",
-                        [queue_name, bad.bucket, bad.shard, bad.due_ms, bad.id], timestamp=bad.write_ts + 1)
+            [queue_name, bad.bucket, bad.shard, bad.due_ms, bad.id],
+            timestamp=bad.write_ts + 1,
+        )
         await cq.db.run(f"DROP TABLE {ks}.poison")
         clock.advance(BACKLOG_MS)
         consumer = cq.consumer(queue_name)
@@ -124,7 +129,9 @@ async def test_payloads_at_the_size_limit_are_taken_in_batches_bounded_by_bytes(
     consumer = cq.consumer(queue_name)
     delivered = await drain(consumer, 400)
     lost, duplicated = ledger(sent, delivered)
-    print(f"sent={len(sent)} delivered={len(delivered)} takes={consumer.stats.takes} lost={lost} duplicated={duplicated}")
+    print(
+        f"sent={len(sent)} delivered={len(delivered)} takes={consumer.stats.takes} lost={lost} duplicated={duplicated}"
+    )
     assert (lost, duplicated) == (0, 0)
     assert consumer.stats.takes >= 70 * qs.max_payload_bytes // TAKE_BYTES
 
@@ -160,7 +167,9 @@ async def test_lock_column_lives_at_least_the_lock_timeout(cq: Casque, queue_nam
             await asyncio.sleep(0.005)
         lock_id = uuid.uuid4()
         started = time.monotonic()
-        await cq.db.run(cq.table.lock_write, [queue_name, 0, 0, cq.clock.now_ms(), lock_id, LOCK_ACQUIRED, lock_ttl_seconds(qs)])
+        await cq.db.run(
+            cq.table.lock_write, [queue_name, 0, 0, cq.clock.now_ms(), lock_id, LOCK_ACQUIRED, lock_ttl_seconds(qs)]
+        )
         while any(r.id == lock_id for r in await cq.db.run(cq.table.lock_read, [queue_name, 0, 0, 0])):
             assert time.monotonic() - started < 5, "lock column outlived any TTL it was given"
             await asyncio.sleep(0.01)
@@ -169,7 +178,9 @@ async def test_lock_column_lives_at_least_the_lock_timeout(cq: Casque, queue_nam
     assert min(lifetimes) >= qs.lock_ttl_ms / 1000
 
 
-async def test_cancel_by_a_host_whose_clock_lags_the_producer_wins(cq: Casque, settings: Settings, queue_name: str) -> None:
+async def test_cancel_by_a_host_whose_clock_lags_the_producer_wins(
+    cq: Casque, settings: Settings, queue_name: str
+) -> None:
     """Item 10: the producer's clock runs 2 s ahead (within the tolerance), so its INSERT carries a
     later write timestamp than the canceller's clock gives. The cancel's delete must still win:
     cancel succeeds and the message is never delivered."""
@@ -187,7 +198,9 @@ async def test_cancel_by_a_host_whose_clock_lags_the_producer_wins(cq: Casque, s
 
 @pytest.mark.slow
 @pytest.mark.reliability
-async def test_a_backlog_older_than_retention_reaches_the_poison_queue_not_the_void(cq: Casque, queue_name: str) -> None:
+async def test_a_backlog_older_than_retention_reaches_the_poison_queue_not_the_void(
+    cq: Casque, queue_name: str
+) -> None:
     """Item 10, in real time (Cassandra's TTLs don't follow a manual clock): two queues with the
     minimum retention (60 s), one message each, never consumed. In the queue nobody sweeps, the
     TTL drops the message without a trace (the fault); in the swept queue, the sweep poisons it

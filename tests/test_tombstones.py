@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from daemon.engine.client import Casque
 from daemon.base.clock import Clock
+from daemon.engine.client import Casque
 from daemon.engine.send.producer import Job
 
 ROUND, ROUNDS = 20_000, 10
@@ -78,7 +78,10 @@ async def test_tombstones_scanned_per_poll_stay_bounded_over_200k_messages(jumpi
         worst = worst_naive = 0
         for (bucket, shard), state in list(consumer.rows.items()):
             worst = max(worst, traced_tombstones(cq, peek, [queue_name, bucket, shard, state.cursors.get(0, 0), now]))
-            worst = max(worst, traced_tombstones(cq, locks, [queue_name, bucket, shard, now - qs.lock_ttl_ms - consumer.tolerance_ms]))
+            worst = max(
+                worst,
+                traced_tombstones(cq, locks, [queue_name, bucket, shard, now - qs.lock_ttl_ms - consumer.tolerance_ms]),
+            )
             worst_naive = max(worst_naive, traced_tombstones(cq, peek, [queue_name, bucket, shard, 0, now]))
         ours.append(worst)
         naive.append(worst_naive)

@@ -10,7 +10,14 @@ import pytest
 
 from daemon.base.errors import UsageError
 from daemon.engine.schedules.triggers import (
-    Trigger, cron_next, first, following, make_trigger, occurrence_id, should_run, start,
+    Trigger,
+    cron_next,
+    first,
+    following,
+    make_trigger,
+    occurrence_id,
+    should_run,
+    start,
 )
 
 BERLIN = "Europe/Berlin"
@@ -62,21 +69,39 @@ def test_cron_with_seconds_every_second() -> None:
 def test_daily_job_across_spring_forward_fires_once_after_the_gap() -> None:
     # 2026-03-29 02:00 CET -> 03:00 CEST: 02:30 does not exist that night.
     t = scheduled(make_trigger(cron="30 2 * * *", tz=BERLIN), ms("2026-03-28T02:30:00+01:00"))
-    assert run(t, 4) == [ms("2026-03-28T02:30:00+01:00"), ms("2026-03-29T03:30:00+02:00"),
-                         ms("2026-03-30T02:30:00+02:00"), ms("2026-03-31T02:30:00+02:00")]
+    assert run(t, 4) == [
+        ms("2026-03-28T02:30:00+01:00"),
+        ms("2026-03-29T03:30:00+02:00"),
+        ms("2026-03-30T02:30:00+02:00"),
+        ms("2026-03-31T02:30:00+02:00"),
+    ]
 
 
 def test_daily_job_across_fall_back_fires_once_not_twice() -> None:
     # 2026-10-25 03:00 CEST -> 02:00 CET: 02:30 happens twice that night.
     t = scheduled(make_trigger(cron="30 2 * * *", tz=BERLIN), ms("2026-10-24T02:30:00+02:00"))
-    assert run(t, 3) == [ms("2026-10-24T02:30:00+02:00"), ms("2026-10-25T02:30:00+02:00"), ms("2026-10-26T02:30:00+01:00")]
+    assert run(t, 3) == [
+        ms("2026-10-24T02:30:00+02:00"),
+        ms("2026-10-25T02:30:00+02:00"),
+        ms("2026-10-26T02:30:00+01:00"),
+    ]
 
 
 def test_every_hour_cron_across_both_transitions_never_doubles_or_skips_a_wall_time() -> None:
     spring = run(scheduled(make_trigger(cron="0 * * * *", tz=BERLIN), ms("2026-03-29T00:00:00+01:00")), 4)
-    assert spring == [ms("2026-03-29T00:00:00+01:00"), ms("2026-03-29T01:00:00+01:00"), ms("2026-03-29T03:00:00+02:00"), ms("2026-03-29T04:00:00+02:00")]
+    assert spring == [
+        ms("2026-03-29T00:00:00+01:00"),
+        ms("2026-03-29T01:00:00+01:00"),
+        ms("2026-03-29T03:00:00+02:00"),
+        ms("2026-03-29T04:00:00+02:00"),
+    ]
     fall = run(scheduled(make_trigger(cron="0 * * * *", tz=BERLIN), ms("2026-10-25T01:00:00+02:00")), 4)
-    assert fall == [ms("2026-10-25T01:00:00+02:00"), ms("2026-10-25T02:00:00+02:00"), ms("2026-10-25T03:00:00+01:00"), ms("2026-10-25T04:00:00+01:00")]
+    assert fall == [
+        ms("2026-10-25T01:00:00+02:00"),
+        ms("2026-10-25T02:00:00+02:00"),
+        ms("2026-10-25T03:00:00+01:00"),
+        ms("2026-10-25T04:00:00+01:00"),
+    ]
     assert len(set(spring)) == len(spring) and len(set(fall)) == len(fall)
 
 
@@ -116,17 +141,20 @@ def test_occurrence_ids_are_deterministic_distinct_and_in_the_origin_row() -> No
     assert all(row_of(i, 60_000, 24, 16) == origin_row for i in ids)
 
 
-@pytest.mark.parametrize(("kwargs", "needle"), [
-    ({"cron": "61 * * * *"}, "invalid cron expression '61 * * * *'"),
-    ({"cron": "* * *"}, "invalid cron expression"),
-    ({"cron": "0 9 * * *", "tz": "Europe/Nowhere"}, "invalid time zone 'Europe/Nowhere'"),
-    ({"every": "0.5s"}, "repeat at most once a second"),
-    ({"every": "soon"}, "invalid interval 'soon'"),
-    ({"every": "1m", "times": 0}, "invalid repeat count 0"),
-    ({"every": "1m", "misfire": "maybe"}, "invalid misfire policy 'maybe'"),
-    ({}, "exactly one of every"),
-    ({"every": "1m", "tz": "UTC"}, "time zone only applies to cron"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"cron": "61 * * * *"}, "invalid cron expression '61 * * * *'"),
+        ({"cron": "* * *"}, "invalid cron expression"),
+        ({"cron": "0 9 * * *", "tz": "Europe/Nowhere"}, "invalid time zone 'Europe/Nowhere'"),
+        ({"every": "0.5s"}, "repeat at most once a second"),
+        ({"every": "soon"}, "invalid interval 'soon'"),
+        ({"every": "1m", "times": 0}, "invalid repeat count 0"),
+        ({"every": "1m", "misfire": "maybe"}, "invalid misfire policy 'maybe'"),
+        ({}, "exactly one of every"),
+        ({"every": "1m", "tz": "UTC"}, "time zone only applies to cron"),
+    ],
+)
 def test_bad_schedules_name_the_bad_value(kwargs: dict, needle: str) -> None:
     with pytest.raises(UsageError, match=needle.replace("*", r"\*").replace("(", r"\(")):
         make_trigger(**kwargs)

@@ -185,8 +185,19 @@ class Settings:
 
 
 _DURATION_FIELDS = {
-    "lock_ttl", "timeout", "retention", "poll_interval", "max_poll_interval", "drain_timeout",
-    "clock_tolerance", "rescan_interval", "expiry_interval", "connect_timeout", "request_timeout", "refresh", "queue_gauges_interval",
+    "lock_ttl",
+    "timeout",
+    "retention",
+    "poll_interval",
+    "max_poll_interval",
+    "drain_timeout",
+    "clock_tolerance",
+    "rescan_interval",
+    "expiry_interval",
+    "connect_timeout",
+    "request_timeout",
+    "refresh",
+    "queue_gauges_interval",
     "take_ahead",
 }
 _CHOICES = {
@@ -228,7 +239,9 @@ def _read_toml(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text()
     except FileNotFoundError:
-        raise ConfigError(f"config file {path} does not exist: pass -c PATH or set CASQUE_CONFIG to an existing file") from None
+        raise ConfigError(
+            f"config file {path} does not exist: pass -c PATH or set CASQUE_CONFIG to an existing file"
+        ) from None
     except OSError as exc:
         raise ConfigError(f"config file {path} cannot be read ({exc.strerror}): check its permissions") from None
     except UnicodeDecodeError:
@@ -269,13 +282,15 @@ def _fields_by_key(cls: type) -> dict[str, str]:
 
 def _coerce(hint: Any, value: Any, key: str, source: str) -> Any:
     if dataclasses.is_dataclass(hint):
-        return _build(hint, value, key + ".", source)
+        return _build(hint, value, key + ".", source)  # type: ignore[arg-type]  # a field's hint is a class
     name = key.rsplit(".", 1)[-1]
     if name in _DURATION_FIELDS:
         try:
             seconds = parse_duration(value, key)
         except Exception:
-            raise ConfigError(f"{key} in {source} must be a duration such as 5, '250ms', '30s' or '2m', got {value!r}") from None
+            raise ConfigError(
+                f"{key} in {source} must be a duration such as 5, '250ms', '30s' or '2m', got {value!r}"
+            ) from None
         return round(seconds * 1000) if hint is int else seconds  # an int field holds ms
     origin = typing.get_origin(hint)
     if origin is list:
@@ -298,7 +313,11 @@ def _scalar(hint: Any, value: Any, key: str, source: str) -> Any:
     )
     if not ok:
         # A secret's value must not reach stderr or the journal, even when it is the wrong type.
-        got = f"a value of type {type(value).__name__} (not shown: it is a secret)" if key.endswith("password") else repr(value)
+        got = (
+            f"a value of type {type(value).__name__} (not shown: it is a secret)"
+            if key.endswith("password")
+            else repr(value)
+        )
         raise ConfigError(f"{key} in {source} must be {_TYPE_NAMES[hint]}, got {got}")
     choices = _CHOICES.get(key)
     if choices and value not in choices:
@@ -317,7 +336,7 @@ def _apply_env(settings: Settings, env: dict[str, str]) -> None:
     for var, raw in sorted(env.items()):
         if not var.startswith(ENV_PREFIX) or "__" not in var or var == "CASQUE_CONFIG":
             continue
-        path = var[len(ENV_PREFIX):].lower().split("__")
+        path = var[len(ENV_PREFIX) :].lower().split("__")
         _set_path(settings, path, _env_value(raw), f"environment variable {var}")
 
 
@@ -357,4 +376,6 @@ def _read_secrets(cass: CassandraSettings, env: dict[str, str]) -> None:
             cass.password = path.read_text().strip()
             return
     if cass.password_file:
-        raise ConfigError(f"cassandra.password_file {cass.password_file} does not exist: create it or remove the option")
+        raise ConfigError(
+            f"cassandra.password_file {cass.password_file} does not exist: create it or remove the option"
+        )

@@ -17,7 +17,7 @@ _AT = os.environ.get("CASQUE_CRASH_AT", "")
 
 def crash_point(step: str) -> None:
     """Exit at once if the environment names this step."""
-    if _AT and _AT == step:
+    if _AT and step == _AT:
         os._exit(CRASH_EXIT_CODE)
 
 
@@ -30,6 +30,6 @@ def pause_point(step: str) -> None:
     it reaches the step the environment names with ``CASQUE_PAUSE_AT``; a test sends SIGCONT. A
     pause at an exact step (after a held row was read, before its take commits) is what proves
     that a process that wakes up after its lock expired does not commit."""
-    if _PAUSE_AT and _PAUSE_AT == step and step not in _paused:
+    if _PAUSE_AT and step == _PAUSE_AT and step not in _paused:
         _paused.add(step)
         os.kill(os.getpid(), signal.SIGSTOP)

@@ -63,7 +63,11 @@ def configure_logging(level: str = "info", fmt: str = "auto", stream: Any = None
     else:
         renderer = structlog.dev.ConsoleRenderer(colors=stream.isatty())
         exc = structlog.dev.set_exc_info
-    shared: list[Any] = [structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso", utc=True), _mask_secrets]
+    shared: list[Any] = [
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        _mask_secrets,
+    ]
     structlog.configure(
         processors=[structlog.contextvars.merge_contextvars, *shared, exc, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
@@ -73,10 +77,12 @@ def configure_logging(level: str = "info", fmt: str = "auto", stream: Any = None
     # Third-party stdlib logging (the Cassandra driver) goes through the same renderer, so that
     # under systemd every line is JSON with a level, not a stray traceback.
     handler = logging.StreamHandler(stream)
-    handler.setFormatter(structlog.stdlib.ProcessorFormatter(
-        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, exc, renderer],
-        foreign_pre_chain=[structlog.stdlib.add_logger_name, *shared],
-    ))
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, exc, renderer],
+            foreign_pre_chain=[structlog.stdlib.add_logger_name, *shared],
+        )
+    )
     handler.addFilter(_drop_connection_tracebacks)
     root = logging.getLogger()
     root.handlers = [handler]

@@ -10,7 +10,8 @@ queue's metric series).
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Callable, Generic, Iterator, TypeVar
+from collections.abc import Callable, Iterator
+from typing import Generic, TypeVar
 
 K = TypeVar("K")
 V = TypeVar("V")

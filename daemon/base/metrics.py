@@ -11,7 +11,8 @@ numbers; ``casque stats`` gives the queue's numbers read from Cassandra.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -30,21 +31,58 @@ RETRIED = Counter("casque_retried", "Failures put back for another attempt", _QT
 POISONED = Counter("casque_poisoned", "Messages moved to the poison queue", _QT, registry=REGISTRY)
 TIMED_OUT = Counter("casque_timed_out", "Handlers cancelled at their timeout", _QT, registry=REGISTRY)
 CONTENTION = Counter("casque_lock_contention", "Shard-row locks found busy", ["queue"], registry=REGISTRY)
-SWEPT = Counter("casque_swept", "Messages the sweep found below a row's cursor and put back within reach", ["queue"], registry=REGISTRY)
-EMPTY_POLLS = Counter("casque_empty_polls", "Full rounds over a queue's shards that found nothing due", ["queue"], registry=REGISTRY)
-TAKE_ROUND_TRIPS = Histogram("casque_take_round_trips", "Sequential CQL round trips of a fetch that took messages, from its first read",
-                             ["queue"], registry=REGISTRY, buckets=(1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16, 24, 32))
-HELD_ROWS = Gauge("casque_held_rows", "Shard rows whose lock this daemon keeps between takes (engine/take/holds.py)", ["queue"], registry=REGISTRY)
-HANDLER_SECONDS = Histogram("casque_handler_seconds", "Handler run time", _QT, registry=REGISTRY,
-                            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120))
-LATENESS_SECONDS = Histogram("casque_lateness_seconds", "Handler start minus due time", _QT, registry=REGISTRY,
-                             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30))
-HINTS_SENT = Counter("casque_hints_sent", "Wake-hint datagrams sent to other processes after acknowledged sends", registry=REGISTRY)
-HINTS_SEND_FAILED = Counter("casque_hints_send_failed", "Wake hints not sent (socket error, directory unreadable, over the per-send cap)",
-                            ["reason"], registry=REGISTRY)
+SWEPT = Counter(
+    "casque_swept",
+    "Messages the sweep found below a row's cursor and put back within reach",
+    ["queue"],
+    registry=REGISTRY,
+)
+EMPTY_POLLS = Counter(
+    "casque_empty_polls", "Full rounds over a queue's shards that found nothing due", ["queue"], registry=REGISTRY
+)
+TAKE_ROUND_TRIPS = Histogram(
+    "casque_take_round_trips",
+    "Sequential CQL round trips of a fetch that took messages, from its first read",
+    ["queue"],
+    registry=REGISTRY,
+    buckets=(1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16, 24, 32),
+)
+HELD_ROWS = Gauge(
+    "casque_held_rows",
+    "Shard rows whose lock this daemon keeps between takes (engine/take/holds.py)",
+    ["queue"],
+    registry=REGISTRY,
+)
+HANDLER_SECONDS = Histogram(
+    "casque_handler_seconds",
+    "Handler run time",
+    _QT,
+    registry=REGISTRY,
+    buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120),
+)
+LATENESS_SECONDS = Histogram(
+    "casque_lateness_seconds",
+    "Handler start minus due time",
+    _QT,
+    registry=REGISTRY,
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30),
+)
+HINTS_SENT = Counter(
+    "casque_hints_sent", "Wake-hint datagrams sent to other processes after acknowledged sends", registry=REGISTRY
+)
+HINTS_SEND_FAILED = Counter(
+    "casque_hints_send_failed",
+    "Wake hints not sent (socket error, directory unreadable, over the per-send cap)",
+    ["reason"],
+    registry=REGISTRY,
+)
 HINTS_RECEIVED = Counter("casque_hints_received", "Valid wake-hint datagrams received", registry=REGISTRY)
-HINTS_REJECTED = Counter("casque_hints_rejected", "Datagrams dropped by the hint listener (version, truncated, signature, malformed, stale)",
-                         ["reason"], registry=REGISTRY)
+HINTS_REJECTED = Counter(
+    "casque_hints_rejected",
+    "Datagrams dropped by the hint listener (version, truncated, signature, malformed, stale)",
+    ["reason"],
+    registry=REGISTRY,
+)
 IN_FLIGHT = Gauge("casque_in_flight", "Messages held by this daemon (running or waiting for a slot)", registry=REGISTRY)
 CONSUMERS_BUSY = Gauge("casque_consumers_busy", "Consumer coroutines in the middle of a fetch", registry=REGISTRY)
 
@@ -65,8 +103,20 @@ def _series(queue: str, task: str) -> dict[str, Any]:
     return found
 
 
-_PER_QUEUE = (SENT, RECEIVED, ACKED, RETRIED, POISONED, TIMED_OUT, CONTENTION, SWEPT, EMPTY_POLLS, TAKE_ROUND_TRIPS, HANDLER_SECONDS,
-              LATENESS_SECONDS)
+_PER_QUEUE = (
+    SENT,
+    RECEIVED,
+    ACKED,
+    RETRIED,
+    POISONED,
+    TIMED_OUT,
+    CONTENTION,
+    SWEPT,
+    EMPTY_POLLS,
+    TAKE_ROUND_TRIPS,
+    HANDLER_SECONDS,
+    LATENESS_SECONDS,
+)
 
 
 def forget_queues(queues: set[str]) -> None:
@@ -129,7 +179,7 @@ class MetricsServer:
             )
             writer.write(head.encode() + body)
             await writer.drain()
-        except (asyncio.TimeoutError, ConnectionError):
+        except (TimeoutError, ConnectionError):
             pass
         finally:
             writer.close()
@@ -143,7 +193,11 @@ class MetricsServer:
         if path == "/healthz":
             return "200 OK", "text/plain", b"ok\n"
         if path == "/readyz":
-            return ("200 OK", "text/plain", b"ready\n") if self.ready() else ("503 Service Unavailable", "text/plain", b"not ready\n")
+            return (
+                ("200 OK", "text/plain", b"ready\n")
+                if self.ready()
+                else ("503 Service Unavailable", "text/plain", b"not ready\n")
+            )
         return "404 Not Found", "text/plain", b"try /metrics, /healthz or /readyz\n"
 
 

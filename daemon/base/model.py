@@ -126,7 +126,11 @@ class Message:
     @property
     def sequence(self) -> str | None:
         """A FIFO message's sequence number: 20 digits, increasing within its group (its position)."""
-        return sequence_number(self.due_ms, self.id) if GROUP_HEADER in self.headers and DEDUP_HEADER in self.headers else None
+        return (
+            sequence_number(self.due_ms, self.id)
+            if GROUP_HEADER in self.headers and DEDUP_HEADER in self.headers
+            else None
+        )
 
 
 def encode_payload(payload: Any, limit: int) -> bytes:
@@ -134,14 +138,19 @@ def encode_payload(payload: Any, limit: int) -> bytes:
     try:
         data = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
     except UnicodeEncodeError:
-        raise PayloadError("payload contains text that is not valid Unicode (a lone surrogate): clean the strings before sending") from None
+        raise PayloadError(
+            "payload contains text that is not valid Unicode (a lone surrogate): clean the strings before sending"
+        ) from None
     except RecursionError:
         raise PayloadError("payload is nested too deeply to encode: flatten it") from None
     except (TypeError, ValueError) as exc:
-        raise PayloadError(f"payload is not JSON-serialisable ({exc}): send only dicts, lists, strings, numbers, booleans and null") from None
+        raise PayloadError(
+            f"payload is not JSON-serialisable ({exc}): send only dicts, lists, strings, numbers, booleans and null"
+        ) from None
     if len(data) > limit:
         raise PayloadError(
-            f"payload is {len(data)} bytes, over the queue's limit of {limit}: store large data elsewhere and send a reference, "
+            f"payload is {len(data)} bytes, over the queue's limit of {limit}: store large data elsewhere and send a "
+            f"reference, "
             "or raise the limit with 'casque queue update QUEUE --max-payload-bytes N'"
         )
     return data
@@ -155,14 +164,24 @@ def decode_payload(data: bytes | None) -> Any:
 
 
 def check_task_name(task: str) -> str:
-    if not isinstance(task, str) or not task or len(task) > MAX_TASK_NAME or not task.isprintable() or task != task.strip():
-        raise UsageError(f"invalid task name {task!r}: use 1-{MAX_TASK_NAME} printable characters without surrounding spaces")
+    if (
+        not isinstance(task, str)
+        or not task
+        or len(task) > MAX_TASK_NAME
+        or not task.isprintable()
+        or task != task.strip()
+    ):
+        raise UsageError(
+            f"invalid task name {task!r}: use 1-{MAX_TASK_NAME} printable characters without surrounding spaces"
+        )
     return task
 
 
 def check_priority(priority: int) -> int:
     if isinstance(priority, bool) or not isinstance(priority, int) or not MIN_PRIORITY <= priority <= MAX_PRIORITY:
-        raise UsageError(f"invalid priority {priority!r}: use an integer from {MIN_PRIORITY} to {MAX_PRIORITY} (higher runs first)")
+        raise UsageError(
+            f"invalid priority {priority!r}: use an integer from {MIN_PRIORITY} to {MAX_PRIORITY} (higher runs first)"
+        )
     return priority
 
 
@@ -180,7 +199,11 @@ _PUNCTUATION = set("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 def valid_group_id(value: Any) -> bool:
     """SQS's rule for MessageGroupId, MessageDeduplicationId and ReceiveRequestAttemptId: 1-128
     characters, ASCII letters, digits or punctuation (!"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~)."""
-    return isinstance(value, str) and 1 <= len(value) <= 128 and all(c.isascii() and (c.isalnum() or c in _PUNCTUATION) for c in value)
+    return (
+        isinstance(value, str)
+        and 1 <= len(value) <= 128
+        and all(c.isascii() and (c.isalnum() or c in _PUNCTUATION) for c in value)
+    )
 
 
 def check_group(kind: str, value: Any) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from daemon.base.config import Settings, load_settings
@@ -35,14 +35,18 @@ def iso(ms: int | None) -> str:
     """Epoch milliseconds as ISO 8601 UTC with milliseconds; ``-`` for none."""
     if not ms:
         return "-"
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def describe_trigger(trigger: dict[str, Any] | None) -> str:
     """A schedule as people read it: 'every 30s, 5 times', "cron '0 9 * * *' Europe/Berlin"."""
     if not trigger:
         return "once"
-    what = f"every {format_duration(trigger['every_ms'] / 1000)}" if trigger.get("kind") == "every" else f"cron '{trigger.get('cron')}' {trigger.get('tz', 'UTC')}"
+    what = (
+        f"every {format_duration(trigger['every_ms'] / 1000)}"
+        if trigger.get("kind") == "every"
+        else f"cron '{trigger.get('cron')}' {trigger.get('tz', 'UTC')}"
+    )
     if trigger.get("times"):
         what += f", {trigger['times']} times"
     if trigger.get("until_ms"):
@@ -57,7 +61,7 @@ def parse_time(text: str) -> float:
     except ValueError:
         raise UsageError(f"invalid time {text!r}: use ISO 8601, e.g. 2026-11-21T09:00:00+01:00") from None
     if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
+        value = value.replace(tzinfo=UTC)
     return value.timestamp()
 
 

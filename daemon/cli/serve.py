@@ -11,12 +11,12 @@ from daemon.base.errors import UsageError
 from daemon.base.terminal import iso, settings_of
 from daemon.cli.common import emit, with_client
 from daemon.engine.access.access_keys import AccessKey, AccessKeyStore
-from daemon.engine.client import Casque
-from daemon.engine.cluster.reaper import ExpirySweeper
 from daemon.engine.access.grants import Grant
+from daemon.engine.client import Casque
 from daemon.engine.cluster.mover import MoveRunner
-from daemon.engine.observe.stats import daemon_id
+from daemon.engine.cluster.reaper import ExpirySweeper
 from daemon.engine.consume.sweep import PulledSweeps
+from daemon.engine.observe.stats import daemon_id
 
 
 def add_cli(sub: Any) -> None:
@@ -26,15 +26,22 @@ def add_cli(sub: Any) -> None:
     s.add_argument("--auth", choices=["none", "sigv4"], help="request authentication (default: sqs.auth)")
     s.add_argument("--cert-file", help="TLS certificate (PEM); default: sqs.cert_file, or plain HTTP")
     s.add_argument("--key-file", help="TLS private key (PEM); default: sqs.key_file")
-    s.add_argument("--console", action=argparse.BooleanOptionalAction, default=None,
-                   help="also serve the operators' console at /console on the same port (default: sqs.console)")
+    s.add_argument(
+        "--console",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also serve the operators' console at /console on the same port (default: sqs.console)",
+    )
     s.set_defaults(func=cmd_serve)
     k = sub.add_parser("sqs-keys", help="access keys for 'casque serve' with sqs.auth = sigv4")
     ks = k.add_subparsers(metavar="ACTION")
     c = ks.add_parser("create", help="create a key; prints the id and the secret (shown once)")
     c.add_argument("--description", default="", help="what the key is for")
-    c.add_argument("--actions", help="comma-separated SQS actions the key may call (ReceiveMessage,DeleteMessage; sqs:Receive*; *); "
-                   "default: all, unless --queues is given")
+    c.add_argument(
+        "--actions",
+        help="comma-separated SQS actions the key may call (ReceiveMessage,DeleteMessage; sqs:Receive*; *); "
+        "default: all, unless --queues is given",
+    )
     c.add_argument("--queues", help="comma-separated queue names or globs it may act on (user-42,user-*); default: all")
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=_checked_create)
@@ -62,11 +69,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not 0 <= sqs.port <= 65535:
         raise UsageError(f"invalid port {sqs.port}: use 0-65535 (0 picks a free one)")
     if sqs.auth == "none" and not is_loopback(sqs.host):
-        raise UsageError(f"refusing to serve SQS without authentication on {sqs.host}: use --auth sigv4 (keys from 'casque sqs-keys create') "
-                         "or listen on 127.0.0.1 behind a proxy that authenticates")
+        raise UsageError(
+            f"refusing to serve SQS without authentication on {sqs.host}: use --auth sigv4 (keys from 'casque sqs-keys "
+            f"create') "
+            "or listen on 127.0.0.1 behind a proxy that authenticates"
+        )
     if sqs.console and not (settings.console.admin_password or settings.console.viewer_password):
-        raise UsageError("--console needs a console password: set console.admin_password (or CASQUE_CONSOLE__ADMIN_PASSWORD), "
-                         "and console.viewer_password for a read-only user")
+        raise UsageError(
+            "--console needs a console password: set console.admin_password (or CASQUE_CONSOLE__ADMIN_PASSWORD), "
+            "and console.viewer_password for a read-only user"
+        )
     return uvloop.run(_serve(settings))
 
 
@@ -81,7 +93,8 @@ async def _serve(settings: Any) -> int:
     expiry_sweeper = ExpirySweeper(cq.stores, daemon_id(), settings.worker.expiry_interval_ms)
     expiry = asyncio.create_task(expiry_sweeper.run())  # lease: one per cluster
     mover = asyncio.create_task(MoveRunner(cq, daemon_id()).run())  # SQS move tasks: a lease per task
-    # Messages written behind a cursor of the queues this server pulls from (engine/consume/sweep.py), as a daemon does for its queues.
+    # Messages written behind a cursor of the queues this server pulls from (engine/consume/sweep.py), as a daemon
+    # does for its queues.
     pulled = PulledSweeps(cq.receiver.consumers, cq.stores.wakeups.notify)
     sweeps = asyncio.create_task(pulled.run(), name="casque-sweep")
     try:
@@ -89,8 +102,14 @@ async def _serve(settings: Any) -> int:
             await cq.listen_for_hints(["*"])  # other processes' sends wake parked SQS long polls at once
         app = build_serve_app(cq, settings.sqs, settings.console if settings.sqs.console else None)
         what = "SQS and the console" if settings.sqs.console else "SQS"
-        await serve(app, settings.sqs.host, settings.sqs.port, settings.sqs.cert_file, settings.sqs.key_file,
-                    on_ready=lambda url: notifier.ready(f"serving {what} on {url}"))
+        await serve(
+            app,
+            settings.sqs.host,
+            settings.sqs.port,
+            settings.sqs.cert_file,
+            settings.sqs.key_file,
+            on_ready=lambda url: notifier.ready(f"serving {what} on {url}"),
+        )
     finally:
         notifier.stopping("stopped serving")
         if pinger:
@@ -135,8 +154,12 @@ def _checked_create(args: argparse.Namespace) -> int:
 
 async def _create(cq: Casque, args: argparse.Namespace) -> int:
     key = await _store(cq).create(args.description, args.grant)
-    data = {"access_key_id": key.access_key_id, "secret_access_key": key.secret, "description": key.description,
-            "grant": _grant_view(key)}
+    data = {
+        "access_key_id": key.access_key_id,
+        "secret_access_key": key.secret,
+        "description": key.description,
+        "grant": _grant_view(key),
+    }
     if args.json:
         emit(args, data)
     else:
@@ -147,10 +170,23 @@ async def _create(cq: Casque, args: argparse.Namespace) -> int:
 
 async def _list(cq: Casque, args: argparse.Namespace) -> int:
     keys = await _store(cq).list()
-    emit(args, [{"access_key_id": k.access_key_id, "description": k.description, "created_at": iso(k.created_at), "grant": _grant_view(k)}
-                for k in keys],
-         [[k.access_key_id, k.description, iso(k.created_at), k.grant.describe() if k.grant else "full access"] for k in keys],
-         ["KEY ID", "DESCRIPTION", "CREATED", "GRANT"])
+    emit(
+        args,
+        [
+            {
+                "access_key_id": k.access_key_id,
+                "description": k.description,
+                "created_at": iso(k.created_at),
+                "grant": _grant_view(k),
+            }
+            for k in keys
+        ],
+        [
+            [k.access_key_id, k.description, iso(k.created_at), k.grant.describe() if k.grant else "full access"]
+            for k in keys
+        ],
+        ["KEY ID", "DESCRIPTION", "CREATED", "GRANT"],
+    )
     return 0
 
 

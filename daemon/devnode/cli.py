@@ -39,9 +39,13 @@ def _spec_from(args: argparse.Namespace) -> ClusterSpec:
     home = Path(args.home) if getattr(args, "home", None) else default_home()
     spec = load_saved_spec(args.name, home) or ClusterSpec(name=args.name, home=home)
     changes: dict[str, Any] = {}
-    for attr, field in (("nodes", "nodes"), ("port", "native_port"),
-                        ("storage_port", "storage_port"), ("jmx_port", "jmx_base"),
-                        ("heap", "heap")):
+    for attr, field in (
+        ("nodes", "nodes"),
+        ("port", "native_port"),
+        ("storage_port", "storage_port"),
+        ("jmx_port", "jmx_base"),
+        ("heap", "heap"),
+    ):
         value = getattr(args, attr, None)
         if value is not None:
             changes[field] = value
@@ -59,9 +63,12 @@ def _guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Name
             print(f"casque: {exc}", file=sys.stderr)
             return 2
         except KeyboardInterrupt:
-            print("casque: interrupted (nodes already launched keep running; "
-                  "`casque cassandra stop` stops them)", file=sys.stderr)
+            print(
+                "casque: interrupted (nodes already launched keep running; `casque cassandra stop` stops them)",
+                file=sys.stderr,
+            )
             return 130
+
     run.__name__ = fn.__name__
     run.__doc__ = fn.__doc__
     return run
@@ -80,8 +87,11 @@ def _cmd_stop(args: argparse.Namespace) -> int:
     before = status(spec)
     stop(spec, timeout=args.timeout)
     stopped = [n.name for n in before.nodes if n.running]
-    print(f"casque: stopped {', '.join(stopped)} of cluster '{spec.name}'" if stopped
-          else f"casque: cluster '{spec.name}' was not running")
+    print(
+        f"casque: stopped {', '.join(stopped)} of cluster '{spec.name}'"
+        if stopped
+        else f"casque: cluster '{spec.name}' was not running"
+    )
     return 0
 
 
@@ -97,8 +107,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 def _node_index(args: argparse.Namespace, spec: ClusterSpec) -> int:
     if not 1 <= args.node <= spec.nodes:
-        raise DevnodeError(f"casque: cluster '{spec.name}' has nodes 1..{spec.nodes}, "
-                           f"not --node {args.node}")
+        raise DevnodeError(f"casque: cluster '{spec.name}' has nodes 1..{spec.nodes}, not --node {args.node}")
     return args.node
 
 
@@ -110,8 +119,7 @@ def _cmd_cqlsh(args: argparse.Namespace) -> int:
     local = Path(sys.executable).parent / "cqlsh"
     exe = str(local) if local.is_file() else shutil.which("cqlsh")
     if not exe:
-        raise DevnodeError("casque: cqlsh is not installed in this environment; "
-                           "pip install 'cqlsh>=6.2,<7'")
+        raise DevnodeError("casque: cqlsh is not installed in this environment; pip install 'cqlsh>=6.2,<7'")
     argv = [exe, *args.args, node.address, str(node.native_port)]
     sys.stdout.flush()
     sys.stderr.flush()
@@ -148,7 +156,7 @@ class _PassThroughParser(argparse.ArgumentParser):
                 i += 1
                 break
             if a in self._own_with_value:
-                ours += argv[i:i + 2]
+                ours += argv[i : i + 2]
                 i += 2
             elif a.startswith(self._own_with_equals) or a in ("-h", "--help"):
                 ours.append(a)
@@ -161,11 +169,10 @@ class _PassThroughParser(argparse.ArgumentParser):
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--name", default="dev",
-                   help="cluster name; its nodes live in <home>/<name>/ (default: dev)")
-    p.add_argument("--home", default=None,
-                   help="directory holding clusters "
-                        "(default: $CASQUE_HOME or ~/.local/share/casque)")
+    p.add_argument("--name", default="dev", help="cluster name; its nodes live in <home>/<name>/ (default: dev)")
+    p.add_argument(
+        "--home", default=None, help="directory holding clusters (default: $CASQUE_HOME or ~/.local/share/casque)"
+    )
 
 
 def add_cli(subparsers: Any) -> None:
@@ -174,9 +181,10 @@ def add_cli(subparsers: Any) -> None:
     Each leaf parser sets ``func(args) -> int`` (exit code).
     """
     top = subparsers.add_parser(
-        "cassandra", help="run a local Apache Cassandra for development and tests",
+        "cassandra",
+        help="run a local Apache Cassandra for development and tests",
         description="Start/stop a real Cassandra 5.0 (one node or a small cluster on "
-                    "127.0.0.1..N) as local JVM processes.",
+        "127.0.0.1..N) as local JVM processes.",
     )
     verbs = top.add_subparsers(dest="cassandra_verb", metavar="VERB")
     verbs.required = True
@@ -185,32 +193,31 @@ def add_cli(subparsers: Any) -> None:
     _common(p)
     p.add_argument("--nodes", type=int, default=None, help="number of nodes (default: 1)")
     p.add_argument("--port", type=int, default=None, help="CQL native port (default: 9042)")
-    p.add_argument("--storage-port", type=int, default=None,
-                   help="inter-node storage port (default: 7000)")
-    p.add_argument("--jmx-port", type=int, default=None,
-                   help="JMX port of node1; node i uses this+i-1 (default: 7199)")
-    p.add_argument("--heap", default=None,
-                   help="JVM heap per node (default: $CASQUE_NODE_HEAP or 768M)")
+    p.add_argument("--storage-port", type=int, default=None, help="inter-node storage port (default: 7000)")
+    p.add_argument("--jmx-port", type=int, default=None, help="JMX port of node1; node i uses this+i-1 (default: 7199)")
+    p.add_argument("--heap", default=None, help="JVM heap per node (default: $CASQUE_NODE_HEAP or 768M)")
     p.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for CQL")
-    p.add_argument("--sequential", action="store_true",
-                   help="start non-seed nodes one at a time instead of together")
+    p.add_argument("--sequential", action="store_true", help="start non-seed nodes one at a time instead of together")
     p.set_defaults(func=_cmd_start)
 
     p = verbs.add_parser("stop", help="stop every node of the cluster")
     _common(p)
-    p.add_argument("--timeout", type=float, default=60.0,
-                   help="seconds to wait after SIGTERM before SIGKILL")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait after SIGTERM before SIGKILL")
     p.set_defaults(func=_cmd_stop)
 
-    p = verbs.add_parser("status", help="show nodes, pids, CQL readiness, log paths "
-                                        "(exit 0 only if every node answers CQL)")
+    p = verbs.add_parser(
+        "status", help="show nodes, pids, CQL readiness, log paths (exit 0 only if every node answers CQL)"
+    )
     _common(p)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_cmd_status)
 
     for verb, fn, what in (("cqlsh", _cmd_cqlsh, "cqlsh"), ("nodetool", _cmd_nodetool, "nodetool")):
-        p = verbs.add_parser(verb, help=f"run {what} against a node; other arguments go to {what}",
-                             usage=f"%(prog)s [--name NAME] [--node I] [--] [{what} args...]")
+        p = verbs.add_parser(
+            verb,
+            help=f"run {what} against a node; other arguments go to {what}",
+            usage=f"%(prog)s [--name NAME] [--node I] [--] [{what} args...]",
+        )
         p.__class__ = _PassThroughParser
         _common(p)
         p.add_argument("--node", type=int, default=1, help="node index (default: 1)")

@@ -73,11 +73,18 @@ class NodeStatus:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "index": self.index, "name": self.name, "address": self.address,
-            "native_port": self.native_port, "storage_port": self.storage_port,
-            "jmx_port": self.jmx_port, "pid": self.pid, "running": self.running,
-            "cql_ready": self.cql_ready, "release_version": self.release_version,
-            "data_dir": str(self.data_dir), "log_file": str(self.log_file),
+            "index": self.index,
+            "name": self.name,
+            "address": self.address,
+            "native_port": self.native_port,
+            "storage_port": self.storage_port,
+            "jmx_port": self.jmx_port,
+            "pid": self.pid,
+            "running": self.running,
+            "cql_ready": self.cql_ready,
+            "release_version": self.release_version,
+            "data_dir": str(self.data_dir),
+            "log_file": str(self.log_file),
         }
 
 
@@ -116,8 +123,11 @@ class ClusterStatus:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "name": self.name, "directory": str(self.directory), "version": self.version,
-            "running": self.running, "ready": self.ready,
+            "name": self.name,
+            "directory": str(self.directory),
+            "version": self.version,
+            "running": self.running,
+            "ready": self.ready,
             "nodes": [n.to_json() for n in self.nodes],
         }
 
@@ -125,11 +135,9 @@ class ClusterStatus:
         """Human-readable table for the CLI."""
         lines = [f"cluster '{self.name}' (Cassandra {self.version}) in {self.directory}"]
         for n in self.nodes:
-            state = "UP, CQL ready" if n.cql_ready else ("starting/not answering CQL"
-                                                          if n.running else "DOWN")
+            state = "UP, CQL ready" if n.cql_ready else ("starting/not answering CQL" if n.running else "DOWN")
             pid = f"pid {n.pid}" if n.pid else "no process"
-            lines.append(f"  {n.name}  {n.address}:{n.native_port}  jmx {n.jmx_port}  "
-                         f"{pid:<11} {state}")
+            lines.append(f"  {n.name}  {n.address}:{n.native_port}  jmx {n.jmx_port}  {pid:<11} {state}")
             lines.append(f"         log {n.log_file}")
         return "\n".join(lines)
 
@@ -148,14 +156,24 @@ def _discovered_nodes(spec: ClusterSpec) -> int:
 def _node_status(node: NodeLayout, probe: bool = True) -> NodeStatus:
     pid = process.node_pid(node)
     running = pid is not None
-    version = (release_version(node.address, node.native_port, extra_yaml=node.spec.extra_yaml,
-                               timeout=3.0)
-               if running and probe else None)
+    version = (
+        release_version(node.address, node.native_port, extra_yaml=node.spec.extra_yaml, timeout=3.0)
+        if running and probe
+        else None
+    )
     return NodeStatus(
-        index=node.index, name=node.name, address=node.address,
-        native_port=node.native_port, storage_port=node.storage_port, jmx_port=node.jmx_port,
-        pid=pid, running=running, cql_ready=version is not None, release_version=version,
-        data_dir=node.data_dir, log_file=node.system_log,
+        index=node.index,
+        name=node.name,
+        address=node.address,
+        native_port=node.native_port,
+        storage_port=node.storage_port,
+        jmx_port=node.jmx_port,
+        pid=pid,
+        running=running,
+        cql_ready=version is not None,
+        release_version=version,
+        data_dir=node.data_dir,
+        log_file=node.system_log,
     )
 
 
@@ -204,10 +222,12 @@ def last_log_line(path: Path, width: int = 110, since: int = 0) -> str:
 
 
 # The java launcher's trailers, printed after the line that actually explains the failure.
-_GENERIC_JVM_ERRORS = frozenset({
-    "Error: Could not create the Java Virtual Machine.",
-    "Error: A fatal exception has occurred. Program will exit.",
-})
+_GENERIC_JVM_ERRORS = frozenset(
+    {
+        "Error: Could not create the Java Virtual Machine.",
+        "Error: A fatal exception has occurred. Program will exit.",
+    }
+)
 
 
 def last_error_line(node: NodeLayout, since: int = 0) -> str:
@@ -235,16 +255,14 @@ def _check_compatible(spec: ClusterSpec) -> None:
     saved = load_saved_spec(spec.name, spec.home)
     if saved is None:
         return
-    on_disk = [i for i in range(1, _discovered_nodes(spec) + 1)
-               if (spec.node(i).data_dir / "data").is_dir()]
+    on_disk = [i for i in range(1, _discovered_nodes(spec) + 1) if (spec.node(i).data_dir / "data").is_dir()]
     if on_disk and saved.nodes != spec.nodes:
         raise DevnodeError(
             f"casque: cluster '{spec.name}' in {spec.cluster_dir} was created with {saved.nodes} "
             f"node(s), not {spec.nodes}; use another --name, or remove it first "
             f"(casque cassandra stop --name {spec.name} && rm -rf {spec.cluster_dir})"
         )
-    if (saved.native_port, saved.storage_port, saved.jmx_base) != (
-            spec.native_port, spec.storage_port, spec.jmx_base):
+    if (saved.native_port, saved.storage_port, saved.jmx_base) != (spec.native_port, spec.storage_port, spec.jmx_base):
         running = [n for n in spec.all_nodes() if process.node_pid(n) is not None]
         if running:
             raise DevnodeError(
@@ -268,8 +286,7 @@ def _launch(node: NodeLayout, java: JavaInfo, cassandra_home: Path) -> _Pending:
     return _Pending(node, pid, offset)
 
 
-def _wait_ready(pending: dict[int, _Pending], deadline: float, started: float,
-                progress: Progress) -> None:
+def _wait_ready(pending: dict[int, _Pending], deadline: float, started: float, progress: Progress) -> None:
     """Wait until every node in ``pending`` answers CQL; raise if one dies or time runs out."""
     last_report = time.monotonic()
     while pending:
@@ -282,10 +299,14 @@ def _wait_ready(pending: dict[int, _Pending], deadline: float, started: float,
                     f"{last_error_line(node, p.log_offset)}; full log: {node.system_log} "
                     f"(JVM output: {node.stdout_log})"
                 )
-            if release_version(node.address, node.native_port,
-                               extra_yaml=node.spec.extra_yaml, timeout=3.0) is not None:
-                progress(f"  {node.name} ({node.address}:{node.native_port}) answers CQL after "
-                         f"{time.monotonic() - started:.1f}s")
+            if (
+                release_version(node.address, node.native_port, extra_yaml=node.spec.extra_yaml, timeout=3.0)
+                is not None
+            ):
+                progress(
+                    f"  {node.name} ({node.address}:{node.native_port}) answers CQL after "
+                    f"{time.monotonic() - started:.1f}s"
+                )
                 del pending[index]
         if not pending:
             return
@@ -300,14 +321,14 @@ def _wait_ready(pending: dict[int, _Pending], deadline: float, started: float,
             )
         if now - last_report >= _REPORT_EVERY_S:
             for p in pending.values():
-                progress(f"  {now - started:5.0f}s {p.node.name}: "
-                         f"{last_log_line(p.node.system_log, since=p.log_offset)}")
+                progress(
+                    f"  {now - started:5.0f}s {p.node.name}: {last_log_line(p.node.system_log, since=p.log_offset)}"
+                )
             last_report = now
         time.sleep(_POLL_S)
 
 
-def _start_nodes(spec: ClusterSpec, indexes: Iterable[int], timeout: float, progress: Progress,
-                 parallel: bool) -> None:
+def _start_nodes(spec: ClusterSpec, indexes: Iterable[int], timeout: float, progress: Progress, parallel: bool) -> None:
     indexes = list(indexes)
     java = find_java()
     cassandra_home = ensure_cassandra(spec.version, progress)
@@ -317,8 +338,15 @@ def _start_nodes(spec: ClusterSpec, indexes: Iterable[int], timeout: float, prog
         _start_locked(spec, indexes, java, cassandra_home, timeout, progress, parallel)
 
 
-def _start_locked(spec: ClusterSpec, indexes: list[int], java: JavaInfo, cassandra_home: Path,
-                  timeout: float, progress: Progress, parallel: bool) -> None:
+def _start_locked(
+    spec: ClusterSpec,
+    indexes: list[int],
+    java: JavaInfo,
+    cassandra_home: Path,
+    timeout: float,
+    progress: Progress,
+    parallel: bool,
+) -> None:
     # The clock starts after the (first-time) download: it must not eat the start timeout.
     started = time.monotonic()
     deadline = started + timeout
@@ -337,12 +365,16 @@ def _start_locked(spec: ClusterSpec, indexes: list[int], java: JavaInfo, cassand
     for node in to_launch:
         check_ports(node)
     if running:
-        progress(f"casque: reusing running node(s) of '{spec.name}': "
-                 + ", ".join(f"node{i} (pid {p})" for i, p in sorted(running.items())))
+        progress(
+            f"casque: reusing running node(s) of '{spec.name}': "
+            + ", ".join(f"node{i} (pid {p})" for i, p in sorted(running.items()))
+        )
     if to_launch:
-        progress(f"casque: starting Cassandra {spec.version} cluster '{spec.name}' "
-                 f"({len(to_launch)} node(s), heap {spec.heap}, Java {java.major} at "
-                 f"{java.java_home}); usually 5-30 s")
+        progress(
+            f"casque: starting Cassandra {spec.version} cluster '{spec.name}' "
+            f"({len(to_launch)} node(s), heap {spec.heap}, Java {java.major} at "
+            f"{java.java_home}); usually 5-30 s"
+        )
 
     # Seed first: the others learn the ring from it.
     waves: list[list[int]] = []
@@ -359,13 +391,14 @@ def _start_locked(spec: ClusterSpec, indexes: list[int], java: JavaInfo, cassand
                 pending[i] = _Pending(node, running[i], _log_size(node.system_log))
                 continue
             pending[i] = _launch(node, java, cassandra_home)
-            progress(f"  launched {node.name} on {node.address}:{node.native_port} "
-                     f"(pid {pending[i].pid}, JMX {node.jmx_port})")
+            progress(
+                f"  launched {node.name} on {node.address}:{node.native_port} "
+                f"(pid {pending[i].pid}, JMX {node.jmx_port})"
+            )
         _wait_ready(pending, deadline, started, progress)
 
 
-def start(spec: ClusterSpec, timeout: float = 180, progress: Progress = print,
-          parallel: bool = True) -> ClusterStatus:
+def start(spec: ClusterSpec, timeout: float = 180, progress: Progress = print, parallel: bool = True) -> ClusterStatus:
     """Start every node of ``spec`` (reusing running ones) and wait until all answer CQL.
 
     ``timeout`` covers the node starts, not a first-time jar download. Raises
@@ -376,15 +409,16 @@ def start(spec: ClusterSpec, timeout: float = 180, progress: Progress = print,
     t0 = time.monotonic()
     _start_nodes(spec, range(1, spec.nodes + 1), timeout, progress, parallel)
     st = status(spec)
-    progress(f"casque: cluster '{spec.name}' ready ({time.monotonic() - t0:.1f}s): "
-             + ", ".join(f"{n.address}:{n.native_port}" for n in st.nodes))
+    progress(
+        f"casque: cluster '{spec.name}' ready ({time.monotonic() - t0:.1f}s): "
+        + ", ".join(f"{n.address}:{n.native_port}" for n in st.nodes)
+    )
     for n in st.nodes:
         progress(f"  {n.name}: data {n.data_dir}  log {n.log_file}")
     return st
 
 
-def start_node(spec: ClusterSpec, index: int, timeout: float = 180,
-               progress: Progress = print) -> NodeStatus:
+def start_node(spec: ClusterSpec, index: int, timeout: float = 180, progress: Progress = print) -> NodeStatus:
     """(Re)start one node of an existing cluster, e.g. after :func:`stop_node`."""
     if not 1 <= index <= spec.nodes:
         raise DevnodeError(f"casque: cluster '{spec.name}' has nodes 1..{spec.nodes}, not {index}")

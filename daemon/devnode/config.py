@@ -151,7 +151,7 @@ def _emit(value: Any, indent: int, lines: list[str]) -> None:
                 sub: list[str] = []
                 _emit(item, indent + 1, sub)
                 # "- " takes the place of the first line's indentation.
-                sub[0] = f"{pad}- " + sub[0][len(pad) + 2:]
+                sub[0] = f"{pad}- " + sub[0][len(pad) + 2 :]
                 lines.extend(sub)
             elif isinstance(item, (list, tuple)) and item:
                 lines.append(f"{pad}-")

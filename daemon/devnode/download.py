@@ -53,7 +53,6 @@ _MARKER = ".complete"
 _MIN_JARS = 50  # cassandra-all 5.0 pulls ~100; far fewer means resolution went wrong
 
 
-
 def cache_root() -> Path:
     """``$XDG_CACHE_HOME/casque`` (default ``~/.cache/casque``): outside any repository."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
@@ -81,9 +80,7 @@ def _verify(lib: Path, version: str) -> str:
     """Check the jar set in ``lib``; return cassandra-all's SHA-256 or raise."""
     jar = _main_jar(lib, version)
     if not jar.is_file():
-        raise DevnodeError(
-            f"casque: {jar} is missing after the Maven download; delete {lib.parent} and retry"
-        )
+        raise DevnodeError(f"casque: {jar} is missing after the Maven download; delete {lib.parent} and retry")
     digest = _sha256(jar)
     expected = KNOWN_SHA256.get(version)
     if expected is not None and digest != expected:
@@ -110,8 +107,9 @@ def is_installed(version: str = PINNED) -> bool:
 def _run_maven(version: str, out_dir: Path, log_path: Path, progress: Progress) -> None:
     """Fetch cassandra-all ``version`` and its runtime jars into ``out_dir`` (the shared fetcher, maven.py)."""
     try:
-        fetched = copy_dependencies(_POM, out_dir, log_path, progress, options=[f"-Dcassandra.version={version}"],
-                                    cwd=out_dir.parent)
+        fetched = copy_dependencies(
+            _POM, out_dir, log_path, progress, options=[f"-Dcassandra.version={version}"], cwd=out_dir.parent
+        )
     except MavenMissing:
         raise DevnodeError(
             "casque: Maven (mvn) is not on PATH; install it (apt-get install maven) -- it fetches "
@@ -122,9 +120,11 @@ def _run_maven(version: str, out_dir: Path, log_path: Path, progress: Progress) 
             f"casque: Maven failed (exit {exc.rc}) fetching cassandra-all {version}: {exc.reason}; "
             f"check network/proxy (~/.m2/settings.xml) and retry, full log: {log_path}"
         ) from None
-    progress(f"  {fetched.copied} jars in place after {fetched.seconds:.0f}s "
-             f"({fetched.jars_downloaded} jars downloaded, Maven's own plugins included; "
-             f"the others were already in ~/.m2)")
+    progress(
+        f"  {fetched.copied} jars in place after {fetched.seconds:.0f}s "
+        f"({fetched.jars_downloaded} jars downloaded, Maven's own plugins included; "
+        f"the others were already in ~/.m2)"
+    )
 
 
 def ensure_cassandra(version: str = PINNED, progress: Progress = print) -> Path:
@@ -175,8 +175,9 @@ def ensure_cassandra(version: str = PINNED, progress: Progress = print) -> Path:
         tmp.write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
         tmp.rename(target / _MARKER)
         if version not in KNOWN_SHA256:
-            progress(f"casque: note: no SHA-256 is pinned for {version}; recorded {digest} "
-                     f"(Maven verified every jar's SHA-1)")
-        progress(f"casque: Cassandra {version} ready: {len(jars)} jars, {size / 1e6:.0f} MB "
-                 f"in {marker['seconds']}s")
+            progress(
+                f"casque: note: no SHA-256 is pinned for {version}; recorded {digest} "
+                f"(Maven verified every jar's SHA-1)"
+            )
+        progress(f"casque: Cassandra {version} ready: {len(jars)} jars, {size / 1e6:.0f} MB in {marker['seconds']}s")
         return target

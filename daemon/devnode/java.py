@@ -93,18 +93,14 @@ def check_java_version(version_string: str, where: str | os.PathLike[str] | None
     if major is None:
         shown = version_string.strip().splitlines()[0][:60] if version_string.strip() else "(empty)"
         raise JavaError(
-            f"casque: cannot read a Java version from {shown!r}{at}; Cassandra 5.0 needs "
-            f"Java 11 or 17: {_FIX}"
+            f"casque: cannot read a Java version from {shown!r}{at}; Cassandra 5.0 needs Java 11 or 17: {_FIX}"
         )
     if major not in SUPPORTED_MAJORS:
-        raise JavaError(
-            f"casque: Java {major}{at} cannot run Cassandra 5.0 (it needs Java 11 or 17); {_FIX}"
-        )
+        raise JavaError(f"casque: Java {major}{at} cannot run Cassandra 5.0 (it needs Java 11 or 17); {_FIX}")
     return major
 
 
-def probe_java(java: str | os.PathLike[str],
-               home: str | os.PathLike[str] | None = None) -> JavaInfo:
+def probe_java(java: str | os.PathLike[str], home: str | os.PathLike[str] | None = None) -> JavaInfo:
     """Run ``<java> -version`` and return a :class:`JavaInfo`, or raise :class:`JavaError`."""
     java_path = Path(java)
     where = home if home is not None else java_path
@@ -121,8 +117,7 @@ def probe_java(java: str | os.PathLike[str],
         raise JavaError(f"casque: cannot run {java_path} ({exc}); {_FIX}") from exc
     major = check_java_version(out, where)
     version = _version_from_output(out) or str(major)
-    return JavaInfo(java=java_path, home=Path(home) if home is not None else None, major=major,
-                    version=version)
+    return JavaInfo(java=java_path, home=Path(home) if home is not None else None, major=major, version=version)
 
 
 def _java_in(home: Path) -> Path | None:

@@ -96,8 +96,7 @@ def server_command(java: JavaInfo, cassandra_home: Path, node: NodeLayout) -> li
         f"-Xms{spec.heap}",
         f"-Xmx{spec.heap}",
         *static_options(java.major),
-        f"-Xlog:gc=info:file={node.log_dir / 'gc.log'}:time,uptime,level"
-        ":filecount=3,filesize=10485760",
+        f"-Xlog:gc=info:file={node.log_dir / 'gc.log'}:time,uptime,level:filecount=3,filesize=10485760",
         *_jamm_agent(cassandra_home),
         # Local-only JMX (bound to 127.0.0.1, no auth), one port per node, for nodetool.
         f"-Dcassandra.jmx.local.port={node.jmx_port}",
@@ -143,8 +142,7 @@ def _jpms_only(argv: list[str]) -> list[str]:
     return out
 
 
-def nodetool_command(java: JavaInfo, cassandra_home: Path, jmx_port: int,
-                     args: list[str]) -> list[str]:
+def nodetool_command(java: JavaInfo, cassandra_home: Path, jmx_port: int, args: list[str]) -> list[str]:
     """argv for ``nodetool -h 127.0.0.1 -p <jmx_port> <args...>`` without bin/nodetool."""
     # Same JPMS exports/opens as the server (JMX/RMI internals), none of its GC/heap flags.
     jpms = _jpms_only(static_options(java.major))
@@ -159,7 +157,9 @@ def nodetool_command(java: JavaInfo, cassandra_home: Path, jmx_port: int,
         "-cp",
         classpath(cassandra_home),
         NODETOOL_CLASS,
-        "-h", "127.0.0.1",
-        "-p", str(jmx_port),
+        "-h",
+        "127.0.0.1",
+        "-p",
+        str(jmx_port),
         *args,
     ]

@@ -77,15 +77,32 @@ def maven_env() -> dict[str, str]:
     return env
 
 
-def copy_dependencies(pom: Path, out_dir: Path, log_path: Path, progress: Progress, options: Sequence[str] = (),
-                      cwd: Path | None = None) -> Fetched:
+def copy_dependencies(
+    pom: Path, out_dir: Path, log_path: Path, progress: Progress, options: Sequence[str] = (), cwd: Path | None = None
+) -> Fetched:
     """Copy ``pom``'s runtime dependencies into ``out_dir``; raise MavenMissing or MavenFailed."""
-    cmd = [mvn(), "-B", "--strict-checksums", "-Dstyle.color=never", "-f", str(pom), DEPENDENCY_PLUGIN,
-           *options, f"-DoutputDirectory={out_dir}", "-DincludeScope=runtime"]
+    cmd = [
+        mvn(),
+        "-B",
+        "--strict-checksums",
+        "-Dstyle.color=never",
+        "-f",
+        str(pom),
+        DEPENDENCY_PLUGIN,
+        *options,
+        f"-DoutputDirectory={out_dir}",
+        "-DincludeScope=runtime",
+    ]
     with log_path.open("w", encoding="utf-8") as log:
         log.write("$ " + " ".join(cmd) + "\n")
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=maven_env(), cwd=str(cwd or out_dir))
+        proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=maven_env(),
+            cwd=str(cwd or out_dir),
+        )
         try:
             fetched, tail = _follow(proc, log, progress)
             rc = proc.wait()
@@ -111,7 +128,7 @@ def _follow(proc: subprocess.Popen[bytes], log: TextIO, progress: Progress) -> t
         lines.put(None)
 
     threading.Thread(target=pump, daemon=True, name="casque-maven-output").start()
-    fetched, tail = Fetched(), []
+    fetched, tail = Fetched(), list[str]()
     started = last_report = time.monotonic()
     while (line := _next(lines)) is not None:
         now = time.monotonic()
@@ -121,14 +138,15 @@ def _follow(proc: subprocess.Popen[bytes], log: TextIO, progress: Progress) -> t
             if _count(line, fetched, progress):
                 last_report = now
         if now - last_report >= HEARTBEAT_S:
-            progress(f"  ... {now - started:.0f}s, {fetched.files_downloaded} files downloaded, "
-                     f"{fetched.copied} jars copied")
+            progress(
+                f"  ... {now - started:.0f}s, {fetched.files_downloaded} files downloaded, {fetched.copied} jars copied"
+            )
             last_report = now
     fetched.seconds = time.monotonic() - started
     return fetched, tail
 
 
-def _next(lines: "queue.Queue[str | None]") -> str | None:
+def _next(lines: queue.Queue[str | None]) -> str | None:
     """The next line, "" after a second without one (time for a heartbeat), None at the end."""
     try:
         return lines.get(timeout=1.0)

@@ -44,7 +44,8 @@ def port_free(address: str, port: int) -> bool:
                     f"port {port}); on Linux all of 127.0.0.0/8 is loopback -- on macOS add "
                     f"it with "
                     f"`sudo ifconfig lo0 alias {address}`",
-                    address=address, port=port,
+                    address=address,
+                    port=port,
                 ) from exc
             raise
     return True
@@ -68,5 +69,6 @@ def check_ports(node: NodeLayout) -> None:
                 f"{node.name} of cluster '{node.spec.name}') is already in use by another process; "
                 f"stop it (`ss -ltnp 'sport = :{need.port}'` shows which) or start on other ports "
                 f"with --port/--storage-port/--jmx-port and a different --name",
-                address=need.address, port=need.port,
+                address=need.address,
+                port=need.port,
             )

@@ -47,8 +47,9 @@ def _auth_wanted(extra_yaml: Mapping[str, Any]) -> bool:
     return bool(auth) and "AllowAll" not in str(auth)
 
 
-def release_version(address: str, port: int, *, extra_yaml: Mapping[str, Any] | None = None,
-                    timeout: float = 5.0) -> str | None:
+def release_version(
+    address: str, port: int, *, extra_yaml: Mapping[str, Any] | None = None, timeout: float = 5.0
+) -> str | None:
     """``release_version`` reported by the node, or None if it does not answer CQL.
 
     Returns ``"?"`` when the node answers but refuses our login (auth is on and the default
@@ -69,7 +70,8 @@ def release_version(address: str, port: int, *, extra_yaml: Mapping[str, Any] | 
         ssl_context.check_hostname = False
         ssl_context.verify_mode = ssl.CERT_NONE
     profile = ExecutionProfile(
-        load_balancing_policy=WhiteListRoundRobinPolicy([address]), request_timeout=timeout,
+        load_balancing_policy=WhiteListRoundRobinPolicy([address]),
+        request_timeout=timeout,
     )
     cluster = Cluster(
         contact_points=[address],
@@ -79,8 +81,7 @@ def release_version(address: str, port: int, *, extra_yaml: Mapping[str, Any] | 
         execution_profiles={EXEC_PROFILE_DEFAULT: profile},
         connect_timeout=timeout,
         control_connection_timeout=timeout,
-        auth_provider=(PlainTextAuthProvider("cassandra", "cassandra")
-                       if _auth_wanted(extra_yaml) else None),
+        auth_provider=(PlainTextAuthProvider("cassandra", "cassandra") if _auth_wanted(extra_yaml) else None),
         ssl_context=ssl_context,
         # Nodes in a cluster that is still forming: don't wait for schema agreement.
         max_schema_agreement_wait=0,
@@ -101,7 +102,6 @@ def release_version(address: str, port: int, *, extra_yaml: Mapping[str, Any] | 
         cluster.shutdown()
 
 
-def cql_ready(address: str, port: int, *, extra_yaml: Mapping[str, Any] | None = None,
-              timeout: float = 5.0) -> bool:
+def cql_ready(address: str, port: int, *, extra_yaml: Mapping[str, Any] | None = None, timeout: float = 5.0) -> bool:
     """True if the node at ``address:port`` answers CQL (see module docstring)."""
     return release_version(address, port, extra_yaml=extra_yaml, timeout=timeout) is not None

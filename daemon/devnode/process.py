@@ -133,11 +133,14 @@ def launch(node: NodeLayout, argv: list[str], env: dict[str, str]) -> int:
     """Start ``argv`` detached, stdio appended to the node's stdout.log; return its pid."""
     node.log_dir.mkdir(parents=True, exist_ok=True)
     with node.stdout_log.open("ab") as log:
-        log.write(f"\n=== casque: starting {node.describe()} at "
-                  f"{time.strftime('%Y-%m-%d %H:%M:%S')} ===\n".encode())
+        log.write(f"\n=== casque: starting {node.describe()} at {time.strftime('%Y-%m-%d %H:%M:%S')} ===\n".encode())
     result = subprocess.run(
         [sys.executable, "-c", _SPAWN, str(node.stdout_log), *argv],
-        stdin=subprocess.DEVNULL, capture_output=True, env=env, cwd=str(node.dir), timeout=60,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        env=env,
+        cwd=str(node.dir),
+        timeout=60,
         check=False,
     )
     try:

@@ -19,8 +19,13 @@ from typing import Any
 from .download import PINNED
 
 __all__ = [
-    "ClusterSpec", "NodeLayout", "default_home", "default_heap", "DEFAULT_HEAP",
-    "save_spec", "load_saved_spec",
+    "ClusterSpec",
+    "NodeLayout",
+    "default_home",
+    "default_heap",
+    "DEFAULT_HEAP",
+    "save_spec",
+    "load_saved_spec",
 ]
 
 #: Heap per node: enough for tests, small enough that three nodes fit a 2-core/4 GB box.

@@ -1,18 +1,19 @@
 """``Casque``: the Python API, the front door to the engine over one connection (stores wired in engine/stores.py).
 
-    async with await Casque.connect() as cq:
-        await cq.create_queue("emails", if_missing=True)
-        mid = await cq.send("emails", "send_welcome", {"user": 42}, delay="10s", key="welcome:42")
-        print(await cq.get("emails", key="welcome:42"))
-        await cq.cancel("emails", key="welcome:42")
+async with await Casque.connect() as cq:
+    await cq.create_queue("emails", if_missing=True)
+    mid = await cq.send("emails", "send_welcome", {"user": 42}, delay="10s", key="welcome:42")
+    print(await cq.get("emails", key="welcome:42"))
+    await cq.cancel("emails", key="welcome:42")
 """
 
 from __future__ import annotations
 
 import asyncio
 import uuid
-from datetime import datetime, timezone
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any
 
 from daemon.base.clock import SYSTEM_CLOCK, Clock
 from daemon.base.config import Settings, load_settings
@@ -20,18 +21,18 @@ from daemon.base.errors import UsageError
 from daemon.base.model import Message, QueueSettings
 from daemon.engine.access.access_keys import AccessKeyStore
 from daemon.engine.consume.consumer import Consumer
-from daemon.engine.storage.db import Database
-from daemon.engine.wake.hints import HintListener, open_listener
-from daemon.engine.send.keys import KeyEntry
-from daemon.engine.operations.observe import Observe
-from daemon.engine.storage.placement import PLACEMENT_MASK, id_due_ms, parse_id
-from daemon.engine.send.producer import Job, OnConflict, Sent, first_due
+from daemon.engine.delivery.receive import Delivery, Receiver
 from daemon.engine.operations.admin import QueueAdmin
 from daemon.engine.operations.extras import Extras
+from daemon.engine.operations.observe import Observe
 from daemon.engine.queues.store import settings_from_defaults
-from daemon.engine.delivery.receive import Delivery, Receiver
-from daemon.engine.stores import Stores
 from daemon.engine.schedules.triggers import make_trigger, upcoming
+from daemon.engine.send.keys import KeyEntry
+from daemon.engine.send.producer import Job, OnConflict, Sent, first_due
+from daemon.engine.storage.db import Database
+from daemon.engine.storage.placement import PLACEMENT_MASK, id_due_ms, parse_id
+from daemon.engine.stores import Stores
+from daemon.engine.wake.hints import HintListener, open_listener
 
 
 class Casque:
@@ -48,9 +49,21 @@ class Casque:
         self.observe = Observe(st)
         self.extras = Extras(st)
         self.hint_listener: HintListener | None = None
-        self.receiver = Receiver(db, st.table, st.queues, st.keys, st.secrets, st.wakeups, clock, self.consumer,
-                                 poll_interval_s=settings.sqs.poll_interval, max_consumers=settings.cache.consumers,
-                                 touch=self._received, attempts=st.receive_attempts, unblocked=self._unblocked)
+        self.receiver = Receiver(
+            db,
+            st.table,
+            st.queues,
+            st.keys,
+            st.secrets,
+            st.wakeups,
+            clock,
+            self.consumer,
+            poll_interval_s=settings.sqs.poll_interval,
+            max_consumers=settings.cache.consumers,
+            touch=self._received,
+            attempts=st.receive_attempts,
+            unblocked=self._unblocked,
+        )
 
     @property
     def access_keys(self) -> AccessKeyStore:
@@ -65,7 +78,7 @@ class Casque:
         return getattr(self.stores, name)
 
     @classmethod
-    async def connect(cls, settings: Settings | None = None, clock: Clock = SYSTEM_CLOCK) -> "Casque":
+    async def connect(cls, settings: Settings | None = None, clock: Clock = SYSTEM_CLOCK) -> Casque:
         """Connect and prepare statements (in a thread: the driver's connect blocks)."""
         settings = settings or load_settings()
 
@@ -90,8 +103,9 @@ class Casque:
         (engine/wake/hints.py) and register where; returns the advertised ``host:port`` ("" when this
         keyspace has no hint_listeners table yet: then it serves without hints)."""
         st = self.stores
-        listener = await open_listener(st.hint_directory, st.secrets, self.clock, self.settings, queues,
-                                       st.wakeups.notify)
+        listener = await open_listener(
+            st.hint_directory, st.secrets, self.clock, self.settings, queues, st.wakeups.notify
+        )
         if listener is None:
             return ""
         self.hint_listener = listener
@@ -106,7 +120,7 @@ class Casque:
         await self.stores.pull_readers.flush()
         await asyncio.to_thread(self.db.close)
 
-    async def __aenter__(self) -> "Casque":
+    async def __aenter__(self) -> Casque:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -118,15 +132,26 @@ class Casque:
         await self.stores.queues.create(qs, if_missing=if_missing)
         return await self.stores.queues.get(name, fresh=True)
 
-    async def create_queues(self, names: Iterable[str], *, if_missing: bool = True, concurrency: int = 64,
-                            progress: Callable[[int, int], None] | None = None, **settings: Any) -> int:
+    async def create_queues(
+        self,
+        names: Iterable[str],
+        *,
+        if_missing: bool = True,
+        concurrency: int = 64,
+        progress: Callable[[int, int], None] | None = None,
+        **settings: Any,
+    ) -> int:
         """Create many queues with the same settings (``create_queue``'s options, e.g. ``shards=1,
         buckets=1`` for tiny per-user queues), ``concurrency`` at a time; ``names`` is read lazily.
         Returns how many were created: with ``if_missing`` existing ones are skipped, without it the
         first existing one raises. ``progress(done, created)`` follows each queue."""
         defaults = self.settings.queue_defaults
-        return await self.stores.queues.create_many((settings_from_defaults(n, defaults, **settings) for n in names),
-                                                    if_missing=if_missing, concurrency=concurrency, progress=progress)
+        return await self.stores.queues.create_many(
+            (settings_from_defaults(n, defaults, **settings) for n in names),
+            if_missing=if_missing,
+            concurrency=concurrency,
+            progress=progress,
+        )
 
     async def queue_settings(self, name: str, fresh: bool = False) -> QueueSettings:
         """A queue's settings: from this process's cache (at most 5 s old) unless ``fresh``.
@@ -134,12 +159,31 @@ class Casque:
         return await self.stores.queues.get(name, fresh=fresh)
 
     # ---- producing --------------------------------------------------------------------------
-    async def send(self, queue: str, task: str, payload: Any = None, *, delay: float | str | None = None, at: float | None = None,
-                   priority: int = 0, timeout: float | str | None = None, max_attempts: int | None = None,
-                   headers: dict[str, str] | None = None, key: str | None = None, on_conflict: OnConflict = "replace",
-                   every: float | str | None = None, cron: str | None = None, tz: str | None = None, times: int | None = None,
-                   until: float | None = None, misfire: str = "coalesce", grace: float | str | None = None,
-                   cron_format: str | None = None, group: str | None = None, dedup_id: str | None = None) -> Sent:
+    async def send(
+        self,
+        queue: str,
+        task: str,
+        payload: Any = None,
+        *,
+        delay: float | str | None = None,
+        at: float | None = None,
+        priority: int = 0,
+        timeout: float | str | None = None,
+        max_attempts: int | None = None,
+        headers: dict[str, str] | None = None,
+        key: str | None = None,
+        on_conflict: OnConflict = "replace",
+        every: float | str | None = None,
+        cron: str | None = None,
+        tz: str | None = None,
+        times: int | None = None,
+        until: float | None = None,
+        misfire: str = "coalesce",
+        grace: float | str | None = None,
+        cron_format: str | None = None,
+        group: str | None = None,
+        dedup_id: str | None = None,
+    ) -> Sent:
         """Send one message, or start a schedule (``every=`` or ``cron=``); returns the id (a
         ``str``), whose ``next_fires`` lists a schedule's first three fire times (UTC datetimes).
 
@@ -159,12 +203,33 @@ class Casque:
         schedule = None
         if every is not None or cron is not None:
             until_ms = int(until * 1000) if until is not None else None
-            schedule = make_trigger(every=every, cron=cron, tz=tz, times=times, until_ms=until_ms, misfire=misfire, grace=grace,
-                                    cron_format=cron_format)
+            schedule = make_trigger(
+                every=every,
+                cron=cron,
+                tz=tz,
+                times=times,
+                until_ms=until_ms,
+                misfire=misfire,
+                grace=grace,
+                cron_format=cron_format,
+            )
         elif tz is not None or times is not None or until is not None or cron_format is not None:
             raise UsageError("tz, times, until and cron_format only apply to schedules: add every=... or cron=...")
-        job = Job(task, payload, delay, at, priority, timeout, max_attempts, headers or {}, key, on_conflict, schedule, group=group,
-                  dedup_id=dedup_id)
+        job = Job(
+            task,
+            payload,
+            delay,
+            at,
+            priority,
+            timeout,
+            max_attempts,
+            headers or {},
+            key,
+            on_conflict,
+            schedule,
+            group=group,
+            dedup_id=dedup_id,
+        )
         return await self.send_job(queue, job)
 
     async def send_job(self, queue: str, job: Job) -> Sent:
@@ -176,10 +241,12 @@ class Casque:
         if not sent.duplicate:
             self._announce(queue, [(id_due_ms(mid), mid.int & PLACEMENT_MASK)])
         fires = upcoming(job.schedule, first_due(job, now)) if job.schedule is not None else []
-        sent.next_fires = [datetime.fromtimestamp(ms / 1000, tz=timezone.utc) for ms in fires]
+        sent.next_fires = [datetime.fromtimestamp(ms / 1000, tz=UTC) for ms in fires]
         return sent
 
-    async def schedules(self, queue: str, limit: int | None = None, after: str = "") -> list[tuple[KeyEntry, Message | None]]:
+    async def schedules(
+        self, queue: str, limit: int | None = None, after: str = ""
+    ) -> list[tuple[KeyEntry, Message | None]]:
         """Keyed messages of a queue in key order (all, or ``limit`` after the key ``after``), each
         with its current occurrence (next fire time = its due). Lookups run 32 at a time."""
         entries = await self.stores.keys.list(queue, limit=limit, after=after)
@@ -238,8 +305,9 @@ class Casque:
         return await self.stores.lookup.peek(queue, limit)
 
     # ---- pulling (engine/delivery/receive.py) ------------------------------------------------------
-    async def receive(self, queue: str, max: int = 10, wait: float = 20.0, visibility: float = 30.0,
-                      attempt_id: str | None = None) -> list[Delivery]:
+    async def receive(
+        self, queue: str, max: int = 10, wait: float = 20.0, visibility: float = 30.0, attempt_id: str | None = None
+    ) -> list[Delivery]:
         """Up to ``max`` messages, each hidden for ``visibility`` seconds; waits up to ``wait``
         seconds for the first (a long poll that returns as soon as one is available). On a FIFO
         queue, ``attempt_id`` makes a retried receive return the same messages."""
@@ -265,9 +333,20 @@ class Casque:
         """A consumer of one queue; share it between the coroutines of one process. ``hold_ms``,
         ``ahead_ms``: a daemon's margin past a timeout and its take-ahead (engine/take/step.py TakeOptions)."""
         w, st = self.settings.worker, self.stores
-        return Consumer(self.db, st.table, st.queues, st.dead_letters, st.keys, self.clock,  # type: ignore[arg-type]
-                        queue, tolerance_ms=w.clock_tolerance_ms, rescan_ms=w.rescan_interval_ms,
-                        lookahead_ms=max(1000, 2 * w.max_poll_interval_ms), hold_ms=hold_ms, ahead_ms=ahead_ms)
+        return Consumer(
+            self.db,
+            st.table,
+            st.queues,
+            st.dead_letters,  # type: ignore[arg-type]  # the router poisons as the poison store does
+            st.keys,
+            self.clock,
+            queue,
+            tolerance_ms=w.clock_tolerance_ms,
+            rescan_ms=w.rescan_interval_ms,
+            lookahead_ms=max(1000, 2 * w.max_poll_interval_ms),
+            hold_ms=hold_ms,
+            ahead_ms=ahead_ms,
+        )
 
     def served(self, queue: str) -> None:
         """A daemon polls ``queue``: it is in use, like a receive (idle expiry, engine/cluster/activity.py)."""

@@ -19,30 +19,30 @@ from daemon.base.clock import Clock
 from daemon.base.config import Settings
 from daemon.base.logs import get_logger
 from daemon.engine.access.access_keys import AccessKeyStore
-from daemon.engine.delivery.acks import Acker
+from daemon.engine.access.secrets import SecretStore
 from daemon.engine.cluster.activity import ActivityMarks
+from daemon.engine.cluster.heartbeats import Heartbeats
+from daemon.engine.cluster.lease import Lease
+from daemon.engine.cluster.move_tasks import MoveTaskStore
+from daemon.engine.cluster.pull_readers import PullReaders
+from daemon.engine.delivery.acks import Acker
+from daemon.engine.delivery.deadletter import PoisonRouter
+from daemon.engine.delivery.poison import PoisonStore
+from daemon.engine.delivery.receive_attempts import ReceiveAttempts
+from daemon.engine.observe.depth_estimate import DepthEstimator
+from daemon.engine.observe.history import History
+from daemon.engine.observe.samples import Samples
 from daemon.engine.queues.attributes import QueueAttributes
 from daemon.engine.queues.cooldown import Cooldowns
-from daemon.engine.storage.db import Database
-from daemon.engine.delivery.deadletter import PoisonRouter
-from daemon.engine.observe.depth_estimate import DepthEstimator
+from daemon.engine.queues.store import QueueStore
 from daemon.engine.send.fifo_send import FifoSender
-from daemon.engine.cluster.heartbeats import Heartbeats
+from daemon.engine.send.keys import KeyStore
+from daemon.engine.send.lookup import Lookup
+from daemon.engine.send.producer import Producer
+from daemon.engine.storage.db import Database
+from daemon.engine.storage.table import MessageTable
 from daemon.engine.wake.hint_directory import HintDirectory
 from daemon.engine.wake.hints import HintSender
-from daemon.engine.observe.history import History
-from daemon.engine.send.keys import KeyStore
-from daemon.engine.cluster.lease import Lease
-from daemon.engine.send.lookup import Lookup
-from daemon.engine.cluster.move_tasks import MoveTaskStore
-from daemon.engine.delivery.poison import PoisonStore
-from daemon.engine.send.producer import Producer
-from daemon.engine.cluster.pull_readers import PullReaders
-from daemon.engine.queues.store import QueueStore
-from daemon.engine.delivery.receive_attempts import ReceiveAttempts
-from daemon.engine.observe.samples import Samples
-from daemon.engine.access.secrets import SecretStore
-from daemon.engine.storage.table import MessageTable
 from daemon.engine.wake.wakeups import Wakeups
 
 
@@ -60,8 +60,9 @@ class Stores:
         self.poison = PoisonStore(db, ks)
         self.lookup = Lookup(db, self.queues, self.table, self.keys)
         self.fifo = FifoSender(db, self.table, ks, clock)
-        self.producer = Producer(db, self.queues, self.table, self.keys, self.lookup, clock,
-                                 tolerance_ms=self.tolerance_ms, fifo=self.fifo)
+        self.producer = Producer(
+            db, self.queues, self.table, self.keys, self.lookup, clock, tolerance_ms=self.tolerance_ms, fifo=self.fifo
+        )
         self.secrets = SecretStore(db, ks, clock)
         self.attributes = QueueAttributes(db, ks, cache_limit=settings.cache.queues)
         self.activity = ActivityMarks(db, ks, self.queues, clock, limit=settings.cache.activity)
@@ -69,8 +70,9 @@ class Stores:
         self.wakeups = Wakeups(clock)
         self.hint_directory = HintDirectory(db, ks)
         self.hints = HintSender(self.hint_directory, self.secrets, clock, settings.hints.refresh)
-        self.dead_letters = PoisonRouter(db, self.queues, self.table, self.attributes, self.poison, self.wakeups.notify,
-                                         fifo=self.fifo)
+        self.dead_letters = PoisonRouter(
+            db, self.queues, self.table, self.attributes, self.poison, self.wakeups.notify, fifo=self.fifo
+        )
         self.receive_attempts = ReceiveAttempts(db, ks)
         self.acker = Acker(db, self.table, self.queues, self.keys, self.dead_letters, clock)  # type: ignore[arg-type]
 
@@ -84,8 +86,11 @@ class Stores:
         limit = self.settings.worker.clock_tolerance_ms / 2
         if abs(offset) > limit:
             get_logger("casque.client").warning(
-                "clock_skew_exceeds_tolerance", offset_ms=offset, limit_ms=int(limit),
-                fix="synchronise this host's clock (NTP) or raise worker.clock_tolerance")
+                "clock_skew_exceeds_tolerance",
+                offset_ms=offset,
+                limit_ms=int(limit),
+                fix="synchronise this host's clock (NTP) or raise worker.clock_tolerance",
+            )
         return offset
 
     @property

@@ -7,7 +7,7 @@ before the next message starts; batching them spares the node a write per messag
 from __future__ import annotations
 
 import asyncio
-from typing import Callable
+from collections.abc import Callable
 
 from daemon.base.errors import CasqueError
 from daemon.base.logs import get_logger
@@ -22,8 +22,14 @@ class AckBuffer:
     ``writers`` batches at once: under load a slow ack write must not hold back the acks
     behind it (their timeout columns would come due while they wait)."""
 
-    def __init__(self, cq: Casque, delay_ms: int = 4, max_items: int = 256, writers: int = 4,
-                 written: Callable[[Message], None] | None = None) -> None:
+    def __init__(
+        self,
+        cq: Casque,
+        delay_ms: int = 4,
+        max_items: int = 256,
+        writers: int = 4,
+        written: Callable[[Message], None] | None = None,
+    ) -> None:
         self.cq = cq
         self.written = written  # told of each message once its ack is written (a FIFO group moves on)
         self.delay_ms = delay_ms

@@ -44,8 +44,9 @@ __all__ = ["AckBuffer", "Dispatcher"]
 class Dispatcher:
     """Builds the parts for the queues a daemon serves, runs them, and stops them."""
 
-    def __init__(self, cq: Casque, registry: Registry, settings: WorkerSettings, queues: list[str],
-                 hooks: Hooks | None = None) -> None:
+    def __init__(
+        self, cq: Casque, registry: Registry, settings: WorkerSettings, queues: list[str], hooks: Hooks | None = None
+    ) -> None:
         self.cq = cq
         self.registry = registry
         self.settings = settings
@@ -55,18 +56,23 @@ class Dispatcher:
         self.hooks = hooks or Hooks(registry.middleware)
         self.visibility = Visibility(cq.acker, cq.clock, settings.clock_tolerance_ms)
         # The column falls due hold after the deadline; a message is taken take_ahead before it is due.
-        self.consumers = {q: cq.consumer(q, hold_ms=self.visibility.hold_ms, ahead_ms=settings.take_ahead_ms)
-                          for q in queues}
+        self.consumers = {
+            q: cq.consumer(q, hold_ms=self.visibility.hold_ms, ahead_ms=settings.take_ahead_ms) for q in queues
+        }
         self.stopping = asyncio.Event()
         self.outcomes = Outcomes(cq, self.hooks, self.visibility, queues)
         self.acks = AckBuffer(cq, written=self.outcomes.finished)
         self.runner = HandlerRunner(cq, registry, settings, self.visibility, self.hooks, self.outcomes, self.acks)
         self.room = Room(settings.in_flight, self.stopping)
         self.watch = IdleWatch(cq, settings, self.consumers, self.stopping)
-        self.fetching = FetchLoop(settings, self.room, self.watch, self.acks,
-                                  self._start, lambda: self.outcomes.fifo_finished)
-        self.ownership = Ownership(cq, self.consumers, self.stopping,
-                                   lambda: len(self.tasks) < settings.in_flight) if settings.hold_rows else None
+        self.fetching = FetchLoop(
+            settings, self.room, self.watch, self.acks, self._start, lambda: self.outcomes.fifo_finished
+        )
+        self.ownership = (
+            Ownership(cq, self.consumers, self.stopping, lambda: len(self.tasks) < settings.in_flight)
+            if settings.hold_rows
+            else None
+        )
         self.pull_peers = PullPeers(cq, self.consumers, lambda task: registry.get(task) is not None, self.stopping)
 
     # What the worker reads (gauges, stats rows, shutdown).
@@ -107,7 +113,8 @@ class Dispatcher:
         self.acks.start()
         loops = [
             asyncio.create_task(self.fetching.consume(q, c, slot, burst), name=f"casque-consumer-{q}-{slot}")
-            for q, c in self.consumers.items() for slot in range(self.settings.consumers)
+            for q, c in self.consumers.items()
+            for slot in range(self.settings.consumers)
         ]
         # No holds in burst mode: it ends when a round finds nothing, and a hold being acquired
         # makes that round's take of the same row find it busy (a message left behind).

@@ -11,7 +11,7 @@ Nothing that isn't due is ever fetched, and at most ``in_flight`` messages are h
 from __future__ import annotations
 
 import asyncio
-from typing import Callable
+from collections.abc import Callable
 
 from daemon.base.config import WorkerSettings
 from daemon.base.errors import CasqueError
@@ -28,8 +28,15 @@ log = get_logger("casque.dispatcher")
 class FetchLoop:
     """The consumers' loops of one daemon, over every queue it serves."""
 
-    def __init__(self, settings: WorkerSettings, room: Room, watch: IdleWatch, acks: AckBuffer,
-                 start: Callable[[Consumer, Message], None], fifo_finished: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        settings: WorkerSettings,
+        room: Room,
+        watch: IdleWatch,
+        acks: AckBuffer,
+        start: Callable[[Consumer, Message], None],
+        fifo_finished: Callable[[], int],
+    ) -> None:
         self.settings = settings
         self.room = room
         self.watch = watch
@@ -78,8 +85,9 @@ class FetchLoop:
                 continue
             await watch.sleep(queue, watch.until_poll_ms(queue, consumer))
 
-    async def _fetch(self, queue: str, consumer: Consumer, slot: int, asked: int, peek_all: bool,
-                     full: bool) -> list[Message]:
+    async def _fetch(
+        self, queue: str, consumer: Consumer, slot: int, asked: int, peek_all: bool, full: bool
+    ) -> list[Message]:
         """One take of up to ``asked`` messages, its room promised while it runs. ``peek_all``: peek
         at every shard's rows in one round trip first (consumer.py)."""
         self.busy_consumers += 1

@@ -18,9 +18,10 @@ poisons the message with the exception's type, text and traceback.
 from __future__ import annotations
 
 import random
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Awaitable, Callable, ClassVar
+from datetime import UTC, datetime
+from typing import Any, ClassVar
 
 from daemon.base.model import out_of_attempts
 
@@ -55,22 +56,36 @@ class Backoff:
 class Context:
     """One delivery of one message, as the handler sees it."""
 
-    def __init__(self, *, id: str, queue: str, task: str, attempt: int, max_attempts: int, due_ms: int, key: str | None,
-                 headers: dict[str, str], log: Any, extend: Callable[[float], Awaitable[None]],
-                 trigger: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        id: str,
+        queue: str,
+        task: str,
+        attempt: int,
+        max_attempts: int,
+        due_ms: int,
+        key: str | None,
+        headers: dict[str, str],
+        log: Any,
+        extend: Callable[[float], Awaitable[None]],
+        trigger: dict[str, Any] | None = None,
+    ) -> None:
         self.id = id
         self.queue = queue
         self.task = task
         self.attempt = attempt
         self.max_attempts = max_attempts
-        self.due = datetime.fromtimestamp(due_ms / 1000, tz=timezone.utc)
+        self.due = datetime.fromtimestamp(due_ms / 1000, tz=UTC)
         self.key = key
         self.headers = headers
         self.log = log
         self._extend = extend
         #: For an occurrence of a schedule: its number (1-based) and scheduled fire time.
         self.occurrence: int | None = trigger.get("n") if trigger else None
-        self.fire_time = datetime.fromtimestamp(trigger["fire_ms"] / 1000, tz=timezone.utc) if trigger and trigger.get("fire_ms") else None
+        self.fire_time = (
+            datetime.fromtimestamp(trigger["fire_ms"] / 1000, tz=UTC) if trigger and trigger.get("fire_ms") else None
+        )
 
     @property
     def last_attempt(self) -> bool:

@@ -21,9 +21,9 @@ from daemon.base.crashpoints import crash_point
 from daemon.base.errors import CasqueError
 from daemon.base.logs import debug_enabled, get_logger
 from daemon.base.model import Message
-from daemon.engine.schedules import chain, triggers
 from daemon.engine.client import Casque
 from daemon.engine.consume.consumer import Consumer
+from daemon.engine.schedules import chain, triggers
 from daemon.service.ack_buffer import AckBuffer
 from daemon.service.handler import Context, Poison, Retry
 from daemon.service.hooks import Hooks
@@ -39,8 +39,16 @@ EXTEND_SLACK_MS = 2000
 class HandlerRunner:
     """Runs handlers: a task's concurrency limit, sync handlers' threads, deadlines."""
 
-    def __init__(self, cq: Casque, registry: Registry, settings: WorkerSettings, visibility: Visibility,
-                 hooks: Hooks, outcomes: Outcomes, acks: AckBuffer) -> None:
+    def __init__(
+        self,
+        cq: Casque,
+        registry: Registry,
+        settings: WorkerSettings,
+        visibility: Visibility,
+        hooks: Hooks,
+        outcomes: Outcomes,
+        acks: AckBuffer,
+    ) -> None:
         self.cq = cq
         self.registry = registry
         self.visibility = visibility
@@ -63,8 +71,9 @@ class HandlerRunner:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug here must not kill the daemon: the message comes back after its timeout
-            log.exception("dispatch_error", queue=m.queue, task=m.task, id=str(m.id),
-                          error=f"{type(exc).__name__}: {exc}")
+            log.exception(
+                "dispatch_error", queue=m.queue, task=m.task, id=str(m.id), error=f"{type(exc).__name__}: {exc}"
+            )
         finally:
             self.hooks.forget(m)
 
@@ -129,8 +138,11 @@ class HandlerRunner:
         first_delivery = m.attempt <= 1
         now_ms = self.cq.clock.now_ms()
         if m.trigger and first_delivery and not triggers.should_run(triggers.Trigger.from_json(m.trigger), now_ms):
-            mlog.warning("misfire_skipped", fire_ms=m.trigger.get("fire_ms"),
-                         late_ms=self.cq.clock.now_ms() - int(m.trigger.get("fire_ms", 0)))
+            mlog.warning(
+                "misfire_skipped",
+                fire_ms=m.trigger.get("fire_ms"),
+                late_ms=self.cq.clock.now_ms() - int(m.trigger.get("fire_ms", 0)),
+            )
             return False
         if not m.key:
             return True
@@ -162,8 +174,16 @@ class HandlerRunner:
         except Retry as r:
             await self.outcomes.retry_or_poison(consumer, spec, m, mlog, r.after, r, started)
         except Poison as p:
-            await self.outcomes.poison(consumer, m, mlog, str(p) or "handler raised Poison", "Poison",
-                                       traceback.format_exc(), time.monotonic() - started, handled=p)
+            await self.outcomes.poison(
+                consumer,
+                m,
+                mlog,
+                str(p) or "handler raised Poison",
+                "Poison",
+                traceback.format_exc(),
+                time.monotonic() - started,
+                handled=p,
+            )
         except asyncio.CancelledError:
             mlog.warning("message_cancelled", reason="shutdown", comes_back_at_ms=m.invisible_until)
             raise
@@ -219,8 +239,11 @@ class HandlerRunner:
             work = asyncio.get_running_loop().run_in_executor(self._pool, handler.handle, ctx, m.payload)
             done, _ = await asyncio.wait({work}, timeout=run_timeout_ms / 1000)
             if not done:
-                mlog.warning("sync_handler_overran", timeout_s=round(run_timeout_ms / 1000, 3),
-                             reason="a thread can't be stopped: its message stays invisible until it returns")
+                mlog.warning(
+                    "sync_handler_overran",
+                    timeout_s=round(run_timeout_ms / 1000, 3),
+                    reason="a thread can't be stopped: its message stays invisible until it returns",
+                )
                 await asyncio.wait({work})
         work.result()
 
@@ -229,6 +252,16 @@ class HandlerRunner:
             await self.visibility.extend_ms(m, int(seconds * 1000))
             deadline.reschedule(asyncio.get_running_loop().time() + seconds)
 
-        return Context(id=str(m.id), queue=m.queue, task=m.task, attempt=m.attempt, max_attempts=m.max_attempts,
-                       due_ms=m.scheduled_ms or m.due_ms, key=m.key, headers=m.headers, log=mlog, extend=extend,
-                       trigger=m.trigger)
+        return Context(
+            id=str(m.id),
+            queue=m.queue,
+            task=m.task,
+            attempt=m.attempt,
+            max_attempts=m.max_attempts,
+            due_ms=m.scheduled_ms or m.due_ms,
+            key=m.key,
+            headers=m.headers,
+            log=mlog,
+            extend=extend,
+            trigger=m.trigger,
+        )

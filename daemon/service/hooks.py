@@ -22,8 +22,9 @@ message. The daemon's own Prometheus counters and message history are middleware
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from daemon.base.logs import get_logger
 from daemon.base.model import Message
@@ -80,7 +81,9 @@ class Hooks:
         self._calls: dict[str, list[tuple[Callable[[Delivery], Any], bool]]] = {name: [] for name in METHODS}
         for mw in middleware:
             if not isinstance(mw, Middleware):
-                raise TypeError(f"{mw!r} is not a daemon.Middleware: subclass it and override before/after/on_retry/on_poison")
+                raise TypeError(
+                    f"{mw!r} is not a daemon.Middleware: subclass it and override before/after/on_retry/on_poison"
+                )
             for name in METHODS:
                 if getattr(type(mw), name) is not getattr(Middleware, name):
                     fn = getattr(mw, name)
@@ -92,8 +95,17 @@ class Hooks:
         d.ctx = ctx
         await self._call("before", d)
 
-    async def outcome(self, outcome: str, m: Message, duration: float, *, handled: bool, error: BaseException | None = None,
-                      reason: str = "", retry_in: float | None = None) -> None:
+    async def outcome(
+        self,
+        outcome: str,
+        m: Message,
+        duration: float,
+        *,
+        handled: bool,
+        error: BaseException | None = None,
+        reason: str = "",
+        retry_in: float | None = None,
+    ) -> None:
         """An outcome: ``after`` if a handler ran (``handled``), then ``on_retry``/``on_poison``."""
         d = self._open.setdefault(id(m), Delivery(m))
         d.outcome, d.duration, d.error, d.reason, d.retry_in = outcome, duration, error or d.error, reason, retry_in
@@ -115,5 +127,12 @@ class Hooks:
                 if is_async:
                     await result
             except Exception as exc:  # a hook never changes what happens to the message
-                log.error("hook_failed", hook=getattr(fn, "__qualname__", repr(fn)), method=name, queue=d.queue, task=d.task,
-                          id=str(d.message.id), error=f"{type(exc).__name__}: {exc}")
+                log.error(
+                    "hook_failed",
+                    hook=getattr(fn, "__qualname__", repr(fn)),
+                    method=name,
+                    queue=d.queue,
+                    task=d.task,
+                    id=str(d.message.id),
+                    error=f"{type(exc).__name__}: {exc}",
+                )

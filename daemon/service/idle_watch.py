@@ -21,8 +21,9 @@ from daemon.engine.consume.consumer import Consumer
 class IdleWatch:
     """Per queue: the scout, its poll delay and next poll, the consumers waiting, the kicks."""
 
-    def __init__(self, cq: Casque, settings: WorkerSettings, consumers: dict[str, Consumer],
-                 stopping: asyncio.Event) -> None:
+    def __init__(
+        self, cq: Casque, settings: WorkerSettings, consumers: dict[str, Consumer], stopping: asyncio.Event
+    ) -> None:
         self.cq = cq
         self.consumers = consumers
         self.stopping = stopping
@@ -52,6 +53,7 @@ class IdleWatch:
             kick.set()
             if consumer.pending_hints() > 1:  # more named rows than the scout: call a helper in
                 self.wake(queue, 1)
+
         return listener
 
     def poll_due(self, queue: str, always: bool = False) -> bool:
@@ -97,7 +99,8 @@ class IdleWatch:
         self._waiting.setdefault(queue, []).append(waiter)
         stop = asyncio.ensure_future(self.stopping.wait())
         try:
-            await asyncio.wait([waiter, stop], return_when=asyncio.FIRST_COMPLETED)
+            both: list[asyncio.Future[Any]] = [waiter, stop]
+            await asyncio.wait(both, return_when=asyncio.FIRST_COMPLETED)
         finally:
             stop.cancel()
             if not waiter.done():

@@ -7,7 +7,7 @@ timed-out call, ``on_retry`` a retry, ``on_poison`` a poison (also when no handl
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from daemon.base import metrics
 from daemon.base.clock import Clock

@@ -57,8 +57,12 @@ class Outcomes:
         """The handler ran out of time: poison on the last attempt, else the message comes back
         when its timeout column falls due (no write: the take already placed it)."""
         self.count(m, "timed_out")
-        mlog.warning("message_timed_out", timeout_s=round(run_timeout_ms / 1000, 3), duration=round(duration, 3),
-                     comes_back_at_ms=m.invisible_until)
+        mlog.warning(
+            "message_timed_out",
+            timeout_s=round(run_timeout_ms / 1000, 3),
+            duration=round(duration, 3),
+            comes_back_at_ms=m.invisible_until,
+        )
         error = TimeoutError(f"timed out after {run_timeout_ms / 1000:.3f}s")
         await self.hooks.outcome("timed_out", m, duration, handled=True, error=error)
         if out_of_attempts(m.attempt, m.max_attempts):
@@ -67,16 +71,33 @@ class Outcomes:
         else:
             consumer.expect(m.bucket, m.shard, m.invisible_until)
 
-    async def retry_or_poison(self, consumer: Consumer, spec: TaskSpec, m: Message, mlog: Any, after: float | None,
-                              exc: BaseException, started: float) -> None:
+    async def retry_or_poison(
+        self,
+        consumer: Consumer,
+        spec: TaskSpec,
+        m: Message,
+        mlog: Any,
+        after: float | None,
+        exc: BaseException,
+        started: float,
+    ) -> None:
         """A handler started at ``started`` (monotonic) failed (``after``: the seconds its ``Retry``
         asked for, else the task's backoff): retry it in place, or poison it on its last attempt."""
         duration = time.monotonic() - started
         error = f"{type(exc).__name__}: {exc}"
         if out_of_attempts(m.attempt, m.max_attempts):
             reason = f"failed on its last attempt ({m.attempt} of {m.max_attempts})"
-            await self.poison(consumer, m, mlog, reason, type(exc).__name__, "".join(traceback.format_exception(exc)),
-                              duration, error, handled=exc)
+            await self.poison(
+                consumer,
+                m,
+                mlog,
+                reason,
+                type(exc).__name__,
+                "".join(traceback.format_exception(exc)),
+                duration,
+                error,
+                handled=exc,
+            )
             return
         delay = spec.backoff.delay(m.attempt) if after is None else after
         if not self.visibility.held(m):  # another consumer may have taken it: a rewrite would be a second copy
@@ -92,8 +113,18 @@ class Outcomes:
         await self.hooks.outcome("retried", m, duration, handled=True, error=exc, retry_in=delay)
         mlog.info("message_retried", error=error, retry_in=round(delay, 3), duration=round(duration, 4))
 
-    async def poison(self, consumer: Consumer, m: Message, mlog: Any, reason: str, error_type: str, tb: str,
-                     duration: float, error: str = "", handled: BaseException | None = None) -> None:
+    async def poison(
+        self,
+        consumer: Consumer,
+        m: Message,
+        mlog: Any,
+        reason: str,
+        error_type: str,
+        tb: str,
+        duration: float,
+        error: str = "",
+        handled: BaseException | None = None,
+    ) -> None:
         """Poison ``m``; ``handled`` is what its handler raised (then ``after`` hooks run too)."""
         try:
             await self.cq.acker.poison(m, reason, error_type, error or reason, tb)

@@ -22,7 +22,7 @@ split its shards for holding.
 from __future__ import annotations
 
 import asyncio
-from typing import Callable
+from collections.abc import Callable
 
 from daemon.base import metrics
 from daemon.base.errors import CasqueError
@@ -30,8 +30,8 @@ from daemon.base.logs import get_logger
 from daemon.base.model import QueueSettings
 from daemon.engine.client import Casque
 from daemon.engine.consume.consumer import Consumer
-from daemon.engine.take.holds import Row, owned_shards
 from daemon.engine.observe.stats import daemon_id
+from daemon.engine.take.holds import Row, owned_shards
 
 log = get_logger("casque.ownership")
 PEERS_EVERY_S = 5.0
@@ -40,8 +40,14 @@ SATURATED_TICKS = 2
 
 
 class Ownership:
-    def __init__(self, cq: Casque, consumers: dict[str, Consumer], stopping: asyncio.Event, has_room: Callable[[], bool],
-                 me: str | None = None) -> None:
+    def __init__(
+        self,
+        cq: Casque,
+        consumers: dict[str, Consumer],
+        stopping: asyncio.Event,
+        has_room: Callable[[], bool],
+        me: str | None = None,
+    ) -> None:
         self.cq = cq
         self.has_room = has_room
         self._full_ticks = 0
@@ -74,7 +80,7 @@ class Ownership:
     async def _rest(self, seconds: float) -> None:
         try:
             await asyncio.wait_for(self.stopping.wait(), timeout=seconds)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
 
     async def release_all(self) -> None:
@@ -94,7 +100,9 @@ class Ownership:
                 qs = consumer.last_settings = await self.cq.queue_settings(queue)
                 peers = self._serving(queue)
                 if consumer.accepts is not None:
-                    wanted: set[Row] = set()  # pull readers read this queue (pull_peers.py): a held row would keep them out
+                    wanted: set[Row] = (
+                        set()
+                    )  # pull readers read this queue (pull_peers.py): a held row would keep them out
                 elif self._full_ticks >= SATURATED_TICKS and set(peers) - {self.me}:
                     wanted = set()  # full: let a daemon with room take our rows
                 else:

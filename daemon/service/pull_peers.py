@@ -20,7 +20,7 @@ is looped on forever).
 from __future__ import annotations
 
 import asyncio
-from typing import Callable
+from collections.abc import Callable
 
 from daemon.base.logs import get_logger
 from daemon.engine.client import Casque
@@ -31,7 +31,9 @@ LOOK_EVERY_S = 5.0
 
 
 class PullPeers:
-    def __init__(self, cq: Casque, consumers: dict[str, Consumer], handles: Callable[[str], bool], stopping: asyncio.Event) -> None:
+    def __init__(
+        self, cq: Casque, consumers: dict[str, Consumer], handles: Callable[[str], bool], stopping: asyncio.Event
+    ) -> None:
         self.cq = cq
         self.consumers = consumers
         self.handles = handles
@@ -43,7 +45,7 @@ class PullPeers:
         while not self.stopping.is_set():
             try:
                 await asyncio.wait_for(self.stopping.wait(), timeout=LOOK_EVERY_S)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             if not self.stopping.is_set():
                 await self.look()
@@ -54,13 +56,24 @@ class PullPeers:
             try:
                 readers = await self.cq.observe.pull_readers(queue)
             except Exception as exc:  # a node down, or a keyspace whose schema predates the table
-                log.warning("pull_readers_not_read", queue=queue, error=str(exc),
-                            fix="if the table is missing, run 'casque schema apply' (docs/design.md, 'Push and pull on one queue')")
+                log.warning(
+                    "pull_readers_not_read",
+                    queue=queue,
+                    error=str(exc),
+                    fix="if the table is missing, run 'casque schema apply' (docs/design.md, 'Push and pull on one "
+                    "queue')",
+                )
                 continue
             shared = bool(readers)
             if shared != (consumer.accepts is not None):
                 consumer.share(self.handles if shared else None)
-                log.info("pull_readers", queue=queue, readers=len(readers), shared=shared,
-                         rule="tasks without a handler are left for the pull readers; no rows held" if shared
-                         else "every task taken; unknown tasks poisoned")
+                log.info(
+                    "pull_readers",
+                    queue=queue,
+                    readers=len(readers),
+                    shared=shared,
+                    rule="tasks without a handler are left for the pull readers; no rows held"
+                    if shared
+                    else "every task taken; unknown tasks poisoned",
+                )
             self.readers[queue] = len(readers)

@@ -28,8 +28,15 @@ MAX_GAUGED = 1000
 
 
 class QueueGauges:
-    def __init__(self, cq: Casque, holder: str, interval: float, only: list[str] | None = None, lease: str = LEASE,
-                 max_queues: int = MAX_GAUGED) -> None:
+    def __init__(
+        self,
+        cq: Casque,
+        holder: str,
+        interval: float,
+        only: list[str] | None = None,
+        lease: str = LEASE,
+        max_queues: int = MAX_GAUGED,
+    ) -> None:
         self.cq = cq
         self.max_queues = max_queues
         self.interval = interval
@@ -90,7 +97,11 @@ class QueueGauges:
         async for page in self.cq.admin.pages(min(self.max_queues, 1000)):
             names += [q.name for q in page][: self.max_queues - len(names)]
             if len(names) >= self.max_queues:
-                log.warning("queue_gauges_capped", gauged=self.max_queues, fix="list the queues to gauge in metrics.queue_gauges_queues")
+                log.warning(
+                    "queue_gauges_capped",
+                    gauged=self.max_queues,
+                    fix="list the queues to gauge in metrics.queue_gauges_queues",
+                )
                 break
         return names
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 import importlib
 import inspect
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 from daemon.base.errors import ConfigError, UsageError
 from daemon.service.handler import Backoff, Handler
@@ -45,7 +46,9 @@ class Registry:
     def use(self, middleware: Middleware) -> Middleware:
         """Add middleware (hooks.py) to every daemon that uses this registry; returns it."""
         if not isinstance(middleware, Middleware):
-            raise UsageError(f"{middleware!r} is not a daemon.Middleware: subclass it and override before/after/on_retry/on_poison")
+            raise UsageError(
+                f"{middleware!r} is not a daemon.Middleware: subclass it and override before/after/on_retry/on_poison"
+            )
         if middleware not in self.middleware:
             self.middleware.append(middleware)
         return middleware
@@ -70,11 +73,19 @@ class Registry:
             raise UsageError(f"unknown handler option(s) {', '.join(sorted(unknown))} for task {task!r}")
         existing = self._tasks.get(task)
         if existing and existing.cls is not cls:
-            raise UsageError(f"task {task!r} is registered twice ({existing.cls.__qualname__} and {cls.__qualname__}): give one of them another name")
+            raise UsageError(
+                f"task {task!r} is registered twice ({existing.cls.__qualname__} and {cls.__qualname__}): give one of "
+                f"them another name"
+            )
         spec = TaskSpec(
-            name=task, cls=cls, queue=options.get("queue", cls.queue), timeout=options.get("timeout", cls.timeout),
-            max_attempts=options.get("max_attempts", cls.max_attempts), backoff=options.get("backoff", cls.backoff),
-            concurrency=options.get("concurrency", cls.concurrency), is_async=inspect.iscoroutinefunction(cls.handle),
+            name=task,
+            cls=cls,
+            queue=options.get("queue", cls.queue),
+            timeout=options.get("timeout", cls.timeout),
+            max_attempts=options.get("max_attempts", cls.max_attempts),
+            backoff=options.get("backoff", cls.backoff),
+            concurrency=options.get("concurrency", cls.concurrency),
+            is_async=inspect.iscoroutinefunction(cls.handle),
         )
         self._tasks[task] = spec
         return spec
@@ -96,7 +107,10 @@ class Registry:
             try:
                 importlib.import_module(module)
             except Exception as exc:
-                raise ConfigError(f"worker.handler_modules: cannot import {module!r} ({type(exc).__name__}: {exc}): check the name and PYTHONPATH") from None
+                raise ConfigError(
+                    f"worker.handler_modules: cannot import {module!r} ({type(exc).__name__}: {exc}): check the name "
+                    f"and PYTHONPATH"
+                ) from None
 
 
 registry = Registry()

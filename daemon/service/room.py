@@ -9,7 +9,7 @@ Without the second part every consumer saw the same room at once and the daemon 
 from __future__ import annotations
 
 import asyncio
-from typing import Coroutine
+from collections.abc import Coroutine
 
 
 class Room:

@@ -18,33 +18,41 @@ from dataclasses import replace
 
 from daemon import __version__
 from daemon.base import metrics
-from daemon.engine.client import Casque
 from daemon.base.clock import SYSTEM_CLOCK, Clock
 from daemon.base.config import Settings, load_settings
-from daemon.service.dispatcher import Dispatcher
 from daemon.base.errors import CasqueError, ConfigError, StorageUnavailable
+from daemon.base.logs import configure_logging, get_logger
 from daemon.base.metrics import MetricsServer
 from daemon.base.model import QueueSettings
-from daemon.base.logs import configure_logging, get_logger
-from daemon.service.hooks import Hooks
-from daemon.service.observers import HistoryObserver, MetricsObserver
-from daemon.engine.cluster.reaper import ExpirySweeper
-from daemon.service.queue_gauges import QueueGauges
-from daemon.service.registry import Registry, registry as default_registry
-from daemon.service.sdnotify import Notifier
+from daemon.engine.client import Casque
 from daemon.engine.cluster.heartbeats import this_process
+from daemon.engine.cluster.reaper import ExpirySweeper
+from daemon.engine.consume.sweep import SWEEP_EVERY_S, Sweeper
 from daemon.engine.observe.samples import DEPTH_EVERY_S
 from daemon.engine.observe.stats import STATS_EVERY_S, Cursors, daemon_id
-from daemon.engine.consume.sweep import SWEEP_EVERY_S, Sweeper
 from daemon.engine.storage.table import all_rows
+from daemon.service.dispatcher import Dispatcher
+from daemon.service.hooks import Hooks
+from daemon.service.observers import HistoryObserver, MetricsObserver
+from daemon.service.queue_gauges import QueueGauges
+from daemon.service.registry import Registry
+from daemon.service.registry import registry as default_registry
+from daemon.service.sdnotify import Notifier
 
 log = get_logger("casque.worker")
 CONNECT_BACKOFF_MAX = 30.0
 
 
 class Worker:
-    def __init__(self, settings: Settings, queues: list[str] | None = None, concurrency: int | None = None,
-                 registry: Registry = default_registry, notifier: Notifier | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        queues: list[str] | None = None,
+        concurrency: int | None = None,
+        registry: Registry = default_registry,
+        notifier: Notifier | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
         worker = settings.worker
         if concurrency is not None:
             worker = replace(worker, consumers=concurrency)
@@ -79,7 +87,7 @@ class Worker:
                 try:
                     await asyncio.wait_for(self._stop.wait(), timeout=delay)
                     raise
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     delay = min(delay * 2, CONNECT_BACKOFF_MAX)
 
     async def run(self, burst: bool = False) -> int:
@@ -96,11 +104,15 @@ class Worker:
         self.heartbeat = this_process(self.queues, self.settings.worker.consumers, self.cq.clock.now_ms(), __version__)
         self._queue_settings = {q: await self.cq.queue_settings(q) for q in self.queues}
         own = [MetricsObserver(self.cq.clock), HistoryObserver(self.history, self.cq.clock, self._queue_settings.get)]
-        self.dispatcher = Dispatcher(self.cq, self.registry, self.settings.worker, self.queues, hooks=Hooks(own + self.registry.middleware))
+        self.dispatcher = Dispatcher(
+            self.cq, self.registry, self.settings.worker, self.queues, hooks=Hooks(own + self.registry.middleware)
+        )
         if self.settings.hints.listen:
             await self.cq.listen_for_hints(self.queues)  # other processes' sends wake our consumers at once
-        metrics.bind_gauges(lambda: len(self.dispatcher.tasks) if self.dispatcher else 0,
-                            lambda: self.dispatcher.busy_consumers if self.dispatcher else 0)
+        metrics.bind_gauges(
+            lambda: len(self.dispatcher.tasks) if self.dispatcher else 0,
+            lambda: self.dispatcher.busy_consumers if self.dispatcher else 0,
+        )
         server = await self._start_metrics()
         await self.dispatcher.warm(burst)
         # What exists now (modules, the driver's metadata, prepared statements) lives as long as
@@ -108,13 +120,25 @@ class Worker:
         # allocates (measured: full collections of 35-86 ms held up the loop, and takes with it).
         gc.freeze()
         w = self.settings.worker
-        status = f"serving {', '.join(self.queues)} with {w.consumers} consumers per queue, tasks: {', '.join(self.registry.names())}"
-        log.info("worker_ready", queues=self.queues, consumers=w.consumers, batch_size=w.batch_size, in_flight=w.in_flight,
-                 tasks=self.registry.names(), burst=burst)
+        tasks = ", ".join(self.registry.names())
+        status = f"serving {', '.join(self.queues)} with {w.consumers} consumers per queue, tasks: {tasks}"
+        log.info(
+            "worker_ready",
+            queues=self.queues,
+            consumers=w.consumers,
+            batch_size=w.batch_size,
+            in_flight=w.in_flight,
+            tasks=self.registry.names(),
+            burst=burst,
+        )
         self.notifier.ready(status)
         self.serving = True
-        background = [asyncio.create_task(self._watchdog()), asyncio.create_task(self._stats_loop()), asyncio.create_task(self._sweep_loop()),
-                      asyncio.create_task(self._depth_loop())]
+        background = [
+            asyncio.create_task(self._watchdog()),
+            asyncio.create_task(self._stats_loop()),
+            asyncio.create_task(self._sweep_loop()),
+            asyncio.create_task(self._depth_loop()),
+        ]
         if server is not None and self.settings.metrics.queue_gauges:
             m = self.settings.metrics
             gauges = QueueGauges(self.cq, self.daemon, m.queue_gauges_interval, only=m.queue_gauges_queues)
@@ -144,7 +168,10 @@ class Worker:
         try:
             await server.start()
         except OSError as exc:
-            raise ConfigError(f"metrics.port {m.port} on {m.host} cannot be used ({exc.strerror}): pick a free port or set metrics.enabled = false") from None
+            raise ConfigError(
+                f"metrics.port {m.port} on {m.host} cannot be used ({exc.strerror}): pick a free port or set "
+                f"metrics.enabled = false"
+            ) from None
         return server
 
     async def _stats_loop(self) -> None:
@@ -169,9 +196,13 @@ class Worker:
                 try:
                     qs = await self.cq.queue_settings(q)
                     rows = max(1, sum(1 for _ in all_rows(qs)))
-                    d = await self.cq.observe.depth(qs, self.cq.clock.now_ms(), parallel=1,
-                                                    cursors=self._depth_cursors.setdefault(q, {}),
-                                                    pace_s=spread / rows / len(self.queues))
+                    d = await self.cq.observe.depth(
+                        qs,
+                        self.cq.clock.now_ms(),
+                        parallel=1,
+                        cursors=self._depth_cursors.setdefault(q, {}),
+                        pace_s=spread / rows / len(self.queues),
+                    )
                     self._depths[q] = (d.waiting_due, d.scheduled, d.in_flight)
                 except CasqueError as exc:
                     log.warning("depth_not_counted", queue=q, error=str(exc))
@@ -205,7 +236,9 @@ class Worker:
                 self.cq.served(q)  # a served queue is polled: active, like a receive (idle expiry)
                 c, cs = self.dispatcher.per_queue[q], self.dispatcher.consumers[q].stats
                 depth = self._depths.pop(q, None)  # the latest count, once (_depth_loop)
-                await self.samples.write(q, now, self.daemon, c, cs.contention, cs.empty_polls, len(self.dispatcher.tasks), depth)
+                await self.samples.write(
+                    q, now, self.daemon, c, cs.contention, cs.empty_polls, len(self.dispatcher.tasks), depth
+                )
         except CasqueError as exc:
             log.warning("stats_write_failed", error=str(exc))
 
@@ -223,8 +256,15 @@ class Worker:
             log.warning("worker_stopped_at_once", cancelled=in_flight)
             return 1
         c = self.dispatcher.counters
-        log.info("worker_stopped", drained=drained, received=c.received, acked=c.acked, retried=c.retried, poisoned=c.poisoned,
-                 timed_out=c.timed_out)
+        log.info(
+            "worker_stopped",
+            drained=drained,
+            received=c.received,
+            acked=c.acked,
+            retried=c.retried,
+            poisoned=c.poisoned,
+            timed_out=c.timed_out,
+        )
         return 0
 
     def _install_signals(self) -> None:
@@ -281,7 +321,9 @@ def served_queues(settings: Settings, registry: Registry) -> list[str]:
     queue=...)``, "default" when a handler names none)."""
     queues = list(settings.worker.queues) or registry.queues()
     if not queues:
-        raise ConfigError("no queues to serve: register handlers (worker.handler_modules), or set worker.queues or --queues")
+        raise ConfigError(
+            "no queues to serve: register handlers (worker.handler_modules), or set worker.queues or --queues"
+        )
     return queues
 
 
@@ -299,5 +341,9 @@ async def check(settings: Settings, registry: Registry = default_registry) -> li
                 found.append(f"queue {q} (will be created on start)")
     finally:
         await cq.close()
-    return [f"config {settings.source}", f"handlers: {', '.join(registry.names()) or 'none'}",
-            f"Cassandra {','.join(settings.cassandra.contact_points)}:{settings.cassandra.port} keyspace {settings.cassandra.keyspace}"] + found
+    return [
+        f"config {settings.source}",
+        f"handlers: {', '.join(registry.names()) or 'none'}",
+        f"Cassandra {','.join(settings.cassandra.contact_points)}:{settings.cassandra.port} keyspace "
+        f"{settings.cassandra.keyspace}",
+    ] + found

@@ -13,22 +13,34 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Callable
+from typing import IO, Any
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def write_config(path: Path, keyspace: str, queues: list[str], handler_module: str = "daemon.testing.handlers",
-                 **worker: object) -> Path:
+def write_config(
+    path: Path, keyspace: str, queues: list[str], handler_module: str = "daemon.testing.handlers", **worker: object
+) -> Path:
     """A daemon config for a test: a keyspace, queues, fast polling, JSON debug logs. ``handler_module`` is
     a name the daemon imports (the tests' recording handlers by default), not an import of this module."""
-    opts = {"consumers": 2, "batch_size": 20, "poll_interval": "20ms", "max_poll_interval": "200ms", "drain_timeout": "20s",
-            "rescan_interval": "1s"} | worker
+    opts = {
+        "consumers": 2,
+        "batch_size": 20,
+        "poll_interval": "20ms",
+        "max_poll_interval": "200ms",
+        "drain_timeout": "20s",
+        "rescan_interval": "1s",
+    } | worker
     lines = [
-        "[cassandra]", f'keyspace = "{keyspace}"', "",
-        "[worker]", f"queues = {queues!r}".replace("'", '"'), f'handler_modules = ["{handler_module}"]',
+        "[cassandra]",
+        f'keyspace = "{keyspace}"',
+        "",
+        "[worker]",
+        f"queues = {queues!r}".replace("'", '"'),
+        f'handler_modules = ["{handler_module}"]',
     ]
     for key, value in opts.items():
         lines.append(f"{key} = {value!r}".replace("'", '"'))
@@ -59,15 +71,20 @@ class Daemon:
 def spawn(config: Path, env: dict[str, str], out: IO[bytes], *args: str) -> subprocess.Popen[bytes]:
     """``python -m daemon.cli -c CONFIG run ARGS`` from the repository (so it runs this checkout's code),
     with exactly ``env``, its output to ``out``."""
-    return subprocess.Popen([sys.executable, "-m", "daemon.cli", "-c", str(config), "run", *args], cwd=ROOT, env=env,
-                            stdout=out, stderr=subprocess.STDOUT)
+    return subprocess.Popen(
+        [sys.executable, "-m", "daemon.cli", "-c", str(config), "run", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+    )
 
 
 def start_daemon(config: Path, record: Path, log: Path, *args: str, env: dict[str, str] | None = None) -> Daemon:
     """A daemon whose test handlers append what they did to ``record`` (read with ``records``)."""
     full_env = dict(os.environ) | {"CASQUE_TEST_RECORD": str(record), "PYTHONPATH": str(ROOT)} | (env or {})
-    out = open(log, "ab")
-    return Daemon(spawn(config, full_env, out, *args), log)
+    with open(log, "ab") as out:  # the child writes its own copy; ours closes once it has started
+        return Daemon(spawn(config, full_env, out, *args), log)
 
 
 def records(path: Path) -> list[list[str]]:
@@ -83,9 +100,13 @@ def wait_for(condition: Callable[[], bool], timeout: float, what: str, daemon: D
         if condition():
             return
         if daemon is not None and daemon.proc.poll() is not None:
-            raise AssertionError(f"daemon exited ({daemon.proc.returncode}) while waiting for {what}:\n{daemon.output()[-4000:]}")
+            raise AssertionError(
+                f"daemon exited ({daemon.proc.returncode}) while waiting for {what}:\n{daemon.output()[-4000:]}"
+            )
         time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}" + (f":\n{daemon.output()[-4000:]}" if daemon else ""))
+    raise AssertionError(
+        f"timed out after {timeout}s waiting for {what}" + (f":\n{daemon.output()[-4000:]}" if daemon else "")
+    )
 
 
 async def until(condition: Callable[[], Any], timeout: float, what: str, daemon: Daemon | None = None) -> None:
@@ -98,6 +119,10 @@ async def until(condition: Callable[[], Any], timeout: float, what: str, daemon:
         if result:
             return
         if daemon is not None and daemon.proc.poll() is not None:
-            raise AssertionError(f"daemon exited ({daemon.proc.returncode}) while waiting for {what}:\n{daemon.output()[-4000:]}")
+            raise AssertionError(
+                f"daemon exited ({daemon.proc.returncode}) while waiting for {what}:\n{daemon.output()[-4000:]}"
+            )
         await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}" + (f":\n{daemon.output()[-4000:]}" if daemon else ""))
+    raise AssertionError(
+        f"timed out after {timeout}s waiting for {what}" + (f":\n{daemon.output()[-4000:]}" if daemon else "")
+    )

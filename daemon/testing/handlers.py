@@ -118,7 +118,9 @@ class FifoStep(Handler):
             await asyncio.sleep(float(payload["hang_once"]))
         await asyncio.sleep(float(payload["sleep"]))
         fails = payload.get("fail") == "always" or (payload.get("fail") == "once" and ctx.attempt == 1)
-        line = f"{ctx.id} {ctx.attempt} {os.getpid()} {start:.4f} {time.time():.4f} {payload['g']} {payload['n']} {'fail' if fails else 'ok'}\n"
+        outcome = "fail" if fails else "ok"
+        times = f"{os.getpid()} {start:.4f} {time.time():.4f}"
+        line = f"{ctx.id} {ctx.attempt} {times} {payload['g']} {payload['n']} {outcome}\n"
         with open(os.environ["CASQUE_TEST_RECORD"], "a") as f:
             f.write(line)
         if fails:

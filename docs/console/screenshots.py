@@ -26,8 +26,8 @@ sys.path.insert(0, str(ROOT))
 
 from daemon.base.config import Settings  # noqa: E402
 from daemon.engine.client import Casque  # noqa: E402
-from daemon.engine.storage.db import Database  # noqa: E402
 from daemon.engine.send.producer import Job  # noqa: E402
+from daemon.engine.storage.db import Database  # noqa: E402
 from daemon.engine.storage.schema import apply_schema  # noqa: E402
 
 KEYSPACE, OUT, PASSWORD = "casque_shots", Path(__file__).resolve().parent, "shots"
@@ -45,9 +45,16 @@ async def produce(cq: Casque, seconds: float) -> None:
     while time.monotonic() < end:
         minute = int((seconds - (end - time.monotonic())) // 60)
         burst = 20 + 25 * (minute % 3)
-        await cq.send_many("emails", [Job("demo.greet", {"name": f"user{n + i}"}, delay=random.choice([None, None, "90s", "3m"]))
-                                      for i in range(burst)])
-        await cq.send_many("thumbnails", [Job("demo.resize", {"image": f"img{n + i}.png", "seconds": 0.4}) for i in range(6)])
+        await cq.send_many(
+            "emails",
+            [
+                Job("demo.greet", {"name": f"user{n + i}"}, delay=random.choice([None, None, "90s", "3m"]))
+                for i in range(burst)
+            ],
+        )
+        await cq.send_many(
+            "thumbnails", [Job("demo.resize", {"image": f"img{n + i}.png", "seconds": 0.4}) for i in range(6)]
+        )
         await cq.send("webhooks", "casque.http", {"url": "https://example.org/hook", "n": n})
         if n % 100 == 0:
             await cq.send("emails", "demo.doomed", {"to": f"bounce{n}@example.org"})
@@ -65,19 +72,39 @@ async def main(minutes: float) -> None:
     cq = await Casque.connect(s)
     for name in ("emails", "thumbnails", "reports", "webhooks"):
         await cq.create_queue(name, if_missing=True)
-    await cq.send("reports", "demo.report", {"user": 42}, cron="0 9 * * *", tz="Europe/Berlin", key="digest:42", on_conflict="replace")
+    await cq.send(
+        "reports",
+        "demo.report",
+        {"user": 42},
+        cron="0 9 * * *",
+        tz="Europe/Berlin",
+        key="digest:42",
+        on_conflict="replace",
+    )
     await cq.send("reports", "demo.report", {"team": "ops"}, every="15m", key="ops-summary", on_conflict="replace")
-    await cq.send("emails", "demo.greet", {"name": "Ada", "to": "ada@example.org", "template": "welcome"}, delay="1h", priority=5,
-                  key="welcome:ada", headers={"trace_id": "4bf92f3577b34da6", "sent_by": "signup-service"}, on_conflict="replace")
+    await cq.send(
+        "emails",
+        "demo.greet",
+        {"name": "Ada", "to": "ada@example.org", "template": "welcome"},
+        delay="1h",
+        priority=5,
+        key="welcome:ada",
+        headers={"trace_id": "4bf92f3577b34da6", "sent_by": "signup-service"},
+        on_conflict="replace",
+    )
     cfg = OUT / ".shots.toml"
-    cfg.write_text(f'[cassandra]\nkeyspace = "{KEYSPACE}"\n[queue_defaults]\nshards = 4\nbuckets = 6\n'
-                   '[worker]\nqueues = ["emails", "thumbnails", "reports"]\nconsumers = 2\nhandler_modules = '
-                   '["handlers.examples"]\n'
-                   '[log]\nlevel = "warning"\n')
+    cfg.write_text(
+        f'[cassandra]\nkeyspace = "{KEYSPACE}"\n[queue_defaults]\nshards = 4\nbuckets = 6\n'
+        '[worker]\nqueues = ["emails", "thumbnails", "reports"]\nconsumers = 2\nhandler_modules = '
+        '["handlers.examples"]\n'
+        '[log]\nlevel = "warning"\n'
+    )
     env = dict(os.environ) | {"PYTHONPATH": str(ROOT), "CASQUE_CONSOLE__ADMIN_PASSWORD": PASSWORD}
     daemon = subprocess.Popen([sys.executable, "-m", "daemon.cli", "-c", str(cfg), "run"], cwd=ROOT, env=env)
     port = _port()
-    web = subprocess.Popen([sys.executable, "-m", "daemon.cli", "-c", str(cfg), "web", "--port", str(port)], cwd=ROOT, env=env)
+    web = subprocess.Popen(
+        [sys.executable, "-m", "daemon.cli", "-c", str(cfg), "web", "--port", str(port)], cwd=ROOT, env=env
+    )
     try:
         await produce(cq, minutes * 60)
         await shoot(cq, f"http://127.0.0.1:{port}")
@@ -94,12 +121,19 @@ async def shoot(cq: Casque, url: str) -> None:
 
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
-        ctx = await browser.new_context(http_credentials={"username": "admin", "password": PASSWORD}, viewport={"width": 1280, "height": 800})
+        ctx = await browser.new_context(
+            http_credentials={"username": "admin", "password": PASSWORD}, viewport={"width": 1280, "height": 800}
+        )
         page = await ctx.new_page()
         poisoned = await cq.poison.list("emails", 1)
         welcome = await cq.get("emails", key="welcome:ada")
-        pages = {"queues": "/queues", "queue": "/queues/emails", "poison": "/queues/emails/poison",
-                 "schedules": "/queues/reports/schedules", "daemons": "/daemons"}
+        pages = {
+            "queues": "/queues",
+            "queue": "/queues/emails",
+            "poison": "/queues/emails/poison",
+            "schedules": "/queues/reports/schedules",
+            "daemons": "/daemons",
+        }
         if welcome:
             pages["message"] = f"/queues/emails/messages/{welcome.id}"
         if poisoned:

@@ -44,10 +44,23 @@ def make_ca(directory: Path, name: str) -> CA:
     """A CA that may sign certificates (basicConstraints CA:TRUE, keyCertSign)."""
     directory.mkdir(parents=True, exist_ok=True)
     ca = CA(directory / f"{name}.pem", directory / f"{name}.key")
-    _openssl("req", "-x509", *_KEY, "-keyout", ca.key, "-out", ca.cert, "-days", _DAYS,
-             "-subj", f"/CN={name}",
-             "-addext", "basicConstraints=critical,CA:TRUE",
-             "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+    _openssl(
+        "req",
+        "-x509",
+        *_KEY,
+        "-keyout",
+        ca.key,
+        "-out",
+        ca.cert,
+        "-days",
+        _DAYS,
+        "-subj",
+        f"/CN={name}",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+    )
     return ca
 
 
@@ -56,17 +69,49 @@ def _sign(ca: CA, directory: Path, name: str, extensions: str) -> Leaf:
     leaf = Leaf(directory / f"{name}.pem", directory / f"{name}.key")
     ext.write_text(extensions)
     _openssl("req", "-new", *_KEY, "-keyout", leaf.key, "-out", csr, "-subj", f"/CN={name}")
-    _openssl("x509", "-req", "-in", csr, "-CA", ca.cert, "-CAkey", ca.key, "-CAcreateserial",
-             "-out", leaf.cert, "-days", _DAYS, "-extfile", ext)
+    _openssl(
+        "x509",
+        "-req",
+        "-in",
+        csr,
+        "-CA",
+        ca.cert,
+        "-CAkey",
+        ca.key,
+        "-CAcreateserial",
+        "-out",
+        leaf.cert,
+        "-days",
+        _DAYS,
+        "-extfile",
+        ext,
+    )
     return leaf
 
 
 def make_server(ca: CA, directory: Path, name: str, store_password: str) -> Leaf:
     """A server certificate for 127.0.0.1/localhost, plus a PKCS12 keystore holding it."""
-    leaf = _sign(ca, directory, name, "subjectAltName=IP:127.0.0.1,DNS:localhost\n"
-                                      "extendedKeyUsage=serverAuth\n"
-                                      "keyUsage=critical,digitalSignature\n")
+    leaf = _sign(
+        ca,
+        directory,
+        name,
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\nkeyUsage=critical,digitalSignature\n",
+    )
     keystore = directory / f"{name}.p12"
-    _openssl("pkcs12", "-export", "-in", leaf.cert, "-inkey", leaf.key, "-certfile", ca.cert,
-             "-name", name, "-out", keystore, "-passout", f"pass:{store_password}")
+    _openssl(
+        "pkcs12",
+        "-export",
+        "-in",
+        leaf.cert,
+        "-inkey",
+        leaf.key,
+        "-certfile",
+        ca.cert,
+        "-name",
+        name,
+        "-out",
+        keystore,
+        "-passout",
+        f"pass:{store_password}",
+    )
     return Leaf(leaf.cert, leaf.key, keystore)

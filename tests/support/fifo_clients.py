@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import boto3
 from botocore.config import Config
@@ -27,7 +28,9 @@ READ_TIMEOUT_S = 200
 def client(url: str) -> Any:
     """One attempt per call (the thread retries, on the other server)."""
     cfg = Config(retries={"max_attempts": 1}, read_timeout=READ_TIMEOUT_S, connect_timeout=5)
-    return boto3.client("sqs", endpoint_url=url, region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s", config=cfg)
+    return boto3.client(
+        "sqs", endpoint_url=url, region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s", config=cfg
+    )
 
 
 def server_fault(exc: BaseException) -> bool:
@@ -62,7 +65,9 @@ class Endpoints:
                 if not server_fault(exc) or time.monotonic() > deadline:
                     raise
                 ledger.count(error_count)
-                if isinstance(exc, (EndpointConnectionError, ConnectionClosedError)) and len(self.down) + 1 < len(self.clients):
+                if isinstance(exc, (EndpointConnectionError, ConnectionClosedError)) and len(self.down) + 1 < len(
+                    self.clients
+                ):
                     self.down.add(self.current)  # refused or cut: the process is gone (a balancer's health check)
                 before = self.current
                 self.next()
@@ -85,7 +90,9 @@ class Producer(threading.Thread):
     groups per batch); each batch goes to the next server in turn, so a group's messages cross
     servers. A group's next message is sent only once its previous one was answered."""
 
-    def __init__(self, urls: list[str], path: str, groups: list[str], per_group: int, ledger: Ledger, first: int) -> None:
+    def __init__(
+        self, urls: list[str], path: str, groups: list[str], per_group: int, ledger: Ledger, first: int
+    ) -> None:
         super().__init__(daemon=True)
         self.ends = Endpoints(urls, path, first)
         self.todo = [(g, n) for n in range(per_group) for g in groups]
@@ -95,7 +102,7 @@ class Producer(threading.Thread):
     def run(self) -> None:
         try:
             for start in range(0, len(self.todo), 10):
-                self._send_batch(self.todo[start:start + 10])
+                self._send_batch(self.todo[start : start + 10])
                 self.ends.next()
         except BaseException as exc:  # reported by the test
             self.error = exc
@@ -104,8 +111,15 @@ class Producer(threading.Thread):
         entries = {f"e{i}": e for i, e in enumerate(batch)}
         retried_at: int | None = None
         while entries:
-            req = [{"Id": i, "MessageBody": json.dumps({"g": g, "n": n}), "MessageGroupId": g, "MessageDeduplicationId": f"{g}-{n}"}
-                   for i, (g, n) in entries.items()]
+            req = [
+                {
+                    "Id": i,
+                    "MessageBody": json.dumps({"g": g, "n": n}),
+                    "MessageGroupId": g,
+                    "MessageDeduplicationId": f"{g}-{n}",
+                }
+                for i, (g, n) in entries.items()
+            ]
             out = self.ends.call("send_message_batch", self.ledger, "send_errors", Entries=req)
             retried_at = retried_at or self.ends.retried_at_ms
             for ok in out.get("Successful", []):
@@ -122,7 +136,9 @@ class Receiver(threading.Thread):
     """Long-polls up to 10 messages, records them, deletes them in one DeleteMessageBatch (retried
     on the other server with the same receipts), and records each delete that succeeded."""
 
-    def __init__(self, urls: list[str], path: str, ledger: Ledger, first: int, stop: threading.Event, wait_s: int = 2) -> None:
+    def __init__(
+        self, urls: list[str], path: str, ledger: Ledger, first: int, stop: threading.Event, wait_s: int = 2
+    ) -> None:
         super().__init__(daemon=True)
         self.ends = Endpoints(urls, path, first)
         self.ledger, self.stop, self.wait_s = ledger, stop, wait_s
@@ -133,8 +149,14 @@ class Receiver(threading.Thread):
         try:
             while not self.stop.is_set():
                 began = time.monotonic()
-                out = self.ends.call("receive_message", self.ledger, "receive_errors", MaxNumberOfMessages=10, WaitTimeSeconds=self.wait_s,
-                                     AttributeNames=["ApproximateReceiveCount", "SequenceNumber"])
+                out = self.ends.call(
+                    "receive_message",
+                    self.ledger,
+                    "receive_errors",
+                    MaxNumberOfMessages=10,
+                    WaitTimeSeconds=self.wait_s,
+                    AttributeNames=["ApproximateReceiveCount", "SequenceNumber"],
+                )
                 at = time.monotonic()
                 msgs = out.get("Messages", [])
                 if msgs:
@@ -148,8 +170,12 @@ class Receiver(threading.Thread):
     def _delete_all(self, msgs: list[dict[str, Any]]) -> None:
         pending = {str(i): m for i, m in enumerate(msgs)}
         while pending:
-            out = self.ends.call("delete_message_batch", self.ledger, "delete_errors",
-                                 Entries=[{"Id": i, "ReceiptHandle": m["ReceiptHandle"]} for i, m in pending.items()])
+            out = self.ends.call(
+                "delete_message_batch",
+                self.ledger,
+                "delete_errors",
+                Entries=[{"Id": i, "ReceiptHandle": m["ReceiptHandle"]} for i, m in pending.items()],
+            )
             for ok in out.get("Successful", []):
                 m = pending.pop(ok["Id"])
                 self.ledger.record_processed(_key(m), m["MessageId"])
@@ -166,7 +192,9 @@ def _key(m: dict[str, Any]) -> Key:
 
 def _seen(at: float, index: int, m: dict[str, Any]) -> Seen:
     a = m.get("Attributes", {})
-    return Seen(at, index, _key(m), m["MessageId"], int(a.get("ApproximateReceiveCount", "0")), a.get("SequenceNumber", ""))
+    return Seen(
+        at, index, _key(m), m["MessageId"], int(a.get("ApproximateReceiveCount", "0")), a.get("SequenceNumber", "")
+    )
 
 
 def drain(urls: list[str], path: str, wait_s: int) -> list[dict[str, Any]]:
@@ -178,7 +206,9 @@ def drain(urls: list[str], path: str, wait_s: int) -> list[dict[str, Any]]:
         q = url + path
         while got := c.receive_message(QueueUrl=q, MaxNumberOfMessages=10, WaitTimeSeconds=wait_s).get("Messages", []):
             left += got
-            c.delete_message_batch(QueueUrl=q, Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(got)])
+            c.delete_message_batch(
+                QueueUrl=q, Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(got)]
+            )
     return left
 
 

@@ -49,7 +49,9 @@ class Outcome:
 
     def line(self) -> str:
         skip = {"examples"}
-        body = " ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}" for k, v in vars(self).items() if k not in skip)
+        body = " ".join(
+            f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}" for k, v in vars(self).items() if k not in skip
+        )
         return body + (f" examples={self.examples[:5]}" if self.examples else "")
 
 

@@ -14,12 +14,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import uvloop  # noqa: E402
 
-from daemon.engine.client import Casque  # noqa: E402
 from daemon.base.clock import Clock  # noqa: E402
 from daemon.base.config import Settings  # noqa: E402
+from daemon.engine.client import Casque  # noqa: E402
 
 
-async def consume(cq: Casque, queue: str, slot: int, batch: int, out: list[str], idle_exit: float, last_seen: list[float]) -> None:
+async def consume(
+    cq: Casque, queue: str, slot: int, batch: int, out: list[str], idle_exit: float, last_seen: list[float]
+) -> None:
     consumer = CONSUMERS[queue]
     while True:
         msgs = await consumer.fetch(batch, slot)

@@ -24,8 +24,8 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from daemon.devnode.download import cache_root
 from daemon.devnode.locks import locked
@@ -34,8 +34,12 @@ ROOT = Path(__file__).resolve().parents[2]
 JAVA_SRC, GO_SRC = ROOT / "tests" / "java", ROOT / "tests" / "go"
 COPY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy-dependencies"
 MARKER = ".complete"
-FIX = {"mvn": "apt-get install maven", "javac": "apt-get install openjdk-17-jdk-headless", "java": "apt-get install openjdk-17-jdk-headless",
-       "go": "install Go 1.22+ from https://go.dev/dl/ and put its bin/ on PATH"}
+FIX = {
+    "mvn": "apt-get install maven",
+    "javac": "apt-get install openjdk-17-jdk-headless",
+    "java": "apt-get install openjdk-17-jdk-headless",
+    "go": "install Go 1.22+ from https://go.dev/dl/ and put its bin/ on PATH",
+}
 
 
 class SdkToolMissing(AssertionError):
@@ -78,9 +82,25 @@ def _run(cmd: list[str], cwd: Path, log: Path, env: dict[str, str] | None = None
 def _build_java(target: Path) -> None:
     mvn, javac = tool("mvn"), tool("javac")
     log = target / "build.log"
-    _run([mvn, "-q", "-B", "--strict-checksums", "-f", str(JAVA_SRC / "pom.xml"), COPY_PLUGIN,
-          f"-DoutputDirectory={target / 'lib'}"], JAVA_SRC, log)
-    _run([javac, "-encoding", "UTF-8", "-cp", str(target / "lib" / "*"), "-d", str(target / "classes"), "SqsCheck.java"], JAVA_SRC, log)
+    _run(
+        [
+            mvn,
+            "-q",
+            "-B",
+            "--strict-checksums",
+            "-f",
+            str(JAVA_SRC / "pom.xml"),
+            COPY_PLUGIN,
+            f"-DoutputDirectory={target / 'lib'}",
+        ],
+        JAVA_SRC,
+        log,
+    )
+    _run(
+        [javac, "-encoding", "UTF-8", "-cp", str(target / "lib" / "*"), "-d", str(target / "classes"), "SqsCheck.java"],
+        JAVA_SRC,
+        log,
+    )
 
 
 def _build_go(target: Path) -> None:

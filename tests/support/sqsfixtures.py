@@ -4,7 +4,8 @@ process, its own launcher) defines its own ``server`` fixture, which takes prece
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import boto3
 import pytest
@@ -16,7 +17,9 @@ from tests.support import sqsserver
 def make_client(url: str, **kw: Any) -> Any:
     """boto3 against a casque serve: one attempt (a retry would hide an error), long polls fit."""
     cfg = Config(retries={"max_attempts": 1}, read_timeout=40, **kw)
-    return boto3.client("sqs", endpoint_url=url, region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s", config=cfg)
+    return boto3.client(
+        "sqs", endpoint_url=url, region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s", config=cfg
+    )
 
 
 @pytest.fixture(scope="module")

@@ -32,12 +32,23 @@ class SqsServer:
         return self.proc.stderr.read() if self.proc.stderr else ""
 
 
-def start(keyspace: str, *args: str, env: dict[str, str] | None = None, timeout: float = 60.0,
-          launcher: tuple[str, ...] = ("-m", "daemon.cli")) -> SqsServer:
+def start(
+    keyspace: str,
+    *args: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 60.0,
+    launcher: tuple[str, ...] = ("-m", "daemon.cli"),
+) -> SqsServer:
     """``launcher``: what runs ``serve ...`` (a wrapper such as tests/support/counted_serve.py)."""
     full_env = dict(os.environ, CASQUE_CASSANDRA__KEYSPACE=keyspace, CASQUE_LOG__FORMAT="json", **(env or {}))
-    proc = subprocess.Popen([sys.executable, *launcher, "serve", "--port", "0", *args], cwd=ROOT, env=full_env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, *launcher, "serve", "--port", "0", *args],
+        cwd=ROOT,
+        env=full_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from daemon.base.clock import Clock
-from daemon.engine.storage.db import Database
 from daemon.engine.access.grants import FULL, Grant
+from daemon.engine.storage.db import Database
 
 CACHE_SECONDS = 60.0
 _ALPHABET = string.ascii_uppercase + string.digits
@@ -56,10 +56,17 @@ class AccessKeyStore:
     async def create(self, description: str = "", grant: Grant | None = None) -> AccessKey:
         """A new key; ``grant`` limits it (``Grant.parse(["ReceiveMessage"], ["user-42"])``),
         None gives it full access."""
-        key = AccessKey("CQ" + "".join(secrets.choice(_ALPHABET) for _ in range(18)), secrets.token_urlsafe(30), description,
-                        self.clock.now_ms(), grant)
+        key = AccessKey(
+            "CQ" + "".join(secrets.choice(_ALPHABET) for _ in range(18)),
+            secrets.token_urlsafe(30),
+            description,
+            self.clock.now_ms(),
+            grant,
+        )
         actions, queues = (list(grant.actions), list(grant.queues)) if grant else (None, None)
-        await self.db.run(self._insert, [key.access_key_id, key.secret, key.description, key.created_at, actions, queues])
+        await self.db.run(
+            self._insert, [key.access_key_id, key.secret, key.description, key.created_at, actions, queues]
+        )
         return key
 
     async def get(self, access_key_id: str) -> AccessKey | None:

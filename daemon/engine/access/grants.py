@@ -21,14 +21,33 @@ from daemon.base.errors import UsageError
 
 #: SQS's IAM actions (the API actions that have one; the batch forms map onto these).
 ACTIONS: tuple[str, ...] = (
-    "AddPermission", "CancelMessageMoveTask", "ChangeMessageVisibility", "CreateQueue", "DeleteMessage", "DeleteQueue",
-    "GetQueueAttributes", "GetQueueUrl", "ListDeadLetterSourceQueues", "ListMessageMoveTasks", "ListQueueTags", "ListQueues",
-    "PurgeQueue", "ReceiveMessage", "RemovePermission", "SendMessage", "SetQueueAttributes", "StartMessageMoveTask",
-    "TagQueue", "UntagQueue",
+    "AddPermission",
+    "CancelMessageMoveTask",
+    "ChangeMessageVisibility",
+    "CreateQueue",
+    "DeleteMessage",
+    "DeleteQueue",
+    "GetQueueAttributes",
+    "GetQueueUrl",
+    "ListDeadLetterSourceQueues",
+    "ListMessageMoveTasks",
+    "ListQueueTags",
+    "ListQueues",
+    "PurgeQueue",
+    "ReceiveMessage",
+    "RemovePermission",
+    "SendMessage",
+    "SetQueueAttributes",
+    "StartMessageMoveTask",
+    "TagQueue",
+    "UntagQueue",
 )
 #: API actions authorized as another IAM action.
-BATCH: dict[str, str] = {"SendMessageBatch": "SendMessage", "DeleteMessageBatch": "DeleteMessage",
-                         "ChangeMessageVisibilityBatch": "ChangeMessageVisibility"}
+BATCH: dict[str, str] = {
+    "SendMessageBatch": "SendMessage",
+    "DeleteMessageBatch": "DeleteMessage",
+    "ChangeMessageVisibilityBatch": "ChangeMessageVisibility",
+}
 _BY_LOWER = {a.lower(): a for a in ACTIONS} | {b.lower(): a for b, a in BATCH.items()}
 _QUEUE_PATTERN = re.compile(r"^[A-Za-z0-9_*?-]{1,80}$")
 
@@ -78,19 +97,25 @@ class Grant:
         acts = [a for a in (actions if actions is not None else ["*"]) if a.strip()]
         qs = [q.strip() for q in (queues if queues is not None else ["*"]) if q.strip()]
         if not acts:
-            raise UsageError("--actions needs at least one SQS action (e.g. ReceiveMessage,DeleteMessage, sqs:Receive* or *)")
+            raise UsageError(
+                "--actions needs at least one SQS action (e.g. ReceiveMessage,DeleteMessage, sqs:Receive* or *)"
+            )
         if not qs:
             raise UsageError("--queues needs at least one queue name or glob (e.g. user-42 or user-*)")
         out = []
         for a in acts:
             norm = normalize_action(a)
             if norm is None:
-                raise UsageError(f"unknown SQS action {a.strip()!r}: use an SQS action name (ReceiveMessage, sqs:SendMessage), "
-                                 "a wildcard (sqs:Receive*) or *")
+                raise UsageError(
+                    f"unknown SQS action {a.strip()!r}: use an SQS action name (ReceiveMessage, sqs:SendMessage), "
+                    "a wildcard (sqs:Receive*) or *"
+                )
             out.append(norm)
         for q in qs:
             if not _QUEUE_PATTERN.match(q):
-                raise UsageError(f"invalid queue pattern {q!r}: use a queue name (1-80 of A-Za-z0-9_-) or a glob with * and ?")
+                raise UsageError(
+                    f"invalid queue pattern {q!r}: use a queue name (1-80 of A-Za-z0-9_-) or a glob with * and ?"
+                )
         return cls(tuple(dict.fromkeys(out)), tuple(dict.fromkeys(qs)))
 
     def allows(self, action: str, queue: str | None) -> bool:

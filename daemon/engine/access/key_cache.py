@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from daemon.base.errors import StorageUnavailable
 from daemon.engine.access.access_keys import AccessKey, AccessKeyStore

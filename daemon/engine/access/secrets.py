@@ -20,7 +20,9 @@ class SecretStore:
     def __init__(self, db: Database, keyspace: str, clock: Clock) -> None:
         self.db = db
         self.clock = clock
-        self._create = db.prepare(f"INSERT INTO {keyspace}.secrets (name, value, created_at) VALUES (?, ?, ?) IF NOT EXISTS")
+        self._create = db.prepare(
+            f"INSERT INTO {keyspace}.secrets (name, value, created_at) VALUES (?, ?, ?) IF NOT EXISTS"
+        )
         self._read = db.prepare(f"SELECT value FROM {keyspace}.secrets WHERE name = ?")
         self._cache: dict[str, bytes] = {}
 

@@ -12,9 +12,9 @@ needs ``expire_after`` without one before it acts.
 from __future__ import annotations
 
 from daemon.base.clock import Clock
-from daemon.engine.storage.db import Database
 from daemon.engine.cluster.marks import ThrottledMarks
 from daemon.engine.queues.store import QueueStore
+from daemon.engine.storage.db import Database
 
 MARK_EVERY_MS = 300_000
 

@@ -51,11 +51,37 @@ class Heartbeats:
         self._list = db.prepare(f"SELECT {_COLS} FROM {t} WHERE slot = {SLOT}")
 
     async def beat(self, hb: Heartbeat) -> None:
-        await self.db.run(self._write, [hb.daemon, hb.host, hb.pid, hb.queues, hb.concurrency, hb.in_flight, hb.started_at,
-                                        hb.heartbeat, hb.version])
+        await self.db.run(
+            self._write,
+            [
+                hb.daemon,
+                hb.host,
+                hb.pid,
+                hb.queues,
+                hb.concurrency,
+                hb.in_flight,
+                hb.started_at,
+                hb.heartbeat,
+                hb.version,
+            ],
+        )
 
     async def list(self) -> list[Heartbeat]:
         rows = await self.db.run(self._list)
-        return sorted((Heartbeat(r.daemon, r.host or "", r.pid or 0, list(r.queues or []), r.concurrency or 0, r.in_flight or 0,
-                                 r.started_at or 0, r.heartbeat or 0, r.version or "") for r in rows),
-                      key=lambda h: (-h.heartbeat, h.daemon))
+        return sorted(
+            (
+                Heartbeat(
+                    r.daemon,
+                    r.host or "",
+                    r.pid or 0,
+                    list(r.queues or []),
+                    r.concurrency or 0,
+                    r.in_flight or 0,
+                    r.started_at or 0,
+                    r.heartbeat or 0,
+                    r.version or "",
+                )
+                for r in rows
+            ),
+            key=lambda h: (-h.heartbeat, h.daemon),
+        )

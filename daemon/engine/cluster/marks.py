@@ -11,7 +11,7 @@ call after the interval tries again), and at most ``MAX_PENDING`` writes are in 
 from __future__ import annotations
 
 import asyncio
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 from daemon.base.logs import get_logger
 from daemon.base.lru import Lru

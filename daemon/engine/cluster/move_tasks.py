@@ -61,8 +61,13 @@ class MoveTaskStore:
         """Make ``task`` its source's active task and store it; False if the source has one already
         (an active row left by a task that ended without removing it is cleared first)."""
         for _ in range(2):
-            rows = await self.db.run(self._p("INSERT INTO {ks}.move_tasks_active (slot, source, started_at, task_id) VALUES (0, ?, ?, ?) "
-                                             "IF NOT EXISTS"), [task.source, task.started_at, task.task_id])
+            rows = await self.db.run(
+                self._p(
+                    "INSERT INTO {ks}.move_tasks_active (slot, source, started_at, task_id) VALUES (0, ?, ?, ?) "
+                    "IF NOT EXISTS"
+                ),
+                [task.source, task.started_at, task.task_id],
+            )
             if rows and rows[0].applied:
                 await self.save(task)
                 return True
@@ -75,33 +80,64 @@ class MoveTaskStore:
     async def save(self, task: MoveTask) -> None:
         """The whole row (but ``cancel_requested``), with a TTL ending 14 days after the start."""
         ttl = max(1, KEEP_S - (task.updated_at - task.started_at) // 1000)
-        await self.db.run(self._p(f"INSERT INTO {{ks}}.move_tasks ({_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?) USING TTL ?"),
-                          [task.source, task.started_at, task.task_id, task.destination, task.rate, task.status, task.moved,
-                           task.to_move, task.failure, task.updated_at, ttl])
+        await self.db.run(
+            self._p(f"INSERT INTO {{ks}}.move_tasks ({_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?) USING TTL ?"),
+            [
+                task.source,
+                task.started_at,
+                task.task_id,
+                task.destination,
+                task.rate,
+                task.status,
+                task.moved,
+                task.to_move,
+                task.failure,
+                task.updated_at,
+                ttl,
+            ],
+        )
 
     async def request_cancel(self, task: MoveTask, now_ms: int) -> None:
         ttl = max(1, KEEP_S - (now_ms - task.started_at) // 1000)
-        await self.db.run(self._p("UPDATE {ks}.move_tasks USING TTL ? SET cancel_requested = true WHERE source = ? AND started_at = ? "
-                                  "AND task_id = ?"), [ttl, *task.key])
+        await self.db.run(
+            self._p(
+                "UPDATE {ks}.move_tasks USING TTL ? SET cancel_requested = true WHERE source = ? AND started_at = ? "
+                "AND task_id = ?"
+            ),
+            [ttl, *task.key],
+        )
 
     async def get(self, source: str, started_at: int, task_id: uuid.UUID) -> MoveTask | None:
-        rows = await self.db.run(self._p(f"SELECT {_COLS}, cancel_requested FROM {{ks}}.move_tasks WHERE source = ? AND started_at = ? "
-                                         "AND task_id = ?"), [source, started_at, task_id])
+        rows = await self.db.run(
+            self._p(
+                f"SELECT {_COLS}, cancel_requested FROM {{ks}}.move_tasks WHERE source = ? AND started_at = ? "
+                "AND task_id = ?"
+            ),
+            [source, started_at, task_id],
+        )
         return _task(rows[0]) if rows and rows[0].status else None
 
     async def newest(self, source: str, limit: int) -> list[MoveTask]:
         """The source's tasks of the last 14 days, newest first: one read of ``limit`` rows."""
-        rows = await self.db.run(self._p(f"SELECT {_COLS}, cancel_requested FROM {{ks}}.move_tasks WHERE source = ? LIMIT ?"), [source, limit])
+        rows = await self.db.run(
+            self._p(f"SELECT {_COLS}, cancel_requested FROM {{ks}}.move_tasks WHERE source = ? LIMIT ?"),
+            [source, limit],
+        )
         return [_task(r) for r in rows if r.status]
 
     async def active(self) -> list[tuple[str, int, uuid.UUID]]:
         """Every source's active task (one partition, as many rows as tasks not yet ended)."""
-        rows = await self.db.run(self._p("SELECT source, started_at, task_id FROM {ks}.move_tasks_active WHERE slot = 0"))
+        rows = await self.db.run(
+            self._p("SELECT source, started_at, task_id FROM {ks}.move_tasks_active WHERE slot = 0")
+        )
         return [(r.source, r.started_at, r.task_id) for r in rows]
 
     async def release(self, task: MoveTask) -> None:
         """The task ended: its source may start another (only if the active row is still its own)."""
-        await self.db.run(self._p("DELETE FROM {ks}.move_tasks_active WHERE slot = 0 AND source = ? IF task_id = ?"), [task.source, task.task_id])
+        await self.db.run(
+            self._p("DELETE FROM {ks}.move_tasks_active WHERE slot = 0 AND source = ? IF task_id = ?"),
+            [task.source, task.task_id],
+        )
 
     async def finish(self, task: MoveTask, status: str, now_ms: int, failure: str | None = None) -> MoveTask:
         ended = replace(task, status=status, failure=failure, updated_at=now_ms)
@@ -111,5 +147,16 @@ class MoveTaskStore:
 
 
 def _task(r: Any) -> MoveTask:
-    return MoveTask(r.source, r.started_at, r.task_id, r.destination, r.rate, r.status, r.moved or 0, r.to_move or 0, r.failure,
-                    r.updated_at or 0, bool(r.cancel_requested))
+    return MoveTask(
+        r.source,
+        r.started_at,
+        r.task_id,
+        r.destination,
+        r.rate,
+        r.status,
+        r.moved or 0,
+        r.to_move or 0,
+        r.failure,
+        r.updated_at or 0,
+        bool(r.cancel_requested),
+    )

@@ -21,17 +21,18 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import replace
-from typing import Any, Iterable, Protocol
+from typing import Any, Protocol
 
 from daemon.base.errors import CasqueError, QueueNotFound
 from daemon.base.logs import get_logger
 from daemon.base.model import DEDUP_HEADER, GROUP_HEADER
-from daemon.engine.delivery.deadletter import FROM_HEADER, ID_HEADER
 from daemon.engine.cluster.lease import Lease
 from daemon.engine.cluster.move_tasks import CANCELLED, COMPLETED, ENDED, FAILED, MoveTask
-from daemon.engine.send.producer import Job, Sent
+from daemon.engine.delivery.deadletter import FROM_HEADER, ID_HEADER
 from daemon.engine.delivery.receive import Delivery
+from daemon.engine.send.producer import Job, Sent
 from daemon.engine.stores import Stores
 
 log = get_logger("casque.mover")
@@ -39,7 +40,7 @@ HOLD_S = 15
 SAVE_EVERY_S = 1.0
 RECOUNT_S = 5.0
 NO_SOURCE = "CouldNotDetermineMessageSource"
-_LOCAL: list["MoveRunner"] = []  # the runners of this process, woken when a task starts here
+_LOCAL: list[MoveRunner] = []  # the runners of this process, woken when a task starts here
 
 
 def wake_local() -> None:
@@ -54,8 +55,9 @@ class Messaging(Protocol):
 
     stores: Stores
 
-    async def receive(self, queue: str, max: int = 10, wait: float = 20.0, visibility: float = 30.0,
-                      attempt_id: str | None = None) -> list[Delivery]: ...
+    async def receive(
+        self, queue: str, max: int = 10, wait: float = 20.0, visibility: float = 30.0, attempt_id: str | None = None
+    ) -> list[Delivery]: ...
 
     async def change_visibility_many(self, changes: Iterable[tuple[str, float]]) -> list[int | Exception]: ...
 
@@ -83,7 +85,7 @@ class MoveRunner:
                 await self.scan()
                 try:
                     await asyncio.wait_for(self.wake.wait(), self.scan_s)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
                 self.wake.clear()
         finally:
@@ -185,7 +187,9 @@ class TaskRun:
             return
         self.counted = time.monotonic()
         est = await self.r.depth.estimate(await self.st.queues.get(self.task.source), self.st.clock.now_ms())
-        self.task = replace(self.task, to_move=max(self.task.to_move, self.task.moved + round(est.waiting + est.in_flight)))
+        self.task = replace(
+            self.task, to_move=max(self.task.to_move, self.task.moved + round(est.waiting + est.in_flight))
+        )
 
     async def _save(self) -> None:
         self.task = replace(self.task, updated_at=self.st.clock.now_ms())
@@ -243,5 +247,11 @@ def _job(m: Any, fifo: bool) -> Job:
     which the destination then drops as a duplicate within 5 minutes)."""
     headers = {k: v for k, v in m.headers.items() if k not in (FROM_HEADER, ID_HEADER, GROUP_HEADER, DEDUP_HEADER)}
     group = m.group or (m.queue if fifo else None)
-    return Job(m.task, m.payload, priority=0 if fifo else m.priority, headers=headers, group=group,
-               dedup_id=f"move-{m.id}" if fifo else None)
+    return Job(
+        m.task,
+        m.payload,
+        priority=0 if fifo else m.priority,
+        headers=headers,
+        group=group,
+        dedup_id=f"move-{m.id}" if fifo else None,
+    )

@@ -22,8 +22,8 @@ import socket
 from typing import Any
 
 from daemon.base.clock import Clock
-from daemon.engine.storage.db import Database
 from daemon.engine.cluster.marks import ThrottledMarks
+from daemon.engine.storage.db import Database
 
 #: How long after its last receive a process still counts as a pull reader of a queue.
 READER_TTL_S = 60

@@ -29,23 +29,23 @@ interval (docs/design.md, "Push and pull on one queue").
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Callable
 
 from daemon.base import metrics
 from daemon.base.clock import Clock
 from daemon.base.logs import get_logger
 from daemon.base.model import Message, QueueSettings
-from daemon.engine.storage.db import Database
-from daemon.engine.take.holds import RowHolds
-from daemon.engine.send.keys import KeyStore
-from daemon.engine.take.locking import HeldLock, ShardLocker
-from daemon.engine.delivery.poison import PoisonStore
-from daemon.engine.queues.store import QueueStore
 from daemon.engine.consume.row_peek import RowPeek
 from daemon.engine.consume.row_state import TRIPS, ConsumerStats, RowState, rows_to_check
 from daemon.engine.consume.shard_names import ShardNames
+from daemon.engine.delivery.poison import PoisonStore
+from daemon.engine.queues.store import QueueStore
+from daemon.engine.send.keys import KeyStore
+from daemon.engine.storage.db import Database
 from daemon.engine.storage.table import MessageTable, all_rows
+from daemon.engine.take.holds import RowHolds
+from daemon.engine.take.locking import HeldLock, ShardLocker
 from daemon.engine.take.step import Take, TakeOptions
 
 __all__ = ["Consumer", "ConsumerStats", "RowState"]

@@ -9,12 +9,12 @@ an idle consumer sleeps until exactly then (docs/design.md, "Which rows a consum
 from __future__ import annotations
 
 import asyncio
-from typing import Callable
+from collections.abc import Callable
 
 from daemon.base.clock import Clock
 from daemon.base.model import QueueSettings
-from daemon.engine.storage.db import Database
 from daemon.engine.consume.row_state import ConsumerStats, RowState, merge, next_rescan, trip
+from daemon.engine.storage.db import Database
 from daemon.engine.storage.table import MessageTable
 
 Accepts = Callable[[str], bool] | None

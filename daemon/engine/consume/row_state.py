@@ -1,4 +1,5 @@
-"""What a consumer knows about one shard row, shared by the choice of rows (consumer.py) and the take (engine/take/step.py).
+"""What a consumer knows about one shard row, shared by the choice of rows (consumer.py) and the take
+(engine/take/step.py).
 
 Everything here is a hint for cost, never needed for correctness: a process that knows nothing reads
 every row from its stored cursors. Also here: the count of sequential round trips a fetch makes (a
@@ -8,9 +9,10 @@ context variable, so gathered children add to the same count) and the cursor mer
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from daemon.base.model import QueueSettings
 

@@ -12,8 +12,8 @@ import heapq
 
 from daemon.base.clock import Clock
 from daemon.base.model import QueueSettings
-from daemon.engine.storage.placement import bucket_of
 from daemon.engine.consume.row_state import RowState
+from daemon.engine.storage.placement import bucket_of
 
 #: Wake-up due times remembered per shard (the earliest ones).
 MAX_HINTS = 256

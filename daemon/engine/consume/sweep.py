@@ -29,14 +29,15 @@ from __future__ import annotations
 
 import asyncio
 import random
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from daemon.base import metrics
 from daemon.base.errors import CasqueError, QueueNotFound
 from daemon.base.logs import get_logger
 from daemon.base.model import Message, QueueSettings
 from daemon.engine.consume.consumer import Consumer
-from daemon.engine.storage.table import all_rows, after, message_from_row
+from daemon.engine.storage.table import after, all_rows, message_from_row
 
 log = get_logger("casque.sweep")
 SWEEP_LAG_MS = 60_000
@@ -106,11 +107,21 @@ class Sweeper:
             if lock is None:
                 continue  # busy: someone is taking from this row; the next pass looks again
             try:
-                rows = await c.db.run(c.table.read_due, [qs.name, bucket, shard, rank, max(start, lock.cursors.get(rank, 0)), horizon, SWEEP_LIMIT])
+                rows = await c.db.run(
+                    c.table.read_due,
+                    [qs.name, bucket, shard, rank, max(start, lock.cursors.get(rank, 0)), horizon, SWEEP_LIMIT],
+                )
                 doomed = [message_from_row(qs.name, bucket, shard, r) for r in rows]
                 for m in doomed:  # into the poison queue before the batch removes them from the row
-                    await c.poison.add(m, f"not consumed within retention ({qs.retention_s} s): poisoned before its TTL would drop it",
-                                       "Expired", m.last_error or "", "", now, qs.retention_s)
+                    await c.poison.add(
+                        m,
+                        f"not consumed within retention ({qs.retention_s} s): poisoned before its TTL would drop it",
+                        "Expired",
+                        m.last_error or "",
+                        "",
+                        now,
+                        qs.retention_s,
+                    )
                 batch = c.db.batch()
                 batch.add(c.locker.release_statement(lock))
                 for m in doomed:
@@ -121,8 +132,15 @@ class Sweeper:
                 raise
             for m in doomed:
                 metrics.POISONED.labels(qs.name, m.task).inc()
-                log.error("message_expiring_poisoned", queue=qs.name, id=str(m.id), task=m.task, waited_s=(now - m.due_ms) // 1000,
-                          retention_s=qs.retention_s, fix="consumers are too slow for this queue: add daemons or consumers, then 'casque poison replay'")
+                log.error(
+                    "message_expiring_poisoned",
+                    queue=qs.name,
+                    id=str(m.id),
+                    task=m.task,
+                    waited_s=(now - m.due_ms) // 1000,
+                    retention_s=qs.retention_s,
+                    fix="consumers are too slow for this queue: add daemons or consumers, then 'casque poison replay'",
+                )
 
     async def _strays(self, qs: QueueSettings, bucket: int, shard: int, rank: int, low: int, upper: int) -> list[Any]:
         """Rows of [low, upper) that lie below the cursor read with them."""
@@ -156,9 +174,18 @@ class Sweeper:
         for m, old_due, cursor in moved:
             c.expect(bucket, shard, m.due_ms)
             metrics.SWEPT.labels(qs.name).inc()
-            log.warning("message_below_cursor", queue=qs.name, id=str(m.id), task=m.task, bucket=bucket, shard=shard,
-                        due=old_due, behind_ms=cursor - old_due, moved_to=m.due_ms,
-                        fix="a write landed behind a cursor: check the hosts' clocks (NTP) and worker.clock_tolerance")
+            log.warning(
+                "message_below_cursor",
+                queue=qs.name,
+                id=str(m.id),
+                task=m.task,
+                bucket=bucket,
+                shard=shard,
+                due=old_due,
+                behind_ms=cursor - old_due,
+                moved_to=m.due_ms,
+                fix="a write landed behind a cursor: check the hosts' clocks (NTP) and worker.clock_tolerance",
+            )
         return len(moved)
 
 
@@ -171,7 +198,12 @@ class PulledSweeps:
     ``Sweeper`` keeps its low watermarks, so every stretch is read once per process, as in a
     daemon. What a pass puts back wakes this process's parked long polls (``notify``)."""
 
-    def __init__(self, consumers: Callable[[], list[Consumer]], notify: Callable[[str, int], None], every_s: float = SWEEP_EVERY_S) -> None:
+    def __init__(
+        self,
+        consumers: Callable[[], list[Consumer]],
+        notify: Callable[[str, int], None],
+        every_s: float = SWEEP_EVERY_S,
+    ) -> None:
         self.consumers = consumers
         self.notify = notify
         self.every_s = every_s

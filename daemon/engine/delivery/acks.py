@@ -15,17 +15,19 @@ from typing import Any
 
 from daemon.base.clock import Clock
 from daemon.base.crashpoints import crash_point
-from daemon.engine.schedules import chain
-from daemon.engine.storage.db import Database
-from daemon.engine.send.keys import KeyStore
 from daemon.base.model import Message
 from daemon.engine.delivery.poison import PoisonStore
 from daemon.engine.queues.store import QueueStore
+from daemon.engine.schedules import chain
+from daemon.engine.send.keys import KeyStore
+from daemon.engine.storage.db import Database
 from daemon.engine.storage.table import STATE_WAITING, MessageTable, after
 
 
 class Acker:
-    def __init__(self, db: Database, table: MessageTable, queues: QueueStore, keys: KeyStore, poison: PoisonStore, clock: Clock) -> None:
+    def __init__(
+        self, db: Database, table: MessageTable, queues: QueueStore, keys: KeyStore, poison: PoisonStore, clock: Clock
+    ) -> None:
         self.db = db
         self.table = table
         self.queues = queues
@@ -67,7 +69,9 @@ class Acker:
         now = self.clock.now_ms()
         old_due = _copy_due(m)
         m.last_error = error[:500]
-        if m.visible_at is not None:  # FIFO: stays at its place in the group, in flight (the group waits) until the retry
+        if (
+            m.visible_at is not None
+        ):  # FIFO: stays at its place in the group, in flight (the group waits) until the retry
             m.visible_at = now + delay_ms
         else:
             m.due_ms = now + delay_ms

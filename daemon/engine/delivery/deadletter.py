@@ -14,18 +14,18 @@ whose stored payload can't be decoded can't be re-sent and goes to the poison ta
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from daemon.base.errors import QueueNotFound
 from daemon.base.logs import get_logger
 from daemon.base.model import DEDUP_HEADER, GROUP_HEADER, Message
-from daemon.engine.send.fifo_send import FifoSender
-from daemon.engine.queues.attributes import DEAD_LETTER, QueueAttributes
-from daemon.engine.storage.db import Database
 from daemon.engine.delivery.poison import PoisonStore
-from daemon.engine.send.producer import Job, build_message
-from daemon.engine.queues.store import QueueStore
 from daemon.engine.delivery.received import RECEIVED_HEADER
+from daemon.engine.queues.attributes import DEAD_LETTER, QueueAttributes
+from daemon.engine.queues.store import QueueStore
+from daemon.engine.send.fifo_send import FifoSender
+from daemon.engine.send.producer import Job, build_message
+from daemon.engine.storage.db import Database
 from daemon.engine.storage.table import MessageTable
 
 __all__ = ["DEAD_LETTER", "FROM_HEADER", "ID_HEADER", "PoisonRouter"]
@@ -37,8 +37,16 @@ log = get_logger("casque.deadletter")
 class PoisonRouter:
     """Has PoisonStore's ``add``: consumers and ackers poison through it."""
 
-    def __init__(self, db: Database, queues: QueueStore, table: MessageTable, attributes: QueueAttributes, poison: PoisonStore,
-                 notify: Callable[[str, int], None], fifo: FifoSender | None = None) -> None:
+    def __init__(
+        self,
+        db: Database,
+        queues: QueueStore,
+        table: MessageTable,
+        attributes: QueueAttributes,
+        poison: PoisonStore,
+        notify: Callable[[str, int], None],
+        fifo: FifoSender | None = None,
+    ) -> None:
         self.fifo = fifo
         self.db = db
         self.queues = queues
@@ -47,7 +55,9 @@ class PoisonRouter:
         self.store = poison
         self.notify = notify
 
-    async def add(self, m: Message, reason: str, error_type: str, error: str, tb: str, now_ms: int, retention_s: int) -> None:
+    async def add(
+        self, m: Message, reason: str, error_type: str, error: str, tb: str, now_ms: int, retention_s: int
+    ) -> None:
         target = (await self.attributes.get(m.queue)).attributes.get(DEAD_LETTER)
         if target and not m.corrupt and await self._send(target, m, reason, now_ms):
             return
@@ -57,7 +67,9 @@ class PoisonRouter:
         try:
             qs = await self.queues.get(target)
         except QueueNotFound:
-            log.error("dead_letter_queue_missing", queue=m.queue, target=target, fix="create it or change the RedrivePolicy")
+            log.error(
+                "dead_letter_queue_missing", queue=m.queue, target=target, fix="create it or change the RedrivePolicy"
+            )
             return False
         headers = {k: v for k, v in m.headers.items() if k not in (RECEIVED_HEADER, GROUP_HEADER, DEDUP_HEADER)}
         headers |= {FROM_HEADER: m.queue, ID_HEADER: str(m.id)}
@@ -66,8 +78,15 @@ class PoisonRouter:
         # by the original id, so a crash between this write and the removal from the source can't
         # put it there twice.
         fifo = qs.fifo and self.fifo is not None
-        job = Job(m.task, m.payload, priority=0 if fifo else m.priority, headers=headers, max_attempts=0, group=m.group or (m.queue if fifo else None),
-                  dedup_id=str(m.id) if fifo else None)
+        job = Job(
+            m.task,
+            m.payload,
+            priority=0 if fifo else m.priority,
+            headers=headers,
+            max_attempts=0,
+            group=m.group or (m.queue if fifo else None),
+            dedup_id=str(m.id) if fifo else None,
+        )
         copy = build_message(qs, job, now_ms)
         if fifo:
             assert self.fifo is not None
@@ -76,5 +95,7 @@ class PoisonRouter:
             qs = await self.queues.add_priority(qs, copy.priority)
             await self.db.run(self.table.insert_message(copy, now_ms, qs.retention_s))
         self.notify(target, now_ms)
-        log.warning("message_dead_lettered", queue=m.queue, target=target, id=str(m.id), new_id=str(copy.id), reason=reason)
+        log.warning(
+            "message_dead_lettered", queue=m.queue, target=target, id=str(m.id), new_id=str(copy.id), reason=reason
+        )
         return True

@@ -7,12 +7,13 @@ from __future__ import annotations
 import builtins
 import json
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any, AsyncIterator
+from typing import Any
 
+from daemon.base.model import Message
 from daemon.engine.storage.db import Database
 from daemon.engine.storage.paging import PAGE_SIZE, pages
-from daemon.base.model import Message
 from daemon.engine.storage.table import MAX_TTL
 
 _COLS = (
@@ -52,13 +53,32 @@ class PoisonStore:
         self._purge = p(f"DELETE FROM {t} WHERE queue = ?")
         self._count = p(f"SELECT COUNT(*) FROM {t} WHERE queue = ?")
 
-    def add_statement(self, m: Message, reason: str, error_type: str, error: str, tb: str, now_ms: int, retention_s: int) -> Any:
-        return self._add.bind([
-            m.queue, m.id, now_ms, m.task, m.raw_payload, m.headers or None, m.attempt, m.priority, m.key,
-            json.dumps(m.trigger) if m.trigger else None, error_type, error[:2000], tb[-8000:], reason, min(MAX_TTL, retention_s),
-        ])
+    def add_statement(
+        self, m: Message, reason: str, error_type: str, error: str, tb: str, now_ms: int, retention_s: int
+    ) -> Any:
+        return self._add.bind(
+            [
+                m.queue,
+                m.id,
+                now_ms,
+                m.task,
+                m.raw_payload,
+                m.headers or None,
+                m.attempt,
+                m.priority,
+                m.key,
+                json.dumps(m.trigger) if m.trigger else None,
+                error_type,
+                error[:2000],
+                tb[-8000:],
+                reason,
+                min(MAX_TTL, retention_s),
+            ]
+        )
 
-    async def add(self, m: Message, reason: str, error_type: str, error: str, tb: str, now_ms: int, retention_s: int) -> None:
+    async def add(
+        self, m: Message, reason: str, error_type: str, error: str, tb: str, now_ms: int, retention_s: int
+    ) -> None:
         await self.db.run(self.add_statement(m, reason, error_type, error, tb, now_ms, retention_s))
 
     async def list(self, queue: str, limit: int | None = 1000, after: uuid.UUID | None = None) -> list[PoisonRecord]:
@@ -96,7 +116,18 @@ class PoisonStore:
 
 def _record(r: Any) -> PoisonRecord:
     return PoisonRecord(
-        queue=r.queue, id=r.id, poisoned_at=r.poisoned_at or 0, task=r.task or "", payload=r.payload, headers=dict(r.headers or {}),
-        attempt=r.attempt or 0, priority=r.priority or 0, key=r.key, trigger=json.loads(r.trigger) if r.trigger else None,
-        error_type=r.error_type or "", error=r.error or "", traceback=r.traceback or "", reason=r.reason or "",
+        queue=r.queue,
+        id=r.id,
+        poisoned_at=r.poisoned_at or 0,
+        task=r.task or "",
+        payload=r.payload,
+        headers=dict(r.headers or {}),
+        attempt=r.attempt or 0,
+        priority=r.priority or 0,
+        key=r.key,
+        trigger=json.loads(r.trigger) if r.trigger else None,
+        error_type=r.error_type or "",
+        error=r.error or "",
+        traceback=r.traceback or "",
+        reason=r.reason or "",
     )

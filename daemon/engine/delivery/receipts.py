@@ -48,7 +48,9 @@ class ReceiptSigner:
         self._key = key
 
     def issue(self, r: Receipt) -> str:
-        body = _FIXED.pack(VERSION, r.id.bytes, r.bucket, r.shard, r.rank, r.due_ms, r.attempt) + r.queue.encode("utf-8")
+        body = _FIXED.pack(VERSION, r.id.bytes, r.bucket, r.shard, r.rank, r.due_ms, r.attempt) + r.queue.encode(
+            "utf-8"
+        )
         return base64.urlsafe_b64encode(body + self._tag(body)).decode("ascii").rstrip("=")
 
     def open(self, handle: str, queue: str | None = None) -> Receipt:
@@ -57,16 +59,24 @@ class ReceiptSigner:
         try:
             raw = base64.urlsafe_b64decode(handle + "=" * (-len(handle) % 4))
         except (binascii.Error, ValueError, TypeError):
-            raise InvalidReceipt("the receipt handle is not one casque issued (not base64): pass the handle exactly as received") from None
+            raise InvalidReceipt(
+                "the receipt handle is not one casque issued (not base64): pass the handle exactly as received"
+            ) from None
         body, tag = raw[:-_TAG], raw[-_TAG:]
         if len(body) < _FIXED.size or not hmac.compare_digest(tag, self._tag(body)):
-            raise InvalidReceipt("the receipt handle is not one casque issued (bad signature): pass the handle exactly as received")
+            raise InvalidReceipt(
+                "the receipt handle is not one casque issued (bad signature): pass the handle exactly as received"
+            )
         version, mid, bucket, shard, rank, due, attempt = _FIXED.unpack_from(body)
         if version != VERSION:
-            raise InvalidReceipt(f"the receipt handle has version {version}, this server reads {VERSION}: receive the message again")
-        r = Receipt(body[_FIXED.size:].decode("utf-8"), uuid.UUID(bytes=mid), bucket, shard, rank, due, attempt)
+            raise InvalidReceipt(
+                f"the receipt handle has version {version}, this server reads {VERSION}: receive the message again"
+            )
+        r = Receipt(body[_FIXED.size :].decode("utf-8"), uuid.UUID(bytes=mid), bucket, shard, rank, due, attempt)
         if queue is not None and r.queue != queue:
-            raise InvalidReceipt(f"the receipt handle belongs to queue '{r.queue}', not '{queue}': use the queue the message came from")
+            raise InvalidReceipt(
+                f"the receipt handle belongs to queue '{r.queue}', not '{queue}': use the queue the message came from"
+            )
         return r
 
     def _tag(self, body: bytes) -> bytes:

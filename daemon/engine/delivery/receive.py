@@ -37,24 +37,31 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from daemon.base.clock import Clock
 from daemon.base.errors import CasqueError, UsageError
 from daemon.base.lru import Lru
 from daemon.base.model import Message, QueueSettings
+from daemon.engine.access.secrets import RECEIPT_KEY, SecretStore
 from daemon.engine.consume.consumer import Consumer
 from daemon.engine.consume.row_state import RowState
-from daemon.engine.storage.db import Database
-from daemon.engine.send.keys import KeyStore
-from daemon.engine.queues.store import QueueStore
 from daemon.engine.delivery.receipts import InvalidReceipt, Receipt, ReceiptSigner
 from daemon.engine.delivery.receive_attempts import ReceiveAttempts
 from daemon.engine.delivery.received import times
-from daemon.engine.access.secrets import RECEIPT_KEY, SecretStore
+from daemon.engine.queues.store import QueueStore
+from daemon.engine.send.keys import KeyStore
+from daemon.engine.storage.db import Database
 from daemon.engine.storage.table import (
-    KIND_MESSAGE, KIND_MOVED, STATE_IN_FLIGHT, MessageTable, after, message_from_row, ttl_for,
+    KIND_MESSAGE,
+    KIND_MOVED,
+    STATE_IN_FLIGHT,
+    MessageTable,
+    after,
+    message_from_row,
+    ttl_for,
 )
 from daemon.engine.wake.wakeups import Wakeups
 
@@ -89,10 +96,22 @@ class Delivery:
 
 
 class Receiver:
-    def __init__(self, db: Database, table: MessageTable, queues: QueueStore, keys: KeyStore, secrets: SecretStore, wakeups: Wakeups,
-                 clock: Clock, consumer_of: Callable[[str], Consumer], poll_interval_s: float = 15.0,
-                 max_consumers: int = MAX_CONSUMERS, touch: Callable[[str], None] | None = None,
-                 attempts: ReceiveAttempts | None = None, unblocked: Callable[[str, int, int], None] | None = None) -> None:
+    def __init__(
+        self,
+        db: Database,
+        table: MessageTable,
+        queues: QueueStore,
+        keys: KeyStore,
+        secrets: SecretStore,
+        wakeups: Wakeups,
+        clock: Clock,
+        consumer_of: Callable[[str], Consumer],
+        poll_interval_s: float = 15.0,
+        max_consumers: int = MAX_CONSUMERS,
+        touch: Callable[[str], None] | None = None,
+        attempts: ReceiveAttempts | None = None,
+        unblocked: Callable[[str, int, int], None] | None = None,
+    ) -> None:
         self.db = db
         self.table = table
         self.queues = queues
@@ -102,7 +121,9 @@ class Receiver:
         self.clock = clock
         self.consumer_of = consumer_of
         self.poll_interval_s = poll_interval_s
-        self._consumers: Lru[str, Consumer] = Lru(max_consumers, self._evicted)  # the queues pulled from lately, not every queue
+        self._consumers: Lru[str, Consumer] = Lru(
+            max_consumers, self._evicted
+        )  # the queues pulled from lately, not every queue
         self._unsubscribe: dict[str, Callable[[], None]] = {}
         self.touch = touch  # records activity for idle expiry (engine/cluster/reaper.py)
         self.attempts = attempts
@@ -118,8 +139,14 @@ class Receiver:
         return self._signer
 
     # ---- receive ------------------------------------------------------------------------------
-    async def receive(self, queue: str, limit: int = 10, wait_s: float = 20.0, visibility_s: float = 30.0,
-                      attempt_id: str | None = None) -> list[Delivery]:
+    async def receive(
+        self,
+        queue: str,
+        limit: int = 10,
+        wait_s: float = 20.0,
+        visibility_s: float = 30.0,
+        attempt_id: str | None = None,
+    ) -> list[Delivery]:
         """Up to ``limit`` messages, waiting up to ``wait_s`` for the first one. ``attempt_id``
         (FIFO queues): a retry with the same id within 5 minutes returns the same deliveries
         while they are in flight (engine/delivery/receive_attempts.py)."""
@@ -153,7 +180,9 @@ class Receiver:
                 out.append(Delivery(m, handle, self.clock.now_ms()))
         return out
 
-    async def _receive(self, queue: str, qs: QueueSettings, limit: int, wait_s: float, visibility_s: float) -> list[Delivery]:
+    async def _receive(
+        self, queue: str, qs: QueueSettings, limit: int, wait_s: float, visibility_s: float
+    ) -> list[Delivery]:
         signer = await self.signer()
         consumer = self._consumer(queue)
         if not consumer.rows:
@@ -200,11 +229,15 @@ class Receiver:
             taken += more
         return taken
 
-    def _deliveries(self, queue: str, consumer: Consumer, signer: ReceiptSigner, taken: list[Message]) -> list[Delivery]:
+    def _deliveries(
+        self, queue: str, consumer: Consumer, signer: ReceiptSigner, taken: list[Message]
+    ) -> list[Delivery]:
         now = self.clock.now_ms()
         out = []
         for m in taken:
-            due = m.copy_due_ms if m.copy_due_ms is not None else m.due_ms  # where the delivery is (a FIFO message's own position)
+            due = (
+                m.copy_due_ms if m.copy_due_ms is not None else m.due_ms
+            )  # where the delivery is (a FIFO message's own position)
             visible = m.visible_at if m.visible_at is not None else due
             consumer.expect(m.bucket, m.shard, visible)  # visible again then, if not deleted by then
             self.wakeups.notify(queue, visible)
@@ -235,8 +268,12 @@ class Receiver:
         nothing: it is treated as one just peeked empty (looked at again at the next rescan, or
         at once if it is the current bucket's), so an idle queue is not peeked row by row."""
         shards, buckets = qs.span()
-        results = await asyncio.gather(*(
-            self.db.run(self.table.read_shard_cursors, [qs.name, list(range(buckets)), shard]) for shard in range(shards)))
+        results = await asyncio.gather(
+            *(
+                self.db.run(self.table.read_shard_cursors, [qs.name, list(range(buckets)), shard])
+                for shard in range(shards)
+            )
+        )
         found = {(r.bucket, r.shard): dict(r.cursors or {}) for rows in results for r in rows}
         rescan_at = self.clock.now_ms() + consumer.rescan_ms
         for bucket in range(buckets):
@@ -300,18 +337,26 @@ class Receiver:
         r = (await self.signer()).open(receipt, queue)
         m, marker, present = await self._locate(r)
         if m is None:
-            raise NotInFlight("the message is not in flight under this receipt: it was deleted, or its visibility timeout expired; receive it again",
-                              gone=not present and not await self._still_there(r))
+            raise NotInFlight(
+                "the message is not in flight under this receipt: it was deleted, or its visibility timeout expired; "
+                "receive it again",
+                gone=not present and not await self._still_there(r),
+            )
         qs = await self.queues.get(r.queue)
         now = self.clock.now_ms()
         new_due = now + int(seconds * 1000)
         _, received = times(m.headers)
         if received is not None and new_due > received + MAX_VISIBILITY_S * 1000:
-            raise VisibilityTooLong(f"visibility {seconds:g}s would end {(new_due - received) / 1000:.0f}s after the receive: "
-                                    f"at most {MAX_VISIBILITY_S}s from the receive")
+            raise VisibilityTooLong(
+                f"visibility {seconds:g}s would end {(new_due - received) / 1000:.0f}s after the receive: "
+                f"at most {MAX_VISIBILITY_S}s from the receive"
+            )
         if m.visible_at is not None:  # FIFO: the message stays at its position, its visibility changes
             m.visible_at = new_due
-            await self.db.run(self.table.insert_message(m, now, qs.retention_s), timestamp=after(m.write_ts, now_us=self.db.next_timestamp()))
+            await self.db.run(
+                self.table.insert_message(m, now, qs.retention_s),
+                timestamp=after(m.write_ts, now_us=self.db.next_timestamp()),
+            )
             self._unblock(m, new_due)
             return new_due
         batch = self.db.batch()
@@ -333,7 +378,9 @@ class Receiver:
         """Each receipt's outcome, in order: True/False as ``delete``, or the error for that one."""
         return await _each(receipts, lambda h: self.delete(h, queue))
 
-    async def change_visibility_many(self, changes: Iterable[tuple[str, float]], queue: str | None = None) -> list[int | Exception]:
+    async def change_visibility_many(
+        self, changes: Iterable[tuple[str, float]], queue: str | None = None
+    ) -> list[int | Exception]:
         return await _each(changes, lambda c: self.change_visibility(c[0], c[1], queue))
 
     async def _locate(self, r: Receipt) -> tuple[Message | None, bool, bool]:

@@ -50,7 +50,7 @@ class Counts:
     in_flight: float = 0.0
     delayed: float = 0.0
 
-    def add(self, other: "Counts") -> None:
+    def add(self, other: Counts) -> None:
         self.waiting += other.waiting
         self.in_flight += other.in_flight
         self.delayed += other.delayed
@@ -136,7 +136,9 @@ class DepthEstimator:
         running = self._passes.get(qs.name)
         if running is not None and not running.done():
             return
-        stale = [lane for lane in large if (hit := self._large.get(lane)) is None or time.monotonic() - hit[0] > REFRESH_S]
+        stale = [
+            lane for lane in large if (hit := self._large.get(lane)) is None or time.monotonic() - hit[0] > REFRESH_S
+        ]
         if stale:
             self._passes[qs.name] = asyncio.create_task(self._pass(qs.name, stale))
 
@@ -166,7 +168,9 @@ def classify(rows: list[Any], now: int) -> Counts:
     due, else delayed. ``casque stats`` counts in flight by state alone (it is for people)."""
     c = Counts()
     for r in rows:
-        visible = r.visible_at if r.visible_at is not None else r.due  # a FIFO message is in flight in place (engine/take/fifo.py)
+        visible = (
+            r.visible_at if r.visible_at is not None else r.due
+        )  # a FIFO message is in flight in place (engine/take/fifo.py)
         if r.state == STATE_IN_FLIGHT and visible > now:
             c.in_flight += 1
         elif visible <= now:

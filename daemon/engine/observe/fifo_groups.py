@@ -17,8 +17,8 @@ from typing import Any
 
 from daemon.base.model import QueueSettings
 from daemon.engine.storage.db import Database
-from daemon.engine.take.fifo import group_of
 from daemon.engine.storage.table import STATE_IN_FLIGHT, MessageTable
+from daemon.engine.take.fifo import group_of
 
 #: Messages read per shard row: a FIFO queue has 1 row (perQueue) or 16 (perMessageGroupId).
 ROW_LIMIT = 1000
@@ -40,7 +40,9 @@ class FifoGroups:
     read: int = 0  # messages read
 
 
-async def fifo_groups(db: Database, table: MessageTable, qs: QueueSettings, now_ms: int, limit: int = ROW_LIMIT) -> FifoGroups:
+async def fifo_groups(
+    db: Database, table: MessageTable, qs: QueueSettings, now_ms: int, limit: int = ROW_LIMIT
+) -> FifoGroups:
     """The groups of FIFO queue ``qs`` and their counts at ``now_ms``, at most ``limit`` messages read per row."""
     rows = await asyncio.gather(*(_row(db, table, qs.name, shard, limit) for shard in range(qs.shards)))
     out = FifoGroups()

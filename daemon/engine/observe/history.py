@@ -15,15 +15,15 @@ from __future__ import annotations
 import asyncio
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from daemon.base.errors import UsageError
-from daemon.engine.storage.db import Database
-from daemon.engine.storage.paging import every_row
 from daemon.base.logs import get_logger
 from daemon.base.model import Message, QueueSettings
 from daemon.engine.queues.store import QueueStore
+from daemon.engine.storage.db import Database
+from daemon.engine.storage.paging import every_row
 
 log = get_logger("casque.history")
 EVENTS = {"started": "running", "acked": "done", "retried": "failed", "poisoned": "poisoned", "timed_out": "timed_out"}
@@ -32,7 +32,7 @@ _ORDER = {"running": 0, "failed": 1, "timed_out": 1, "done": 2, "poisoned": 2}  
 
 
 def day_of(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d")
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d")
 
 
 @dataclass
@@ -55,11 +55,14 @@ class History:
         self.queues = queues
         t = f"{keyspace}.message_history"
         self._insert = db.prepare(
-                                  f"INSERT INTO {t} (queue, subject, day, at, id, event, task, attempt, "
-                                  "duration_ms, lateness_ms, error, key) "
-                                  "VALUES (?,?,?,?,?,?,?,?,?,?,?,?) USING TTL ?")
-        self._day = db.prepare(f"SELECT at, id, event, task, attempt, duration_ms, lateness_ms, error, key FROM {t} "
-                               "WHERE queue = ? AND subject = ? AND day = ?")
+            f"INSERT INTO {t} (queue, subject, day, at, id, event, task, attempt, "
+            "duration_ms, lateness_ms, error, key) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?) USING TTL ?"
+        )
+        self._day = db.prepare(
+            f"SELECT at, id, event, task, attempt, duration_ms, lateness_ms, error, key FROM {t} "
+            "WHERE queue = ? AND subject = ? AND day = ?"
+        )
         self._pending: set[asyncio.Task[Any]] = set()
         self.dropped = 0
 
@@ -72,8 +75,19 @@ class History:
             self.dropped += 1
             return
         lateness = (now_ms - (m.scheduled_ms or m.due_ms)) if event == "started" else None
-        row = [day_of(now_ms), now_ms, m.id, name, m.task, m.attempt, duration * 1000 if duration else None, lateness,
-               (m.last_error or None) if name in ("failed", "poisoned") else None, m.key, qs.retention_s]
+        row = [
+            day_of(now_ms),
+            now_ms,
+            m.id,
+            name,
+            m.task,
+            m.attempt,
+            duration * 1000 if duration else None,
+            lateness,
+            (m.last_error or None) if name in ("failed", "poisoned") else None,
+            m.key,
+            qs.retention_s,
+        ]
         for subject in subjects(m.id, m.key):
             task = asyncio.ensure_future(self.db.run(self._insert, [m.queue, subject, *row]))
             self._pending.add(task)
@@ -88,18 +102,24 @@ class History:
         if self._pending:
             await asyncio.gather(*list(self._pending), return_exceptions=True)
 
-    async def read(self, queue: str, now_ms: int, days: int = 7, key: str | None = None, message_id: uuid.UUID | None = None) -> list[HistoryRow]:
+    async def read(
+        self, queue: str, now_ms: int, days: int = 7, key: str | None = None, message_id: uuid.UUID | None = None
+    ) -> list[HistoryRow]:
         """The last ``days`` UTC days of one key's or one message's history, oldest first: one
         partition per day, each read page by page."""
         if (key is None) == (message_id is None):
             raise UsageError("history is read by key or by message id: give exactly one")
         subject = f"key:{key}" if key is not None else f"id:{message_id}"
-        today = datetime.fromtimestamp(now_ms / 1000, tz=timezone.utc)
+        today = datetime.fromtimestamp(now_ms / 1000, tz=UTC)
         out: list[HistoryRow] = []
         for back in range(days - 1, -1, -1):
             day = (today - timedelta(days=back)).strftime("%Y-%m-%d")
             for r in await every_row(self.db, self._day, [queue, subject, day]):
-                out.append(HistoryRow(queue, r.at, r.id, r.event, r.task, r.attempt, r.duration_ms, r.lateness_ms, r.error, r.key))
+                out.append(
+                    HistoryRow(
+                        queue, r.at, r.id, r.event, r.task, r.attempt, r.duration_ms, r.lateness_ms, r.error, r.key
+                    )
+                )
         return sorted(out, key=lambda h: (h.at, h.id, _ORDER.get(h.event, 9)))
 
 

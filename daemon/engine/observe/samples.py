@@ -58,12 +58,38 @@ class Samples:
         self._write = db.prepare(f"INSERT INTO {t} ({_COLS}, queue) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
         self._read = db.prepare(f"SELECT {_COLS} FROM {t} WHERE queue = ? AND at >= ?")
 
-    async def write(self, queue: str, at: int, daemon: str, c: Counters, contention: int, empty_polls: int, in_flight: int,
-                    depth: tuple[int, int, int] | None = None) -> None:
+    async def write(
+        self,
+        queue: str,
+        at: int,
+        daemon: str,
+        c: Counters,
+        contention: int,
+        empty_polls: int,
+        in_flight: int,
+        depth: tuple[int, int, int] | None = None,
+    ) -> None:
         """One stats row; ``depth`` (waiting, scheduled, in flight) only when sampled (never a null)."""
         w, s, f = depth if depth is not None else (UNSET_VALUE,) * 3
-        await self.db.run(self._write, [at, daemon, c.received, c.acked, c.retried, c.poisoned, c.timed_out, contention, empty_polls,
-                                        in_flight, w, s, f, queue])
+        await self.db.run(
+            self._write,
+            [
+                at,
+                daemon,
+                c.received,
+                c.acked,
+                c.retried,
+                c.poisoned,
+                c.timed_out,
+                contention,
+                empty_polls,
+                in_flight,
+                w,
+                s,
+                f,
+                queue,
+            ],
+        )
 
     async def read(self, queue: str, since_ms: int) -> list[Any]:
         return await self.db.run_all(self._read.bind([queue, since_ms]))
@@ -75,7 +101,9 @@ def series(rows: list[Any], now_ms: int, window_ms: int = 3_600_000, step_ms: in
     steps = window_ms // step_ms
     acked = [0.0] * steps
     poisoned = [0.0] * steps
-    depth: list[tuple[int, int, int, int] | None] = [None] * steps  # (at, waiting, scheduled, in flight), latest in the step
+    depth: list[tuple[int, int, int, int] | None] = [
+        None
+    ] * steps  # (at, waiting, scheduled, in flight), latest in the step
     for points in _by_daemon(rows).values():
         for prev, cur in zip(points, points[1:]):
             i = (cur.at - start - 1) // step_ms  # step i covers (start + i*step, start + (i+1)*step]
@@ -94,8 +122,16 @@ def series(rows: list[Any], now_ms: int, window_ms: int = 3_600_000, step_ms: in
         sent = None
         if live is not None and last_live is not None:
             sent = max(0.0, (live - last_live + acked[i] + poisoned[i]) / (step_ms / 1000))
-        out.append(Point(start + (i + 1) * step_ms, d[1] if d else None, d[2] if d else None, d[3] if d else None,
-                         acked[i] / (step_ms / 1000), sent))
+        out.append(
+            Point(
+                start + (i + 1) * step_ms,
+                d[1] if d else None,
+                d[2] if d else None,
+                d[3] if d else None,
+                acked[i] / (step_ms / 1000),
+                sent,
+            )
+        )
         last_live = live if live is not None else last_live
     return out
 

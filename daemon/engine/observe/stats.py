@@ -16,8 +16,8 @@ from typing import Any
 
 from daemon.base.model import QueueSettings
 from daemon.engine.observe.samples import recent_rates
-from daemon.engine.stores import Stores
 from daemon.engine.storage.table import STATE_IN_FLIGHT, all_rows
+from daemon.engine.stores import Stores
 
 STATS_EVERY_S = 10.0
 THROUGHPUT_WINDOW_MS = 120_000
@@ -36,7 +36,17 @@ class QueueStats:
     skew: float | None = None
     acked_per_s: float | None = None
     daemons: int = 0
-    exact: list[str] = field(default_factory=lambda: ["waiting_due", "scheduled", "in_flight", "poisoned", "oldest_due_age_s", "per_shard", "skew"])
+    exact: list[str] = field(
+        default_factory=lambda: [
+            "waiting_due",
+            "scheduled",
+            "in_flight",
+            "poisoned",
+            "oldest_due_age_s",
+            "per_shard",
+            "skew",
+        ]
+    )
     estimated: list[str] = field(default_factory=lambda: ["acked_per_s (from daemon stats rows, every 10 s)"])
 
     def to_json(self) -> dict[str, Any]:
@@ -57,8 +67,9 @@ class Depth:
     per_shard: list[int] = field(default_factory=list)
 
 
-async def count_depth(stores: Stores, qs: QueueSettings, now: int, parallel: int = 32, cursors: Cursors | None = None,
-                      pace_s: float = 0.0) -> Depth:
+async def count_depth(
+    stores: Stores, qs: QueueSettings, now: int, parallel: int = 32, cursors: Cursors | None = None, pace_s: float = 0.0
+) -> Depth:
     """Read every shard row (of every layout, after a reshard) from its cursors (buckets x shards
     reads) and count what is live. ``cursors`` (kept by a caller that reads the queue repeatedly,
     like the gauges) saves the cursor read of each row: one read per row and lane instead of two.
@@ -86,12 +97,20 @@ async def count_depth(stores: Stores, qs: QueueSettings, now: int, parallel: int
     return d
 
 
-async def queue_stats(stores: Stores, queue: str, now_ms: int | None = None, parallel: int = 32,
-                      cursors: Cursors | None = None) -> QueueStats:
+async def queue_stats(
+    stores: Stores, queue: str, now_ms: int | None = None, parallel: int = 32, cursors: Cursors | None = None
+) -> QueueStats:
     qs = await stores.queues.get(queue, fresh=True)
     now = now_ms if now_ms is not None else stores.clock.now_ms()
     d = await count_depth(stores, qs, now, parallel, cursors)
-    st = QueueStats(queue=queue, waiting_due=d.waiting_due, scheduled=d.scheduled, in_flight=d.in_flight, shards=qs.shards, per_shard=d.per_shard)
+    st = QueueStats(
+        queue=queue,
+        waiting_due=d.waiting_due,
+        scheduled=d.scheduled,
+        in_flight=d.in_flight,
+        shards=qs.shards,
+        per_shard=d.per_shard,
+    )
     st.poisoned = await stores.poison.count(queue)
     st.oldest_due_age_s = (now - d.oldest_due_ms) / 1000 if d.oldest_due_ms is not None else None
     total = sum(st.per_shard)
@@ -100,8 +119,9 @@ async def queue_stats(stores: Stores, queue: str, now_ms: int | None = None, par
     return st
 
 
-async def live_rows(stores: Stores, qs: QueueSettings, bucket: int, shard: int,
-                    known: Cursors | None = None) -> list[Any]:
+async def live_rows(
+    stores: Stores, qs: QueueSettings, bucket: int, shard: int, known: Cursors | None = None
+) -> list[Any]:
     """Live messages of one row: read from each lane's cursor, so consumed history is never scanned.
     A cursor remembered from an earlier read is as good as the current one (nothing live is ever
     behind a cursor; it only rescans what was consumed since), so with ``known`` it is not re-read."""

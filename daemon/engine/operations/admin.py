@@ -8,11 +8,12 @@ named operation over the stores, so the faces (cli, console, SQS endpoint) never
 from __future__ import annotations
 
 import uuid
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 from daemon.base.model import QueueSettings
-from daemon.engine.queues import admin, reshard
 from daemon.engine.delivery.poison import PoisonRecord
+from daemon.engine.queues import admin, reshard
 from daemon.engine.stores import Stores
 
 
@@ -21,8 +22,9 @@ class QueueAdmin:
         self.st = stores
 
     # ---- queues ---------------------------------------------------------------------------
-    async def page(self, after: int | None = None, limit: int = 25,
-                   contains: str = "") -> tuple[list[QueueSettings], int | None]:
+    async def page(
+        self, after: int | None = None, limit: int = 25, contains: str = ""
+    ) -> tuple[list[QueueSettings], int | None]:
         """One page of queues in token order (and the next page's token; None after the last)."""
         return await self.st.queues.page(after, limit, contains)
 
@@ -43,16 +45,18 @@ class QueueAdmin:
     async def delete(self, queue: str) -> int:
         return await admin.delete_queue(self.st, queue)
 
-    async def reshard(self, queue: str, shards: int | None = None, buckets: int | None = None,
-                      bucket_seconds: int | None = None) -> QueueSettings:
+    async def reshard(
+        self, queue: str, shards: int | None = None, buckets: int | None = None, bucket_seconds: int | None = None
+    ) -> QueueSettings:
         return await reshard.reshard(self.st, queue, shards, buckets, bucket_seconds)
 
     async def finish_reshard(self, queue: str) -> int:
         return await reshard.finish(self.st, queue)
 
     # ---- the poison queue -------------------------------------------------------------------
-    async def poisoned(self, queue: str, limit: int | None = 1000,
-                       after: uuid.UUID | None = None) -> list[PoisonRecord]:
+    async def poisoned(
+        self, queue: str, limit: int | None = 1000, after: uuid.UUID | None = None
+    ) -> list[PoisonRecord]:
         return await self.st.poison.list(queue, limit, after=after)
 
     async def poisoned_one(self, queue: str, message_id: uuid.UUID) -> PoisonRecord | None:
@@ -64,6 +68,7 @@ class QueueAdmin:
     async def purge_poison(self, queue: str) -> None:
         await self.st.poison.purge(queue)
 
-    async def replay(self, queue: str, ids: list[uuid.UUID] | None = None,
-                     task: str | None = None) -> tuple[list[str], list[str]]:
+    async def replay(
+        self, queue: str, ids: list[uuid.UUID] | None = None, task: str | None = None
+    ) -> tuple[list[str], list[str]]:
         return await admin.replay(self.st, queue, ids, task)

@@ -9,6 +9,8 @@ here, never through the stores.
 
 from __future__ import annotations
 
+import builtins
+
 from daemon.engine.queues.attributes import QueueExtras
 from daemon.engine.stores import Stores
 
@@ -21,11 +23,11 @@ class Extras:
         """The queue's attributes and tags (cached up to 5 s unless ``fresh``)."""
         return await self.st.attributes.get(queue, fresh)
 
-    async def set(self, queue: str, put: dict[str, str], drop: set[str], now_ms: int) -> None:
+    async def set(self, queue: str, put: dict[str, str], drop: builtins.set[str], now_ms: int) -> None:
         """Set ``put``, remove ``drop``; a changed dead-letter target moves the link too."""
         await self.st.attributes.set(queue, put, drop, now_ms)
 
-    async def tag(self, queue: str, put: dict[str, str], drop: set[str]) -> None:
+    async def tag(self, queue: str, put: dict[str, str], drop: builtins.set[str]) -> None:
         await self.st.attributes.tag(queue, put, drop)
 
     def forget(self, queue: str) -> None:

@@ -7,8 +7,8 @@ written afterwards by a producer whose clock lags, which a purge must not do.
 Delete is the opposite: the queue is going away, so each of its partitions gets one partition
 tombstone (shard rows, key shards, poison queue, settings), whatever the number of messages, and
 nothing is read first. A queue with 1 shard x 1 bucket is dropped with 21 tombstones; one with a
-million messages in 16 x 24 rows with 404 (each + 1 for a queue that had a dead-letter queue). (Then a send from a client that still had the settings
-cached for up to 5 s lands in rows nobody reads; its TTL removes it.)
+million messages in 16 x 24 rows with 404 (each + 1 for a queue that had a dead-letter queue). (Then a send
+from a client that still had the settings cached for up to 5 s lands in rows nobody reads; its TTL removes it.)
 """
 
 from __future__ import annotations
@@ -16,15 +16,16 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 from daemon.base.errors import KeyConflict
 from daemon.base.model import QueueSettings
-from daemon.engine.storage.placement import KEY_SHARDS
 from daemon.engine.delivery.poison import PoisonRecord
 from daemon.engine.send.producer import Job
-from daemon.engine.stores import Stores
+from daemon.engine.storage.placement import KEY_SHARDS
 from daemon.engine.storage.table import after, all_rows, message_from_row
+from daemon.engine.stores import Stores
 
 
 async def purge(stores: Stores, queue: str, parallel: int = 16, sent_before_ms: int | None = None) -> int:
@@ -45,8 +46,9 @@ async def purge(stores: Stores, queue: str, parallel: int = 16, sent_before_ms: 
     return sum(counts)
 
 
-async def _purge_row(stores: Stores, qs: QueueSettings, bucket: int, shard: int,
-                     sent_before_ms: int | None = None) -> int:
+async def _purge_row(
+    stores: Stores, qs: QueueSettings, bucket: int, shard: int, sent_before_ms: int | None = None
+) -> int:
     static = await stores.db.run(stores.table.read_cursors, [qs.name, bucket, shard])
     cursors = dict(static[0].cursors or {}) if static else {}
     deleted = 0
@@ -57,7 +59,7 @@ async def _purge_row(stores: Stores, qs: QueueSettings, bucket: int, shard: int,
             rows = [r for r in rows if (r.enqueued_at or 0) < sent_before_ms]
         for chunk in range(0, len(rows), 100):
             batch = stores.db.batch()
-            messages = [message_from_row(qs.name, bucket, shard, r) for r in rows[chunk:chunk + 100]]
+            messages = [message_from_row(qs.name, bucket, shard, r) for r in rows[chunk : chunk + 100]]
             for m in messages:
                 batch.add(stores.table.delete_message(m, m.due_ms))
             stamp = after(*(m.write_ts for m in messages), now_us=stores.db.next_timestamp())
@@ -83,11 +85,14 @@ async def delete_queue(stores: Stores, queue: str, parallel: int = 16) -> int:
     await asyncio.gather(*(drop(b, s) for b, s in rows))
     await stores.keys.purge(queue)
     await stores.poison.purge(queue)
-    return len(rows) + KEY_SHARDS + 4 + linked  # + poison partition, queues row, queue_expiry row, queue_names row (+ dead-letter link)
+    return (
+        len(rows) + KEY_SHARDS + 4 + linked
+    )  # + poison partition, queues row, queue_expiry row, queue_names row (+ dead-letter link)
 
 
-async def replay(stores: Stores, queue: str, ids: list[uuid.UUID] | None = None,
-                 task: str | None = None) -> tuple[list[str], list[str]]:
+async def replay(
+    stores: Stores, queue: str, ids: list[uuid.UUID] | None = None, task: str | None = None
+) -> tuple[list[str], list[str]]:
     """Send poisoned messages again as new messages (attempt 0), then drop them from the poison
     queue. Select by ids, by task, or (neither) all. Returns (new ids, reasons for those left).
 
@@ -111,15 +116,19 @@ async def replay(stores: Stores, queue: str, ids: list[uuid.UUID] | None = None,
             new_ids.append(await stores.producer.send(queue, job))
         except KeyConflict:
             holder = await stores.keys.get(queue, r.key or "")
-            left.append(f"{r.id}: its key '{r.key}' now names newer message {holder.id if holder else '?'}; it stays in the poison "
-                        f"queue (cancel that one first to replay this one)")
+            left.append(
+                f"{r.id}: its key '{r.key}' now names newer message {holder.id if holder else '?'}; it stays in the "
+                f"poison "
+                f"queue (cancel that one first to replay this one)"
+            )
             continue
         await stores.poison.remove(queue, r.id)
     return new_ids, left
 
 
-async def _poisoned(stores: Stores, queue: str, ids: list[uuid.UUID] | None, task: str | None,
-                    before_ms: int) -> AsyncIterator[PoisonRecord]:
+async def _poisoned(
+    stores: Stores, queue: str, ids: list[uuid.UUID] | None, task: str | None, before_ms: int
+) -> AsyncIterator[PoisonRecord]:
     if ids is not None:
         for mid in ids:
             r = await stores.poison.get(queue, mid)

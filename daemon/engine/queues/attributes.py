@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass, field
 
 from daemon.base.lru import Lru
-from daemon.engine.storage.db import Database
 from daemon.engine.queues.dead_letter_sources import DeadLetterSources
+from daemon.engine.storage.db import Database
 
 #: The attribute naming a queue's dead-letter queue (engine/delivery/deadletter.py imports it from here).
 DEAD_LETTER = "casque.dead_letter"
@@ -52,7 +52,11 @@ class QueueAttributes:
             return hit[1]
         rows = await self.db.run(self._read, [queue])
         r = rows[0] if rows else None
-        extras = QueueExtras(dict(r.attributes or {}), dict(r.tags or {}), r.created_at or 0, r.updated_at or 0) if r else QueueExtras()
+        extras = (
+            QueueExtras(dict(r.attributes or {}), dict(r.tags or {}), r.created_at or 0, r.updated_at or 0)
+            if r
+            else QueueExtras()
+        )
         self._cache.put(queue, (time.monotonic(), extras))
         return extras
 

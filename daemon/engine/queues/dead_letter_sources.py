@@ -32,7 +32,10 @@ class DeadLetterSources:
         if after is None:
             stmt, args = f"SELECT source FROM {self.t} WHERE target = ? LIMIT ?", [target, limit + 1]
         else:
-            stmt, args = f"SELECT source FROM {self.t} WHERE target = ? AND source > ? LIMIT ?", [target, after, limit + 1]
+            stmt, args = (
+                f"SELECT source FROM {self.t} WHERE target = ? AND source > ? LIMIT ?",
+                [target, after, limit + 1],
+            )
         rows = await self.db.run(self.db.prepare(stmt), args)
         names = [r.source for r in rows]
         return names[:limit], len(names) > limit

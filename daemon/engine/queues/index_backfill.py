@@ -13,9 +13,9 @@ from cassandra.concurrent import execute_concurrent_with_args
 from cassandra.query import SimpleStatement
 
 from daemon.base.logs import get_logger
-from daemon.engine.storage.db import Database
 from daemon.engine.queues.attributes import DEAD_LETTER
 from daemon.engine.queues.names import partition_of
+from daemon.engine.storage.db import Database
 
 log = get_logger("casque.schema")
 _ARN_QUEUE = re.compile(r":([A-Za-z0-9_-]{1,80})$")

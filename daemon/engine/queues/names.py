@@ -36,10 +36,14 @@ class QueueNames:
         self.t = f"{keyspace}.queue_names"
 
     async def add(self, name: str) -> None:
-        await self.db.run(self.db.prepare(f"INSERT INTO {self.t} (prefix, name) VALUES (?, ?)"), [partition_of(name), name])
+        await self.db.run(
+            self.db.prepare(f"INSERT INTO {self.t} (prefix, name) VALUES (?, ?)"), [partition_of(name), name]
+        )
 
     async def remove(self, name: str) -> None:
-        await self.db.run(self.db.prepare(f"DELETE FROM {self.t} WHERE prefix = ? AND name = ?"), [partition_of(name), name])
+        await self.db.run(
+            self.db.prepare(f"DELETE FROM {self.t} WHERE prefix = ? AND name = ?"), [partition_of(name), name]
+        )
 
     async def matching(self, prefix: str, after: str | None, limit: int) -> tuple[list[str], bool]:
         """Up to ``limit`` names starting with ``prefix`` (non-empty), in name order, after

@@ -24,32 +24,46 @@ from dataclasses import replace
 
 from daemon.base.errors import UsageError
 from daemon.base.model import QueueSettings
+from daemon.engine.queues.store import check_settings
 from daemon.engine.storage.paging import every_row
 from daemon.engine.storage.placement import row_of
-from daemon.engine.queues.store import check_settings
-from daemon.engine.stores import Stores
 from daemon.engine.storage.table import all_rows
+from daemon.engine.stores import Stores
 
 SETTLE_MS = 60_000  # every client's cached settings (5 s) have expired long before this
 
 
-async def reshard(stores: Stores, queue: str, shards: int | None = None, buckets: int | None = None,
-                  bucket_seconds: int | None = None) -> QueueSettings:
+async def reshard(
+    stores: Stores, queue: str, shards: int | None = None, buckets: int | None = None, bucket_seconds: int | None = None
+) -> QueueSettings:
     """Make a new layout current; the old one drains. Returns the new settings."""
     qs = await stores.queues.get(queue, fresh=True)
-    new = replace(qs, shards=shards or qs.shards, buckets=buckets or qs.buckets, bucket_seconds=bucket_seconds or qs.bucket_seconds)
+    new = replace(
+        qs,
+        shards=shards or qs.shards,
+        buckets=buckets or qs.buckets,
+        bucket_seconds=bucket_seconds or qs.bucket_seconds,
+    )
     check_settings(new)
     layout = (new.shards, new.buckets, new.bucket_seconds)
     if layout == qs.layouts()[0]:
-        raise UsageError(f"queue {queue} already has {new.shards} shards x {new.buckets} buckets of {new.bucket_seconds}s: nothing to change")
+        raise UsageError(
+            f"queue {queue} already has {new.shards} shards x {new.buckets} buckets of {new.bucket_seconds}s: nothing "
+            f"to change"
+        )
     draining = [old for old in qs.layouts() if old != layout]
     ks = stores.settings.cassandra.keyspace
     rows = await stores.db.run(
-        stores.db.prepare(f"UPDATE {ks}.queues SET shards = ?, buckets = ?, bucket_seconds = ?, draining = ?, updated_at = ? "
-                      "WHERE name = ? IF shards = ? AND buckets = ? AND bucket_seconds = ?"),
-        [*layout, json.dumps(draining), stores.clock.now_ms(), queue, qs.shards, qs.buckets, qs.bucket_seconds])
+        stores.db.prepare(
+            f"UPDATE {ks}.queues SET shards = ?, buckets = ?, bucket_seconds = ?, draining = ?, updated_at = ? "
+            "WHERE name = ? IF shards = ? AND buckets = ? AND bucket_seconds = ?"
+        ),
+        [*layout, json.dumps(draining), stores.clock.now_ms(), queue, qs.shards, qs.buckets, qs.bucket_seconds],
+    )
     if not (rows and rows[0].applied):
-        raise UsageError(f"queue {queue} was resharded by someone else meanwhile: look at 'casque queues' and try again")
+        raise UsageError(
+            f"queue {queue} was resharded by someone else meanwhile: look at 'casque queues' and try again"
+        )
     return await stores.queues.get(queue, fresh=True)
 
 
@@ -77,8 +91,10 @@ async def finish(stores: Stores, queue: str, settle_ms: int = SETTLE_MS) -> int:
     [row] = await stores.db.run(stores.db.prepare(f"SELECT updated_at FROM {ks}.queues WHERE name = ?"), [queue])
     waited = stores.clock.now_ms() - (row.updated_at or 0)
     if waited < settle_ms:
-        raise UsageError(f"queue {queue} was changed {waited / 1000:.0f}s ago: wait {(settle_ms - waited) / 1000:.0f}s more "
-                         "(senders may still use the old layout from their cache), then run --finish again")
+        raise UsageError(
+            f"queue {queue} was changed {waited / 1000:.0f}s ago: wait {(settle_ms - waited) / 1000:.0f}s more "
+            "(senders may still use the old layout from their cache), then run --finish again"
+        )
     left = await misplaced(stores, qs)
     if left:
         return left

@@ -10,17 +10,18 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import replace
-from typing import Any, AsyncIterator, Callable, Iterable
+from typing import Any
 
 from daemon.base import metrics
 from daemon.base.clock import Clock
 from daemon.base.config import QueueDefaults
-from daemon.base.lru import Lru
-from daemon.engine.storage.db import Database
 from daemon.base.errors import QueueNotFound, UsageError
+from daemon.base.lru import Lru
 from daemon.base.model import QueueSettings, check_priority
 from daemon.engine.queues.names import QueueNames
+from daemon.engine.storage.db import Database
 from daemon.engine.storage.schema import validate_queue_name
 
 CACHE_SECONDS = 5.0
@@ -29,9 +30,10 @@ FORGET_BATCH = 64  # evicted queues whose metric series are dropped together (on
 MIN_EXPIRE_S = 60
 MIN_TOKEN = -(1 << 63)  # Murmur3Partitioner: tokens are signed 64-bit
 _COLUMNS = (
-            "name, shards, buckets, bucket_seconds, lock_ttl_ms, timeout_ms, max_attempts, retention_s, "
-            "max_payload_bytes, priorities, history, "
-            "expire_after_s, fifo")
+    "name, shards, buckets, bucket_seconds, lock_ttl_ms, timeout_ms, max_attempts, retention_s, "
+    "max_payload_bytes, priorities, history, "
+    "expire_after_s, fifo"
+)
 #: FIFO queues: a group's messages must share one row (engine/take/fifo.py), so one bucket; the shards
 #: spread groups (high-throughput mode: more of them).
 FIFO_SHARDS = {"perQueue": 1, "perMessageGroupId": 16}
@@ -86,12 +88,15 @@ def check_settings(qs: QueueSettings) -> QueueSettings:
     if qs.retention_s < 60:
         raise UsageError(f"queue {qs.name}: retention must be at least 60s, got {qs.retention_s}s")
     if qs.expire_after_s and qs.expire_after_s < MIN_EXPIRE_S:
-        raise UsageError(f"queue {qs.name}: expire_after must be 0 (never) or at least {MIN_EXPIRE_S}s, got {qs.expire_after_s}s")
+        raise UsageError(
+            f"queue {qs.name}: expire_after must be 0 (never) or at least {MIN_EXPIRE_S}s, got {qs.expire_after_s}s"
+        )
     check_fifo(qs)
     if not 64 <= qs.max_payload_bytes <= MAX_PAYLOAD_BYTES:
         raise UsageError(
             f"queue {qs.name}: max_payload_bytes must be between 64 and {MAX_PAYLOAD_BYTES} (4 MiB), got "
-            f"{qs.max_payload_bytes}")
+            f"{qs.max_payload_bytes}"
+        )
     return qs
 
 
@@ -99,18 +104,26 @@ def check_fifo(qs: QueueSettings) -> None:
     """A FIFO queue and only a FIFO queue is named "*.fifo" (SQS's rule), has one bucket (a group's
     messages share one row: engine/take/fifo.py) and known dedup options."""
     if qs.fifo != qs.name.endswith(".fifo"):
-        raise UsageError(f"queue {qs.name}: a FIFO queue's name ends in '.fifo', and only a FIFO queue's: "
-                         + ("add the suffix" if qs.fifo else "create it with fifo=True (--fifo)"))
+        raise UsageError(
+            f"queue {qs.name}: a FIFO queue's name ends in '.fifo', and only a FIFO queue's: "
+            + ("add the suffix" if qs.fifo else "create it with fifo=True (--fifo)")
+        )
     if not qs.fifo:
         if qs.content_dedup or qs.dedup_scope != "queue" or qs.fifo_throughput != "perQueue":
-            raise UsageError(f"queue {qs.name}: content_dedup, dedup_scope and fifo_throughput apply to FIFO queues only")
+            raise UsageError(
+                f"queue {qs.name}: content_dedup, dedup_scope and fifo_throughput apply to FIFO queues only"
+            )
         return
     if qs.buckets != 1:
-        raise UsageError(f"queue {qs.name}: a FIFO queue has one bucket (a group's messages share one row), got {qs.buckets}")
+        raise UsageError(
+            f"queue {qs.name}: a FIFO queue has one bucket (a group's messages share one row), got {qs.buckets}"
+        )
     if qs.dedup_scope not in DEDUP_SCOPES:
         raise UsageError(f"queue {qs.name}: dedup_scope must be queue or messageGroup, got {qs.dedup_scope!r}")
     if qs.fifo_throughput not in FIFO_SHARDS:
-        raise UsageError(f"queue {qs.name}: fifo_throughput must be perQueue or perMessageGroupId, got {qs.fifo_throughput!r}")
+        raise UsageError(
+            f"queue {qs.name}: fifo_throughput must be perQueue or perMessageGroupId, got {qs.fifo_throughput!r}"
+        )
 
 
 class QueueStore:
@@ -140,7 +153,8 @@ class QueueStore:
         rows = await self.db.run(
             self.db.prepare(
                 f"INSERT INTO {self.ks}.queues ({_COLUMNS}, created_at, updated_at) VALUES "
-                "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) IF NOT EXISTS"),
+                "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) IF NOT EXISTS"
+            ),
             _values(qs) + [now, now],
         )
         applied = bool(rows[0].applied) if rows else True
@@ -148,13 +162,22 @@ class QueueStore:
         if not applied and not if_missing:
             raise UsageError(f"queue '{qs.name}' already exists: use 'casque queue update {qs.name} ...' to change it")
         if applied and qs.expire_after_s:
-            await self.db.run(self.db.prepare(f"INSERT INTO {self.ks}.queue_expiry (name, expire_after_s, active_at) VALUES (?, ?, ?)"),
-                              [qs.name, qs.expire_after_s, now])
+            await self.db.run(
+                self.db.prepare(
+                    f"INSERT INTO {self.ks}.queue_expiry (name, expire_after_s, active_at) VALUES (?, ?, ?)"
+                ),
+                [qs.name, qs.expire_after_s, now],
+            )
         self._cache.pop(qs.name)
         return applied
 
-    async def create_many(self, queues: Iterable[QueueSettings], if_missing: bool = True, concurrency: int = 64,
-                          progress: Callable[[int, int], None] | None = None) -> int:
+    async def create_many(
+        self,
+        queues: Iterable[QueueSettings],
+        if_missing: bool = True,
+        concurrency: int = 64,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int:
         """Create many queues, ``concurrency`` LWTs at a time, pulling from ``queues`` lazily (a
         million names are never all in memory). Returns how many were created (existing ones are
         skipped with ``if_missing``, else the first one found raises once the others finished).
@@ -213,11 +236,15 @@ class QueueStore:
             if after is None:
                 return
 
-    async def page(self, after: int | None = None, limit: int = 25, contains: str = "", scan: int = 2000) -> tuple[list[QueueSettings], int | None]:
+    async def page(
+        self, after: int | None = None, limit: int = 25, contains: str = "", scan: int = 2000
+    ) -> tuple[list[QueueSettings], int | None]:
         """One page of queues in token order, starting after token ``after``: never the whole table,
         so listing costs the same with a million queues. ``contains`` filters names while scanning at
         most ``scan`` rows; returns the page and the token to continue from (None at the end)."""
-        stmt = self.db.prepare(f"SELECT {_COLUMNS}, token(name) AS t FROM {self.ks}.queues WHERE token(name) > ? LIMIT ?")
+        stmt = self.db.prepare(
+            f"SELECT {_COLUMNS}, token(name) AS t FROM {self.ks}.queues WHERE token(name) > ? LIMIT ?"
+        )
         found: list[QueueSettings] = []
         cursor, scanned, needle = MIN_TOKEN if after is None else after, 0, contains.lower()
         if contains and after is None:  # a whole name is found by one point read, however many queues there are
@@ -230,7 +257,9 @@ class QueueStore:
             rows = await self.db.run(stmt, [cursor, chunk])
             for r in rows:
                 cursor, scanned = r.t, scanned + 1
-                if r.shards is not None and needle in r.name.lower() and r.name != contains:  # no shards: cells written after a delete
+                if (
+                    r.shards is not None and needle in r.name.lower() and r.name != contains
+                ):  # no shards: cells written after a delete
                     found.append(_from_row(r))
                     if len(found) == limit:
                         break
@@ -242,30 +271,57 @@ class QueueStore:
         """Change settings that are safe to change on a live queue (not shards/buckets: they move rows)."""
         moving = {"shards", "buckets", "bucket_seconds"} & {k for k, v in changes.items() if v is not None}
         if changes.get("fifo") is not None:
-            raise UsageError(f"queue {name}: a queue is FIFO or not from its creation: create another queue to change it")
+            raise UsageError(
+                f"queue {name}: a queue is FIFO or not from its creation: create another queue to change it"
+            )
         if moving:
             raise UsageError(
-                             f"queue {name}: {', '.join(sorted(moving))} change the queue's layout: use 'casque "
-                             f"queue reshard {name}' "
-                             "(new sends use the new layout while the old rows drain)")
+                f"queue {name}: {', '.join(sorted(moving))} change the queue's layout: use 'casque "
+                f"queue reshard {name}' "
+                "(new sends use the new layout while the old rows drain)"
+            )
         current = await self.get(name, fresh=True)
-        fifo_opts = {"fifo": current.fifo, "content_dedup": current.content_dedup, "dedup_scope": current.dedup_scope,
-                     "fifo_throughput": current.fifo_throughput}
+        fifo_opts = {
+            "fifo": current.fifo,
+            "content_dedup": current.content_dedup,
+            "dedup_scope": current.dedup_scope,
+            "fifo_throughput": current.fifo_throughput,
+        }
         merged = settings_from_defaults(
             name,
             _defaults_of(current),
-            **{**fifo_opts, "shards": current.shards, **{k: v for k, v in changes.items() if v is not None and k != "history"}},
+            **{
+                **fifo_opts,
+                "shards": current.shards,
+                **{k: v for k, v in changes.items() if v is not None and k != "history"},
+            },
         )
         history = changes.get("history")
-        merged = replace(merged, priorities=current.priorities, shards=current.shards, buckets=current.buckets, bucket_seconds=current.bucket_seconds,
-                         history=current.history if history is None else bool(history))
+        merged = replace(
+            merged,
+            priorities=current.priorities,
+            shards=current.shards,
+            buckets=current.buckets,
+            bucket_seconds=current.bucket_seconds,
+            history=current.history if history is None else bool(history),
+        )
         await self.db.run(
             self.db.prepare(
-                            f"UPDATE {self.ks}.queues SET lock_ttl_ms=?, timeout_ms=?, max_attempts=?, "
-                            "retention_s=?, max_payload_bytes=?, history=?, "
-                            "fifo=?, updated_at=? WHERE name=? IF EXISTS"),
-            [merged.lock_ttl_ms, merged.timeout_ms, merged.max_attempts, merged.retention_s, merged.max_payload_bytes, merged.history,
-             _fifo_json(merged), self.clock.now_ms(), name],
+                f"UPDATE {self.ks}.queues SET lock_ttl_ms=?, timeout_ms=?, max_attempts=?, "
+                "retention_s=?, max_payload_bytes=?, history=?, "
+                "fifo=?, updated_at=? WHERE name=? IF EXISTS"
+            ),
+            [
+                merged.lock_ttl_ms,
+                merged.timeout_ms,
+                merged.max_attempts,
+                merged.retention_s,
+                merged.max_payload_bytes,
+                merged.history,
+                _fifo_json(merged),
+                self.clock.now_ms(),
+                name,
+            ],
         )
         self._cache.pop(name)
         return merged
@@ -276,7 +332,10 @@ class QueueStore:
         check_priority(priority)
         if priority in qs.priorities:
             return qs
-        await self.db.run(self.db.prepare(f"UPDATE {self.ks}.queues SET priorities = priorities + ? WHERE name = ?"), [{priority}, qs.name])
+        await self.db.run(
+            self.db.prepare(f"UPDATE {self.ks}.queues SET priorities = priorities + ? WHERE name = ?"),
+            [{priority}, qs.name],
+        )
         updated = replace(qs, priorities=qs.priorities | {priority})
         self._cache.put(qs.name, (time.monotonic(), updated))
         return updated
@@ -292,14 +351,29 @@ class QueueStore:
 
 
 def _values(qs: QueueSettings) -> list[Any]:
-    return [qs.name, qs.shards, qs.buckets, qs.bucket_seconds, qs.lock_ttl_ms, qs.timeout_ms, qs.max_attempts, qs.retention_s, qs.max_payload_bytes,
-            set(qs.priorities), qs.history, qs.expire_after_s, _fifo_json(qs)]
+    return [
+        qs.name,
+        qs.shards,
+        qs.buckets,
+        qs.bucket_seconds,
+        qs.lock_ttl_ms,
+        qs.timeout_ms,
+        qs.max_attempts,
+        qs.retention_s,
+        qs.max_payload_bytes,
+        set(qs.priorities),
+        qs.history,
+        qs.expire_after_s,
+        _fifo_json(qs),
+    ]
 
 
 def _fifo_json(qs: QueueSettings) -> str | None:
     if not qs.fifo:
         return None
-    return json.dumps({"content_dedup": qs.content_dedup, "dedup_scope": qs.dedup_scope, "fifo_throughput": qs.fifo_throughput})
+    return json.dumps(
+        {"content_dedup": qs.content_dedup, "dedup_scope": qs.dedup_scope, "fifo_throughput": qs.fifo_throughput}
+    )
 
 
 def _fifo_of(r: Any) -> dict[str, Any]:
@@ -309,9 +383,18 @@ def _fifo_of(r: Any) -> dict[str, Any]:
 
 def _from_row(r: Any) -> QueueSettings:
     return QueueSettings(
-        name=r.name, shards=r.shards, buckets=r.buckets, bucket_seconds=r.bucket_seconds, lock_ttl_ms=r.lock_ttl_ms,
-        timeout_ms=r.timeout_ms, max_attempts=r.max_attempts, retention_s=r.retention_s, max_payload_bytes=r.max_payload_bytes,
-        priorities=frozenset(r.priorities or {0}), history=bool(r.history), expire_after_s=int(getattr(r, "expire_after_s", None) or 0),
+        name=r.name,
+        shards=r.shards,
+        buckets=r.buckets,
+        bucket_seconds=r.bucket_seconds,
+        lock_ttl_ms=r.lock_ttl_ms,
+        timeout_ms=r.timeout_ms,
+        max_attempts=r.max_attempts,
+        retention_s=r.retention_s,
+        max_payload_bytes=r.max_payload_bytes,
+        priorities=frozenset(r.priorities or {0}),
+        history=bool(r.history),
+        expire_after_s=int(getattr(r, "expire_after_s", None) or 0),
         draining=tuple(tuple(layout[:3]) for layout in json.loads(r.draining)) if getattr(r, "draining", None) else (),
         **_fifo_of(r),
     )
@@ -319,6 +402,12 @@ def _from_row(r: Any) -> QueueSettings:
 
 def _defaults_of(qs: QueueSettings) -> QueueDefaults:
     return QueueDefaults(
-        shards=qs.shards, buckets=qs.buckets, bucket_seconds=qs.bucket_seconds, lock_ttl=qs.lock_ttl_ms / 1000,
-        timeout=qs.timeout_ms / 1000, max_attempts=qs.max_attempts, retention=qs.retention_s, max_payload_bytes=qs.max_payload_bytes,
+        shards=qs.shards,
+        buckets=qs.buckets,
+        bucket_seconds=qs.bucket_seconds,
+        lock_ttl=qs.lock_ttl_ms / 1000,
+        timeout=qs.timeout_ms / 1000,
+        max_attempts=qs.max_attempts,
+        retention=qs.retention_s,
+        max_payload_bytes=qs.max_payload_bytes,
     )

@@ -22,10 +22,10 @@ from typing import Any
 from daemon.base.logs import get_logger
 from daemon.base.model import Message, QueueSettings
 from daemon.engine.schedules import triggers
-from daemon.engine.storage.db import Database
-from daemon.engine.send.keys import KeyEntry, KeyStore
-from daemon.engine.storage.table import MessageTable, after
 from daemon.engine.schedules.triggers import Trigger, occurrence_id
+from daemon.engine.send.keys import KeyEntry, KeyStore
+from daemon.engine.storage.db import Database
+from daemon.engine.storage.table import MessageTable, after
 
 log = get_logger("casque.consumer")
 
@@ -82,12 +82,23 @@ def next_occurrence(m: Message, now: int) -> Message | None:
         return None
     # A missed occurrence (misfire 'all') keeps its fire time in the trigger but is queued at
     # now: nothing may be written behind a cursor.
-    return replace(m, id=occurrence_id(t, t.n), due_ms=max(t.fire_ms, now), attempt=0, state=0, trigger=t.to_json(),
-                   enqueued_at=now, last_error=None, copy_due_ms=None, write_ts=0)
+    return replace(
+        m,
+        id=occurrence_id(t, t.n),
+        due_ms=max(t.fire_ms, now),
+        attempt=0,
+        state=0,
+        trigger=t.to_json(),
+        enqueued_at=now,
+        last_error=None,
+        copy_due_ms=None,
+        write_ts=0,
+    )
 
 
-async def move_key(db: Database, table: MessageTable, keys: KeyStore, qs: QueueSettings, m: Message, nxt: Message,
-                   now: int) -> None:
+async def move_key(
+    db: Database, table: MessageTable, keys: KeyStore, qs: QueueSettings, m: Message, nxt: Message, now: int
+) -> None:
     """After the take committed: point the schedule's key at its next occurrence (also from an
     earlier occurrence, when a crash left the key behind). If the key is gone or names another
     schedule, it was cancelled or replaced meanwhile: withdraw the next occurrence."""
@@ -101,4 +112,6 @@ async def move_key(db: Database, table: MessageTable, keys: KeyStore, qs: QueueS
         return
     if not moved:
         await db.run(table.delete_message(nxt, nxt.due_ms), timestamp=after(nxt.write_ts, now_us=db.next_timestamp()))
-        log.info("schedule_ended", queue=qs.name, key=m.key, reason="cancelled or replaced while an occurrence was taken")
+        log.info(
+            "schedule_ended", queue=qs.name, key=m.key, reason="cancelled or replaced while an occurrence was taken"
+        )

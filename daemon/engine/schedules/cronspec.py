@@ -23,7 +23,7 @@ croniter. casque never guesses between them:
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 from croniter import croniter
 
@@ -36,7 +36,9 @@ _NUMBER = re.compile(r"\d+")
 def normalize(expr: str, cron_format: str | None = None) -> str:
     """The croniter expression that ``expr`` means, or a UsageError naming the fix."""
     if not isinstance(expr, str) or not expr.strip():
-        raise UsageError(f"invalid cron expression {expr!r}: use 5 fields 'min hour day month weekday', e.g. '0 9 * * *'")
+        raise UsageError(
+            f"invalid cron expression {expr!r}: use 5 fields 'min hour day month weekday', e.g. '0 9 * * *'"
+        )
     if cron_format is not None and cron_format not in FORMATS:
         raise UsageError(f"invalid cron format {cron_format!r}: use croniter (seconds last) or quartz (seconds first)")
     fields = expr.split()
@@ -47,7 +49,8 @@ def normalize(expr: str, cron_format: str | None = None) -> str:
     if len(fields) not in (6, 7):
         raise UsageError(
             f"invalid cron expression {expr!r}: use 5 fields 'min hour day month weekday' (or 6 with cron_format), "
-            "e.g. '0 9 * * *'")
+            "e.g. '0 9 * * *'"
+        )
     return _unmarked(fields, expr)
 
 
@@ -60,30 +63,38 @@ def _unmarked(fields: list[str], expr: str) -> str:
         try:
             from_quartz(fields, expr)
         except UsageError as exc:
-            raise UsageError(f"cron expression {expr!r} is Quartz syntax (seconds first) that croniter cannot run: {exc}") from None
+            raise UsageError(
+                f"cron expression {expr!r} is Quartz syntax (seconds first) that croniter cannot run: {exc}"
+            ) from None
     if all(f == "*" for f in fields) and as_croniter:
         return as_croniter
     if as_croniter and not as_quartz:
         return as_croniter
     if as_quartz and not as_croniter:
         raise UsageError(
-                         f"cron expression {expr!r} is Quartz syntax (seconds first): mark it with "
-                         "cron_format='quartz' (--cron-format quartz) "
-                         f"or write croniter's '{as_quartz}'")
+            f"cron expression {expr!r} is Quartz syntax (seconds first): mark it with "
+            "cron_format='quartz' (--cron-format quartz) "
+            f"or write croniter's '{as_quartz}'"
+        )
     if as_quartz and as_croniter:
         raise UsageError(
-                         f"cron expression {expr!r} is ambiguous: croniter reads seconds last ('{as_croniter}'), "
-                         "Quartz reads seconds first "
-                         f"(croniter '{as_quartz}'): say which with cron_format='croniter' or 'quartz' (--cron-format)")
+            f"cron expression {expr!r} is ambiguous: croniter reads seconds last ('{as_croniter}'), "
+            "Quartz reads seconds first "
+            f"(croniter '{as_quartz}'): say which with cron_format='croniter' or 'quartz' (--cron-format)"
+        )
     raise UsageError(f"invalid cron expression {expr!r}: use 5 fields 'min hour day month weekday', e.g. '0 9 * * *'")
 
 
 def from_quartz(fields: list[str], expr: str) -> str:
     """Quartz ``sec min hour day month weekday [year]`` as croniter's ``min hour day month weekday [sec]``."""
     if len(fields) not in (6, 7):
-        raise UsageError(f"invalid Quartz expression {expr!r}: Quartz needs 6 or 7 fields 'sec min hour day month weekday [year]'")
+        raise UsageError(
+            f"invalid Quartz expression {expr!r}: Quartz needs 6 or 7 fields 'sec min hour day month weekday [year]'"
+        )
     if len(fields) == 7 and fields[6] not in ("*", "?"):
-        raise UsageError(f"Quartz expression {expr!r} names a year ({fields[6]}): croniter has no year field; drop it or use '*'")
+        raise UsageError(
+            f"Quartz expression {expr!r} names a year ({fields[6]}): croniter has no year field; drop it or use '*'"
+        )
     sec, minute, hour, day, month, weekday = (f.replace("?", "*") for f in fields[:6])
     out = [minute, hour, day, month, _weekday(weekday, expr)]
     if sec != "0":
@@ -93,10 +104,13 @@ def from_quartz(fields: list[str], expr: str) -> str:
 
 def _weekday(field: str, expr: str) -> str:
     """Quartz weekdays 1-7 (Sunday first) as croniter's 0-6; names stay names."""
+
     def shift(m: re.Match[str]) -> str:
         n = int(m.group())
         if not 1 <= n <= 7:
-            raise UsageError(f"Quartz expression {expr!r}: weekday {n} is out of range (Quartz weekdays are 1-7, 1 = Sunday)")
+            raise UsageError(
+                f"Quartz expression {expr!r}: weekday {n} is out of range (Quartz weekdays are 1-7, 1 = Sunday)"
+            )
         return str(n - 1)
 
     out = []
@@ -114,9 +128,14 @@ def _weekday(field: str, expr: str) -> str:
 
 def _checked(candidate: str, expr: str, fmt: str) -> str:
     if not _valid(candidate):
-        raise UsageError(f"invalid cron expression {expr!r} for {fmt}: "
-                         + ("use 'min hour day month weekday [sec]', e.g. '0 9 * * *'" if fmt == "croniter"
-                            else "use 'sec min hour day month weekday', e.g. '0 0 9 ? * MON-FRI'"))
+        raise UsageError(
+            f"invalid cron expression {expr!r} for {fmt}: "
+            + (
+                "use 'min hour day month weekday [sec]', e.g. '0 9 * * *'"
+                if fmt == "croniter"
+                else "use 'sec min hour day month weekday', e.g. '0 0 9 ? * MON-FRI'"
+            )
+        )
     return candidate
 
 

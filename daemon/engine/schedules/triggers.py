@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import asdict, dataclass, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -62,7 +62,7 @@ class Trigger:
         return {k: v for k, v in asdict(self).items() if v not in (None, "")}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Trigger":
+    def from_json(cls, data: dict[str, Any]) -> Trigger:
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
 
@@ -71,8 +71,12 @@ def parse_stored(data: Any) -> Trigger:
     Raises ValueError (the message is then poisoned as corrupt, never looped on)."""
     try:
         t = Trigger.from_json(data)
-        ok = (t.kind == "every" and isinstance(t.every_ms, int) and t.every_ms >= 1000) or (t.kind == "cron" and croniter.is_valid(t.cron))
-        ints = all(isinstance(v, int) and not isinstance(v, bool) for v in (t.n, t.fire_ms, t.first_ms, t.grace_ms, t.catchup))
+        ok = (t.kind == "every" and isinstance(t.every_ms, int) and t.every_ms >= 1000) or (
+            t.kind == "cron" and croniter.is_valid(t.cron)
+        )
+        ints = all(
+            isinstance(v, int) and not isinstance(v, bool) for v in (t.n, t.fire_ms, t.first_ms, t.grace_ms, t.catchup)
+        )
         if not (ok and ints and t.misfire in MISFIRE and t.origin):
             raise ValueError("fields out of range")
         uuid.UUID(t.origin)
@@ -86,7 +90,9 @@ def zone(name: str) -> ZoneInfo:
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError, TypeError):
-        raise UsageError(f"invalid time zone {name!r}: use an IANA name such as 'Europe/Berlin', 'America/New_York' or 'UTC'") from None
+        raise UsageError(
+            f"invalid time zone {name!r}: use an IANA name such as 'Europe/Berlin', 'America/New_York' or 'UTC'"
+        ) from None
 
 
 def check_cron(expr: str, cron_format: str | None = None) -> str:
@@ -95,9 +101,18 @@ def check_cron(expr: str, cron_format: str | None = None) -> str:
     return cronspec.normalize(expr, cron_format)
 
 
-def make_trigger(*, every: float | str | None = None, cron: str | None = None, tz: str | None = None, times: int | None = None,
-                 until_ms: int | None = None, misfire: str = "coalesce", grace: float | str | None = None,
-                 catchup: int = DEFAULT_CATCHUP, cron_format: str | None = None) -> Trigger:
+def make_trigger(
+    *,
+    every: float | str | None = None,
+    cron: str | None = None,
+    tz: str | None = None,
+    times: int | None = None,
+    until_ms: int | None = None,
+    misfire: str = "coalesce",
+    grace: float | str | None = None,
+    catchup: int = DEFAULT_CATCHUP,
+    cron_format: str | None = None,
+) -> Trigger:
     """Validate user input into a Trigger (origin/n/fire times are filled in by ``first``)."""
     if (every is None) == (cron is None):
         raise UsageError("a schedule needs exactly one of every=... or cron=...")
@@ -114,16 +129,32 @@ def make_trigger(*, every: float | str | None = None, cron: str | None = None, t
         every_ms = int(parse_duration(every, "interval") * 1000)
         if every_ms < 1000:
             raise UsageError(f"invalid interval {every!r}: repeat at most once a second (at least '1s')")
-        return Trigger("every", every_ms=every_ms, times=times, until_ms=until_ms, misfire=misfire, grace_ms=grace_ms, catchup=catchup)
+        return Trigger(
+            "every",
+            every_ms=every_ms,
+            times=times,
+            until_ms=until_ms,
+            misfire=misfire,
+            grace_ms=grace_ms,
+            catchup=catchup,
+        )
     zone(tz or "UTC")
-    return Trigger("cron", cron=check_cron(cron or "", cron_format), tz=tz or "UTC", times=times, until_ms=until_ms, misfire=misfire,
-                   grace_ms=grace_ms, catchup=catchup)
+    return Trigger(
+        "cron",
+        cron=check_cron(cron or "", cron_format),
+        tz=tz or "UTC",
+        times=times,
+        until_ms=until_ms,
+        misfire=misfire,
+        grace_ms=grace_ms,
+        catchup=catchup,
+    )
 
 
 def cron_next(expr: str, tz: str, after_ms: int) -> int:
     """The first fire time strictly after ``after_ms``, with each local wall time firing once."""
     z = zone(tz)
-    after = datetime.fromtimestamp(after_ms / 1000, tz=timezone.utc).astimezone(z)
+    after = datetime.fromtimestamp(after_ms / 1000, tz=UTC).astimezone(z)
     it = croniter(expr, after.replace(tzinfo=None))
     for _ in range(10_000):
         wall: datetime = it.get_next(datetime)

@@ -53,9 +53,15 @@ class FifoSender:
         self.table = table
         self.clock = clock
         t = f"{keyspace}.fifo_dedup"
-        self._claim = db.prepare(f"INSERT INTO {t} (queue, scope, dedup_id, id, due, wt) VALUES (?,?,?,?,?,?) IF NOT EXISTS")
-        self._read_claim = db.prepare(f"SELECT id, due, wt, written FROM {t} WHERE queue = ? AND scope = ? AND dedup_id = ?")
-        self._written = db.prepare(f"UPDATE {t} USING TTL ? SET written = true WHERE queue = ? AND scope = ? AND dedup_id = ?")
+        self._claim = db.prepare(
+            f"INSERT INTO {t} (queue, scope, dedup_id, id, due, wt) VALUES (?,?,?,?,?,?) IF NOT EXISTS"
+        )
+        self._read_claim = db.prepare(
+            f"SELECT id, due, wt, written FROM {t} WHERE queue = ? AND scope = ? AND dedup_id = ?"
+        )
+        self._written = db.prepare(
+            f"UPDATE {t} USING TTL ? SET written = true WHERE queue = ? AND scope = ? AND dedup_id = ?"
+        )
 
     async def send(self, qs: QueueSettings, m: Message) -> tuple[Message, bool]:
         """Write ``m`` (built with its group and dedup id, due = now + queue delay) in order.
@@ -103,7 +109,9 @@ class FifoSender:
         now = self.clock.now_ms()
         batch = self.db.batch()
         batch.add(self.table.insert_message(m, now, qs.retention_s))
-        batch.add(self.table.write_tail.bind([qs.name, 0, m.shard, tail_id(group), m.due_ms, m.due_ms * 1000, qs.retention_s]))
+        batch.add(
+            self.table.write_tail.bind([qs.name, 0, m.shard, tail_id(group), m.due_ms, m.due_ms * 1000, qs.retention_s])
+        )
         await self.db.run(batch, timestamp=ts)
 
 

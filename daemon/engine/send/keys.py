@@ -44,7 +44,8 @@ class KeyStore:
         self._claim = p(f"INSERT INTO {t} ({_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?) IF NOT EXISTS")
         self._repoint = p(
             f"UPDATE {t} SET id = ?, bucket = ?, shard = ?, task = ?, trigger = ?, created_at = ?, last_run = ? "
-            "WHERE queue = ? AND key_shard = ? AND key = ? IF id = ?")
+            "WHERE queue = ? AND key_shard = ? AND key = ? IF id = ?"
+        )
         self._release = p(f"DELETE FROM {t} WHERE queue = ? AND key_shard = ? AND key = ? IF id = ?")
         self._ran = p(f"UPDATE {t} SET last_run = ? WHERE queue = ? AND key_shard = ? AND key = ?")
         self._list = p(f"SELECT {_COLS} FROM {t} WHERE queue = ? AND key_shard = ? AND key > ?")
@@ -56,15 +57,32 @@ class KeyStore:
 
     async def claim(self, e: KeyEntry) -> KeyEntry | None:
         """Claim a free key. Returns None when claimed, else the entry that holds it."""
-        rows = await self.db.run(self._claim, [e.queue, key_shard(e.key), e.key, e.id, e.bucket, e.shard, e.task, _trig(e.trigger), e.created_at, None])
+        rows = await self.db.run(
+            self._claim,
+            [e.queue, key_shard(e.key), e.key, e.id, e.bucket, e.shard, e.task, _trig(e.trigger), e.created_at, None],
+        )
         if rows and not rows[0].applied:
             return _entry(rows[0])
         return None
 
     async def repoint(self, e: KeyEntry, expected_id: uuid.UUID) -> bool:
         """Point the key at a new message, only if it still names ``expected_id``."""
-        rows = await self.db.run(self._repoint, [e.id, e.bucket, e.shard, e.task, _trig(e.trigger), e.created_at, e.last_run, e.queue,
-                                                 key_shard(e.key), e.key, expected_id])
+        rows = await self.db.run(
+            self._repoint,
+            [
+                e.id,
+                e.bucket,
+                e.shard,
+                e.task,
+                _trig(e.trigger),
+                e.created_at,
+                e.last_run,
+                e.queue,
+                key_shard(e.key),
+                e.key,
+                expected_id,
+            ],
+        )
         return bool(rows and rows[0].applied)
 
     async def release(self, queue: str, key: str, message_id: uuid.UUID) -> bool:
@@ -103,6 +121,13 @@ def _trig(trigger: dict[str, Any] | None) -> str | None:
 
 def _entry(r: Any) -> KeyEntry:
     return KeyEntry(
-        queue=r.queue, key=r.key, id=r.id, bucket=r.bucket, shard=r.shard, task=r.task or "",
-        trigger=json.loads(r.trigger) if r.trigger else None, created_at=r.created_at or 0, last_run=r.last_run,
+        queue=r.queue,
+        key=r.key,
+        id=r.id,
+        bucket=r.bucket,
+        shard=r.shard,
+        task=r.task or "",
+        trigger=json.loads(r.trigger) if r.trigger else None,
+        created_at=r.created_at or 0,
+        last_run=r.last_run,
     )

@@ -11,14 +11,14 @@ import asyncio
 import heapq
 import uuid
 
-from daemon.engine.storage.db import Database
 from daemon.base.errors import MessageNotFound
-from daemon.engine.send.keys import KeyEntry, KeyStore
 from daemon.base.model import Message, QueueSettings
-from daemon.engine.storage.placement import row_of
 from daemon.engine.queues.store import QueueStore
-from daemon.engine.storage.table import MessageTable, after, all_rows, message_from_row
 from daemon.engine.schedules.triggers import Trigger, occurrence_id
+from daemon.engine.send.keys import KeyEntry, KeyStore
+from daemon.engine.storage.db import Database
+from daemon.engine.storage.placement import row_of
+from daemon.engine.storage.table import MessageTable, after, all_rows, message_from_row
 
 CANCEL_TRIES = 5
 
@@ -52,7 +52,9 @@ class Lookup:
         occurrence and moving the key, follow the deterministic chain of occurrence ids."""
         entry = await self.keys.get(queue, key)
         if entry is None:
-            raise MessageNotFound(f"no message with key '{key}' in queue '{queue}': list keys with 'casque schedules {queue}'")
+            raise MessageNotFound(
+                f"no message with key '{key}' in queue '{queue}': list keys with 'casque schedules {queue}'"
+            )
         return entry, await self.current(queue, entry)
 
     async def current(self, queue: str, entry: KeyEntry) -> Message | None:
@@ -77,11 +79,17 @@ class Lookup:
             found = m
             # After the row it deletes, whatever the clocks: a delete timestamped before the insert
             # (a producer whose clock runs ahead of ours) would lose to it silently.
-            await self.db.run(self.table.delete_message(m, m.due_ms), timestamp=after(m.write_ts, now_us=self.db.next_timestamp()))
+            await self.db.run(
+                self.table.delete_message(m, m.due_ms), timestamp=after(m.write_ts, now_us=self.db.next_timestamp())
+            )
         else:
-            raise MessageNotFound(f"message {message_id} in queue '{queue}' kept moving while being cancelled: try again")
+            raise MessageNotFound(
+                f"message {message_id} in queue '{queue}' kept moving while being cancelled: try again"
+            )
         if found is None:
-            raise MessageNotFound(f"no message {message_id} in queue '{queue}': it may have finished, or the id is wrong")
+            raise MessageNotFound(
+                f"no message {message_id} in queue '{queue}': it may have finished, or the id is wrong"
+            )
         if found.key:
             await self.keys.release(queue, found.key, message_id)
         return found
@@ -90,7 +98,9 @@ class Lookup:
         """Cancel by key: free the key first (so no new occurrence is chained), then the message."""
         entry = await self.keys.get(queue, key)
         if entry is None:
-            raise MessageNotFound(f"no message with key '{key}' in queue '{queue}': list keys with 'casque schedules {queue}'")
+            raise MessageNotFound(
+                f"no message with key '{key}' in queue '{queue}': list keys with 'casque schedules {queue}'"
+            )
         await self.keys.release(queue, key, entry.id)
         cancelled: Message | None = None
         ids = [entry.id]
@@ -105,7 +115,9 @@ class Lookup:
                 continue
         return cancelled
 
-    async def peek(self, queue: str, limit: int = 10, due_only: bool = False, now_ms: int | None = None) -> list[Message]:
+    async def peek(
+        self, queue: str, limit: int = 10, due_only: bool = False, now_ms: int | None = None
+    ) -> list[Message]:
         """The next ``limit`` messages in delivery order (priority, then due time), across every row.
         Bounded by buckets x shards reads of at most ``limit`` rows each; nothing is consumed."""
         qs = await self.queues.get(queue, fresh=True)

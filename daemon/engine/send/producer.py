@@ -11,25 +11,38 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Iterable, Literal
+from typing import Any, Literal
 
 from daemon.base import metrics
 from daemon.base.clock import Clock
-from daemon.engine.storage.db import Database
 from daemon.base.durations import parse_duration
 from daemon.base.errors import KeyConflict, StorageUnavailable, UsageError
+from daemon.base.model import (
+    DEDUP_HEADER,
+    GROUP_HEADER,
+    MIN_PRIORITY,
+    Message,
+    QueueSettings,
+    check_group,
+    check_headers,
+    check_key,
+    check_priority,
+    check_task_name,
+    encode_payload,
+    sequence_number,
+)
+from daemon.engine.queues.store import QueueStore
 from daemon.engine.schedules.chain import same_schedule
-from daemon.engine.send.keys import KeyEntry, KeyStore
-from daemon.engine.send.lookup import Lookup
-from daemon.base.model import (DEDUP_HEADER, GROUP_HEADER, MIN_PRIORITY, Message, check_group, QueueSettings, check_headers, check_key, check_priority, check_task_name,
-                               encode_payload, sequence_number)
+from daemon.engine.schedules.triggers import Trigger, first, start
 from daemon.engine.send.fairness import NoisyGroups
 from daemon.engine.send.fifo_send import FifoSender, content_dedup_id
+from daemon.engine.send.keys import KeyEntry, KeyStore
+from daemon.engine.send.lookup import Lookup
+from daemon.engine.storage.db import Database
 from daemon.engine.storage.placement import new_id, row_of
-from daemon.engine.schedules.triggers import Trigger, first, start
-from daemon.engine.queues.store import QueueStore
 from daemon.engine.storage.table import STATE_WAITING, MessageTable
 
 OnConflict = Literal["replace", "keep", "error"]
@@ -70,7 +83,9 @@ class Sent(str):
     sequence: str | None
     duplicate: bool
 
-    def __new__(cls, mid: str, next_fires: list[datetime] | None = None, sequence: str | None = None, duplicate: bool = False) -> "Sent":
+    def __new__(
+        cls, mid: str, next_fires: list[datetime] | None = None, sequence: str | None = None, duplicate: bool = False
+    ) -> Sent:
         sent = super().__new__(cls, mid)
         sent.next_fires = next_fires or []
         sent.sequence = sequence
@@ -79,8 +94,17 @@ class Sent(str):
 
 
 class Producer:
-    def __init__(self, db: Database, queues: QueueStore, table: MessageTable, keys: KeyStore, lookup: Lookup, clock: Clock,
-                 tolerance_ms: int = 5000, fifo: FifoSender | None = None) -> None:
+    def __init__(
+        self,
+        db: Database,
+        queues: QueueStore,
+        table: MessageTable,
+        keys: KeyStore,
+        lookup: Lookup,
+        clock: Clock,
+        tolerance_ms: int = 5000,
+        fifo: FifoSender | None = None,
+    ) -> None:
         self.db = db
         self.fifo = fifo
         self.noisy = NoisyGroups(clock)
@@ -202,7 +226,8 @@ class Producer:
             if not stale and policy == "error":
                 raise KeyConflict(
                     f"key '{m.key}' in queue '{qs.name}' already names message {holder.id}: use "
-                    "on_conflict='replace' or 'keep', or cancel it first")
+                    "on_conflict='replace' or 'keep', or cancel it first"
+                )
             if same_schedule(holder, m.trigger):  # the same schedule sent again: it updates itself in place
                 await self._resend_same(qs, m, holder, now)
                 return m.id
@@ -211,7 +236,9 @@ class Producer:
                 if not stale:
                     await self._cancel_quietly(qs.name, holder.id)
                 return m.id
-        raise StorageUnavailable(f"key '{m.key}' in queue '{qs.name}' is being changed concurrently by other senders: retry the send")
+        raise StorageUnavailable(
+            f"key '{m.key}' in queue '{qs.name}' is being changed concurrently by other senders: retry the send"
+        )
 
     async def _resend_same(self, qs: QueueSettings, m: Message, holder: KeyEntry, now: int) -> None:
         """A keyed schedule sent again with the same first fire time has the same deterministic
@@ -230,8 +257,16 @@ class Producer:
         if stored.state != STATE_WAITING or stored.priority != m.priority or not stored.trigger:
             return
         trigger = {**(m.trigger or {}), "n": stored.trigger["n"], "fire_ms": stored.trigger["fire_ms"]}
-        updated = replace(stored, task=m.task, payload=m.payload, raw_payload=m.raw_payload, headers=m.headers, timeout_ms=m.timeout_ms,
-                          max_attempts=m.max_attempts, trigger=trigger)
+        updated = replace(
+            stored,
+            task=m.task,
+            payload=m.payload,
+            raw_payload=m.raw_payload,
+            headers=m.headers,
+            timeout_ms=m.timeout_ms,
+            max_attempts=m.max_attempts,
+            trigger=trigger,
+        )
         await self.db.run(self.table.insert_message(updated, now, qs.retention_s), timestamp=stored.write_ts + 1)
 
     async def _is_stale(self, qs: QueueSettings, holder: KeyEntry, now: int) -> bool:
@@ -254,7 +289,9 @@ def due_time(job: Job, now_ms: int) -> int:
         raise UsageError("give either a delay or an absolute time, not both")
     if job.at is not None:
         if isinstance(job.at, bool) or not isinstance(job.at, (int, float)):
-            raise UsageError(f"invalid time {job.at!r}: give seconds since the epoch (or an ISO time on the command line)")
+            raise UsageError(
+                f"invalid time {job.at!r}: give seconds since the epoch (or an ISO time on the command line)"
+            )
         return max(now_ms, int(job.at * 1000))
     delay = parse_duration(job.delay, "delay") if job.delay is not None else 0.0
     return now_ms + int(delay * 1000)
@@ -277,12 +314,18 @@ def _check_fifo(qs: QueueSettings, job: Job) -> None:
     if job.group is None:
         raise UsageError(f"queue {qs.name} is a FIFO queue: give every message a group (group=..., MessageGroupId)")
     if job.dedup_id is None and not qs.content_dedup:
-        raise UsageError(f"queue {qs.name} is a FIFO queue without content-based deduplication: give a dedup_id "
-                         "(MessageDeduplicationId), or turn content_dedup on")
+        raise UsageError(
+            f"queue {qs.name} is a FIFO queue without content-based deduplication: give a dedup_id "
+            "(MessageDeduplicationId), or turn content_dedup on"
+        )
     if job.delay is not None or job.at is not None:
-        raise UsageError(f"queue {qs.name} is a FIFO queue: a message can't have its own delay; set the queue's delay instead")
+        raise UsageError(
+            f"queue {qs.name} is a FIFO queue: a message can't have its own delay; set the queue's delay instead"
+        )
     if job.schedule is not None or job.key is not None or job.priority:
-        raise UsageError(f"queue {qs.name} is a FIFO queue: schedules, lookup keys and priorities apply to standard queues only")
+        raise UsageError(
+            f"queue {qs.name} is a FIFO queue: schedules, lookup keys and priorities apply to standard queues only"
+        )
 
 
 def build_message(qs: QueueSettings, job: Job, now_ms: int) -> Message:
@@ -307,7 +350,9 @@ def build_message(qs: QueueSettings, job: Job, now_ms: int) -> Message:
     # 0: the message follows its queue's max_attempts as it is at each delivery (SQS's redrive
     # policy applies to messages already sent); a queue's 0 is no limit (engine/consume/consumer.py).
     if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 0:
-        raise UsageError(f"invalid max_attempts {max_attempts!r}: use an integer of at least 1 (0: follow the queue's setting)")
+        raise UsageError(
+            f"invalid max_attempts {max_attempts!r}: use an integer of at least 1 (0: follow the queue's setting)"
+        )
     if timeout_ms < 100:
         raise UsageError(f"invalid timeout {job.timeout!r}: a message timeout must be at least 100ms")
     raw = encode_payload(job.payload, qs.max_payload_bytes)
@@ -317,10 +362,25 @@ def build_message(qs: QueueSettings, job: Job, now_ms: int) -> Message:
     if job.group is not None:
         headers[GROUP_HEADER] = check_group("message group", job.group)
     if qs.fifo:
-        headers[DEDUP_HEADER] = check_group("deduplication id", job.dedup_id) if job.dedup_id is not None else content_dedup_id(raw)
+        headers[DEDUP_HEADER] = (
+            check_group("deduplication id", job.dedup_id) if job.dedup_id is not None else content_dedup_id(raw)
+        )
     return Message(
-        queue=qs.name, id=mid, task=check_task_name(job.task), payload=job.payload, bucket=bucket, shard=shard,
-        priority=check_priority(job.priority), due_ms=due, attempt=0, max_attempts=max_attempts, timeout_ms=timeout_ms,
-        headers=headers, key=check_key(job.key), trigger=trigger, enqueued_at=now_ms,
-        state=STATE_WAITING, raw_payload=raw,
+        queue=qs.name,
+        id=mid,
+        task=check_task_name(job.task),
+        payload=job.payload,
+        bucket=bucket,
+        shard=shard,
+        priority=check_priority(job.priority),
+        due_ms=due,
+        attempt=0,
+        max_attempts=max_attempts,
+        timeout_ms=timeout_ms,
+        headers=headers,
+        key=check_key(job.key),
+        trigger=trigger,
+        enqueued_at=now_ms,
+        state=STATE_WAITING,
+        raw_payload=raw,
     )

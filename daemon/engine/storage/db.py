@@ -13,8 +13,9 @@ import contextvars
 import ssl
 import threading
 from collections import namedtuple
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Optional, Sequence
+from typing import Any
 
 from cassandra import ConsistencyLevel, DriverException, OperationTimedOut, ReadTimeout, Unavailable, WriteTimeout
 from cassandra.auth import PlainTextAuthProvider
@@ -37,7 +38,7 @@ _ROW_TYPES: dict[tuple[str, ...], Any] = {}
 #: Called with (database, statement) before each request through ``Database.run`` or ``run_all`` (the
 #: requests ``count_request`` counts; ``run_all`` pages count as one); may return a
 #: callable that is called (with no arguments) once that request has its answer or its error.
-RequestObserver = Callable[["Database", Any], Optional[Callable[[], None]]]
+RequestObserver = Callable[["Database", Any], Callable[[], None] | None]
 #: The observers of every Database in the process (bench counts the CQL of a daemon it did not
 #: build): a tuple replaced whole, so ``run`` reads it without a lock, and an empty tuple is one
 #: truth test per request when nobody observes.
@@ -51,7 +52,7 @@ def row_factory(colnames: list[str], rows: list[Any]) -> list[Any]:
     key = tuple(colnames)
     cls = _ROW_TYPES.get(key)
     if cls is None:
-        cls = _ROW_TYPES[key] = namedtuple("Row", [_clean_column_name(c) for c in colnames], rename=True)  # type: ignore[misc]
+        cls = _ROW_TYPES[key] = namedtuple("Row", [_clean_column_name(c) for c in colnames], rename=True)
     return [cls(*r) for r in rows]
 
 
@@ -83,7 +84,7 @@ class Database:
         self.reads = 0
 
     # ---- connection -------------------------------------------------------------------------
-    def connect(self, keyspace: str | None = None) -> "Database":
+    def connect(self, keyspace: str | None = None) -> Database:
         """Connect (blocking). Raises StorageUnavailable with the address and the fix."""
         s = self.settings
         policy = TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=s.local_dc or None))
@@ -116,12 +117,16 @@ class Database:
         except NoHostAvailable as exc:
             self.close()
             if keyspace and "using keyspace" in str(exc):  # the driver's word for a keyspace it could not USE
-                raise StorageUnavailable(f"keyspace '{keyspace}' does not exist: run 'casque schema apply' first") from None
+                raise StorageUnavailable(
+                    f"keyspace '{keyspace}' does not exist: run 'casque schema apply' first"
+                ) from None
             raise StorageUnavailable(_describe_no_host(s, exc)) from None
         except Exception as exc:
             self.close()
             if "does not exist" in str(exc) or "Keyspace" in str(exc):
-                raise StorageUnavailable(f"keyspace '{keyspace}' does not exist: run 'casque schema apply' first") from None
+                raise StorageUnavailable(
+                    f"keyspace '{keyspace}' does not exist: run 'casque schema apply' first"
+                ) from None
             raise StorageUnavailable(f"cannot connect to Cassandra at {_where(s)}: {exc}") from None
         return self
 
@@ -182,8 +187,13 @@ class Database:
         except (NoHostAvailable, DriverException, OperationTimedOut) as exc:
             raise StorageUnavailable(describe_failure(exc)) from None
 
-    async def run(self, stmt: str | Statement, params: Sequence[Any] | None = None, timeout: float | None = None,
-                  timestamp: int | None = None) -> Any:
+    async def run(
+        self,
+        stmt: str | Statement,
+        params: Sequence[Any] | None = None,
+        timeout: float | None = None,
+        timestamp: int | None = None,
+    ) -> Any:
         """Execute asynchronously and return the ResultSet's rows (first page) as a list.
         ``timestamp`` (us) sets the write timestamp of every mutation in the statement."""
         assert self.session is not None, "not connected"
@@ -191,8 +201,9 @@ class Database:
             return await self._run_observed(stmt, params, timeout, timestamp)
         return await self._send(stmt, params, timeout, timestamp)
 
-    def _send(self, stmt: str | Statement, params: Sequence[Any] | None, timeout: float | None,
-              timestamp: int | None) -> "asyncio.Future[list[Any]]":
+    def _send(
+        self, stmt: str | Statement, params: Sequence[Any] | None, timeout: float | None, timestamp: int | None
+    ) -> asyncio.Future[list[Any]]:
         """Send one request; a plain function returning the answer's future, so an unobserved ``run``
         costs one call more than before and no extra coroutine."""
         assert self.session is not None, "not connected"
@@ -204,8 +215,9 @@ class Database:
             _TS_OVERRIDE.reset(token)
         return wrap_future(rf)
 
-    async def _run_observed(self, stmt: str | Statement, params: Sequence[Any] | None, timeout: float | None,
-                            timestamp: int | None) -> Any:
+    async def _run_observed(
+        self, stmt: str | Statement, params: Sequence[Any] | None, timeout: float | None, timestamp: int | None
+    ) -> Any:
         """``run`` with the observers told before the request and, through what they returned, after it."""
         done = [d for d in (observer(self, stmt) for observer in _OBSERVERS) if d is not None]
         try:
@@ -256,14 +268,20 @@ class Database:
 def _is_read(stmt: str | Statement) -> bool:
     """A SELECT (a bound statement's prepared text, or plain text); batches are writes."""
     prepared = getattr(stmt, "prepared_statement", None)
-    text = prepared.query_string if prepared is not None else stmt if isinstance(stmt, str) else getattr(stmt, "query_string", "")
+    text = (
+        prepared.query_string
+        if prepared is not None
+        else stmt
+        if isinstance(stmt, str)
+        else getattr(stmt, "query_string", "")
+    )
     return text.lstrip()[:6].upper() == "SELECT"
 
 
 _TS_OVERRIDE: contextvars.ContextVar[int | None] = contextvars.ContextVar("casque_write_ts", default=None)
 
 
-def wrap_future(rf: Any) -> "asyncio.Future[list[Any]]":
+def wrap_future(rf: Any) -> asyncio.Future[list[Any]]:
     """Bridge a driver ResponseFuture to an asyncio future on the running loop."""
     loop = asyncio.get_running_loop()
     fut: asyncio.Future[list[Any]] = loop.create_future()
@@ -280,7 +298,7 @@ def wrap_future(rf: Any) -> "asyncio.Future[list[Any]]":
     return fut
 
 
-def _set(fut: "asyncio.Future[Any]", rows: Any, exc: BaseException | None) -> None:
+def _set(fut: asyncio.Future[Any], rows: Any, exc: BaseException | None) -> None:
     if fut.done():
         return
     if exc is not None:
@@ -292,10 +310,17 @@ def _set(fut: "asyncio.Future[Any]", rows: Any, exc: BaseException | None) -> No
 def describe_failure(exc: BaseException) -> str:
     """One line for a failed request, naming the likely fix."""
     if isinstance(exc, Unavailable):
-        return (f"not enough Cassandra replicas are up for {ConsistencyLevel.value_to_name.get(exc.consistency, exc.consistency)} "
-                f"({exc.alive_replicas} alive, {exc.required_replicas} required): bring nodes back, or lower cassandra.consistency")
+        return (
+            f"not enough Cassandra replicas are up for "
+            f"{ConsistencyLevel.value_to_name.get(exc.consistency, exc.consistency)} "
+            f"({exc.alive_replicas} alive, {exc.required_replicas} required): bring nodes back, or lower "
+            f"cassandra.consistency"
+        )
     if isinstance(exc, (WriteTimeout, ReadTimeout, OperationTimedOut)):
-        return f"Cassandra did not answer in time ({type(exc).__name__}): the cluster is overloaded or nodes are down; the request may be retried"
+        return (
+            f"Cassandra did not answer in time ({type(exc).__name__}): the cluster is overloaded or nodes are down; "
+            "the request may be retried"
+        )
     if isinstance(exc, NoHostAvailable):
         return "no Cassandra node is reachable: start the cluster or check cassandra.contact_points"
     return f"Cassandra request failed: {_short(exc)}"
@@ -322,13 +347,24 @@ def _short(exc: BaseException) -> str:
 def _describe_no_host(s: CassandraSettings, exc: NoHostAvailable) -> str:
     text = _short(exc)
     if "AuthenticationFailed" in text or "Bad credentials" in text or "password" in text.lower():
-        return f"Cassandra at {_where(s)} rejected the credentials for user '{s.username}': check cassandra.username and the password"
+        return (
+            f"Cassandra at {_where(s)} rejected the credentials for user '{s.username}': "
+            "check cassandra.username and the password"
+        )
     if "SSL" in text or "certificate" in text.lower():
-        return f"TLS handshake with Cassandra at {_where(s)} failed: check cassandra.tls.ca_file/cert_file ({_host_errors(exc)})"
+        return (
+            f"TLS handshake with Cassandra at {_where(s)} failed: "
+            f"check cassandra.tls.ca_file/cert_file ({_host_errors(exc)})"
+        )
     if not s.tls.enabled and _dropped_at_handshake(exc):
-        return (f"Cassandra at {_where(s)} dropped the connection during the handshake: if it requires client encryption, "
-                "set cassandra.tls.enabled = true and cassandra.tls.ca_file")
-    return f"Cassandra is not reachable at {_where(s)}: start it ('casque cassandra start') or fix cassandra.contact_points/port"
+        return (
+            f"Cassandra at {_where(s)} dropped the connection during the handshake: if it requires client encryption, "
+            "set cassandra.tls.enabled = true and cassandra.tls.ca_file"
+        )
+    return (
+        f"Cassandra is not reachable at {_where(s)}: "
+        "start it ('casque cassandra start') or fix cassandra.contact_points/port"
+    )
 
 
 def _host_errors(exc: NoHostAvailable) -> str:

@@ -10,8 +10,9 @@ it, so memory stays at one page however large the partition.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Sequence
+from typing import Any
 
 from cassandra.query import PreparedStatement, SimpleStatement, Statement
 
@@ -26,19 +27,28 @@ class Page:
     token: bytes | None  # the driver's paging state; None: this was the last page
 
 
-async def page(db: Database, stmt: str | Statement, params: Sequence[Any] | None = None, size: int = PAGE_SIZE,
-               token: bytes | None = None) -> Page:
+async def page(
+    db: Database,
+    stmt: str | Statement,
+    params: Sequence[Any] | None = None,
+    size: int = PAGE_SIZE,
+    token: bytes | None = None,
+) -> Page:
     """One page of at most ``size`` rows, starting where ``token`` (from the previous page) left off."""
     assert db.session is not None, "not connected"
     bound = _sized(stmt, params, size)
     db.count_request(bound)
     plain = isinstance(stmt, str)  # a string statement keeps its %s parameters; the others are bound here
-    rf = db.session.execute_async(bound, params if plain else None, timeout=db.settings.request_timeout, paging_state=token)
+    rf = db.session.execute_async(
+        bound, params if plain else None, timeout=db.settings.request_timeout, paging_state=token
+    )
     rows = await wrap_future(rf)
     return Page(list(rows), rf.result().paging_state or None)  # done: result() returns at once
 
 
-async def pages(db: Database, stmt: str | Statement, params: Sequence[Any] | None = None, size: int = PAGE_SIZE) -> AsyncIterator[list[Any]]:
+async def pages(
+    db: Database, stmt: str | Statement, params: Sequence[Any] | None = None, size: int = PAGE_SIZE
+) -> AsyncIterator[list[Any]]:
     """Every page of a result, in order; stops after the page that carries no paging token."""
     token: bytes | None = None
     while True:
@@ -50,7 +60,9 @@ async def pages(db: Database, stmt: str | Statement, params: Sequence[Any] | Non
         token = found.token
 
 
-async def every_row(db: Database, stmt: str | Statement, params: Sequence[Any] | None = None, size: int = PAGE_SIZE) -> list[Any]:
+async def every_row(
+    db: Database, stmt: str | Statement, params: Sequence[Any] | None = None, size: int = PAGE_SIZE
+) -> list[Any]:
     """All rows of a result (for reads whose size the caller has bounded some other way)."""
     out: list[Any] = []
     async for rows in pages(db, stmt, params, size):

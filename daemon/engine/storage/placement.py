@@ -46,7 +46,14 @@ def compose_id(due_ms: int, unique: int, placement: int) -> uuid.UUID:
         raise ValueError(f"due time {due_ms} ms is outside the representable range")
     unique &= (1 << UNIQUE_BITS) - 1
     rand_a, rand_b_high = unique >> 30, unique & ((1 << 30) - 1)
-    value = (due_ms << 80) | (0x7 << 76) | (rand_a << 64) | (0b10 << 62) | (rand_b_high << 32) | (placement & PLACEMENT_MASK)
+    value = (
+        (due_ms << 80)
+        | (0x7 << 76)
+        | (rand_a << 64)
+        | (0b10 << 62)
+        | (rand_b_high << 32)
+        | (placement & PLACEMENT_MASK)
+    )
     return uuid.UUID(int=value)
 
 
@@ -103,5 +110,7 @@ def parse_id(text: str) -> uuid.UUID:
     try:
         value = uuid.UUID(text.strip())
     except (ValueError, AttributeError):
-        raise ValueError(f"invalid message id {text!r}: expected a UUID such as 0192e3a1-7c2b-7d3e-9f00-1a2b3c4d5e6f") from None
+        raise ValueError(
+            f"invalid message id {text!r}: expected a UUID such as 0192e3a1-7c2b-7d3e-9f00-1a2b3c4d5e6f"
+        ) from None
     return value

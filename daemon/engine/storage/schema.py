@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 
 from daemon.base.config import SchemaSettings
-from daemon.engine.storage.db import Database
 from daemon.base.errors import ConfigError
+from daemon.engine.storage.db import Database
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,47}$")
 # Queue names are data (partition key values), never CQL identifiers: SQS's rule, 1-80 of A-Z a-z
@@ -248,7 +248,11 @@ BACKFILLED = ("queue_names", "dead_letter_sources")
 # Columns added after a table's first release: applied with ALTER TABLE, "already exists" ignored.
 MIGRATIONS: list[tuple[str, str, str]] = [
     ("queues", "history", "boolean"),
-    ("queues", "draining", "text"),  # JSON [[shards, buckets, bucket_seconds], ...]: layouts still draining after a reshard
+    (
+        "queues",
+        "draining",
+        "text",
+    ),  # JSON [[shards, buckets, bucket_seconds], ...]: layouts still draining after a reshard
     # Depth samples (every 60 s) for the console's one-hour chart and its sent/s estimate.
     ("daemon_stats", "depth_waiting", "int"),
     ("daemon_stats", "depth_scheduled", "int"),
@@ -273,13 +277,17 @@ MIGRATIONS: list[tuple[str, str, str]] = [
 
 def validate_name(name: str, what: str = "keyspace") -> str:
     if not _NAME.match(name):
-        raise ConfigError(f"invalid {what} name {name!r}: use letters, digits and '_' (at most 48, starting with a letter)")
+        raise ConfigError(
+            f"invalid {what} name {name!r}: use letters, digits and '_' (at most 48, starting with a letter)"
+        )
     return name
 
 
 def validate_queue_name(name: str) -> str:
     if not isinstance(name, str) or not _QUEUE_NAME.match(name):
-        raise ConfigError(f"invalid queue name {name!r}: use 1-80 letters, digits, '-' and '_' (a FIFO queue's ends in '.fifo')")
+        raise ConfigError(
+            f"invalid queue name {name!r}: use 1-80 letters, digits, '-' and '_' (a FIFO queue's ends in '.fifo')"
+        )
     return name
 
 
@@ -292,7 +300,8 @@ def replication_map(settings: SchemaSettings) -> str:
     if not settings.datacenters:
         raise ConfigError(
             "schema.datacenters must name each datacenter and its replica count for NetworkTopologyStrategy, e.g. "
-            "{dc1 = 3}")
+            "{dc1 = 3}"
+        )
     dcs = ", ".join(f"'{validate_name(dc, 'datacenter')}': {rf}" for dc, rf in sorted(settings.datacenters.items()))
     return f"{{'class': 'NetworkTopologyStrategy', {dcs}}}"
 
@@ -318,13 +327,16 @@ def apply_schema(db: Database, keyspace: str, settings: SchemaSettings) -> list[
 
 
 def _tables(db: Database, ks: str) -> set[str]:
-    return {r.table_name for r in db.execute("SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", [ks])}
+    return {
+        r.table_name for r in db.execute("SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", [ks])
+    }
 
 
 def _add_column(db: Database, ks: str, table: str, column: str, ctype: str) -> None:
     existing = db.execute(
         "SELECT column_name FROM system_schema.columns WHERE keyspace_name = %s AND table_name = %s AND "
         "column_name = %s",
-                          [ks, table, column])
+        [ks, table, column],
+    )
     if not list(existing):
         db.execute(f"ALTER TABLE {ks}.{table} ADD {column} {ctype}")

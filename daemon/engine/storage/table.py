@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 import math
 import uuid
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from cassandra.query import UNSET_VALUE, BoundStatement
 
-from daemon.engine.storage.db import Database
 from daemon.base.model import Message, QueueSettings, decode_payload
 from daemon.engine.schedules.triggers import parse_stored
+from daemon.engine.storage.db import Database
 
 #: kind 3: a FIFO group's tail (engine/send/fifo_send.py): the last position written for the group.
 KIND_LOCK, KIND_MESSAGE, KIND_MOVED, KIND_TAIL = 0, 1, 2, 3
@@ -62,55 +63,92 @@ class MessageTable:
         )
         self.delete = p(f"DELETE FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due = ? AND id = ?")
         self.peek = p(f"SELECT due FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ? AND due <= ? LIMIT 1")
-        self.read_due = p(f"SELECT {_SELECT} FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ? AND due <= ? LIMIT ?")
+        self.read_due = p(
+            f"SELECT {_SELECT} FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ? AND due <= ? LIMIT ?"
+        )
         # A daemon sharing the queue with pull readers reads past the messages it left them
         # (engine/consume/consumer.py ``accepts``): from just after a (due, id) position, not from the cursor.
-        self.peek_after = p(f"SELECT due FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND (due, id) > (?, ?) AND (due) <= (?) LIMIT 1")
+        self.peek_after = p(
+            f"SELECT due FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND (due, id) > (?, ?) AND (due) <= (?) LIMIT 1"
+        )
         self.read_due_after = p(
             f"SELECT {_SELECT} FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND (due, id) > (?, ?) AND (due) <= "
-            "(?) LIMIT ?")
+            "(?) LIMIT ?"
+        )
         # The sweep (engine/consume/sweep.py): a stretch below a cursor, with the cursors *from the same read*, so
         # a take batch (cursor move + deletes, atomic per replica) is seen whole or not at all.
-        self.read_below = p(f"SELECT cursors, {_SELECT} FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ? AND due < ? LIMIT ?")
+        self.read_below = p(
+            f"SELECT cursors, {_SELECT} FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ? AND due < ? LIMIT ?"
+        )
         self.read_rank = p(f"SELECT {_SELECT} FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ? LIMIT ?")
         self.read_id = p(f"SELECT {_SELECT} FROM {t} WHERE {_PK} AND kind = 1 AND id = ? ALLOW FILTERING")
         # A receipt's position: the message (kind 1) and, if its visibility was changed, the
         # "moved" marker (kind 2) naming where its timeout column went (engine/delivery/receive.py).
         self.read_at = p(
             f"SELECT kind, moved_to, {_SELECT} FROM {t} WHERE {_PK} AND kind IN (1, 2) AND rank = ? AND due = ? "
-            "AND id = ?")
+            "AND id = ?"
+        )
         self.mark_moved = p(
             f"INSERT INTO {t} (queue, bucket, shard, kind, rank, due, id, moved_to) VALUES (?,?,?,2,?,?,?,?) USING "
-            "TTL ?")
+            "TTL ?"
+        )
         self.unmark_moved = p(f"DELETE FROM {t} WHERE {_PK} AND kind = 2 AND rank = ? AND due = ? AND id = ?")
-        self.count_from = p(f"SELECT cursors, state, due, visible_at FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ?")
+        self.count_from = p(
+            f"SELECT cursors, state, due, visible_at FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ?"
+        )
         # The bounded depth estimate (engine/observe/depth_estimate.py): a lane's first rows from its cursor.
         self.count_head = p(
             f"SELECT cursors, state, due, visible_at FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ? "
-            "LIMIT ?")
+            "LIMIT ?"
+        )
         self.set_cursor = p(f"UPDATE {t} SET cursors[?] = ? WHERE {_PK}")
         self.read_cursors = p(f"SELECT cursors FROM {t} WHERE {_PK} LIMIT 1")
         # The cursors of every bucket row of one shard in one request (the coordinator reads the
         # partitions in parallel): a cold consumer's first look at a queue (engine/delivery/receive.py).
-        self.read_shard_cursors = p(f"SELECT DISTINCT queue, bucket, shard, cursors FROM {t} WHERE queue = ? AND bucket IN ? AND shard = ?")
-        self.lock_write = p(f"INSERT INTO {t} (queue, bucket, shard, kind, rank, due, id, state) VALUES (?,?,?,0,0,?,?,?) USING TTL ?")
-        self.lock_read = p(f"SELECT due, id, state, cursors FROM {t} WHERE {_PK} AND kind = 0 AND rank = 0 AND due >= ?")
+        self.read_shard_cursors = p(
+            f"SELECT DISTINCT queue, bucket, shard, cursors FROM {t} WHERE queue = ? AND bucket IN ? AND shard = ?"
+        )
+        self.lock_write = p(
+            f"INSERT INTO {t} (queue, bucket, shard, kind, rank, due, id, state) VALUES (?,?,?,0,0,?,?,?) USING TTL ?"
+        )
+        self.lock_read = p(
+            f"SELECT due, id, state, cursors FROM {t} WHERE {_PK} AND kind = 0 AND rank = 0 AND due >= ?"
+        )
         self.lock_delete = p(f"DELETE FROM {t} WHERE {_PK} AND kind = 0 AND rank = 0 AND due = ? AND id = ?")
         self.purge_row = p(f"DELETE FROM {t} WHERE {_PK}")
         # A FIFO group's tail (kind 3, id = the group's tail id): the highest position written for the
         # group, kept by Cassandra's last-write-wins with the position as the write timestamp.
         self.read_tail = p(f"SELECT enqueued_at FROM {t} WHERE {_PK} AND kind = 3 AND rank = 0 AND due = 0 AND id = ?")
-        self.write_tail = p(f"INSERT INTO {t} (queue, bucket, shard, kind, rank, due, id, enqueued_at) VALUES (?,?,?,3,0,0,?,?) "
-                            "USING TIMESTAMP ? AND TTL ?")
+        self.write_tail = p(
+            f"INSERT INTO {t} (queue, bucket, shard, kind, rank, due, id, enqueued_at) VALUES (?,?,?,3,0,0,?,?) "
+            "USING TIMESTAMP ? AND TTL ?"
+        )
 
     def insert_message(self, m: Message, now_ms: int, retention_s: int) -> BoundStatement:
         """Bind an INSERT of ``m`` at its current position (``m.due_ms``) and state."""
-        return self.insert.bind([
-            m.queue, m.bucket, m.shard, m.rank, m.due_ms, m.id, m.state, m.task, m.raw_payload,
-            _opt(m.headers), m.attempt, m.max_attempts, m.timeout_ms, _opt(m.key),
-            _opt(json.dumps(m.trigger) if m.trigger else None), m.enqueued_at, _opt(m.last_error), _opt(m.visible_at),
-            ttl_for(m.due_ms if m.visible_at is None else max(m.due_ms, m.visible_at), now_ms, retention_s),
-        ])
+        return self.insert.bind(
+            [
+                m.queue,
+                m.bucket,
+                m.shard,
+                m.rank,
+                m.due_ms,
+                m.id,
+                m.state,
+                m.task,
+                m.raw_payload,
+                _opt(m.headers),
+                m.attempt,
+                m.max_attempts,
+                m.timeout_ms,
+                _opt(m.key),
+                _opt(json.dumps(m.trigger) if m.trigger else None),
+                m.enqueued_at,
+                _opt(m.last_error),
+                _opt(m.visible_at),
+                ttl_for(m.due_ms if m.visible_at is None else max(m.due_ms, m.visible_at), now_ms, retention_s),
+            ]
+        )
 
     def delete_message(self, m: Message, due_ms: int) -> BoundStatement:
         return self.delete.bind([m.queue, m.bucket, m.shard, m.rank, due_ms, m.id])
@@ -120,10 +158,25 @@ def message_from_row(queue: str, bucket: int, shard: int, r: Any) -> Message:
     """Build a Message from a stored row. A row whose columns can't be decoded is still returned,
     with ``corrupt`` saying why, so the consumer can poison it instead of looping on it."""
     m = Message(
-        queue=queue, id=r.id, task=r.task or "", payload=None, bucket=bucket, shard=shard, priority=-r.rank,
-        due_ms=r.due, attempt=r.attempt or 0, max_attempts=r.max_attempts or 0, timeout_ms=r.timeout_ms or 0,
-        headers=dict(r.headers or {}), key=r.key, enqueued_at=r.enqueued_at or 0, last_error=r.last_error,
-        state=r.state or 0, raw_payload=r.payload, write_ts=r.wt or 0, visible_at=r.visible_at,
+        queue=queue,
+        id=r.id,
+        task=r.task or "",
+        payload=None,
+        bucket=bucket,
+        shard=shard,
+        priority=-r.rank,
+        due_ms=r.due,
+        attempt=r.attempt or 0,
+        max_attempts=r.max_attempts or 0,
+        timeout_ms=r.timeout_ms or 0,
+        headers=dict(r.headers or {}),
+        key=r.key,
+        enqueued_at=r.enqueued_at or 0,
+        last_error=r.last_error,
+        state=r.state or 0,
+        raw_payload=r.payload,
+        write_ts=r.wt or 0,
+        visible_at=r.visible_at,
     )
     try:
         m.payload = decode_payload(r.payload)

@@ -31,8 +31,9 @@ delivers nothing until one of them finishes (docs/design.md, "FIFO queues").
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from daemon.base.model import GROUP_HEADER
 from daemon.engine.storage.table import STATE_IN_FLIGHT
@@ -53,8 +54,15 @@ def group_of(row: Any) -> str:
     return (row.headers or {}).get(GROUP_HEADER, "")
 
 
-def choose(rows: list[Any], now: int, due_by: int, fits: Callable[[Any], bool], one_per_group: bool,
-           spent: Callable[[Any], bool] = lambda r: False, ours: Callable[[Any], bool] = lambda r: True) -> FifoChoice:
+def choose(
+    rows: list[Any],
+    now: int,
+    due_by: int,
+    fits: Callable[[Any], bool],
+    one_per_group: bool,
+    spent: Callable[[Any], bool] = lambda r: False,
+    ours: Callable[[Any], bool] = lambda r: True,
+) -> FifoChoice:
     """One pass over a row's messages in position order (see the module docstring). ``fits(row)``
     asks the take's budget for room (and counts the row if there is): the pass stops at the first
     row it can't hold, so no group's later message is taken before an earlier one. A row

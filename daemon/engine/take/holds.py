@@ -40,8 +40,8 @@ from daemon.base.errors import CasqueError
 from daemon.base.logs import get_logger
 from daemon.base.model import QueueSettings
 from daemon.engine.storage.db import Database
-from daemon.engine.take.locking import HeldLock, ShardLocker
 from daemon.engine.storage.table import LOCK_ACQUIRED, MessageTable, lock_ttl_seconds
+from daemon.engine.take.locking import HeldLock, ShardLocker
 
 log = get_logger("casque.holds")
 Row = tuple[int, int]  # (bucket, shard)
@@ -81,7 +81,12 @@ class RowHolds:
         """Forget a hold without deleting its columns (a take batch in doubt: nobody takes from the
         row until they expire)."""
         if self._held.pop(row, None) is not None:
-            log.warning("hold_dropped", bucket=row[0], shard=row[1], reason="take batch in doubt: the row rests until its lock expires")
+            log.warning(
+                "hold_dropped",
+                bucket=row[0],
+                shard=row[1],
+                reason="take batch in doubt: the row rests until its lock expires",
+            )
 
     async def settled(self, row: Row) -> None:
         """Wait until an acquisition of ``row`` under way (if any) has ended. A consumer that took
@@ -134,10 +139,14 @@ class RowHolds:
             done.set()
 
     async def _renew(self, qs: QueueSettings, row: Row, hold: Hold) -> None:
-        fresh = replace(hold.lock, lock_due=self.clock.now_ms(), lock_id=uuid.uuid4(), started_ms=self.clock.elapsed_ms())
+        fresh = replace(
+            hold.lock, lock_due=self.clock.now_ms(), lock_id=uuid.uuid4(), started_ms=self.clock.elapsed_ms()
+        )
         try:
-            await self.db.run(self.table.lock_write, [qs.name, row[0], row[1], fresh.lock_due, fresh.lock_id, LOCK_ACQUIRED,
-                                                      lock_ttl_seconds(qs)])
+            await self.db.run(
+                self.table.lock_write,
+                [qs.name, row[0], row[1], fresh.lock_due, fresh.lock_id, LOCK_ACQUIRED, lock_ttl_seconds(qs)],
+            )
         except CasqueError as exc:  # in doubt: the old column still counts until it lapses
             log.info("hold_not_renewed", queue=qs.name, bucket=row[0], shard=row[1], error=str(exc))
             return

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from daemon.base.clock import Clock
-from daemon.engine.storage.db import Database
 from daemon.base.model import QueueSettings
+from daemon.engine.storage.db import Database
 from daemon.engine.storage.table import LOCK_ACQUIRED, LOCK_PENDING, MessageTable, lock_ttl_seconds
 
 #: A take is abandoned when less than this is left of its lock's life.

@@ -8,17 +8,19 @@ left for pull readers) goes into its ``RowState``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from functools import partial
+from typing import Any
 
 from daemon.base.clock import Clock
 from daemon.base.model import QueueSettings, out_of_attempts
-from daemon.engine.take import fifo
-from daemon.engine.storage.db import Database
-from daemon.engine.take.locking import HeldLock
 from daemon.engine.consume.row_state import RowState, trip
+from daemon.engine.storage.db import Database
 from daemon.engine.storage.table import MessageTable
+from daemon.engine.take import fifo
 from daemon.engine.take.budget import TAKE_BYTES, TakeBudget
+from daemon.engine.take.locking import HeldLock
 from daemon.engine.take.options import TakeOptions
 
 Skips = dict[int, tuple[int, Any]]
@@ -104,7 +106,13 @@ class TakeReader:
             rows += more
             budget = TakeBudget(limit, TAKE_BYTES)
             choice = fifo.choose(
-                rows, now, now + opts.ahead_ms, lambda r: bool(budget.fit([r])), opts.one_per_group, spent, ours
+                rows,
+                now,
+                now + opts.ahead_ms,
+                partial(_fits, budget),
+                opts.one_per_group,
+                spent,
+                ours,
             )
             if len(more) < page or budget.full() or len(rows) >= fifo.FIFO_SCAN:
                 break
@@ -186,3 +194,8 @@ def _passed(rows: list[Any], kept: int, accepts: Callable[[str], bool]) -> Any |
             ours += 1
         last = r
     return last
+
+
+def _fits(budget: TakeBudget, row: Any) -> bool:
+    """Whether ``row`` still fits the take's budget (FIFO's choice asks row by row)."""
+    return bool(budget.fit([row]))

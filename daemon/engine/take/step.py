@@ -25,22 +25,22 @@ wake time, rescan time and skips, which the consumer's next choice reads.
 from __future__ import annotations
 
 import asyncio
-from typing import Callable
+from collections.abc import Callable
 
 from daemon.base import metrics
 from daemon.base.clock import Clock
 from daemon.base.crashpoints import crash_point, pause_point
 from daemon.base.logs import get_logger
 from daemon.base.model import Message, QueueSettings, out_of_attempts
-from daemon.engine.schedules import chain
-from daemon.engine.storage.db import Database
-from daemon.engine.take.holds import RowHolds
-from daemon.engine.send.keys import KeyStore
-from daemon.engine.take.locking import HeldLock, ShardLocker
+from daemon.engine.consume.row_state import ConsumerStats, RowState, merge, next_rescan, trip
 from daemon.engine.delivery.poison import PoisonStore
 from daemon.engine.delivery.received import stamp as stamp_received
-from daemon.engine.consume.row_state import ConsumerStats, RowState, merge, next_rescan, trip
+from daemon.engine.schedules import chain
+from daemon.engine.send.keys import KeyStore
+from daemon.engine.storage.db import Database
 from daemon.engine.storage.table import STATE_IN_FLIGHT, MessageTable, after, message_from_row
+from daemon.engine.take.holds import RowHolds
+from daemon.engine.take.locking import HeldLock, ShardLocker
 from daemon.engine.take.options import TakeOptions, TakeResult
 from daemon.engine.take.read import TakeReader
 
@@ -242,7 +242,8 @@ class Take:
             stamp_received(m.headers, now)
 
     async def _chain(self, qs: QueueSettings, chained: list[tuple[Message, Message]], ts: int, now: int) -> None:
-        """After the batch: each schedule's key follows to the next occurrence written with it (engine/schedules/chain.py)."""
+        """After the batch: each schedule's key follows to the next occurrence written with it
+        (engine/schedules/chain.py)."""
         if not chained:
             return
         crash_point("schedule.take_committed")

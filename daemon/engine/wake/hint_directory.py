@@ -49,7 +49,9 @@ class HintDirectory:
         return await asyncio.to_thread(self.db.prepare, cql.format(t=self.table, slot=SLOT))
 
     async def register(self, address: str, queues: list[str], now_ms: int, ttl_s: int) -> None:
-        stmt = await self._prepared("INSERT INTO {t} (slot, address, queues, host, pid, heartbeat) VALUES ({slot}, ?, ?, ?, ?, ?) USING TTL ?")
+        stmt = await self._prepared(
+            "INSERT INTO {t} (slot, address, queues, host, pid, heartbeat) VALUES ({slot}, ?, ?, ?, ?, ?) USING TTL ?"
+        )
         await self.db.run(stmt, [address, set(queues), socket.gethostname(), os.getpid(), now_ms, ttl_s])
 
     async def remove(self, address: str) -> None:
@@ -92,7 +94,9 @@ def bind_host(contact_points: list[str], port: int) -> str:
     return "127.0.0.1" if host.startswith("127.") or host == "::1" else host
 
 
-def listen_addresses(address: str, advertise: str, contact_points: list[str], cassandra_port: int) -> tuple[tuple[str, int], tuple[str, int]]:
+def listen_addresses(
+    address: str, advertise: str, contact_points: list[str], cassandra_port: int
+) -> tuple[tuple[str, int], tuple[str, int]]:
     """Where a listener binds and what it advertises, from ``hints.address`` and ``hints.advertise``
     (each ``host``, ``host:port`` or empty): by default the address that reaches Cassandra, on a
     free port; a wildcard bind (0.0.0.0) advertises that address too."""
@@ -116,7 +120,9 @@ def _ip(host: str) -> str:
     try:
         return str(socket.getaddrinfo(host, None, type=socket.SOCK_DGRAM)[0][4][0])
     except OSError as exc:
-        raise ValueError(f"hints.advertise/hints.address: cannot resolve {host!r} ({exc}): give an IP address") from None
+        raise ValueError(
+            f"hints.advertise/hints.address: cannot resolve {host!r} ({exc}): give an IP address"
+        ) from None
 
 
 def format_address(host: str, port: int) -> str:

@@ -30,8 +30,8 @@ import hmac
 import socket
 import struct
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
 from cassandra import InvalidRequest
 
@@ -40,10 +40,14 @@ from daemon.base.clock import Clock
 from daemon.base.config import Settings
 from daemon.base.errors import UsageError
 from daemon.base.logs import get_logger
-from daemon.engine.wake.hint_directory import (
-    HintDirectory, ListenerEntry, format_address, listen_addresses, parse_address,
-)
 from daemon.engine.access.secrets import SecretStore
+from daemon.engine.wake.hint_directory import (
+    HintDirectory,
+    ListenerEntry,
+    format_address,
+    listen_addresses,
+    parse_address,
+)
 
 log = get_logger("casque.hints")
 
@@ -79,8 +83,14 @@ def encode(key: bytes, sent_at_ms: int, queue: str, entries: list[Entry]) -> byt
     name = queue.encode("utf-8")
     if len(name) > 255 or len(entries) > MAX_ENTRIES:
         raise ValueError(f"a hint holds a queue name of at most 255 bytes and {MAX_ENTRIES} entries")
-    body = b"".join([_HEAD.pack(VERSION, sent_at_ms, len(name)), name, _COUNT.pack(len(entries)),
-                     *(_ENTRY.pack(due, placement & 0xFFFF_FFFF) for due, placement in entries)])
+    body = b"".join(
+        [
+            _HEAD.pack(VERSION, sent_at_ms, len(name)),
+            name,
+            _COUNT.pack(len(entries)),
+            *(_ENTRY.pack(due, placement & 0xFFFF_FFFF) for due, placement in entries),
+        ]
+    )
     return body + _tag(key, body)
 
 
@@ -103,7 +113,7 @@ def decode(key: bytes, data: bytes, now_ms: int, tolerance_ms: int) -> Hint:
     if len(body) != at + count * _ENTRY.size:
         raise Rejected("malformed")
     try:
-        queue = body[_HEAD.size:_HEAD.size + qlen].decode("utf-8")
+        queue = body[_HEAD.size : _HEAD.size + qlen].decode("utf-8")
     except UnicodeDecodeError:
         raise Rejected("malformed") from None
     if abs(now_ms - sent_at) > tolerance_ms:
@@ -132,7 +142,7 @@ def pack(entries: Iterable[Entry], shard_counts: tuple[int, ...] = ()) -> list[l
     if len(kept) > limit:
         metrics.HINTS_SEND_FAILED.labels("over_cap").inc(len(kept) - limit)
         kept = kept[:limit]
-    return [kept[i:i + MAX_ENTRIES] for i in range(0, len(kept), MAX_ENTRIES)]
+    return [kept[i : i + MAX_ENTRIES] for i in range(0, len(kept), MAX_ENTRIES)]
 
 
 class HintSender:
@@ -306,11 +316,15 @@ class HintListener:
         self._transport: asyncio.DatagramTransport | None = None
         self._renewer: asyncio.Task[None] | None = None
 
-    async def start(self, key: bytes, bind: tuple[str, int], advertise: tuple[str, int], tolerance_ms: int, notify: Notify) -> str:
+    async def start(
+        self, key: bytes, bind: tuple[str, int], advertise: tuple[str, int], tolerance_ms: int, notify: Notify
+    ) -> str:
         """Bind, register, and start renewing; returns the advertised ``host:port`` (port 0 in
         ``advertise``: the bound port)."""
         loop = asyncio.get_running_loop()
-        transport, _ = await loop.create_datagram_endpoint(lambda: HintProtocol(key, self.clock, tolerance_ms, notify), local_addr=bind)
+        transport, _ = await loop.create_datagram_endpoint(
+            lambda: HintProtocol(key, self.clock, tolerance_ms, notify), local_addr=bind
+        )
         self._transport = transport
         self.address = format_address(advertise[0], advertise[1] or transport.get_extra_info("sockname")[1])
         try:
@@ -346,8 +360,9 @@ class HintListener:
                 log.warning("hint_listener_unregister_failed", address=self.address, error=str(exc))
 
 
-async def open_listener(directory: HintDirectory, secrets: SecretStore, clock: Clock, settings: Settings, queues: list[str],
-                        notify: Notify) -> HintListener | None:
+async def open_listener(
+    directory: HintDirectory, secrets: SecretStore, clock: Clock, settings: Settings, queues: list[str], notify: Notify
+) -> HintListener | None:
     """A started, registered listener for ``queues``, bound as ``[hints]`` says; None (and a
     warning naming the fix) when the keyspace predates ``hint_listeners``, so the caller serves on
     without hints. A bad or busy address is a one-line UsageError."""
@@ -361,9 +376,13 @@ async def open_listener(directory: HintDirectory, secrets: SecretStore, clock: C
     try:
         await listener.start(key, bind, advertise, settings.worker.clock_tolerance_ms, notify)
     except OSError as exc:
-        raise UsageError(f"cannot listen for hints on {format_address(*bind)} ({exc.strerror}): set hints.address to a free "
-                         "host[:port] of this host, or hints.listen = false") from None
+        raise UsageError(
+            f"cannot listen for hints on {format_address(*bind)} ({exc.strerror}): set hints.address to a free "
+            "host[:port] of this host, or hints.listen = false"
+        ) from None
     except InvalidRequest as exc:
-        log.warning("hints_unavailable", error=str(exc), fix="run 'casque schema apply' to add the hint_listeners table")
+        log.warning(
+            "hints_unavailable", error=str(exc), fix="run 'casque schema apply' to add the hint_listeners table"
+        )
         return None
     return listener

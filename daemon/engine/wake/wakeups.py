@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-from typing import Callable
+from collections.abc import Callable
 
 from daemon.base.clock import Clock
 
@@ -129,6 +129,7 @@ class Wakeups:
                 listeners.remove(listener)
             if not listeners:
                 self._listeners.pop(queue, None)
+
         return unsubscribe
 
     def enter(self, queue: str) -> QueueWaiter:

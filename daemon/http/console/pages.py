@@ -18,8 +18,8 @@ from daemon.base.errors import MessageNotFound, UsageError
 from daemon.base.model import QueueSettings
 from daemon.engine.client import Casque
 from daemon.engine.observe.fifo_groups import ROW_LIMIT, FifoGroups
-from daemon.engine.storage.placement import parse_id
 from daemon.engine.observe.samples import recent_rates, series
+from daemon.engine.storage.placement import parse_id
 from daemon.http.console.chart import render_chart
 
 PEEK_DEFAULT, PEEK_MAX = 20, 200

@@ -26,8 +26,8 @@ from typing import Any
 from daemon.base.config import SqsSettings
 from daemon.base.logs import get_logger
 from daemon.engine.access.access_keys import AccessKey
-from daemon.engine.client import Casque
 from daemon.engine.access.grants import FULL, Grant, action_matches, iam_action
+from daemon.engine.client import Casque
 from daemon.http.sqs import attributes as qattr
 from daemon.http.sqs import params
 from daemon.http.sqs.actions.base import Call

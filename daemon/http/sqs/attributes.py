@@ -17,8 +17,8 @@ import re
 from typing import Any
 
 from daemon.base.model import QueueSettings
-from daemon.engine.queues.attributes import QueueExtras
 from daemon.engine.delivery.deadletter import DEAD_LETTER
+from daemon.engine.queues.attributes import QueueExtras
 from daemon.http.sqs import fifo as fifo_rules
 from daemon.http.sqs.errors import SqsError
 from daemon.http.sqs.params import QUEUE_NAME

@@ -24,8 +24,8 @@ from starlette.requests import Request
 
 from daemon.base.config import SqsSettings
 from daemon.engine.access.access_keys import AccessKey
-from daemon.engine.client import Casque
 from daemon.engine.access.key_cache import KeyCache
+from daemon.engine.client import Casque
 from daemon.http.sqs import sigv4
 from daemon.http.sqs.errors import SqsError
 

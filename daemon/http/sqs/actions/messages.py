@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemon.engine.send.producer import Job
 from daemon.engine.delivery.receive import Delivery, InvalidReceipt, NotInFlight, VisibilityTooLong
+from daemon.engine.send.producer import Job
 from daemon.http.sqs import attributes as qattr
 from daemon.http.sqs import fifo as fifo_rules
 from daemon.http.sqs import messages as msg

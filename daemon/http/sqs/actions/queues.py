@@ -153,7 +153,9 @@ class QueueActions(ActionGroup):
         qs = await self.cq.queue_settings(name, fresh=True)
         everything = qattr.describe(qs, await self.cq.extras.get(name), self.arn(name))
         every = "All" in wanted
-        if every or set(wanted) & qattr.COUNTS:  # a bounded read, whatever the queue holds (engine/observe/depth_estimate.py)
+        if (
+            every or set(wanted) & qattr.COUNTS
+        ):  # a bounded read, whatever the queue holds (engine/observe/depth_estimate.py)
             est = await self.depth.estimate(qs, self.cq.clock.now_ms())
             everything |= {
                 "ApproximateNumberOfMessages": str(round(est.waiting)),
