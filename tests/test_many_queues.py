@@ -23,7 +23,7 @@ from daemon.base.config import Settings
 from daemon.base.errors import QueueNotFound, UsageError
 from daemon.base.lru import Lru
 from daemon.engine.client import Casque
-from daemon.engine.cluster.reaper import ExpirySweeper
+from daemon.engine.cluster.reaper import QueueReaper
 from daemon.engine.queues.admin import delete_queue
 
 from .conftest import ROOT, TEST_KEYSPACE
@@ -321,8 +321,8 @@ async def test_expiry_deletes_an_idle_queue_and_keeps_an_active_one(settings: Se
         await client.send(busy, "t", "x")  # marks busy active at +100 s
         await client.activity.flush()
         clock.advance(50_000)  # +150 s: idle is 150 s idle, busy 50 s
-        sweeper = ExpirySweeper(client, "test-sweeper")
-        gone = await sweeper.sweep()
+        reaper = QueueReaper(client, "test-reaper")
+        gone = await reaper.reap()
         assert idle in gone and busy not in gone and forever not in gone
         with pytest.raises(QueueNotFound):
             await client.queues.get(idle, fresh=True)
@@ -333,7 +333,7 @@ async def test_expiry_deletes_an_idle_queue_and_keeps_an_active_one(settings: Se
         assert (await client.queues.get(busy, fresh=True)).expire_after_s == 120
         assert await client.peek(busy) != []
         clock.advance(130_000)  # busy now idle past its 120 s too
-        assert busy in await sweeper.sweep()
+        assert busy in await reaper.reap()
     finally:
         await client.close()
 
@@ -356,13 +356,13 @@ async def test_activity_writes_at_most_one_mark_per_interval(settings: Settings,
         await client.close()
 
 
-async def test_only_the_lease_holder_sweeps(settings: Settings, queue_name: str) -> None:
-    """Two processes' sweepers: the holder deletes the idle queue, the other does nothing until the
+async def test_only_the_lease_holder_reaps(settings: Settings, queue_name: str) -> None:
+    """Two processes' reapers: the holder deletes the idle queue, the other does nothing until the
     holder lets the lease go."""
     clock = ManualClock(Clock().now_ms())
     client = await fresh(settings, clock=clock)
     lease = f"expiry_{queue_name}"  # not the real lease, which a running `casque serve` may hold
-    a, b = ExpirySweeper(client, "a", lease=lease), ExpirySweeper(client, "b", lease=lease)
+    a, b = QueueReaper(client, "a", lease=lease), QueueReaper(client, "b", lease=lease)
     try:
         await client.create_queue(queue_name, shards=1, buckets=1, expire_after=60)
         clock.advance(61_000)

@@ -14,7 +14,7 @@ from daemon.engine.access.access_keys import AccessKey, AccessKeyStore
 from daemon.engine.access.grants import Grant
 from daemon.engine.client import Casque
 from daemon.engine.cluster.mover import MoveRunner
-from daemon.engine.cluster.reaper import ExpirySweeper
+from daemon.engine.cluster.reaper import QueueReaper
 from daemon.engine.consume.sweep import PulledSweeps
 from daemon.engine.observe.stats import daemon_id
 
@@ -90,8 +90,8 @@ async def _serve(settings: Any) -> int:
     notifier = Notifier()
     cq = await Casque.connect(settings)
     pinger = asyncio.create_task(_watchdog(notifier)) if notifier.watchdog_interval else None
-    expiry_sweeper = ExpirySweeper(cq.stores, daemon_id(), settings.worker.expiry_interval_ms)
-    expiry = asyncio.create_task(expiry_sweeper.run())  # lease: one per cluster
+    reaper = QueueReaper(cq.stores, daemon_id(), settings.worker.expiry_interval_ms)
+    expiry = asyncio.create_task(reaper.run())  # lease: one per cluster
     mover = asyncio.create_task(MoveRunner(cq, daemon_id()).run())  # SQS move tasks: a lease per task
     # Messages written behind a cursor of the queues this server pulls from (engine/consume/sweep.py), as a daemon
     # does for its queues.

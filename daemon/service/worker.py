@@ -26,7 +26,7 @@ from daemon.base.metrics import MetricsServer
 from daemon.base.model import QueueSettings
 from daemon.engine.client import Casque
 from daemon.engine.cluster.heartbeats import this_process
-from daemon.engine.cluster.reaper import ExpirySweeper
+from daemon.engine.cluster.reaper import QueueReaper
 from daemon.engine.consume.sweep import SWEEP_EVERY_S, Sweeper
 from daemon.engine.observe.samples import DEPTH_EVERY_S
 from daemon.engine.observe.stats import STATS_EVERY_S, Cursors, daemon_id
@@ -144,7 +144,7 @@ class Worker:
             gauges = QueueGauges(self.cq, self.daemon, m.queue_gauges_interval, only=m.queue_gauges_queues)
             background.append(asyncio.create_task(gauges.run(), name="casque-queue-gauges"))
         # one sweeper per cluster (a lease)
-        expiry = ExpirySweeper(self.cq.stores, self.daemon, self.settings.worker.expiry_interval_ms)
+        expiry = QueueReaper(self.cq.stores, self.daemon, self.settings.worker.expiry_interval_ms)
         background.append(asyncio.create_task(expiry.run(), name="casque-queue-expiry"))
         try:
             await self.dispatcher.run(burst=burst)

@@ -2,14 +2,14 @@
 
 Like SQS's inactivity deletion or the per-user queue blog's TTL buckets, for the many small queues
 that come and go with their users. What it rests on:
-  - only queues created with ``expire_after`` have a row in ``queue_expiry``, so a sweep pages
+  - only queues created with ``expire_after`` have a row in ``queue_expiry``, so a pass pages
     through those rows (one bounded read per page), never the whole ``queues`` table;
   - ``active_at`` is written by sends and receives at most once per ``min(5 min, expire_after/4)``
     per process (engine/cluster/activity.py), so a queue in use is never ``expire_after`` behind;
-  - one process per cluster sweeps: the holder of the ``queue_expiry`` lease (engine/cluster/lease.py);
-  - before deleting, the sweeper re-reads the queue's row (its mark may have moved since the page
+  - one process per cluster reaps: the holder of the ``queue_expiry`` lease (engine/cluster/lease.py);
+  - before deleting, the reaper re-reads the queue's row (its mark may have moved since the page
     was read), and deletes with partition tombstones only (engine/queues/admin.py ``delete_queue``).
-A send racing the very sweep that deletes its queue may be lost with the queue, as with any queue
+A send racing the very pass that deletes its queue may be lost with the queue, as with any queue
 deleted while in use: choose ``expire_after`` far above the gaps of a queue that still matters.
 """
 
@@ -28,7 +28,7 @@ log = get_logger("casque.expiry")
 LEASE = "queue_expiry"
 
 
-class ExpirySweeper:
+class QueueReaper:
     def __init__(self, st: Stores, holder: str, interval_ms: int = 60_000, lease: str = LEASE) -> None:
         self.st = st
         self.interval_ms = interval_ms
@@ -40,7 +40,7 @@ class ExpirySweeper:
         self.deleted = 0
 
     async def run(self) -> None:
-        """Every interval: sweep while holding the lease (the others only bid for it)."""
+        """Every interval: reap while holding the lease (the others only bid for it)."""
         try:
             while True:
                 await self.tick()
@@ -49,16 +49,16 @@ class ExpirySweeper:
             await asyncio.shield(self.lease.release())
 
     async def tick(self) -> list[str] | None:
-        """One turn: sweep if this process holds the lease (the queues deleted), else None."""
+        """One turn: reap if this process holds the lease (the queues deleted), else None."""
         if not await self.lease.hold():
             return None
         try:
-            return await self.sweep()
+            return await self.reap()
         except CasqueError as exc:  # tried again next interval
             log.warning("expiry_sweep_failed", error=str(exc))
             return []
 
-    async def sweep(self) -> list[str]:
+    async def reap(self) -> list[str]:
         """Delete every queue idle past its ``expire_after``; returns their names."""
         gone: list[str] = []
         async for rows in pages(self.st.db, self._all):
