@@ -1,0 +1,177 @@
+"""The many-queues section (bench/many_queues.py), written between its own markers by its own run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .markdown import _ms, _n, _table, _write_section
+
+MQ_BEGIN, MQ_END = "<!-- many-queues:begin -->", "<!-- many-queues:end -->"
+
+
+def section_many_queues(R: dict[str, Any], img: str) -> str:
+    z, c, f, lat, led, rss = R["size"], R["create"], R["fill"], R["latency"], R["ledger"], R["rss"]
+    t, kill, reads = R.get("table") or {}, R.get("kill") or {}, R["reads"]
+    mach = R.get("machine", {})
+    by = reads["by_kind"]
+    live = R.get("live") or {}
+    rt = reads.get("cql_latency_ms") or {}
+
+    def cql(kind: str, what: str) -> list[str]:
+        k = by.get(kind) or {}
+        return [what, _n(k.get("requests")), _n(k.get("reads_per_request"), 2), _n(k.get("cql_per_request"), 2)]
+
+    at = rss.get("rss_mb_at", {})
+    serving_s = (R.get("live") or {}).get("seconds", 0) + (R.get("drain") or {}).get("seconds", 0)
+    rows = [
+        [
+            f"create {_n(c['queues'])} tiny queues ({', '.join(f'{k} {v}' for k, v in c['settings'].items())})",
+            f"{_n(c['rate'])} queues/s with `{c['api']}`, {c['concurrency']} concurrent; per {c['per']}: p50 "
+            f"{_ms(c['p50_ms'])}, p99 {_ms(c['p99_ms'])}",
+        ],
+        [
+            "`queues` table on disk (nodetool flush + tablestats)",
+            f"{_n(t['after'].get('bytes'))} bytes (compressed, live SSTables) for an estimated "
+            f"{_n(t['after'].get('partitions'))} partitions "
+            f"(this run's queues and the deleted rows of earlier runs): {_n(t.get('bytes_per_partition'), 1)} bytes "
+            "per queue row, "
+            f"so about {_n((t.get('bytes_per_partition') or 0) * 1e6 / 2**20)} MiB per million queues"
+            if t
+            else "not measured",
+        ],
+        [
+            f"fill {_n(f['messages'])} messages, Zipf s={f['zipf_s']}",
+            f"{_n(f['rate'])} msg/s (`send_many` per queue) into {_n(f['queues_with_messages'])} queues; the largest "
+            f"holds {_n(f['largest_queue'])}",
+        ],
+        [
+            f"{_n(z['users'])} users long-polling (WaitTimeSeconds {z['wait_s']}), producers at {_n(z['send_rate'])} "
+            f"msg/s for {_n(z['live_s'])} s",
+            f"send→receive for online owners: p50 {_ms(lat['p50_ms'])}, p99 {_ms(lat['p99_ms'])} ({_n(lat['count'])} "
+            "messages); "
+            f"away from the kill: p50 {_ms(lat['calm_p50_ms'])}, p99 {_ms(lat['calm_p99_ms'])} "
+            f"({_n(lat['calm_count'])}). "
+            f"SendMessage round trip p50 {_ms(live.get('send_p50_ms'))}, p99 {_ms(live.get('send_p99_ms'))}. The "
+            "owners first emptied the "
+            f"{_n(live.get('backlog'))} messages the fill left them ({_n(live.get('catch_up_s'), 1)} s)",
+        ],
+        [
+            "kill -9 of casque serve halfway, restarted on the same port",
+            f"back in {_n(kill.get('down_s'), 1)} s; clients retried {_n(kill.get('client_retries'))} calls"
+            if kill.get("done")
+            else "no kill in this run",
+        ],
+        [
+            "server RSS vs queues it has served (last process); its [cache] limits: "
+            + (", ".join(f"{k} {v:,}" for k, v in R.get("server_cache", {}).items()) or "the defaults"),
+            f"{_n(at.get('25%'), 1)} / {_n(at.get('50%'), 1)} / {_n(at.get('75%'), 1)} / {_n(at.get('100%'), 1)} MB at "
+            "25/50/75/100 % of "
+            f"{_n(rss.get('queues_touched'))} queues: {_n(rss.get('growth_second_half_mb'), 1)} MB growth over the "
+            f"second half; peak {_n(rss.get('peak_mb'), 1)} MB",
+        ],
+        [
+            "ledger",
+            f"sent {_n(led['sent'])}, deleted {_n(led['deleted'])}, **lost {led['lost']}**, duplicate deliveries "
+            f"{led['duplicate_deliveries']}, "
+            f"deleted twice {led['deleted_twice']}",
+        ],
+    ]
+    out = [
+        "## Many queues (issue 17)",
+        "",
+        f"Run: **{z['name']} size**, {R['started']}, `python -m bench "
+        f"many-queues{' --quick' if z['name'] == 'quick' else ''}`. Machine: "
+        f"{mach.get('cpu', '?')}, load average {mach.get('load_at_start', '?')} at the start (shared with other "
+        "engineers' runs). "
+        f"Engine at {R.get('engine', '?')}.",
+        "",
+        "One `casque serve` process (the SQS face, as a deployment runs it) serves every user; users and producers are "
+        "asyncio tasks of "
+        "the bench process speaking the SQS JSON protocol to it (one HTTP connection per long-polling user). A process "
+        "per user would "
+        "measure the 2-core machine's scheduler, not casque. The server's CQL is counted in the server and charged to "
+        "the SQS request "
+        "that caused it (bench/many_queues_serve.py).",
+        "",
+        _table(["step", "measured"], rows),
+        "",
+        "Cassandra requests per SQS request (in the server, both processes summed; the killed one up to its last "
+        "half-second report):",
+        "",
+        _table(
+            ["SQS request", "count", "CQL reads per request", "all CQL per request"],
+            [
+                cql("receive", "ReceiveMessage that returned messages"),
+                cql("empty_long_poll", "empty long poll (WaitTimeSeconds > 0)"),
+                cql("empty_receive", "receive on an idle queue (WaitTimeSeconds 0)"),
+                cql("send", "SendMessage"),
+                cql("delete", "DeleteMessageBatch"),
+            ],
+        ),
+        "",
+        f"CQL reads outside any request (background): {_n(reads['reads_outside_requests'])} in {_n(serving_s)} s of "
+        "serving. "
+        "CQL round trips seen by the server (last process): "
+        + "; ".join(f"{k} p50 {v['p50']:.1f} / p99 {v['p99']:.1f} ms" for k, v in rt.items())
+        + f". The server used {_n((rss.get('cpu_pct') or {}).get('live'))} % of a core while users and producers ran, "
+        f"{_n((rss.get('cpu_pct') or {}).get('drain'))} % during the drain.",
+        "",
+        f"![server RSS vs queues touched]({img}/bench-many-queues-rss.png)",
+        "",
+        _mq_light(R.get("light")),
+        _mq_baseline(R.get("baseline")),
+        "Full size (1,000,000 queues, 1,000,000 messages, 20,000 users; needs `ulimit -n` ≥ 40,000 and about "
+        f"{_n(R.get('full_expected_min'))} min here): `python -m bench many-queues --write-docs`.",
+        "",
+    ]
+    return "\n".join(out)
+
+
+def write_many_queues(R: dict[str, Any], plots_dir: Path, to_docs: bool) -> Path:
+    """The many-queues section between its own markers in docs/benchmarks.md (added at the end the
+    first time), or bench/out/report-many-queues-<size>.md."""
+    return _write_section(
+        section_many_queues(R, "."),
+        f"report-many-queues-{R['size']['name']}.md",
+        plots_dir / "bench-many-queues-rss.png",
+        MQ_BEGIN,
+        MQ_END,
+        to_docs,
+    )
+
+
+def _mq_baseline(B: dict[str, Any] | None) -> str:
+    """One paragraph on the run kept as bench/out/many-queues-<size>-before.json (the grey line)."""
+    if not B:
+        return ""
+    at, by = B["rss"].get("rss_mb_at", {}), B["reads"]
+    return (
+        f"The grey line: the same bench on the engine before issue 17's changes ({B['engine']}, {B['started']}; "
+        f"{_n(B['queues'])} queues "
+        "of 1 shard × 4 buckets, unbounded settings cache, 0.5 s scout polls): RSS "
+        f"{_n(at.get('25%'), 1)} / {_n(at.get('50%'), 1)} / {_n(at.get('75%'), 1)} / {_n(at.get('100%'), 1)} MB at "
+        "25/50/75/100 %, still "
+        f"growing ({_n(B['rss'].get('growth_second_half_mb'), 1)} MB over the second half); reads per empty long poll "
+        f"{_n(by['empty_long_poll']['reads_per_request'], 2)}, per idle receive "
+        f"{_n(by['empty_receive']['reads_per_request'], 2)}, per receive "
+        f"with messages {_n(by['receive']['reads_per_request'], 2)}. Its ledger counted {B['ledger']['lost']} lost, "
+        "but that version of the "
+        "bench neither retried a delete whose answer the kill swallowed nor re-checked the queues once its drain "
+        "deadline had passed "
+        "(both fixed since), so that count is not evidence either way.\n"
+    )
+
+
+def _mq_light(L: dict[str, Any] | None) -> str:
+    """The unloaded latency (``--size light``): what the same path costs when nothing queues for the CPU."""
+    if not L:
+        return ""
+    lat, z, live = L["latency"], L["size"], L["live"]
+    return (
+        f"The same path at light load (`python -m bench many-queues --size light`, {L['started']}, load average "
+        f"{L.get('load', '?')}: "
+        f"{z['users']} users, {_n(z['send_rate'])} msg/s, no kill): send→receive p50 {_ms(lat['p50_ms'])}, p99 "
+        f"{_ms(lat['p99_ms'])} "
+        f"({_n(lat['count'])} messages); SendMessage round trip p50 {_ms(live.get('send_p50_ms'))}.\n"
+    )
