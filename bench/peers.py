@@ -12,317 +12,49 @@ procrastinate's jobs all past ``todo``/``doing``. Every system first gets 200 wa
 counted) so connections and imports are done before the clock starts. casque runs first and last,
 and its ratio uses the mean of the two, so a drift of the machine's load during the section does
 not favour it.
+
+This module holds the runner (``run``, ``run_peer``); the drivers live beside it: bench/peers_driver.py
+(the interface), peers_redis.py (Celery, arq, Dramatiq) and peers_postgres.py (pgqueuer, procrastinate),
+re-exported here as before the split.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import subprocess
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from daemon.engine.client import Casque
 
 from .casque_run import RunResult, run_casque
 from .env import ROOT, cpu_seconds, out_dir, progress
+from .peers_driver import PeerDriver, _bin, _version
+from .peers_postgres import PgQueuerDriver, ProcrastinateDriver
+from .peers_redis import ArqDriver, CeleryDriver, DramatiqDriver
 from .plan import Plan
 from .produce import send_fast, send_paced
-from .services import PG_PORT, REDIS_PORT, children_of, pg_dsn, postgres_server, redis_server, redis_url
+from .services import REDIS_PORT, children_of, pg_dsn, postgres_server, redis_server
 from .stats import Latency, cdf_points
 
+__all__ = [  # the names this module had before its drivers moved out
+    "WARMUP",
+    "ArqDriver",
+    "CeleryDriver",
+    "DramatiqDriver",
+    "PeerDriver",
+    "PgQueuerDriver",
+    "ProcrastinateDriver",
+    "_bin",
+    "_version",
+    "drivers",
+    "run",
+    "run_peer",
+]
+
 WARMUP = 200
-
-
-def _version(module: str) -> str:
-    from importlib.metadata import version
-
-    try:
-        return version(module)
-    except Exception:
-        return "?"
-
-
-class PeerDriver:
-    """What the runner needs from one peer: its worker command, a sender, and a pending count."""
-
-    name = ""
-    senders = 4
-    database = "redis"  # whose server's CPU the run counts: "redis" or "postgres"
-
-    def __init__(self, concurrency: int) -> None:
-        self.concurrency = concurrency
-
-    def config(self) -> dict[str, str]:
-        raise NotImplementedError
-
-    def worker_cmd(self) -> list[str]:
-        raise NotImplementedError
-
-    def server_pids(self) -> list[int]:
-        return []
-
-    async def open(self) -> None: ...
-
-    async def close(self) -> None: ...
-
-    async def reset(self) -> None: ...
-
-    async def send(self, count: int, t: float) -> None:
-        raise NotImplementedError
-
-    async def pending(self) -> int:
-        raise NotImplementedError
-
-
-def _bin(name: str) -> str:
-    return str(Path(sys.executable).parent / name)
-
-
-class CeleryDriver(PeerDriver):
-    name = "Celery"
-    senders = 2
-    pool = "threads"
-
-    def config(self) -> dict[str, str]:
-        return {
-            "version": _version("celery"),
-            "broker": f"Redis {redis_url(1)}",
-            "pool": f"{self.pool}, --concurrency {self.concurrency}",
-            "settings": "task_acks_late, worker_prefetch_multiplier=64, task_ignore_result, "
-            "worker_disable_rate_limits, "
-            "--without-gossip --without-mingle --without-heartbeat",
-            "producer": "task.apply_async(producer=...) on a held producer connection, 2 threads",
-        }
-
-    def worker_cmd(self) -> list[str]:
-        return [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "bench.peer_celery",
-            "worker",
-            "--pool",
-            self.pool,
-            "--concurrency",
-            str(self.concurrency),
-            "--loglevel",
-            "WARNING",
-            "--without-gossip",
-            "--without-mingle",
-            "--without-heartbeat",
-            "-n",
-            "bench@%h",
-        ]
-
-    async def open(self) -> None:
-        import redis.asyncio as aioredis
-
-        from . import peer_celery
-
-        self.app = peer_celery.app
-        self.task = peer_celery.noop
-        self.redis = aioredis.Redis.from_url(redis_url(1))
-
-    async def close(self) -> None:
-        await self.redis.aclose()
-
-    async def reset(self) -> None:
-        await self.redis.flushdb()
-
-    def _send_sync(self, count: int, t: float) -> None:
-        with self.app.producer_or_acquire() as producer:
-            for _ in range(count):
-                self.task.apply_async((t,), producer=producer)
-
-    async def send(self, count: int, t: float) -> None:
-        await asyncio.to_thread(self._send_sync, count, t)
-
-    async def pending(self) -> int:
-        async with self.redis.pipeline(transaction=False) as p:
-            p.llen("celery")
-            p.hlen("unacked")
-            queued, unacked = await p.execute()
-        return int(queued) + int(unacked)
-
-
-class ArqDriver(PeerDriver):
-    name = "arq"
-
-    def config(self) -> dict[str, str]:
-        from . import peer_arq
-
-        return {
-            "version": _version("arq"),
-            "broker": f"Redis {redis_url(2)}",
-            "settings": f"max_jobs={self.concurrency}, poll_delay={peer_arq.POLL_DELAY}s (default 0.5 s), "
-            "keep_result=0",
-            "producer": "ArqRedis.enqueue_job, 500 concurrent per send, 4 senders",
-        }
-
-    def worker_cmd(self) -> list[str]:
-        return [_bin("arq"), "bench.peer_arq.WorkerSettings"]
-
-    async def open(self) -> None:
-        from arq import create_pool
-
-        from . import peer_arq
-
-        self.pool = await create_pool(peer_arq.REDIS)
-
-    async def close(self) -> None:
-        await self.pool.aclose()
-
-    async def reset(self) -> None:
-        await self.pool.flushdb()
-
-    async def send(self, count: int, t: float) -> None:
-        await asyncio.gather(*(self.pool.enqueue_job("noop", t) for _ in range(count)))
-
-    async def pending(self) -> int:
-        return int(await self.pool.zcard("arq:queue"))
-
-
-class PgQueuerDriver(PeerDriver):
-    name = "pgqueuer"
-    batch = 16
-    database = "postgres"
-
-    def config(self) -> dict[str, str]:
-        return {
-            "version": _version("pgqueuer"),
-            "broker": f"PostgreSQL 127.0.0.1:{PG_PORT} (synchronous_commit=off), asyncpg {_version('asyncpg')}",
-            "settings": f"batch_size={self.batch} (default 10), "
-            f"max_concurrent_tasks={max(self.concurrency, 2 * self.batch)}",
-            "producer": "Queries.enqueue with lists (one INSERT per 500 jobs), 4 senders on a pool",
-        }
-
-    def worker_cmd(self) -> list[str]:
-        return [sys.executable, "-m", "bench.peer_pgqueuer"]
-
-    async def open(self) -> None:
-        import asyncpg
-        from pgqueuer import AsyncpgPoolDriver, Queries
-
-        self.db = await asyncpg.create_pool(pg_dsn(), min_size=2, max_size=6)
-        self.queries = Queries(AsyncpgPoolDriver(self.db))
-        if not await self.queries.has_table("pgqueuer"):
-            await self.queries.install()
-
-    async def close(self) -> None:
-        await self.db.close()
-
-    async def reset(self) -> None:
-        await self.queries.clear_queue()
-        await self.queries.clear_queue_log()
-
-    async def send(self, count: int, t: float) -> None:
-        payload = json.dumps({"t": t}).encode()
-        await self.queries.enqueue(["noop"] * count, [payload] * count, [0] * count)
-
-    async def pending(self) -> int:
-        return int(await self.db.fetchval("SELECT count(*) FROM pgqueuer"))
-
-
-class DramatiqDriver(PeerDriver):
-    name = "Dramatiq"
-    senders = 2
-
-    def config(self) -> dict[str, str]:
-        from . import peer_dramatiq
-
-        return {
-            "version": _version("dramatiq"),
-            "broker": f"Redis {peer_dramatiq.URL} (RedisBroker)",
-            "worker": f"dramatiq --processes 1 --threads {self.concurrency}",
-            "settings": f"defaults: default middleware, prefetch 2 × threads = {2 * self.concurrency}, ack after the "
-            "actor, no result backend",
-            "producer": "actor.send (one Redis script call per message), 2 threads",
-        }
-
-    def worker_cmd(self) -> list[str]:
-        return [_bin("dramatiq"), "bench.peer_dramatiq", "--processes", "1", "--threads", str(self.concurrency)]
-
-    async def open(self) -> None:
-        from . import peer_dramatiq
-
-        self.broker = peer_dramatiq.broker
-        self.actor = peer_dramatiq.noop
-        self.msgs = f"{self.broker.namespace}:{peer_dramatiq.QUEUE}.msgs"  # a message's body, from enqueue to ack
-
-    async def close(self) -> None:
-        self.broker.close()
-
-    async def reset(self) -> None:
-        await asyncio.to_thread(self.broker.client.flushdb)
-
-    def _send_sync(self, count: int, t: float) -> None:
-        for _ in range(count):
-            self.actor.send(t)
-
-    async def send(self, count: int, t: float) -> None:
-        await asyncio.to_thread(self._send_sync, count, t)
-
-    async def pending(self) -> int:
-        return int(await asyncio.to_thread(self.broker.client.hlen, self.msgs))
-
-
-class ProcrastinateDriver(PeerDriver):
-    name = "procrastinate"
-    database = "postgres"
-
-    def config(self) -> dict[str, str]:
-        return {
-            "version": _version("procrastinate"),
-            "broker": f"PostgreSQL 127.0.0.1:{PG_PORT} (synchronous_commit=off), PsycopgConnector, psycopg "
-            f"{_version('psycopg')} (binary)",
-            "worker": f"procrastinate --log-level=warning worker --concurrency {self.concurrency}",
-            "settings": f"pool max_size={self.concurrency + 1} (concurrency + 1, as its docs size it for short jobs); "
-            "defaults otherwise: LISTEN/NOTIFY, one job per fetch, delete_jobs=never; async task",
-            "producer": "task.batch_defer_async (one INSERT per 500 jobs), 4 senders on the connector's pool",
-        }
-
-    def worker_cmd(self) -> list[str]:
-        return [
-            _bin("procrastinate"),
-            "--log-level=warning",
-            "--app=bench.peer_procrastinate.app",
-            "worker",
-            "--concurrency",
-            str(self.concurrency),
-        ]
-
-    async def open(self) -> None:
-        from . import peer_procrastinate
-
-        self.app = peer_procrastinate.app
-        self.task = peer_procrastinate.noop
-        await self.app.open_async()
-        if not await self._fetchval("SELECT to_regclass('procrastinate_jobs') IS NOT NULL"):
-            await self.app.schema_manager.apply_schema_async()  # what `procrastinate schema --apply` runs
-
-    async def close(self) -> None:
-        await self.app.close_async()
-
-    async def _fetchval(self, sql: str) -> Any:
-        async with self.app.connector.pool.connection() as conn:
-            row = await (await conn.execute(sql)).fetchone()
-        return row[0] if row else None
-
-    async def reset(self) -> None:
-        async with self.app.connector.pool.connection() as conn:
-            await conn.execute("TRUNCATE procrastinate_jobs CASCADE")
-
-    async def send(self, count: int, t: float) -> None:
-        await self.task.batch_defer_async(*({"t": t} for _ in range(count)))
-
-    async def pending(self) -> int:
-        return int(await self._fetchval("SELECT count(*) FROM procrastinate_jobs WHERE status IN ('todo', 'doing')"))
 
 
 def drivers(concurrency: int) -> list[PeerDriver]:
