@@ -25,7 +25,7 @@ from daemon.engine.delivery.receive import Delivery, Receiver
 from daemon.engine.operations.admin import QueueAdmin
 from daemon.engine.operations.extras import Extras
 from daemon.engine.operations.observe import Observe
-from daemon.engine.queues.store import settings_from_defaults
+from daemon.engine.queues.settings import settings_from_defaults
 from daemon.engine.schedules.triggers import make_trigger, upcoming
 from daemon.engine.send.keys import KeyEntry
 from daemon.engine.send.producer import Job, OnConflict, Sent, first_due
