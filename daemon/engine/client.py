@@ -40,7 +40,8 @@ from daemon.engine.wake.hints import HintListener, open_listener
 class Casque:
     """The front door: messages and queues here; ``admin`` (purge, delete, reshard, poison),
     ``observe`` (stats, history, daemons) and ``extras`` (SQS attributes, tags, dead-letter links)
-    group the rest. The stores are wired once, in ``stores``."""
+    group the rest; ``pulling`` builds the consumers and the receiver its pull calls go to, and
+    ``announcer`` wakes the waiters of what it writes. The stores are wired once, in ``stores``."""
 
     def __init__(self, settings: Settings, db: Database, clock: Clock) -> None:
         self.settings = settings
