@@ -22,7 +22,7 @@ from typing import Any
 from daemon.base.config import Settings
 from daemon.base.errors import UsageError
 from daemon.base.logs import get_logger
-from daemon.engine.queues.store import settings_from_defaults
+from daemon.engine.queues.settings import settings_from_defaults
 from daemon.engine.storage.schema import validate_queue_name
 
 from . import workers

@@ -117,7 +117,7 @@ async def test_forged_altered_or_foreign_receipts_are_refused_and_change_nothing
         with pytest.raises(InvalidReceipt):
             await cq.change_visibility(bad, 0)
     with pytest.raises(InvalidReceipt):
-        await cq.receiver.delete(d.receipt, queue=queue_name + "b")
+        await cq.settler.delete(d.receipt, queue=queue_name + "b")
     assert (await queue_stats(cq, queue_name)).in_flight == 1
     assert await cq.delete(d.receipt) is True
 

@@ -21,24 +21,27 @@ from daemon.base.errors import UsageError
 from daemon.base.model import Message, QueueSettings
 from daemon.engine.access.access_keys import AccessKeyStore
 from daemon.engine.consume.consumer import Consumer
-from daemon.engine.delivery.receive import Delivery, Receiver
+from daemon.engine.delivery.receive import Delivery
 from daemon.engine.operations.admin import QueueAdmin
 from daemon.engine.operations.extras import Extras
 from daemon.engine.operations.observe import Observe
-from daemon.engine.queues.store import settings_from_defaults
+from daemon.engine.operations.pulling import Pulling
+from daemon.engine.queues.settings import settings_from_defaults
 from daemon.engine.schedules.triggers import make_trigger, upcoming
 from daemon.engine.send.keys import KeyEntry
 from daemon.engine.send.producer import Job, OnConflict, Sent, first_due
 from daemon.engine.storage.db import Database
 from daemon.engine.storage.placement import PLACEMENT_MASK, id_due_ms, parse_id
 from daemon.engine.stores import Stores
+from daemon.engine.wake.announce import Announcer
 from daemon.engine.wake.hints import HintListener, open_listener
 
 
 class Casque:
     """The front door: messages and queues here; ``admin`` (purge, delete, reshard, poison),
     ``observe`` (stats, history, daemons) and ``extras`` (SQS attributes, tags, dead-letter links)
-    group the rest. The stores are wired once, in ``stores``."""
+    group the rest; ``pulling`` builds the consumers and the receiver its pull calls go to, and
+    ``announcer`` wakes the waiters of what it writes. The stores are wired once, in ``stores``."""
 
     def __init__(self, settings: Settings, db: Database, clock: Clock) -> None:
         self.settings = settings
@@ -49,21 +52,10 @@ class Casque:
         self.observe = Observe(st)
         self.extras = Extras(st)
         self.hint_listener: HintListener | None = None
-        self.receiver = Receiver(
-            db,
-            st.table,
-            st.queues,
-            st.keys,
-            st.secrets,
-            st.wakeups,
-            clock,
-            self.consumer,
-            poll_interval_s=settings.sqs.poll_interval,
-            max_consumers=settings.cache.consumers,
-            touch=self._received,
-            attempts=st.receive_attempts,
-            unblocked=self._unblocked,
-        )
+        self.announcer = Announcer(st.wakeups, st.hints, st.queues, settings.hints.send)
+        self.pulling = Pulling(st, self.announcer.unblocked)
+        self.receiver = self.pulling.receiver
+        self.settler = self.pulling.settler
 
     @property
     def access_keys(self) -> AccessKeyStore:
@@ -239,7 +231,7 @@ class Casque:
         self.stores.activity.touch(queue)
         mid = parse_id(sent)
         if not sent.duplicate:
-            self._announce(queue, [(id_due_ms(mid), mid.int & PLACEMENT_MASK)])
+            self.announcer.announce(queue, [(id_due_ms(mid), mid.int & PLACEMENT_MASK)])
         fires = upcoming(job.schedule, first_due(job, now)) if job.schedule is not None else []
         sent.next_fires = [datetime.fromtimestamp(ms / 1000, tz=UTC) for ms in fires]
         return sent
@@ -261,27 +253,14 @@ class Casque:
     async def send_many(self, queue: str, jobs: Iterable[Job]) -> list[Sent]:
         ids = await self.stores.producer.send_many(queue, jobs)
         self.stores.activity.touch(queue)
-        self._announce(queue, list({(id_due_ms(u), u.int & PLACEMENT_MASK) for u in map(parse_id, ids)}))
+        self.announcer.announce(queue, list({(id_due_ms(u), u.int & PLACEMENT_MASK) for u in map(parse_id, ids)}))
         return ids
 
     def finished_in_group(self, m: Message) -> None:
         """A FIFO message was acked or poisoned (a daemon's outcome, service/dispatcher.py): its
         group's next message is deliverable now, in this process and the others."""
         if m.visible_at is not None:
-            self._unblocked(m.queue, self.clock.now_ms(), m.id.int)
-
-    def _unblocked(self, queue: str, due_ms: int, placement: int) -> None:
-        """A FIFO group in that row may move on (engine/delivery/receive.py): like a send, announce it."""
-        self._announce(queue, [(due_ms, placement & PLACEMENT_MASK)])
-
-    def _announce(self, queue: str, entries: list[tuple[int, int]]) -> None:
-        """After the write was acknowledged: wake this process's waiters and consumers, and hint
-        the other processes' listeners of the queue (fire-and-forget, engine/wake/hints.py)."""
-        for due, placement in entries:
-            self.stores.wakeups.notify(queue, due, placement)
-        if self.settings.hints.send:
-            qs = self.stores.queues.cached(queue)
-            self.stores.hints.announce(queue, entries, tuple(s for s, _, _ in qs.layouts()) if qs else ())
+            self.announcer.unblocked(m.queue, self.clock.now_ms(), m.id.int)
 
     # ---- reading and cancelling -------------------------------------------------------------
     async def get(self, queue: str, id: str | uuid.UUID | None = None, key: str | None = None) -> Message | None:
@@ -316,47 +295,27 @@ class Casque:
     async def delete(self, receipt: str, queue: str | None = None) -> bool:
         """Delete a received message. False (and no change) if the receipt is stale (or, given
         ``queue``, names another queue's message)."""
-        return await self.receiver.delete(receipt, queue)
+        return await self.settler.delete(receipt, queue)
 
     async def delete_many(self, receipts: Iterable[str]) -> list[bool | Exception]:
-        return await self.receiver.delete_many(receipts)
+        return await self.settler.delete_many(receipts)
 
     async def change_visibility(self, receipt: str, seconds: float, queue: str | None = None) -> int:
         """Hide a received message for ``seconds`` more from now (0: visible again at once)."""
-        return await self.receiver.change_visibility(receipt, seconds, queue)
+        return await self.settler.change_visibility(receipt, seconds, queue)
 
     async def change_visibility_many(self, changes: Iterable[tuple[str, float]]) -> list[int | Exception]:
-        return await self.receiver.change_visibility_many(changes)
+        return await self.settler.change_visibility_many(changes)
 
-    # ---- consuming --------------------------------------------------------------------------
+    # ---- consuming (engine/operations/pulling.py) -------------------------------------------------
     def consumer(self, queue: str, hold_ms: int = 0, ahead_ms: int = 0) -> Consumer:
         """A consumer of one queue; share it between the coroutines of one process. ``hold_ms``,
         ``ahead_ms``: a daemon's margin past a timeout and its take-ahead (engine/take/step.py TakeOptions)."""
-        w, st = self.settings.worker, self.stores
-        return Consumer(
-            self.db,
-            st.table,
-            st.queues,
-            st.dead_letters,  # type: ignore[arg-type]  # the router poisons as the poison store does
-            st.keys,
-            self.clock,
-            queue,
-            tolerance_ms=w.clock_tolerance_ms,
-            rescan_ms=w.rescan_interval_ms,
-            lookahead_ms=max(1000, 2 * w.max_poll_interval_ms),
-            hold_ms=hold_ms,
-            ahead_ms=ahead_ms,
-        )
+        return self.pulling.consumer(queue, hold_ms, ahead_ms)
 
     def served(self, queue: str) -> None:
         """A daemon polls ``queue``: it is in use, like a receive (idle expiry, engine/cluster/activity.py)."""
-        self.stores.activity.touch(queue)
-
-    def _received(self, queue: str) -> None:
-        """A receive on ``queue``: it is active (idle expiry), and this process pulls from it, which
-        a daemon serving the same queue must know (engine/cluster/pull_readers.py)."""
-        self.stores.activity.touch(queue)
-        self.stores.pull_readers.mark(queue)
+        self.pulling.served(queue)
 
 
 def _uuid(value: str | uuid.UUID | None) -> uuid.UUID:

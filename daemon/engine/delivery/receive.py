@@ -10,13 +10,8 @@ A receive is the engine's take (engine/consume/consumer.py) with the timeout col
 timed out, with its attempt (= SQS's ApproximateReceiveCount) counted up, and goes to the poison
 queue after the queue's ``max_attempts`` deliveries.
 
-Delete and change-visibility locate the delivery from the receipt (engine/delivery/receipts.py) with one
-point read: the timeout column at the receipt's position and, in the same read, a "moved" marker
-(kind 2) if a visibility change moved that column. A change writes the column at its new position,
-deletes the old one and points the marker at the new one, in one single-partition batch; so a
-receipt stays valid across any number of changes, as SQS clients expect. A delivery matches only
-if its attempt equals the receipt's: a receipt whose visibility expired (the message was taken
-again) deletes nothing and can't change anything.
+Delete and change-visibility (engine/delivery/settle.py) locate the delivery from its receipt with one
+point read, and refuse a receipt whose visibility expired.
 
 Long polls: see engine/wake/wakeups.py. Within a process a poll returns as soon as a message is sent,
 falls due or is made visible again, or a wake hint from another process arrives (``Wakeups.notify``);
@@ -37,12 +32,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from daemon.base.clock import Clock
-from daemon.base.errors import CasqueError, UsageError
 from daemon.base.lru import Lru
 from daemon.base.model import Message, QueueSettings
 from daemon.engine.access.secrets import RECEIPT_KEY, SecretStore
@@ -50,40 +43,15 @@ from daemon.engine.consume.consumer import Consumer
 from daemon.engine.consume.row_state import RowState
 from daemon.engine.delivery.receipts import InvalidReceipt, Receipt, ReceiptSigner
 from daemon.engine.delivery.receive_attempts import ReceiveAttempts
-from daemon.engine.delivery.received import times
+from daemon.engine.delivery.settle import MAX_VISIBILITY_S, NotInFlight, Settler, VisibilityTooLong, check_number
 from daemon.engine.queues.store import QueueStore
 from daemon.engine.send.keys import KeyStore
 from daemon.engine.storage.db import Database
-from daemon.engine.storage.table import (
-    KIND_MESSAGE,
-    KIND_MOVED,
-    STATE_IN_FLIGHT,
-    MessageTable,
-    after,
-    message_from_row,
-    ttl_for,
-)
+from daemon.engine.storage.table import MessageTable
 from daemon.engine.wake.wakeups import Wakeups
 
-MAX_VISIBILITY_S = 12 * 3600
 MAX_CONSUMERS = 1024  # config: cache.consumers
 FILL_ROUNDS = 3
-
-
-class NotInFlight(CasqueError):
-    """The receipt's delivery is over: the message was deleted, or its visibility expired.
-    ``gone``: the message is no longer in its row at all (deleted, or dead-lettered), as opposed
-    to one still there but not in flight under this receipt (received again since)."""
-
-    exit_code = 4
-
-    def __init__(self, message: str, gone: bool = False) -> None:
-        super().__init__(message)
-        self.gone = gone
-
-
-class VisibilityTooLong(UsageError):
-    """A visibility change past ``MAX_VISIBILITY_S`` from the delivery's receive (SQS's 12 h cap)."""
 
 
 @dataclass
@@ -127,11 +95,10 @@ class Receiver:
         self._unsubscribe: dict[str, Callable[[], None]] = {}
         self.touch = touch  # records activity for idle expiry (engine/cluster/reaper.py)
         self.attempts = attempts
-        #: A FIFO group may move on (a delete, a visibility change to now): tell every process's
-        #: consumers of the queue, not only this one's (queue, due ms, placement bits).
-        self.unblocked = unblocked
         self._signer: ReceiptSigner | None = None
         self._slots = itertools.count()
+        #: The deliveries' other half: delete, change visibility (engine/delivery/settle.py).
+        self.settler = Settler(db, table, queues, keys, wakeups, clock, self.signer, self._consumer, unblocked)
 
     async def signer(self) -> ReceiptSigner:
         if self._signer is None:
@@ -150,9 +117,9 @@ class Receiver:
         """Up to ``limit`` messages, waiting up to ``wait_s`` for the first one. ``attempt_id``
         (FIFO queues): a retry with the same id within 5 minutes returns the same deliveries
         while they are in flight (engine/delivery/receive_attempts.py)."""
-        _check_number("max", limit, 1, 10_000, int)
-        _check_number("wait", wait_s, 0, 3600)
-        _check_number("visibility", visibility_s, 0, MAX_VISIBILITY_S)
+        check_number("max", limit, 1, 10_000, int)
+        check_number("wait", wait_s, 0, 3600)
+        check_number("visibility", visibility_s, 0, MAX_VISIBILITY_S)
         qs = await self.queues.get(queue)  # QueueNotFound before any waiting
         if self.touch is not None:
             self.touch(queue)
@@ -175,7 +142,7 @@ class Receiver:
         signer = await self.signer()
         out = []
         for handle in receipts:
-            m, _, _ = await self._locate(signer.open(handle, queue))
+            m, _, _ = await self.settler.locate(signer.open(handle, queue))
             if m is not None:
                 out.append(Delivery(m, handle, self.clock.now_ms()))
         return out
@@ -294,131 +261,5 @@ class Receiver:
         """The consumers of the queues pulled from lately (what ``casque serve`` sweeps)."""
         return self._consumers.values()
 
-    # ---- delete and change visibility ---------------------------------------------------------
-    async def delete(self, receipt: str, queue: str | None = None) -> bool:
-        """Delete the delivery ``receipt`` names. True if it was current; False if the receipt is
-        stale (already deleted, or its visibility expired): then nothing changes, like SQS."""
-        r = (await self.signer()).open(receipt, queue)
-        m, marker, _ = await self._locate(r)
-        if m is None:
-            return False
-        if m.visible_at is not None:  # FIFO: in place, see _delete_in_place
-            await self._delete_in_place(m)
-            return True
-        batch = self.db.batch()
-        batch.add(self.table.delete_message(m, m.due_ms))
-        if marker:
-            batch.add(self.table.unmark_moved.bind([r.queue, r.bucket, r.shard, r.rank, r.due_ms, r.id]))
-        await self.db.run(batch, timestamp=after(m.write_ts, now_us=self.db.next_timestamp()))
-        if m.key:
-            await self.keys.release(m.queue, m.key, m.id)
-        return True
 
-    async def _delete_in_place(self, m: Message) -> None:
-        """A FIFO delivery is its message at its position: deleted with the write timestamp of
-        that delivery exactly. A take that received it again meanwhile wrote it later, so this
-        can't delete the newer delivery; a tie goes to the delete (Cassandra's rule). Then its
-        group may move on: wake this process's and the other processes' consumers."""
-        await self.db.run(self.table.delete_message(m, m.due_ms), timestamp=m.write_ts)
-        if m.key:
-            await self.keys.release(m.queue, m.key, m.id)
-        self._unblock(m, self.clock.now_ms())
-
-    def _unblock(self, m: Message, due_ms: int) -> None:
-        self._consumer(m.queue).expect(m.bucket, m.shard, due_ms)
-        self.wakeups.notify(m.queue, due_ms)
-        if self.unblocked is not None:
-            self.unblocked(m.queue, due_ms, m.id.int)
-
-    async def change_visibility(self, receipt: str, seconds: float, queue: str | None = None) -> int:
-        """Make the delivery visible again ``seconds`` from now (0: at once). Returns the new due
-        time (ms). NotInFlight if the receipt's delivery is over."""
-        _check_number("visibility", seconds, 0, MAX_VISIBILITY_S)
-        r = (await self.signer()).open(receipt, queue)
-        m, marker, present = await self._locate(r)
-        if m is None:
-            raise NotInFlight(
-                "the message is not in flight under this receipt: it was deleted, or its visibility timeout expired; "
-                "receive it again",
-                gone=not present and not await self._still_there(r),
-            )
-        qs = await self.queues.get(r.queue)
-        now = self.clock.now_ms()
-        new_due = now + int(seconds * 1000)
-        _, received = times(m.headers)
-        if received is not None and new_due > received + MAX_VISIBILITY_S * 1000:
-            raise VisibilityTooLong(
-                f"visibility {seconds:g}s would end {(new_due - received) / 1000:.0f}s after the receive: "
-                f"at most {MAX_VISIBILITY_S}s from the receive"
-            )
-        if m.visible_at is not None:  # FIFO: the message stays at its position, its visibility changes
-            m.visible_at = new_due
-            await self.db.run(
-                self.table.insert_message(m, now, qs.retention_s),
-                timestamp=after(m.write_ts, now_us=self.db.next_timestamp()),
-            )
-            self._unblock(m, new_due)
-            return new_due
-        batch = self.db.batch()
-        if new_due != m.due_ms:
-            batch.add(self.table.delete_message(m, m.due_ms))
-        m.due_ms = m.copy_due_ms = new_due
-        batch.add(self.table.insert_message(m, now, qs.retention_s))
-        pk = [r.queue, r.bucket, r.shard, r.rank, r.due_ms, r.id]
-        if new_due != r.due_ms:
-            batch.add(self.table.mark_moved.bind(pk + [new_due, ttl_for(new_due, now, qs.retention_s)]))
-        elif marker:
-            batch.add(self.table.unmark_moved.bind(pk))
-        await self.db.run(batch, timestamp=after(m.write_ts, now_us=self.db.next_timestamp()))
-        self._consumer(r.queue).expect(r.bucket, r.shard, new_due)
-        self.wakeups.notify(r.queue, new_due)
-        return new_due
-
-    async def delete_many(self, receipts: Iterable[str], queue: str | None = None) -> list[bool | Exception]:
-        """Each receipt's outcome, in order: True/False as ``delete``, or the error for that one."""
-        return await _each(receipts, lambda h: self.delete(h, queue))
-
-    async def change_visibility_many(
-        self, changes: Iterable[tuple[str, float]], queue: str | None = None
-    ) -> list[int | Exception]:
-        return await _each(changes, lambda c: self.change_visibility(c[0], c[1], queue))
-
-    async def _locate(self, r: Receipt) -> tuple[Message | None, bool, bool]:
-        """The current delivery a receipt names (None if its delivery is over), whether a moved
-        marker points to it, and whether any message is there at all (so a deleted or re-received
-        message is told apart from one still there under another attempt or state)."""
-        rows = await self.db.run(self.table.read_at, [r.queue, r.bucket, r.shard, r.rank, r.due_ms, r.id])
-        row = next((x for x in rows if x.kind == KIND_MESSAGE), None)
-        marker = next((x for x in rows if x.kind == KIND_MOVED), None)
-        if marker is not None and marker.moved_to is not None:
-            moved = await self.db.run(self.table.read_at, [r.queue, r.bucket, r.shard, r.rank, marker.moved_to, r.id])
-            row = next((x for x in moved if x.kind == KIND_MESSAGE), None)
-        if row is None or row.state != STATE_IN_FLIGHT or (row.attempt or 0) != r.attempt:
-            return None, marker is not None, row is not None
-        m = message_from_row(r.queue, r.bucket, r.shard, row)
-        m.copy_due_ms = m.due_ms
-        return m, marker is not None, True
-
-    async def _still_there(self, r: Receipt) -> bool:
-        """Whether the receipt's message is anywhere in its row (received again since, say), as
-        opposed to deleted. A filtered read of the row: only a stale receipt's error path pays it."""
-        return bool(await self.db.run(self.table.read_id, [r.queue, r.bucket, r.shard, r.id]))
-
-
-async def _each(items: Iterable[Any], one: Callable[[Any], Any]) -> list[Any]:
-    """Run ``one`` on every item concurrently; per-item errors are returned, not raised."""
-    results = await asyncio.gather(*(one(i) for i in items), return_exceptions=True)
-    for res in results:
-        if isinstance(res, BaseException) and not isinstance(res, Exception):
-            raise res
-    return list(results)
-
-
-def _check_number(name: str, value: Any, lo: float, hi: float, kind: type = float) -> None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (kind is float or isinstance(value, int))
-    if not ok or not lo <= value <= hi:
-        what = "an integer" if kind is int else "a number of seconds"
-        raise UsageError(f"invalid {name} {value!r}: use {what} from {lo:g} to {hi:g}")
-
-
-__all__ = ["Delivery", "InvalidReceipt", "NotInFlight", "Receiver", "VisibilityTooLong"]
+__all__ = ["Delivery", "InvalidReceipt", "MAX_VISIBILITY_S", "NotInFlight", "Receiver", "VisibilityTooLong"]

@@ -24,7 +24,7 @@ from dataclasses import replace
 
 from daemon.base.errors import UsageError
 from daemon.base.model import QueueSettings
-from daemon.engine.queues.store import check_settings
+from daemon.engine.queues.settings import check_settings
 from daemon.engine.storage.paging import every_row
 from daemon.engine.storage.placement import row_of
 from daemon.engine.storage.table import all_rows

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from daemon.base.errors import QueueNotFound, UsageError
-from daemon.engine.queues.store import MAX_PAYLOAD_BYTES
+from daemon.engine.queues.settings import MAX_PAYLOAD_BYTES
 from daemon.http.sqs import attributes as qattr
 from daemon.http.sqs import fifo as fifo_rules
 from daemon.http.sqs import params
