@@ -64,7 +64,7 @@ class AckBuffer:
     async def _write(self, items: list[Message]) -> None:
         try:
             if items:
-                await self.cq.acker.ack(items)
+                await self.cq.stores.acker.ack(items)
                 for m in items:
                     if self.written is not None:
                         self.written(m)

@@ -54,7 +54,7 @@ class Dispatcher:
         #: Middleware around each handler call, retry and poison (hooks.py); the worker's chain
         #: starts with its own metrics and history observers, then the registry's middleware.
         self.hooks = hooks or Hooks(registry.middleware)
-        self.visibility = Visibility(cq.acker, cq.clock, settings.clock_tolerance_ms)
+        self.visibility = Visibility(cq.stores.acker, cq.clock, settings.clock_tolerance_ms)
         # The column falls due hold after the deadline; a message is taken take_ahead before it is due.
         self.consumers = {
             q: cq.consumer(q, hold_ms=self.visibility.hold_ms, ahead_ms=settings.take_ahead_ms) for q in queues

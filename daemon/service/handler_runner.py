@@ -147,7 +147,7 @@ class HandlerRunner:
         if not m.key:
             return True
         try:
-            entry = await self.cq.keys.get(m.queue, m.key)
+            entry = await self.cq.stores.keys.get(m.queue, m.key)
         except CasqueError:
             return True  # can't tell: at-least-once says run it
         if entry is not None and (entry.id == m.id or chain.same_schedule(entry, m.trigger)):

@@ -37,7 +37,7 @@ class IdleWatch:
         self._poll_at_ms: dict[str, float] = {}  # per queue: when the next poll of every row is due (loop ms)
         self._waiting: dict[str, list[asyncio.Future[None]]] = {}  # per queue: consumers waiting, oldest first
         self.kick = {q: asyncio.Event() for q in consumers}  # a send named something due: the scout looks now
-        self._unsubscribe = [cq.wakeups.subscribe(q, self._hinted(q)) for q in consumers]
+        self._unsubscribe = [cq.stores.wakeups.subscribe(q, self._hinted(q)) for q in consumers]
 
     def close(self) -> None:
         for unsubscribe in self._unsubscribe:

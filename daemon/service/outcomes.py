@@ -104,7 +104,7 @@ class Outcomes:
             mlog.warning("retry_too_late", error=error, comes_back_at_ms=m.invisible_until)
             return
         try:
-            await self.cq.acker.retry(m, int(delay * 1000), error)  # Retry/Backoff speak seconds
+            await self.cq.stores.acker.retry(m, int(delay * 1000), error)  # Retry/Backoff speak seconds
         except CasqueError as store_exc:
             mlog.error("retry_write_failed", error=str(store_exc), comes_back_at_ms=m.invisible_until)
             return
@@ -127,7 +127,7 @@ class Outcomes:
     ) -> None:
         """Poison ``m``; ``handled`` is what its handler raised (then ``after`` hooks run too)."""
         try:
-            await self.cq.acker.poison(m, reason, error_type, error or reason, tb)
+            await self.cq.stores.acker.poison(m, reason, error_type, error or reason, tb)
         except CasqueError as exc:
             mlog.error("poison_write_failed", error=str(exc), comes_back_at_ms=m.invisible_until)
             return
