@@ -102,12 +102,6 @@ def events(d: Daemon, name: str) -> list[dict[str, object]]:
     return found
 
 
-def frozen(d: Daemon) -> bool:
-    """True while the process is stopped (state T in /proc)."""
-    stat = Path(f"/proc/{d.proc.pid}/stat").read_text()
-    return stat.rsplit(")", 1)[1].split()[0] in ("T", "t")
-
-
 @pytest.mark.slow
 async def test_an_owner_frozen_past_its_hold_expiry_commits_nothing_and_nothing_is_lost_or_doubled(
     cq: Casque, queue_name: str, tmp_path: Path
@@ -124,7 +118,7 @@ async def test_an_owner_frozen_past_its_hold_expiry_commits_nothing_and_nothing_
         ids = await cq.send_many(queue_name, [Job("test.record", i) for i in range(200)])
         # The owner's first held take reads messages and freezes itself right there (SIGSTOP), before
         # it checks its hold and commits: it has nothing in flight, and its holds lapse while frozen.
-        await until(lambda: frozen(owner), 60, "the owner frozen between a held read and its take", owner)
+        await until(owner.frozen, 60, "the owner frozen between a held read and its take", owner)
         other = start_daemon(cfg, record, tmp_path / "other.log")
         await until(
             lambda: len({r[1] for r in records(record)} & set(ids)) == len(ids),

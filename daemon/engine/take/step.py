@@ -106,6 +106,8 @@ class Take:
             return TakeResult(contended=True)
         state.took()
         read = await self.reader.read(qs, lock, state, now, opts)
+        if read.found:
+            pause_point("take.read")
         if self.locker.expired(qs, lock):
             log.warning(
                 "lock_expired_before_take", queue=qs.name, bucket=lock.bucket, shard=lock.shard, read=len(read.found)
@@ -136,6 +138,7 @@ class Take:
                 state.next_check = min(next_rescan(now, self.rescan_ms), state.wake - opts.ahead_ms)
                 return TakeResult()
             state.next_check = now
+            pause_point("take.read")
             pause_point("take.held_read")
             if self.holds.valid(qs, row) is None:  # lapsed meanwhile (a renewal keeps it: the newest column counts)
                 log.warning(
