@@ -13,6 +13,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from daemon.base.model import encode_payload
 from daemon.engine.client import Casque
 from daemon.engine.send.producer import Job
 
@@ -130,7 +131,12 @@ async def run_casque(
             **(daemon_extra or {}),
         },
         cpu={"daemon_s": float(res.get("cpu_s", 0.0)), "node_s": node_cpu, "producer_s": producer_cpu},
-        cql={"daemon": res.get("cql", {}), "producer": producer, "acked": acked},
+        cql={
+            "daemon": res.get("cql", {}),
+            "producer": producer,
+            "acked": acked,
+            "payload_bytes": len(encode_payload({"t": time.time()}, 1 << 20)),  # what one message carries
+        },
         samples_ms=samples,
         probe={k: res[k] for k in keep if k in res},
     )

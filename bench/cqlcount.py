@@ -30,6 +30,8 @@ class CqlCounts:
     reads: int = 0  # SELECT statements
     writes: int = 0  # INSERT/UPDATE/DELETE statements, counting each one inside a batch
     lwt: int = 0
+    payload_writes: int = 0  # row writes that carry a message's payload (a bound ``payload`` column)
+    bytes_written: int = 0  # bytes of the values bound to every write (keys included): what the node must store
     by_statement: Counter = field(default_factory=Counter)  # keyed by CQL text; shortened only when reported
     latency_ms: dict[str, list[float]] = field(default_factory=dict)  # round trips by kind: read / write / batch
     by_caller: Counter = field(
@@ -118,9 +120,10 @@ def record(stmt: Any, db: Any = None) -> str:
         c.batch_requests += 1
         c.write_requests += 1
         c.writes += len(inner)
-        for is_prepared, query, _values in inner:
+        for is_prepared, query, values in inner:
             name = (db.statement_text(query) if db is not None else None) or "prepared statement"
             c.by_statement["batch: " + (name if is_prepared else str(query))] += 1
+            _count_bytes(c, db.prepared_of(query) if db is not None and is_prepared else None, values)
         return "batch"
     text = _text(stmt)
     is_read, is_lwt = _classify(text)
@@ -130,10 +133,30 @@ def record(stmt: Any, db: Any = None) -> str:
     else:
         c.write_requests += 1
         c.writes += 1
+        _count_bytes(c, getattr(stmt, "prepared_statement", None), getattr(stmt, "values", None))
     if is_lwt:
         c.lwt += 1
     c.by_statement[text] += 1
     return "read" if is_read else "write"
+
+
+_PAYLOAD_AT: dict[bytes, int] = {}  # prepared query id -> index of its ``payload`` bind marker (-1: none)
+
+
+def _count_bytes(c: CqlCounts, prepared: Any, values: Any) -> None:
+    """Add the serialized bytes bound to one write, and whether it writes a payload. The values of a
+    bound statement are already serialized (bytes; UNSET and None write nothing)."""
+    if not values:
+        return
+    c.bytes_written += sum(len(v) for v in values if isinstance(v, bytes))
+    if prepared is None:
+        return
+    at = _PAYLOAD_AT.get(prepared.query_id)
+    if at is None:
+        names = [col.name for col in prepared.column_metadata or []]
+        at = _PAYLOAD_AT[prepared.query_id] = names.index("payload") if "payload" in names else -1
+    if 0 <= at < len(values) and isinstance(values[at], bytes):
+        c.payload_writes += 1
 
 
 def _text(stmt: Any) -> str:
@@ -159,6 +182,8 @@ def snapshot() -> CqlCounts:
         c.reads,
         c.writes,
         c.lwt,
+        c.payload_writes,
+        c.bytes_written,
         Counter(c.by_statement),
     )
 

@@ -130,6 +130,9 @@ def per_message(run: dict[str, Any]) -> dict[str, float]:
         "reads": both("reads"),
         "writes": both("writes"),
         "lwt": both("lwt"),
+        "payload_writes": both("payload_writes"),
+        "bytes_written": both("bytes_written"),
+        "payload_bytes": float(cql.get("payload_bytes") or 0),
     }
 
 

@@ -110,6 +110,28 @@ def figures(R: dict[str, Any]) -> dict[str, Any]:
         f.update(take_figures(R["takes"]))
     if R.get("idle"):
         f.update(idle_rps=R["idle"]["wire_per_s"], idle_engine_rps=R["idle"]["engine_per_s"])
+    f.update(write_figures(R))
+    return f
+
+
+def write_figures(R: dict[str, Any]) -> dict[str, Any]:
+    """Issue 27's per-message costs: row writes and bytes (the CQL counted in part 1's best run: producer + daemon
+    ÷ messages acked) and CPU split daemon / node / producer (medians over part 1's runs, from part 5's ceiling)."""
+    from .stress import per_message
+
+    f: dict[str, Any] = {}
+    best = (R.get("e2e") or {}).get("best_run") or {}
+    if best.get("cql"):
+        pm = per_message(best)
+        f.update(
+            row_writes=pm["writes"],
+            payload_writes=pm["payload_writes"],
+            bytes_per_message=pm["bytes_written"],
+            payload_bytes=pm["payload_bytes"],
+        )
+    budget = (R.get("ceiling") or {}).get("cpu_budget_ms")
+    if budget:
+        f.update(cpu_ms=sum(budget.values()), cpu_split_ms=budget)
     return f
 
 
@@ -174,6 +196,30 @@ def _at_most(key: str, limit: float) -> Callable[[dict[str, Any], dict[str, Any]
 
 def _at_least(key: str, limit: float) -> Callable[[dict[str, Any], dict[str, Any]], bool | None]:
     return lambda f, _: None if not finite(f.get(key)) else f[key] >= limit
+
+
+def _writes_text(f: dict[str, Any]) -> str | None:
+    if "row_writes" not in f:
+        return None
+    return (
+        f"{_2(f['row_writes'])} row writes per message, {_2(f['payload_writes'])} of them with the payload; "
+        f"{f['bytes_per_message']:,.0f} bytes bound per message (payload {f['payload_bytes']:,.0f} bytes)"
+    )
+
+
+def _writes_met(f: dict[str, Any], _: dict[str, Any]) -> bool | None:
+    if not finite(f.get("row_writes")):
+        return None
+    return f["row_writes"] <= 3 and f["payload_writes"] <= 1.0 and f["bytes_per_message"] <= f["payload_bytes"] + 300
+
+
+def _cpu_text(f: dict[str, Any]) -> str | None:
+    if "cpu_ms" not in f:
+        return None
+    b = f["cpu_split_ms"]
+    return (
+        f"{f['cpu_ms']:.3f} ms (daemon {b['daemon_s']:.3f} + node {b['node_s']:.3f} + producer {b['producer_s']:.3f})"
+    )
 
 
 def _2(x: Any) -> str:
@@ -262,6 +308,18 @@ TARGETS: list[Target] = [
         _take_text,
         _lower_than_before("take_round_trips"),
         lambda f: f"the usual take: {f['take_sequence']}" if f.get("take_sequence") else "",
+    ),
+    Target(
+        "row_writes",
+        "Row writes per message (send → ack): ≤ 3, one with the payload; bytes per message ≤ payload + 300 (issue 27)",
+        _writes_text,
+        _writes_met,
+    ),
+    Target(
+        "cpu_per_message",
+        "CPU per message, daemon + node + producer: half of before (issue 27; before 0.730 ms on 2026-11-23)",
+        _cpu_text,
+        _lower_than_before("cpu_ms", noise=0.5),
     ),
 ]
 

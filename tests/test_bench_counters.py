@@ -63,6 +63,29 @@ async def test_take_trace_counts_every_request_of_the_take(
         assert visit["requests"] <= take["requests"] and visit["waves"] <= take["waves"]
 
 
+async def test_row_writes_and_payloads_of_one_message_are_counted_send_to_ack(
+    instruments: None, manual: tuple[Casque, ManualClock], queue_name: str
+) -> None:
+    """The "row writes per message" line of docs/benchmarks.md: one message sent, taken and acked, with a payload
+    of a known size. The counter sees the statements inside the batches, which of them bind the payload, and the
+    bytes bound (the payload among them)."""
+    cq, _clock = manual
+    await cq.create_queue(queue_name, shards=1)
+    consumer = cq.consumer(queue_name)
+    assert await consumer.fetch(10) == []  # cursors loaded, so the counted take is the usual one
+    body = "x" * 5000
+    before = cqlcount.snapshot()
+    await cq.send(queue_name, "t", {"b": body})
+    [m] = await consumer.fetch(10)
+    await cq.stores.acker.ack([m])
+    after = cqlcount.snapshot()
+    payload_writes = after.payload_writes - before.payload_writes
+    written = after.bytes_written - before.bytes_written
+    print(f"payload_writes={payload_writes} bytes_written={written}")
+    assert payload_writes == 2, "the send writes the payload, and the take writes it again as the timeout column"
+    assert 2 * len(body) < written < 2 * len(body) + 1000, "bytes bound: twice the payload, plus keys and columns"
+
+
 async def test_wire_counter_sees_each_request_frame(instruments: None, cq: Casque) -> None:
     before = cqlcount.totals()
     for _ in range(3):

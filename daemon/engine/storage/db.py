@@ -150,6 +150,12 @@ class Database:
         """The CQL text of a statement this database prepared: a batch carries only query ids."""
         return self._texts.get(query_id)
 
+    def prepared_of(self, query_id: bytes) -> PreparedStatement | None:
+        """The statement this database prepared under ``query_id`` (its bind markers name the columns a
+        batch member writes: bench/cqlcount.py counts the bytes and the payloads written)."""
+        text = self._texts.get(query_id)
+        return None if text is None else self._prepared.get(text)
+
     # ---- observing requests -----------------------------------------------------------------
     @staticmethod
     def observe(observer: RequestObserver) -> Callable[[], None]:
