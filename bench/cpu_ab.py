@@ -35,13 +35,26 @@ async def fill(cq: Casque, queue: str, n: int, chunk: int = 500) -> None:
 
 
 def spy(pid: int, out: str) -> subprocess.Popen[bytes]:
-    cmd = [py_spy(), "record", "--pid", str(pid), "--rate", "200", "--format", "raw", "--output", out, "--nonblocking"]
+    cmd = [
+        py_spy(),
+        "record",
+        "--pid",
+        str(pid),
+        "--rate",
+        "200",
+        "--gil",
+        "--format",
+        "raw",
+        "--output",
+        out,
+        "--nonblocking",
+    ]
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 async def drain(cq: Casque, queue: str, a: argparse.Namespace) -> dict[str, float]:
     n = a.n
-    env = {"BENCH_PROBE_CQL": "0"}
+    env = {"BENCH_PROBE_CQL": "1" if a.cql else "0"}
     daemon = await Daemon(DaemonSpec(queue, a.consumers, a.batch, expect=0, env=env), "cpu_ab").start()
     sampler = spy(daemon.pid, a.profile) if a.profile else None
     cpu0 = cpu_seconds([daemon.pid])
@@ -69,6 +82,7 @@ async def drain(cq: Casque, queue: str, a: argparse.Namespace) -> dict[str, floa
         "msgs_s": acked / span if span > 0 else 0.0,
         "daemon_cpu_s": cpu1 - cpu0,
         "daemon_cpu_ms_per_msg": 1000.0 * (cpu1 - cpu0) / max(1, acked),
+        **({"cql": res.get("cql", {})} if a.cql else {}),
     }
 
 
@@ -78,6 +92,7 @@ async def main(argv: list[str]) -> None:
     p.add_argument("--consumers", type=int, default=8)
     p.add_argument("--batch", type=int, default=200)
     p.add_argument("--profile", default=None)
+    p.add_argument("--cql", action="store_true", help="count the daemon's CQL requests (costs CPU: not for timing)")
     p.add_argument("--live", action="store_true", help="send while the daemon runs (as bench e2e), not before")
     a = p.parse_args(argv)
     cq = await Casque.connect(bench_settings())

@@ -253,7 +253,7 @@ class HandlerRunner:
             deadline.reschedule(asyncio.get_running_loop().time() + seconds)
 
         return Context(
-            id=str(m.id),
+            id=m.id,
             queue=m.queue,
             task=m.task,
             attempt=m.attempt,

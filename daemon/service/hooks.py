@@ -90,8 +90,15 @@ class Hooks:
                     self._calls[name].append((fn, inspect.iscoroutinefunction(fn)))
         self._open: dict[int, Delivery] = {}
 
+    def _delivery(self, m: Message) -> Delivery:
+        """The open delivery of ``m``, made on first use (not a new one per call thrown away by setdefault)."""
+        d = self._open.get(id(m))
+        if d is None:
+            d = self._open[id(m)] = Delivery(m)
+        return d
+
     async def before(self, m: Message, ctx: Context) -> None:
-        d = self._open.setdefault(id(m), Delivery(m))
+        d = self._delivery(m)
         d.ctx = ctx
         await self._call("before", d)
 
@@ -107,7 +114,7 @@ class Hooks:
         retry_in: float | None = None,
     ) -> None:
         """An outcome: ``after`` if a handler ran (``handled``), then ``on_retry``/``on_poison``."""
-        d = self._open.setdefault(id(m), Delivery(m))
+        d = self._delivery(m)
         d.outcome, d.duration, d.error, d.reason, d.retry_in = outcome, duration, error or d.error, reason, retry_in
         if handled:
             await self._call("after", d)
