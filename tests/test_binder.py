@@ -11,6 +11,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from cassandra.query import BoundStatement
+
 from daemon.base.model import Message
 from daemon.engine.client import Casque
 from daemon.engine.storage.table import MessageTable, message_from_row
@@ -39,9 +41,15 @@ def _same_as_driver(table: MessageTable, bound: Any) -> None:
     driver = bound.prepared_statement.bind(bound.raw_values)
     assert bound.values == driver.values
     assert bound.routing_key == driver.routing_key
-    mine = {k: v for k, v in bound.__dict__.items() if k != "_routing_key"}
-    theirs = {k: v for k, v in driver.__dict__.items() if k != "_routing_key"}
-    assert mine == theirs
+    assert isinstance(bound, BoundStatement)
+    # every attribute the driver's statement has, read the same way (the Binder's come from its class)
+    names = [k for k in driver.__dict__ if k != "_routing_key"]
+    assert {k: getattr(bound, k) for k in names} == {k: getattr(driver, k) for k in names}
+    batch, theirs = table.db.batch(), table.db.batch()
+    batch.add(bound)
+    theirs.add(driver)
+    assert batch._statements_and_parameters == theirs._statements_and_parameters
+    assert (batch.routing_key, batch.keyspace) == (theirs.routing_key, theirs.keyspace)
 
 
 async def test_binder_binds_what_the_driver_binds(cq: Casque, queue_name: str) -> None:
