@@ -167,7 +167,10 @@ class HandlerRunner:
         try:
             async with asyncio.timeout(run_timeout_ms / 1000 if spec.is_async else None) as deadline:
                 ctx = self._context(m, mlog, deadline)
-                await self.hooks.before(m, ctx)
+                if self.hooks.inline["before"]:
+                    self.hooks.before_now(m, ctx)
+                else:
+                    await self.hooks.before(m, ctx)
                 await self._call(spec, ctx, m, mlog, run_timeout_ms)
         except TimeoutError:
             await self.outcomes.timed_out(consumer, m, mlog, run_timeout_ms, time.monotonic() - started)
@@ -198,7 +201,10 @@ class HandlerRunner:
             crash_point("schedule.ran")
         self.acks.add(m)
         self.outcomes.count(m, "acked")
-        await self.hooks.outcome("acked", m, duration, handled=True)
+        if self.hooks.inline["after"]:
+            self.hooks.acked_now(m, duration)
+        else:
+            await self.hooks.outcome("acked", m, duration, handled=True)
         if debug_enabled():
             mlog.debug("message_acked", duration=round(duration, 4))
 
@@ -253,7 +259,7 @@ class HandlerRunner:
             deadline.reschedule(asyncio.get_running_loop().time() + seconds)
 
         return Context(
-            id=str(m.id),
+            id=m.id,
             queue=m.queue,
             task=m.task,
             attempt=m.attempt,

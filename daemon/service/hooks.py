@@ -89,11 +89,33 @@ class Hooks:
                     fn = getattr(mw, name)
                     self._calls[name].append((fn, inspect.iscoroutinefunction(fn)))
         self._open: dict[int, Delivery] = {}
+        #: Methods whose hooks are all plain ``def``: the runner calls them inline (``before_now``, ``acked_now``), so
+        #: a message costs no coroutine per hook call (the daemon's own observers are all plain ``def``).
+        self.inline = {name: not any(is_async for _, is_async in self._calls[name]) for name in METHODS}
+
+    def _delivery(self, m: Message) -> Delivery:
+        """The open delivery of ``m``, made on first use (not a new one per call thrown away by setdefault)."""
+        d = self._open.get(id(m))
+        if d is None:
+            d = self._open[id(m)] = Delivery(m)
+        return d
 
     async def before(self, m: Message, ctx: Context) -> None:
-        d = self._open.setdefault(id(m), Delivery(m))
+        d = self._delivery(m)
         d.ctx = ctx
         await self._call("before", d)
+
+    def before_now(self, m: Message, ctx: Context) -> None:
+        """``before`` when ``inline["before"]``: the same calls, none awaited."""
+        d = self._delivery(m)
+        d.ctx = ctx
+        self._call_now("before", d)
+
+    def acked_now(self, m: Message, duration: float) -> None:
+        """``outcome("acked", handled=True)`` when ``inline["after"]``: the same calls, none awaited."""
+        d = self._delivery(m)
+        d.outcome, d.duration, d.reason, d.retry_in = "acked", duration, "", None
+        self._call_now("after", d)
 
     async def outcome(
         self,
@@ -107,7 +129,7 @@ class Hooks:
         retry_in: float | None = None,
     ) -> None:
         """An outcome: ``after`` if a handler ran (``handled``), then ``on_retry``/``on_poison``."""
-        d = self._open.setdefault(id(m), Delivery(m))
+        d = self._delivery(m)
         d.outcome, d.duration, d.error, d.reason, d.retry_in = outcome, duration, error or d.error, reason, retry_in
         if handled:
             await self._call("after", d)
@@ -127,12 +149,23 @@ class Hooks:
                 if is_async:
                     await result
             except Exception as exc:  # a hook never changes what happens to the message
-                log.error(
-                    "hook_failed",
-                    hook=getattr(fn, "__qualname__", repr(fn)),
-                    method=name,
-                    queue=d.queue,
-                    task=d.task,
-                    id=str(d.message.id),
-                    error=f"{type(exc).__name__}: {exc}",
-                )
+                _failed(fn, name, d, exc)
+
+    def _call_now(self, name: str, d: Delivery) -> None:
+        for fn, _ in self._calls[name]:
+            try:
+                fn(d)
+            except Exception as exc:  # a hook never changes what happens to the message
+                _failed(fn, name, d, exc)
+
+
+def _failed(fn: Callable[[Delivery], Any], name: str, d: Delivery, exc: Exception) -> None:
+    log.error(
+        "hook_failed",
+        hook=getattr(fn, "__qualname__", repr(fn)),
+        method=name,
+        queue=d.queue,
+        task=d.task,
+        id=str(d.message.id),
+        error=f"{type(exc).__name__}: {exc}",
+    )
