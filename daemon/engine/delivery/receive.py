@@ -208,7 +208,19 @@ class Receiver:
             visible = m.visible_at if m.visible_at is not None else due
             consumer.expect(m.bucket, m.shard, visible)  # visible again then, if not deleted by then
             self.wakeups.notify(queue, visible)
-            out.append(Delivery(m, signer.issue(Receipt(queue, m.id, m.bucket, m.shard, m.rank, due, m.attempt)), now))
+            r = Receipt(
+                queue,
+                m.id,
+                m.bucket,
+                m.shard,
+                m.rank,
+                due,
+                m.attempt,
+                m.write_ts,
+                bool(m.key),
+                m.visible_at is not None,
+            )
+            out.append(Delivery(m, signer.issue(r), now))
         return out
 
     def _consumer(self, queue: str) -> Consumer:
