@@ -180,3 +180,25 @@ def test_parked_split_tells_the_first_look_from_the_waiting() -> None:
     assert parked_split([[0.0, "a"], [2.0, "b"], [15003.0, "c"]]) == (2, 1)
     assert parked_split([[0.0, "a"]]) == (1, 0)
     assert parked_split([]) == (0, 0)
+
+
+@pytest.mark.parametrize("fifo", [False, True], ids=["standard", "fifo"])
+def test_an_empty_long_poll_costs_one_request_before_it_parks_and_none_while_it_waits(
+    server: Any, log: CallLog, fifo: bool
+) -> None:
+    """On a queue that had traffic (its rows' cursors known, a take having named a shard), an
+    empty long poll shorter than the scout's safety cadence (``sqs.poll_interval``, 15 s): one
+    request (the one-request look of every row a fetch would visit, engine/delivery/idle_look.py),
+    then nothing until it times out. Sent then, a message is still received at once."""
+    sqs = make_client(server.url)
+    url = new_queue(sqs, fifo)
+    send(sqs, url, 10, fifo)
+    for m in receive_all(sqs, url, 10):
+        sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+    out, reqs = log.call(sqs.receive_message, QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=4)
+    before, waiting = parked_split(reqs)
+    print(f"empty 4 s long poll ({'FIFO' if fifo else 'standard'}): {before} before it parks, {waiting} while: {reqs}")
+    assert not out.get("Messages")
+    assert before <= 1 and waiting == 0, reqs
+    send(sqs, url, 1, fifo, tag="after")
+    assert receive_all(sqs, url, 1)[0]["Body"] == "after0"

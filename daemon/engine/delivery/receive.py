@@ -41,6 +41,7 @@ from daemon.base.model import Message, QueueSettings
 from daemon.engine.access.secrets import RECEIPT_KEY, SecretStore
 from daemon.engine.consume.consumer import Consumer
 from daemon.engine.consume.row_state import RowState
+from daemon.engine.delivery.idle_look import IdleLook
 from daemon.engine.delivery.receipts import InvalidReceipt, Receipt, ReceiptSigner
 from daemon.engine.delivery.receive_attempts import ReceiveAttempts
 from daemon.engine.delivery.settle import MAX_VISIBILITY_S, NotInFlight, Settler, VisibilityTooLong, check_number
@@ -97,6 +98,7 @@ class Receiver:
         self.attempts = attempts
         self._signer: ReceiptSigner | None = None
         self._slots = itertools.count()
+        self.look = IdleLook(db, table, clock)
         #: The deliveries' other half: delete, change visibility (engine/delivery/settle.py).
         self.settler = Settler(db, table, queues, keys, wakeups, clock, self.signer, self._consumer, unblocked)
 
@@ -161,7 +163,10 @@ class Receiver:
         try:
             while True:
                 generation = waiter.generation
-                taken = await self._fill(consumer, limit, slot, int(visibility_s * 1000))
+                # One request tells an idle queue from one with work (engine/delivery/idle_look.py);
+                # only work, or a look it can't make, costs the fetch's round of shards.
+                idle = await self.look.nothing_due(consumer, await self.queues.get(queue))
+                taken = [] if idle else await self._fill(consumer, limit, slot, int(visibility_s * 1000))
                 if taken:
                     return self._deliveries(queue, consumer, signer, taken)
                 remaining = deadline - time.monotonic()
@@ -254,7 +259,8 @@ class Receiver:
             )
         )
         found = {(r.bucket, r.shard): dict(r.cursors or {}) for rows in results for r in rows}
-        rescan_at = self.clock.now_ms() + consumer.rescan_ms
+        now = self.clock.now_ms()
+        rescan_at = now + consumer.rescan_ms
         for bucket in range(buckets):
             for shard in range(shards):
                 state = consumer.rows.setdefault((bucket, shard), RowState())
@@ -262,6 +268,11 @@ class Receiver:
                 cursors = found.get((bucket, shard))
                 if cursors is None:
                     state.next_check = max(state.next_check, rescan_at)
+                    # Empty now: whatever is written later falls due at or after now - tolerance (the
+                    # cursor rule), so its lanes' cursors may start there (the one-request look reads
+                    # every row from the lowest cursor, engine/delivery/idle_look.py).
+                    for rank in qs.ranks():
+                        state.cursors[rank] = max(state.cursors.get(rank, 0), now - consumer.tolerance_ms)
                     continue
                 for rank, value in cursors.items():
                     state.cursors[rank] = max(value, state.cursors.get(rank, 0))

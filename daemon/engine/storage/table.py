@@ -138,6 +138,12 @@ class MessageTable:
         self.delete_at = p(
             f"DELETE FROM {t} USING TIMESTAMP ? WHERE {_PK} AND kind = ? AND rank = ? AND due = ? AND id = ?"
         )
+        # An empty receive's look (engine/delivery/idle_look.py): the first message of every row it names, from
+        # one lower bound, in one request (the coordinator reads the partitions in parallel).
+        self.peek_rows = p(
+            f"SELECT bucket, shard, rank, due FROM {t} WHERE queue = ? AND bucket IN ? AND shard IN ? AND kind = 1 "
+            "AND rank IN ? AND due >= ? AND due <= ? PER PARTITION LIMIT 1"
+        )
 
     def insert_message(self, m: Message, now_ms: int, retention_s: int) -> BoundStatement:
         """Bind an INSERT of ``m`` at its current position (``m.due_ms``) and state."""
