@@ -20,13 +20,13 @@ import statistics
 import sys
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import boto3
 from botocore.config import Config
+
+from .sqs import casque_serve
 
 CREDS = {"region_name": "us-east-1", "aws_access_key_id": "bench", "aws_secret_access_key": "bench"}
 #: A request after a pause this long in a call is one made while the poll waited (a scout's re-read).
@@ -138,33 +138,13 @@ def summarize(calls: dict[str, list[list[list[Any]]]]) -> dict[str, Any]:
     return out
 
 
-@contextmanager
-def counted_serve(keyspace: str, calls_file: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[str]:
-    """A ``casque serve`` under bench/sqs_cql_serve.py on ``keyspace``; its URL."""
-    import os
-    import subprocess
-
-    from .env import ROOT
-
-    full = dict(os.environ, CASQUE_CASSANDRA__KEYSPACE=keyspace, CASQUE_LOG__LEVEL="warning", **(env or {}))
-    subprocess.run([sys.executable, "-m", "daemon.cli", "schema", "apply"], cwd=ROOT, env=full, check=True)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "bench.sqs_cql_serve", str(calls_file), "serve", "--port", "0", *args],
-        cwd=ROOT,
-        env=full,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if not line.startswith("casque: listening on "):
-        proc.kill()
-        raise SystemExit(f"bench: casque serve did not start: {line!r}")
-    try:
-        yield line.split()[-1]
-    finally:
-        proc.terminate()
-        proc.wait(30)
+#: Measured before issue 27's changes (git a76c4ae, this bench, 5 rounds, 2026-11-25): (standard, FIFO).
+BEFORE = {
+    "receive": ("28", "7"),
+    "long_poll": ("16 / 81", "1 / 2"),
+    "delete": ("20", "20"),
+    "send": ("7", "40"),
+}
 
 
 def table(results: dict[str, dict[str, Any]]) -> str:
@@ -174,10 +154,12 @@ def table(results: dict[str, dict[str, Any]]) -> str:
         "delete": "DeleteMessageBatch of 10",
         "send": "SendMessageBatch of 10",
     }
-    rows = ["| SQS call | " + " | ".join(results) + " |", "| --- |" + " --- |" * len(results)]
+    heads = [f"{q}: {'before' if i < 0 else 'after'}" for q in results for i in (-1, 0)]
+    rows = ["| SQS call | " + " | ".join(heads) + " |", "| --- |" + " --- |" * len(heads)]
     for kind, label in names.items():
         cells = []
-        for r in results.values():
+        for n, r in enumerate(results.values()):
+            cells.append(BEFORE[kind][min(n, 1)])
             x = r.get(kind)
             if x is None:
                 cells.append("-")
@@ -190,7 +172,7 @@ def table(results: dict[str, dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .env import KEYSPACE, out_dir, progress
+    from .env import out_dir, progress
 
     p = argparse.ArgumentParser(prog="python -m bench.sqs_requests")
     p.add_argument("--rounds", type=int, default=9)
@@ -198,13 +180,14 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     calls_file = out_dir("sqs") / "sqs_requests_calls.json"
     results: dict[str, dict[str, Any]] = {}
-    with counted_serve(KEYSPACE, calls_file) as url:
+    with casque_serve(launcher=("-m", "bench.sqs_cql_serve", str(calls_file))) as url:
         log, sqs = CallLog(calls_file), client(url)
         for label, fifo in (("standard queue", False), ("FIFO queue", True)):
             progress(f"CQL requests per SQS call: {label}, {args.rounds} rounds")
             results[label] = measure_queue(log, sqs, fifo, args.rounds, args.wait)
     (out_dir("sqs") / "sqs_requests.json").write_text(json.dumps({"args": vars(args), "results": results}, indent=2))
-    print("CQL requests per SQS call (median over the calls; counted in the server by bench/sqs_cql_serve.py)")
+    print("CQL requests per SQS call (median over the calls; counted in the server by bench/sqs_cql_serve.py;")
+    print("before: git a76c4ae, before issue 27's changes)")
     print(table(results))
     return 0
 

@@ -7,7 +7,8 @@ known in memory (``rows_to_check``: every shard's current row, the previous one 
 tolerance, the rows whose rescan has come), and so are their cursors. One read asks every one of
 them for its first message from the lowest of those cursors (``bucket IN`` x ``shard IN``,
 ``PER PARTITION LIMIT 1``): no answer says nothing is due in any of them, and the receive parks
-without a fetch; an answer below the take-ahead means work, and the receive fetches as before.
+without a fetch; an answer below the take-ahead means work, and the receive takes from those rows
+at once (the fetch's ``rows``: no peek of its own, no round of the other shards).
 
 What it rests on: the rows and bounds are the fetch's own (a message the look can't see, the fetch
 wouldn't have seen either), and reading from the lowest cursor reads at least what each row's own
@@ -36,17 +37,21 @@ from daemon.engine.storage.table import MessageTable
 STALE_MS = 30_000
 
 
+Row = tuple[int, int]  # (bucket, shard)
+
+
 class IdleLook:
     def __init__(self, db: Database, table: MessageTable, clock: Clock) -> None:
         self.db, self.table, self.clock = db, table, clock
 
-    async def nothing_due(self, consumer: Consumer, qs: QueueSettings) -> bool:
-        """True when one read found nothing due in any row ``consumer``'s fetch would visit now and
-        no wake-up names a shard: the receive may park without a fetch. False: fetch."""
+    async def due_rows(self, consumer: Consumer, qs: QueueSettings) -> list[Row] | None:
+        """The rows ``consumer``'s fetch would visit now that one read found something due in,
+        oldest first ([]: nothing due anywhere, the receive may park); None when the look can't be
+        made (FIFO, a row not loaded or being taken from, a cursor too old): fetch as before."""
         now = self.clock.now_ms()
         horizon = now + consumer.ahead_ms
         if qs.fifo:
-            return False
+            return None
         rows = [
             (b, shard)
             for shard in range(qs.span()[0])
@@ -56,10 +61,10 @@ class IdleLook:
         ranks = qs.ranks()
         safe = now - consumer.tolerance_ms
         if any(st is None or not st.loaded or st.busy for st in states):
-            return False
+            return None
         low = min(st.cursors.get(rank, 0) for st in states if st is not None for rank in ranks)
         if low < safe - STALE_MS:
-            return False
+            return None
         one_lane = len(ranks) == 1
         until = now + max(consumer.lookahead_ms, consumer.ahead_ms) if one_lane else horizon
         found = await self.db.run(
@@ -68,11 +73,11 @@ class IdleLook:
         )
         first = {(r.bucket, r.shard): r.due for r in found}
         due = [row for row in rows if first.get(row, horizon + 1) <= horizon]
-        if due:  # the fetch goes to these shards first, not round the others
+        if due:  # taken from at once (no peek); named, so the top-ups go to the others next
             for bucket, shard in due:
                 consumer.rows[(bucket, shard)].next_check = now
                 consumer.names.name(shard, first[(bucket, shard)])
-            return False
+            return due
         consumer.stats.peeks += len(rows)
         for row, st in zip(rows, states):
             assert st is not None
@@ -89,4 +94,4 @@ class IdleLook:
             st.next_check = min(next_rescan(now, consumer.rescan_ms), st.wake - consumer.ahead_ms)
         for shard in range(qs.span()[0]):  # what named them is covered: their rows were rescan-due, so read
             consumer.names.visited(shard, horizon)
-        return True
+        return []

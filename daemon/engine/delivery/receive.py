@@ -165,8 +165,8 @@ class Receiver:
                 generation = waiter.generation
                 # One request tells an idle queue from one with work (engine/delivery/idle_look.py);
                 # only work, or a look it can't make, costs the fetch's round of shards.
-                idle = await self.look.nothing_due(consumer, await self.queues.get(queue))
-                taken = [] if idle else await self._fill(consumer, limit, slot, int(visibility_s * 1000))
+                due = await self.look.due_rows(consumer, await self.queues.get(queue))
+                taken = [] if due == [] else await self._fill(consumer, limit, slot, int(visibility_s * 1000), due)
                 if taken:
                     return self._deliveries(queue, consumer, signer, taken)
                 remaining = deadline - time.monotonic()
@@ -188,10 +188,13 @@ class Receiver:
             self.wakeups.leave(queue, waiter)
 
     @staticmethod
-    async def _fill(consumer: Consumer, limit: int, slot: int, visibility_ms: int) -> list[Message]:
+    async def _fill(
+        consumer: Consumer, limit: int, slot: int, visibility_ms: int, rows: list[tuple[int, int]] | None = None
+    ) -> list[Message]:
         """A take from one row, topped up from the next rows while they yield (a few more takes at
-        most): a client asking for 10 gets the 3 + 4 + 3 spread over three shards in one answer."""
-        taken = await consumer.fetch(limit, slot, visibility_ms=visibility_ms)
+        most): a client asking for 10 gets the 3 + 4 + 3 spread over three shards in one answer.
+        ``rows``: where the look found work (the first take goes there, without a peek)."""
+        taken = await consumer.fetch(limit, slot, visibility_ms=visibility_ms, rows=rows)
         for _ in range(FILL_ROUNDS):
             if not taken or len(taken) >= limit:
                 break
