@@ -72,8 +72,10 @@ class IdleLook:
             [qs.name, sorted({b for b, _ in rows}), sorted({s for _, s in rows}), ranks, low, until],
         )
         first = {(r.bucket, r.shard): r.due for r in found}
-        due = [row for row in rows if first.get(row, horizon + 1) <= horizon]
-        if due:  # taken from at once (no peek); named, so the top-ups go to the others next
+        due = sorted((row for row in rows if first.get(row, horizon + 1) <= horizon), key=lambda row: first[row])
+        if due and not one_lane:  # lanes: the fetch's own order (highest lane first, the top-lane check)
+            return None
+        if due:  # taken from at once (no peek), oldest first; named, so the top-ups go to the others next
             for bucket, shard in due:
                 consumer.rows[(bucket, shard)].next_check = now
                 consumer.names.name(shard, first[(bucket, shard)])
