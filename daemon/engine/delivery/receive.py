@@ -53,6 +53,7 @@ from daemon.engine.wake.wakeups import Wakeups
 
 MAX_CONSUMERS = 1024  # config: cache.consumers
 FILL_ROUNDS = 3
+PARK_SLACK_S = 0.05
 
 
 @dataclass
@@ -178,8 +179,10 @@ class Receiver:
                 if not waiter.scouted:
                     waiter.scouted = scout = True
                 await waiter.park(generation, min(remaining, self.poll_interval_s) if scout else remaining)
-                if waiter.generation == generation and time.monotonic() >= deadline:
-                    return []  # timed out, never woken: nothing new to read
+                # Timed out, never woken: nothing new to read. (The loop's timers may fire up to its clock
+                # resolution early: a poll woken that close to its end looked again for nothing.)
+                if waiter.generation == generation and time.monotonic() >= deadline - PARK_SLACK_S:
+                    return []
         finally:
             if scout:
                 waiter.scouted = False
