@@ -255,10 +255,8 @@ def main(argv: list[str] | None = None) -> int:
             progress(f"{name}: {results[name]}")
     (out_dir("sqs") / "sqs.json").write_text(json.dumps({"args": vars(args), "results": results}, indent=2))
     print(table(results))
-    if not args.no_requests:  # the server's CQL per call, before and after (bench/sqs_requests.py)
-        from . import sqs_requests
-
-        sqs_requests.main([])
+    if not args.no_requests:  # the server's CQL per call, before and after (bench/sqs_requests.py, its own process)
+        subprocess.run([sys.executable, "-m", "bench.sqs_requests"], cwd=ROOT, check=True)
     return 0
 
 
