@@ -175,11 +175,10 @@ class Settler:
             batch.add(self.table.delete_message(m, m.due_ms))
         m.due_ms = m.copy_due_ms = new_due
         batch.add(self.table.insert_message(m, now, qs.retention_s))
-        pk = _pk(r)
-        if new_due != r.due_ms:
-            batch.add(self.table.mark_moved_by.bind(pk + [new_due, m.attempt, ttl_for(new_due, now, qs.retention_s)]))
-        elif marker:
-            batch.add(self.table.unmark_moved.bind(pk))
+        # Always a marker, even back at the receipt's own position (moved_to = due): the column was
+        # written again at this batch's timestamp, which a blind delete must use (``delete_batch``).
+        ttl = ttl_for(max(new_due, r.due_ms), now, qs.retention_s)
+        batch.add(self.table.mark_moved_by.bind(_pk(r) + [new_due, m.attempt, ttl]))
         await self.db.run(batch, timestamp=after(m.write_ts, now_us=self.db.next_timestamp()))
         self.consumer_of(r.queue).expect(r.bucket, r.shard, new_due)
         self.wakeups.notify(r.queue, new_due)
