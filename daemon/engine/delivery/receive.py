@@ -54,6 +54,8 @@ from daemon.engine.wake.wakeups import Wakeups
 MAX_CONSUMERS = 1024  # config: cache.consumers
 FILL_ROUNDS = 3
 PARK_SLACK_S = 0.05
+#: How long a receive's look uses the settings the receive began with (SQS's longest poll).
+SETTINGS_REUSE_S = 20.0
 
 
 @dataclass
@@ -160,13 +162,17 @@ class Receiver:
         waiter = self.wakeups.enter(queue)
         scout = False
         deadline = time.monotonic() + wait_s
+        settings_until = time.monotonic() + SETTINGS_REUSE_S
         slot = next(self._slots) % 64
         try:
             while True:
                 generation = waiter.generation
                 # One request tells an idle queue from one with work (engine/delivery/idle_look.py);
                 # only work, or a look it can't make, costs the fetch's round of shards.
-                due = await self.look.due_rows(consumer, await self.queues.get(queue))
+                # The settings this receive began with, for as long as an SQS long poll lasts: a scout's safety look
+                # at 15 s costs no settings read (a fetch, on work, reads them as it always does).
+                look_qs = qs if time.monotonic() < settings_until else await self.queues.get(queue)
+                due = await self.look.due_rows(consumer, look_qs)
                 taken = [] if due == [] else await self._fill(consumer, limit, slot, int(visibility_s * 1000), due)
                 if taken:
                     return self._deliveries(queue, consumer, signer, taken)
