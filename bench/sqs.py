@@ -8,7 +8,8 @@ Both servers run here on 127.0.0.1 and are driven by the same clients in one run
     sends one message at a time; latency = received - sent, per message.
 ElasticMQ (org.elasticmq:elasticmq-server_2.13 from Maven Central, in-memory, a JVM process) keeps
 messages in memory; casque serve writes every send to the Cassandra node at LOCAL_QUORUM. The table
-goes to bench/out/sqs.json and, with --write-docs, to docs/benchmarks.md.
+goes to bench/out/sqs.json and, with --write-docs, to docs/benchmarks.md. Then the table "CQL requests
+per SQS call" (bench/sqs_requests.py, before and after issue 27), unless --no-requests.
 """
 
 from __future__ import annotations
@@ -101,17 +102,18 @@ def elasticmq(pids: list[int] | None = None) -> Iterator[str]:
 
 
 @contextmanager
-def casque_serve(pids: list[int] | None = None) -> Iterator[str]:
+def casque_serve(pids: list[int] | None = None, launcher: tuple[str, ...] = ("-m", "daemon.cli")) -> Iterator[str]:
     """A ``casque serve`` on the bench keyspace; its URL.
 
-    Its pid is appended to ``pids``, to read its CPU time or profile it.
+    Its pid is appended to ``pids``, to read its CPU time or profile it. ``launcher``: what runs
+    ``serve ...`` (a wrapper such as bench/sqs_cql_serve.py).
     """
     env = dict(os.environ, CASQUE_CASSANDRA__KEYSPACE=KEYSPACE, CASQUE_LOG__LEVEL="warning")
     subprocess.run(
         [sys.executable, "-m", "daemon.cli", "schema", "apply"], cwd=ROOT, env=env, check=True, capture_output=True
     )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "daemon.cli", "serve", "--port", "0"],
+        [sys.executable, *launcher, "serve", "--port", "0"],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -241,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--messages", type=int, default=4000)
     p.add_argument("--concurrency", type=int, default=8)
     p.add_argument("--latency-messages", type=int, default=40)
+    p.add_argument("--no-requests", action="store_true", help="skip the CQL requests per SQS call table")
     args = p.parse_args(argv)
     results: dict[str, dict[str, Any]] = {}
     for name, server in (("casque serve", casque_serve), (f"ElasticMQ {EMQ_VERSION} (in memory)", elasticmq)):
@@ -252,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
             progress(f"{name}: {results[name]}")
     (out_dir("sqs") / "sqs.json").write_text(json.dumps({"args": vars(args), "results": results}, indent=2))
     print(table(results))
+    if not args.no_requests:  # the server's CQL per call, before and after (bench/sqs_requests.py, its own process)
+        subprocess.run([sys.executable, "-m", "bench.sqs_requests"], cwd=ROOT, check=True)
     return 0
 
 

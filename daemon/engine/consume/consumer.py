@@ -169,7 +169,13 @@ class Consumer:
             await self.peek.rows(qs, self.rows, rows[i : i + parallel], self.accepts)
 
     async def fetch(
-        self, limit: int, slot: int = 0, visibility_ms: int | None = None, peek_all: bool = False, full: bool = True
+        self,
+        limit: int,
+        slot: int = 0,
+        visibility_ms: int | None = None,
+        peek_all: bool = False,
+        full: bool = True,
+        rows: list[tuple[int, int]] | None = None,
     ) -> list[Message]:
         """Return up to ``limit`` taken messages: first from the shards a wake-up named, then
         visiting shards round-robin from this slot's position until one yields; [] after a full
@@ -178,7 +184,8 @@ class Consumer:
         one round trip, not one per shard; with ``full`` False, only the shards a wake-up named
         (or a take that filled its batch, or a row found busy with our own take).
         ``visibility_ms`` places the timeout columns at now + it instead of each message's own
-        timeout (a pulled message's visibility timeout)."""
+        timeout (a pulled message's visibility timeout). ``rows``: rows a read just found something
+        due in (an empty receive's look, engine/delivery/idle_look.py): taken from first, unpeeked."""
         qs = self.last_settings = await self.queues.get(self.queue)
         # A daemon runs a FIFO group's messages one after another: one per group (a pull takes more).
         opts = TakeOptions(
@@ -187,7 +194,8 @@ class Consumer:
         trips = [0]
         token = TRIPS.set(trips)
         try:
-            taken = await self._fetch(qs, slot, opts, peek_all, full)
+            taken = await self._take_first(qs, rows, opts) if rows else []
+            taken = self._took(qs, taken) if taken else await self._fetch(qs, slot, opts, peek_all, full)
         finally:
             TRIPS.reset(token)
         if taken:

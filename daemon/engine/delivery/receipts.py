@@ -6,6 +6,12 @@ position makes delete and change-visibility point reads, never scans; the attemp
 delivery from an older one of the same message (a receipt whose visibility expired and whose
 message was delivered again no longer matches anything).
 
+Version 2 also carries what a delete needs to be a blind write (engine/delivery/settle.py
+``delete_batch``): the write timestamp of the delivery (the take batch's), and whether the message
+has a lookup key (a keyed message is deleted by the checked path, which releases its key) or lives
+in place (a FIFO message). Version 1 receipts (issued before) are still read; they carry none of
+that, so their deletes take the checked path (a point read, then the delete).
+
 The token is signed with HMAC-SHA256 (truncated to 128 bits) under a key shared through Cassandra
 (engine/access/secrets.py), so a client can neither forge a receipt for a message it never received nor
 edit one to point at another message or queue.
@@ -23,8 +29,10 @@ from dataclasses import dataclass
 
 from daemon.base.errors import UsageError
 
-VERSION = 1
-_FIXED = struct.Struct(">B16siihqi")  # version, id, bucket, shard, rank, due ms, attempt
+VERSION = 2
+_FIXED = struct.Struct(">B16siihqi")  # version, id, bucket, shard, rank, due ms, attempt (version 1)
+_EXTRA = struct.Struct(">qB")  # version 2: the delivery's write timestamp (us), flags
+_KEYED, _IN_PLACE = 1, 2
 _TAG = 16
 
 
@@ -41,6 +49,12 @@ class Receipt:
     rank: int
     due_ms: int
     attempt: int
+    #: The delivery's write timestamp (us); None in a version 1 receipt.
+    write_ts: int | None = None
+    #: The message has a lookup key (its delete must release it).
+    keyed: bool = False
+    #: A FIFO message: the delivery is the message at its position (no timeout column).
+    in_place: bool = False
 
 
 class ReceiptSigner:
@@ -48,8 +62,11 @@ class ReceiptSigner:
         self._key = key
 
     def issue(self, r: Receipt) -> str:
-        body = _FIXED.pack(VERSION, r.id.bytes, r.bucket, r.shard, r.rank, r.due_ms, r.attempt) + r.queue.encode(
-            "utf-8"
+        flags = (_KEYED if r.keyed else 0) | (_IN_PLACE if r.in_place else 0)
+        body = (
+            _FIXED.pack(VERSION, r.id.bytes, r.bucket, r.shard, r.rank, r.due_ms, r.attempt)
+            + _EXTRA.pack(r.write_ts or 0, flags)
+            + r.queue.encode("utf-8")
         )
         return base64.urlsafe_b64encode(body + self._tag(body)).decode("ascii").rstrip("=")
 
@@ -68,11 +85,26 @@ class ReceiptSigner:
                 "the receipt handle is not one casque issued (bad signature): pass the handle exactly as received"
             )
         version, mid, bucket, shard, rank, due, attempt = _FIXED.unpack_from(body)
-        if version != VERSION:
+        if version not in (1, VERSION) or (version == VERSION and len(body) < _FIXED.size + _EXTRA.size):
             raise InvalidReceipt(
-                f"the receipt handle has version {version}, this server reads {VERSION}: receive the message again"
+                f"the receipt handle has version {version}, this server reads 1-{VERSION}: receive the message again"
             )
-        r = Receipt(body[_FIXED.size :].decode("utf-8"), uuid.UUID(bytes=mid), bucket, shard, rank, due, attempt)
+        start, write_ts, flags = _FIXED.size, None, 0
+        if version == VERSION:
+            write_ts, flags = _EXTRA.unpack_from(body, start)
+            start += _EXTRA.size
+        r = Receipt(
+            body[start:].decode("utf-8"),
+            uuid.UUID(bytes=mid),
+            bucket,
+            shard,
+            rank,
+            due,
+            attempt,
+            write_ts or None,
+            bool(flags & _KEYED),
+            bool(flags & _IN_PLACE),
+        )
         if queue is not None and r.queue != queue:
             raise InvalidReceipt(
                 f"the receipt handle belongs to queue '{r.queue}', not '{queue}': use the queue the message came from"

@@ -41,6 +41,7 @@ from daemon.base.model import Message, QueueSettings
 from daemon.engine.access.secrets import RECEIPT_KEY, SecretStore
 from daemon.engine.consume.consumer import Consumer
 from daemon.engine.consume.row_state import RowState
+from daemon.engine.delivery.idle_look import IdleLook
 from daemon.engine.delivery.receipts import InvalidReceipt, Receipt, ReceiptSigner
 from daemon.engine.delivery.receive_attempts import ReceiveAttempts
 from daemon.engine.delivery.settle import MAX_VISIBILITY_S, NotInFlight, Settler, VisibilityTooLong, check_number
@@ -52,6 +53,9 @@ from daemon.engine.wake.wakeups import Wakeups
 
 MAX_CONSUMERS = 1024  # config: cache.consumers
 FILL_ROUNDS = 3
+PARK_SLACK_S = 0.05
+#: How long a receive's look uses the settings the receive began with (SQS's longest poll).
+SETTINGS_REUSE_S = 20.0
 
 
 @dataclass
@@ -97,6 +101,7 @@ class Receiver:
         self.attempts = attempts
         self._signer: ReceiptSigner | None = None
         self._slots = itertools.count()
+        self.look = IdleLook(db, table, clock)
         #: The deliveries' other half: delete, change visibility (engine/delivery/settle.py).
         self.settler = Settler(db, table, queues, keys, wakeups, clock, self.signer, self._consumer, unblocked)
 
@@ -157,11 +162,18 @@ class Receiver:
         waiter = self.wakeups.enter(queue)
         scout = False
         deadline = time.monotonic() + wait_s
+        settings_until = time.monotonic() + SETTINGS_REUSE_S
         slot = next(self._slots) % 64
         try:
             while True:
                 generation = waiter.generation
-                taken = await self._fill(consumer, limit, slot, int(visibility_s * 1000))
+                # One request tells an idle queue from one with work (engine/delivery/idle_look.py);
+                # only work, or a look it can't make, costs the fetch's round of shards.
+                # The settings this receive began with, for as long as an SQS long poll lasts: a scout's safety look
+                # at 15 s costs no settings read (a fetch, on work, reads them as it always does).
+                look_qs = qs if time.monotonic() < settings_until else await self.queues.get(queue)
+                due = await self.look.due_rows(consumer, look_qs)
+                taken = [] if due == [] else await self._fill(consumer, limit, slot, int(visibility_s * 1000), due)
                 if taken:
                     return self._deliveries(queue, consumer, signer, taken)
                 remaining = deadline - time.monotonic()
@@ -173,8 +185,10 @@ class Receiver:
                 if not waiter.scouted:
                     waiter.scouted = scout = True
                 await waiter.park(generation, min(remaining, self.poll_interval_s) if scout else remaining)
-                if waiter.generation == generation and time.monotonic() >= deadline:
-                    return []  # timed out, never woken: nothing new to read
+                # Timed out, never woken: nothing new to read. (The loop's timers may fire up to its clock
+                # resolution early: a poll woken that close to its end looked again for nothing.)
+                if waiter.generation == generation and time.monotonic() >= deadline - PARK_SLACK_S:
+                    return []
         finally:
             if scout:
                 waiter.scouted = False
@@ -183,10 +197,13 @@ class Receiver:
             self.wakeups.leave(queue, waiter)
 
     @staticmethod
-    async def _fill(consumer: Consumer, limit: int, slot: int, visibility_ms: int) -> list[Message]:
+    async def _fill(
+        consumer: Consumer, limit: int, slot: int, visibility_ms: int, rows: list[tuple[int, int]] | None = None
+    ) -> list[Message]:
         """A take from one row, topped up from the next rows while they yield (a few more takes at
-        most): a client asking for 10 gets the 3 + 4 + 3 spread over three shards in one answer."""
-        taken = await consumer.fetch(limit, slot, visibility_ms=visibility_ms)
+        most): a client asking for 10 gets the 3 + 4 + 3 spread over three shards in one answer.
+        ``rows``: where the look found work (the first take goes there, without a peek)."""
+        taken = await consumer.fetch(limit, slot, visibility_ms=visibility_ms, rows=rows)
         for _ in range(FILL_ROUNDS):
             if not taken or len(taken) >= limit:
                 break
@@ -208,7 +225,19 @@ class Receiver:
             visible = m.visible_at if m.visible_at is not None else due
             consumer.expect(m.bucket, m.shard, visible)  # visible again then, if not deleted by then
             self.wakeups.notify(queue, visible)
-            out.append(Delivery(m, signer.issue(Receipt(queue, m.id, m.bucket, m.shard, m.rank, due, m.attempt)), now))
+            r = Receipt(
+                queue,
+                m.id,
+                m.bucket,
+                m.shard,
+                m.rank,
+                due,
+                m.attempt,
+                m.write_ts,
+                bool(m.key),
+                m.visible_at is not None,
+            )
+            out.append(Delivery(m, signer.issue(r), now))
         return out
 
     def _consumer(self, queue: str) -> Consumer:
@@ -242,7 +271,8 @@ class Receiver:
             )
         )
         found = {(r.bucket, r.shard): dict(r.cursors or {}) for rows in results for r in rows}
-        rescan_at = self.clock.now_ms() + consumer.rescan_ms
+        now = self.clock.now_ms()
+        rescan_at = now + consumer.rescan_ms
         for bucket in range(buckets):
             for shard in range(shards):
                 state = consumer.rows.setdefault((bucket, shard), RowState())
@@ -250,6 +280,11 @@ class Receiver:
                 cursors = found.get((bucket, shard))
                 if cursors is None:
                     state.next_check = max(state.next_check, rescan_at)
+                    # Empty now: whatever is written later falls due at or after now - tolerance (the
+                    # cursor rule), so its lanes' cursors may start there (the one-request look reads
+                    # every row from the lowest cursor, engine/delivery/idle_look.py).
+                    for rank in qs.ranks():
+                        state.cursors[rank] = max(state.cursors.get(rank, 0), now - consumer.tolerance_ms)
                     continue
                 for rank, value in cursors.items():
                     state.cursors[rank] = max(value, state.cursors.get(rank, 0))

@@ -8,6 +8,18 @@ points the marker at the new one, in one single-partition batch; so a receipt st
 number of changes, as SQS clients expect. A delivery matches only if its attempt equals the
 receipt's: a receipt whose visibility expired (the message was taken again) deletes nothing and
 can't change anything.
+
+``delete_batch`` (the SQS face's DeleteMessage and DeleteMessageBatch) deletes without reading the
+deliveries: one read of the receipts' moved markers (kind 2, all in one request) and one unlogged
+batch of deletes, each at its receipt's position *with the write timestamp of that delivery*
+(the receipt carries it, engine/delivery/receipts.py). A newer delivery of the message (the receipt
+went stale, the message was taken again) was written later, so a delete at the older timestamp
+can't touch it, wherever it lies; a tie goes to the delete, Cassandra's rule, and only the
+delivery's own writes carry its timestamp. A visibility change wrote the delivery again, later, at
+a new position (a FIFO message: at its own), and left a marker naming the delivery (its attempt) and
+the new position at the change's timestamp: the delete follows it with that timestamp. A marker of
+another delivery is not followed. Keyed messages, version 1 receipts and markers written before
+markers named their delivery take the checked path (``delete``), which reads first.
 """
 
 from __future__ import annotations
@@ -20,7 +32,7 @@ from daemon.base.clock import Clock
 from daemon.base.errors import CasqueError, UsageError
 from daemon.base.model import Message
 from daemon.engine.consume.consumer import Consumer
-from daemon.engine.delivery.receipts import Receipt, ReceiptSigner
+from daemon.engine.delivery.receipts import InvalidReceipt, Receipt, ReceiptSigner
 from daemon.engine.delivery.received import times
 from daemon.engine.queues.store import QueueStore
 from daemon.engine.send.keys import KeyStore
@@ -92,7 +104,7 @@ class Settler:
         if m is None:
             return False
         if m.visible_at is not None:  # FIFO: in place, see _delete_in_place
-            await self._delete_in_place(m)
+            await self._delete_in_place(m, r if marker else None)
             return True
         batch = self.db.batch()
         batch.add(self.table.delete_message(m, m.due_ms))
@@ -103,12 +115,19 @@ class Settler:
             await self.keys.release(m.queue, m.key, m.id)
         return True
 
-    async def _delete_in_place(self, m: Message) -> None:
+    async def _delete_in_place(self, m: Message, marked: Receipt | None = None) -> None:
         """A FIFO delivery is its message at its position: deleted with the write timestamp of
         that delivery exactly. A take that received it again meanwhile wrote it later, so this
         can't delete the newer delivery; a tie goes to the delete (Cassandra's rule). Then its
-        group may move on: wake this process's and the other processes' consumers."""
-        await self.db.run(self.table.delete_message(m, m.due_ms), timestamp=m.write_ts)
+        group may move on: wake this process's and the other processes' consumers. ``marked``:
+        a visibility change left its marker at the position, which goes with it."""
+        if marked is None:
+            await self.db.run(self.table.delete_message(m, m.due_ms), timestamp=m.write_ts)
+        else:
+            batch = self.db.batch()
+            batch.add(self.table.delete_message(m, m.due_ms))
+            batch.add(self.table.unmark_moved.bind(_pk(marked)))
+            await self.db.run(batch, timestamp=m.write_ts)
         if m.key:
             await self.keys.release(m.queue, m.key, m.id)
         self._unblock(m, self.clock.now_ms())
@@ -142,10 +161,13 @@ class Settler:
             )
         if m.visible_at is not None:  # FIFO: the message stays at its position, its visibility changes
             m.visible_at = new_due
-            await self.db.run(
-                self.table.insert_message(m, now, qs.retention_s),
-                timestamp=after(m.write_ts, now_us=self.db.next_timestamp()),
-            )
+            batch = self.db.batch()
+            batch.add(self.table.insert_message(m, now, qs.retention_s))
+            # The marker names this delivery and, by its write timestamp, the rewrite: a blind delete
+            # (``delete_batch``) deletes the message at that timestamp, not the take's.
+            ttl = ttl_for(max(m.due_ms, new_due), now, qs.retention_s)
+            batch.add(self.table.mark_moved_by.bind(_pk(r) + [r.due_ms, m.attempt, ttl]))
+            await self.db.run(batch, timestamp=after(m.write_ts, now_us=self.db.next_timestamp()))
             self._unblock(m, new_due)
             return new_due
         batch = self.db.batch()
@@ -153,11 +175,10 @@ class Settler:
             batch.add(self.table.delete_message(m, m.due_ms))
         m.due_ms = m.copy_due_ms = new_due
         batch.add(self.table.insert_message(m, now, qs.retention_s))
-        pk = [r.queue, r.bucket, r.shard, r.rank, r.due_ms, r.id]
-        if new_due != r.due_ms:
-            batch.add(self.table.mark_moved.bind(pk + [new_due, ttl_for(new_due, now, qs.retention_s)]))
-        elif marker:
-            batch.add(self.table.unmark_moved.bind(pk))
+        # Always a marker, even back at the receipt's own position (moved_to = due): the column was
+        # written again at this batch's timestamp, which a blind delete must use (``delete_batch``).
+        ttl = ttl_for(max(new_due, r.due_ms), now, qs.retention_s)
+        batch.add(self.table.mark_moved_by.bind(_pk(r) + [new_due, m.attempt, ttl]))
         await self.db.run(batch, timestamp=after(m.write_ts, now_us=self.db.next_timestamp()))
         self.consumer_of(r.queue).expect(r.bucket, r.shard, new_due)
         self.wakeups.notify(r.queue, new_due)
@@ -166,6 +187,74 @@ class Settler:
     async def delete_many(self, receipts: Iterable[str], queue: str | None = None) -> list[bool | Exception]:
         """Each receipt's outcome, in order: True/False as ``delete``, or the error for that one."""
         return await _each(receipts, lambda h: self.delete(h, queue))
+
+    async def delete_batch(self, receipts: list[str], queue: str | None = None) -> list[InvalidReceipt | None]:
+        """Delete each receipt's delivery without reading it (module doc): None for each receipt
+        taken, or the InvalidReceipt refusing it. Whether a delivery was still current is not
+        known (SQS's DeleteMessage answers the same either way). Two requests for a batch of one
+        queue's receipts: the markers' read, then one unlogged batch of deletes (a FIFO delivery
+        also wakes its group's consumers, as ``delete`` does)."""
+        signer = await self.signer()
+        out: list[InvalidReceipt | None] = []
+        blind: dict[str, list[Receipt]] = {}
+        checked: list[str] = []
+        for handle in receipts:
+            try:
+                r = signer.open(handle, queue)
+            except InvalidReceipt as exc:
+                out.append(exc)
+                continue
+            out.append(None)
+            if r.write_ts is None or r.keyed:  # a version 1 receipt, or a key to release: the checked path
+                checked.append(handle)
+            else:
+                blind.setdefault(r.queue, []).append(r)
+        await asyncio.gather(
+            *(self._delete_blind(rs) for rs in blind.values()), *(self.delete(h, queue) for h in checked)
+        )
+        return out
+
+    async def _delete_blind(self, rs: list[Receipt]) -> None:
+        """One queue's receipts: read their markers (one request), then one batch of deletes at
+        the deliveries' own write timestamps; a receipt whose marker predates markers naming
+        their delivery is deleted by the checked path."""
+        q = rs[0].queue
+        marks = await self.db.run(
+            self.table.read_marks,
+            [
+                q,
+                sorted({r.bucket for r in rs}),
+                sorted({r.shard for r in rs}),
+                [(KIND_MOVED, r.rank, r.due_ms, r.id) for r in rs],
+            ],
+        )
+        found = {(x.bucket, x.shard, x.rank, x.due, x.id): x for x in marks}
+        batch = self.db.batch()
+        older: list[Receipt] = []
+        for r in rs:
+            mark = found.get((r.bucket, r.shard, r.rank, r.due_ms, r.id))
+            if mark is not None and mark.attempt is None:
+                older.append(r)
+                continue
+            at = [r.queue, r.bucket, r.shard, KIND_MESSAGE, r.rank]
+            batch.add(self.table.delete_at.bind([r.write_ts, *at, r.due_ms, r.id]))
+            if mark is not None and mark.attempt == r.attempt and mark.moved_to is not None:
+                batch.add(self.table.delete_at.bind([mark.wt, *at, mark.moved_to, r.id]))
+                batch.add(
+                    self.table.delete_at.bind([mark.wt, r.queue, r.bucket, r.shard, KIND_MOVED, r.rank, r.due_ms, r.id])
+                )
+        signer = await self.signer()
+        jobs = [self.delete(signer.issue(r)) for r in older]
+        if len(batch):
+            jobs.append(self.db.run(batch))
+        await asyncio.gather(*jobs)
+        now = self.clock.now_ms()
+        for r in rs:
+            if r.in_place and r not in older:  # its group may move on (``_unblock``)
+                self.consumer_of(r.queue).expect(r.bucket, r.shard, now)
+                self.wakeups.notify(r.queue, now)
+                if self.unblocked is not None:
+                    self.unblocked(r.queue, now, r.id.int)
 
     async def change_visibility_many(
         self, changes: Iterable[tuple[str, float]], queue: str | None = None
@@ -179,7 +268,7 @@ class Settler:
         rows = await self.db.run(self.table.read_at, [r.queue, r.bucket, r.shard, r.rank, r.due_ms, r.id])
         row = next((x for x in rows if x.kind == KIND_MESSAGE), None)
         marker = next((x for x in rows if x.kind == KIND_MOVED), None)
-        if marker is not None and marker.moved_to is not None:
+        if marker is not None and marker.moved_to is not None and marker.moved_to != r.due_ms:
             moved = await self.db.run(self.table.read_at, [r.queue, r.bucket, r.shard, r.rank, marker.moved_to, r.id])
             row = next((x for x in moved if x.kind == KIND_MESSAGE), None)
         if row is None or row.state != STATE_IN_FLIGHT or (row.attempt or 0) != r.attempt:
@@ -192,6 +281,11 @@ class Settler:
         """Whether the receipt's message is anywhere in its row (received again since, say), as
         opposed to deleted. A filtered read of the row: only a stale receipt's error path pays it."""
         return bool(await self.db.run(self.table.read_id, [r.queue, r.bucket, r.shard, r.id]))
+
+
+def _pk(r: Receipt) -> list[Any]:
+    """The primary key of a receipt's position (without the kind)."""
+    return [r.queue, r.bucket, r.shard, r.rank, r.due_ms, r.id]
 
 
 async def _each(items: Iterable[Any], one: Callable[[Any], Any]) -> list[Any]:

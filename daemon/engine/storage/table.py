@@ -179,6 +179,27 @@ class MessageTable:
             f"INSERT INTO {t} (queue, bucket, shard, kind, rank, due, id, enqueued_at) VALUES (?,?,?,3,0,0,?,?) "
             "USING TIMESTAMP ? AND TTL ?"
         )
+        # Blind deletes from receipts (engine/delivery/settle.py ``delete_batch``): the moved markers of many
+        # receipts in one read (their rows by IN, their positions by a multi-column IN: a cartesian product of
+        # which only the receipts' own positions can exist), a marker that names the delivery it belongs to
+        # (its attempt), and a delete of one position at a given write timestamp.
+        self.read_marks = p(
+            f"SELECT bucket, shard, rank, due, id, attempt, moved_to, WRITETIME(moved_to) AS wt FROM {t} "
+            "WHERE queue = ? AND bucket IN ? AND shard IN ? AND (kind, rank, due, id) IN ?"
+        )
+        self.mark_moved_by = p(
+            f"INSERT INTO {t} (queue, bucket, shard, kind, rank, due, id, moved_to, attempt) VALUES "
+            "(?,?,?,2,?,?,?,?,?) USING TTL ?"
+        )
+        self.delete_at = p(
+            f"DELETE FROM {t} USING TIMESTAMP ? WHERE {_PK} AND kind = ? AND rank = ? AND due = ? AND id = ?"
+        )
+        # An empty receive's look (engine/delivery/idle_look.py): the first message of every row it names, from
+        # one lower bound, in one request (the coordinator reads the partitions in parallel).
+        self.peek_rows = p(
+            f"SELECT bucket, shard, rank, due FROM {t} WHERE queue = ? AND bucket IN ? AND shard IN ? AND kind = 1 "
+            "AND rank IN ? AND due >= ? AND due <= ? PER PARTITION LIMIT 1"
+        )
 
     def insert_message(self, m: Message, now_ms: int, retention_s: int) -> BoundStatement:
         """Bind an INSERT of ``m`` at its current position (``m.due_ms``) and state."""

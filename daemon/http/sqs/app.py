@@ -9,6 +9,8 @@ is logged and answered with InternalError, and the server keeps serving everythi
 
 from __future__ import annotations
 
+from contextvars import ContextVar
+
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -27,6 +29,10 @@ log = get_logger("casque.sqs")
 # 10 entries x 1 MiB bodies is refused by SQS's own batch limit; the envelope (base64 binary
 # attributes, JSON escapes, form encoding) can be a few times the payload.
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
+#: The SQS call this task serves: (action, request id), set while the action runs (tasks it starts
+#: inherit it). A supported observation point, like ``Database.observe``: bench/sqs_cql_serve.py charges
+#: each CQL request to the call that caused it, and a client finds its call by the RequestId it got back.
+SERVING: ContextVar[tuple[str, str] | None] = ContextVar("casque_sqs_serving", default=None)
 
 
 def build_app(cq: Casque, settings: SqsSettings | None = None) -> Starlette:
@@ -59,7 +65,11 @@ def build_app(cq: Casque, settings: SqsSettings | None = None) -> Starlette:
                 source_ip=request.client.host if request.client else "",
                 secure=request.url.scheme == "https",
             )
-            result = await service.run(action, call)
+            token = SERVING.set((action, request_id))
+            try:
+                result = await service.run(action, call)
+            finally:
+                SERVING.reset(token)
             status, headers, out = (
                 wire.json_ok(result, request_id) if use_json else wire.xml_ok(action, result, request_id)
             )

@@ -15,6 +15,10 @@ from daemon.http.sqs.actions.base import ActionGroup, Call
 from daemon.http.sqs.errors import SqsError, invalid, missing
 
 
+def _invalid_handle(handle: str) -> SqsError:
+    return SqsError("ReceiptHandleIsInvalid", f'The input receipt handle "{handle}" is not a valid receipt handle.')
+
+
 class MessageActions(ActionGroup):
     ACTIONS = (
         "SendMessage",
@@ -180,22 +184,25 @@ class MessageActions(ActionGroup):
         if not handle:
             raise missing("ReceiptHandle")
         await self.cq.queue_settings(name)
-        await self._delete(name, str(handle))
+        refused = (await self.cq.settler.delete_batch([str(handle)], name))[0]
+        if refused is not None:
+            raise _invalid_handle(str(handle))
         return {}
 
-    async def _delete(self, queue: str, handle: str) -> None:
-        try:
-            await self.cq.delete(handle, queue)
-        except InvalidReceipt:
-            raise SqsError(
-                "ReceiptHandleIsInvalid", f'The input receipt handle "{handle}" is not a valid receipt handle.'
-            ) from None
-
     async def delete_message_batch(self, call: Call) -> dict[str, Any]:
+        """Every entry in one blind delete (engine/delivery/settle.py ``delete_batch``: the markers' read
+        and one batch of deletes, whatever the number of entries); a handle refused fails its entry."""
         name = self.queue_of(call)
         entries = params.entries(call.params, "DeleteMessageBatch")
         await self.cq.queue_settings(name)
-        return await params.batch(entries, lambda e: self._delete(name, str(e.get("ReceiptHandle") or "")))
+        handles = [str(e.get("ReceiptHandle") or "") for e in entries]
+        refused = dict(zip(map(id, entries), await self.cq.settler.delete_batch(handles, name)))
+
+        async def one(e: dict[str, Any]) -> None:
+            if refused[id(e)] is not None:
+                raise _invalid_handle(str(e.get("ReceiptHandle") or ""))
+
+        return await params.batch(entries, one)
 
     async def change_message_visibility(self, call: Call) -> dict[str, Any]:
         name = self.queue_of(call)
@@ -220,9 +227,7 @@ class MessageActions(ActionGroup):
         try:
             await self.cq.change_visibility(handle, seconds, queue)
         except InvalidReceipt:
-            raise SqsError(
-                "ReceiptHandleIsInvalid", f'The input receipt handle "{handle}" is not a valid receipt handle.'
-            ) from None
+            raise _invalid_handle(handle) from None
         except NotInFlight as exc:
             if exc.gone:  # deleted (or dead-lettered): SQS's answer for a message that is not there
                 raise invalid(
