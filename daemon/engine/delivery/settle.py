@@ -99,7 +99,10 @@ class Settler:
     async def delete(self, receipt: str, queue: str | None = None) -> bool:
         """Delete the delivery ``receipt`` names. True if it was current; False if the receipt is
         stale (already deleted, or its visibility expired): then nothing changes, like SQS."""
-        r = (await self.signer()).open(receipt, queue)
+        return await self._delete_opened((await self.signer()).open(receipt, queue))
+
+    async def _delete_opened(self, r: Receipt) -> bool:
+        """``delete`` of a receipt already opened (and so already checked)."""
         m, marker, _ = await self.locate(r)
         if m is None:
             return False
@@ -132,7 +135,7 @@ class Settler:
             await self.keys.release(m.queue, m.key, m.id)
         self._unblock(m, self.clock.now_ms())
 
-    def _unblock(self, m: Message, due_ms: int) -> None:
+    def _unblock(self, m: Message | Receipt, due_ms: int) -> None:
         self.consumer_of(m.queue).expect(m.bucket, m.shard, due_ms)
         self.wakeups.notify(m.queue, due_ms)
         if self.unblocked is not None:
@@ -197,7 +200,7 @@ class Settler:
         signer = await self.signer()
         out: list[InvalidReceipt | None] = []
         blind: dict[str, list[Receipt]] = {}
-        checked: list[str] = []
+        checked: list[Receipt] = []
         for handle in receipts:
             try:
                 r = signer.open(handle, queue)
@@ -206,11 +209,11 @@ class Settler:
                 continue
             out.append(None)
             if r.write_ts is None or r.keyed:  # a version 1 receipt, or a key to release: the checked path
-                checked.append(handle)
+                checked.append(r)
             else:
                 blind.setdefault(r.queue, []).append(r)
         await asyncio.gather(
-            *(self._delete_blind(rs) for rs in blind.values()), *(self.delete(h, queue) for h in checked)
+            *(self._delete_blind(rs) for rs in blind.values()), *(self._delete_opened(r) for r in checked)
         )
         return out
 
@@ -243,18 +246,14 @@ class Settler:
                 batch.add(
                     self.table.delete_at.bind([mark.wt, r.queue, r.bucket, r.shard, KIND_MOVED, r.rank, r.due_ms, r.id])
                 )
-        signer = await self.signer()
-        jobs = [self.delete(signer.issue(r)) for r in older]
+        jobs = [self._delete_opened(r) for r in older]
         if len(batch):
             jobs.append(self.db.run(batch))
         await asyncio.gather(*jobs)
         now = self.clock.now_ms()
         for r in rs:
-            if r.in_place and r not in older:  # its group may move on (``_unblock``)
-                self.consumer_of(r.queue).expect(r.bucket, r.shard, now)
-                self.wakeups.notify(r.queue, now)
-                if self.unblocked is not None:
-                    self.unblocked(r.queue, now, r.id.int)
+            if r.in_place and r not in older:  # its group may move on
+                self._unblock(r, now)
 
     async def change_visibility_many(
         self, changes: Iterable[tuple[str, float]], queue: str | None = None
