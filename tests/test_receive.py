@@ -9,6 +9,7 @@ the event under test, not by re-reading Cassandra.
 from __future__ import annotations
 
 import asyncio
+import base64
 import copy
 import time
 from collections.abc import AsyncIterator
@@ -120,6 +121,27 @@ async def test_forged_altered_or_foreign_receipts_are_refused_and_change_nothing
         await cq.settler.delete(d.receipt, queue=queue_name + "b")
     assert (await queue_stats(cq, queue_name)).in_flight == 1
     assert await cq.delete(d.receipt) is True
+
+
+async def test_a_receipt_with_any_signed_byte_changed_deletes_nothing_through_the_blind_path(
+    cq: Casque, queue_name: str
+) -> None:
+    """The blind delete (``Settler.delete_batch``, SQS's DeleteMessage/DeleteMessageBatch) trusts the receipt's
+    position, write timestamp and flags: each byte of the signed body (version, id, row, lane, due, attempt,
+    write timestamp, flags, queue name) changed in turn, re-encoded, is refused, and the message stays in flight."""
+    await cq.create_queue(queue_name)
+    await cq.send(queue_name, "t", "x")
+    (d,) = await cq.receive(queue_name, wait=5, visibility=60)
+    raw = base64.urlsafe_b64decode(d.receipt + "=" * (-len(d.receipt) % 4))
+    body_len = len(raw) - 16  # the tag is the last 16 bytes
+    for i in range(body_len):
+        changed = raw[:i] + bytes([raw[i] ^ 0x01]) + raw[i + 1 :]
+        bad = base64.urlsafe_b64encode(changed).decode("ascii").rstrip("=")
+        [refused] = await cq.settler.delete_batch([bad])
+        assert isinstance(refused, InvalidReceipt), f"byte {i} changed was accepted"
+    assert (await queue_stats(cq, queue_name)).in_flight == 1
+    assert await cq.settler.delete_batch([d.receipt]) == [None]
+    assert (await queue_stats(cq, queue_name)).in_flight == 0
 
 
 async def test_batch_forms_report_each_entry(cq: Casque, queue_name: str) -> None:
