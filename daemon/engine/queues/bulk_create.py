@@ -103,6 +103,8 @@ class BulkCreate:
         self._values = values  # the settings columns of a queue, in SETTING_COLUMNS order after its name
         self._settings_of = settings_of  # a read row -> QueueSettings
         self._forget = forget  # drop a name from the settings cache
+        #: Names this process found claimed by a racer (each round counted): what the race tests read.
+        self.contended = 0
 
     # ---- many chunks -------------------------------------------------------------------------
     async def create(
@@ -173,6 +175,7 @@ class BulkCreate:
             contended = await self._round(todo, outcomes)
             if not contended:
                 break
+            self.contended += len(contended)
             if time.monotonic() - started > GIVE_UP_S:
                 raise UsageError(
                     f"queue {contended[0].name}: another creator's claim on it did not resolve in {GIVE_UP_S}s"
