@@ -304,7 +304,10 @@ def _add_create_queues(jobs: Any) -> None:
     c.add_argument("--expire-after", help="delete each queue after this long without a send or receive, e.g. 30d")
     c.add_argument("--partitions", type=int, help="parallel tasks (default: Spark's default parallelism)")
     c.add_argument(
-        "--concurrency", type=int, default=4, help="chunks of names each task has in flight (default 4; 500 a chunk)"
+        "--concurrency",
+        type=int,
+        default=4,
+        help="chunks of names each task has in flight (default 4; 200 names a chunk)",
     )
     c.add_argument("--report-dir", help="local directory for summary.json")
     _spark_options(c)
