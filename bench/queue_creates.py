@@ -8,7 +8,10 @@ by the new path (``QueueStore.create_many``: claim, read, write a chunk at a tim
 engine/queues/bulk_create.py) and ``--old-count`` by the old one, reproduced here as it was
 (``INSERT ... IF NOT EXISTS`` then the ``queue_names`` write, 64 queues in flight). Runs alternate
 old and new so both see the same box; the figures are each path's median of the runs, the rate in
-queues/s and the p99 of one unit (one chunk for the new path, one queue for the old path).
+queues/s and the p99 of one unit (one chunk for the new path, one queue for the old path), and
+where the time goes: this client's CPU and the local Cassandra node's CPU (from /proc, the JVM
+running ``CassandraDaemon``; other work against the node counts too on a shared box) per 1,000
+queues, beside the box's load average.
 """
 
 from __future__ import annotations
@@ -16,9 +19,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import copy
+import os
 import statistics
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 from daemon.base.config import Settings
@@ -36,6 +41,36 @@ _OLD_INSERT = (
     "retention_s, max_payload_bytes, priorities, history, expire_after_s, fifo, created_at, updated_at) "
     "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) IF NOT EXISTS"
 )
+
+
+def node_pid() -> int | None:
+    """The local Cassandra node's pid (the JVM whose command line names CassandraDaemon), if any."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if b"CassandraDaemon" in (entry / "cmdline").read_bytes():
+                    return int(entry.name)
+            except OSError:
+                continue
+    return None
+
+
+def cpu_s(pid: int | None) -> float:
+    """User + system CPU seconds of ``pid`` so far (0 without one)."""
+    if pid is None:
+        return 0.0
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def timed(path: Any, count: int, pid: int | None) -> dict[str, float]:
+    """Run one path and add its CPU per 1,000 queues (this client's, the node's) and the load average."""
+    node, client = cpu_s(pid), time.process_time()
+    result: dict[str, float] = await path
+    result["client_cpu_ms_per_1k"] = (time.process_time() - client) * 1e6 / count
+    result["node_cpu_ms_per_1k"] = (cpu_s(pid) - node) * 1e6 / count
+    result["load"] = os.getloadavg()[0]
+    return result
 
 
 def p99(samples: list[float]) -> float:
@@ -103,12 +138,15 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         db.close()
     cq = await Casque.connect(settings)
     runs: dict[str, list[dict[str, float]]] = {"old": [], "new": []}
+    pid = node_pid()
     try:
         for run in range(args.runs):
             if args.old_count:
-                runs["old"].append(await old_path(cq, names_of("old", args.old_count)))
+                old = old_path(cq, names_of("old", args.old_count))
+                runs["old"].append(await timed(old, args.old_count, pid))
                 print(f"run {run + 1} old: {_line(runs['old'][-1])}", flush=True)
-            runs["new"].append(await new_path(cq, names_of("new", args.count), args.chunk, args.concurrency))
+            new = new_path(cq, names_of("new", args.count), args.chunk, args.concurrency)
+            runs["new"].append(await timed(new, args.count, pid))
             print(f"run {run + 1} new: {_line(runs['new'][-1])}", flush=True)
     finally:
         await cq.close()
@@ -131,7 +169,11 @@ def _median(runs: list[dict[str, float]]) -> dict[str, float]:
 
 
 def _line(r: dict[str, float]) -> str:
-    return f"{r['queues_per_s']:,.0f} queues/s, p99 of one unit {r['p99_ms']:.0f} ms, {r['seconds']:.1f} s"
+    return (
+        f"{r['queues_per_s']:,.0f} queues/s, p99 of one unit {r['p99_ms']:.0f} ms, {r['seconds']:.1f} s; CPU per 1,000"
+        f" queues: client {r['client_cpu_ms_per_1k']:.0f} ms, node {r['node_cpu_ms_per_1k']:.0f} ms;"
+        f" load {r['load']:.1f}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -124,7 +124,7 @@ def create_partition(
             else 0
         )
         yield ("created", created, "", "")
-        yield ("existing", len(set(good)) - created, "", "")  # a name twice in one task is one queue
+        yield ("existing", len(good) - created, "", "")  # a name given twice counts once as existing
         if differing:
             yield ("differing", len(differing), differing[0], "exists with other settings: left as it is")
         if rejected:
