@@ -11,8 +11,8 @@ million, follows the lock protocol's shape instead (docs/design.md, "Many queues
 3. **Decide** per name: a row with settings exists (never written over); a row whose only claim
    is ours is **free**; any other claim means a racer: **contended**.
 4. **Write** the free names' settings *and remove our claim in the same mutation* (one
-   ``UPDATE ... WHERE name IN ?``), their ``queue_names`` entries and ``queue_expiry`` rows; remove
-   our claim from the other names. Contended names are tried again with a new id after a random
+   ``UPDATE ... WHERE name IN ?``) and their ``queue_expiry`` rows, then their ``queue_names``
+   entries; remove our claim from the other names. Contended names are tried again with a new id after a random
    back-off, until the racer's row appears (exists) or its claim is gone (a crashed racer's expires).
 
 Why two racers for one new name are never both told "created": each writes its claim (QUORUM)
@@ -214,9 +214,8 @@ class BulkCreate:
             contended, release = contended + free, release + [qs.name for qs in free]
             free = []
         existing = [n for n in release if n in outcomes]  # not the contended ones: they may never exist
-        await asyncio.gather(
-            self._write(free, me), self._index([qs.name for qs in free] + existing), self._release(release, me)
-        )
+        await asyncio.gather(self._write(free, me), self._index(existing), self._release(release, me))
+        await self._index([qs.name for qs in free])  # after their rows: no entry lists a queue never written
         for qs in free:
             outcomes[qs.name] = CREATED
             self._forget(qs.name)
