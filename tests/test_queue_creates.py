@@ -30,11 +30,13 @@ from .test_many_queues import casque_cli
 
 PROCESSES = 4
 ROUNDS = 4
-NAMES_PER_ROUND = 150
+NAMES_PER_ROUND = 200
 
-#: One racing creator: waits for the go file, then creates every round's names with its own
-#: max_attempts (its index), small chunks so the processes' requests interleave; prints what it
-#: was told created per round and how many names it found claimed by a racer.
+#: One racing creator: for each round, says it is ready, waits for that round's go file, then
+#: creates the round's names with its own max_attempts (its index), in small chunks so the
+#: processes' requests interleave; odd racers go through the names backwards, so any two racers
+#: that overlap in time cross on some names whatever their start offsets. Prints what it was told
+#: created per round and how many names it found claimed by a racer.
 RACER = """
 import asyncio, json, os, sys, time
 from daemon.base.config import Settings
@@ -45,15 +47,16 @@ async def main(index, go, rounds):
     s.cassandra.keyspace = os.environ["KS"]
     s.cassandra.consistency = "LOCAL_QUORUM"
     cq = await Casque.connect(s)
-    open(f"{go}.ready{index}", "w").close()
-    deadline = time.monotonic() + 60
-    while not os.path.exists(go):
-        assert time.monotonic() < deadline, "no go signal"
-        await asyncio.sleep(0.005)
     created = []
-    for names in rounds:
+    for r, names in enumerate(rounds):
+        open(f"{go}.ready{index}.{r}", "w").close()
+        deadline = time.monotonic() + 120
+        while not os.path.exists(f"{go}.{r}"):
+            assert time.monotonic() < deadline, "no go signal"
+            await asyncio.sleep(0.002)
         existing = []
-        await cq.create_queues(names, shards=1, buckets=1, max_attempts=index, chunk=25, concurrency=4,
+        order = names if index % 2 else names[::-1]
+        await cq.create_queues(order, shards=1, buckets=1, max_attempts=index, chunk=10, concurrency=4,
                                on_existing=lambda n, same: existing.append(n))
         created.append(sorted(set(names) - set(existing)))
     print(json.dumps({"created": created, "contended": cq.stores.queues.bulk.contended}))
@@ -102,11 +105,12 @@ async def test_racing_processes_never_both_create_a_name_and_the_row_is_the_winn
         )
         for index in range(1, PROCESSES + 1)
     ]
-    deadline = time.monotonic() + 120  # every racer connected, then all start at once
-    while not all(Path(f"{go}.ready{i}").exists() for i in range(1, PROCESSES + 1)):
-        assert time.monotonic() < deadline and all(p.poll() is None for p in racers), "a racer did not connect"
-        await asyncio.sleep(0.05)
-    go.write_text("go")
+    for r in range(ROUNDS):  # each round starts when every racer is ready for it, all at once
+        deadline = time.monotonic() + 120
+        while not all(Path(f"{go}.ready{i}.{r}").exists() for i in range(1, PROCESSES + 1)):
+            assert time.monotonic() < deadline and all(p.poll() is None for p in racers), f"round {r}: a racer is gone"
+            await asyncio.sleep(0.01)
+        Path(f"{go}.{r}").write_text("go")
     results = []
     for p in racers:
         out, err = await asyncio.to_thread(p.communicate, None, 300)
@@ -185,12 +189,16 @@ async def test_single_creates_racing_a_bulk_create_give_each_name_one_creator(
             return {n for n, w in zip(names, won) if w}
 
         existing: list[str] = []
-        bulk = cq.create_queues(
-            names, shards=1, buckets=1, max_attempts=2, chunk=10, on_existing=lambda n, s: existing.append(n)
+        bulk = cq.create_queues(  # backwards: the two sides cross on some names whichever starts first
+            names[::-1], shards=1, buckets=1, max_attempts=2, chunk=10, on_existing=lambda n, s: existing.append(n)
         )
+        before = cq.stores.queues.bulk.contended
         single_won, _ = await asyncio.gather(singles(), bulk)
+        met = cq.stores.queues.bulk.contended - before + other.stores.queues.bulk.contended
     finally:
         await other.close()
+    print(f"single creates vs a bulk create on {len(names)} names: {met} names met the other's claim")
+    assert met > 0, "the two sides never met a claim: the race did not happen"
     bulk_won = set(names) - set(existing)
     assert single_won.isdisjoint(bulk_won) and single_won | bulk_won == set(names)
     for name in names:
