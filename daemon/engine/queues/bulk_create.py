@@ -183,7 +183,8 @@ class BulkCreate:
             self.contended += len(contended)
             if time.monotonic() - started > GIVE_UP_S:
                 raise UsageError(
-                    f"queue {contended[0].name}: another creator's claim on it did not resolve in {GIVE_UP_S}s"
+                    f"queue {contended[0].name}: not created: for {GIVE_UP_S}s another creator's claim on it stayed, "
+                    "or our own claim was not seen (a delete of it timestamped ahead of this host's clock?)"
                 )
             attempt += 1
             await asyncio.sleep(random.uniform(0.01, min(1.0, 0.05 * 2**attempt)))  # apart from the racer
