@@ -83,6 +83,11 @@ HINTS_REJECTED = Counter(
     ["reason"],
     registry=REGISTRY,
 )
+QUEUES_GROWN = Counter(
+    "casque_queues_grown",
+    "Queues whose shards this process doubled (engine/cluster/shard_growth.py)",
+    registry=REGISTRY,
+)
 IN_FLIGHT = Gauge("casque_in_flight", "Messages held by this daemon (running or waiting for a slot)", registry=REGISTRY)
 CONSUMERS_BUSY = Gauge("casque_consumers_busy", "Consumer coroutines in the middle of a fetch", registry=REGISTRY)
 

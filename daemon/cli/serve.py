@@ -15,6 +15,7 @@ from daemon.engine.access.grants import Grant
 from daemon.engine.client import Casque
 from daemon.engine.cluster.mover import MoveRunner
 from daemon.engine.cluster.reaper import QueueReaper
+from daemon.engine.cluster.shard_growth import ShardGrowth
 from daemon.engine.consume.sweep import PulledSweeps
 from daemon.engine.observe.stats import daemon_id
 
@@ -93,6 +94,10 @@ async def _serve(settings: Any) -> int:
     reaper = QueueReaper(cq.stores, daemon_id(), settings.worker.expiry_interval_ms)
     expiry = asyncio.create_task(reaper.run())  # lease: one per cluster
     mover = asyncio.create_task(MoveRunner(cq, daemon_id()).run())  # SQS move tasks: a lease per task
+    sqs = settings.sqs  # busy queues that opted in grow their shards (a lease per queue)
+    growth = asyncio.create_task(
+        ShardGrowth(cq.stores, cq.send_counts, daemon_id(), sqs.grow_rate, sqs.grow_window_ms).run()
+    )
     # Messages written behind a cursor of the queues this server pulls from (engine/consume/sweep.py), as a daemon
     # does for its queues.
     pulled = PulledSweeps(cq.receiver.consumers, cq.stores.wakeups.notify)
@@ -117,7 +122,8 @@ async def _serve(settings: Any) -> int:
         expiry.cancel()
         mover.cancel()
         sweeps.cancel()
-        await asyncio.gather(expiry, mover, sweeps, return_exceptions=True)
+        growth.cancel()
+        await asyncio.gather(expiry, mover, sweeps, growth, return_exceptions=True)
         await cq.close()
     return 0
 
