@@ -214,7 +214,7 @@ async def test_a_server_killed_after_growing_a_queue_loses_nothing(settings: Any
         first.proc.wait()
         _join(producer)
         qs = await cq.queue_settings(name, fresh=True)
-        assert (qs.shards, qs.draining) == (2, ((1, 1, 60),))
+        assert (qs.shards, qs.draining) == (2, ((1, 1, 300),))
         second = sqsserver.start(ks, env=GROWING)  # sends through it: it sees the queue busy and draining
         producer = _start([threading.Thread(target=_produce, args=(second.url, path, ledger, 1_000_000, 30))])
         await _until(cq, name, lambda qs: not qs.draining, 150, "the drain the killed server left was never finished")

@@ -5,6 +5,7 @@ error and create nothing; a CreateQueue of an existing queue compares the shape 
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import uuid
@@ -17,7 +18,7 @@ from daemon.base.config import load_settings
 from daemon.base.errors import ConfigError, QueueNotFound
 from daemon.engine.client import Casque
 from daemon.engine.queues.reshard import reshard
-from tests.support import sqsserver
+from tests.support import sdkbuild, sqsserver
 from tests.support.sqsfixtures import make_client
 
 from .conftest import TEST_KEYSPACE
@@ -221,3 +222,23 @@ async def test_nothing_is_left_of_a_refused_create(sqs: Any, cq: Casque) -> None
         sqs.create_queue(QueueName=name, Attributes={"casque.shards": "2", "casque.buckets": "0"})
     with pytest.raises(QueueNotFound):
         await cq.queue_settings(name, fresh=True)
+
+
+async def test_go_sdk_asks_for_a_shape(server: sqsserver.SqsServer, cq: Casque) -> None:
+    """The AWS SDK for Go v2 (tests/go/shape.go, built as tests/test_sqs_sdks.py builds it) sends casque.*
+    attributes and casque:* tags as they are, and reads the errors as SQS's."""
+    name = _name("go")
+    done = subprocess.run(
+        [*sdkbuild.go_command(), server.url, name, "shape"], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {
+        "again_same_url": True,
+        "different_shape": "QueueAlreadyExists",
+        "bad_attribute": "InvalidAttributeValue",
+        "bad_tag": "InvalidParameterValue",
+    }
+    assert await _shape(cq, name) == (2, 1, 300, 3600)
+    assert (await _hidden(cq, name))["casque.max_shards"] == "0"
+    with pytest.raises(QueueNotFound):
+        await cq.queue_settings(name + "-bad", fresh=True)
