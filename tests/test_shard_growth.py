@@ -19,6 +19,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,6 +27,7 @@ import pytest
 from daemon.base import metrics
 from daemon.engine.client import Casque
 from daemon.engine.cluster.shard_growth import SendCounts, ShardGrowth
+from daemon.testing.daemonproc import records, start_daemon, until, write_config
 from tests.support import sqsserver
 from tests.support.sqsfixtures import make_client
 
@@ -92,7 +94,7 @@ class Ledger:
             return self.sent - set(self.received)
 
 
-def _produce(url: str, path: str, ledger: Ledger, start: int, per_second: float) -> None:
+def _produce(url: str, path: str, ledger: Ledger, start: int, per_second: float, task: str = "") -> None:
     """Batches of 10 at ``per_second`` messages/s. A batch that got no answer (its server was
     killed) is not in the ledger: it may or may not have been written, so it may be received,
     and is never counted lost."""
@@ -101,7 +103,9 @@ def _produce(url: str, path: str, ledger: Ledger, start: int, per_second: float)
     pause = 10 / per_second
     while ledger.sending.is_set():
         began = time.monotonic()
-        entries = [{"Id": str(i), "MessageBody": str(n + i)} for i in range(10)]
+        entries: list[dict[str, Any]] = [{"Id": str(i), "MessageBody": str(n + i)} for i in range(10)]
+        for e in entries if task else []:
+            e["MessageAttributes"] = {"casque.task": {"DataType": "String", "StringValue": task}}
         try:
             out = client.send_message_batch(QueueUrl=f"{url}{path}", Entries=entries)
         except Exception:  # noqa: BLE001 - the server is gone
@@ -141,6 +145,14 @@ async def _until(cq: Casque, name: str, cond: Any, seconds: float, what: str) ->
         await asyncio.sleep(0.2)
 
 
+async def _sent(ledger: Ledger, n: int, seconds: float = 60) -> None:
+    """Wait until ``n`` messages were acknowledged (the producers keep their rate meanwhile)."""
+    deadline = time.monotonic() + seconds
+    while len(ledger.sent) < n:
+        assert time.monotonic() < deadline, f"only {len(ledger.sent)} of {n} messages sent"
+        await asyncio.sleep(0.1)
+
+
 def _start(threads: list[threading.Thread]) -> list[threading.Thread]:
     for t in threads:
         t.daemon = True  # a failed test must not leave pytest waiting for them
@@ -178,7 +190,7 @@ async def test_a_busy_tiny_queue_grows_and_a_quiet_one_does_not(growing: sqsserv
     )
     try:
         await _until(cq, busy, lambda qs: qs.shards == 4, 60, "the busy queue did not grow to 4 shards")
-        await asyncio.sleep(3)  # three more windows at full rate: it stays at its cap
+        await _sent(ledger, len(ledger.sent) + 300)  # three more windows at full rate: it stays at its cap
     finally:
         for led in (ledger, quiet_ledger):
             led.sending.clear()
@@ -244,3 +256,42 @@ def _growth_log(stderr: str, queue: str) -> list[dict[str, Any]]:
         if isinstance(rec, dict) and rec.get("queue") == queue and str(rec.get("event", "")).startswith("queue_grow"):
             out.append(rec)
     return out
+
+
+async def test_a_daemon_served_queue_grows_under_the_daemon(
+    tmp_path: Path, settings: Any, cq: Casque, growing: sqsserver.SqsServer
+) -> None:
+    """A ``casque run`` daemon consumes a tiny queue that grows 1 -> 2 -> 4 under it (its sends come
+    over SQS through a growing server): every message is handled, and one handled twice only after a
+    timeout (its attempt number says so)."""
+    name = f"served-{uuid.uuid4().hex[:8]}"
+    make_client(growing.url).create_queue(QueueName=name, Attributes={"casque.max_shards": "4"})
+    record, log = tmp_path / "record.txt", tmp_path / "daemon.log"
+    cfg = write_config(tmp_path / "c.toml", settings.cassandra.keyspace, [name], consumers=2, in_flight=50)
+    d = start_daemon(cfg, record, log)
+    ledger = Ledger()
+    try:
+        await until(lambda: "worker_ready" in d.output(), 60, "the daemon's start", d)
+        path = f"/000000000000/{name}"
+        producer = _start([threading.Thread(target=_produce, args=(growing.url, path, ledger, 0, 100, "test.record"))])
+        try:
+            await _until(cq, name, lambda qs: qs.shards == 4, 60, "the served queue did not grow to 4 shards")
+            await _sent(ledger, 1000)  # and more sends into the grown queue
+        finally:
+            ledger.sending.clear()
+            _join(producer)
+
+        def handled() -> set[int]:
+            return {int(r[5]) for r in records(record) if len(r) > 5}
+
+        await until(lambda: ledger.sent <= handled(), 120, "every message sent handled by the daemon", d)
+    finally:
+        d.signal(signal.SIGTERM)
+        d.wait(60)
+    runs = records(record)
+    times = Counter(int(r[5]) for r in runs)
+    retried = sum(1 for r in runs if int(r[2]) > 1)
+    print(f"sent {len(ledger.sent)}, handled {len(times)}, runs {len(runs)}, retried after a timeout {retried}")
+    assert ledger.sent and not ledger.sent - set(times)  # 0 lost
+    assert sum(n - 1 for n in times.values()) == retried  # a second run only after a timeout (attempt > 1)
+    assert '"message_poisoned"' not in d.output()
