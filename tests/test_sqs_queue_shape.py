@@ -78,6 +78,11 @@ async def test_shape_and_expiry_asked_by_attributes(sqs: Any, cq: Casque) -> Non
     assert sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["VisibilityTimeout"])["Attributes"] == {
         "VisibilityTimeout": "45"
     }
+    sqs.set_queue_attributes(QueueUrl=url, Attributes={"VisibilityTimeout": "50", "DelaySeconds": "5"})
+    assert (await _hidden(cq, name))["casque.max_shards"] == "8"  # SQS's own attributes leave casque's alone
+    with pytest.raises(sqs.exceptions.InvalidAttributeName):  # a shape is asked for at CreateQueue only
+        sqs.set_queue_attributes(QueueUrl=url, Attributes={"casque.shards": "8"})
+    assert await _shape(cq, name) == (4, 2, 60, 3600)
 
 
 async def test_shape_and_expiry_asked_by_tags(sqs: Any, cq: Casque) -> None:
@@ -93,6 +98,7 @@ async def test_shape_and_expiry_asked_by_tags(sqs: Any, cq: Casque) -> None:
 BAD = [
     ({"Attributes": {"casque.shards": "0"}}, "InvalidAttributeValue"),
     ({"Attributes": {"casque.shards": "two"}}, "InvalidAttributeValue"),
+    ({"Attributes": {"casque.shards": "²"}}, "InvalidAttributeValue"),
     ({"Attributes": {"casque.buckets": "2000"}}, "InvalidAttributeValue"),
     ({"Attributes": {"casque.bucket_seconds": "-5"}}, "InvalidAttributeValue"),
     ({"Attributes": {"casque.expire_after": "30"}}, "InvalidAttributeValue"),

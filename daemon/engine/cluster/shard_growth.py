@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 
 from daemon.base import metrics
-from daemon.base.clock import Clock
 from daemon.base.errors import CasqueError, QueueNotFound, UsageError
 from daemon.base.logs import get_logger
 from daemon.base.model import QueueSettings
@@ -77,10 +76,8 @@ class ShardGrowth:
         self.window_ms = window_ms
         self.settle_ms = settle_ms
         self.draining: dict[str, Lease] = {}  # queues this process finishes, with their lease
-        self.grown = 0
         counts.on = rate > 0
-        self._clock: Clock = st.clock
-        self._since = self._clock.now_ms()
+        self._since = st.clock.now_ms()
 
     async def run(self) -> None:
         try:
@@ -92,7 +89,7 @@ class ShardGrowth:
 
     async def tick(self) -> None:
         """One window: judge each queue sent to, then advance the drains."""
-        now = self._clock.now_ms()
+        now = self.st.clock.now_ms()
         seconds = max(0.001, (now - self._since) / 1000)
         self._since = now
         for queue, sent in self.counts.take().items():
@@ -108,14 +105,21 @@ class ShardGrowth:
     async def consider(self, queue: str, rate: float) -> QueueSettings | None:
         """Grow ``queue`` if ``rate`` (sends/s) passes the threshold for its shards and its cap allows;
         returns the new settings, or None."""
-        qs = await self.st.queues.get(queue)
+        qs = await self.st.queues.get(queue)  # cached: the sends just read it
+        busy = rate >= self.rate * qs.shards
+        orphan = bool(qs.draining) and queue not in self.draining
+        if qs.fifo or not (busy or orphan):  # a FIFO group lives in one row: never resharded
+            return None
         cap = await self._cap(qs)
-        if qs.draining and cap and queue not in self.draining:
-            await self._adopt(queue)  # a drain left by a process that died: finish it
-        if not cap or qs.shards >= cap or rate < self.rate * qs.shards:
+        if orphan and cap:
+            await self._adopt(queue)  # a drain left by a process that died (or a manual reshard): finish it
+        if not busy or not cap or qs.shards >= cap:
             return None
         lease = self.draining.get(queue) or self._lease(queue)
         if not await lease.hold():
+            return None
+        qs = await self.st.queues.get(queue, fresh=True)  # grown meanwhile? (never shrink from a stale copy)
+        if qs.shards >= cap or rate < self.rate * qs.shards:
             return None
         shards = min(2 * qs.shards, cap)
         try:
@@ -124,14 +128,11 @@ class ShardGrowth:
             log.info("queue_growth_skipped", queue=queue, reason=str(exc))
             return None
         self.draining[queue] = lease
-        self.grown += 1
         metrics.QUEUES_GROWN.inc()
         log.info("queue_grown", queue=queue, shards_before=qs.shards, shards=shards, sends_per_s=round(rate, 1))
         return new
 
     async def _cap(self, qs: QueueSettings) -> int:
-        if qs.fifo:  # a group lives in one row: a FIFO queue is never resharded
-            return 0
         text = (await self.st.attributes.get(qs.name)).attributes.get(MAX_SHARDS, "0")
         return int(text) if text.isdigit() else 0
 

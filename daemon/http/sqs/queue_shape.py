@@ -36,10 +36,9 @@ LIMITS = {
     "max_shards": (0, 4096),
     "expire_after": (MIN_EXPIRE_S, MAX_EXPIRE_S),
 }
-#: The queue option each shape option sets (``max_shards`` is no queue option: a hidden attribute).
-_OPTION = {"shards": "shards", "buckets": "buckets", "bucket_seconds": "bucket_seconds", "expire_after": "expire_after"}
-#: The hidden attribute a growing queue's cap is read from (engine/cluster/shard_growth.py).
-MAX_SHARDS = ATTRIBUTE + "max_shards"
+#: The shape options that are queue settings (``max_shards`` is none: a hidden attribute, read by
+#: engine/cluster/shard_growth.py).
+_SETTINGS = ("shards", "buckets", "bucket_seconds", "expire_after")
 
 
 def split(raw: Any, tags: dict[str, str]) -> tuple[dict[str, int], Any]:
@@ -80,7 +79,7 @@ def _option(key: str, prefix: str, error: str) -> str:
 def _value(option: str, key: str, value: Any, error: str) -> int:
     lo, hi = LIMITS[option]
     text = str(value).strip()
-    number = int(text) if text.isdigit() else _seconds(text, key) if option == "expire_after" else -1
+    number = int(text) if text.isascii() and text.isdigit() else _seconds(text, key) if option == "expire_after" else -1
     if option == "expire_after" and number == 0:
         return 0
     if not lo <= number <= hi:
@@ -121,7 +120,7 @@ def settle(asked: dict[str, int], fifo: bool, sqs: SqsSettings) -> dict[str, int
 def options(shape: dict[str, int], fifo_throughput: str = "perQueue") -> dict[str, Any]:
     """The engine's create options for a settled shape (a FIFO queue's shards follow its throughput
     mode unless asked for)."""
-    out: dict[str, Any] = {_OPTION[k]: v for k, v in shape.items() if k in _OPTION}
+    out: dict[str, Any] = {k: v for k, v in shape.items() if k in _SETTINGS}
     out.setdefault("shards", FIFO_SHARDS.get(fifo_throughput, 1))
     return out
 
