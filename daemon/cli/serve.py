@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from daemon.base.errors import UsageError
+from daemon.base.metrics import start_server
 from daemon.base.terminal import iso, settings_of
 from daemon.cli.common import emit, with_client
 from daemon.engine.access.access_keys import AccessKey, AccessKeyStore
@@ -89,6 +90,7 @@ async def _serve(settings: Any) -> int:
     from daemon.service.sdnotify import Notifier
 
     notifier = Notifier()
+    metrics_server = await start_server(settings.metrics, ready=lambda: True)  # this server's counters
     cq = await Casque.connect(settings)
     pinger = asyncio.create_task(_watchdog(notifier)) if notifier.watchdog_interval else None
     reaper = QueueReaper(cq.stores, daemon_id(), settings.worker.expiry_interval_ms)
@@ -124,6 +126,8 @@ async def _serve(settings: Any) -> int:
         sweeps.cancel()
         growth.cancel()
         await asyncio.gather(expiry, mover, sweeps, growth, return_exceptions=True)
+        if metrics_server is not None:
+            await metrics_server.close()
         await cq.close()
     return 0
 
