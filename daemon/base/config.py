@@ -342,8 +342,8 @@ def _scalar(hint: Any, value: Any, key: str, source: str) -> Any:
         raise ConfigError(f"{key} in {source} must be one of {', '.join(sorted(choices))}, got {value!r}")
     if hint is int and value < 0:
         raise ConfigError(f"{key} in {source} must not be negative, got {value!r}")
-    lo, hi = _RANGES.get(key, (value, value))
-    if not lo <= value <= hi:
+    if key in _RANGES and not _RANGES[key][0] <= value <= _RANGES[key][1]:
+        lo, hi = _RANGES[key]
         raise ConfigError(f"{key} in {source} must be between {lo} and {hi}, got {value!r}")
     if key.startswith("cache.") and value < 1:
         raise ConfigError(f"{key} in {source} must be at least 1 (entries kept per process), got {value!r}")
