@@ -338,16 +338,27 @@ async def test_caches_stay_bounded_after_touching_more_queues_than_the_limit(
     assert len(mine) <= 8 + 64, f"{len(mine)} queues still have metric series (limit 8, forgotten in batches of 64)"
 
 
-async def test_queue_gauges_cover_a_bounded_number_of_queues(cq: Casque, queue_name: str, made: list[str]) -> None:
+async def test_queue_gauges_cover_the_queues_used_lately_and_a_bounded_number(
+    cq: Casque, queue_name: str, made: list[str]
+) -> None:
+    """12 queues, 7 of them used (a send): the gauges' round takes the used ones only, at most 5,
+    in one read of the active-queues index, however many queues exist (before issue 28: the first
+    5 in token order, used or not)."""
     from daemon.service.queue_gauges import QueueGauges
 
     names = [f"{queue_name}_{i}" for i in range(12)]
     made += names
     await cq.create_queues(names, shards=1, buckets=1)
+    used = names[:7]
+    for name in used:
+        await cq.send(name, "t", "x")
+    await cq.activity.flush()
     reads = cq.db.reads
-    gauged = await QueueGauges(cq, "test", 15.0, max_queues=5).first_queues()
+    gauged = await QueueGauges(cq, "test", 15.0, max_queues=5).active_queues()
+    assert cq.db.reads - reads == 1, "one read of the index, not a listing of the queues"
     assert len(gauged) == 5 and len(set(gauged)) == 5
-    assert cq.db.reads - reads == 1, "one bounded page read, not the whole table"
+    everyone = await QueueGauges(cq, "test", 15.0, max_queues=100_000).active_queues()
+    assert set(used) <= set(everyone) and not set(names[7:]) & set(everyone), "an unused queue is gauged"
 
 
 # ---- listing by page --------------------------------------------------------------------------
@@ -521,6 +532,7 @@ async def test_deleting_a_queue_writes_partition_tombstones_not_one_per_message(
             from daemon.engine.send.producer import Job
 
             await cq.send_many(name, [Job("t", i) for i in range(n)])
+        await cq.activity.flush()  # the send's active-queue mark (a write of the send, not of the delete)
         requests, reads = cq.db.requests, cq.db.reads
         tombstones = await delete_queue(cq, name)
         counts.append((tombstones, (cq.db.requests - requests) - (cq.db.reads - reads)))

@@ -28,9 +28,14 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
+from cassandra import InvalidRequest
+from cassandra.query import PreparedStatement
+
+from daemon.base.logs import get_logger
 from daemon.engine.storage.db import Database
 from daemon.engine.storage.paging import pages
 
+log = get_logger("casque.expiry")
 DAY_MS = 86_400_000
 LOOKBACK_DAYS = 2  # a reaper taking over reads this far back; the marker lives this long
 MARKER_DAY = -1  # the partition holding the "swept lately" marker (due days are >= 0)
@@ -43,39 +48,45 @@ def day_of(due_at: int) -> int:
 
 
 class ExpiryIndex:
+    """Statements are prepared on first use: a process on a keyspace whose schema predates this
+    table still starts (its reaper logs that the index is missing until ``casque schema apply``)."""
+
     def __init__(self, db: Database, keyspace: str, marker: str = "queue_expiry") -> None:
         self.db = db
         self.marker = marker  # the marker's row: the reaper's lease name (a test's own lease, its own marker)
-        t = f"{keyspace}.queue_expiry_due"
-        self._put = db.prepare(f"INSERT INTO {t} (day, due_at, name) VALUES (?, ?, ?)")
-        self._drop = db.prepare(f"DELETE FROM {t} WHERE day = ? AND due_at = ? AND name = ?")
-        self._slice = db.prepare(f"SELECT due_at, name FROM {t} WHERE day = ? AND due_at > ? AND due_at <= ?")
-        self._marker = db.prepare(f"SELECT name FROM {t} WHERE day = {MARKER_DAY} AND due_at = 0 AND name = ?")
-        self._mark = db.prepare(
-            f"INSERT INTO {t} (day, due_at, name) VALUES ({MARKER_DAY}, 0, ?) USING TTL {LOOKBACK_DAYS * 86_400}"
-        )
+        self.table = f"{keyspace}.queue_expiry_due"
         self._all = f"SELECT name, expire_after_s, active_at FROM {keyspace}.queue_expiry"
+
+    def _q(self, cql: str) -> PreparedStatement:
+        return self.db.prepare(cql.format(t=self.table, marker_day=MARKER_DAY, ttl=LOOKBACK_DAYS * 86_400))
 
     async def schedule(self, name: str, due_at: int) -> None:
         """A candidate: ``name`` may expire at ``due_at`` (ms)."""
-        await self.db.run(self._put, [day_of(due_at), due_at, name])
+        await self.db.run(
+            self._q("INSERT INTO {t} (day, due_at, name) VALUES (?, ?, ?)"), [day_of(due_at), due_at, name]
+        )
 
     async def drop(self, name: str, due_at: int) -> None:
-        await self.db.run(self._drop, [day_of(due_at), due_at, name])
+        await self.db.run(
+            self._q("DELETE FROM {t} WHERE day = ? AND due_at = ? AND name = ?"), [day_of(due_at), due_at, name]
+        )
 
     async def due(self, after: int, upto: int) -> AsyncIterator[tuple[int, str]]:
         """Candidates due in ``(after, upto]``: one paged slice per day the span touches."""
         for day in range(day_of(after), day_of(upto) + 1):
-            async for rows in pages(self.db, self._slice, [day, after, upto]):
+            stmt = self._q("SELECT due_at, name FROM {t} WHERE day = ? AND due_at > ? AND due_at <= ?")
+            async for rows in pages(self.db, stmt, [day, after, upto]):
                 for r in rows:
                     yield r.due_at, r.name
 
     async def swept_lately(self) -> bool:
         """True if a reaper swept within ``LOOKBACK_DAYS`` (so reading that far back is enough)."""
-        return bool(await self.db.run(self._marker, [self.marker]))
+        stmt = self._q("SELECT name FROM {t} WHERE day = {marker_day} AND due_at = 0 AND name = ?")
+        return bool(await self.db.run(stmt, [self.marker]))
 
     async def mark_swept(self) -> None:
-        await self.db.run(self._mark, [self.marker])
+        stmt = self._q("INSERT INTO {t} (day, due_at, name) VALUES ({marker_day}, 0, ?) USING TTL {ttl}")
+        await self.db.run(stmt, [self.marker])
 
     async def backfill(self, now: int) -> int:
         """A candidate for every ``queue_expiry`` row (due now at the earliest): the one full read,
@@ -97,5 +108,10 @@ def real_due(r: Any) -> int:
 
 async def schedule_expiry(db: Database, keyspace: str, name: str, due_at: int) -> None:
     """For the create path: the first candidate of a queue created with ``expire_after``, written
-    with its ``queue_expiry`` row (``due_at`` = created + expire_after, in ms)."""
-    await ExpiryIndex(db, keyspace).schedule(name, due_at)
+    with its ``queue_expiry`` row (``due_at`` = created + expire_after, in ms). On a keyspace not
+    migrated yet the queue is created without one, and the first reaper after ``casque schema apply``
+    backfills it (no marker yet)."""
+    try:
+        await ExpiryIndex(db, keyspace).schedule(name, due_at)
+    except InvalidRequest as exc:
+        log.warning("expiry_index_missing", queue=name, error=str(exc), fix="casque schema apply")

@@ -21,6 +21,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from cassandra import InvalidRequest
+
 from daemon.base.errors import CasqueError, QueueNotFound
 from daemon.base.logs import get_logger
 from daemon.engine.cluster.expiry_index import DAY_MS, LOOKBACK_DAYS, MARKER_EVERY_MS, ExpiryIndex, real_due
@@ -60,7 +62,7 @@ class QueueReaper:
             return None
         try:
             return await self.reap()
-        except CasqueError as exc:  # tried again next interval
+        except (CasqueError, InvalidRequest) as exc:  # tried again next interval (InvalidRequest: no index table yet)
             log.warning("expiry_sweep_failed", error=str(exc))
             return []
 
