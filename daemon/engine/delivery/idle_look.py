@@ -26,8 +26,8 @@ An empty look is also remembered (``remember_empty``), so the next receive of th
 process may answer from it without a read (``known_empty``): only while nothing was said since (no
 send of this process, no wake hint, none of our own writes coming due: ``Consumer.wakes``), no row
 is due for a rescan or a known wake, the bucket is the same, and the look is younger than the
-caller's window (``EMPTY_TRUST_MS`` for a receive that does not wait; ``sqs.poll_interval`` for a
-long poll, whose scout then re-reads when that interval since the look runs out). What it can miss:
+caller's window (the longer of ``EMPTY_TRUST_MS`` and the receive's own wait, at most
+``sqs.poll_interval``; a long poll's scout then re-reads when that interval since the look runs out). What it can miss:
 a message of another process that sent no hint (hints off, lost, the Spark loader), or made visible
 again by another process; that is found by the first read after the window, as a parked long poll
 finds it at the scout's safety poll.

@@ -170,9 +170,10 @@ class Receiver:
         settings_until = time.monotonic() + SETTINGS_REUSE_S
         slot = next(self._slots) % 64
         # The first look may be answered by this process's last empty look of the queue, if nothing was
-        # said since (engine/delivery/idle_look.py ``known_empty``): for a long poll within the scout's
-        # safety interval (the scout then re-reads when that interval since the look runs out).
-        trust_ms = int(self.poll_interval_s * 1000) if wait_s > 0 else EMPTY_TRUST_MS
+        # said since (engine/delivery/idle_look.py ``known_empty``) and it is younger than the longer of
+        # 1 s and this receive's own wait, at most the scout's safety interval (the scout then re-reads
+        # when that interval since the look runs out): back-to-back 1 s polls still read once a second.
+        trust_ms = int(min(self.poll_interval_s * 1000, max(EMPTY_TRUST_MS, wait_s * 1000)))
         looked_at: int | None = self.look.known_empty(consumer, qs, trust_ms)
         owed = False
         try:
