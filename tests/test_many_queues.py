@@ -27,6 +27,7 @@ from daemon.engine.client import Casque
 from daemon.engine.cluster.reaper import QueueReaper
 from daemon.engine.delivery.idle_look import EMPTY_TRUST_MS
 from daemon.engine.queues.admin import delete_queue
+from daemon.engine.storage.db import Database
 
 from .conftest import ROOT, TEST_KEYSPACE
 from .test_receive import parked
@@ -305,6 +306,33 @@ async def test_a_send_wakes_one_of_the_polls_parked_on_its_queue(cq: Casque, que
         p.cancel()
     await asyncio.gather(*polls, return_exceptions=True)
     assert await cq.delete_many([got.receipt, got2.receipt]) == [True, True]
+
+
+async def test_a_woken_poll_that_leaves_without_taking_passes_the_wake_on(cq: Casque, queue_name: str) -> None:
+    """Two polls parked, the scout first; one send wakes the other, which is cancelled (an SQS
+    client gone) the moment its look is sent. The wake is not lost with it: the scout looks and
+    takes the message at once, not at its 15 s safety poll."""
+    await cq.create_queue(queue_name, shards=1, buckets=1)
+    scout = asyncio.create_task(cq.receive(queue_name, max=10, wait=30, visibility=60))
+    await parked(cq, queue_name)
+    other = asyncio.create_task(cq.receive(queue_name, max=10, wait=30, visibility=60))
+    end = time.monotonic() + 10
+    while len(cq.wakeups._waiters[queue_name]._parked) < 2 and time.monotonic() < end:
+        await asyncio.sleep(0.01)
+    cancelled: list[bool] = []
+
+    def cancel_its_look(db: Any, stmt: Any) -> None:
+        if asyncio.current_task() is other and not cancelled:
+            cancelled.append(other.cancel())
+
+    with Database.observing(cancel_its_look):
+        mid = await cq.send(queue_name, "t", "x")
+        t0 = time.monotonic()
+        (got,) = await asyncio.wait_for(scout, 10)
+    assert cancelled == [True], "the woken poll was the other one, cancelled during its look"
+    assert other.cancelled()
+    assert str(got.message.id) == mid and time.monotonic() - t0 < 5
+    assert await cq.delete(got.receipt)
 
 
 # ---- bounded caches ---------------------------------------------------------------------------

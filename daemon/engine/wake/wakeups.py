@@ -56,6 +56,10 @@ class QueueWaiter:
             await asyncio.wait_for(fut, timeout_s)
         except TimeoutError:
             pass
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():  # woken, then cancelled before it could look: pass it on
+                self.handoff()
+            raise
         finally:
             if fut in self._parked:
                 self._parked.remove(fut)
