@@ -27,10 +27,10 @@ process may answer from it without a read (``known_empty``): only while nothing 
 send of this process, no wake hint, none of our own writes coming due: ``Consumer.wakes``), no row
 is due for a rescan or a known wake, the bucket is the same, and the look is younger than the
 caller's window (the longer of ``EMPTY_TRUST_MS`` and the receive's own wait, at most
-``sqs.poll_interval``; a long poll's scout then re-reads when that interval since the look runs out). What it can miss:
-a message of another process that sent no hint (hints off, lost, the Spark loader), or made visible
-again by another process; that is found by the first read after the window, as a parked long poll
-finds it at the scout's safety poll.
+``sqs.poll_interval``; a long poll's scout then re-reads when that interval since the look runs
+out). What it can miss: a message of another process that sent no hint (hints off, lost, the
+Spark loader), or made visible again by another process; that is found by the first read after
+the window, as a parked long poll finds it at the scout's safety poll.
 """
 
 from __future__ import annotations
