@@ -111,7 +111,7 @@ class MetricsSettings:
     #: Cassandra by one daemon at a time (a lease) every ``queue_gauges_interval``.
     queue_gauges: bool = True
     queue_gauges_interval: float = 15.0
-    queue_gauges_queues: list[str] = field(default_factory=list)  # empty: every queue
+    queue_gauges_queues: list[str] = field(default_factory=list)  # empty: the queues used lately (<= 1,000)
 
 
 @dataclass

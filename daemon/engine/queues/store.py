@@ -19,6 +19,7 @@ from daemon.base.clock import Clock
 from daemon.base.errors import QueueNotFound, UsageError
 from daemon.base.lru import Lru
 from daemon.base.model import QueueSettings, check_priority
+from daemon.engine.cluster.expiry_index import schedule_expiry
 from daemon.engine.queues.names import QueueNames
 from daemon.engine.queues.settings import check_settings, defaults_of, settings_from_defaults
 from daemon.engine.storage.db import Database
@@ -77,6 +78,7 @@ class QueueStore:
                 ),
                 [qs.name, qs.expire_after_s, now],
             )
+            await schedule_expiry(self.db, self.ks, qs.name, now + qs.expire_after_s * 1000)  # its first candidate
         self._cache.pop(qs.name)
         return applied
 
