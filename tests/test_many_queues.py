@@ -12,6 +12,7 @@ import asyncio
 import copy
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -24,7 +25,9 @@ from daemon.base.errors import QueueNotFound, UsageError
 from daemon.base.lru import Lru
 from daemon.engine.client import Casque
 from daemon.engine.cluster.reaper import QueueReaper
+from daemon.engine.delivery.idle_look import EMPTY_TRUST_MS
 from daemon.engine.queues.admin import delete_queue
+from daemon.engine.storage.db import Database
 
 from .conftest import ROOT, TEST_KEYSPACE
 from .test_receive import parked
@@ -72,41 +75,60 @@ async def test_a_tiny_queue_is_one_shard_and_one_bucket(cq: Casque, queue_name: 
         await cq.create_queue(queue_name + "x", shards=0)
 
 
-async def receive_reads(settings: Settings, queue: str) -> tuple[int, int]:
-    """Reads of a new process's first empty receive on ``queue`` (cold) and of its second (warm).
-    The receipt key is read once per process, before, so it is not counted."""
-    client = await fresh(settings)
+async def receive_reads(settings: Settings, queue: str) -> tuple[int, int, int]:
+    """Reads of a new process's first empty receive on ``queue`` (cold), of its second, at once
+    (warm: within the window its last empty look answers, ``EMPTY_TRUST_MS``), and of a third once
+    that window has passed. The receipt key is read once per process, before, so it is not counted."""
+    clock = ManualClock(Clock().now_ms())
+    client = await fresh(settings, clock=clock)
     try:
         await client.receiver.signer()
         counts = []
-        for _ in range(2):
+        for i in range(3):
+            if i == 2:
+                clock.advance(EMPTY_TRUST_MS)
             before = client.db.reads
             assert await client.receive(queue, wait=0) == []
             counts.append(client.db.reads - before)
-        return counts[0], counts[1]
+        return counts[0], counts[1], counts[2]
     finally:
         await client.close()
 
 
-async def test_receive_on_an_idle_tiny_queue_reads_3_cold_and_1_warm(
+async def test_receive_on_an_idle_tiny_queue_reads_2_cold_and_0_warm(
     cq: Casque, settings: Settings, queue_name: str
 ) -> None:
-    """Cold: settings, the cursors of its row, one peek. Warm: one peek."""
+    """Cold: settings and the cursors of its row, which show it has no partition: nothing anywhere,
+    so no peek (issue 28; 3 before). Warm: 0, the last empty look answers (1 before, a peek); after
+    the window, 1 (a peek)."""
     await cq.create_queue(queue_name, shards=1, buckets=1)
-    assert await receive_reads(settings, queue_name) == (3, 1)
+    assert await receive_reads(settings, queue_name) == (2, 0, 1)
+
+
+async def test_receive_on_a_used_idle_tiny_queue_reads_3_cold_and_0_warm(
+    cq: Casque, settings: Settings, queue_name: str
+) -> None:
+    """A tiny queue that held messages (all deleted) keeps its partition (its cursors): a cold
+    receive reads settings, its cursors, and peeks from them (a peek without the cursor would scan
+    the deleted messages' tombstones); warm 0 within the window, 1 after."""
+    await cq.create_queue(queue_name, shards=1, buckets=1)
+    await cq.send(queue_name, "t", "x")
+    (got,) = await cq.receive(queue_name, wait=5, visibility=60)
+    assert await cq.delete(got.receipt)
+    assert await receive_reads(settings, queue_name) == (3, 0, 1)
 
 
 async def test_a_cold_receive_reads_the_cursors_in_one_request_per_shard(
     cq: Casque, settings: Settings, queue_name: str
 ) -> None:
     """An idle 4 shards x 4 buckets queue: 1 settings read + 4 cursor reads (one per shard, which
-    also show that no row has a partition) + one look at the current bucket's row of every shard
-    (engine/delivery/idle_look.py: one request, the previous bucket's rows included during the first
-    clock tolerance of a bucket); before issue 27 a peek per row (9 or 13 cold, 4 or 8 warm), and
-    before issue 17 a read of each row's cursor and a peek of each row (33)."""
+    also show that no row has a partition, so no look follows: issue 28); warm 0, then one look at
+    the current bucket's row of every shard (engine/delivery/idle_look.py: one request, the previous
+    bucket's rows included during the first clock tolerance of a bucket); before issue 28 6 cold and
+    1 warm, before issue 27 a peek per row (9 or 13 cold, 4 or 8 warm), and before issue 17 a read
+    of each row's cursor and a peek of each row (33)."""
     await cq.create_queue(queue_name, shards=4, buckets=4)
-    cold, warm = await receive_reads(settings, queue_name)
-    assert (cold, warm) == (1 + 4 + 1, 1)
+    assert await receive_reads(settings, queue_name) == (1 + 4, 0, 1)
 
 
 async def test_a_cold_receive_peeks_the_rows_that_exist_and_finds_an_old_buckets_message(
@@ -172,6 +194,147 @@ async def test_a_parked_poll_reads_again_only_when_woken(cq: Casque, queue_name:
     assert await cq.delete(got.receipt)
 
 
+async def test_a_send_of_this_process_voids_the_remembered_empty_look(cq: Casque, queue_name: str) -> None:
+    """Right after an empty look, a send from this process (told to the queue's consumer) makes the
+    next receive read, and find it."""
+    await cq.create_queue(queue_name, shards=1, buckets=1)
+    assert await cq.receive(queue_name, wait=0) == []
+    mid = await cq.send(queue_name, "t", "x")
+    reads = cq.db.reads
+    (got,) = await cq.receive(queue_name, wait=0, visibility=60)
+    assert str(got.message.id) == mid and cq.db.reads > reads
+    assert await cq.delete(got.receipt)
+
+
+async def test_a_hintless_send_of_another_process_is_found_after_the_window_and_by_the_safety_poll(
+    settings: Settings, queue_name: str
+) -> None:
+    """What the 0-read answer can miss, bounded: a message of another process that sent no hint.
+    A receive without a wait answers from the last empty look (0 reads) only within EMPTY_TRUST_MS
+    of it (on the client's clock), and finds the message once that has passed. A long poll that
+    begins on a remembered look parks without a read, and its scout re-reads within the safety
+    poll (here 2 s) of that look: it finds the message."""
+    clock = ManualClock(Clock().now_ms())
+    short = await fresh(settings, clock=clock)
+    longp = await fresh(settings, sqs={"poll_interval": 2.0})
+    other = await fresh(settings, hints={"send": False})
+    try:
+        await short.create_queue(queue_name, shards=1, buckets=1)
+        assert await short.receive(queue_name, wait=0) == []
+        first = await other.send(queue_name, "t", "first")
+        reads = short.db.reads
+        assert await short.receive(queue_name, wait=0) == [], "within the window: the remembered look"
+        assert short.db.reads == reads
+        clock.advance(max(EMPTY_TRUST_MS, Clock().now_ms() - clock.now_ms() + 1))
+        (got,) = await short.receive(queue_name, wait=0, visibility=60)
+        assert str(got.message.id) == first
+        assert await short.delete(got.receipt)
+
+        assert await longp.receive(queue_name, wait=0) == []
+        looked = time.monotonic()
+        second = await other.send(queue_name, "t", "second")
+        (got,) = await longp.receive(queue_name, wait=10, visibility=60)
+        found = time.monotonic() - looked
+        assert str(got.message.id) == second
+        assert found < 2.0 + 1.5, f"found {found:.1f}s after the last look: not within the 2 s safety poll"
+        assert await longp.delete(got.receipt)
+    finally:
+        for client in (short, longp, other):
+            await client.close()
+
+
+async def park_on_each(cq: Casque, names: list[str], per_queue: int = 1) -> list[asyncio.Task[Any]]:
+    """Long polls (max 10, as SQS clients ask) parked on each queue: returns once all are parked."""
+    polls = [
+        asyncio.create_task(cq.receive(name, max=10, wait=30, visibility=60))
+        for name in names
+        for _ in range(per_queue)
+    ]
+    for name in names:
+        await parked(cq, name)
+    end = time.monotonic() + 10
+    while sum(len(cq.wakeups._waiters[n]._parked) for n in names) < len(polls) and time.monotonic() < end:
+        await asyncio.sleep(0.01)
+    return polls
+
+
+async def test_a_send_wakes_the_one_poll_of_its_queue_among_n_parked(
+    cq: Casque, queue_name: str, made: list[str]
+) -> None:
+    """20 long polls parked on 20 tiny queues; one send to one of them: that poll answers, the 19
+    others stay parked, and the reads after the send are that one poll's (a peek, the take, a top-up:
+    the same as with one poll parked)."""
+    names = [f"{queue_name}_{i}" for i in range(20)]
+    made += names
+    await cq.create_queues(names, shards=1, buckets=1)
+    polls = await park_on_each(cq, names)
+    at_park = cq.db.reads
+    mid = await cq.send(names[7], "t", "x")
+    (got,) = await polls[7]
+    assert str(got.message.id) == mid
+    assert cq.db.reads - at_park <= 6
+    assert all(not p.done() for i, p in enumerate(polls) if i != 7), "a poll of another queue answered"
+    assert all(len(cq.wakeups._waiters[n]._parked) == 1 for i, n in enumerate(names) if i != 7)
+    for p in polls:
+        p.cancel()
+    await asyncio.gather(*polls, return_exceptions=True)
+    assert await cq.delete(got.receipt)
+
+
+async def test_a_send_wakes_one_of_the_polls_parked_on_its_queue(cq: Casque, queue_name: str) -> None:
+    """5 long polls parked on one queue, one message sent: one poll reads and answers, the other 4
+    stay parked (before issue 28 all 5 woke and read: 5 looks for one message). A second message
+    wakes a second poll. (A poll that fills its batch wakes the next one: there may be more.)"""
+    await cq.create_queue(queue_name, shards=1, buckets=1)
+    polls = await park_on_each(cq, [queue_name], per_queue=5)
+    waiter = cq.wakeups._waiters[queue_name]
+    at_park = cq.db.reads
+    first = await cq.send(queue_name, "t", 1)
+    done, _ = await asyncio.wait(polls, return_when=asyncio.FIRST_COMPLETED)
+    (answered,) = done
+    (got,) = answered.result()
+    assert str(got.message.id) == first
+    assert cq.db.reads - at_park <= 6, "the reads of one poll, not five"
+    await asyncio.sleep(0)
+    assert len(waiter._parked) == 4 and sum(p.done() for p in polls) == 1
+    second = await cq.send(queue_name, "t", 2)
+    rest = [p for p in polls if p is not answered]
+    done, _ = await asyncio.wait(rest, return_when=asyncio.FIRST_COMPLETED)
+    (got2,) = done.pop().result()
+    assert str(got2.message.id) == second
+    for p in polls:
+        p.cancel()
+    await asyncio.gather(*polls, return_exceptions=True)
+    assert await cq.delete_many([got.receipt, got2.receipt]) == [True, True]
+
+
+async def test_a_woken_poll_that_leaves_without_taking_passes_the_wake_on(cq: Casque, queue_name: str) -> None:
+    """Two polls parked, the scout first; one send wakes the other, which is cancelled (an SQS
+    client gone) the moment its look is sent. The wake is not lost with it: the scout looks and
+    takes the message at once, not at its 15 s safety poll."""
+    await cq.create_queue(queue_name, shards=1, buckets=1)
+    scout = asyncio.create_task(cq.receive(queue_name, max=10, wait=30, visibility=60))
+    await parked(cq, queue_name)
+    other = asyncio.create_task(cq.receive(queue_name, max=10, wait=30, visibility=60))
+    end = time.monotonic() + 10
+    while len(cq.wakeups._waiters[queue_name]._parked) < 2 and time.monotonic() < end:
+        await asyncio.sleep(0.01)
+    cancelled: list[bool] = []
+
+    def cancel_its_look(db: Any, stmt: Any) -> None:
+        if asyncio.current_task() is other and not cancelled:
+            cancelled.append(other.cancel())
+
+    with Database.observing(cancel_its_look):
+        mid = await cq.send(queue_name, "t", "x")
+        t0 = time.monotonic()
+        (got,) = await asyncio.wait_for(scout, 10)
+    assert cancelled == [True], "the woken poll was the other one, cancelled during its look"
+    assert other.cancelled()
+    assert str(got.message.id) == mid and time.monotonic() - t0 < 5
+    assert await cq.delete(got.receipt)
+
+
 # ---- bounded caches ---------------------------------------------------------------------------
 def test_lru_drops_the_least_recently_used_and_tells_its_owner() -> None:
     gone: list[str] = []
@@ -203,16 +366,27 @@ async def test_caches_stay_bounded_after_touching_more_queues_than_the_limit(
     assert len(mine) <= 8 + 64, f"{len(mine)} queues still have metric series (limit 8, forgotten in batches of 64)"
 
 
-async def test_queue_gauges_cover_a_bounded_number_of_queues(cq: Casque, queue_name: str, made: list[str]) -> None:
+async def test_queue_gauges_cover_the_queues_used_lately_and_a_bounded_number(
+    cq: Casque, queue_name: str, made: list[str]
+) -> None:
+    """12 queues, 7 of them used (a send): the gauges' round takes the used ones only, at most 5,
+    in one read of the active-queues index, however many queues exist (before issue 28: the first
+    5 in token order, used or not)."""
     from daemon.service.queue_gauges import QueueGauges
 
     names = [f"{queue_name}_{i}" for i in range(12)]
     made += names
     await cq.create_queues(names, shards=1, buckets=1)
+    used = names[:7]
+    for name in used:
+        await cq.send(name, "t", "x")
+    await cq.activity.flush()
     reads = cq.db.reads
-    gauged = await QueueGauges(cq, "test", 15.0, max_queues=5).first_queues()
+    gauged = await QueueGauges(cq, "test", 15.0, max_queues=5).active_queues()
+    assert cq.db.reads - reads == 1, "one read of the index, not a listing of the queues"
     assert len(gauged) == 5 and len(set(gauged)) == 5
-    assert cq.db.reads - reads == 1, "one bounded page read, not the whole table"
+    everyone = await QueueGauges(cq, "test", 15.0, max_queues=100_000).active_queues()
+    assert set(used) <= set(everyone) and not set(names[7:]) & set(everyone), "an unused queue is gauged"
 
 
 # ---- listing by page --------------------------------------------------------------------------
@@ -386,6 +560,7 @@ async def test_deleting_a_queue_writes_partition_tombstones_not_one_per_message(
             from daemon.engine.send.producer import Job
 
             await cq.send_many(name, [Job("t", i) for i in range(n)])
+        await cq.activity.flush()  # the send's active-queue mark (a write of the send, not of the delete)
         requests, reads = cq.db.requests, cq.db.reads
         tombstones = await delete_queue(cq, name)
         counts.append((tombstones, (cq.db.requests - requests) - (cq.db.reads - reads)))

@@ -159,3 +159,50 @@ async def test_node_stalls_while_a_backlog_is_taken_lose_nothing(node: Casque, q
     # (the node froze past the 2 s request timeout) leaves its message to come back and run again:
     # at-least-once, and counted.
     assert duplicated <= acks_failed + 10 * failed
+
+
+async def test_node_frozen_between_the_in_flight_write_and_the_ack_loses_nothing(
+    node: Casque, queue_name: str, tmp_path: Path
+) -> None:
+    """Issue 27's other in-flight fault: the daemon freezes itself just before its first ack write
+    (``CASQUE_PAUSE_AT=ack.write``: those messages' handlers ran, their in-flight state is written), the node
+    is frozen, the daemon let go: the ack goes to a node that answers nothing for 4.5 s, past the daemon's 2 s
+    request timeout. Whatever the ack did or did not delete, every message runs and none is lost; a message
+    runs twice only if its ack failed (it comes back after its timeout) or a take failed."""
+    cq = node
+    await cq.create_queue(queue_name, shards=2, timeout=3)
+    sent = await cq.send_many(queue_name, [Job("test.record", i) for i in range(300)])
+    record = tmp_path / "record.txt"
+    cfg = write_config(tmp_path / "ack.toml", KEYSPACE, [queue_name], consumers=2, batch_size=20, in_flight=100)
+    cfg.write_text(
+        cfg.read_text().replace("[cassandra]", f"[cassandra]\nport = {SPEC.native_port}\nrequest_timeout = 2.0")
+    )
+    daemon = start_daemon(cfg, record, tmp_path / "log", env={"CASQUE_PAUSE_AT": "ack.write"})
+    try:
+        await until(daemon.frozen, 60, "the daemon frozen between the handlers' runs and their ack", daemon)
+        ran_before = {r[1] for r in records(record)}
+        pid = node_pid()
+        os.kill(pid, signal.SIGSTOP)  # the node stalls with the ack on its way to it
+        try:
+            daemon.signal(signal.SIGCONT)
+            await asyncio.sleep(4.5)  # the fault itself: the node answers nothing this long
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        await _until_done_or_stuck(set(sent), record, daemon)
+    finally:
+        daemon.signal(signal.SIGCONT)
+        daemon.signal(signal.SIGTERM)
+        daemon.wait(60)
+    delivered = Counter(r[1] for r in records(record))
+    lost = len(set(sent) - set(delivered))
+    duplicated = sum(n - 1 for n in delivered.values())
+    _, failed = _faults(daemon.output())
+    acks_failed = _acks_failed(daemon.output())
+    print(
+        f"sent={len(sent)} ran_before_the_freeze={len(ran_before)} lost={lost} duplicated={duplicated} "
+        f"acks_failed={acks_failed} takes_failed={failed}"
+    )
+    assert ran_before, "no handler ran before the first ack write: the window was not reached"
+    assert acks_failed >= 1, "the ack frozen with the node did not fail: the fault did not happen"
+    assert lost == 0
+    assert duplicated <= acks_failed + 20 * failed

@@ -111,7 +111,7 @@ class MetricsSettings:
     #: Cassandra by one daemon at a time (a lease) every ``queue_gauges_interval``.
     queue_gauges: bool = True
     queue_gauges_interval: float = 15.0
-    queue_gauges_queues: list[str] = field(default_factory=list)  # empty: every queue
+    queue_gauges_queues: list[str] = field(default_factory=list)  # empty: the queues used lately (<= 1,000)
 
 
 @dataclass
@@ -145,6 +145,16 @@ class SqsSettings:
     cert_file: str = ""
     key_file: str = ""
     console: bool = False  # casque serve also serves the console at /console
+    #: The shape of a standard queue created over SQS that asks for none (casque.shards, ...: docs/sqs.md):
+    #: tiny, one row, as a per-user queue should be (docs/design.md, "Many queues").
+    queue_shards: int = 1
+    queue_buckets: int = 1
+    queue_bucket_seconds: int = 300
+    #: Such a queue doubles its shards up to this many when its sends pass ``grow_rate`` (0: never grows).
+    queue_max_shards: int = 16
+    #: Sends per second per shard, over ``grow_window``, past which a queue grows (engine/cluster/shard_growth.py).
+    grow_rate: float = 150.0
+    grow_window_ms: int = 10_000
 
 
 @dataclass
@@ -199,6 +209,14 @@ _DURATION_FIELDS = {
     "refresh",
     "queue_gauges_interval",
     "take_ahead",
+    "grow_window",
+}
+#: Integer settings with bounds of their own (a queue's shape: engine/queues/settings.py has the same limits).
+_RANGES = {
+    "sqs.queue_shards": (1, 4096),
+    "sqs.queue_buckets": (1, 1024),
+    "sqs.queue_bucket_seconds": (1, 86400),
+    "sqs.queue_max_shards": (0, 4096),
 }
 _CHOICES = {
     "log.level": {"debug", "info", "warning", "error"},
@@ -324,6 +342,9 @@ def _scalar(hint: Any, value: Any, key: str, source: str) -> Any:
         raise ConfigError(f"{key} in {source} must be one of {', '.join(sorted(choices))}, got {value!r}")
     if hint is int and value < 0:
         raise ConfigError(f"{key} in {source} must not be negative, got {value!r}")
+    if key in _RANGES and not _RANGES[key][0] <= value <= _RANGES[key][1]:
+        lo, hi = _RANGES[key]
+        raise ConfigError(f"{key} in {source} must be between {lo} and {hi}, got {value!r}")
     if key.startswith("cache.") and value < 1:
         raise ConfigError(f"{key} in {source} must be at least 1 (entries kept per process), got {value!r}")
     return float(value) if hint is float else value

@@ -17,6 +17,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from daemon.base.config import MetricsSettings
+from daemon.base.errors import ConfigError
 from daemon.base.logs import get_logger
 from daemon.base.model import Message
 
@@ -81,6 +83,11 @@ HINTS_REJECTED = Counter(
     "casque_hints_rejected",
     "Datagrams dropped by the hint listener (version, truncated, signature, malformed, stale)",
     ["reason"],
+    registry=REGISTRY,
+)
+QUEUES_GROWN = Counter(
+    "casque_queues_grown",
+    "Queues whose shards this process doubled (engine/cluster/shard_growth.py)",
     registry=REGISTRY,
 )
 IN_FLIGHT = Gauge("casque_in_flight", "Messages held by this daemon (running or waiting for a slot)", registry=REGISTRY)
@@ -209,3 +216,18 @@ def bind_gauges(in_flight: Callable[[], float], busy: Callable[[], float]) -> No
 def counter_value(counter: Any, *labels: str) -> float:
     """Read one labelled counter (for tests and the stats writer)."""
     return float(counter.labels(*labels)._value.get())
+
+
+async def start_server(m: MetricsSettings, ready: Callable[[], bool]) -> MetricsServer | None:
+    """The /metrics endpoint of a process (``casque run``, ``casque serve``) when ``metrics.enabled``."""
+    if not m.enabled:
+        return None
+    server = MetricsServer(m.host, m.port, ready=ready)
+    try:
+        await server.start()
+    except OSError as exc:
+        raise ConfigError(
+            f"metrics.port {m.port} on {m.host} cannot be used ({exc.strerror}): pick a free port or set "
+            f"metrics.enabled = false"
+        ) from None
+    return server

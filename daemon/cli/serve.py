@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from daemon.base.errors import UsageError
+from daemon.base.metrics import start_server
 from daemon.base.terminal import iso, settings_of
 from daemon.cli.common import emit, with_client
 from daemon.engine.access.access_keys import AccessKey, AccessKeyStore
@@ -15,6 +16,7 @@ from daemon.engine.access.grants import Grant
 from daemon.engine.client import Casque
 from daemon.engine.cluster.mover import MoveRunner
 from daemon.engine.cluster.reaper import QueueReaper
+from daemon.engine.cluster.shard_growth import ShardGrowth
 from daemon.engine.consume.sweep import PulledSweeps
 from daemon.engine.observe.stats import daemon_id
 
@@ -88,11 +90,16 @@ async def _serve(settings: Any) -> int:
     from daemon.service.sdnotify import Notifier
 
     notifier = Notifier()
+    metrics_server = await start_server(settings.metrics, ready=lambda: True)  # this server's counters
     cq = await Casque.connect(settings)
     pinger = asyncio.create_task(_watchdog(notifier)) if notifier.watchdog_interval else None
     reaper = QueueReaper(cq.stores, daemon_id(), settings.worker.expiry_interval_ms)
     expiry = asyncio.create_task(reaper.run())  # lease: one per cluster
     mover = asyncio.create_task(MoveRunner(cq, daemon_id()).run())  # SQS move tasks: a lease per task
+    sqs = settings.sqs  # busy queues that opted in grow their shards (a lease per queue)
+    growth = asyncio.create_task(
+        ShardGrowth(cq.stores, cq.send_counts, daemon_id(), sqs.grow_rate, sqs.grow_window_ms).run()
+    )
     # Messages written behind a cursor of the queues this server pulls from (engine/consume/sweep.py), as a daemon
     # does for its queues.
     pulled = PulledSweeps(cq.receiver.consumers, cq.stores.wakeups.notify)
@@ -117,7 +124,10 @@ async def _serve(settings: Any) -> int:
         expiry.cancel()
         mover.cancel()
         sweeps.cancel()
-        await asyncio.gather(expiry, mover, sweeps, return_exceptions=True)
+        growth.cancel()
+        await asyncio.gather(expiry, mover, sweeps, growth, return_exceptions=True)
+        if metrics_server is not None:
+            await metrics_server.close()
         await cq.close()
     return 0
 

@@ -20,6 +20,7 @@ from daemon.base.config import Settings, load_settings
 from daemon.base.errors import UsageError
 from daemon.base.model import Message, QueueSettings
 from daemon.engine.access.access_keys import AccessKeyStore
+from daemon.engine.cluster.shard_growth import SendCounts
 from daemon.engine.consume.consumer import Consumer
 from daemon.engine.delivery.receive import Delivery
 from daemon.engine.operations.admin import QueueAdmin
@@ -57,6 +58,7 @@ class Casque:
         self.pulling = Pulling(st, self.announcer.unblocked)
         self.receiver = self.pulling.receiver
         self.settler = self.pulling.settler
+        self.send_counts = SendCounts()  # counted only where a ShardGrowth runs (casque serve)
 
     @property
     def access_keys(self) -> AccessKeyStore:
@@ -238,6 +240,7 @@ class Casque:
         now = self.clock.now_ms()
         sent = await self.stores.producer.send(queue, job)
         self.stores.activity.touch(queue)
+        self.send_counts.add(queue)
         mid = parse_id(sent)
         if not sent.duplicate:
             self.announcer.announce(queue, [(id_due_ms(mid), mid.int & PLACEMENT_MASK)])
@@ -262,6 +265,7 @@ class Casque:
     async def send_many(self, queue: str, jobs: Iterable[Job]) -> list[Sent]:
         ids = await self.stores.producer.send_many(queue, jobs)
         self.stores.activity.touch(queue)
+        self.send_counts.add(queue, len(ids))
         self.announcer.announce(queue, list({(id_due_ms(u), u.int & PLACEMENT_MASK) for u in map(parse_id, ids)}))
         return ids
 

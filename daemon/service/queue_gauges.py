@@ -1,10 +1,12 @@
 """Computing the queue gauges (base/queue_metrics.py): one daemon at a time, every interval.
 
 Every daemon with metrics on runs this loop, but only the holder of the ``queue_gauges`` lease
-(engine/cluster/lease.py) reads the queues; the others only renew their bid. A round lists every queue
-(paged) and reads each with ``queue_stats`` (buckets x shards rows from their cursors, plus one
-poison count): the cost of ``casque stats`` for all queues, once per interval per cluster, never per
-scrape. A round that takes longer than the interval just delays the next one.
+(engine/cluster/lease.py) reads the queues; the others only renew their bid. A round takes the
+queues listed in ``metrics.queue_gauges_queues``, else the queues used in the last hour or two (the
+``active_queues`` index: one read, not a listing of every queue), and reads each with
+``queue_stats`` (buckets x shards rows from their cursors, plus one poison count): the cost of
+``casque stats`` for those queues, once per interval per cluster, never per scrape. A round that
+takes longer than the interval just delays the next one.
 """
 
 from __future__ import annotations
@@ -21,9 +23,9 @@ from daemon.engine.observe.stats import Cursors
 log = get_logger("casque.queue_gauges")
 LEASE = "queue_gauges"
 QUEUES_AT_ONCE = 8  # x 8 reads each: at most 64 reads in flight, small queues read side by side
-#: Queues gauged per round when metrics.queue_gauges_queues is empty: the first ones in token order.
-#: A cluster of a million per-user queues would otherwise export a million series per gauge and
-#: read every row of every queue each interval; list the queues that matter instead.
+#: Queues gauged per round when metrics.queue_gauges_queues is empty: at most this many of those
+#: used lately. A cluster of a million busy per-user queues would otherwise export a million series
+#: per gauge and read every row of each every interval; list the queues that matter instead.
 MAX_GAUGED = 1000
 
 
@@ -69,7 +71,7 @@ class QueueGauges:
 
     async def round(self) -> None:
         started = time.monotonic()
-        names = list(self.only) or await self.first_queues()
+        names = list(self.only) or await self.active_queues()
         sem = asyncio.Semaphore(QUEUES_AT_ONCE)
 
         async def one(name: str) -> None:
@@ -90,19 +92,17 @@ class QueueGauges:
         queue_metrics.ROUND_SECONDS.set(time.monotonic() - started)
         self.rounds += 1
 
-    async def first_queues(self) -> list[str]:
-        """The queues gauged when none are listed: the first ``max_queues`` in token order, read a
-        page at a time (never the whole table)."""
-        names: list[str] = []
-        async for page in self.cq.admin.pages(min(self.max_queues, 1000)):
-            names += [q.name for q in page][: self.max_queues - len(names)]
-            if len(names) >= self.max_queues:
-                log.warning(
-                    "queue_gauges_capped",
-                    gauged=self.max_queues,
-                    fix="list the queues to gauge in metrics.queue_gauges_queues",
-                )
-                break
+    async def active_queues(self) -> list[str]:
+        """The queues gauged when none are listed: those used in the last hour or two, anywhere in the
+        cluster (engine/cluster/activity.py ``recent``: one read), at most ``max_queues``. A million
+        idle queues cost nothing here; before, the first ``max_queues`` in token order, used or not."""
+        names = await self.cq.stores.activity.recent(self.max_queues)
+        if len(names) >= self.max_queues:
+            log.warning(
+                "queue_gauges_capped",
+                gauged=self.max_queues,
+                fix="list the queues to gauge in metrics.queue_gauges_queues",
+            )
         return names
 
     def _withdraw(self) -> None:

@@ -22,7 +22,7 @@ from daemon.base.clock import SYSTEM_CLOCK, Clock
 from daemon.base.config import Settings, load_settings
 from daemon.base.errors import CasqueError, ConfigError, StorageUnavailable
 from daemon.base.logs import configure_logging, get_logger
-from daemon.base.metrics import MetricsServer
+from daemon.base.metrics import MetricsServer, start_server
 from daemon.base.model import QueueSettings
 from daemon.engine.client import Casque
 from daemon.engine.cluster.heartbeats import this_process
@@ -161,18 +161,7 @@ class Worker:
             await self.cq.close()
 
     async def _start_metrics(self) -> MetricsServer | None:
-        m = self.settings.metrics
-        if not m.enabled:
-            return None
-        server = MetricsServer(m.host, m.port, ready=lambda: self.serving)
-        try:
-            await server.start()
-        except OSError as exc:
-            raise ConfigError(
-                f"metrics.port {m.port} on {m.host} cannot be used ({exc.strerror}): pick a free port or set "
-                f"metrics.enabled = false"
-            ) from None
-        return server
+        return await start_server(self.settings.metrics, ready=lambda: self.serving)
 
     async def _stats_loop(self) -> None:
         """At once (the first heartbeat), then every 10 s: refresh the served queues' settings and

@@ -1,5 +1,5 @@
 // The AWS SDK for Go v2 against a casque serve endpoint (AWS JSON 1.0 protocol, which current SDK versions speak).
-// Usage: sqscheck ENDPOINT QUEUE_NAME   -> prints one JSON line of results, exit 0/1.
+// Usage: sqscheck ENDPOINT QUEUE_NAME [shape]  -> prints one JSON line of results, exit 0/1 ("shape": shape.go's check).
 // The SDK itself verifies MD5OfMessageBody and MD5OfMessageAttributes on send and receive: a wrong checksum fails the call.
 package main
 
@@ -23,13 +23,17 @@ type result map[string]any
 
 func main() {
 	endpoint, name := os.Args[1], os.Args[2]
+	check := run
+	if len(os.Args) > 3 && os.Args[3] == "shape" {
+		check = shape
+	}
 	ctx := context.Background()
 	cfg, err := config.LoadDefaultConfig(ctx, config.WithRegion("us-east-1"), config.WithRetryMaxAttempts(1),
 		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("k", "s", "")))
 	out := result{}
 	if err == nil {
 		client := sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = aws.String(endpoint) })
-		err = run(ctx, client, name, out)
+		err = check(ctx, client, name, out)
 	}
 	if err != nil {
 		out["fatal"] = err.Error()

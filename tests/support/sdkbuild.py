@@ -118,7 +118,7 @@ def java_command() -> list[str]:
 
 def go_command() -> list[str]:
     """The built ``sqscheck`` binary (append ENDPOINT QUEUE_NAME), built first if needed."""
-    target = build_dir("go", GO_SRC, ("go.mod", "go.sum", "main.go"))
+    target = build_dir("go", GO_SRC, ("go.mod", "go.sum", "main.go", "shape.go"))
     _build_once(target, _build_go)
     return [str(target / "sqscheck")]
 

@@ -102,6 +102,10 @@ class Consumer:
         self.last_settings: QueueSettings | None = None
         self.rows: dict[tuple[int, int], RowState] = {}
         self.names = ShardNames(clock, self.rows, ahead_ms)
+        self._hints = 0  # wake-ups told to this consumer, those before its first fetch included
+        #: (when, ``wakes()`` then, bucket then) of the last look that read and found nothing due
+        #: (engine/delivery/idle_look.py ``known_empty``); None: none, or work found since.
+        self.empty_look: tuple[int, int, int] | None = None
         self.stats = ConsumerStats()
         self._lower_lanes_taken = False  # the last take handed out a lane below the queue's top one
         self._top_lane_checked = 0  # monotonic ms
@@ -142,9 +146,16 @@ class Consumer:
         self.names.expect(bucket, shard, due_ms)
 
     def hint(self, due_ms: int, placement: int | None) -> None:
-        """A send falls due at ``due_ms`` in the shard of ``placement`` (None: any); ignored before the first fetch."""
+        """A send falls due at ``due_ms`` in the shard of ``placement`` (None: any); ignored before the
+        first fetch, but counted (``wakes``)."""
+        self._hints += 1
         if self.last_settings is not None:
             self.names.hint(self.last_settings, due_ms, placement)
+
+    def wakes(self) -> int:
+        """How many reasons to look this consumer was given (sends and hints told to it, our own
+        writes coming due, takes that left more): unchanged since an empty look, nothing new was said."""
+        return self._hints + self.names.named
 
     def hints_flowing(self, window_ms: int) -> bool:
         """Has a wake-up arrived within ``window_ms``? (``ShardNames.flowing``)"""

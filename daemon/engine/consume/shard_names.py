@@ -29,6 +29,7 @@ class ShardNames:
         self._heaps: dict[int, list[int]] = {}  # shard -> heap of the due times wake-ups named
         self.hinted_at: int | None = None  # when the last wake-up arrived (monotonic ms)
         self._next_shard: dict[int, int] = {}  # slot -> where its next round of shards starts
+        self.named = 0  # names given so far: an empty look remembered before the last one is void
 
     def expect(self, bucket: int, shard: int, due_ms: int) -> None:
         """A hint from this process: something in this row becomes due at ``due_ms`` (a retry or
@@ -59,6 +60,7 @@ class ShardNames:
     def name(self, shard: int, due_ms: int) -> None:
         """At most ``MAX_HINTS`` per shard are kept, the earliest: a later one is found by the read
         that takes the earlier ones."""
+        self.named += 1
         idle = self.rows.get((0, shard))
         if idle is not None:  # a FIFO row (one bucket) named again: something there may have changed
             idle.fifo_idle_until = 0

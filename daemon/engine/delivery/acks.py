@@ -14,7 +14,7 @@ from collections import defaultdict
 from typing import Any
 
 from daemon.base.clock import Clock
-from daemon.base.crashpoints import crash_point
+from daemon.base.crashpoints import crash_point, pause_point
 from daemon.base.model import Message
 from daemon.engine.delivery.poison import PoisonStore
 from daemon.engine.queues.store import QueueStore
@@ -37,6 +37,8 @@ class Acker:
 
     async def ack(self, messages: list[Message], release_keys: bool = True) -> None:
         """Delete the timeout columns (one batch per row), then free the keys of finished messages."""
+        crash_point("ack.write")  # the window between a message's in-flight write and its ack (issue 27's fault tests)
+        pause_point("ack.write")
         rows: dict[tuple[str, int, int], list[Message]] = defaultdict(list)
         for m in messages:
             rows[(m.queue, m.bucket, m.shard)].append(m)

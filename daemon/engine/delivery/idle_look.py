@@ -21,6 +21,16 @@ forgets the names it covered, as a fetch's visit does. As a peek does, a row wit
 its lanes' cursors moved up to ``now - tolerance`` (in memory) and its next rescan set; a message
 seen coming within the lookahead (one lane) sets the row's wake time, which the parked poll's
 timer follows.
+
+An empty look is also remembered (``remember_empty``), so the next receive of the queue in this
+process may answer from it without a read (``known_empty``): only while nothing was said since (no
+send of this process, no wake hint, none of our own writes coming due: ``Consumer.wakes``), no row
+is due for a rescan or a known wake, the bucket is the same, and the look is younger than the
+caller's window (the longer of ``EMPTY_TRUST_MS`` and the receive's own wait, at most
+``sqs.poll_interval``; a long poll's scout then re-reads when that interval since the look runs
+out). What it can miss: a message of another process that sent no hint (hints off, lost, the
+Spark loader), or made visible again by another process; that is found by the first read after
+the window, as a parked long poll finds it at the scout's safety poll.
 """
 
 from __future__ import annotations
@@ -35,6 +45,8 @@ from daemon.engine.storage.table import MessageTable
 #: A cursor further behind now than this (plus the tolerance) is not read from: the look would scan
 #: every row's tombstones from there. A rescan (at most ``rescan_ms``) brings each row's cursor up.
 STALE_MS = 30_000
+#: How long a receive that does not wait may answer from this process's last empty look of the queue.
+EMPTY_TRUST_MS = 1_000
 
 
 Row = tuple[int, int]  # (bucket, shard)
@@ -50,6 +62,7 @@ class IdleLook:
         made (FIFO, a row not loaded or being taken from, a cursor too old): fetch as before."""
         now = self.clock.now_ms()
         horizon = now + consumer.ahead_ms
+        consumer.empty_look = None  # remembered again only if this look reads and finds nothing
         if qs.fifo:
             return None
         rows = [
@@ -80,6 +93,7 @@ class IdleLook:
                 consumer.rows[(bucket, shard)].next_check = now
                 consumer.names.name(shard, first[(bucket, shard)])
             return due
+        self.remember_empty(consumer, qs, now)
         consumer.stats.peeks += len(rows)
         for row, st in zip(rows, states):
             assert st is not None
@@ -97,3 +111,23 @@ class IdleLook:
         for shard in range(qs.span()[0]):  # what named them is covered: their rows were rescan-due, so read
             consumer.names.visited(shard, horizon)
         return []
+
+    @staticmethod
+    def remember_empty(consumer: Consumer, qs: QueueSettings, now: int) -> None:
+        """A read at ``now`` found nothing due in any row ``consumer`` would visit."""
+        consumer.empty_look = (now, consumer.wakes(), now // qs.bucket_ms)
+
+    def known_empty(self, consumer: Consumer, qs: QueueSettings, window_ms: int) -> int | None:
+        """When the remembered empty look was made, if it still answers now without a read (see
+        the module's docstring); None: look."""
+        seen = consumer.empty_look
+        now = self.clock.now_ms()
+        if seen is None or qs.fifo:
+            return None
+        at, wakes, epoch = seen
+        if now - at >= window_ms or wakes != consumer.wakes() or epoch != now // qs.bucket_ms:
+            return None
+        horizon = now + consumer.ahead_ms
+        if any(st.busy or st.next_check <= now or st.wake <= horizon for st in consumer.rows.values()):
+            return None
+        return at

@@ -20,11 +20,16 @@ at the slow safety cadence ``sqs.poll_interval`` (15 s), in case a hint was lost
 visible again by another process's visibility change or expiry is found within the consumer's
 ``rescan_interval`` of the next read (docs/design.md, "Many queues").
 
-Cost of a receive on an idle queue: the first in a process (cold) reads the queue's settings, the
-cursors of all its rows in one request per shard, and peeks (per priority lane) the current bucket's
-rows and the rows that exist; later ones (warm) peek the current bucket's row of each shard (and a
-row whose rescan is due). Measured, idle: 1 x 1 3 cold / 1 warm; 16 x 24 33 / 16
-(tests/test_many_queues.py, docs/design.md "Many queues").
+Cost of a receive on an idle queue: the first in a process (cold) reads the queue's settings and
+the cursors of all its rows in one request per shard; if no row has a partition that was the look,
+else one request looks at the current bucket's rows and the rows that exist (engine/delivery/
+idle_look.py). Later ones (warm) answer from the last empty look while nothing was said since and
+it is younger than its window (``known_empty``: no read), else make that one look. Measured, idle:
+1 x 1 2 cold / 0 warm (3 / 0 if it held messages once); 4 x 4 5 / 0 (tests/test_many_queues.py,
+docs/design.md "Many queues").
+
+A message available now wakes one parked poll of its queue (engine/wake/wakeups.py ``wake_one``);
+a poll that took a full batch wakes the next, as does a woken poll that leaves without looking.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from daemon.base.model import Message, QueueSettings
 from daemon.engine.access.secrets import RECEIPT_KEY, SecretStore
 from daemon.engine.consume.consumer import Consumer
 from daemon.engine.consume.row_state import RowState
-from daemon.engine.delivery.idle_look import IdleLook
+from daemon.engine.delivery.idle_look import EMPTY_TRUST_MS, IdleLook
 from daemon.engine.delivery.receipts import InvalidReceipt, Receipt, ReceiptSigner
 from daemon.engine.delivery.receive_attempts import ReceiveAttempts
 from daemon.engine.delivery.settle import MAX_VISIBILITY_S, NotInFlight, Settler, VisibilityTooLong, check_number
@@ -164,6 +169,13 @@ class Receiver:
         deadline = time.monotonic() + wait_s
         settings_until = time.monotonic() + SETTINGS_REUSE_S
         slot = next(self._slots) % 64
+        # The first look may be answered by this process's last empty look of the queue, if nothing was
+        # said since (engine/delivery/idle_look.py ``known_empty``) and it is younger than the longer of
+        # 1 s and this receive's own wait, at most the scout's safety interval (the scout then re-reads
+        # when that interval since the look runs out): back-to-back 1 s polls still read once a second.
+        trust_ms = int(min(self.poll_interval_s * 1000, max(EMPTY_TRUST_MS, wait_s * 1000)))
+        looked_at: int | None = self.look.known_empty(consumer, qs, trust_ms)
+        owed = False
         try:
             while True:
                 generation = waiter.generation
@@ -172,9 +184,16 @@ class Receiver:
                 # The settings this receive began with, for as long as an SQS long poll lasts: a scout's safety look
                 # at 15 s costs no settings read (a fetch, on work, reads them as it always does).
                 look_qs = qs if time.monotonic() < settings_until else await self.queues.get(queue)
-                due = await self.look.due_rows(consumer, look_qs)
+                if looked_at is None:
+                    due = await self.look.due_rows(consumer, look_qs)
+                    looked_at = self.clock.now_ms()
+                else:
+                    due = []  # the remembered look: no read
                 taken = [] if due == [] else await self._fill(consumer, limit, slot, int(visibility_s * 1000), due)
+                owed = False
                 if taken:
+                    if len(taken) >= limit:  # there may be more: the next parked poll looks too
+                        waiter.handoff()
                     return self._deliveries(queue, consumer, signer, taken)
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -184,7 +203,10 @@ class Receiver:
                     waiter.at(coming)
                 if not waiter.scouted:
                     waiter.scouted = scout = True
-                await waiter.park(generation, min(remaining, self.poll_interval_s) if scout else remaining)
+                safety = max(PARK_SLACK_S, self.poll_interval_s - (self.clock.now_ms() - looked_at) / 1000)
+                looked_at = None  # woken or timed out: the next look reads
+                await waiter.park(generation, min(remaining, safety) if scout else remaining, scout)
+                owed = waiter.generation != generation  # woken: this poll owes the queue a look
                 # Timed out, never woken: nothing new to read. (The loop's timers may fire up to its clock
                 # resolution early: a poll woken that close to its end looked again for nothing.)
                 if waiter.generation == generation and time.monotonic() >= deadline - PARK_SLACK_S:
@@ -192,7 +214,7 @@ class Receiver:
         finally:
             if scout:
                 waiter.scouted = False
-            if not waiter.scouted:  # someone must keep polling: the next parked poll takes over
+            if not waiter.scouted or owed:  # someone must keep polling / look for what woke us
                 waiter.handoff()
             self.wakeups.leave(queue, waiter)
 
@@ -272,6 +294,8 @@ class Receiver:
         )
         found = {(r.bucket, r.shard): dict(r.cursors or {}) for rows in results for r in rows}
         now = self.clock.now_ms()
+        if not found:  # no row has a partition: this read was the look, and found nothing anywhere
+            self.look.remember_empty(consumer, qs, now)
         rescan_at = now + consumer.rescan_ms
         for bucket in range(buckets):
             for shard in range(shards):

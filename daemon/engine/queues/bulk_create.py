@@ -38,12 +38,17 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from cassandra import InvalidRequest
+
 from daemon.base.errors import UsageError
+from daemon.base.logs import get_logger
 from daemon.base.model import QueueSettings
+from daemon.engine.cluster.expiry_index import day_of
 from daemon.engine.queues.names import partition_of
 from daemon.engine.queues.settings import check_settings
 from daemon.engine.storage.db import Database
 
+log = get_logger("casque.expiry")
 #: A claim's TTL (s). Cassandra counts it from the coordinator's whole second, so a claim lives
 #: at least CLAIM_TTL_S - 1 s; a crashed creator's claim delays others for at most that long.
 CLAIM_TTL_S = 30
@@ -235,7 +240,26 @@ class BulkCreate:
         writes = [self.db.run(self._settings_stmt(), [*self._values(template)[1:], now, now, {me}, names])]
         if template.expire_after_s:
             writes.append(self.db.run(self._expiry_stmt(), [template.expire_after_s, now, names]))
+            writes.append(self._schedule_expiry(names, now + template.expire_after_s * 1000))
         await asyncio.gather(*writes)
+
+    async def _schedule_expiry(self, names: list[str], due_at: int) -> None:
+        """Each created expiring queue's first candidate in ``queue_expiry_due`` (as ``schedule_expiry``
+        writes one: engine/cluster/expiry_index.py), one partition for the chunk (one due day), in
+        batches of INDEX_BATCH. On a keyspace not migrated yet: logged, and backfilled by the reaper."""
+        stmt = self.db.prepare(f"INSERT INTO {self.ks}.queue_expiry_due (day, due_at, name) VALUES (?, ?, ?)")
+        batches = []
+        for i in range(0, len(names), INDEX_BATCH):
+            batch = self.db.batch()
+            for name in names[i : i + INDEX_BATCH]:
+                batch.add(stmt, (day_of(due_at), due_at, name))
+            batches.append(self.db.run(batch))
+        try:
+            await asyncio.gather(*batches)
+        except InvalidRequest as exc:
+            log.warning(
+                "expiry_index_missing", queue=names[0], queues=len(names), error=str(exc), fix="casque schema apply"
+            )
 
     async def _index(self, names: list[str]) -> None:
         """``queue_names`` entries for created and existing names (an existing one's entry may be

@@ -185,6 +185,26 @@ TABLES: dict[str, str] = {
             name text PRIMARY KEY, expire_after_s int, active_at bigint
         ) WITH gc_grace_seconds = 3600
           AND comment = 'casque queues that expire when idle'""",
+    # When each expiring queue can next expire (engine/cluster/expiry_index.py): a row per queue at
+    # the time (ms) its idle expiry falls due, partitioned by day, so the reaper reads only what is
+    # now due. A row is a candidate, not a verdict: the reaper re-reads queue_expiry before deleting,
+    # and moves the row on (one write) when the queue was used since. Day -1 holds the sweep's marker.
+    "queue_expiry_due": """
+        CREATE TABLE IF NOT EXISTS {ks}.queue_expiry_due (
+            day int, due_at bigint, name text,
+            PRIMARY KEY ((day), due_at, name)
+        ) WITH gc_grace_seconds = 3600
+          AND comment = 'casque expiring queues by the time they fall due'""",
+    # The queues used lately (engine/cluster/activity.py): a row per queue and hour it was sent to,
+    # received from or served in, rewritten at most every 10 minutes per process, in 16 partitions
+    # per hour; read by the queue gauges (service/queue_gauges.py), so a round costs the queues
+    # active in the last hour or two, not the queues that exist. Rows expire after 3 hours.
+    "active_queues": """
+        CREATE TABLE IF NOT EXISTS {ks}.active_queues (
+            hour bigint, part int, name text,
+            PRIMARY KEY ((hour, part), name)
+        ) WITH default_time_to_live = 10800 AND gc_grace_seconds = 3600
+          AND comment = 'casque queues used in the last hours'""",
     # Secrets every server of a cluster must share, created once with an LWT: the key that signs
     # receipt handles (so a receipt issued by one `casque serve` is honoured by another, and none
     # can be forged). Tiny, never expires.

@@ -10,6 +10,12 @@ A parked poll reads nothing while it waits. In case a hint was lost, the one *sc
 queue's parked polls re-reads Cassandra at the slow safety cadence ``sqs.poll_interval`` (15 s by
 default); the others only wait.
 
+A message available now wakes *one* parked poll of its queue (``wake_one``), not all of them, and
+not the polls of any other queue (a waiter per queue): N polls parked on N queues, one send, one
+poll reads. A poll that took a full batch passes the wake on to the next parked one (there may be
+more), and so does a woken poll that leaves without looking (cancelled); a timer (a due time this
+process knows) still wakes every poll of the queue.
+
 A waiter exists only while some receive is running on its queue, so memory is bounded by the
 number of concurrent long polls, never by the number of queues or messages sent.
 """
@@ -32,23 +38,33 @@ class QueueWaiter:
         self.receivers = 0
         self.scouted = False
         self._parked: list[asyncio.Future[None]] = []
+        self._scout: asyncio.Future[None] | None = None  # the scout's park, while it is parked
         self._timers: list[int] = []
         self._handle: asyncio.TimerHandle | None = None
         self._handle_due: int | None = None
 
-    async def park(self, generation: int, timeout_s: float) -> None:
-        """Sleep until woken or ``timeout_s``; return at once if a wake came after ``generation``."""
+    async def park(self, generation: int, timeout_s: float, scout: bool = False) -> None:
+        """Sleep until woken or ``timeout_s``; return at once if a wake came after ``generation``.
+        ``scout``: this is the scout's park (a single wake goes to another poll first)."""
         if generation != self.generation or timeout_s <= 0:
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._parked.append(fut)
+        if scout:
+            self._scout = fut
         try:
             await asyncio.wait_for(fut, timeout_s)
         except TimeoutError:
             pass
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():  # woken, then cancelled before it could look: pass it on
+                self.handoff()
+            raise
         finally:
             if fut in self._parked:
                 self._parked.remove(fut)
+            if self._scout is fut:
+                self._scout = None
 
     def wake(self) -> None:
         """Something may be available: every parked poll looks again."""
@@ -58,13 +74,23 @@ class QueueWaiter:
             if not fut.done():
                 fut.set_result(None)
 
+    def wake_one(self) -> None:
+        """One message may be available: one parked poll looks (and a poll between its look and
+        its park looks again: the generation moved)."""
+        self.generation += 1
+        self.handoff()
+
     def handoff(self) -> None:
-        """The scout left: wake one parked poll, which becomes the next scout."""
-        while self._parked:
-            fut = self._parked.pop(0)
-            if not fut.done():
-                fut.set_result(None)
-                return
+        """Wake one parked poll: the scout left (the one woken becomes the next), or one message may
+        be there. Not the scout while another is parked: a scout that answers must hand its role
+        on, which costs its successor a look."""
+        live = [fut for fut in self._parked if not fut.done()]
+        if not live:
+            self._parked = []
+            return
+        fut = next((f for f in live if f is not self._scout), live[0])
+        self._parked = [f for f in live if f is not fut]
+        fut.set_result(None)
 
     def at(self, due_ms: int) -> None:
         """Wake everyone at ``due_ms`` (now, if it has passed)."""
@@ -150,7 +176,10 @@ class Wakeups:
         32 bits of its id, engine/storage/placement.py) names its shard when known. Free when nobody waits."""
         w = self._waiters.get(queue)
         if w is not None:
-            w.at(due_ms)
+            if due_ms <= self.clock.now_ms():
+                w.wake_one()
+            else:
+                w.at(due_ms)
         for listener in self._listeners.get(queue, ()):
             listener(due_ms, placement)
 

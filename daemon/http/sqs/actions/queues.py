@@ -9,7 +9,7 @@ from daemon.base.errors import QueueNotFound, UsageError
 from daemon.engine.queues.settings import MAX_PAYLOAD_BYTES
 from daemon.http.sqs import attributes as qattr
 from daemon.http.sqs import fifo as fifo_rules
-from daemon.http.sqs import params
+from daemon.http.sqs import params, queue_shape
 from daemon.http.sqs.actions.base import ActionGroup, Call
 from daemon.http.sqs.errors import SqsError, invalid, missing
 
@@ -45,7 +45,8 @@ class QueueActions(ActionGroup):
         if not name:
             raise missing("QueueName")
         name = str(name)
-        raw = call.params.get("Attributes")
+        tags = params.tags(call.params.get("tags") or call.params.get("Tags"), name)
+        asked, raw = queue_shape.split(call.params.get("Attributes"), tags)
         fifo = fifo_rules.creates_fifo(name, raw)
         if not params.QUEUE_NAME.match(name):
             raise invalid(fifo_rules.FIFO_NAME if fifo else fifo_rules.STANDARD_NAME)
@@ -54,7 +55,7 @@ class QueueActions(ActionGroup):
             fifo_rules.check_throughput(
                 attrs.get("DeduplicationScope", "queue"), attrs.get("FifoThroughputLimit", "perQueue")
             )
-        tags = params.tags(call.params.get("tags") or call.params.get("Tags"), name)
+        shape = queue_shape.settle(asked, fifo, self.settings)
         await self._check_redrive_target(attrs, fifo, raw)
         if await self.cooldowns.active(f"sqs.deleted:{name}"):
             raise SqsError(
@@ -70,29 +71,34 @@ class QueueActions(ActionGroup):
             }
             | qattr.casque_options(attrs)
             | ({"fifo": True} if fifo else {})
+            | queue_shape.options(shape, attrs.get("FifoThroughputLimit", "perQueue"))
         )
         try:
             created = await self.cq.create_queues([name], concurrency=1, **options)
         except UsageError as exc:
             raise invalid(str(exc)) from None
         if not created:
-            await self._same_attributes(name, attrs)
+            await self._same_attributes(name, attrs, asked)
         else:
             extra, _ = qattr.internal(attrs)
-            await self.cq.extras.set(name, qattr.stored(attrs) | extra, set(), self.cq.clock.now_ms())
+            kept = qattr.stored(attrs) | extra | queue_shape.hidden(shape)
+            await self.cq.extras.set(name, kept, set(), self.cq.clock.now_ms())
             await self.cq.extras.tag(name, tags, set())
         return {"QueueUrl": self.url(call, name)}
 
-    async def _same_attributes(self, name: str, attrs: dict[str, str]) -> None:
-        """CreateQueue of an existing queue succeeds only if the given attributes match."""
+    async def _same_attributes(self, name: str, attrs: dict[str, str], asked: dict[str, int]) -> None:
+        """CreateQueue of an existing queue succeeds only if the given attributes match, the shape
+        asked for (queue_shape.py) included: compared with the shape the queue was created with."""
         qs = await self.cq.queue_settings(name, fresh=True)
-        current = qattr.describe(qs, await self.cq.extras.get(name, fresh=True), self.arn(name))
-        for key, value in attrs.items():
-            if current.get(key, qattr.DEFAULTS.get(key, "")) != value:
-                raise SqsError(
-                    "QueueNameExists",
-                    f"A queue already exists with the same name and a different value for attribute {key}",
-                )
+        extras = await self.cq.extras.get(name, fresh=True)
+        current = qattr.describe(qs, extras, self.arn(name))
+        differs = [k for k, v in attrs.items() if current.get(k, qattr.DEFAULTS.get(k, "")) != v]
+        other = differs[0] if differs else queue_shape.differs(asked, qs, extras.attributes)
+        if other:
+            raise SqsError(
+                "QueueNameExists",
+                f"A queue already exists with the same name and a different value for attribute {other}",
+            )
 
     async def get_queue_url(self, call: Call) -> dict[str, Any]:
         name = call.params.get("QueueName")
