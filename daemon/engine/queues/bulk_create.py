@@ -248,14 +248,8 @@ class BulkCreate:
         writes one: engine/cluster/expiry_index.py), one partition for the chunk (one due day), in
         batches of INDEX_BATCH. On a keyspace not migrated yet: logged, and backfilled by the reaper."""
         stmt = self.db.prepare(f"INSERT INTO {self.ks}.queue_expiry_due (day, due_at, name) VALUES (?, ?, ?)")
-        batches = []
-        for i in range(0, len(names), INDEX_BATCH):
-            batch = self.db.batch()
-            for name in names[i : i + INDEX_BATCH]:
-                batch.add(stmt, (day_of(due_at), due_at, name))
-            batches.append(self.db.run(batch))
         try:
-            await asyncio.gather(*batches)
+            await self._batched(stmt, [(day_of(due_at), due_at, name) for name in names])
         except InvalidRequest as exc:
             log.warning(
                 "expiry_index_missing", queue=names[0], queues=len(names), error=str(exc), fix="casque schema apply"
@@ -267,11 +261,15 @@ class BulkCreate:
         if not names:
             return
         stmt = self.db.prepare(f"INSERT INTO {self.ks}.queue_names (prefix, name) VALUES (?, ?)")
+        await self._batched(stmt, [(partition_of(name), name) for name in names])
+
+    async def _batched(self, stmt: Any, rows: list[tuple[Any, ...]]) -> None:
+        """``stmt`` for every row, in unlogged batches of at most INDEX_BATCH sent at once."""
         batches = []
-        for i in range(0, len(names), INDEX_BATCH):
+        for i in range(0, len(rows), INDEX_BATCH):
             batch = self.db.batch()
-            for name in names[i : i + INDEX_BATCH]:
-                batch.add(stmt, (partition_of(name), name))
+            for row in rows[i : i + INDEX_BATCH]:
+                batch.add(stmt, row)
             batches.append(self.db.run(batch))
         await asyncio.gather(*batches)
 
