@@ -303,7 +303,12 @@ def _add_create_queues(jobs: Any) -> None:
     c.add_argument("--retention", help="how long finished data is kept, e.g. 7d")
     c.add_argument("--expire-after", help="delete each queue after this long without a send or receive, e.g. 30d")
     c.add_argument("--partitions", type=int, help="parallel tasks (default: Spark's default parallelism)")
-    c.add_argument("--concurrency", type=int, default=32, help="queues each task creates at once (default 32)")
+    c.add_argument(
+        "--concurrency",
+        type=int,
+        default=4,
+        help="chunks of names each task has in flight (default 4; 200 names a chunk)",
+    )
     c.add_argument("--report-dir", help="local directory for summary.json")
     _spark_options(c)
     c.set_defaults(func=with_spark(cmd_create_queues))
@@ -334,6 +339,8 @@ def cmd_create_queues(spark: Any, settings: Settings, args: argparse.Namespace) 
     )
     for r in s["rejects"]:
         print(f"  rejected {r['name']!r}: {r['error']}")
+    if s["differing"]:
+        print(f"  {s['differing']} existed with other settings, left as they are: {', '.join(s['differing_sample'])}")
     return 0
 
 

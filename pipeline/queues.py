@@ -4,10 +4,13 @@
    names in ``--column`` (default ``name``; ``value`` for text). Blank names are dropped.
 2. Spread them over ``--partitions`` tasks. Each task checks every name (``validate_queue_name``:
    a bad one is counted as rejected, with a sample, and created nowhere) and creates the rest with
-   the engine's own ``Casque.create_queues`` (an LWT per queue, ``--concurrency`` at a time per
+   the engine's own ``Casque.create_queues`` (no LWT: the claim protocol of
+   engine/queues/bulk_create.py, a chunk of names a request, ``--concurrency`` chunks at a time per
    task), so a queue made here is exactly one made from Python or ``casque queues create-many``.
-3. Existing queues are left as they are (``if_missing``): running the job twice creates nothing the
-   second time, so a failed run is simply run again.
+3. Existing queues are left as they are, never written over (``if_missing``; those whose settings
+   differ from the job's are counted as ``differing``, with a sample): running the job twice
+   creates nothing the second time, so a failed run is simply run again. Two tasks given one name
+   (a name listed twice) race by that protocol: one creates it, the other counts it as existing.
 Each task returns its counts; the job's only action collects them, so no name is sent twice by a
 second evaluation (and if one were, ``if_missing`` would make it a no-op).
 """
@@ -22,6 +25,7 @@ from typing import Any
 from daemon.base.config import Settings
 from daemon.base.errors import UsageError
 from daemon.base.logs import get_logger
+from daemon.engine.queues.bulk_create import CONCURRENCY
 from daemon.engine.queues.settings import settings_from_defaults
 from daemon.engine.storage.schema import validate_queue_name
 
@@ -42,7 +46,7 @@ class QueuesSpec:
         default_factory=dict
     )  # create_queue's options (shards=1, buckets=1, expire_after=...)
     partitions: int | None = None
-    concurrency: int = 32
+    concurrency: int = CONCURRENCY  # chunks in flight per task
     report_dir: str | None = None
 
     @classmethod
@@ -104,13 +108,25 @@ def create_partition(
             except UsageError as exc:
                 rejected, sample, error = rejected + 1, sample or r.name, error or str(exc)
         cq = workers.client(settings)
+        differing: list[str] = []
+
+        def on_existing(name: str, same: bool) -> None:
+            if not same:
+                differing.append(name)
+
         created = (
-            workers.run(cq.create_queues(good, if_missing=True, concurrency=spec.concurrency, **spec.options))
+            workers.run(
+                cq.create_queues(
+                    good, if_missing=True, concurrency=spec.concurrency, on_existing=on_existing, **spec.options
+                )
+            )
             if good
             else 0
         )
         yield ("created", created, "", "")
-        yield ("existing", len(good) - created, "", "")
+        yield ("existing", len(good) - created, "", "")  # a name given twice counts once as existing
+        if differing:
+            yield ("differing", len(differing), differing[0], "exists with other settings: left as it is")
         if rejected:
             yield ("rejected", rejected, sample, error)
 
@@ -131,10 +147,15 @@ def run(spark: Any, settings: Settings, spec: QueuesSpec) -> dict[str, Any]:
         partitions=writers,
     )
     counts = {"created": 0, "existing": 0, "rejected": 0}
+    differing = 0  # among the existing: queues whose settings are not the job's (left as they are)
     samples: list[dict[str, str]] = []
+    others: list[str] = []
     for status, count, sample, error in (
         names.repartition(writers).rdd.mapPartitions(create_partition(settings, spec)).collect()
     ):
+        if status == "differing":
+            differing, others = differing + count, others + [sample]
+            continue
         counts[status] += count
         if sample:
             samples.append({"name": sample, "error": error})
@@ -144,6 +165,8 @@ def run(spark: Any, settings: Settings, spec: QueuesSpec) -> dict[str, Any]:
         "input": spec.input,
         "names": total,
         **counts,
+        "differing": differing,
+        "differing_sample": others[:10],
         "rejects": samples[:10],
         "seconds": round(seconds, 1),
         "queues_per_s": round(total / seconds) if seconds > 0 else None,

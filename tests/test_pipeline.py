@@ -153,7 +153,7 @@ def test_cli_registers_pipeline_jobs() -> None:
         1,
         1,
         "30d",
-        32,
+        4,  # chunks of 200 names in flight per task (engine/queues/bulk_create.py), no longer single LWTs
     ) and callable(args.func)
 
 

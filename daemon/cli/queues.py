@@ -10,6 +10,8 @@ from daemon.base.durations import format_duration, parse_duration
 from daemon.base.errors import UsageError
 from daemon.cli.common import add_paging, confirm, emit, page_token, with_client
 from daemon.engine.client import Casque
+from daemon.engine.queues.bulk_create import CHUNK, CONCURRENCY
+from daemon.engine.storage.schema import validate_queue_name
 
 
 def _queue_options(p: argparse.ArgumentParser, create: bool) -> None:
@@ -118,10 +120,14 @@ def add_cli(sub: Any) -> None:
     ls.set_defaults(func=with_client(cmd_queues))
     lss = ls.add_subparsers(metavar="ACTION")
     cm = lss.add_parser(
-        "create-many", help="create a queue for every name in a file or on stdin (one per line); skips existing ones"
+        "create-many",
+        help="create a queue for every name in a file or stdin (one per line); existing ones are skipped",
     )
     cm.add_argument("file", nargs="?", default="-", help="file of names, one per line (default: stdin)")
-    cm.add_argument("--concurrency", type=int, default=64, help="queues created at once (default 64)")
+    cm.add_argument(
+        "--concurrency", type=int, default=CONCURRENCY, help=f"chunks of names in flight (default {CONCURRENCY})"
+    )
+    cm.add_argument("--chunk", type=int, default=CHUNK, help=f"names claimed and written per request (default {CHUNK})")
     _queue_options(cm, create=True)
     cm.set_defaults(func=with_client(cmd_queues_create_many))
 
@@ -260,22 +266,31 @@ async def cmd_queues(cq: Casque, args: argparse.Namespace) -> int:
 
 
 async def cmd_queues_create_many(cq: Casque, args: argparse.Namespace) -> int:
-    """Names from a file or stdin, created ``--concurrency`` at a time; progress on stderr."""
+    """Names from a file or stdin, ``--chunk`` a request, ``--concurrency`` chunks at a time
+    (engine/queues/bulk_create.py); progress and the names that existed on stderr. A bad name stops
+    the command with one line naming it and its line: the names before it are created, none after."""
     stream = sys.stdin if args.file == "-" else _open(args.file)
-    names = (line.strip() for line in stream if line.strip() and not line.lstrip().startswith("#"))
-    shown = {"at": 0}
+    shown = {"at": 0, "done": 0, "created": 0}
+    existed: list[str] = []
+    differing: list[str] = []
 
     def progress(done: int, created: int) -> None:
-        if done - shown["at"] >= 1000:
+        shown.update(done=done, created=created)
+        if done - shown["at"] >= 10_000:
             shown["at"] = done
             print(f"casque: {done} queues done, {created} created", file=sys.stderr)
 
+    def on_existing(name: str, same: bool) -> None:
+        (existed if same else differing).append(name)
+
     try:
         created = await cq.create_queues(
-            names,
+            _names(stream),
             if_missing=True,
             concurrency=args.concurrency,
+            chunk=args.chunk,
             progress=progress,
+            on_existing=on_existing,
             shards=args.shards,
             buckets=args.buckets,
             bucket_seconds=args.bucket_seconds,
@@ -284,11 +299,40 @@ async def cmd_queues_create_many(cq: Casque, args: argparse.Namespace) -> int:
             history=args.history,
             **_durations(args),
         )
+    except UsageError as exc:
+        raise UsageError(f"{exc}; {shown['created']} queues created before it, none after") from None
     finally:
         if stream is not sys.stdin:
             stream.close()
     print(f"{created} queues created")
+    _report_existing(existed, differing)
     return 0
+
+
+def _names(stream: Any) -> Any:
+    """The names, one per line (blank lines and # comments skipped), each checked as it is read."""
+    for number, line in enumerate(stream, 1):
+        name = line.strip()
+        if not name or name.startswith("#"):
+            continue
+        try:
+            yield validate_queue_name(name)
+        except UsageError as exc:
+            raise UsageError(f"line {number}: {exc}") from None
+
+
+def _report_existing(existed: list[str], differing: list[str]) -> None:
+    """Existing queues are skipped, never written over: say how many, and name those whose settings differ."""
+    if existed or differing:
+        print(
+            f"casque: {len(existed) + len(differing)} queues existed already and were left as they are", file=sys.stderr
+        )
+    if differing:
+        sample = ", ".join(differing[:10]) + (", ..." if len(differing) > 10 else "")
+        print(
+            f"casque: {len(differing)} of them with other settings than these (see 'casque queue show NAME'): {sample}",
+            file=sys.stderr,
+        )
 
 
 def _open(path: str) -> Any:

@@ -27,6 +27,7 @@ from daemon.engine.operations.admin import QueueAdmin
 from daemon.engine.operations.extras import Extras
 from daemon.engine.operations.observe import Observe
 from daemon.engine.operations.pulling import Pulling
+from daemon.engine.queues.bulk_create import CHUNK, CONCURRENCY, OnExisting
 from daemon.engine.queues.settings import settings_from_defaults
 from daemon.engine.schedules.triggers import make_trigger, upcoming
 from daemon.engine.send.keys import KeyEntry
@@ -131,21 +132,29 @@ class Casque:
         names: Iterable[str],
         *,
         if_missing: bool = True,
-        concurrency: int = 64,
+        concurrency: int = CONCURRENCY,
         progress: Callable[[int, int], None] | None = None,
+        chunk: int = CHUNK,
+        on_existing: OnExisting | None = None,
         **settings: Any,
     ) -> int:
         """Create many queues with the same settings (``create_queue``'s options, e.g. ``shards=1,
-        buckets=1`` for tiny per-user queues), ``concurrency`` at a time; ``names`` is read lazily.
-        Returns how many were created: with ``if_missing`` existing ones are skipped, without it the
-        first existing one raises. ``progress(done, created)`` follows each queue."""
+        buckets=1`` for tiny per-user queues), ``chunk`` names a request, ``concurrency`` chunks at
+        a time, without an LWT (engine/queues/bulk_create.py); ``names`` is read lazily. Returns
+        how many were created: with ``if_missing`` existing ones are skipped and never written over
+        (``on_existing(name, same_settings)`` is told each), without it the first existing one
+        raises. A bad name raises after the names before it were created. ``progress(done,
+        created)`` follows each chunk."""
         defaults = self.settings.queue_defaults
-        return await self.stores.queues.create_many(
+        counts = await self.stores.queues.create_many(
             (settings_from_defaults(n, defaults, **settings) for n in names),
             if_missing=if_missing,
             concurrency=concurrency,
             progress=progress,
+            chunk=chunk,
+            on_existing=on_existing,
         )
+        return counts.created
 
     async def queue_settings(self, name: str, fresh: bool = False) -> QueueSettings:
         """A queue's settings: from this process's cache (at most 5 s old) unless ``fresh``.

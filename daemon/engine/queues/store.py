@@ -7,7 +7,6 @@ config), so a producer and a consumer on different hosts always agree on the pla
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
@@ -19,7 +18,7 @@ from daemon.base.clock import Clock
 from daemon.base.errors import QueueNotFound, UsageError
 from daemon.base.lru import Lru
 from daemon.base.model import QueueSettings, check_priority
-from daemon.engine.cluster.expiry_index import schedule_expiry
+from daemon.engine.queues.bulk_create import CHUNK, CONCURRENCY, CREATED, BulkCreate, CreateCounts, OnExisting
 from daemon.engine.queues.names import QueueNames
 from daemon.engine.queues.settings import check_settings, defaults_of, settings_from_defaults
 from daemon.engine.storage.db import Database
@@ -47,6 +46,7 @@ class QueueStore:
         self._cache: Lru[str, tuple[float, QueueSettings]] = Lru(cache_limit, self._evicted)
         self._forget: set[str] = set()
         self.names = QueueNames(db, keyspace)
+        self.bulk = BulkCreate(db, keyspace, _values, _from_row, self._cache.pop)
 
     def _evicted(self, name: str, _: tuple[float, QueueSettings]) -> None:
         """A queue this process has not used among its last ``cache_limit``: drop its metric
@@ -57,67 +57,37 @@ class QueueStore:
             self._forget = set()
 
     async def create(self, qs: QueueSettings, if_missing: bool = False) -> bool:
-        """Create the queue row (LWT, so two creators can't clobber each other). False if it existed."""
+        """Create the queue row by the claim protocol (engine/queues/bulk_create.py: plain writes,
+        yet two creators never both create one name). False if it existed (UsageError unless
+        ``if_missing``); an existing queue is never written over, whatever its settings."""
         check_settings(qs)
-        now = self.clock.now_ms()
-        rows = await self.db.run(
-            self.db.prepare(
-                f"INSERT INTO {self.ks}.queues ({_COLUMNS}, created_at, updated_at) VALUES "
-                "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) IF NOT EXISTS"
-            ),
-            _values(qs) + [now, now],
-        )
-        applied = bool(rows[0].applied) if rows else True
-        await self.names.add(qs.name)  # the queue exists either way: (re)index its name, one plain write
-        if not applied and not if_missing:
-            raise UsageError(f"queue '{qs.name}' already exists: use 'casque queue update {qs.name} ...' to change it")
-        if applied and qs.expire_after_s:
-            await self.db.run(
-                self.db.prepare(
-                    f"INSERT INTO {self.ks}.queue_expiry (name, expire_after_s, active_at) VALUES (?, ?, ?)"
-                ),
-                [qs.name, qs.expire_after_s, now],
-            )
-            await schedule_expiry(self.db, self.ks, qs.name, now + qs.expire_after_s * 1000)  # its first candidate
+        outcome = (await self.bulk.chunk([qs]))[qs.name]
         self._cache.pop(qs.name)
-        return applied
+        if outcome != CREATED and not if_missing:
+            raise UsageError(f"queue '{qs.name}' already exists: use 'casque queue update {qs.name} ...' to change it")
+        return outcome == CREATED
 
     async def create_many(
         self,
         queues: Iterable[QueueSettings],
         if_missing: bool = True,
-        concurrency: int = 64,
+        concurrency: int = CONCURRENCY,
         progress: Callable[[int, int], None] | None = None,
-    ) -> int:
-        """Create many queues, ``concurrency`` LWTs at a time, pulling from ``queues`` lazily (a
-        million names are never all in memory). Returns how many were created (existing ones are
-        skipped with ``if_missing``, else the first one found raises once the others finished).
-        ``progress(done, created)`` is called after each queue."""
-        if concurrency < 1:
-            raise UsageError(f"concurrency must be at least 1, got {concurrency}")
-        source = iter(queues)
-        counts = {"done": 0, "created": 0}
-        failures: list[BaseException] = []
-
-        async def worker() -> None:
-            while not failures:
-                try:
-                    qs = next(source)  # each worker pulls the next queue: the iterator is shared
-                    created = await self.create(qs, if_missing=if_missing)
-                except StopIteration:
-                    return
-                except Exception as exc:  # a bad name or an existing queue: stop every worker
-                    failures.append(exc)
-                    return
-                counts["done"] += 1
-                counts["created"] += int(created)
-                if progress is not None:
-                    progress(counts["done"], counts["created"])
-
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-        if failures:
-            raise failures[0]
-        return counts["created"]
+        chunk: int = CHUNK,
+        on_existing: OnExisting | None = None,
+    ) -> CreateCounts:
+        """Create many queues, ``chunk`` names a request and ``concurrency`` chunks in flight,
+        pulling from ``queues`` lazily (a million names are never all in memory). Existing ones
+        are skipped with ``if_missing`` (``on_existing`` is told each), else the first one found
+        raises once the chunks in flight finished. ``progress(done, created)`` follows each chunk."""
+        return await self.bulk.create(
+            queues,
+            if_missing=if_missing,
+            concurrency=concurrency,
+            chunk=chunk,
+            progress=progress,
+            on_existing=on_existing,
+        )
 
     async def get(self, name: str, fresh: bool = False) -> QueueSettings:
         hit = self._cache.get(name)

@@ -292,6 +292,9 @@ MIGRATIONS: list[tuple[str, str, str]] = [
     # in-flight state: when it becomes visible again (engine/take/fifo.py).
     ("queues", "fifo", "text"),
     ("messages", "visible_at", "bigint"),
+    # Queue creation's claims (engine/queues/bulk_create.py): TTL'd ids of creators about to write
+    # the row, so creators race with plain writes and still never both create one name.
+    ("queues", "claims", "set<uuid>"),
 ]
 
 
