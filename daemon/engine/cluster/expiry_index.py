@@ -8,7 +8,7 @@ about one bounded read a minute when nothing is due, whatever the number of queu
 
 What keeps it right:
   - the invariant: every ``queue_expiry`` row has a candidate due no later than its real due time.
-    The create path writes one at ``created + expire_after`` (``schedule_expiry``); sends and
+    The create path writes one at ``created + expire_after`` (engine/queues/bulk_create.py, with the chunk); sends and
     receives move ``active_at`` later but write nothing here: the candidate is then early, and the
     reaper, which re-reads the queue's row before acting, moves it to the new due time (one write).
     A busy queue thus costs the reaper one read and two writes per ``expire_after``, not one per
@@ -28,7 +28,6 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from cassandra import InvalidRequest
 from cassandra.query import PreparedStatement
 
 from daemon.base.logs import get_logger
@@ -104,14 +103,3 @@ class ExpiryIndex:
 def real_due(r: Any) -> int:
     """When a ``queue_expiry`` row's queue falls due (ms)."""
     return int(r.active_at or 0) + int(r.expire_after_s) * 1000
-
-
-async def schedule_expiry(db: Database, keyspace: str, name: str, due_at: int) -> None:
-    """For the create path: the first candidate of a queue created with ``expire_after``, written
-    with its ``queue_expiry`` row (``due_at`` = created + expire_after, in ms). On a keyspace not
-    migrated yet the queue is created without one, and the first reaper after ``casque schema apply``
-    backfills it (no marker yet)."""
-    try:
-        await ExpiryIndex(db, keyspace).schedule(name, due_at)
-    except InvalidRequest as exc:
-        log.warning("expiry_index_missing", queue=name, error=str(exc), fix="casque schema apply")
