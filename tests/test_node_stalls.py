@@ -106,6 +106,31 @@ async def stall(pid: int, seconds: float, times: int) -> None:
         os.kill(pid, signal.SIGCONT)
 
 
+async def freeze_node_at_the_pause(daemon: Daemon, what: str, seconds: float = 4.5) -> None:
+    """Wait for the daemon to freeze itself at its ``CASQUE_PAUSE_AT`` step, freeze the node, let the
+    daemon go: whatever it sends next goes to a node that answers nothing for ``seconds``."""
+    await until(daemon.frozen, 60, what, daemon)
+    pid = node_pid()
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        daemon.signal(signal.SIGCONT)
+        await asyncio.sleep(seconds)  # the fault itself: the node answers nothing this long
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def stop_daemon(daemon: Daemon) -> None:
+    daemon.signal(signal.SIGCONT)
+    daemon.signal(signal.SIGTERM)
+    daemon.wait(60)
+
+
+def lost_and_duplicated(sent: list[str], record: Path) -> tuple[Counter[str], int, int]:
+    """What the handlers ran (id -> runs), how many sent messages never ran, how many runs were repeats."""
+    delivered = Counter(r[1] for r in records(record))
+    return delivered, len(set(sent) - set(delivered)), sum(n - 1 for n in delivered.values())
+
+
 async def test_node_stalls_while_a_backlog_is_taken_lose_nothing(node: Casque, queue_name: str, tmp_path: Path) -> None:
     cq = node
     await cq.create_queue(queue_name, shards=4, timeout=15)  # four consumers take at once
@@ -124,24 +149,14 @@ async def test_node_stalls_while_a_backlog_is_taken_lose_nothing(node: Casque, q
     daemon = start_daemon(cfg, record, tmp_path / "log", env=env)
     started = time.monotonic()
     try:
-        await until(daemon.frozen, 60, "the daemon frozen between a take's read and its commit", daemon)
-        pid = node_pid()
-        os.kill(pid, signal.SIGSTOP)  # the node stalls with that take's commit on its way to it
-        try:
-            daemon.signal(signal.SIGCONT)
-            await asyncio.sleep(4.5)  # the fault itself: the node answers nothing this long
-        finally:
-            os.kill(pid, signal.SIGCONT)
+        # The node stalls with that take's commit on its way to it.
+        await freeze_node_at_the_pause(daemon, "the daemon frozen between a take's read and its commit")
         await until(lambda: len(records(record)) >= 500, 60, "the daemon taking the backlog at full speed", daemon)
-        await stall(pid, 4.5, 2)  # the issue's stall, with takes going at full speed
+        await stall(node_pid(), 4.5, 2)  # the issue's stall, with takes going at full speed
         await _until_done_or_stuck(set(sent), record, daemon)
     finally:
-        daemon.signal(signal.SIGCONT)
-        daemon.signal(signal.SIGTERM)
-        daemon.wait(60)
-    delivered = Counter(r[1] for r in records(record))
-    lost = len(set(sent) - set(delivered))
-    duplicated = sum(n - 1 for n in delivered.values())
+        stop_daemon(daemon)
+    delivered, lost, duplicated = lost_and_duplicated(sent, record)
     abandoned, failed = _faults(daemon.output())
     acks_failed = _acks_failed(daemon.output())
     stranded = daemon.output().count('"message_below_cursor"')  # what the sweep had to rescue
@@ -181,21 +196,12 @@ async def test_node_frozen_between_the_in_flight_write_and_the_ack_loses_nothing
     try:
         await until(daemon.frozen, 60, "the daemon frozen between the handlers' runs and their ack", daemon)
         ran_before = {r[1] for r in records(record)}
-        pid = node_pid()
-        os.kill(pid, signal.SIGSTOP)  # the node stalls with the ack on its way to it
-        try:
-            daemon.signal(signal.SIGCONT)
-            await asyncio.sleep(4.5)  # the fault itself: the node answers nothing this long
-        finally:
-            os.kill(pid, signal.SIGCONT)
+        # The node stalls with the ack on its way to it.
+        await freeze_node_at_the_pause(daemon, "the daemon frozen between the handlers' runs and their ack")
         await _until_done_or_stuck(set(sent), record, daemon)
     finally:
-        daemon.signal(signal.SIGCONT)
-        daemon.signal(signal.SIGTERM)
-        daemon.wait(60)
-    delivered = Counter(r[1] for r in records(record))
-    lost = len(set(sent) - set(delivered))
-    duplicated = sum(n - 1 for n in delivered.values())
+        stop_daemon(daemon)
+    _, lost, duplicated = lost_and_duplicated(sent, record)
     _, failed = _faults(daemon.output())
     acks_failed = _acks_failed(daemon.output())
     print(
