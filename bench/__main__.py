@@ -52,7 +52,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--report-only", action="store_true", help="re-render plots and report from the saved results")
     p.add_argument(
         "--size",
-        choices=["quick", "full", "test", "light"],
+        choices=["quick", "full", "test", "light", "medium"],
         help="many-queues only: a size of bench/many_queues.py (default: full, or quick with --quick); test and light "
         "never go to docs/",
     )

@@ -41,16 +41,21 @@ from dataclasses import asdict
 from typing import Any
 
 from .env import KEYSPACE, out_dir, progress
+from .mq_estimate import full_estimate_min
 from .mq_figures import cpu_share, latency_figures, reads_figures, rss_figures
 from .mq_fill import create, fill
-from .mq_host import bounded, free_port, pct, raise_fd_limit, rss_kb, table_stats, zipf_cum
+from .mq_host import bounded, create_tables_bytes, free_port, pct, raise_fd_limit, rss_kb, table_stats, zipf_cum
+from .mq_idle import idle, node_reads
 from .mq_ledger import Ledger
+from .mq_noisy import Noisy
 from .mq_serve import Run, Sample, Server
-from .mq_sizes import FULL, LIGHT, QUICK, SIZES, TEST, TINY, Size
+from .mq_sizes import FULL, LIGHT, MEDIUM, QUICK, SIZES, TEST, TINY, Size
 
 __all__ = [  # what bench/__main__.py, bench/moto_sqs.py and the tests import from here, as before the split
     "FULL",
     "LIGHT",
+    "MEDIUM",
+    "Noisy",
     "QUICK",
     "SIZES",
     "TEST",
@@ -67,7 +72,11 @@ __all__ = [  # what bench/__main__.py, bench/moto_sqs.py and the tests import fr
     "fill",
     "free_port",
     "full_estimate_min",
+    "noisy_line",
+    "per_queue_bytes",
     "headline",
+    "idle",
+    "node_reads",
     "latency_figures",
     "look_up_lost",
     "pct",
@@ -90,7 +99,7 @@ async def scenario(size: Size, keyspace: str = KEYSPACE, measure_table: bool = T
     from daemon.engine.storage.db import Database
     from daemon.engine.storage.schema import apply_schema
 
-    raise_fd_limit(size.users + size.drain_concurrency + 256)
+    raise_fd_limit(size.users + size.drain_concurrency + 512)  # this process's clients; the server inherits it
     settings = load_settings(env={k: v for k, v in os.environ.items() if not k.startswith("CASQUE_")})
     settings.cassandra.keyspace = keyspace
     settings.log.level = "warning"
@@ -111,13 +120,16 @@ async def scenario(size: Size, keyspace: str = KEYSPACE, measure_table: bool = T
         "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     }
     ledger = Ledger()
+    extra: list[str] = []  # the noisy-neighbour phase's two queues
     cq = await Casque.connect(settings)
     workdir = out_dir("many-queues", stamp)
     cache = dict(size.cache) if hasattr(settings, "cache") else {}  # an engine without LRU limits has no [cache]
     R["server_cache"] = cache
     server = Server(keyspace, workdir, cache)
+    progress(f"many-queues {size.name}: the full size would take about {full_estimate_min():.0f} min here")
     try:
         before = await asyncio.to_thread(table_stats, keyspace) if measure_table else {}
+        before_all = await asyncio.to_thread(create_tables_bytes, keyspace) if measure_table else {}
         progress(f"many-queues {size.name}: creating {size.queues:,} tiny queues")
         R["create"] = await create(cq, names, size)
         progress(
@@ -130,6 +142,7 @@ async def scenario(size: Size, keyspace: str = KEYSPACE, measure_table: bool = T
             # shared with earlier runs, whose deleted rows it purges) makes a before/after difference meaningless
             per = after["bytes"] / after["partitions"] if after.get("bytes") and after.get("partitions") else None
             R["table"] = {"before": before, "after": after, "bytes_per_partition": per}
+            R["table"]["per_queue"] = await asyncio.to_thread(per_queue_bytes, keyspace, before_all, size.queues)
         progress(f"  filling {size.messages:,} messages, Zipf s={size.zipf_s}")
         R["fill"] = await fill(cq, names, cum, size, ledger)
         progress(
@@ -145,8 +158,22 @@ async def scenario(size: Size, keyspace: str = KEYSPACE, measure_table: bool = T
                 f"{size.live_s:g}s"
             )
             R["live"] = await run.live()
-            progress(f"  draining every queue ({size.queues:,})")
+            run.phase = "noisy"
+            noisy = Noisy(run, cq, stamp)
+            extra = [noisy.a, noisy.b]
+            R["noisy"] = await noisy.measure()
+            progress(noisy_line(R["noisy"]))
+            progress(
+                f"  draining every queue that got a message and a sample of {size.idle_sample:,} idle ones "
+                f"(of {size.queues:,})"
+            )
             R["drain"] = await run.drain(deadline_s=3 * size.visibility_s + 60)
+            run.phase = "idle"
+            R["idle"] = await idle(cq.db, keyspace, server, size.idle_s)
+            progress(
+                f"  idle: {R['idle']['node_reads_per_s']:.2f} node reads/s in {keyspace}, the server's "
+                f"{R['idle']['server_cql_reads_per_s']} CQL reads/s"
+            )
         finally:
             sampler.cancel()
             server.stop()
@@ -164,7 +191,7 @@ async def scenario(size: Size, keyspace: str = KEYSPACE, measure_table: bool = T
         if ledger.summary()["lost"]:
             R["lost_lookup"] = await look_up_lost(cq, ledger)  # the queues stay, for a closer look
         else:
-            await cleanup(cq, names)
+            await cleanup(cq, names + extra)
     finally:
         server.stop()
         await cq.close()
@@ -207,14 +234,33 @@ def headline(R: dict[str, Any]) -> str:
         f"{f(rd['empty_receive']['reads_per_request'], 2)}; "
         f"RSS {f(rss.get('rss_mb_at', {}).get('50%'))} → {f(rss.get('rss_mb_at', {}).get('100%'))} MB over the second "
         "half of "
-        f"{rss.get('queues_touched', 0):,} queues"
+        f"{rss.get('queues_touched', 0):,} queues; "
+        f"noisy neighbour: B's p99 {f((R.get('noisy') or {}).get('noisy', {}).get('p99_ms'))} ms over A's drain vs "
+        f"{f((R.get('noisy') or {}).get('quiet', {}).get('p99_ms'))} ms with A empty; idle: "
+        f"{f((R.get('idle') or {}).get('node_reads_per_s'), 2)} node reads/s"
     )
 
 
-def full_estimate_min(R: dict[str, Any]) -> float:
-    """Minutes the full size would take on this machine, from this run's rates (linear in size:
-    create, fill and the drain sweep scale with the queue and message counts, the live phase is fixed)."""
-    create_s = FULL.queues / R["create"]["rate"]
-    fill_s = FULL.messages / R["fill"]["rate"]
-    sweep_s = FULL.queues * R["drain"]["sweep_seconds"] / R["size"]["queues"]
-    return (create_s + fill_s + FULL.live_s + 2 * sweep_s + FULL.visibility_s) / 60
+def noisy_line(N: dict[str, Any]) -> str:
+    """The noisy-neighbour figure in one line: B's send→receive beside A's backlog, quiet and noisy."""
+    q, n = N["quiet"], N["noisy"]
+    f = lambda x: "–" if x is None else f"{x:,.1f}"  # noqa: E731
+    return (
+        f"  noisy neighbour: B's send→receive p50 {f(q['p50_ms'])} / p99 {f(q['p99_ms'])} ms with A's queue empty, "
+        f"p50 {f(n['p50_ms'])} / p99 {f(n['p99_ms'])} ms ({n['count']} messages) while A drained "
+        f"{N['backlog']:,} in {N['drain_s']:.0f} s ({N['drain_rate']:,.0f} msg/s)"
+    )
+
+
+def per_queue_bytes(keyspace: str, before: dict[str, int], queues: int) -> dict[str, Any]:
+    """Bytes on disk per queue over every table its creation writes, as (after - before) / queues
+    created: honest in a keyspace that held no queues before (``fresh``); in a reused one, compaction
+    of earlier runs' rows between the two measurements can move it either way."""
+    after = create_tables_bytes(keyspace)
+    grown = sum(after.values()) - sum(before.values())
+    return {
+        "before": before,
+        "after": after,
+        "fresh": not any(before.values()),
+        "bytes_per_queue": grown / queues if queues else None,
+    }

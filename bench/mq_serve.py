@@ -265,11 +265,22 @@ class Run:
             pass
         self.empty_drain_receives += 1
 
+    def sweep_order(self) -> tuple[list[str], int, int]:
+        """The queues the drain sweeps: every one that got a message (whatever it holds is drained) and a
+        random sample of ``idle_sample`` of the others (what looking at an idle queue costs is a figure per
+        request, and the server's memory is plotted against the queues it served: a sample shows both
+        without visiting the whole idle million one by one). Shuffled, so idle and busy queues mix."""
+        busy = {q for q, _, _ in self.ledger.sent.values()}
+        idle = [q for q in self.names if q not in busy]
+        sample = self.rng.sample(idle, min(self.size.idle_sample, len(idle)))
+        order = sorted(busy) + sample
+        self.rng.shuffle(order)
+        return order, len(busy), len(sample)
+
     async def drain(self, deadline_s: float) -> dict[str, Any]:
         self.phase = "drain"
         t0 = time.time()
-        order = list(self.names)
-        self.rng.shuffle(order)
+        order, busy, sampled = self.sweep_order()
         await bounded(order, self.size.drain_concurrency, self.empty_queue)
         sweep_s = time.time() - t0
         # anything taken and not deleted (lost responses around the kill) is visible again after this:
@@ -286,6 +297,9 @@ class Run:
             )
         return {
             "sweep_seconds": sweep_s,
+            "swept": len(order),
+            "swept_busy": busy,
+            "swept_idle": sampled,
             "seconds": time.time() - t0,
             "extra_passes": passes,
             "queues_rechecked": len(ever),

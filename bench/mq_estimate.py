@@ -1,0 +1,76 @@
+"""How long the many-queues scenario would take at full size on this machine (bench/many_queues.py), phase
+by phase, from a run's own rates (or, before any run, from the rates a medium run measured here), so that
+the figure printed at the start and written in the report is one that adds up the phases as they now are.
+
+What scales with what at full size: create and fill with the queue and message counts; the owners'
+catch-up with the users; the live phase and the idle minute are fixed times; the noisy phase with its
+backlog; the drain with the queues it visits (every queue that got a message, which a Zipf fill of M
+messages over N queues makes about ``busy_queues(N, M)``, the users' own queues, and the idle sample),
+then one re-check of the busy ones after a visibility timeout.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .mq_sizes import FULL, Size
+
+#: rates measured on this box by the medium run (bench/out/many-queues-medium.json, 2026-11-25), used
+#: for the estimate printed before a run has measured its own; create: the LWT path (824/s) until the
+#: bulk create path (issue 28) is in the engine, whose rate a run then measures
+HERE = {
+    "create_rate": 824.0,
+    "fill_rate": 2_000.0,
+    "catch_up_s_per_user": 0.01,
+    "noisy_fill_rate": 2_000.0,
+    "noisy_drain_rate": 300.0,
+    "sweep_s_per_queue": 0.01,
+    "recheck_s_per_queue": 0.005,
+    "restart_s": 5.0,
+}
+
+
+def busy_queues(queues: int, messages: int, s: float) -> float:
+    """Expected queues that get at least one of ``messages`` Zipf(s) draws over ``queues`` ranks."""
+    h = sum(1.0 / r**s for r in range(1, queues + 1))
+    return sum(1.0 - math.exp(-messages / (h * r**s)) for r in range(1, queues + 1))
+
+
+def rates(R: dict[str, Any]) -> dict[str, float]:
+    """This run's rates, in the units of ``HERE``."""
+    d, n, live, z = R["drain"], R.get("noisy") or {}, R.get("live") or {}, R["size"]
+    recheck_s = max(0.0, d["seconds"] - d["sweep_seconds"] - z["visibility_s"] - 1)
+    out = {
+        "create_rate": R["create"]["rate"],
+        "fill_rate": R["fill"]["rate"],
+        "catch_up_s_per_user": live.get("catch_up_s", 0.0) / max(1, z["users"]),
+        "sweep_s_per_queue": d["sweep_seconds"] / max(1, d.get("swept", z["queues"])),
+        "recheck_s_per_queue": recheck_s / max(1, d.get("queues_rechecked", 1)),
+        "restart_s": (R.get("kill") or {}).get("down_s") or HERE["restart_s"],
+    }
+    if n:
+        out["noisy_fill_rate"], out["noisy_drain_rate"] = n["fill_rate"], n["drain_rate"]
+    return {**HERE, **out}
+
+
+def phases_s(r: dict[str, float], size: Size = FULL) -> dict[str, float]:
+    """Seconds per phase at ``size`` with rates ``r``."""
+    busy = busy_queues(size.queues, size.messages, size.zipf_s) + size.users
+    idle = min(size.idle_sample, size.queues - busy)
+    probes_s = size.noisy_probes * 0.1  # a probe and its gap, when A's queue is empty
+    return {
+        "create": size.queues / r["create_rate"],
+        "fill": size.messages / r["fill_rate"],
+        "catch_up": size.users * r["catch_up_s_per_user"],
+        "live": size.live_s + r["restart_s"],
+        "noisy": probes_s + size.noisy_backlog / r["noisy_fill_rate"] + size.noisy_backlog / r["noisy_drain_rate"],
+        "drain": (busy + idle) * r["sweep_s_per_queue"] + size.visibility_s + 1 + busy * r["recheck_s_per_queue"],
+        "idle": size.idle_s,
+        "table_stats": 60.0,  # nodetool flush + tablestats, before and after the creates
+    }
+
+
+def full_estimate_min(R: dict[str, Any] | None = None) -> float:
+    """Minutes the full size would take here: from this run's rates, or (None) from ``HERE``."""
+    return sum(phases_s(rates(R) if R else HERE).values()) / 60
