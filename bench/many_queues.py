@@ -4,7 +4,8 @@
 
 1. **create** N tiny queues (1 shard, 1 bucket) from Python: ``Casque.create_queues`` when the engine has
    it, else ``create_queue``, 64 at a time; the rate, the p99 of one queue's write,
-   and the ``queues`` table's size on disk (``nodetool flush`` + ``tablestats`` before and after).
+   the ``queues`` table's size on disk (``nodetool flush`` + ``tablestats`` before and after), and bytes
+   per queue over every table a creation writes.
 2. **fill** M messages spread Zipf-like over the queues (weight 1/rank, ranks shuffled), with
    ``send_many`` per queue.
 3. **serve**: one ``casque serve`` process (bench/many_queues_serve.py charges its CQL to each SQS
@@ -14,10 +15,17 @@
    Why this shape: SQS clients reach one serving process per host, and long polls park in that
    process (woken by the sends it serves); on 2 cores one server plus one client process is what
    fits, where a process per user would measure the machine's scheduler, not casque.
-4. **drain**: every queue is visited with a short receive (the cost of looking at an idle queue,
-   and the server's memory as the number of queues it has seen grows to N), then, once the
-   visibility timeout of anything taken before has passed, every queue that got a message is
-   visited again until the ledger has every message deleted.
+4. **noisy neighbour** (bench/mq_noisy.py): user A drains a backlog of ``noisy_backlog`` from A's queue
+   while user B, long-polling B's own queue on the same server, gets single messages; B's send→receive
+   then is set beside the same figure with A's queue empty, measured just before.
+5. **drain**: every queue the ledger still has messages in is drained; a sample of ``idle_sample`` of
+   the queues already drained is checked empty, and as many idle queues are looked at (the cost of an
+   idle receive, and the server's memory as the queues it has seen grow); once the visibility timeout
+   of anything taken before has passed, what the ledger still owes is drained and a fresh sample checked,
+   until the ledger has every message deleted. Not every queue one by one: at a million that sweep
+   alone took hours (bench/mq_estimate.py adds the phases up).
+6. **idle** (bench/mq_idle.py): ``idle_s`` seconds with the server up and no client, the node's reads in
+   the keyspace counted from its own virtual tables, and the server's CQL reads.
 
 The ledger lives in this process: a message's body is its ledger id and send time; sent = a send
 the server acknowledged; deleted = a DeleteMessageBatch entry reported successful; lost = sent and
@@ -27,7 +35,9 @@ docs/benchmarks.md (with --write-docs) or bench/out/report-many-queues-<mode>.md
 
 This module holds the whole scenario (``scenario``) and what the CLI prints of it; its parts live beside it:
 bench/mq_sizes.py (the sizes), mq_ledger.py (the ledger), mq_host.py (machine helpers), mq_fill.py
-(phases 1-2), mq_serve.py (phases 3-4: the server, users, producers, drain), mq_figures.py (the figures).
+(phases 1-2), mq_serve.py (phases 3 and 5: the server, users, producers, drain), mq_noisy.py (4),
+mq_idle.py (6), mq_figures.py (the figures), mq_estimate.py (the full size's duration here), mq_parked.py
+(a probe: 20,000 long polls parked at once on one server, from one process).
 Their names are re-exported here, so ``from bench import many_queues as mq`` reaches them as before.
 """
 
@@ -164,8 +174,8 @@ async def scenario(size: Size, keyspace: str = KEYSPACE, measure_table: bool = T
             R["noisy"] = await noisy.measure()
             progress(noisy_line(R["noisy"]))
             progress(
-                f"  draining every queue that got a message and a sample of {size.idle_sample:,} idle ones "
-                f"(of {size.queues:,})"
+                f"  draining the queues the ledger has messages in; samples of {size.idle_sample:,} drained and "
+                f"{size.idle_sample:,} idle ones checked (of {size.queues:,})"
             )
             R["drain"] = await run.drain(deadline_s=3 * size.visibility_s + 60)
             run.phase = "idle"

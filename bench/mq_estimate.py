@@ -4,9 +4,10 @@ the figure printed at the start and written in the report is one that adds up th
 
 What scales with what at full size: create and fill with the queue and message counts; the owners'
 catch-up with the users; the live phase and the idle minute are fixed times; the noisy phase with its
-backlog; the drain with the queues it visits (every queue that got a message, which a Zipf fill of M
-messages over N queues makes about ``busy_queues(N, M)``, the users' own queues, and the idle sample),
-then one re-check of the busy ones after a visibility timeout.
+backlog; the drain with the queues it visits (every queue the ledger still has messages in, at most the
+queues a Zipf fill of M messages over N queues reaches, about ``busy_queues(N, M)``, and the users' own;
+then two samples: queues drained before, checked empty, and idle queues), then one re-check after a
+visibility timeout of what is still owed and of a sample.
 """
 
 from __future__ import annotations
@@ -56,8 +57,8 @@ def rates(R: dict[str, Any]) -> dict[str, float]:
 
 def phases_s(r: dict[str, float], size: Size = FULL) -> dict[str, float]:
     """Seconds per phase at ``size`` with rates ``r``."""
-    busy = busy_queues(size.queues, size.messages, size.zipf_s) + size.users
-    idle = min(size.idle_sample, size.queues - busy)
+    busy = busy_queues(size.queues, size.messages, size.zipf_s) + size.users  # an upper bound: drained ones
+    sample = min(size.idle_sample, size.queues)  # checked (busy, left empty) and idle: each a sample this big
     probes_s = size.noisy_probes * 0.1  # a probe and its gap, when A's queue is empty
     return {
         "create": size.queues / r["create_rate"],
@@ -65,7 +66,10 @@ def phases_s(r: dict[str, float], size: Size = FULL) -> dict[str, float]:
         "catch_up": size.users * r["catch_up_s_per_user"],
         "live": size.live_s + r["restart_s"],
         "noisy": probes_s + size.noisy_backlog / r["noisy_fill_rate"] + size.noisy_backlog / r["noisy_drain_rate"],
-        "drain": (busy + idle) * r["sweep_s_per_queue"] + size.visibility_s + 1 + busy * r["recheck_s_per_queue"],
+        "drain": (busy + 2 * sample) * r["sweep_s_per_queue"]
+        + size.visibility_s
+        + 1
+        + sample * r["recheck_s_per_queue"],
         "idle": size.idle_s,
         "table_stats": 60.0,  # nodetool flush + tablestats, before and after the creates
     }

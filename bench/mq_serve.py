@@ -261,46 +261,68 @@ class Run:
 
     # ---- the drain ----------------------------------------------------------------------------
     async def empty_queue(self, queue: str) -> None:
+        """Receive until a receive comes back empty: the look at an idle queue, or a check that a queue
+        the ledger has empty is empty (anything found is a delivery the ledger counts as a duplicate)."""
         while await self.take(queue, 0):
             pass
         self.empty_drain_receives += 1
 
-    def sweep_order(self) -> tuple[list[str], int, int]:
-        """The queues the drain sweeps: every one that got a message (whatever it holds is drained) and a
-        random sample of ``idle_sample`` of the others (what looking at an idle queue costs is a figure per
-        request, and the server's memory is plotted against the queues it served: a sample shows both
-        without visiting the whole idle million one by one). Shuffled, so idle and busy queues mix."""
-        busy = {q for q, _, _ in self.ledger.sent.values()}
-        idle = [q for q in self.names if q not in busy]
-        sample = self.rng.sample(idle, min(self.size.idle_sample, len(idle)))
-        order = sorted(busy) + sample
+    async def drain_queue(self, queue: str) -> None:
+        """Receive until the ledger has the queue empty (no empty receive after: the ledger knows)."""
+        while self.ledger.outstanding[queue] > 0 and await self.take(queue, 0):
+            pass
+
+    async def visit(self, item: tuple[str, str]) -> None:
+        await (self.drain_queue if item[0] == "drain" else self.empty_queue)(item[1])
+
+    def sweep_order(self) -> tuple[list[tuple[str, str]], dict[str, int]]:
+        """What the drain visits, not every queue one by one: each queue the ledger still has messages in
+        (drained), a random sample of ``idle_sample`` of the queues that got messages and have none left
+        (checked empty: a message deleted and back would show there), and as many queues that never got one
+        (the cost of looking at an idle queue is a figure per request, and the server's memory is plotted
+        against the queues it served: a sample shows both). Shuffled, so idle and busy queues mix."""
+        ever = {q for q, _, _ in self.ledger.sent.values()}
+        owed = sorted(q for q in ever if self.ledger.outstanding[q] > 0)
+        done = sorted(ever.difference(owed))
+        checked = self.rng.sample(done, min(self.size.idle_sample, len(done)))
+        never = [q for q in self.names if q not in ever]
+        idle = self.rng.sample(never, min(self.size.idle_sample, len(never)))
+        order = [("drain", q) for q in owed] + [("check", q) for q in checked + idle]
         self.rng.shuffle(order)
-        return order, len(busy), len(sample)
+        return order, {"swept_busy": len(owed), "checked": len(checked), "swept_idle": len(idle)}
+
+    def recheck_order(self) -> list[tuple[str, str]]:
+        """After a visibility timeout: the queues the ledger still has messages in (taken, not deleted:
+        visible again now), and a fresh sample of the others that got messages, checked empty again."""
+        ever = {q for q, _, _ in self.ledger.sent.values()}
+        owed = {q for q in ever if self.ledger.outstanding[q] > 0}
+        rest = sorted(ever - owed)
+        return [("drain", q) for q in sorted(owed)] + [
+            ("check", q) for q in self.rng.sample(rest, min(self.size.idle_sample, len(rest)))
+        ]
 
     async def drain(self, deadline_s: float) -> dict[str, Any]:
         self.phase = "drain"
         t0 = time.time()
-        order, busy, sampled = self.sweep_order()
-        await bounded(order, self.size.drain_concurrency, self.empty_queue)
+        order, counts = self.sweep_order()
+        await bounded(order, self.size.drain_concurrency, self.visit)
         sweep_s = time.time() - t0
         # anything taken and not deleted (lost responses around the kill) is visible again after this:
         await asyncio.sleep(self.size.visibility_s + 1)
         passes = 1
-        ever = sorted({q for q, _, _ in self.ledger.sent.values()})
-        await bounded(ever, self.size.drain_concurrency, self.empty_queue)
+        again = self.recheck_order()
+        await bounded(again, self.size.drain_concurrency, self.visit)
         t1 = time.time()
         while any(v > 0 for v in self.ledger.outstanding.values()) and time.time() - t1 < deadline_s:
             passes += 1
             await asyncio.sleep(1.0)
-            await bounded(
-                [q for q, v in self.ledger.outstanding.items() if v > 0], self.size.drain_concurrency, self.empty_queue
-            )
+            owed = [("drain", q) for q, v in self.ledger.outstanding.items() if v > 0]
+            await bounded(owed, self.size.drain_concurrency, self.visit)
         return {
             "sweep_seconds": sweep_s,
             "swept": len(order),
-            "swept_busy": busy,
-            "swept_idle": sampled,
+            **counts,
             "seconds": time.time() - t0,
             "extra_passes": passes,
-            "queues_rechecked": len(ever),
+            "queues_rechecked": len(again),
         }

@@ -37,6 +37,7 @@ def section_many_queues(R: dict[str, Any], img: str) -> str:
             f"(this run's queues and the deleted rows of earlier runs): {_n(t.get('bytes_per_partition'), 1)} bytes "
             "per queue row, "
             f"so about {_n((t.get('bytes_per_partition') or 0) * 1e6 / 2**20)} MiB per million queues"
+            + _per_queue(t.get("per_queue"))
             if t
             else "not measured",
         ],
@@ -70,6 +71,9 @@ def section_many_queues(R: dict[str, Any], img: str) -> str:
             f"{_n(rss.get('queues_touched'))} queues: {_n(rss.get('growth_second_half_mb'), 1)} MB growth over the "
             f"second half; peak {_n(rss.get('peak_mb'), 1)} MB",
         ],
+        _noisy_row(R.get("noisy")),
+        _idle_row(R.get("idle"), R.get("keyspace", "?")),
+        _drain_row(R.get("drain"), z),
         [
             "ledger",
             f"sent {_n(led['sent'])}, deleted {_n(led['deleted'])}, **lost {led['lost']}**, duplicate deliveries "
@@ -121,8 +125,10 @@ def section_many_queues(R: dict[str, Any], img: str) -> str:
         "",
         _mq_light(R.get("light")),
         _mq_baseline(R.get("baseline")),
-        "Full size (1,000,000 queues, 1,000,000 messages, 20,000 users; needs `ulimit -n` ≥ 40,000 and about "
-        f"{_n(R.get('full_expected_min'))} min here): `python -m bench many-queues --write-docs`.",
+        "Full size (1,000,000 queues, 1,000,000 messages, 20,000 users; about "
+        f"{_n(R.get('full_expected_min'))} min here by this run's rates, phase by phase in bench/mq_estimate.py; "
+        "the bench raises its open-files limit to one per user past 20,000 where it may): "
+        "`python -m bench many-queues --write-docs`.",
         "",
     ]
     return "\n".join(out)
@@ -175,3 +181,54 @@ def _mq_light(L: dict[str, Any] | None) -> str:
         f"{_ms(lat['p99_ms'])} "
         f"({_n(lat['count'])} messages); SendMessage round trip p50 {_ms(live.get('send_p50_ms'))}.\n"
     )
+
+
+def _per_queue(P: dict[str, Any] | None) -> str:
+    """Bytes per queue over every table a creation writes (bench/many_queues.py ``per_queue_bytes``)."""
+    if not P or P.get("bytes_per_queue") is None:
+        return ""
+    tables = ", ".join(f"{k} {_n(v)}" for k, v in P["after"].items())
+    where = "a keyspace of its own" if P["fresh"] else "a reused keyspace, where compaction can move it"
+    per = _n(P["bytes_per_queue"], 1)
+    return f". Over every table a creation writes ({tables} bytes), {per} bytes per queue ({where})"
+
+
+def _noisy_row(N: dict[str, Any] | None) -> list[str]:
+    """The noisy-neighbour figure (bench/mq_noisy.py): B's single messages, A's queue empty vs A draining."""
+    if not N:
+        return ["noisy neighbour", "not measured in this run"]
+    q, n, b = N["quiet"], N["noisy"], N["behind"]
+    return [
+        f"noisy neighbour: user A drains a backlog of {_n(N['backlog'])} from A's queue ({N['consumers']} receivers) "
+        "while user B, long-polling B's own queue on the same server, gets single messages",
+        f"B's send→receive with A's queue empty: p50 {_ms(q['p50_ms'])}, p99 {_ms(q['p99_ms'])} ({_n(q['count'])}); "
+        f"over A's drain: p50 {_ms(n['p50_ms'])}, p99 {_ms(n['p99_ms'])} ({_n(n['count'])}, sent with "
+        f"{_n(n['at_last'])}–{_n(n['backlog_at_first'])} of A's messages left; A drained {_n(N['drain_rate'])} msg/s "
+        f"in {_n(N['drain_s'])} s). Behind A's backlog B would have waited p50 {_ms(b['p50_ms'])}, "
+        f"up to {_ms(b['max_ms'])}",
+    ]
+
+
+def _idle_row(I: dict[str, Any] | None, keyspace: str) -> list[str]:  # noqa: E741
+    """Reads while every queue sits idle (bench/mq_idle.py): the node's own count and the server's."""
+    if not I:
+        return ["reads while idle", "not measured in this run"]
+    tables = ", ".join(f"{k} {v}" for k, v in sorted(I["by_table"].items(), key=lambda kv: -kv[1])) or "none"
+    return [
+        f"Cassandra reads while the queues sit idle ({_n(I['seconds'])} s, server up, no client)",
+        f"{_n(I['node_reads_per_s'], 2)} reads/s on the node in `{keyspace}` (system_views local read + scan "
+        f"counts; by table: {tables}); the server sent {_n(I['server_cql_reads_per_s'], 2)} CQL reads/s",
+    ]
+
+
+def _drain_row(D: dict[str, Any] | None, z: dict[str, Any]) -> list[str]:
+    """What the drain visited: the queues still owed messages, and samples of drained and idle queues."""
+    if not D or "swept" not in D:
+        return ["drain", "every queue visited"]
+    return [
+        "drain: every queue the ledger still has messages in; samples of the queues already drained "
+        f"(checked empty) and of idle queues, {_n(z['idle_sample'])} each",
+        f"{_n(D['swept'])} queues ({_n(D['swept_busy'])} drained, {_n(D.get('checked'))} checked, "
+        f"{_n(D['swept_idle'])} idle) in {_n(D['sweep_seconds'])} s; after a visibility timeout "
+        f"{_n(D['queues_rechecked'])} re-checked; {_n(D['seconds'])} s in all",
+    ]
