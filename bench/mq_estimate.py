@@ -64,7 +64,7 @@ def phases_s(r: dict[str, float], size: Size = FULL) -> dict[str, float]:
         "create": size.queues / r["create_rate"],
         "fill": size.messages / r["fill_rate"],
         "catch_up": size.users * r["catch_up_s_per_user"],
-        "live": size.live_s + r["restart_s"],
+        "live": size.live_s + size.ramp_s + size.wait_s + r["restart_s"],  # + the users' last polls
         "noisy": probes_s + size.noisy_backlog / r["noisy_fill_rate"] + size.noisy_backlog / r["noisy_drain_rate"],
         "drain": (busy + 2 * sample) * r["sweep_s_per_queue"]
         + size.visibility_s

@@ -61,10 +61,12 @@ class Noisy:
         self.a, self.b = f"{prefix}_noisyA", f"{prefix}_quietB"
         self.ids = itertools.count()
         self.stop_b = asyncio.Event()
+        self.node_ms: list[float] = []  # the node's read round trips, one before each probe
 
     async def probe(self, timeout_s: float) -> float | None:
         """One message to B, waited for: its send→receive in ms (send time taken before the SendMessage,
         as for the live figures), or None if B's owner did not get it within ``timeout_s``."""
+        await self.node_read()
         mid = f"nB{next(self.ids)}"
         at = time.time()
         r = await self.run.retrying("SendMessage", self.b, MessageBody=f"{mid} {at:.6f}")
@@ -74,6 +76,14 @@ class Noisy:
             await asyncio.sleep(0.002)
         seen = self.run.ledger.first_seen.get(mid)
         return None if seen is None else (seen - at) * 1000
+
+    async def node_read(self) -> None:
+        """One read of B's settings row from this process, timed: the node's round trip beside each probe,
+        so that B's slowdown over A's drain can be set against the node's (the shared part)."""
+        db, ks = self.cq.db, self.cq.queues.ks
+        t = time.perf_counter()
+        await db.run(db.prepare(f"SELECT name FROM {ks}.queues WHERE name = ?"), [self.b])
+        self.node_ms.append((time.perf_counter() - t) * 1000)
 
     async def owner_b(self) -> None:
         while not self.stop_b.is_set():
@@ -142,6 +152,7 @@ class Noisy:
             progress(f"  noisy neighbour: {self.size.noisy_probes} single messages to B, A's queue empty")
             t_q = _tally(run)
             quiet = await self.quiet(gap_s=0.05)
+            node_quiet, self.node_ms = self.node_ms, []
             t_fill = _tally(run)
             fill_rate = await self.fill_a()
             progress(f"  A's backlog: {self.size.noisy_backlog:,} messages ({fill_rate:,.0f} msg/s); A drains it")
@@ -175,6 +186,8 @@ class Noisy:
             # what B would have waited had its message queued behind A's backlog: the backlog when each was
             # sent, at A's drain rate (the figure the test holds the measured one against)
             "behind": _figures([b / drain_rate * 1000 for b in left]),
+            "node_read_quiet": _figures(node_quiet),
+            "node_read_noisy": _figures(self.node_ms),
             "served_quiet": _served(t_q, t_fill),
             "served_noisy": _served(t_n, t_end),
         }

@@ -83,6 +83,7 @@ async def probe(users: int, wait_s: int, keyspace: str) -> dict[str, Any]:
             await asyncio.sleep(wait_s / 2)
             R["wake"] = await wake_one(client, names[users], wait_s)
             R["parked"] = await parked
+            R["server"] = {k: v for k, v in server.stats().items() if k in ("tally", "cql_requests", "cql_reads")}
         finally:
             await client.close()
     finally:
@@ -104,8 +105,11 @@ async def wake_one(client: SqsJson, queue: str, wait_s: int) -> dict[str, Any]:
     got = asyncio.create_task(client.call("ReceiveMessage", queue, WaitTimeSeconds=wait_s, MaxNumberOfMessages=1))
     await asyncio.sleep(1.0)
     t = time.perf_counter()
-    await client.call("SendMessage", queue, MessageBody="wake")
-    r = await got
+    try:
+        await client.call("SendMessage", queue, MessageBody="wake")
+        r = await got
+    except ServerGone as exc:  # not answered within the client's timeout: said, not raised
+        return {"received": False, "error": str(exc), "after_ms": (time.perf_counter() - t) * 1000}
     return {"received": bool(r.get("Messages")), "send_to_receive_ms": (time.perf_counter() - t) * 1000}
 
 

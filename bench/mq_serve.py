@@ -171,6 +171,9 @@ class Run:
 
     # ---- the live phase -----------------------------------------------------------------------
     async def user(self, queue: str) -> None:
+        # users come online over ``ramp_s``, as people do: 19,000 first long polls at once are a herd whose
+        # cold reads (about 6 each, bench/mq_parked.py) take the node here ~95 s to serve, longer than a poll
+        await asyncio.sleep(self.rng.uniform(0, self.size.ramp_s))
         while not self.stop_users.is_set():
             await self.take(queue, self.size.wait_s)
 

@@ -82,10 +82,10 @@ def section_many_queues(R: dict[str, Any], img: str) -> str:
         ],
     ]
     out = [
-        "## Many queues (issue 17)",
+        "## Many queues (issues 17 and 28)",
         "",
         f"Run: **{z['name']} size**, {R['started']}, `python -m bench "
-        f"many-queues{' --quick' if z['name'] == 'quick' else ''}`. Machine: "
+        f"many-queues{_flag(z['name'])}`. Machine: "
         f"{mach.get('cpu', '?')}, load average {mach.get('load_at_start', '?')} at the start (shared with other "
         "engineers' runs). "
         f"Engine at {R.get('engine', '?')}.",
@@ -125,10 +125,10 @@ def section_many_queues(R: dict[str, Any], img: str) -> str:
         "",
         _mq_light(R.get("light")),
         _mq_baseline(R.get("baseline")),
-        "Full size (1,000,000 queues, 1,000,000 messages, 20,000 users; about "
-        f"{_n(R.get('full_expected_min'))} min here by this run's rates, phase by phase in bench/mq_estimate.py; "
-        "the bench raises its open-files limit to one per user past 20,000 where it may): "
-        "`python -m bench many-queues --write-docs`.",
+        "Full size (1,000,000 queues, 1,000,000 messages, 19,000 users: the issue's 20,000 do not fit this box's "
+        "hard limit of 20,000 open files per process, which its root may not raise, with a socket per user on each "
+        f"side; about {_n(R.get('full_expected_min'))} min here by this run's rates, phase by phase in "
+        "bench/mq_estimate.py): `python -m bench many-queues --write-docs`.",
         "",
     ]
     return "\n".join(out)
@@ -205,8 +205,19 @@ def _noisy_row(N: dict[str, Any] | None) -> list[str]:
         f"over A's drain: p50 {_ms(n['p50_ms'])}, p99 {_ms(n['p99_ms'])} ({_n(n['count'])}, sent with "
         f"{_n(n['at_last'])}–{_n(n['backlog_at_first'])} of A's messages left; A drained {_n(N['drain_rate'])} msg/s "
         f"in {_n(N['drain_s'])} s). Behind A's backlog B would have waited p50 {_ms(b['p50_ms'])}, "
-        f"up to {_ms(b['max_ms'])}",
+        f"up to {_ms(b['max_ms'])}" + _node_read(N),
     ]
+
+
+def _node_read(N: dict[str, Any]) -> str:
+    """The node's read round trip beside B's probes, quiet and over A's drain: the shared part of B's time."""
+    q, n = N.get("node_read_quiet") or {}, N.get("node_read_noisy") or {}
+    if not q.get("count") or not n.get("count"):
+        return ""
+    return (
+        f". A read of one row from the bench, beside each of B's messages: p50 {_ms(q['p50_ms'])} with A's queue "
+        f"empty, {_ms(n['p50_ms'])} over A's drain"
+    )
 
 
 def _idle_row(I: dict[str, Any] | None, keyspace: str) -> list[str]:  # noqa: E741
@@ -217,8 +228,16 @@ def _idle_row(I: dict[str, Any] | None, keyspace: str) -> list[str]:  # noqa: E7
     return [
         f"Cassandra reads while the queues sit idle ({_n(I['seconds'])} s, server up, no client)",
         f"{_n(I['node_reads_per_s'], 2)} reads/s on the node in `{keyspace}` (system_views local read + scan "
-        f"counts; by table: {tables}); the server sent {_n(I['server_cql_reads_per_s'], 2)} CQL reads/s",
+        f"counts; by table: {tables}); the server sent {_n(I['server_cql_reads_per_s'], 2)} CQL reads/s"
+        + _top(I.get("server_reads_by_statement"), "its reads by statement")
+        + _top(I.get("server_by_caller"), "its requests by the engine function that sent them"),
     ]
+
+
+def _top(counts: dict[str, int] | None, what: str, n: int = 3) -> str:
+    if not counts:
+        return ""
+    return f"; {what}: " + "; ".join(f"`{k}` {_n(v)}" for k, v in list(counts.items())[:n])
 
 
 def _drain_row(D: dict[str, Any] | None, z: dict[str, Any]) -> list[str]:
@@ -232,3 +251,8 @@ def _drain_row(D: dict[str, Any] | None, z: dict[str, Any]) -> list[str]:
         f"{_n(D['swept_idle'])} idle) in {_n(D['sweep_seconds'])} s; after a visibility timeout "
         f"{_n(D['queues_rechecked'])} re-checked; {_n(D['seconds'])} s in all",
     ]
+
+
+def _flag(size: str) -> str:
+    """The command-line option that runs ``size``."""
+    return {"quick": " --quick", "full": ""}.get(size, f" --size {size}")
