@@ -44,7 +44,6 @@ Their names are re-exported here, so ``from bench import many_queues as mq`` rea
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import time
 from dataclasses import asdict
@@ -54,7 +53,17 @@ from .env import KEYSPACE, out_dir, progress
 from .mq_estimate import full_estimate_min
 from .mq_figures import cpu_share, latency_figures, reads_figures, rss_figures
 from .mq_fill import create, fill
-from .mq_host import bounded, create_tables_bytes, free_port, pct, raise_fd_limit, rss_kb, table_stats, zipf_cum
+from .mq_host import (
+    bounded,
+    create_tables_bytes,
+    free_port,
+    pct,
+    raise_fd_limit,
+    rss_kb,
+    settings_for,
+    table_stats,
+    zipf_cum,
+)
 from .mq_idle import idle, node_reads
 from .mq_ledger import Ledger
 from .mq_noisy import Noisy
@@ -104,20 +113,11 @@ __all__ = [  # what bench/__main__.py, bench/moto_sqs.py and the tests import fr
 
 
 async def scenario(size: Size, keyspace: str = KEYSPACE, measure_table: bool = True) -> dict[str, Any]:
-    from daemon.base.config import load_settings
     from daemon.engine.client import Casque
-    from daemon.engine.storage.db import Database
-    from daemon.engine.storage.schema import apply_schema
 
     raise_fd_limit(size.users + size.drain_concurrency + 512)  # this process's clients; the server inherits it
-    settings = load_settings(env={k: v for k, v in os.environ.items() if not k.startswith("CASQUE_")})
-    settings.cassandra.keyspace = keyspace
+    settings = settings_for(keyspace)
     settings.log.level = "warning"
-    db = Database(settings.cassandra).connect()
-    try:
-        apply_schema(db, keyspace, settings.schema)
-    finally:
-        db.close()
     stamp = f"mq{int(time.time()) % 10_000_000}_{random.randrange(1000):03d}"
     names = [f"{stamp}_{i:07d}" for i in range(size.queues)]
     cum = zipf_cum(size.queues, size.zipf_s)

@@ -17,18 +17,18 @@ from typing import Any
 
 from .mq_sizes import FULL, Size
 
-#: rates measured on this box by the medium run (bench/out/many-queues-medium.json, 2026-11-25), used
-#: for the estimate printed before a run has measured its own; create: the LWT path (824/s) until the
-#: bulk create path (issue 28) is in the engine, whose rate a run then measures
+#: rates the medium run measured on this box (bench/out/many-queues-medium.json, 2026-11-25 08:34 UTC, load
+#: average 2-12 from other engineers' runs), for the estimate printed before a run has measured its own.
+#: create: the LWT path (996/s that run); the bulk create path of issue 28 (>= 10,000/s) takes 16.7 min off
 HERE = {
-    "create_rate": 824.0,
-    "fill_rate": 2_000.0,
-    "catch_up_s_per_user": 0.01,
-    "noisy_fill_rate": 2_000.0,
-    "noisy_drain_rate": 300.0,
-    "sweep_s_per_queue": 0.01,
-    "recheck_s_per_queue": 0.005,
-    "restart_s": 5.0,
+    "create_rate": 996.0,
+    "fill_rate": 4_172.0,
+    "catch_up_s_per_user": 0.0054,
+    "noisy_fill_rate": 8_888.0,
+    "noisy_drain_rate": 332.0,
+    "sweep_s_per_queue": 0.0102,
+    "recheck_s_per_queue": 0.0024,
+    "restart_s": 1.2,
 }
 
 

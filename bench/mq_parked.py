@@ -24,7 +24,7 @@ import time
 from typing import Any
 
 from .env import out_dir, progress
-from .mq_host import bounded, raise_fd_limit, rss_kb
+from .mq_host import bounded, raise_fd_limit, rss_kb, settings_for
 from .mq_serve import Server
 from .mq_sizes import TINY
 from .sqs_json import ServerGone, SqsJson
@@ -52,19 +52,10 @@ async def park_all(client: SqsJson, names: list[str], wait_s: int) -> dict[str, 
 
 
 async def probe(users: int, wait_s: int, keyspace: str) -> dict[str, Any]:
-    from daemon.base.config import load_settings
     from daemon.engine.client import Casque
-    from daemon.engine.storage.db import Database
-    from daemon.engine.storage.schema import apply_schema
 
     raise_fd_limit(users + 512)
-    settings = load_settings(env={k: v for k, v in os.environ.items() if not k.startswith("CASQUE_")})
-    settings.cassandra.keyspace = keyspace
-    db = Database(settings.cassandra).connect()
-    try:
-        apply_schema(db, keyspace, settings.schema)
-    finally:
-        db.close()
+    settings = settings_for(keyspace)
     stamp = f"pk{int(time.time()) % 10_000_000}"
     names = [f"{stamp}_{i:06d}" for i in range(users + 1)]  # the last one: the owner woken while the rest wait
     cq = await Casque.connect(settings)

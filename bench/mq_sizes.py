@@ -4,7 +4,7 @@ test and light presets, so that the phases, the CLI and the tests read one defin
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 TINY = {"shards": 1, "buckets": 1, "max_attempts": 1000}  # docs/design.md "Many queues": a tiny queue
 
@@ -85,16 +85,14 @@ TEST = Size(
 )
 #: a twentieth of the full size's queues and a tenth of its users, the full noisy backlog: what this shared
 #: 2-core box runs end to end in a quarter of an hour, to extrapolate the full size from (full_estimate_min)
-MEDIUM = Size(
-    "medium",
+MEDIUM = replace(
+    FULL,
+    name="medium",
     queues=50_000,
     messages=50_000,
     users=2_000,
     live_s=120,
     send_rate=100,
-    wait_s=20,
-    visibility_s=30,
-    drain_concurrency=128,
     idle_sample=5_000,
     ramp_s=10,
 )

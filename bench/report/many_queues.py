@@ -34,7 +34,7 @@ def section_many_queues(R: dict[str, Any], img: str) -> str:
             "`queues` table on disk (nodetool flush + tablestats)",
             f"{_n(t['after'].get('bytes'))} bytes (compressed, live SSTables) for an estimated "
             f"{_n(t['after'].get('partitions'))} partitions "
-            f"(this run's queues and the deleted rows of earlier runs): {_n(t.get('bytes_per_partition'), 1)} bytes "
+            f"({_whose(t)}): {_n(t.get('bytes_per_partition'), 1)} bytes "
             "per queue row, "
             f"so about {_n((t.get('bytes_per_partition') or 0) * 1e6 / 2**20)} MiB per million queues"
             + _per_queue(t.get("per_queue"))
@@ -123,12 +123,13 @@ def section_many_queues(R: dict[str, Any], img: str) -> str:
         "",
         f"![server RSS vs queues touched]({img}/bench-many-queues-rss.png)",
         "",
+        _mq_parked(R.get("parked")),
         _mq_light(R.get("light")),
         _mq_baseline(R.get("baseline")),
         "Full size (1,000,000 queues, 1,000,000 messages, 19,000 users: the issue's 20,000 do not fit this box's "
         "hard limit of 20,000 open files per process, which its root may not raise, with a socket per user on each "
-        f"side; about {_n(R.get('full_expected_min'))} min here by this run's rates, phase by phase in "
-        "bench/mq_estimate.py): `python -m bench many-queues --write-docs`.",
+        f"side; about {_n(R.get('full_expected_min'))} min here by this run's rates{_phases(R)}): "
+        "`python -m bench many-queues --write-docs`.",
         "",
     ]
     return "\n".join(out)
@@ -230,8 +231,24 @@ def _idle_row(I: dict[str, Any] | None, keyspace: str) -> list[str]:  # noqa: E7
         f"{_n(I['node_reads_per_s'], 2)} reads/s on the node in `{keyspace}` (system_views local read + scan "
         f"counts; by table: {tables}); the server sent {_n(I['server_cql_reads_per_s'], 2)} CQL reads/s"
         + _top(I.get("server_reads_by_statement"), "its reads by statement")
-        + _top(I.get("server_by_caller"), "its requests by the engine function that sent them"),
+        + _top(I.get("server_by_caller"), "its requests by the engine function that sent them")
+        + _sweep_share(I),
     ]
+
+
+def _sweep_share(I: dict[str, Any]) -> str:  # noqa: E741
+    """How much of the idle reads the low-watermark sweep sent (engine/consume/sweep.py), when it sent any."""
+    by = I.get("server_by_caller") or {}
+    sweep = sum(v for k, v in by.items() if k.startswith("sweep."))
+    total = sum(by.values())
+    if not sweep or not total:
+        return ""
+    return (
+        f". {100 * sweep / total:.0f} % of the server's requests in the window came from the low-watermark sweep "
+        "(engine/consume/sweep.py), which every 30 s visits each pull consumer the server keeps (its "
+        "`cache.consumers` LRU) whether or not its queue changed: bounded by that LRU, not by the queues that "
+        "exist, but not 0"
+    )
 
 
 def _top(counts: dict[str, int] | None, what: str, n: int = 3) -> str:
@@ -256,3 +273,45 @@ def _drain_row(D: dict[str, Any] | None, z: dict[str, Any]) -> list[str]:
 def _flag(size: str) -> str:
     """The command-line option that runs ``size``."""
     return {"quick": " --quick", "full": ""}.get(size, f" --size {size}")
+
+
+def _mq_parked(P: dict[str, Any] | None) -> str:
+    """The parked-polls probe (bench/mq_parked.py): can one process hold the full size's users' long polls?"""
+    if not P:
+        return ""
+    pk, srv, w = P["parked"], P.get("server") or {}, P.get("wake") or {}
+    polls = (srv.get("tally") or {}).get("empty_long_poll") or [0, 0, 0]
+    reads = _n(polls[2] / polls[0], 2) if polls[0] else "–"
+    wake = (
+        f"A send to one more parked owner reached it in {_ms(w.get('send_to_receive_ms'))}"
+        if w.get("received")
+        else "A send to one more parked owner was not answered within the client's timeout"
+    )
+    return (
+        f"Parked long polls (`python -m bench.mq_parked --users {P['users']}`): one bench process opened "
+        f"{_n(P['users'])} connections to one `casque serve` at once, each a ReceiveMessage with WaitTimeSeconds "
+        f"{P['wait_s']} on its own tiny queue (open-files limit {P['fd_limit'][0]:,}); RSS with all of them open: "
+        f"bench {_n(P['rss_mb'].get('bench'), 1)} MB, server {_n(P['rss_mb'].get('server'), 1)} MB. The server "
+        f"answered {_n(polls[0])} of them as empty long polls, {reads} CQL reads each (each poll the first on its "
+        f"queue: nothing cached); {_n(pk['empty'])} answers reached the client within "
+        f"its timeout of the wait + 60 s, {_n(pk['gone'])} did not (the last at {_n(pk['last_answer_s'])} s): "
+        f"arriving all at once, every first poll's cold reads wait their turn at the node. {wake}. Hence the "
+        "users' ramp online (`ramp_s`) at full size.\n"
+    )
+
+
+def _whose(t: dict[str, Any]) -> str:
+    """Whose partitions the ``queues`` table held when measured."""
+    if (t.get("per_queue") or {}).get("fresh"):
+        return "this run's queues only: a keyspace of its own"
+    return "this run's queues and the deleted rows of earlier runs"
+
+
+def _phases(R: dict[str, Any]) -> str:
+    """The full size's minutes phase by phase, from this run's rates (bench/mq_estimate.py)."""
+    from ..mq_estimate import phases_s, rates
+
+    if "swept" not in (R.get("drain") or {}):
+        return ""
+    mins = {k: v / 60 for k, v in phases_s(rates(R)).items()}
+    return ", phase by phase in bench/mq_estimate.py: " + ", ".join(f"{k} {_n(v, 1)}" for k, v in mins.items())
