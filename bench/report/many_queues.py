@@ -246,8 +246,9 @@ def _sweep_share(I: dict[str, Any]) -> str:  # noqa: E741
     return (
         f". {100 * sweep / total:.0f} % of the server's requests in the window came from the low-watermark sweep "
         "(engine/consume/sweep.py), which every 30 s visits each pull consumer the server keeps (its "
-        "`cache.consumers` LRU) whether or not its queue changed: bounded by that LRU, not by the queues that "
-        "exist, but not 0"
+        "`cache.consumers` LRU) whether or not its queue changed, and first reads that queue's settings "
+        "(`QueueStore.get`, sweep.py `Sweeper.sweep`: their 5 s cache has expired by the next pass): bounded by "
+        "that LRU, not by the queues that exist, but not 0"
     )
 
 
