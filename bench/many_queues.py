@@ -198,6 +198,7 @@ async def scenario(size: Size, keyspace: str = KEYSPACE, measure_table: bool = T
         R["reads"] = reads_figures(server)
         R["rss"] = rss_figures(run.samples)
         R["empty_receives_in_drain"] = run.empty_drain_receives
+        R["server_log"] = server.errors()
         if ledger.summary()["lost"]:
             R["lost_lookup"] = await look_up_lost(cq, ledger)  # the queues stay, for a closer look
         else:

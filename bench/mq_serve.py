@@ -10,10 +10,12 @@ import itertools
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,6 +92,11 @@ class Server:
         except (OSError, ValueError):
             return {}
 
+    def errors(self) -> dict[str, int]:
+        """The warnings and errors its processes logged, by event and the storage error's gist (from the Cassandra
+        error code's message, e.g. READ_TOO_MANY_TOMBSTONES): what clients saw as 5xx, and why."""
+        return log_errors(sorted(self.workdir.glob("serve-*.log")))
+
     def kill9(self) -> None:
         assert self.proc is not None
         self.finished.append(self.stats())
@@ -105,6 +112,23 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
+
+
+def log_errors(logs: list[Path]) -> dict[str, int]:
+    """Count the JSON log lines of level warning or error in ``logs``, by event and error gist."""
+    found: Counter[str] = Counter()
+    for log in logs:
+        for line in log.read_text(errors="replace").splitlines():
+            if not line.startswith("{"):
+                continue
+            try:
+                e = json.loads(line)
+            except ValueError:
+                continue
+            if e.get("level") in ("warning", "error"):
+                gist = re.search(r"[A-Z][A-Z_]{8,}", str(e.get("error", "")))
+                found[e.get("event", "?") + (f": {gist.group(0)}" if gist else "")] += 1
+    return dict(found.most_common())
 
 
 @dataclass

@@ -75,6 +75,10 @@ def section_many_queues(R: dict[str, Any], img: str) -> str:
         _idle_row(R.get("idle"), R.get("keyspace", "?")),
         _drain_row(R.get("drain"), z),
         [
+            "the server's warnings and errors (its logs, by event)",
+            "; ".join(f"{k} {_n(v)}" for k, v in (R.get("server_log") or {}).items()) or "none",
+        ],
+        [
             "ledger",
             f"sent {_n(led['sent'])}, deleted {_n(led['deleted'])}, **lost {led['lost']}**, duplicate deliveries "
             f"{led['duplicate_deliveries']}, "
