@@ -52,7 +52,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--report-only", action="store_true", help="re-render plots and report from the saved results")
     p.add_argument(
         "--size",
-        choices=["quick", "full", "test", "light"],
+        choices=["quick", "full", "test", "light", "medium"],
         help="many-queues only: a size of bench/many_queues.py (default: full, or quick with --quick); test and light "
         "never go to docs/",
     )
@@ -268,6 +268,9 @@ def many_queues(args: argparse.Namespace) -> int:
             "cql_latency_ms": L["reads"].get("cql_latency_ms"),
             "load": (L.get("machine") or {}).get("load_at_start"),
         }
+    parked = sorted(out_dir().glob("many-queues-parked-*.json"))  # bench/mq_parked.py's probe, if it was run
+    if parked:
+        R["parked"] = json.loads(parked[-1].read_text())
     to_docs = (args.write_docs or size is mq.FULL) and size in (mq.QUICK, mq.FULL)
     plot = "bench-many-queues-rss.png" if size in (mq.QUICK, mq.FULL) else f"bench-many-queues-rss-{size.name}.png"
     plots.rss_vs_queues(R["rss"]["samples"], out_dir() / plot, R["size"]["name"], baseline)

@@ -4,7 +4,8 @@
 
 1. **create** N tiny queues (1 shard, 1 bucket) from Python: ``Casque.create_queues`` when the engine has
    it, else ``create_queue``, 64 at a time; the rate, the p99 of one queue's write,
-   and the ``queues`` table's size on disk (``nodetool flush`` + ``tablestats`` before and after).
+   the ``queues`` table's size on disk (``nodetool flush`` + ``tablestats`` before and after), and bytes
+   per queue over every table a creation writes.
 2. **fill** M messages spread Zipf-like over the queues (weight 1/rank, ranks shuffled), with
    ``send_many`` per queue.
 3. **serve**: one ``casque serve`` process (bench/many_queues_serve.py charges its CQL to each SQS
@@ -14,10 +15,17 @@
    Why this shape: SQS clients reach one serving process per host, and long polls park in that
    process (woken by the sends it serves); on 2 cores one server plus one client process is what
    fits, where a process per user would measure the machine's scheduler, not casque.
-4. **drain**: every queue is visited with a short receive (the cost of looking at an idle queue,
-   and the server's memory as the number of queues it has seen grows to N), then, once the
-   visibility timeout of anything taken before has passed, every queue that got a message is
-   visited again until the ledger has every message deleted.
+4. **noisy neighbour** (bench/mq_noisy.py): user A drains a backlog of ``noisy_backlog`` from A's queue
+   while user B, long-polling B's own queue on the same server, gets single messages; B's send→receive
+   then is set beside the same figure with A's queue empty, measured just before.
+5. **drain**: every queue the ledger still has messages in is drained; a sample of ``idle_sample`` of
+   the queues already drained is checked empty, and as many idle queues are looked at (the cost of an
+   idle receive, and the server's memory as the queues it has seen grow); once the visibility timeout
+   of anything taken before has passed, what the ledger still owes is drained and a fresh sample checked,
+   until the ledger has every message deleted. Not every queue one by one: at a million that sweep
+   alone took hours (bench/mq_estimate.py adds the phases up).
+6. **idle** (bench/mq_idle.py): ``idle_s`` seconds with the server up and no client, the node's reads in
+   the keyspace counted from its own virtual tables, and the server's CQL reads.
 
 The ledger lives in this process: a message's body is its ledger id and send time; sent = a send
 the server acknowledged; deleted = a DeleteMessageBatch entry reported successful; lost = sent and
@@ -27,30 +35,46 @@ docs/benchmarks.md (with --write-docs) or bench/out/report-many-queues-<mode>.md
 
 This module holds the whole scenario (``scenario``) and what the CLI prints of it; its parts live beside it:
 bench/mq_sizes.py (the sizes), mq_ledger.py (the ledger), mq_host.py (machine helpers), mq_fill.py
-(phases 1-2), mq_serve.py (phases 3-4: the server, users, producers, drain), mq_figures.py (the figures).
+(phases 1-2), mq_serve.py (phases 3 and 5: the server, users, producers, drain), mq_noisy.py (4),
+mq_idle.py (6), mq_figures.py (the figures), mq_estimate.py (the full size's duration here), mq_parked.py
+(a probe: 20,000 long polls parked at once on one server, from one process).
 Their names are re-exported here, so ``from bench import many_queues as mq`` reaches them as before.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import time
 from dataclasses import asdict
 from typing import Any
 
 from .env import KEYSPACE, out_dir, progress
+from .mq_estimate import full_estimate_min
 from .mq_figures import cpu_share, latency_figures, reads_figures, rss_figures
 from .mq_fill import create, fill
-from .mq_host import bounded, free_port, pct, raise_fd_limit, rss_kb, table_stats, zipf_cum
+from .mq_host import (
+    bounded,
+    create_tables_bytes,
+    free_port,
+    pct,
+    raise_fd_limit,
+    rss_kb,
+    settings_for,
+    table_stats,
+    zipf_cum,
+)
+from .mq_idle import idle, node_reads
 from .mq_ledger import Ledger
+from .mq_noisy import Noisy
 from .mq_serve import Run, Sample, Server
-from .mq_sizes import FULL, LIGHT, QUICK, SIZES, TEST, TINY, Size
+from .mq_sizes import FULL, LIGHT, MEDIUM, QUICK, SIZES, TEST, TINY, Size
 
 __all__ = [  # what bench/__main__.py, bench/moto_sqs.py and the tests import from here, as before the split
     "FULL",
     "LIGHT",
+    "MEDIUM",
+    "Noisy",
     "QUICK",
     "SIZES",
     "TEST",
@@ -67,7 +91,11 @@ __all__ = [  # what bench/__main__.py, bench/moto_sqs.py and the tests import fr
     "fill",
     "free_port",
     "full_estimate_min",
+    "noisy_line",
+    "per_queue_bytes",
     "headline",
+    "idle",
+    "node_reads",
     "latency_figures",
     "look_up_lost",
     "pct",
@@ -85,20 +113,11 @@ __all__ = [  # what bench/__main__.py, bench/moto_sqs.py and the tests import fr
 
 
 async def scenario(size: Size, keyspace: str = KEYSPACE, measure_table: bool = True) -> dict[str, Any]:
-    from daemon.base.config import load_settings
     from daemon.engine.client import Casque
-    from daemon.engine.storage.db import Database
-    from daemon.engine.storage.schema import apply_schema
 
-    raise_fd_limit(size.users + size.drain_concurrency + 256)
-    settings = load_settings(env={k: v for k, v in os.environ.items() if not k.startswith("CASQUE_")})
-    settings.cassandra.keyspace = keyspace
+    raise_fd_limit(size.users + size.drain_concurrency + 512)  # this process's clients; the server inherits it
+    settings = settings_for(keyspace)
     settings.log.level = "warning"
-    db = Database(settings.cassandra).connect()
-    try:
-        apply_schema(db, keyspace, settings.schema)
-    finally:
-        db.close()
     stamp = f"mq{int(time.time()) % 10_000_000}_{random.randrange(1000):03d}"
     names = [f"{stamp}_{i:07d}" for i in range(size.queues)]
     cum = zipf_cum(size.queues, size.zipf_s)
@@ -111,13 +130,16 @@ async def scenario(size: Size, keyspace: str = KEYSPACE, measure_table: bool = T
         "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     }
     ledger = Ledger()
+    extra: list[str] = []  # the noisy-neighbour phase's two queues
     cq = await Casque.connect(settings)
     workdir = out_dir("many-queues", stamp)
     cache = dict(size.cache) if hasattr(settings, "cache") else {}  # an engine without LRU limits has no [cache]
     R["server_cache"] = cache
     server = Server(keyspace, workdir, cache)
+    progress(f"many-queues {size.name}: the full size would take about {full_estimate_min():.0f} min here")
     try:
         before = await asyncio.to_thread(table_stats, keyspace) if measure_table else {}
+        before_all = await asyncio.to_thread(create_tables_bytes, keyspace) if measure_table else {}
         progress(f"many-queues {size.name}: creating {size.queues:,} tiny queues")
         R["create"] = await create(cq, names, size)
         progress(
@@ -130,6 +152,7 @@ async def scenario(size: Size, keyspace: str = KEYSPACE, measure_table: bool = T
             # shared with earlier runs, whose deleted rows it purges) makes a before/after difference meaningless
             per = after["bytes"] / after["partitions"] if after.get("bytes") and after.get("partitions") else None
             R["table"] = {"before": before, "after": after, "bytes_per_partition": per}
+            R["table"]["per_queue"] = await asyncio.to_thread(per_queue_bytes, keyspace, before_all, size.queues)
         progress(f"  filling {size.messages:,} messages, Zipf s={size.zipf_s}")
         R["fill"] = await fill(cq, names, cum, size, ledger)
         progress(
@@ -145,8 +168,22 @@ async def scenario(size: Size, keyspace: str = KEYSPACE, measure_table: bool = T
                 f"{size.live_s:g}s"
             )
             R["live"] = await run.live()
-            progress(f"  draining every queue ({size.queues:,})")
+            run.phase = "noisy"
+            noisy = Noisy(run, cq, stamp)
+            extra = [noisy.a, noisy.b]
+            R["noisy"] = await noisy.measure()
+            progress(noisy_line(R["noisy"]))
+            progress(
+                f"  draining the queues the ledger has messages in; samples of {size.idle_sample:,} drained and "
+                f"{size.idle_sample:,} idle ones checked (of {size.queues:,})"
+            )
             R["drain"] = await run.drain(deadline_s=3 * size.visibility_s + 60)
+            run.phase = "idle"
+            R["idle"] = await idle(cq.db, keyspace, server, size.idle_s)
+            progress(
+                f"  idle: {R['idle']['node_reads_per_s']:.2f} node reads/s in {keyspace}, the server's "
+                f"{R['idle']['server_cql_reads_per_s']} CQL reads/s"
+            )
         finally:
             sampler.cancel()
             server.stop()
@@ -161,10 +198,11 @@ async def scenario(size: Size, keyspace: str = KEYSPACE, measure_table: bool = T
         R["reads"] = reads_figures(server)
         R["rss"] = rss_figures(run.samples)
         R["empty_receives_in_drain"] = run.empty_drain_receives
+        R["server_log"] = server.errors()
         if ledger.summary()["lost"]:
             R["lost_lookup"] = await look_up_lost(cq, ledger)  # the queues stay, for a closer look
         else:
-            await cleanup(cq, names)
+            await cleanup(cq, names + extra)
     finally:
         server.stop()
         await cq.close()
@@ -207,14 +245,33 @@ def headline(R: dict[str, Any]) -> str:
         f"{f(rd['empty_receive']['reads_per_request'], 2)}; "
         f"RSS {f(rss.get('rss_mb_at', {}).get('50%'))} → {f(rss.get('rss_mb_at', {}).get('100%'))} MB over the second "
         "half of "
-        f"{rss.get('queues_touched', 0):,} queues"
+        f"{rss.get('queues_touched', 0):,} queues; "
+        f"noisy neighbour: B's p99 {f((R.get('noisy') or {}).get('noisy', {}).get('p99_ms'))} ms over A's drain vs "
+        f"{f((R.get('noisy') or {}).get('quiet', {}).get('p99_ms'))} ms with A empty; idle: "
+        f"{f((R.get('idle') or {}).get('node_reads_per_s'), 2)} node reads/s"
     )
 
 
-def full_estimate_min(R: dict[str, Any]) -> float:
-    """Minutes the full size would take on this machine, from this run's rates (linear in size:
-    create, fill and the drain sweep scale with the queue and message counts, the live phase is fixed)."""
-    create_s = FULL.queues / R["create"]["rate"]
-    fill_s = FULL.messages / R["fill"]["rate"]
-    sweep_s = FULL.queues * R["drain"]["sweep_seconds"] / R["size"]["queues"]
-    return (create_s + fill_s + FULL.live_s + 2 * sweep_s + FULL.visibility_s) / 60
+def noisy_line(N: dict[str, Any]) -> str:
+    """The noisy-neighbour figure in one line: B's send→receive beside A's backlog, quiet and noisy."""
+    q, n = N["quiet"], N["noisy"]
+    f = lambda x: "–" if x is None else f"{x:,.1f}"  # noqa: E731
+    return (
+        f"  noisy neighbour: B's send→receive p50 {f(q['p50_ms'])} / p99 {f(q['p99_ms'])} ms with A's queue empty, "
+        f"p50 {f(n['p50_ms'])} / p99 {f(n['p99_ms'])} ms ({n['count']} messages) while A drained "
+        f"{N['backlog']:,} in {N['drain_s']:.0f} s ({N['drain_rate']:,.0f} msg/s)"
+    )
+
+
+def per_queue_bytes(keyspace: str, before: dict[str, int], queues: int) -> dict[str, Any]:
+    """Bytes on disk per queue over every table its creation writes, as (after - before) / queues
+    created: honest in a keyspace that held no queues before (``fresh``); in a reused one, compaction
+    of earlier runs' rows between the two measurements can move it either way."""
+    after = create_tables_bytes(keyspace)
+    grown = sum(after.values()) - sum(before.values())
+    return {
+        "before": before,
+        "after": after,
+        "fresh": not any(before.values()),
+        "bytes_per_queue": grown / queues if queues else None,
+    }

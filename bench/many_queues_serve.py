@@ -10,8 +10,11 @@ Runs the real ``casque serve`` (``daemon.cli.main``) after wrapping, in this pro
     empty short receive (WaitTimeSeconds = 0: the cost of looking at an idle queue), a send, a
     delete, anything else.
 CQL outside any request (timers, caches refreshed in the background) is the total minus the
-charged part. A thread writes the counts to STATS_FILE every 0.5 s, so the bench reads them while
-the server runs and after a kill -9 (losing at most that last half second).
+charged part. While a file STATS_FILE.by-caller exists, every request is also counted by the engine
+function that issued it (bench/cqlcount.py ``BY_CALLER``: a frame walk per request, so only for the
+idle window, where it says which loop reads what). A thread writes the counts to STATS_FILE every
+0.5 s, so the bench reads them while the server runs and after a kill -9 (losing at most that last
+half second).
 """
 
 from __future__ import annotations
@@ -82,6 +85,8 @@ def stats(latency: dict[str, Any]) -> dict[str, Any]:
     from .cqlcount import COUNTS
 
     return {
+        "by_caller": dict(COUNTS.by_caller),
+        "by_statement": {k: n for k, n in list(COUNTS.by_statement.items()) if k.startswith("SELECT")},
         "pid": os.getpid(),
         "t": time.time(),
         "cql_requests": COUNTS.requests,
@@ -104,9 +109,12 @@ def cql_latency() -> dict[str, Any]:
 
 
 def keep_writing(path: Path, every_s: float = 0.5) -> None:
-    tmp = path.with_suffix(".tmp")
+    from . import cqlcount
+
+    tmp, flag = path.with_suffix(".tmp"), path.with_name(path.name + ".by-caller")
     latency: dict[str, Any] = {}
     for n in itertools.count():
+        cqlcount.BY_CALLER = flag.exists()
         if n % 10 == 0:  # sorting the samples costs the server CPU: every 5 s is enough
             latency = cql_latency()
         tmp.write_text(json.dumps(stats(latency)))

@@ -87,7 +87,7 @@ def rss_figures(samples: list[Sample]) -> dict[str, Any]:
         at[f"{int(frac * 100)}%"] = near[0] if near else None
     half, full = at.get("50%"), at.get("100%")
     return {
-        "cpu_pct": {phase: cpu_share(samples, phase) for phase in ("live", "drain")},
+        "cpu_pct": {phase: cpu_share(samples, phase) for phase in ("live", "noisy", "drain", "idle")},
         "queues_touched": top,
         "rss_mb_at": at,
         "growth_second_half_mb": (full - half) if half is not None and full is not None else None,

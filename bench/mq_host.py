@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 import re
 import resource
 import socket
@@ -16,6 +17,23 @@ from pathlib import Path
 from typing import Any
 
 from .env import ROOT
+
+
+def settings_for(keyspace: str) -> Any:
+    """The project's settings without this shell's CASQUE_* overrides, pointed at ``keyspace``, whose schema
+    is applied (idempotent): what every phase and probe of the scenario connects with."""
+    from daemon.base.config import load_settings
+    from daemon.engine.storage.db import Database
+    from daemon.engine.storage.schema import apply_schema
+
+    settings = load_settings(env={k: v for k, v in os.environ.items() if not k.startswith("CASQUE_")})
+    settings.cassandra.keyspace = keyspace
+    db = Database(settings.cassandra).connect()
+    try:
+        apply_schema(db, keyspace, settings.schema)
+    finally:
+        db.close()
+    return settings
 
 
 def free_port() -> int:
@@ -37,9 +55,17 @@ def zipf_cum(n: int, s: float) -> list[float]:
 
 
 def raise_fd_limit(need: int) -> None:
+    """Open files for one connection per user, in this process and in the server it starts (a child
+    inherits the limit): the soft limit up to the hard one, and past it where the process may (root, or
+    CAP_SYS_RESOURCE: the full size's 20,000 users need about 2 × 20,000 where a box's default is 20,000)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < need <= hard or (soft < hard and need > hard):
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    if hard < need:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (need, need))
+        except (ValueError, OSError):
+            pass  # not allowed: said below
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     if soft < need:
         raise SystemExit(
@@ -68,12 +94,16 @@ async def bounded(items: Iterable[Any], concurrency: int, one: Callable[[Any], A
     await asyncio.gather(*(worker() for _ in range(concurrency)))
 
 
-def table_stats(keyspace: str) -> dict[str, int]:
-    """The queues table after a flush: bytes on disk (live) and the partition estimate."""
+#: the tables a queue's creation writes a row to (QueueStore.create): the queue's share of the disk
+CREATE_TABLES = ("queues", "queue_names", "queue_expiry")
+
+
+def table_stats(keyspace: str, table: str = "queues") -> dict[str, int]:
+    """One table after a flush: bytes on disk (live) and the partition estimate."""
     casque = [sys.executable, "-m", "daemon.cli", "cassandra", "nodetool"]
-    subprocess.run(casque + ["flush", keyspace, "queues"], cwd=ROOT, capture_output=True, timeout=300)
+    subprocess.run(casque + ["flush", keyspace, table], cwd=ROOT, capture_output=True, timeout=300)
     out = subprocess.run(
-        casque + ["tablestats", f"{keyspace}.queues"], cwd=ROOT, capture_output=True, text=True, timeout=300
+        casque + ["tablestats", f"{keyspace}.{table}"], cwd=ROOT, capture_output=True, text=True, timeout=300
     ).stdout
     found: dict[str, int] = {}
     for key, label in (("bytes", "Space used (live)"), ("partitions", "Number of partitions (estimate)")):
@@ -81,3 +111,8 @@ def table_stats(keyspace: str) -> dict[str, int]:
         if m:
             found[key] = int(m.group(1))
     return found
+
+
+def create_tables_bytes(keyspace: str) -> dict[str, int]:
+    """Bytes on disk of each table a creation writes to (after a flush of each)."""
+    return {t: table_stats(keyspace, t).get("bytes", 0) for t in CREATE_TABLES}

@@ -31,7 +31,7 @@ class Ledger:
 
     def receive(self, body: str, now: float) -> str | None:
         mid = body.split(" ", 1)[0]
-        if mid not in self.sent and not mid.startswith(("f", "l")):
+        if mid not in self.sent and not mid.startswith(("f", "l", "n")):
             self.unknown += 1
             return None
         self.deliveries[mid] += 1

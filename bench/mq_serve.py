@@ -10,10 +10,12 @@ import itertools
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,6 +92,11 @@ class Server:
         except (OSError, ValueError):
             return {}
 
+    def errors(self) -> dict[str, int]:
+        """The warnings and errors its processes logged, by event and the storage error's gist (from the Cassandra
+        error code's message, e.g. READ_TOO_MANY_TOMBSTONES): what clients saw as 5xx, and why."""
+        return log_errors(sorted(self.workdir.glob("serve-*.log")))
+
     def kill9(self) -> None:
         assert self.proc is not None
         self.finished.append(self.stats())
@@ -105,6 +112,23 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
+
+
+def log_errors(logs: list[Path]) -> dict[str, int]:
+    """Count the JSON log lines of level warning or error in ``logs``, by event and error gist."""
+    found: Counter[str] = Counter()
+    for log in logs:
+        for line in log.read_text(errors="replace").splitlines():
+            if not line.startswith("{"):
+                continue
+            try:
+                e = json.loads(line)
+            except ValueError:
+                continue
+            if e.get("level") in ("warning", "error"):
+                gist = re.search(r"[A-Z][A-Z_]{8,}", str(e.get("error", "")))
+                found[e.get("event", "?") + (f": {gist.group(0)}" if gist else "")] += 1
+    return dict(found.most_common())
 
 
 @dataclass
@@ -171,6 +195,9 @@ class Run:
 
     # ---- the live phase -----------------------------------------------------------------------
     async def user(self, queue: str) -> None:
+        # users come online over ``ramp_s``, as people do: 19,000 first long polls at once are a herd whose
+        # cold reads (about 6 each, bench/mq_parked.py) take the node here ~95 s to serve, longer than a poll
+        await asyncio.sleep(self.rng.uniform(0, self.size.ramp_s))
         while not self.stop_users.is_set():
             await self.take(queue, self.size.wait_s)
 
@@ -261,32 +288,68 @@ class Run:
 
     # ---- the drain ----------------------------------------------------------------------------
     async def empty_queue(self, queue: str) -> None:
+        """Receive until a receive comes back empty: the look at an idle queue, or a check that a queue
+        the ledger has empty is empty (anything found is a delivery the ledger counts as a duplicate)."""
         while await self.take(queue, 0):
             pass
         self.empty_drain_receives += 1
 
+    async def drain_queue(self, queue: str) -> None:
+        """Receive until the ledger has the queue empty (no empty receive after: the ledger knows)."""
+        while self.ledger.outstanding[queue] > 0 and await self.take(queue, 0):
+            pass
+
+    async def visit(self, item: tuple[str, str]) -> None:
+        await (self.drain_queue if item[0] == "drain" else self.empty_queue)(item[1])
+
+    def sweep_order(self) -> tuple[list[tuple[str, str]], dict[str, int]]:
+        """What the drain visits, not every queue one by one: each queue the ledger still has messages in
+        (drained), a random sample of ``idle_sample`` of the queues that got messages and have none left
+        (checked empty: a message deleted and back would show there), and as many queues that never got one
+        (the cost of looking at an idle queue is a figure per request, and the server's memory is plotted
+        against the queues it served: a sample shows both). Shuffled, so idle and busy queues mix."""
+        ever = {q for q, _, _ in self.ledger.sent.values()}
+        owed = sorted(q for q in ever if self.ledger.outstanding[q] > 0)
+        done = sorted(ever.difference(owed))
+        checked = self.rng.sample(done, min(self.size.idle_sample, len(done)))
+        never = [q for q in self.names if q not in ever]
+        idle = self.rng.sample(never, min(self.size.idle_sample, len(never)))
+        order = [("drain", q) for q in owed] + [("check", q) for q in checked + idle]
+        self.rng.shuffle(order)
+        return order, {"swept_busy": len(owed), "checked": len(checked), "swept_idle": len(idle)}
+
+    def recheck_order(self) -> list[tuple[str, str]]:
+        """After a visibility timeout: the queues the ledger still has messages in (taken, not deleted:
+        visible again now), and a fresh sample of the others that got messages, checked empty again."""
+        ever = {q for q, _, _ in self.ledger.sent.values()}
+        owed = {q for q in ever if self.ledger.outstanding[q] > 0}
+        rest = sorted(ever - owed)
+        return [("drain", q) for q in sorted(owed)] + [
+            ("check", q) for q in self.rng.sample(rest, min(self.size.idle_sample, len(rest)))
+        ]
+
     async def drain(self, deadline_s: float) -> dict[str, Any]:
         self.phase = "drain"
         t0 = time.time()
-        order = list(self.names)
-        self.rng.shuffle(order)
-        await bounded(order, self.size.drain_concurrency, self.empty_queue)
+        order, counts = self.sweep_order()
+        await bounded(order, self.size.drain_concurrency, self.visit)
         sweep_s = time.time() - t0
         # anything taken and not deleted (lost responses around the kill) is visible again after this:
         await asyncio.sleep(self.size.visibility_s + 1)
         passes = 1
-        ever = sorted({q for q, _, _ in self.ledger.sent.values()})
-        await bounded(ever, self.size.drain_concurrency, self.empty_queue)
+        again = self.recheck_order()
+        await bounded(again, self.size.drain_concurrency, self.visit)
         t1 = time.time()
         while any(v > 0 for v in self.ledger.outstanding.values()) and time.time() - t1 < deadline_s:
             passes += 1
             await asyncio.sleep(1.0)
-            await bounded(
-                [q for q, v in self.ledger.outstanding.items() if v > 0], self.size.drain_concurrency, self.empty_queue
-            )
+            owed = [("drain", q) for q, v in self.ledger.outstanding.items() if v > 0]
+            await bounded(owed, self.size.drain_concurrency, self.visit)
         return {
             "sweep_seconds": sweep_s,
+            "swept": len(order),
+            **counts,
             "seconds": time.time() - t0,
             "extra_passes": passes,
-            "queues_rechecked": len(ever),
+            "queues_rechecked": len(again),
         }

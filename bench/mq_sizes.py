@@ -4,7 +4,7 @@ test and light presets, so that the phases, the CLI and the tests read one defin
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 TINY = {"shards": 1, "buckets": 1, "max_attempts": 1000}  # docs/design.md "Many queues": a tiny queue
 
@@ -26,6 +26,18 @@ class Size:
     #: the server's [cache] limits (engine's LRU bounds), lowered at small sizes so that the run
     #: passes them and shows memory levelling off; empty: the defaults
     cache: tuple[tuple[str, int], ...] = ()
+    #: seconds over which the users' first long polls are spread (0: all at once)
+    ramp_s: float = 0.0
+    #: the noisy-neighbour phase (bench/mq_noisy.py): user A's backlog, A's concurrent receivers, and the
+    #: single messages to user B measured with A's queue empty and again over A's drain
+    noisy_backlog: int = 100_000
+    noisy_consumers: int = 4
+    noisy_probes: int = 50
+    #: the drain visits every queue that got a message, and this many idle ones (a random sample): the
+    #: cost of looking at an idle queue is a per-request figure, which a sample measures as well as all N
+    idle_sample: int = 20_000
+    #: seconds with the server up and no client, over which the node's reads are counted
+    idle_s: float = 60.0
 
 
 QUICK = Size(
@@ -36,17 +48,24 @@ QUICK = Size(
     live_s=30,
     send_rate=40,
     cache=(("queues", 1000), ("consumers", 250), ("activity", 1000)),
+    noisy_backlog=10_000,
+    idle_sample=2_000,
+    idle_s=30,
 )
+#: users: the issue asks 20,000; this box's hard open-files limit is 20,000 per process and its root lacks
+#: CAP_SYS_RESOURCE to raise it (bench/mq_host.py raise_fd_limit tries), while each user holds one socket
+#: in this process and one in the server: 19,000 leave room for the drain, producers and the driver
 FULL = Size(
     "full",
     queues=1_000_000,
     messages=1_000_000,
-    users=20_000,
+    users=19_000,
     live_s=600,
     send_rate=300,
     wait_s=20,
     visibility_s=30,
     drain_concurrency=128,
+    ramp_s=60,
 )
 TEST = Size(
     "test",
@@ -59,7 +78,35 @@ TEST = Size(
     visibility_s=3,
     drain_concurrency=16,
     cache=(("queues", 100), ("consumers", 50), ("activity", 100)),
+    noisy_backlog=5_000,
+    noisy_probes=20,
+    idle_sample=400,
+    idle_s=5,
+)
+#: a twentieth of the full size's queues and a tenth of its users, the full noisy backlog: what this shared
+#: 2-core box runs end to end in a quarter of an hour, to extrapolate the full size from (full_estimate_min)
+MEDIUM = replace(
+    FULL,
+    name="medium",
+    queues=50_000,
+    messages=50_000,
+    users=2_000,
+    live_s=120,
+    send_rate=100,
+    idle_sample=5_000,
+    ramp_s=10,
 )
 #: the same path with 5 users and no kill: send→receive when the bench itself loads neither the server nor the node
-LIGHT = Size("light", queues=50, messages=10, users=5, live_s=20, send_rate=5, wait_s=5, kill=False)
-SIZES = {s.name: s for s in (QUICK, FULL, TEST, LIGHT)}
+LIGHT = Size(
+    "light",
+    queues=50,
+    messages=10,
+    users=5,
+    live_s=20,
+    send_rate=5,
+    wait_s=5,
+    kill=False,
+    noisy_backlog=1_000,
+    idle_s=5,
+)
+SIZES = {s.name: s for s in (QUICK, FULL, TEST, LIGHT, MEDIUM)}

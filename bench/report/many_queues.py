@@ -34,9 +34,10 @@ def section_many_queues(R: dict[str, Any], img: str) -> str:
             "`queues` table on disk (nodetool flush + tablestats)",
             f"{_n(t['after'].get('bytes'))} bytes (compressed, live SSTables) for an estimated "
             f"{_n(t['after'].get('partitions'))} partitions "
-            f"(this run's queues and the deleted rows of earlier runs): {_n(t.get('bytes_per_partition'), 1)} bytes "
+            f"({_whose(t)}): {_n(t.get('bytes_per_partition'), 1)} bytes "
             "per queue row, "
             f"so about {_n((t.get('bytes_per_partition') or 0) * 1e6 / 2**20)} MiB per million queues"
+            + _per_queue(t.get("per_queue"))
             if t
             else "not measured",
         ],
@@ -70,6 +71,13 @@ def section_many_queues(R: dict[str, Any], img: str) -> str:
             f"{_n(rss.get('queues_touched'))} queues: {_n(rss.get('growth_second_half_mb'), 1)} MB growth over the "
             f"second half; peak {_n(rss.get('peak_mb'), 1)} MB",
         ],
+        _noisy_row(R.get("noisy")),
+        _idle_row(R.get("idle"), R.get("keyspace", "?")),
+        _drain_row(R.get("drain"), z),
+        [
+            "the server's warnings and errors (its logs, by event)",
+            "; ".join(f"{k} {_n(v)}" for k, v in (R.get("server_log") or {}).items()) or "none",
+        ],
         [
             "ledger",
             f"sent {_n(led['sent'])}, deleted {_n(led['deleted'])}, **lost {led['lost']}**, duplicate deliveries "
@@ -78,10 +86,10 @@ def section_many_queues(R: dict[str, Any], img: str) -> str:
         ],
     ]
     out = [
-        "## Many queues (issue 17)",
+        "## Many queues (issues 17 and 28)",
         "",
         f"Run: **{z['name']} size**, {R['started']}, `python -m bench "
-        f"many-queues{' --quick' if z['name'] == 'quick' else ''}`. Machine: "
+        f"many-queues{_flag(z['name'])}`. Machine: "
         f"{mach.get('cpu', '?')}, load average {mach.get('load_at_start', '?')} at the start (shared with other "
         "engineers' runs). "
         f"Engine at {R.get('engine', '?')}.",
@@ -119,10 +127,13 @@ def section_many_queues(R: dict[str, Any], img: str) -> str:
         "",
         f"![server RSS vs queues touched]({img}/bench-many-queues-rss.png)",
         "",
+        _mq_parked(R.get("parked")),
         _mq_light(R.get("light")),
         _mq_baseline(R.get("baseline")),
-        "Full size (1,000,000 queues, 1,000,000 messages, 20,000 users; needs `ulimit -n` ≥ 40,000 and about "
-        f"{_n(R.get('full_expected_min'))} min here): `python -m bench many-queues --write-docs`.",
+        "Full size (1,000,000 queues, 1,000,000 messages, 19,000 users: the issue's 20,000 do not fit this box's "
+        "hard limit of 20,000 open files per process, which its root may not raise, with a socket per user on each "
+        f"side; about {_n(R.get('full_expected_min'))} min here by this run's rates{_phases(R)}): "
+        "`python -m bench many-queues --write-docs`.",
         "",
     ]
     return "\n".join(out)
@@ -175,3 +186,137 @@ def _mq_light(L: dict[str, Any] | None) -> str:
         f"{_ms(lat['p99_ms'])} "
         f"({_n(lat['count'])} messages); SendMessage round trip p50 {_ms(live.get('send_p50_ms'))}.\n"
     )
+
+
+def _per_queue(P: dict[str, Any] | None) -> str:
+    """Bytes per queue over every table a creation writes (bench/many_queues.py ``per_queue_bytes``)."""
+    if not P or P.get("bytes_per_queue") is None:
+        return ""
+    tables = ", ".join(f"{k} {_n(v)}" for k, v in P["after"].items())
+    where = "a keyspace of its own" if P["fresh"] else "a reused keyspace, where compaction can move it"
+    per = _n(P["bytes_per_queue"], 1)
+    return f". Over every table a creation writes ({tables} bytes), {per} bytes per queue ({where})"
+
+
+def _noisy_row(N: dict[str, Any] | None) -> list[str]:
+    """The noisy-neighbour figure (bench/mq_noisy.py): B's single messages, A's queue empty vs A draining."""
+    if not N:
+        return ["noisy neighbour", "not measured in this run"]
+    q, n, b = N["quiet"], N["noisy"], N["behind"]
+    return [
+        f"noisy neighbour: user A drains a backlog of {_n(N['backlog'])} from A's queue ({N['consumers']} receivers) "
+        "while user B, long-polling B's own queue on the same server, gets single messages",
+        f"B's send→receive with A's queue empty: p50 {_ms(q['p50_ms'])}, p99 {_ms(q['p99_ms'])} ({_n(q['count'])}); "
+        f"over A's drain: p50 {_ms(n['p50_ms'])}, p99 {_ms(n['p99_ms'])} ({_n(n['count'])}, sent with "
+        f"{_n(n['at_last'])}–{_n(n['backlog_at_first'])} of A's messages left; A drained {_n(N['drain_rate'])} msg/s "
+        f"in {_n(N['drain_s'])} s). Behind A's backlog B would have waited p50 {_ms(b['p50_ms'])}, "
+        f"up to {_ms(b['max_ms'])}" + _node_read(N),
+    ]
+
+
+def _node_read(N: dict[str, Any]) -> str:
+    """The node's read round trip beside B's probes, quiet and over A's drain: the shared part of B's time."""
+    q, n = N.get("node_read_quiet") or {}, N.get("node_read_noisy") or {}
+    if not q.get("count") or not n.get("count"):
+        return ""
+    return (
+        f". A read of one row from the bench, beside each of B's messages: p50 {_ms(q['p50_ms'])} with A's queue "
+        f"empty, {_ms(n['p50_ms'])} over A's drain"
+    )
+
+
+def _idle_row(I: dict[str, Any] | None, keyspace: str) -> list[str]:  # noqa: E741
+    """Reads while every queue sits idle (bench/mq_idle.py): the node's own count and the server's."""
+    if not I:
+        return ["reads while idle", "not measured in this run"]
+    tables = ", ".join(f"{k} {v}" for k, v in sorted(I["by_table"].items(), key=lambda kv: -kv[1])) or "none"
+    return [
+        f"Cassandra reads while the queues sit idle ({_n(I['seconds'])} s, server up, no client)",
+        f"{_n(I['node_reads_per_s'], 2)} reads/s on the node in `{keyspace}` (system_views local read + scan "
+        f"counts; by table: {tables}); the server sent {_n(I['server_cql_reads_per_s'], 2)} CQL reads/s"
+        + _top(I.get("server_reads_by_statement"), "its reads by statement")
+        + _top(I.get("server_by_caller"), "its requests by the engine function that sent them")
+        + _sweep_share(I),
+    ]
+
+
+def _sweep_share(I: dict[str, Any]) -> str:  # noqa: E741
+    """How much of the idle reads the low-watermark sweep sent (engine/consume/sweep.py), when it sent any."""
+    by = I.get("server_by_caller") or {}
+    sweep = sum(v for k, v in by.items() if k.startswith("sweep."))
+    total = sum(by.values())
+    if not sweep or not total:
+        return ""
+    return (
+        f". {100 * sweep / total:.0f} % of the server's requests in the window came from the low-watermark sweep "
+        "(engine/consume/sweep.py), which every 30 s visits each pull consumer the server keeps (its "
+        "`cache.consumers` LRU) whether or not its queue changed, and first reads that queue's settings "
+        "(`QueueStore.get`, sweep.py `Sweeper.sweep`: their 5 s cache has expired by the next pass): bounded by "
+        "that LRU, not by the queues that exist, but not 0"
+    )
+
+
+def _top(counts: dict[str, int] | None, what: str, n: int = 3) -> str:
+    if not counts:
+        return ""
+    return f"; {what}: " + "; ".join(f"`{k}` {_n(v)}" for k, v in list(counts.items())[:n])
+
+
+def _drain_row(D: dict[str, Any] | None, z: dict[str, Any]) -> list[str]:
+    """What the drain visited: the queues still owed messages, and samples of drained and idle queues."""
+    if not D or "swept" not in D:
+        return ["drain", "every queue visited"]
+    return [
+        "drain: every queue the ledger still has messages in; samples of the queues already drained "
+        f"(checked empty) and of idle queues, {_n(z['idle_sample'])} each",
+        f"{_n(D['swept'])} queues ({_n(D['swept_busy'])} drained, {_n(D.get('checked'))} checked, "
+        f"{_n(D['swept_idle'])} idle) in {_n(D['sweep_seconds'])} s; after a visibility timeout "
+        f"{_n(D['queues_rechecked'])} re-checked; {_n(D['seconds'])} s in all",
+    ]
+
+
+def _flag(size: str) -> str:
+    """The command-line option that runs ``size``."""
+    return {"quick": " --quick", "full": ""}.get(size, f" --size {size}")
+
+
+def _mq_parked(P: dict[str, Any] | None) -> str:
+    """The parked-polls probe (bench/mq_parked.py): can one process hold the full size's users' long polls?"""
+    if not P:
+        return ""
+    pk, srv, w = P["parked"], P.get("server") or {}, P.get("wake") or {}
+    polls = (srv.get("tally") or {}).get("empty_long_poll") or [0, 0, 0]
+    reads = _n(polls[2] / polls[0], 2) if polls[0] else "–"
+    wake = (
+        f"A send to one more parked owner reached it in {_ms(w.get('send_to_receive_ms'))}"
+        if w.get("received")
+        else "A send to one more parked owner was not answered within the client's timeout"
+    )
+    return (
+        f"Parked long polls (`python -m bench.mq_parked --users {P['users']}`): one bench process opened "
+        f"{_n(P['users'])} connections to one `casque serve` at once, each a ReceiveMessage with WaitTimeSeconds "
+        f"{P['wait_s']} on its own tiny queue (open-files limit {P['fd_limit'][0]:,}); RSS with all of them open: "
+        f"bench {_n(P['rss_mb'].get('bench'), 1)} MB, server {_n(P['rss_mb'].get('server'), 1)} MB. The server "
+        f"answered {_n(polls[0])} of them as empty long polls, {reads} CQL reads each (each poll the first on its "
+        f"queue: nothing cached); {_n(pk['empty'])} answers reached the client within "
+        f"its timeout of the wait + 60 s, {_n(pk['gone'])} did not (the last at {_n(pk['last_answer_s'])} s): "
+        f"arriving all at once, every first poll's cold reads wait their turn at the node. {wake}. Hence the "
+        "users' ramp online (`ramp_s`) at full size.\n"
+    )
+
+
+def _whose(t: dict[str, Any]) -> str:
+    """Whose partitions the ``queues`` table held when measured."""
+    if (t.get("per_queue") or {}).get("fresh"):
+        return "this run's queues only: a keyspace of its own"
+    return "this run's queues and the deleted rows of earlier runs"
+
+
+def _phases(R: dict[str, Any]) -> str:
+    """The full size's minutes phase by phase, from this run's rates (bench/mq_estimate.py)."""
+    from ..mq_estimate import phases_s, rates
+
+    if "swept" not in (R.get("drain") or {}):
+        return ""
+    mins = {k: v / 60 for k, v in phases_s(rates(R)).items()}
+    return ", phase by phase in bench/mq_estimate.py: " + ", ".join(f"{k} {_n(v, 1)}" for k, v in mins.items())

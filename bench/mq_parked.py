@@ -1,0 +1,121 @@
+"""Can one bench process and one ``casque serve`` hold the full size's 20,000 parked long polls on this box?
+
+    python -m bench.mq_parked [--users 20000] [--wait 20] [--keyspace casque_bench_parked]
+
+The many-queues scenario's users are asyncio tasks of one process, each with its own HTTP connection
+(bench/sqs_json.py, aiohttp) long-polling its own queue on one ``casque serve`` (uvicorn). At 20,000 users
+that is 20,000 sockets on each side of loopback, more than this box's default open-files limit (20,000).
+This probe creates ``users`` tiny queues, starts the server, parks one ReceiveMessage (WaitTimeSeconds
+``wait``) per queue at once, and reports: how many were parked together (answered empty after the wait,
+not refused or timed out), how long it took to park them all, the open-files limits of both processes,
+both processes' RSS with everything parked, and whether a send to one parked owner reaches that owner.
+The queues are deleted after; the keyspace is the caller's to drop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import sys
+import time
+from typing import Any
+
+from .env import out_dir, progress
+from .mq_host import bounded, raise_fd_limit, rss_kb, settings_for
+from .mq_serve import Server
+from .mq_sizes import TINY
+from .sqs_json import ServerGone, SqsJson
+
+
+async def park_all(client: SqsJson, names: list[str], wait_s: int) -> dict[str, Any]:
+    """One long poll per queue, all at once: counts of each outcome and when the last one was sent."""
+    outcome = {"empty": 0, "messages": 0, "gone": 0, "error": 0}
+    answered: list[float] = []
+    t0 = time.monotonic()
+
+    async def poll(q: str) -> None:
+        try:
+            r = await client.call("ReceiveMessage", q, WaitTimeSeconds=wait_s, MaxNumberOfMessages=1)
+            outcome["messages" if r.get("Messages") else "empty"] += 1
+        except ServerGone:
+            outcome["gone"] += 1
+        except Exception:  # an SQS error: counted, the probe says how many
+            outcome["error"] += 1
+        answered.append(time.monotonic() - t0)
+
+    await asyncio.gather(*(poll(q) for q in names))
+    early = sum(1 for a in answered if a < wait_s - 1)  # answered before the wait was over: not parked
+    return {**outcome, "answered_early": early, "last_answer_s": max(answered, default=0.0)}
+
+
+async def probe(users: int, wait_s: int, keyspace: str) -> dict[str, Any]:
+    from daemon.engine.client import Casque
+
+    raise_fd_limit(users + 512)
+    settings = settings_for(keyspace)
+    stamp = f"pk{int(time.time()) % 10_000_000}"
+    names = [f"{stamp}_{i:06d}" for i in range(users + 1)]  # the last one: the owner woken while the rest wait
+    cq = await Casque.connect(settings)
+    server = Server(keyspace, out_dir("many-queues", stamp), {})
+    R: dict[str, Any] = {"users": users, "wait_s": wait_s, "fd_limit": resource.getrlimit(resource.RLIMIT_NOFILE)}
+    try:
+        t = time.perf_counter()
+        await cq.create_queues(iter(names), if_missing=True, concurrency=64, **TINY)
+        R["create_s"] = time.perf_counter() - t
+        await server.start()
+        client = SqsJson(server.url, connections=users + 64, timeout_s=wait_s + 60)
+        try:
+            progress(f"parking {users:,} long polls (WaitTimeSeconds {wait_s}) on one casque serve")
+            parked = asyncio.create_task(park_all(client, names[:users], wait_s))
+            R["rss_mb"] = await peak_while(parked, server, wait_s)
+            await asyncio.sleep(wait_s / 2)
+            R["wake"] = await wake_one(client, names[users], wait_s)
+            R["parked"] = await parked
+            R["server"] = {k: v for k, v in server.stats().items() if k in ("tally", "cql_requests", "cql_reads")}
+        finally:
+            await client.close()
+    finally:
+        server.stop()
+        await bounded(names, 64, lambda n: cq.queues.delete(n))
+        await cq.close()
+    return R
+
+
+async def peak_while(parked: asyncio.Task[Any], server: Server, wait_s: int) -> dict[str, float | None]:
+    """Both processes' RSS once the polls had time to park (half the wait), in MB."""
+    await asyncio.sleep(wait_s / 2)
+    mine, theirs = rss_kb(os.getpid()), rss_kb(server.proc.pid) if server.proc else None
+    return {"bench": mine / 1024 if mine else None, "server": theirs / 1024 if theirs else None}
+
+
+async def wake_one(client: SqsJson, queue: str, wait_s: int) -> dict[str, Any]:
+    """A long poll on one more queue while the others stay parked, then a send to it: is it answered?"""
+    got = asyncio.create_task(client.call("ReceiveMessage", queue, WaitTimeSeconds=wait_s, MaxNumberOfMessages=1))
+    await asyncio.sleep(1.0)
+    t = time.perf_counter()
+    try:
+        await client.call("SendMessage", queue, MessageBody="wake")
+        r = await got
+    except ServerGone as exc:  # not answered within the client's timeout: said, not raised
+        return {"received": False, "error": str(exc), "after_ms": (time.perf_counter() - t) * 1000}
+    return {"received": bool(r.get("Messages")), "send_to_receive_ms": (time.perf_counter() - t) * 1000}
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.mq_parked", description=__doc__.split("\n\n")[0])
+    p.add_argument("--users", type=int, default=20_000)
+    p.add_argument("--wait", type=int, default=20)
+    p.add_argument("--keyspace", default="casque_bench_parked")
+    a = p.parse_args(argv)
+    R = asyncio.run(probe(a.users, a.wait, a.keyspace))
+    (out_dir() / f"many-queues-parked-{a.users}.json").write_text(json.dumps(R))
+    print(json.dumps(R, indent=1))
+    ok = R["parked"]["empty"] + R["parked"]["messages"] == a.users and not R["parked"]["answered_early"]
+    return 0 if ok and R["wake"]["received"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
