@@ -89,3 +89,36 @@ async def test_tombstones_scanned_per_poll_stay_bounded_over_200k_messages(jumpi
     assert consumer.stats.taken == ROUND * ROUNDS
     assert max(ours) <= 100, ours  # flat: consumed history is never scanned again
     assert max(naive) >= 10_000, naive  # the history is really there for a cursor-less read to trip over
+
+
+async def test_a_drained_tiny_queue_s_cursor_reads_scan_no_tombstones(cq: Casque, queue_name: str) -> None:
+    """A 1 x 1 queue (what SQS creates) keeps every message it ever held in one partition, and a drain
+    leaves a tombstone per message and per timeout column. The reads that fetch a row's cursors from the
+    start of the partition (a cold receive's ``read_shard_cursors``, ``read_cursors`` of peeks, sweeps, stats)
+    scanned them all while no live row came first: 100,000 of them failed a receive with
+    READ_TOO_MANY_TOMBSTONES in the many-queues bench. The take writes an anchor row that sorts before any
+    other, so those reads stop at it."""
+    n = 2_000
+    await cq.create_queue(queue_name, shards=1, buckets=1, timeout=30)
+    await cq.send_many(queue_name, [Job("t", i) for i in range(n)])
+    consumer = cq.consumer(queue_name)
+    taken = 0
+    while taken < n:
+        msgs = await consumer.fetch(100, 0)
+        assert msgs, f"the queue ran dry after {taken} of {n}"
+        await cq.acker.ack(msgs)
+        taken += len(msgs)
+    ks = cq.settings.cassandra.keyspace
+    t = f"{ks}.messages"
+    everything = traced_tombstones(cq, f"SELECT id FROM {t} WHERE queue = ? AND bucket = 0 AND shard = 0", [queue_name])
+    distinct = traced_tombstones(
+        cq,
+        f"SELECT DISTINCT queue, bucket, shard, cursors FROM {t} WHERE queue = ? AND bucket IN (0) AND shard = 0",
+        [queue_name],
+    )
+    limit_1 = traced_tombstones(
+        cq, f"SELECT cursors FROM {t} WHERE queue = ? AND bucket = 0 AND shard = 0 LIMIT 1", [queue_name]
+    )
+    print(f"tombstones: whole row {everything}, cold cursor read {distinct}, LIMIT 1 cursor read {limit_1}")
+    assert everything >= n  # the tombstones are really there
+    assert distinct <= 10 and limit_1 <= 10

@@ -58,6 +58,8 @@ class RowState:
     best_rank: int = 0
     #: A wake-up named this row since its last peek (a send to it).
     named: bool = False
+    #: This process wrote the row's anchor (``MessageTable.write_anchor``) with a take that committed.
+    anchored: bool = False
 
     def contended(self, now_elapsed: int, cap_ms: int) -> None:
         self.backoff_ms = min(cap_ms, max(MIN_BACKOFF_MS, 2 * self.backoff_ms))

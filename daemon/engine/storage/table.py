@@ -25,11 +25,14 @@ from daemon.engine.storage.db import Database
 
 #: kind 3: a FIFO group's tail (engine/send/fifo_send.py): the last position written for the group.
 KIND_LOCK, KIND_MESSAGE, KIND_MOVED, KIND_TAIL = 0, 1, 2, 3
+#: The anchor row (kind -1, sorts before every other row): see ``write_anchor``.
+KIND_ANCHOR = -1
 STATE_WAITING, STATE_IN_FLIGHT = 0, 1
 LOCK_PENDING, LOCK_ACQUIRED = 0, 1
 MAX_TTL = 630_720_000  # Cassandra's ceiling: 20 years
 
 _PK = "queue = ? AND bucket = ? AND shard = ?"
+_NIL = "00000000-0000-0000-0000-000000000000"  # the anchor row's id
 _MSG_COLS = (
     "rank, due, id, state, task, payload, headers, attempt, max_attempts, timeout_ms, key, trigger, enqueued_at, "
     "last_error, visible_at"
@@ -159,6 +162,13 @@ class MessageTable:
         )
         self.set_cursor = p(f"UPDATE {t} SET cursors[?] = ? WHERE {_PK}")
         self.read_cursors = p(f"SELECT cursors FROM {t} WHERE {_PK} LIMIT 1")
+        # A live row that sorts before every other row of the partition, written by a row's first take in
+        # each process (engine/take/step.py): the cursor reads above (``LIMIT 1``, ``DISTINCT``) read the
+        # static column and stop at the first live row, so without it they scanned every tombstone a drained
+        # row holds (a 1 x 1 queue keeps all of them in one partition: READ_TOO_MANY_TOMBSTONES at 100,000).
+        self.write_anchor = p(
+            f"INSERT INTO {t} (queue, bucket, shard, kind, rank, due, id) VALUES (?,?,?,{KIND_ANCHOR},0,0,{_NIL})"
+        )
         # The cursors of every bucket row of one shard in one request (the coordinator reads the
         # partitions in parallel): a cold consumer's first look at a queue (engine/delivery/receive.py).
         self.read_shard_cursors = p(

@@ -205,6 +205,8 @@ class Take:
         merge(cursors, moves)
         for rank, value in cursors.items():
             batch.add(self.table.set_cursor.bind([rank, value, qs.name, lock.bucket, lock.shard]))
+        if not state.anchored:  # once per row and process: cursor reads stop at it, not at the tombstones
+            batch.add(self.table.write_anchor.bind([qs.name, lock.bucket, lock.shard]))
         for m, reason in doomed:  # into the poison queue before the batch removes them from the row
             await self.poison.add(m, reason, "Poisoned", m.last_error or reason, "", now, qs.retention_s)
             self.stats.poisoned += 1
@@ -213,6 +215,7 @@ class Take:
         trip()
         await self.db.run(batch, timestamp=ts)
         merge(state.cursors, cursors)  # committed: only now may later reads start past what was read
+        state.anchored = True
         for m in delivered:
             m.write_ts = ts
         await self._chain(qs, chained, ts, now)
