@@ -39,6 +39,7 @@ DAY_MS = 86_400_000
 LOOKBACK_DAYS = 2  # a reaper taking over reads this far back; the marker lives this long
 MARKER_DAY = -1  # the partition holding the "swept lately" marker (due days are >= 0)
 MARKER_EVERY_MS = 3_600_000  # a reaper renews the marker at most this often
+SCHEDULE_BATCH = 100  # candidates per batch of a bulk create (a batch's size stays far below the node's limits)
 BACKFILL_WRITES = 64  # candidate writes in flight at once during a backfill
 
 
@@ -64,6 +65,18 @@ class ExpiryIndex:
         await self.db.run(
             self._q("INSERT INTO {t} (day, due_at, name) VALUES (?, ?, ?)"), [day_of(due_at), due_at, name]
         )
+
+    async def schedule_many(self, names: list[str], due_at: int) -> None:
+        """Candidates for queues created together (one chunk of a bulk create), all due at ``due_at``: one
+        partition (one day), in single-partition batches of at most ``SCHEDULE_BATCH``, sent at once."""
+        stmt = self._q("INSERT INTO {t} (day, due_at, name) VALUES (?, ?, ?)")
+        batches = []
+        for i in range(0, len(names), SCHEDULE_BATCH):
+            batch = self.db.batch()
+            for name in names[i : i + SCHEDULE_BATCH]:
+                batch.add(stmt, (day_of(due_at), due_at, name))
+            batches.append(self.db.run(batch))
+        await asyncio.gather(*batches)
 
     async def drop(self, name: str, due_at: int) -> None:
         await self.db.run(

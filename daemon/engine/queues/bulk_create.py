@@ -43,7 +43,7 @@ from cassandra import InvalidRequest
 from daemon.base.errors import UsageError
 from daemon.base.logs import get_logger
 from daemon.base.model import QueueSettings
-from daemon.engine.cluster.expiry_index import day_of
+from daemon.engine.cluster.expiry_index import ExpiryIndex
 from daemon.engine.queues.names import partition_of
 from daemon.engine.queues.settings import check_settings
 from daemon.engine.storage.db import Database
@@ -244,12 +244,10 @@ class BulkCreate:
         await asyncio.gather(*writes)
 
     async def _schedule_expiry(self, names: list[str], due_at: int) -> None:
-        """Each created expiring queue's first candidate in ``queue_expiry_due`` (as ``schedule_expiry``
-        writes one: engine/cluster/expiry_index.py), one partition for the chunk (one due day), in
-        batches of INDEX_BATCH. On a keyspace not migrated yet: logged, and backfilled by the reaper."""
-        stmt = self.db.prepare(f"INSERT INTO {self.ks}.queue_expiry_due (day, due_at, name) VALUES (?, ?, ?)")
+        """Each created expiring queue's first candidate (engine/cluster/expiry_index.py). On a keyspace not
+        migrated yet: logged, and backfilled by the reaper."""
         try:
-            await self._batched(stmt, [(day_of(due_at), due_at, name) for name in names])
+            await ExpiryIndex(self.db, self.ks).schedule_many(names, due_at)
         except InvalidRequest as exc:
             log.warning(
                 "expiry_index_missing", queue=names[0], queues=len(names), error=str(exc), fix="casque schema apply"
