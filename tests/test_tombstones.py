@@ -31,6 +31,16 @@ def traced_tombstones(cq: Casque, cql: str, params: list[Any]) -> int:
     return sum(counts)
 
 
+async def drain(consumer: Any, cq: Casque, n: int) -> None:
+    """Fetch and ack ``n`` messages from one consumer, 100 at a time."""
+    taken = 0
+    while taken < n:
+        msgs = await consumer.fetch(100, 0)
+        assert msgs, f"the queue ran dry after {taken} of {n}"
+        await cq.acker.ack(msgs)
+        taken += len(msgs)
+
+
 async def drain_round(cq: Casque, consumer: Any, target: int) -> None:
     async def work(slot: int) -> None:
         while consumer.stats.taken < target:
@@ -101,13 +111,7 @@ async def test_a_drained_tiny_queue_s_cursor_reads_scan_no_tombstones(cq: Casque
     n = 2_000
     await cq.create_queue(queue_name, shards=1, buckets=1, timeout=30)
     await cq.send_many(queue_name, [Job("t", i) for i in range(n)])
-    consumer = cq.consumer(queue_name)
-    taken = 0
-    while taken < n:
-        msgs = await consumer.fetch(100, 0)
-        assert msgs, f"the queue ran dry after {taken} of {n}"
-        await cq.acker.ack(msgs)
-        taken += len(msgs)
+    await drain(cq.consumer(queue_name), cq, n)
     ks = cq.settings.cassandra.keyspace
     t = f"{ks}.messages"
     everything = traced_tombstones(cq, f"SELECT id FROM {t} WHERE queue = ? AND bucket = 0 AND shard = 0", [queue_name])

@@ -60,6 +60,12 @@ class RowState:
     named: bool = False
     #: This process wrote the row's anchor (``MessageTable.write_anchor``) with a take that committed.
     anchored: bool = False
+    #: The lanes' cursors as this process knows them stored (read, committed by a take, or written by
+    #: engine/consume/cursor_keeper.py): how far the in-memory ones ran ahead.
+    stored: dict[int, int] = field(default_factory=dict)
+    #: The latest due time of a timeout column this process's takes wrote into the row: acked, each is a
+    #: tombstone ahead of the cursor, and the stored cursor is kept close behind peeks until past them.
+    pile_until: int = 0
 
     def contended(self, now_elapsed: int, cap_ms: int) -> None:
         self.backoff_ms = min(cap_ms, max(MIN_BACKOFF_MS, 2 * self.backoff_ms))
@@ -131,6 +137,13 @@ def rows_to_check(
 
 def _rescan_due(state: RowState | None, now: int) -> bool:
     return state is None or state.next_check <= now
+
+
+def loaded_from_store(state: RowState, cursors: dict[int, int]) -> None:
+    """The row's cursors as read from Cassandra: merged into what this process knows, and known stored."""
+    merge(state.cursors, cursors)
+    merge(state.stored, cursors)
+    state.loaded = True
 
 
 def merge(mine: dict[int, int], theirs: dict[int, int]) -> None:

@@ -35,9 +35,13 @@ the window, as a parked long poll finds it at the scout's safety poll.
 
 from __future__ import annotations
 
+import asyncio
+
 from daemon.base.clock import Clock
+from daemon.base.errors import StorageUnavailable
 from daemon.base.model import QueueSettings
 from daemon.engine.consume.consumer import Consumer
+from daemon.engine.consume.cursor_keeper import too_many_tombstones
 from daemon.engine.consume.row_state import RowState, next_rescan, rows_to_check
 from daemon.engine.storage.db import Database
 from daemon.engine.storage.table import MessageTable
@@ -80,10 +84,15 @@ class IdleLook:
             return None
         one_lane = len(ranks) == 1
         until = now + max(consumer.lookahead_ms, consumer.ahead_ms) if one_lane else horizon
-        found = await self.db.run(
-            self.table.peek_rows,
-            [qs.name, sorted({b for b, _ in rows}), sorted({s for _, s in rows}), ranks, low, until],
-        )
+        try:
+            found = await self.db.run(
+                self.table.peek_rows,
+                [qs.name, sorted({b for b, _ in rows}), sorted({s for _, s in rows}), ranks, low, until],
+            )
+        except StorageUnavailable as exc:
+            if not too_many_tombstones(exc):
+                raise
+            return None  # the fetch's own peeks walk each row across its pile (engine/consume/cursor_keeper.py)
         first = {(r.bucket, r.shard): r.due for r in found}
         due = sorted((row for row in rows if first.get(row, horizon + 1) <= horizon), key=lambda row: first[row])
         if due and not one_lane:  # lanes: the fetch's own order (highest lane first, the top-lane check)
@@ -110,6 +119,9 @@ class IdleLook:
             st.next_check = min(next_rescan(now, consumer.rescan_ms), st.wake - consumer.ahead_ms)
         for shard in range(qs.span()[0]):  # what named them is covered: their rows were rescan-due, so read
             consumer.names.visited(shard, horizon)
+        keeper = consumer.peek.keeper
+        lagging = [(row, st, keeper.lagging(st)) for row, st in zip(rows, states) if st is not None]
+        await asyncio.gather(*(keeper.store(qs, b, sh, st, lanes) for (b, sh), st, lanes in lagging if lanes))
         return []
 
     @staticmethod

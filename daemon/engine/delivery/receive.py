@@ -45,7 +45,7 @@ from daemon.base.lru import Lru
 from daemon.base.model import Message, QueueSettings
 from daemon.engine.access.secrets import RECEIPT_KEY, SecretStore
 from daemon.engine.consume.consumer import Consumer
-from daemon.engine.consume.row_state import RowState
+from daemon.engine.consume.row_state import RowState, loaded_from_store
 from daemon.engine.delivery.idle_look import EMPTY_TRUST_MS, IdleLook
 from daemon.engine.delivery.receipts import InvalidReceipt, Receipt, ReceiptSigner
 from daemon.engine.delivery.receive_attempts import ReceiveAttempts
@@ -310,8 +310,7 @@ class Receiver:
                     for rank in qs.ranks():
                         state.cursors[rank] = max(state.cursors.get(rank, 0), now - consumer.tolerance_ms)
                     continue
-                for rank, value in cursors.items():
-                    state.cursors[rank] = max(value, state.cursors.get(rank, 0))
+                loaded_from_store(state, cursors)
 
     def consumers_cached(self) -> int:
         return len(self._consumers)

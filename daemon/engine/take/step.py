@@ -32,7 +32,7 @@ from daemon.base.clock import Clock
 from daemon.base.crashpoints import crash_point, pause_point
 from daemon.base.logs import get_logger
 from daemon.base.model import Message, QueueSettings, out_of_attempts
-from daemon.engine.consume.row_state import ConsumerStats, RowState, merge, next_rescan, trip
+from daemon.engine.consume.row_state import ConsumerStats, RowState, loaded_from_store, merge, next_rescan, trip
 from daemon.engine.delivery.poison import PoisonStore
 from daemon.engine.delivery.received import stamp as stamp_received
 from daemon.engine.schedules import chain
@@ -126,8 +126,7 @@ class Take:
         self.holds.enter(row)
         try:
             if not state.loaded:
-                merge(state.cursors, lock.cursors)  # read with the hold's lock columns
-                state.loaded = True
+                loaded_from_store(state, lock.cursors)  # read with the hold's lock columns
             now = self.clock.now_ms()
             if state.wake <= now + opts.ahead_ms:
                 state.wake = RowState.wake
@@ -215,7 +214,10 @@ class Take:
         trip()
         await self.db.run(batch, timestamp=ts)
         merge(state.cursors, cursors)  # committed: only now may later reads start past what was read
+        merge(state.stored, cursors)
         state.anchored = True
+        if delivered and not qs.fifo:  # their timeout columns, tombstones once acked (consume/cursor_keeper.py)
+            state.pile_until = max(state.pile_until, max(m.due_ms for m in delivered))
         for m in delivered:
             m.write_ts = ts
         await self._chain(qs, chained, ts, now)

@@ -1,0 +1,128 @@
+"""A drained row stays readable: its stored cursor follows the peeks past the tombstones its takes left
+ahead of it, and a cold reader behind a pile over the node's tombstone threshold walks across it.
+
+Every message a take delivers is written again as its timeout column at ``take + timeout``; the ack deletes
+it, leaving a tombstone ahead of the cursor. Once a row is drained no take commits, so the stored cursor stayed
+behind all of them: after 100,000 drained over SQS, every cold receive of the queue failed with
+READ_TOO_MANY_TOMBSTONES (docs/benchmarks.md, "Many queues"). engine/consume/cursor_keeper.py is the fix; these
+tests make the pile and read it the way a cold process does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from daemon.base.config import Settings
+from daemon.base.errors import StorageUnavailable
+from daemon.devnode import ClusterSpec, start, stop
+from daemon.engine.client import Casque
+from daemon.engine.consume.cursor_keeper import too_many_tombstones
+from daemon.engine.send.producer import Job
+from daemon.engine.storage.db import Database
+from daemon.engine.storage.schema import apply_schema
+from tests.test_tombstones import drain, traced_tombstones
+
+KEYSPACE = "casque_cursor_walk"
+#: A node of its own whose tombstone threshold a few thousand messages pass (the default is 100,000).
+THRESHOLD = 500
+SPEC = ClusterSpec(
+    name="tombs",
+    native_port=9842,
+    storage_port=7850,
+    jmx_base=8150,
+    extra_yaml={"tombstone_failure_threshold": THRESHOLD, "tombstone_warn_threshold": 100},
+)
+
+
+async def until_clock_passes(cq: Casque, at_ms: int) -> None:
+    """Wait for the clock to pass a computed instant (the last timeout column's due time plus the
+    tolerance): a known time, not a hope."""
+    await asyncio.sleep(max(0.0, (at_ms - cq.clock.now_ms()) / 1000) + 0.05)
+    assert cq.clock.now_ms() > at_ms
+
+
+async def stored_cursor(cq: Casque, queue: str) -> int:
+    rows = await cq.db.run(cq.table.read_cursors, [queue, 0, 0])
+    return dict(rows[0].cursors or {}).get(0, 0)
+
+
+async def test_a_drained_row_s_stored_cursor_follows_its_peeks_past_the_tombstones_its_takes_left(
+    cq: Casque, queue_name: str
+) -> None:
+    n = 2_000
+    await cq.create_queue(queue_name, shards=1, buckets=1, timeout=10)
+    await cq.send_many(queue_name, [Job("t", i) for i in range(n)])
+    consumer = cq.consumer(queue_name)
+    await drain(consumer, cq, n)
+    pile_until = cq.clock.now_ms() + 10_000  # no timeout column of the drain is due later than this
+    committed = await stored_cursor(cq, queue_name)
+    await until_clock_passes(cq, pile_until + consumer.tolerance_ms)
+    now = cq.clock.now_ms()
+    peek = (
+        f"SELECT due FROM {cq.settings.cassandra.keyspace}.messages WHERE queue = ? AND bucket = 0 AND shard = 0"
+        " AND kind = 1 AND rank = 0 AND due >= ? AND due <= ? LIMIT 1"
+    )
+    behind = traced_tombstones(cq, peek, [queue_name, committed, now])
+    assert await consumer.fetch(100, 0) == []  # a peek: nothing due, and the cursor moves past the pile
+    stored = await stored_cursor(cq, queue_name)
+    after = traced_tombstones(cq, peek, [queue_name, stored, cq.clock.now_ms()])
+    print(f"a cold peek from the stored cursor scans {behind} tombstones before, {after} after")
+    assert behind >= n // 2, "the pile was there, ahead of the cursor the last take committed"
+    assert stored > pile_until - consumer.tolerance_ms
+    assert after <= 10
+
+
+@pytest.fixture(scope="module")
+async def node() -> AsyncIterator[Settings]:
+    await asyncio.to_thread(start, SPEC)
+    s = Settings()
+    s.cassandra.port = SPEC.native_port
+    s.cassandra.keyspace = KEYSPACE
+    s.worker.clock_tolerance_ms = 1_000
+    db = Database(s.cassandra).connect()
+    try:
+        apply_schema(db, KEYSPACE, s.schema)
+    finally:
+        db.close()
+    try:
+        yield s
+    finally:
+        await asyncio.to_thread(stop, SPEC)
+
+
+@pytest.mark.slow
+async def test_a_cold_receive_walks_across_a_pile_over_the_node_s_tombstone_threshold(
+    node: Settings, queue_name: str
+) -> None:
+    n = 4 * THRESHOLD
+    drainer = await Casque.connect(node)
+    try:
+        await drainer.create_queue(queue_name, shards=1, buckets=1, timeout=3)
+        await drainer.send_many(queue_name, [Job("t", i) for i in range(n)])
+        consumer = drainer.consumer(queue_name)
+        await drain(consumer, drainer, n)
+        pile_until = drainer.clock.now_ms() + 3_000  # no timeout column of the drain is due later than this
+        tolerance = consumer.tolerance_ms
+    finally:
+        await drainer.close()  # the drainer goes away before any peek of its crossed the pile
+    cold = await Casque.connect(node)
+    try:
+        await until_clock_passes(cold, pile_until + tolerance)
+        behind = await stored_cursor(cold, queue_name)
+        with pytest.raises(StorageUnavailable) as refused:  # a read from there fails on the node's threshold
+            await cold.db.run(cold.table.peek, [queue_name, 0, 0, 0, behind, cold.clock.now_ms()])
+        assert too_many_tombstones(refused.value), str(refused.value)
+        assert await cold.receive(queue_name, max=10, wait=0) == []  # the cold receive walks, and answers
+        walked = await stored_cursor(cold, queue_name)
+        assert walked > pile_until
+        rows: list[Any] = await cold.db.run(cold.table.peek, [queue_name, 0, 0, 0, walked, cold.clock.now_ms()])
+        assert rows == []  # the stored cursor is past the pile: a read from it passes the threshold
+        sent = await cold.send(queue_name, "t", "after the walk")
+        got = await cold.receive(queue_name, max=10, wait=5)
+        assert [str(d.message.id) for d in got] == [str(sent)]
+    finally:
+        await cold.close()
