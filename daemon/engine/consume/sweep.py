@@ -64,7 +64,7 @@ from daemon.base import metrics
 from daemon.base.errors import CasqueError, QueueNotFound
 from daemon.base.logs import get_logger
 from daemon.base.model import Message, QueueSettings
-from daemon.engine.cluster.activity import ActivityMarks
+from daemon.engine.cluster.activity import HOUR_MS, ActivityMarks
 from daemon.engine.consume.consumer import Consumer
 from daemon.engine.storage.table import after, all_rows, message_from_row
 
@@ -328,6 +328,7 @@ class PulledSweeps:
         self._sweepers: dict[str, Sweeper] = {}
         self._foreign: dict[str, set[int]] = {}  # queue -> hours of index entries not ours, at the last read
         self._index_at: int | None = None  # when the index was last read (monotonic ms)
+        self._index_hour: int | None = None  # the hour it was last read in: earlier ones are not read again
 
     async def run(self) -> None:
         await asyncio.sleep(random.uniform(0, self.every_s))
@@ -374,11 +375,13 @@ class PulledSweeps:
         if self._index_at is not None and elapsed - self._index_at < self.index_every_ms:
             return
         self._index_at = elapsed
+        since, self._index_hour = self._index_hour, self.activity.clock.now_ms() // HOUR_MS
         try:
-            hours = await self.activity.hours(list(self._sweepers))
+            hours = await self.activity.hours(list(self._sweepers), since)
         except CasqueError as exc:
             log.warning("sweep_index_failed", error=str(exc))
             self._foreign.clear()
+            self._index_hour = None
             for sw in self._sweepers.values():
                 sw.touched()
             return
