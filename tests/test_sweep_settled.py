@@ -15,6 +15,7 @@ from typing import Any
 from daemon.base.clock import ManualClock
 from daemon.base.config import Settings
 from daemon.engine.client import Casque
+from daemon.engine.cluster.activity import HOUR_MS
 from daemon.engine.consume.sweep import SETTLED_RECHECK_MS, SWEEP_EVERY_S, SWEEP_LAG_MS, PulledSweeps
 from daemon.engine.storage.db import Database
 
@@ -131,3 +132,35 @@ async def test_a_message_written_behind_a_settled_row_s_cursor_by_another_proces
     )
     assert [str(d.message.id) for d in got] == [stranded]
     assert passes_reading == 1, "only the recheck read the settled row"
+
+
+async def test_another_process_s_use_seen_in_the_activity_index_wakes_a_settled_queue(
+    manual: Pair, settings: Settings, queue_name: str
+) -> None:
+    """A settled queue; another process sends to it, without a hint, in an hour this process wrote no
+    mark in: its ``active_queues`` entry is the only trace, and the recheck is put out of reach. A pass
+    in that hour before the send reads no row; the pass after it reads the index (once for all
+    queues), sees the new entry, and reads the queue's row, which now holds the message: no longer
+    settled, swept every pass again."""
+    cq, clock = manual
+    sweeps = await _pulled(cq, [queue_name], used=[])
+    clock.advance(SWEEP_LAG_MS + 10_000)
+    await sweeps.once()  # settles the row
+    await sweeps.once()  # rests; reads the activity index (our own mark only)
+    [sweeper] = sweeps._sweepers.values()
+    sweeper.recheck_at = 1 << 62  # only the index can tell
+    clock.advance(HOUR_MS - clock.now_ms() % HOUR_MS + 1000)  # the next hour: no mark of ours in it
+    with reads() as quiet:
+        await sweeps.once()
+    other = await Casque.connect(settings, clock=ManualClock(clock.now_ms()))
+    try:
+        await other.send(queue_name, "t", "theirs")
+        await other.stores.activity.flush()
+    finally:
+        await other.close()
+    clock.advance(int(SWEEP_EVERY_S * 1000))
+    with reads() as woken:
+        await sweeps.once()
+    print(f"\npass in the new hour before their send: {dict(quiet)}; the pass after it: {dict(woken)}")
+    assert quiet["messages"] == 0 and quiet["queues"] == 0
+    assert woken["messages"] >= 1 and not sweeper.settled, "the index's trace did not wake the queue"
