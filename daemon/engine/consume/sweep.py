@@ -37,8 +37,9 @@ until one of these says something may have been written:
     this process's own mark for that hour. Every send, receive and daemon serving the queue
     writes it, at most every 10 minutes per process and queue; ``PulledSweeps`` reads it once every
     ``INDEX_EVERY_MS`` (2 min) for all the queues it keeps (at most 16 requests), not per queue. A
-    process that keeps using a queue is seen within its 10 minutes plus that read;
-  - the row itself, re-read at the latest ``SETTLED_RECHECK_MS`` (1 h, drawn between a half and the
+    process that starts using a queue after 10 minutes without is seen within that read; one that
+    keeps using it, at the latest by its first mark in the next hour (1 h 12 min);
+  - the row itself, re-read at the latest ``SETTLED_RECHECK_MS`` (6 h, drawn between a half and the
     whole of it) after it settled, or sooner for a short retention (below). This is the trace of a
     write that left none this process can read: a hintless send or take of a process whose mark
     for that hour was already there (the index has one entry per queue and hour) or was lost (a
@@ -72,8 +73,9 @@ log = get_logger("casque.sweep")
 SWEEP_LAG_MS = 60_000
 SWEEP_EVERY_S = 30.0
 SWEEP_LIMIT = 500
-#: A settled queue is re-read at the latest this long after it settled (see the module docstring).
-SETTLED_RECHECK_MS = 3_600_000
+#: A settled queue is re-read at the latest this long after it settled (see the module docstring): the bound on
+#: finding a write that left no trace, against the idle cost (1,024 queues kept: about 0.16 reads/s).
+SETTLED_RECHECK_MS = 6 * 3_600_000
 #: How often ``PulledSweeps`` reads the activity index for the queues it keeps.
 INDEX_EVERY_MS = 120_000
 #: A stretch below a cursor is read in pieces of at most this span of due times.
