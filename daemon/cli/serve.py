@@ -101,8 +101,8 @@ async def _serve(settings: Any) -> int:
         ShardGrowth(cq.stores, cq.send_counts, daemon_id(), sqs.grow_rate, sqs.grow_window_ms).run()
     )
     # Messages written behind a cursor of the queues this server pulls from (engine/consume/sweep.py), as a daemon
-    # does for its queues.
-    pulled = PulledSweeps(cq.receiver.consumers, cq.stores.wakeups.notify)
+    # does for its queues; queues settled since rest, told of other processes' use by the activity index.
+    pulled = PulledSweeps(cq.receiver.consumers, cq.stores.wakeups.notify, activity=cq.stores.activity)
     sweeps = asyncio.create_task(pulled.run(), name="casque-sweep")
     try:
         if settings.hints.listen:

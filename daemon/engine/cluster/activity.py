@@ -10,7 +10,9 @@ needs ``expire_after`` without one before it acts.
 
 Every queue touched, expiring or not, is also written to ``active_queues`` (the hour and one of 16
 partitions by its name) at most every ``ACTIVE_EVERY_MS`` per process: the small index of the
-queues used lately that the queue gauges read (``recent``) instead of listing queues that exist.
+queues used lately that the queue gauges read (``recent``) instead of listing queues that exist, and
+that ``casque serve``'s sweep reads (``hours``) to learn which of the queues it let rest another
+process used since (engine/consume/sweep.py ``PulledSweeps``).
 Its statements are prepared on first use, so a keyspace without the table still serves (the marks
 fail and are logged until ``casque schema apply``).
 """
@@ -31,6 +33,7 @@ MARK_EVERY_MS = 300_000
 ACTIVE_EVERY_MS = 600_000  # a queue in use is in the current or the previous hour's partitions
 HOUR_MS = 3_600_000
 ACTIVE_PARTS = 16  # partitions per hour: a busy hour's rows spread over 16 replicas' worth of keys
+TURN_MS = 300_000  # ``hours`` reads the previous hour too for this long after the hour turns
 
 
 class ActivityMarks:
@@ -82,6 +85,35 @@ class ActivityMarks:
             if len(names) >= limit:
                 break
         return list(names)[:limit]
+
+    async def hours(self, names: list[str], since: int | None = None) -> dict[str, set[int]]:
+        """Of these queues, the hours with an entry: this one, and the previous one unless ``since`` (the
+        hour of the caller's last read) is this one and the hour turned more than ``TURN_MS`` ago. One
+        request per partition of the hour that holds any of them (``name IN``), at most 16 whatever the
+        number of names, so the sweep reads the index once for every queue it keeps (16 partition
+        reads, 32 near an hour's turn)."""
+        if not names:
+            return {}
+        now = self.clock.now_ms()
+        hour = now // HOUR_MS
+        # the previous hour too while a clock a little behind ours may still write there (its first 5 minutes)
+        fresh = since is not None and since >= hour and now % HOUR_MS >= TURN_MS
+        wanted = [hour] if fresh else [hour, hour - 1]
+        stmt = await self._prepared("SELECT hour, name FROM {t} WHERE hour IN ? AND part = ? AND name IN ?")
+        by_part: dict[int, list[str]] = {}
+        for name in names:
+            by_part.setdefault(part_of(name), []).append(name)
+        results = await asyncio.gather(*(self.db.run(stmt, [wanted, part, chunk]) for part, chunk in by_part.items()))
+        out: dict[str, set[int]] = {}
+        for rows in results:
+            for r in rows:
+                out.setdefault(r.name, set()).add(r.hour)
+        return out
+
+    def marked_hour(self, queue: str) -> int | None:
+        """The hour of the last ``active_queues`` entry this process wrote for ``queue`` (None: none lately)."""
+        at = self.active.last(queue)
+        return None if at is None else at // HOUR_MS
 
     async def flush(self) -> None:
         """Wait for the marks being written (tests, shutdown)."""

@@ -38,6 +38,10 @@ class ThrottledMarks:
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
 
+    def last(self, queue: str) -> int | None:
+        """When this process last wrote ``queue``'s mark (None: not lately, or the write failed)."""
+        return self._written.peek(queue)
+
     async def _run(self, queue: str, now: int) -> None:
         try:
             await self._write(queue, now)

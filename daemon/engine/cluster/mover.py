@@ -1,8 +1,11 @@
 """Running message move tasks in the background, in every ``casque serve``, one runner per task.
 
-Each server lists the active tasks (engine/cluster/move_tasks.py) every ``scan_s`` seconds (and at once
-when a task is started through it) and bids for each task's lease (engine/cluster/lease.py,
-``move_task:<id>``, a TTL of ``lease_s``): the holder runs the task, renewing the lease as it goes;
+Each server lists the active tasks (engine/cluster/move_tasks.py) every ``scan_s`` seconds while any
+exists, every ``idle_scan_s`` (30 s) while none does (a task is started through a server, which
+looks at once: the others only take over one whose holder died, so an idle server reads the
+list once in 30 s, not every 2 s), and at once when a task is started through it, and bids for each
+task's lease (engine/cluster/lease.py, ``move_task:<id>``, a TTL of ``lease_s``): the holder runs the
+task, renewing the lease as it goes;
 a holder that dies (SIGKILL, host lost) stops renewing, and within ``lease_s`` another server (or
 the same one restarted) takes the lease and goes on from the stored progress.
 
@@ -67,10 +70,14 @@ class Messaging(Protocol):
 
 
 class MoveRunner:
-    def __init__(self, cq: Messaging, holder: str, scan_s: float = 2.0, lease_s: float = 10.0) -> None:
+    def __init__(
+        self, cq: Messaging, holder: str, scan_s: float = 2.0, lease_s: float = 10.0, idle_scan_s: float = 30.0
+    ) -> None:
         self.cq = cq
         self.holder = holder
         self.scan_s = scan_s
+        self.idle_scan_s = idle_scan_s
+        self.seen = True  # the last scan listed a task (or failed): scan again after scan_s
         self.lease_s = lease_s
         self.st = cq.stores
         self.store = cq.stores.move_tasks
@@ -84,7 +91,7 @@ class MoveRunner:
             while True:
                 await self.scan()
                 try:
-                    await asyncio.wait_for(self.wake.wait(), self.scan_s)
+                    await asyncio.wait_for(self.wake.wait(), self.scan_s if self.seen else self.idle_scan_s)
                 except TimeoutError:
                     pass
                 self.wake.clear()
@@ -100,7 +107,9 @@ class MoveRunner:
             active = await self.store.active()
         except CasqueError as exc:
             log.warning("move_scan_failed", error=str(exc))
+            self.seen = True
             return
+        self.seen = bool(active or self.running)
         for source, started_at, task_id in active:
             if task_id in self.running or await self._held_elsewhere(task_id):
                 continue

@@ -23,19 +23,49 @@ so a message still waiting ``retention`` after it fell due would be dropped by C
 trace. A message that has waited longer than ``retention - expiry_margin`` is moved to the poison
 queue instead (reason "not consumed within retention"), where ``casque poison replay`` can bring it
 back; it is counted in ``casque_poisoned`` and logged (``message_expiring_poisoned``).
+
+**Settled rows** (``casque serve``'s sweep, ``settle=True``): a pass that finds a row with every lane
+swept up to its cursor (the cursor at least ``lag`` old, so no stretch is left), nothing poisoned or
+left for a busy lock, and nothing live at or above any cursor (a peek per lane; no partition at all:
+no peek) marks the row *settled*: nothing in it can be found by a sweep until something is written
+to it. A queue whose rows are all settled is skipped with no read at all (not even its settings),
+until one of these says something may have been written:
+  - this process: a send or a wake hint told to the queue's consumer, a take of ours, one of our
+    retries or visibility changes coming due (``Consumer.wakes`` and ``ConsumerStats.takes`` moved);
+  - another process: an entry of the activity index (``active_queues``, engine/cluster/activity.py)
+    for the queue in an hour it had none in at the index's previous read, and not explained by
+    this process's own mark for that hour. Every send, receive and daemon serving the queue
+    writes it, at most every 10 minutes per process and queue; ``PulledSweeps`` reads it once every
+    ``INDEX_EVERY_MS`` (2 min) for all the queues it keeps (at most 16 requests), not per queue. A
+    process that starts using a queue after 10 minutes without is seen within that read; one that
+    keeps using it, at the latest by its first mark in the next hour (1 h 12 min);
+  - the row itself, re-read at the latest ``SETTLED_RECHECK_MS`` (6 h, drawn between a half and the
+    whole of it) after it settled, or sooner for a short retention (below). This is the trace of a
+    write that left none this process can read: a hintless send or take of a process whose mark
+    for that hour was already there (the index has one entry per queue and hour) or was lost (a
+    failed or skipped mark write), the Spark loader. Such a write is found at most that late.
+Nothing is lost by waiting: the low watermark of a settled row stays at its cursor, so a message
+that lands behind a cursor moved meanwhile is still in the next stretch read (split in pieces of
+``STRETCH_PIECE_MS``, so a long one does not read every tombstone of it in one request), and a message
+written to a settled row is found, and the row swept every pass again, before it nears its TTL: the
+recheck comes at most ``retention - expiry_margin - 2 passes`` after the row settled. A row that holds
+waiting messages is never settled: it keeps its poison-before-TTL pass every 30 s. A daemon's sweep
+(service/worker.py) does not settle: it sweeps the rows it serves every pass, as before.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from daemon.base import metrics
 from daemon.base.errors import CasqueError, QueueNotFound
 from daemon.base.logs import get_logger
 from daemon.base.model import Message, QueueSettings
+from daemon.engine.cluster.activity import HOUR_MS, ActivityMarks
 from daemon.engine.consume.consumer import Consumer
 from daemon.engine.storage.table import after, all_rows, message_from_row
 
@@ -43,6 +73,16 @@ log = get_logger("casque.sweep")
 SWEEP_LAG_MS = 60_000
 SWEEP_EVERY_S = 30.0
 SWEEP_LIMIT = 500
+#: A settled queue is re-read at the latest this long after it settled (see the module docstring): the bound on
+#: finding a write that left no trace, against the idle cost (1,024 queues kept: about 0.16 reads/s).
+SETTLED_RECHECK_MS = 6 * 3_600_000
+#: How often ``PulledSweeps`` reads the activity index for the queues it keeps.
+INDEX_EVERY_MS = 120_000
+#: A stretch below a cursor is read in pieces of at most this span of due times.
+STRETCH_PIECE_MS = 600_000
+#: A row found holding messages is peeked for emptiness again only after this, or once its cursors moved.
+HELD_REPEEK_MS = 300_000
+_END = 1 << 62  # a due time past every message's
 
 
 def expiry_margin_ms(qs: QueueSettings) -> int:
@@ -51,58 +91,128 @@ def expiry_margin_ms(qs: QueueSettings) -> int:
     return min(qs.retention_s * 1000 // 2, 3_600_000)
 
 
+def recheck_ms(qs: QueueSettings, every_s: float) -> int:
+    """How long a settled queue may go unread: ``SETTLED_RECHECK_MS``, or less when its retention is
+    short, so that a message written to it unseen is still found (and the row swept every pass) before
+    its poison window closes. 0: the queue never rests."""
+    return max(0, min(SETTLED_RECHECK_MS, qs.retention_s * 1000 - expiry_margin_ms(qs) - int(2000 * every_s)))
+
+
 class Sweeper:
     """Sweeps the rows of one consumer's queue; one per process and queue."""
 
-    def __init__(self, consumer: Consumer, lag_ms: int = SWEEP_LAG_MS) -> None:
+    def __init__(
+        self, consumer: Consumer, lag_ms: int = SWEEP_LAG_MS, settle: bool = False, every_s: float = SWEEP_EVERY_S
+    ) -> None:
         self.consumer = consumer
         self.lag_ms = lag_ms
         self.marks: dict[tuple[int, int, int], int] = {}  # (bucket, shard, rank) -> swept up to
         self.found = 0
+        self.settle = settle  # let settled rows rest (module docstring); a daemon's sweep does not
+        self.every_s = every_s
+        self.settled: set[tuple[int, int]] = set()
+        self.rows: list[tuple[int, int]] | None = None  # the queue's rows at its last pass
+        self.recheck_at = 0  # when a settled queue is read again, whatever else says
+        self.skipped = 0  # passes skipped with no read (tests, the bench)
+        self._said = self._told()
+        self._held: dict[tuple[int, int], tuple[int, dict[int, int]]] = {}  # row -> (peeked at, cursors then)
+
+    def _told(self) -> tuple[int, int]:
+        """What this process told the queue's consumer so far: wake-ups (sends, hints, our own
+        retries and visibility changes coming due) and takes. Unchanged: nothing of ours was written."""
+        return self.consumer.wakes(), self.consumer.stats.takes
+
+    def touched(self) -> None:
+        """Something may have been written to the queue by another process: read every row next pass."""
+        self.settled.clear()
+
+    def resting(self, now: int) -> bool:
+        """Every row settled, nothing said since, and the recheck not come: the pass needs no read."""
+        if not self.settle or self.rows is None or not self.settled.issuperset(self.rows):
+            return False
+        if self._told() != self._said or now >= self.recheck_at:
+            self.settled.clear()
+            return False
+        return True
 
     async def sweep(self) -> int:
-        """One pass over every row of the queue; returns how many messages were put back."""
+        """One pass over every row of the queue (but settled ones); returns how many messages were put back."""
         c = self.consumer
+        if self.resting(c.clock.now_ms()):
+            self.skipped += 1
+            return 0
+        self._said = self._told()  # before any read: what is said from now on voids what this pass settles
+        rested = self.rows is not None and self.settled.issuperset(self.rows)
         qs = await c.queues.get(c.queue)
+        rows = list(all_rows(qs))
+        self.settled &= set(rows)
+        self.rows = rows
         moved = 0
-        for bucket, shard in all_rows(qs):
-            moved += await self._row(qs, bucket, shard)
+        for bucket, shard in rows:
+            if (bucket, shard) in self.settled:
+                continue
+            found, settled = await self._row(qs, bucket, shard)
+            moved += found
+            if settled and self.settle:
+                self.settled.add((bucket, shard))
+        if not rested and self.settled.issuperset(rows):
+            r = recheck_ms(qs, self.every_s)
+            self.recheck_at = c.clock.now_ms() + r // 2 + random.randrange(r // 2 + 1)
         self.found += moved
         return moved
 
-    async def _row(self, qs: QueueSettings, bucket: int, shard: int) -> int:
+    async def _row(self, qs: QueueSettings, bucket: int, shard: int) -> tuple[int, bool]:
+        """Sweep one row: (messages put back, whether the row is now settled)."""
         c = self.consumer
         static = await c.db.run(c.table.read_cursors, [qs.name, bucket, shard])
         cursors = dict(static[0].cursors or {}) if static else {}
         now = c.clock.now_ms()
-        await self._expiring(qs, bucket, shard, cursors, now)
-        stretches: dict[int, tuple[int, int]] = {}
+        calm = await self._expiring(qs, bucket, shard, cursors, now) if static else True  # no partition: nothing
+        moved = 0
         for rank, cursor in cursors.items():
             upper = min(cursor, now - self.lag_ms)
             low = self.marks.get((bucket, shard, rank), upper - self.lag_ms)
-            if upper > low:
-                stretches[rank] = (low, upper)
-        moved = 0
-        for rank, (low, upper) in stretches.items():
-            if await self._strays(qs, bucket, shard, rank, low, upper):
-                repaired = await self._repair(qs, bucket, shard, rank, low, upper)
-                moved += repaired or 0
-                if repaired is None or repaired >= SWEEP_LIMIT:
-                    continue  # the row was busy, or there may be more: the watermark stays
-            self.marks[(bucket, shard, rank)] = upper
-        return moved
+            while upper > low:  # in pieces: a stretch left long (a settled row) never read in one request
+                top = min(upper, low + STRETCH_PIECE_MS)
+                if await self._strays(qs, bucket, shard, rank, low, top):
+                    repaired = await self._repair(qs, bucket, shard, rank, low, top)
+                    moved += repaired or 0
+                    if repaired is None or repaired >= SWEEP_LIMIT:
+                        break  # the row was busy, or there may be more: the watermark stays
+                low = self.marks[(bucket, shard, rank)] = top
+            calm = calm and self.marks.get((bucket, shard, rank)) == cursor
+        if not (self.settle and calm and static):
+            return moved, self.settle and calm and not moved
+        return moved, not moved and await self._empty(qs, bucket, shard, cursors, now)
 
-    async def _expiring(self, qs: QueueSettings, bucket: int, shard: int, cursors: dict[int, int], now: int) -> None:
+    async def _empty(self, qs: QueueSettings, bucket: int, shard: int, cursors: dict[int, int], now: int) -> bool:
+        """Nothing live at or above any lane's cursor: a peek per lane. A row found holding something
+        is peeked again only once its cursors moved or ``HELD_REPEEK_MS`` passed (it is swept meanwhile)."""
+        c = self.consumer
+        held = self._held.get((bucket, shard))
+        if held is not None and held[1] == cursors and now - held[0] < HELD_REPEEK_MS:
+            return False
+        for rank in qs.ranks():
+            if await c.db.run(c.table.peek, [qs.name, bucket, shard, rank, cursors.get(rank, 0), _END]):
+                self._held[(bucket, shard)] = (now, cursors)
+                return False
+        self._held.pop((bucket, shard), None)
+        return True
+
+    async def _expiring(self, qs: QueueSettings, bucket: int, shard: int, cursors: dict[int, int], now: int) -> bool:
         """Poison what has waited so long that its TTL is near. A lane whose cursor is younger than
-        the horizon holds nothing that old, and costs no read."""
+        the horizon holds nothing that old, and costs no read. False: something was poisoned, or left
+        for a busy row (the row does not settle)."""
         horizon = now - (qs.retention_s * 1000 - expiry_margin_ms(qs))
         c = self.consumer
+        calm = True
         for rank in qs.ranks():
             start = cursors.get(rank, 0)
             if start >= horizon:
                 continue
             if not await c.db.run(c.table.read_due, [qs.name, bucket, shard, rank, start, horizon, 1]):
                 continue
+            calm = False
             lock = await c.locker.acquire(qs, bucket, shard)
             if lock is None:
                 continue  # busy: someone is taking from this row; the next pass looks again
@@ -141,6 +251,7 @@ class Sweeper:
                     retention_s=qs.retention_s,
                     fix="consumers are too slow for this queue: add daemons or consumers, then 'casque poison replay'",
                 )
+        return calm
 
     async def _strays(self, qs: QueueSettings, bucket: int, shard: int, rank: int, low: int, upper: int) -> list[Any]:
         """Rows of [low, upper) that lie below the cursor read with them."""
@@ -196,18 +307,30 @@ class PulledSweeps:
     queue that no daemon serves waited, unread, until its TTL. The first pass comes after a random
     part of the interval, so servers started together (a deploy) spread their passes; each
     ``Sweeper`` keeps its low watermarks, so every stretch is read once per process, as in a
-    daemon. What a pass puts back wakes this process's parked long polls (``notify``)."""
+    daemon. What a pass puts back wakes this process's parked long polls (``notify``).
+
+    Its sweepers let settled queues rest (the module docstring): an idle server reads nothing for
+    them. What another process did to them is learnt from the activity index (``activity``), read
+    at most every ``INDEX_EVERY_MS`` for every queue kept, in one go; None (or a failed read): no
+    queue is known untouched, and every queue is swept every pass."""
 
     def __init__(
         self,
-        consumers: Callable[[], list[Consumer]],
+        consumers: Callable[[], Iterable[Consumer]],
         notify: Callable[[str, int], None],
         every_s: float = SWEEP_EVERY_S,
+        activity: ActivityMarks | None = None,
+        index_every_ms: int = INDEX_EVERY_MS,
     ) -> None:
         self.consumers = consumers
         self.notify = notify
         self.every_s = every_s
+        self.activity = activity
+        self.index_every_ms = index_every_ms
         self._sweepers: dict[str, Sweeper] = {}
+        self._foreign: dict[str, set[int]] = {}  # queue -> hours of index entries not ours, at the last read
+        self._index_at: int | None = None  # when the index was last read (monotonic ms)
+        self._index_hour: int | None = None  # the hour it was last read in: earlier ones are not read again
 
     async def run(self) -> None:
         await asyncio.sleep(random.uniform(0, self.every_s))
@@ -220,9 +343,13 @@ class PulledSweeps:
         live = {c.queue: c for c in self.consumers()}
         for queue in [q for q, sw in self._sweepers.items() if live.get(q) is not sw.consumer]:
             del self._sweepers[queue]  # evicted from the LRU (or replaced): its watermarks go with it
-        moved = 0
+            self._foreign.pop(queue, None)
         for queue, consumer in live.items():
-            sweeper = self._sweepers.setdefault(queue, Sweeper(consumer))
+            if queue not in self._sweepers:
+                self._sweepers[queue] = Sweeper(consumer, settle=True, every_s=self.every_s)
+        await self._traces()
+        moved = 0
+        for queue, sweeper in list(self._sweepers.items()):
             try:
                 found = await sweeper.sweep()
             except QueueNotFound:  # deleted since it was pulled from: nothing to sweep, nothing to warn of
@@ -232,6 +359,41 @@ class PulledSweeps:
                 log.warning("sweep_failed", queue=queue, error=str(exc))
                 continue
             if found:
-                self.notify(queue, consumer.clock.now_ms())
+                self.notify(queue, sweeper.consumer.clock.now_ms())
             moved += found
         return moved
+
+    async def _traces(self) -> None:
+        """Read the activity index for every queue kept (at most every ``index_every_ms``, and only
+        while some queue rests); a queue with an entry in an hour it had none in before, and that
+        this process's own mark does not explain, was used by another process: its rows are read."""
+        if not any(sw.settled for sw in self._sweepers.values()):
+            return
+        if self.activity is None:
+            for sw in self._sweepers.values():
+                sw.touched()
+            return
+        elapsed = monotonic_ms()
+        if self._index_at is not None and elapsed - self._index_at < self.index_every_ms:
+            return
+        self._index_at = elapsed
+        since, self._index_hour = self._index_hour, self.activity.clock.now_ms() // HOUR_MS
+        try:
+            hours = await self.activity.hours(list(self._sweepers), since)
+        except CasqueError as exc:
+            log.warning("sweep_index_failed", error=str(exc))
+            self._foreign.clear()
+            self._index_hour = None
+            for sw in self._sweepers.values():
+                sw.touched()
+            return
+        for queue, sweeper in self._sweepers.items():
+            foreign = hours.get(queue, set()) - {self.activity.marked_hour(queue)}
+            before = self._foreign.get(queue)
+            if foreign - (before or set()):
+                sweeper.touched()
+            self._foreign[queue] = foreign
+
+
+def monotonic_ms() -> int:
+    return int(time.monotonic() * 1000)
