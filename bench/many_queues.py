@@ -179,7 +179,7 @@ async def scenario(size: Size, keyspace: str = KEYSPACE, measure_table: bool = T
             )
             R["drain"] = await run.drain(deadline_s=3 * size.visibility_s + 60)
             run.phase = "idle"
-            R["idle"] = await idle(cq.db, keyspace, server, size.idle_s)
+            R["idle"] = await idle(cq.db, keyspace, server, size.idle_s, size.settle_s)
             progress(
                 f"  idle: {R['idle']['node_reads_per_s']:.2f} node reads/s in {keyspace}, the server's "
                 f"{R['idle']['server_cql_reads_per_s']} CQL reads/s"

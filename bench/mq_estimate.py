@@ -70,7 +70,7 @@ def phases_s(r: dict[str, float], size: Size = FULL) -> dict[str, float]:
         + size.visibility_s
         + 1
         + sample * r["recheck_s_per_queue"],
-        "idle": size.idle_s,
+        "idle": size.idle_s + size.settle_s,
         "table_stats": 60.0,  # nodetool flush + tablestats, before and after the creates
     }
 

@@ -36,8 +36,13 @@ async def node_reads(db: Any, keyspace: str) -> dict[str, int]:
     return out
 
 
-async def idle(db: Any, keyspace: str, server: Server, seconds: float) -> dict[str, Any]:
-    """The reads of an idle window: per second on the node, per second from the server, and by table."""
+async def idle(db: Any, keyspace: str, server: Server, seconds: float, settle_s: float = 0.0) -> dict[str, Any]:
+    """The reads of an idle window: per second on the node, per second from the server, and by table. The
+    window opens ``settle_s`` after the last client request: until then the server's sweep is still settling
+    the queues just used (engine/consume/sweep.py), which is the cost of use, not of idleness."""
+    if settle_s:
+        progress(f"  idle: {settle_s:g} s for the queues just used to settle (the sweep's lag and one pass)")
+        await asyncio.sleep(settle_s)
     progress(f"  idle: {seconds:g} s with the server up and no client; counting the node's reads")
     flag = server.stats_file.with_name(server.stats_file.name + ".by-caller")
     flag.touch()  # the server counts its requests by engine function from now on (bench/many_queues_serve.py)
@@ -58,6 +63,7 @@ async def idle(db: Any, keyspace: str, server: Server, seconds: float) -> dict[s
     served = s1.get("cql_reads", 0) - s0.get("cql_reads", 0)
     same_process = s1.get("pid") == s0.get("pid")
     return {
+        "settle_s": settle_s,
         "seconds": t1 - t0,
         "node_reads": node,
         "node_reads_per_s": node / (t1 - t0),

@@ -38,6 +38,9 @@ class Size:
     idle_sample: int = 20_000
     #: seconds with the server up and no client, over which the node's reads are counted
     idle_s: float = 60.0
+    #: seconds between the last client request and that window: a queue's rows settle (and cost no reads) once
+    #: swept up to a cursor 60 s old, at the sweep's next pass (engine/consume/sweep.py), so 60 + 30 s
+    settle_s: float = 90.0
 
 
 QUICK = Size(
@@ -82,6 +85,7 @@ TEST = Size(
     noisy_probes=20,
     idle_sample=400,
     idle_s=5,
+    settle_s=0,
 )
 #: a twentieth of the full size's queues and a tenth of its users, the full noisy backlog: what this shared
 #: 2-core box runs end to end in a quarter of an hour, to extrapolate the full size from (full_estimate_min)
@@ -108,5 +112,6 @@ LIGHT = Size(
     kill=False,
     noisy_backlog=1_000,
     idle_s=5,
+    settle_s=0,
 )
 SIZES = {s.name: s for s in (QUICK, FULL, TEST, LIGHT, MEDIUM)}

@@ -231,7 +231,9 @@ def _idle_row(I: dict[str, Any] | None, keyspace: str) -> list[str]:  # noqa: E7
         return ["reads while idle", "not measured in this run"]
     tables = ", ".join(f"{k} {v}" for k, v in sorted(I["by_table"].items(), key=lambda kv: -kv[1])) or "none"
     return [
-        f"Cassandra reads while the queues sit idle ({_n(I['seconds'])} s, server up, no client)",
+        f"Cassandra reads while the queues sit idle ({_n(I['seconds'])} s, server up, no client"
+        + (f", from {_n(I['settle_s'])} s after the last request" if I.get("settle_s") else "")
+        + ")",
         f"{_n(I['node_reads_per_s'], 2)} reads/s on the node in `{keyspace}` (system_views local read + scan "
         f"counts; by table: {tables}); the server sent {_n(I['server_cql_reads_per_s'], 2)} CQL reads/s"
         + _top(I.get("server_reads_by_statement"), "its reads by statement")
@@ -249,10 +251,10 @@ def _sweep_share(I: dict[str, Any]) -> str:  # noqa: E741
         return ""
     return (
         f". {100 * sweep / total:.0f} % of the server's requests in the window came from the low-watermark sweep "
-        "(engine/consume/sweep.py), which every 30 s visits each pull consumer the server keeps (its "
-        "`cache.consumers` LRU) whether or not its queue changed, and first reads that queue's settings "
-        "(`QueueStore.get`, sweep.py `Sweeper.sweep`: their 5 s cache has expired by the next pass): bounded by "
-        "that LRU, not by the queues that exist, but not 0"
+        "(engine/consume/sweep.py): every 30 s it reads the rows of the queues the server keeps (its "
+        "`cache.consumers` LRU) that have not settled (swept up to a cursor more than 60 s old, nothing live "
+        "above it); a settled row rests until a trace of a write (a send, hint or take of this process, a new "
+        "entry of another in `active_queues`) or its recheck 3-6 h later"
     )
 
 
