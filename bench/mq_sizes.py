@@ -69,6 +69,10 @@ FULL = Size(
     visibility_s=30,
     drain_concurrency=128,
     ramp_s=60,
+    # sized to the owners online, as a deployment must be: with the default 1,024 consumers, 19,000 users' long
+    # polls each found their consumer evicted and read cold (5 CQL reads a poll, ~4,750/s asked of the node; the
+    # run of 2026-11-25 12:03 stalled in its live phase on it: reads p50 2.7 s, 2,175 sends served in 25 min)
+    cache=(("queues", 32_768), ("consumers", 24_576), ("activity", 32_768)),
 )
 TEST = Size(
     "test",
