@@ -65,6 +65,7 @@ class Stores:
         )
         self.secrets = SecretStore(db, ks, clock)
         self.attributes = QueueAttributes(db, ks, cache_limit=settings.cache.queues)
+        self.queues.row_seen, self.attributes.read_row = self.attributes.remember, self.queues.read_row  # one read
         self.activity = ActivityMarks(db, ks, self.queues, clock, limit=settings.cache.activity)
         self.pull_readers = PullReaders(db, ks, clock, limit=settings.cache.activity)
         self.wakeups = Wakeups(clock)

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import builtins
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from daemon.base.lru import Lru
 from daemon.engine.queues.dead_letter_sources import DeadLetterSources
@@ -45,13 +47,20 @@ class QueueAttributes:
         self._page_after = p(f"SELECT name FROM {t} WHERE token(name) > token(?) LIMIT ?")
         self._cache: Lru[str, tuple[float, QueueExtras]] = Lru(cache_limit)  # bounded: the queues used now
         self.sources = DeadLetterSources(db, keyspace)
+        #: Reads the whole ``queues`` row and caches its settings too (``QueueStore.read_row``, engine/stores.py).
+        self.read_row: Callable[[str], Awaitable[Any]] | None = None
 
     async def get(self, queue: str, fresh: bool = False) -> QueueExtras:
         hit = self._cache.get(queue)
         if hit and not fresh and time.monotonic() - hit[0] < CACHE_SECONDS:
             return hit[1]
+        if self.read_row is not None:  # the whole row, which fills the settings' cache too (and this one)
+            return self.remember(queue, await self.read_row(queue))
         rows = await self.db.run(self._read, [queue])
-        r = rows[0] if rows else None
+        return self.remember(queue, rows[0] if rows else None)
+
+    def remember(self, queue: str, r: Any | None) -> QueueExtras:
+        """Cache the attributes of a ``queues`` row just read (None: no row)."""
         extras = (
             QueueExtras(dict(r.attributes or {}), dict(r.tags or {}), r.created_at or 0, r.updated_at or 0)
             if r

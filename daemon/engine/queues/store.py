@@ -33,6 +33,8 @@ _COLUMNS = (
     "expire_after_s, fifo"
 )
 _READ = _COLUMNS + ", draining"
+#: The whole row a request may need: settings and the SQS attributes (engine/queues/attributes.py), read once.
+_ROW = _READ + ", attributes, tags, created_at, updated_at"
 
 
 class QueueStore:
@@ -47,6 +49,8 @@ class QueueStore:
         self._forget: set[str] = set()
         self.names = QueueNames(db, keyspace)
         self.bulk = BulkCreate(db, keyspace, _values, _from_row, self._cache.pop)
+        #: Told of every row ``read_row`` read (None when there was none): the attributes' cache fills from it.
+        self.row_seen: Callable[[str, Any], object] | None = None
 
     def _evicted(self, name: str, _: tuple[float, QueueSettings]) -> None:
         """A queue this process has not used among its last ``cache_limit``: drop its metric
@@ -93,13 +97,24 @@ class QueueStore:
         hit = self._cache.get(name)
         if hit and not fresh and time.monotonic() - hit[0] < CACHE_SECONDS:
             return hit[1]
-        rows = await self.db.run(self.db.prepare(f"SELECT {_READ} FROM {self.ks}.queues WHERE name = ?"), [name])
-        if not rows or rows[0].shards is None:  # no row, or only cells written after a delete
-            self._cache.pop(name)
+        row = await self.read_row(name)
+        if row is None or row.shards is None:  # no row, or only cells written after a delete
             raise QueueNotFound(f"queue '{name}' does not exist: create it with 'casque queue create {name}'")
-        qs = _from_row(rows[0])
-        self._cache.put(name, (time.monotonic(), qs))
-        return qs
+        return _from_row(row)
+
+    async def read_row(self, name: str) -> Any | None:
+        """The queue's row, settings and attributes in one read: cached here, and handed to ``row_seen``
+        (the attributes' cache, engine/stores.py), so an SQS request that needs both reads the row once,
+        not once per cache (two of the four reads of each long poll in the full many-queues run)."""
+        rows = await self.db.run(self.db.prepare(f"SELECT {_ROW} FROM {self.ks}.queues WHERE name = ?"), [name])
+        row = rows[0] if rows else None
+        if row is None or row.shards is None:
+            self._cache.pop(name)
+        else:
+            self._cache.put(name, (time.monotonic(), _from_row(row)))
+        if self.row_seen is not None:
+            self.row_seen(name, row)
+        return row
 
     def cached(self, name: str) -> QueueSettings | None:
         """The last settings read for ``name``, however old, without a read (None if never read)."""
