@@ -233,20 +233,25 @@ class Database:
                 d()
 
     async def run_all(self, stmt: str | Statement, params: Sequence[Any] | None = None) -> list[Any]:
-        """Every page of a result (for admin reads that may exceed one page), paged in a thread."""
+        """Every page of a result (for admin reads that may exceed one page), counted as one request.
+        Each page is its own asynchronous request, never a thread waiting on the driver: a thread paging
+        through ``session.execute`` waits without a bound for each next page, and when the session closed
+        under it (a daemon stopping) that page never came and the thread kept the process from exiting."""
         assert self.session is not None, "not connected"
         done = [d for d in (observer(self, stmt) for observer in _OBSERVERS) if d is not None] if _OBSERVERS else []
         self.count_request(stmt)
-        session = self.session
-
-        def fetch() -> list[Any]:
-            try:
-                return list(session.execute(stmt, params, timeout=self.settings.request_timeout))
-            except (NoHostAvailable, DriverException, OperationTimedOut) as exc:
-                raise StorageUnavailable(describe_failure(exc)) from None
-
         try:
-            return await asyncio.to_thread(fetch)
+            rows: list[Any] = []
+            token: bytes | None = None
+            while True:
+                session = self.session
+                if session is None or session.is_shutdown:
+                    raise StorageUnavailable("the connection to Cassandra was closed while a read was paging")
+                rf = session.execute_async(stmt, params, timeout=self.settings.request_timeout, paging_state=token)
+                rows += await wrap_future(rf)
+                token = rf.result().paging_state  # done: result() returns at once
+                if not token:
+                    return rows
         finally:
             for d in reversed(done):
                 d()
