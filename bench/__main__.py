@@ -237,9 +237,10 @@ def many_queues(args: argparse.Namespace) -> int:
     if args.report_only:
         R = json.loads(path.read_text())
     else:
+        engine = versions()["casque"]  # the code that runs: read before, as commits may land during a long run
         R = asyncio.run(mq.scenario(size))
         R["machine"] = machine()
-        R["engine"] = versions()["casque"]
+        R["engine"] = engine
         R["full_expected_min"] = mq.full_estimate_min(R)
         path.write_text(json.dumps(R, default=str))
         progress(mq.headline(R))
