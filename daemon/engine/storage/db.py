@@ -244,17 +244,25 @@ class Database:
             rows: list[Any] = []
             token: bytes | None = None
             while True:
-                session = self.session
-                if session is None or session.is_shutdown:
-                    raise StorageUnavailable("the connection to Cassandra was closed while a read was paging")
-                rf = session.execute_async(stmt, params, timeout=self.settings.request_timeout, paging_state=token)
-                rows += await wrap_future(rf)
-                token = rf.result().paging_state  # done: result() returns at once
+                page, token = await self.page(stmt, params, token)
+                rows += page
                 if not token:
                     return rows
         finally:
             for d in reversed(done):
                 d()
+
+    async def page(
+        self, stmt: str | Statement, params: Sequence[Any] | None, token: bytes | None
+    ) -> tuple[list[Any], bytes | None]:
+        """One page of a result from ``token`` (None: the first), and the token of the next (None: this was the
+        last). Not counted: the callers (``run_all``, storage/paging.py) count the read as they see it."""
+        session = self.session
+        if session is None or session.is_shutdown:
+            raise StorageUnavailable("the connection to Cassandra was closed while a read was paging")
+        rf = session.execute_async(stmt, params, timeout=self.settings.request_timeout, paging_state=token)
+        rows = await wrap_future(rf)
+        return rows, rf.result().paging_state or None  # done: result() returns at once
 
     def count_request(self, stmt: str | Statement) -> None:
         self.requests += 1

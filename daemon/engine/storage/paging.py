@@ -16,7 +16,7 @@ from typing import Any
 
 from cassandra.query import PreparedStatement, SimpleStatement, Statement
 
-from daemon.engine.storage.db import Database, wrap_future
+from daemon.engine.storage.db import Database
 
 PAGE_SIZE = 1000
 
@@ -39,11 +39,8 @@ async def page(
     bound = _sized(stmt, params, size)
     db.count_request(bound)
     plain = isinstance(stmt, str)  # a string statement keeps its %s parameters; the others are bound here
-    rf = db.session.execute_async(
-        bound, params if plain else None, timeout=db.settings.request_timeout, paging_state=token
-    )
-    rows = await wrap_future(rf)
-    return Page(list(rows), rf.result().paging_state or None)  # done: result() returns at once
+    rows, next_token = await db.page(bound, params if plain else None, token)
+    return Page(list(rows), next_token)
 
 
 async def pages(
