@@ -47,6 +47,7 @@ from daemon.engine.access.secrets import RECEIPT_KEY, SecretStore
 from daemon.engine.consume.consumer import Consumer
 from daemon.engine.consume.row_state import RowState, loaded_from_store
 from daemon.engine.delivery.idle_look import EMPTY_TRUST_MS, IdleLook
+from daemon.engine.delivery.joint_take import MAX_PARALLEL, JointTakes
 from daemon.engine.delivery.receipts import InvalidReceipt, Receipt, ReceiptSigner
 from daemon.engine.delivery.receive_attempts import ReceiveAttempts
 from daemon.engine.delivery.settle import MAX_VISIBILITY_S, NotInFlight, Settler, VisibilityTooLong, check_number
@@ -107,6 +108,7 @@ class Receiver:
         self._signer: ReceiptSigner | None = None
         self._slots = itertools.count()
         self.look = IdleLook(db, table, clock)
+        self.joint: JointTakes[Message] = JointTakes()  # concurrent receives of a queue share a take
         #: The deliveries' other half: delete, change visibility (engine/delivery/settle.py).
         self.settler = Settler(db, table, queues, keys, wakeups, clock, self.signer, self._consumer, unblocked)
 
@@ -169,6 +171,9 @@ class Receiver:
         deadline = time.monotonic() + wait_s
         settings_until = time.monotonic() + SETTINGS_REUSE_S
         slot = next(self._slots) % 64
+        visibility_ms = int(visibility_s * 1000)
+        joint = None if qs.fifo else (queue, visibility_ms)  # receives that may share a take (joint_take.py)
+        parallel = min(qs.span()[0], MAX_PARALLEL)  # takes of the queue at once: one per shard at most
         # The first look may be answered by this process's last empty look of the queue, if nothing was
         # said since (engine/delivery/idle_look.py ``known_empty``) and it is younger than the longer of
         # 1 s and this receive's own wait, at most the scout's safety interval (the scout then re-reads
@@ -184,12 +189,17 @@ class Receiver:
                 # The settings this receive began with, for as long as an SQS long poll lasts: a scout's safety look
                 # at 15 s costs no settings read (a fetch, on work, reads them as it always does).
                 look_qs = qs if time.monotonic() < settings_until else await self.queues.get(queue)
-                if looked_at is None:
+                due: list[tuple[int, int]] | None
+                if looked_at is None and joint is not None and self.joint.busy(joint, parallel):
+                    due, looked_at = None, self.clock.now_ms()  # join the take under way: its leader looked
+                elif looked_at is None:
                     due = await self.look.due_rows(consumer, look_qs)
                     looked_at = self.clock.now_ms()
                 else:
                     due = []  # the remembered look: no read
-                taken = [] if due == [] else await self._fill(consumer, limit, slot, int(visibility_s * 1000), due)
+                taken = (
+                    [] if due == [] else await self._take(consumer, joint, parallel, limit, slot, visibility_ms, due)
+                )
                 owed = False
                 if taken:
                     if len(taken) >= limit:  # there may be more: the next parked poll looks too
@@ -217,6 +227,23 @@ class Receiver:
             if not waiter.scouted or owed:  # someone must keep polling / look for what woke us
                 waiter.handoff()
             self.wakeups.leave(queue, waiter)
+
+    async def _take(
+        self,
+        consumer: Consumer,
+        joint: tuple[str, int] | None,
+        parallel: int,
+        limit: int,
+        slot: int,
+        visibility_ms: int,
+        rows: list[tuple[int, int]] | None,
+    ) -> list[Message]:
+        """This receive's messages: its share of a joint take (standard queues), or its own take."""
+        if joint is None:
+            return await self._fill(consumer, limit, slot, visibility_ms, rows)
+        return await self.joint.take(
+            joint, limit, lambda n: self._fill(consumer, n, slot, visibility_ms, rows), parallel
+        )
 
     @staticmethod
     async def _fill(
