@@ -35,7 +35,7 @@ import boto3
 from aiobotocore.session import get_session
 from botocore.config import Config
 
-from .env import KEYSPACE, ROOT, out_dir, progress
+from .env import KEYSPACE, ROOT, cpu_seconds, out_dir, progress
 
 EMQ_HOME = Path.home() / ".cache" / "casque" / "elasticmq"
 EMQ_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>
@@ -135,7 +135,8 @@ def casque_serve(pids: list[int] | None = None, launcher: tuple[str, ...] = ("-m
         proc.wait(30)
 
 
-async def throughput(url: str, n: int, concurrency: int) -> dict[str, float]:
+async def throughput(url: str, n: int, concurrency: int, pids: list[int]) -> dict[str, float]:
+    """msgs/s of each phase, and the server's CPU per message in it (``pids``: the server's process)."""
     cfg = Config(max_pool_connections=concurrency * 2, retries={"max_attempts": 1})
     async with get_session().create_client("sqs", endpoint_url=url, config=cfg, **CREDS) as c:
         q = (await c.create_queue(QueueName=f"bench-{uuid.uuid4().hex[:8]}"))["QueueUrl"]
@@ -153,9 +154,9 @@ async def throughput(url: str, n: int, concurrency: int) -> dict[str, float]:
                 ids += [e["MessageId"] for e in r["Successful"]]
             return ids
 
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), cpu_seconds(pids)
         sent = [i for ids in await asyncio.gather(*(sender(w) for w in range(concurrency))) for i in ids]
-        send_s = time.perf_counter() - t0
+        send_s, send_cpu = time.perf_counter() - t0, cpu_seconds(pids) - c0
         got: list[str] = []
 
         async def receiver() -> None:
@@ -173,9 +174,9 @@ async def throughput(url: str, n: int, concurrency: int) -> dict[str, float]:
                         Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(msgs)],
                     )
 
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), cpu_seconds(pids)
         await asyncio.gather(*(receiver() for _ in range(concurrency)))
-        recv_s = time.perf_counter() - t0
+        recv_s, recv_cpu = time.perf_counter() - t0, cpu_seconds(pids) - c0
         await c.delete_queue(QueueUrl=q)
     return {
         "sent": len(sent),
@@ -184,6 +185,8 @@ async def throughput(url: str, n: int, concurrency: int) -> dict[str, float]:
         "lost": len(set(sent) - set(got)),
         "duplicates": len(got) - len(set(got)),
         "receive_delete_per_s": round(len(got) / recv_s, 1),
+        "send_cpu_ms_per_msg": round(send_cpu / max(len(sent), 1) * 1000, 3),
+        "receive_delete_cpu_ms_per_msg": round(recv_cpu / max(len(got), 1) * 1000, 3),
     }
 
 
@@ -225,14 +228,16 @@ def latency(url: str, count: int) -> dict[str, float]:
 
 def table(results: dict[str, dict[str, Any]]) -> str:
     rows = [
-        "| server | send msgs/s (batches of 10) | receive+delete msgs/s | lost / dup "
-        "| long-poll send->receive p50 / p95 / max (ms) |",
-        "| --- | --- | --- | --- | --- |",
+        "| server | send msgs/s (batches of 10) | receive+delete msgs/s | server CPU ms per message: send / "
+        "receive+delete | lost / dup | long-poll send->receive p50 / p95 / max (ms) |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for name, r in results.items():
         t, lat = r["throughput"], r["latency"]
         rows.append(
-            f"| {name} | {t['send_per_s']} | {t['receive_delete_per_s']} | {t['lost']} / {t['duplicates']} | "
+            f"| {name} | {t['send_per_s']} | {t['receive_delete_per_s']} | "
+            f"{t.get('send_cpu_ms_per_msg', '-')} / {t.get('receive_delete_cpu_ms_per_msg', '-')} | "
+            f"{t['lost']} / {t['duplicates']} | "
             f"{lat['p50_ms']} / {lat['p95_ms']} / {lat['max_ms']} |"
         )
     return "\n".join(rows)
@@ -247,9 +252,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     results: dict[str, dict[str, Any]] = {}
     for name, server in (("casque serve", casque_serve), (f"ElasticMQ {EMQ_VERSION} (in memory)", elasticmq)):
-        with server() as url:
+        pids: list[int] = []
+        with server(pids) as url:
             progress(f"{name}: throughput, {args.messages} messages, {args.concurrency} tasks")
-            tp = asyncio.run(throughput(url, args.messages, args.concurrency))
+            tp = asyncio.run(throughput(url, args.messages, args.concurrency, pids))
             progress(f"{name}: long-poll latency, {args.latency_messages} messages")
             results[name] = {"throughput": tp, "latency": latency(url, args.latency_messages)}
             progress(f"{name}: {results[name]}")

@@ -18,6 +18,7 @@ import argparse
 import json
 import statistics
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -75,8 +76,9 @@ def client(url: str) -> Any:
     return boto3.client("sqs", endpoint_url=url, config=Config(read_timeout=60, retries={"max_attempts": 1}), **CREDS)
 
 
-def measure_queue(log: CallLog, sqs: Any, fifo: bool, rounds: int, wait_s: int) -> dict[str, Any]:
+def measure_queue(log: CallLog, url: str, fifo: bool, rounds: int, wait_s: int) -> dict[str, Any]:
     """The CQL requests of each kind of call on a new queue (standard or FIFO), ``rounds`` of each."""
+    sqs = client(url)
     name = f"reqs-{uuid.uuid4().hex[:8]}" + (".fifo" if fifo else "")
     attrs = {"FifoQueue": "true"} if fifo else {}
     q = sqs.create_queue(QueueName=name, Attributes=attrs)["QueueUrl"]
@@ -113,8 +115,44 @@ def measure_queue(log: CallLog, sqs: Any, fifo: bool, rounds: int, wait_s: int) 
     if out.get("Messages"):
         raise RuntimeError("the queue was not empty for the long poll")
     calls["long_poll"].append(reqs)
+    if not fifo:
+        calls["receive_concurrent"] = concurrent_receives(log, url, q, 10 * rounds * 4)
     sqs.delete_queue(QueueUrl=q)
     return summarize(calls)
+
+
+def concurrent_receives(log: CallLog, url: str, q: str, n: int, receivers: int = 8) -> list[list[list[Any]]]:
+    """The CQL of each ReceiveMessage that returned messages while ``receivers`` clients received and
+    deleted ``n`` messages from the queue at once: what contention on the queue's rows adds to a receive."""
+    sqs = client(url)
+    for b in range(n // 10):
+        sqs.send_message_batch(QueueUrl=q, Entries=[{"Id": str(i), "MessageBody": f"c{b}-{i}"} for i in range(10)])
+    answered: list[str] = []
+    lock = threading.Lock()
+
+    def receive() -> None:
+        c, idle = client(url), 0
+        while idle < 3:
+            with lock:
+                if len(answered) * 10 >= n:
+                    return
+            out = c.receive_message(QueueUrl=q, MaxNumberOfMessages=10, WaitTimeSeconds=1, VisibilityTimeout=120)
+            msgs = out.get("Messages", [])
+            idle = 0 if msgs else idle + 1
+            if msgs:
+                with lock:
+                    answered.append(out["ResponseMetadata"]["RequestId"])
+                entries = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(msgs)]
+                c.delete_message_batch(QueueUrl=q, Entries=entries)
+
+    threads = [threading.Thread(target=receive) for _ in range(receivers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    log.requests("", time.time())  # waits until the server's file was written after the last call
+    data = json.loads(log.path.read_text())["data"]["calls"]
+    return [list(data[r]["requests"]) if r in data else [] for r in answered]
 
 
 def summarize(calls: dict[str, list[list[list[Any]]]]) -> dict[str, Any]:
@@ -141,6 +179,7 @@ def summarize(calls: dict[str, list[list[list[Any]]]]) -> dict[str, Any]:
 #: Measured before issue 27's changes (git a76c4ae, this bench, 5 rounds, 2026-11-25): (standard, FIFO).
 BEFORE = {
     "receive": ("28", "7"),
+    "receive_concurrent": ("-", "-"),
     "long_poll": ("16 / 81", "1 / 2"),
     "delete": ("20", "20"),
     "send": ("7", "40"),
@@ -150,6 +189,7 @@ BEFORE = {
 def table(results: dict[str, dict[str, Any]]) -> str:
     names = {
         "receive": "ReceiveMessage (10) that returned messages",
+        "receive_concurrent": "the same, 8 clients receiving from one queue at once (standard)",
         "long_poll": "empty ReceiveMessage with WaitTimeSeconds: before it parks / while it waits",
         "delete": "DeleteMessageBatch of 10",
         "send": "SendMessageBatch of 10",
@@ -181,10 +221,10 @@ def main(argv: list[str] | None = None) -> int:
     calls_file = out_dir("sqs") / "sqs_requests_calls.json"
     results: dict[str, dict[str, Any]] = {}
     with casque_serve(launcher=("-m", "bench.sqs_cql_serve", str(calls_file))) as url:
-        log, sqs = CallLog(calls_file), client(url)
+        log = CallLog(calls_file)
         for label, fifo in (("standard queue", False), ("FIFO queue", True)):
             progress(f"CQL requests per SQS call: {label}, {args.rounds} rounds")
-            results[label] = measure_queue(log, sqs, fifo, args.rounds, args.wait)
+            results[label] = measure_queue(log, url, fifo, args.rounds, args.wait)
     (out_dir("sqs") / "sqs_requests.json").write_text(json.dumps({"args": vars(args), "results": results}, indent=2))
     print("CQL requests per SQS call (median over the calls; counted in the server by bench/sqs_cql_serve.py;")
     print("before: git a76c4ae, before issue 27's changes)")
