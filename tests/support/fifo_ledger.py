@@ -94,6 +94,11 @@ class Ledger:
         with self.lock:
             return {s.message_id for s in self.seen}
 
+    def first_delivery_ids(self) -> set[str]:
+        """The ids seen in an answer to their first delivery (ApproximateReceiveCount 1)."""
+        with self.lock:
+            return {s.message_id for s in self.seen if s.receive_count == 1}
+
     def processed_keys(self) -> set[Key]:
         with self.lock:
             return {k for k, _ in self.processed}
