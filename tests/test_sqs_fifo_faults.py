@@ -140,6 +140,8 @@ def run(
         )
     finally:
         done.set()
+        for r in c.receivers:
+            r.may_receive.set()  # a parked receiver sees ``done`` and ends
         for t in threads:
             if t.ident is not None:  # started
                 t.join(timeout=60)
@@ -184,41 +186,57 @@ def in_flight(db: Database, queue: str) -> set[str]:
 
 
 def hold_answers_then_kill(c: Clients, victim: sqsserver.SqsServer, gate: AnswerGate, db: Database) -> int:
-    """The victim's clients reach it through ``gate``. Hold its answers back, and wait until
-    Cassandra has messages in flight that no receiver has seen, once every receiver not waiting on
-    the gate has had an answer begun after the look: those were taken by the victim's receives,
-    and their answers will never arrive. Then wait for a send batch waiting on the gate (its
-    entries written, or being written: a FIFO batch is written entry by entry), and kill -9
-    the victim. A producer can't finish meanwhile: every other batch of its goes to the victim,
-    and waits. Returns how many messages the victim's receives held.
+    """The victim's clients reach it through ``gate``. Park the other server's receivers (each after
+    its last delete), hold the victim's answers back, and wait until Cassandra has messages in
+    flight that no receiver has seen, once every victim receiver has had an answer begun after the
+    look: those were taken by the victim's receives, and their answers will never arrive. Then wait
+    for a send batch waiting on the gate (its entries written, or being written: a FIFO batch is
+    written entry by entry), kill -9 the victim and let the others receive again. A producer can't
+    finish meanwhile: every other batch of its goes to the victim, and waits. Returns how many
+    messages the victim's receives held.
+
+    Why park the others: with all four producers soon waiting on the gate, the few messages still
+    coming were a race between the two servers' receivers, and when the other server's took them
+    all, the victim's took nothing for 60 s (CI of 2026-11-25, 19 looks). Parked, only the victim's
+    receivers can take the batches the producers' held sends still write.
 
     A message counts as held if no receiver saw its first delivery: under load one look-and-wait
     can outlast the 5 s visibility timeout, and a held message seen again on its second delivery
     before the next look is still one the victim took."""
-    others = [*c.producers, *c.receivers]
-    gate.holding.set()
-    held: set[str] = set()
-    deadline, looks = time.monotonic() + 60, 0
-    while not held:
-        assert time.monotonic() < deadline, (
-            f"the victim's receives took nothing while their answers were held ({looks} looks; waiting on the gate: "
-            f"{[r.ends.outstanding for r in c.receivers if (r.ends.outstanding or ('', 0))[0] == gate.url]})"
-        )
-        looks += 1
-        looked = time.monotonic()
-        taken = in_flight(db, c.queue)
-        poll(
-            lambda looked=looked: all(
-                r.answered_began > looked or (r.ends.outstanding or ("", 0))[0] == gate.url for r in c.receivers
-            ),
-            60,
-            "an answer to every receiver not waiting on the gate",
-            others,
-        )
-        held = taken - c.ledger.first_delivery_ids()
-    poll(lambda: c.sending_through(gate.url, 0.3), 60, "a send batch under way through the victim", others)
-    victim.proc.kill()
-    victim.proc.wait(timeout=30)
+    threads = [*c.producers, *c.receivers]
+    parked = [r for r in c.receivers if r.ends.urls[r.ends.current] != gate.url]
+    victims = [r for r in c.receivers if r not in parked]
+    assert victims, "no receiver reaches the victim"
+    for r in parked:
+        r.may_receive.clear()
+    try:
+        poll(lambda: all(r.parked.is_set() for r in parked), 60, "the other server's receivers parked", threads)
+        gate.holding.set()
+        held: set[str] = set()
+        deadline, looks = time.monotonic() + 60, 0
+        while not held:
+            assert time.monotonic() < deadline, (
+                f"the victim's receives took nothing while their answers were held ({looks} looks; waiting on the "
+                f"gate: {[r.ends.outstanding for r in victims]})"
+            )
+            looks += 1
+            looked = time.monotonic()
+            taken = in_flight(db, c.queue)
+            poll(
+                lambda looked=looked: all(
+                    r.answered_began > looked or (r.ends.outstanding or ("", 0))[0] == gate.url for r in victims
+                ),
+                60,
+                "an answer to every victim receiver not waiting on the gate",
+                threads,
+            )
+            held = taken - c.ledger.first_delivery_ids()
+        poll(lambda: c.sending_through(gate.url, 0.3), 60, "a send batch under way through the victim", threads)
+        victim.proc.kill()
+        victim.proc.wait(timeout=30)
+    finally:
+        for r in parked:
+            r.may_receive.set()
     return len(held)
 
 

@@ -134,7 +134,8 @@ class Producer(threading.Thread):
 
 class Receiver(threading.Thread):
     """Long-polls up to 10 messages, records them, deletes them in one DeleteMessageBatch (retried
-    on the other server with the same receipts), and records each delete that succeeded."""
+    on the other server with the same receipts), and records each delete that succeeded. A test may
+    park it between one delete and the next receive (``may_receive``); it must set it again."""
 
     def __init__(
         self, urls: list[str], path: str, ledger: Ledger, first: int, stop: threading.Event, wait_s: int = 2
@@ -144,10 +145,18 @@ class Receiver(threading.Thread):
         self.ledger, self.stop, self.wait_s = ledger, stop, wait_s
         self.error: BaseException | None = None
         self.answered_began = 0.0  # when the receive last answered (and recorded) began, monotonic
+        self.may_receive = threading.Event()  # cleared by a test: wait before the next receive
+        self.may_receive.set()
+        self.parked = threading.Event()  # set while it waits, with nothing taken and not deleted
 
     def run(self) -> None:
         try:
             while not self.stop.is_set():
+                if not self.may_receive.is_set():
+                    self.parked.set()
+                    self.may_receive.wait()
+                    self.parked.clear()
+                    continue
                 began = time.monotonic()
                 out = self.ends.call(
                     "receive_message",
