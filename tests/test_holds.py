@@ -38,16 +38,16 @@ async def tiny_queue(cq: Casque, name: str, **kw: object) -> tuple[Consumer, tup
     return cq.consumer(name), (0, 0)
 
 
-async def test_a_take_from_a_held_row_costs_two_round_trips_against_seven(cq: Casque, queue_name: str) -> None:
+async def test_a_take_from_a_held_row_costs_two_round_trips_against_five(cq: Casque, queue_name: str) -> None:
     c, row = await tiny_queue(cq, queue_name)
-    cold = await one_take(cq, c, queue_name)  # cursors, peek, lock write/read/write, re-check, read, batch
+    cold = await one_take(cq, c, queue_name)  # cursors, peek, acquired write, re-check, read, batch
     warm = await one_take(cq, c, queue_name)
     qs = await cq.queues.get(queue_name)
     await c.holds.keep(qs, {row}, renew_ms=1000)
     assert c.holds.valid(qs, row) is not None
     held = [await one_take(cq, c, queue_name) for _ in range(3)]
     print(f"round trips per take: first visit {cold:.0f}, lock each take {warm:.0f}, held row {held}")
-    assert (cold, warm, held) == (8, 7, [2, 2, 2])
+    assert (cold, warm, held) == (6, 5, [2, 2, 2])
     await c.holds.release_all(qs)
 
 
@@ -69,6 +69,32 @@ async def test_nobody_else_takes_from_a_held_row_until_it_is_released(cq: Casque
 
     await until(other_took, 10, "the other consumer takes once the hold is released")
     assert [m.payload for m in taken] == [2]  # type: ignore[attr-defined]
+
+
+async def test_a_row_found_busy_is_locked_the_long_way_until_a_take_succeeds(cq: Casque, queue_name: str) -> None:
+    """A direct lock (locking.py ``acquire_direct``: the acquired write, then the re-check) is for a row with no
+    contention since its last take. Once the row was found busy, its next take writes a pending column first and
+    lets the earliest column win (7 round trips, so two racers don't both back off again); after that take, the
+    row is locked directly again (5)."""
+    owner, row = await tiny_queue(cq, queue_name)
+    other = cq.consumer(queue_name)
+    qs = await cq.queues.get(queue_name)
+    await owner.holds.keep(qs, {row}, renew_ms=1000)
+    await cq.send(queue_name, "test.record", 1)
+    assert await other.fetch(10) == [] and other.stats.contention == 1  # the direct lock saw the hold's column
+    await owner.holds.release_all(qs)
+    before = trips(queue_name)  # counted for takes that returned messages only
+    taken: list[object] = []
+
+    async def other_took() -> bool:
+        taken.extend(await other.fetch(10))  # returns [] while its back-off after the contention runs
+        return bool(taken)
+
+    await until(other_took, 10, "the other consumer takes once the hold is released")
+    long_way = trips(queue_name) - before
+    direct = await one_take(cq, other, queue_name)
+    print(f"round trips: the take after contention {long_way:.0f}, the next {direct:.0f}")
+    assert (long_way, direct) == (7, 5)
 
 
 async def test_a_hold_that_is_not_renewed_lapses_and_the_row_is_free_again(cq: Casque, queue_name: str) -> None:

@@ -217,7 +217,7 @@ class Sweeper:
             if not await c.db.run(c.table.read_due, [qs.name, bucket, shard, rank, start, horizon, 1]):
                 continue
             calm = False
-            lock = await c.locker.acquire(qs, bucket, shard)
+            lock = await c.locker.acquire_direct(qs, bucket, shard)  # re-checked: two sweeps never both move a row
             if lock is None:
                 continue  # busy: someone is taking from this row; the next pass looks again
             try:
@@ -266,7 +266,7 @@ class Sweeper:
     async def _repair(self, qs: QueueSettings, bucket: int, shard: int, rank: int, low: int, upper: int) -> int | None:
         """Under the row lock: re-read the strays and move them to max(now, cursor), one batch."""
         c = self.consumer
-        lock = await c.locker.acquire(qs, bucket, shard)
+        lock = await c.locker.acquire_direct(qs, bucket, shard)  # re-checked: two sweeps never both move a row
         if lock is None:
             return None
         try:

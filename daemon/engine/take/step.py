@@ -74,23 +74,28 @@ class Take:
         self.reader = TakeReader(db, table, clock, tolerance_ms, rescan_ms, lookahead_ms)
 
     async def take(self, qs: QueueSettings, bucket: int, shard: int, state: RowState, opts: TakeOptions) -> TakeResult:
-        """Lock the row, re-check, read, keep, commit."""
+        """Lock the row, re-check, read, keep, commit. A row with no contention since its last take
+        is locked directly, the re-check its second round trip (locking.py ``acquire_direct``)."""
         self.holds.enter((bucket, shard))  # no hold is acquired on the row while we lock it
         try:
-            trip(3)  # lock write, lock read, acquired write
-            lock = await self.locker.acquire(qs, bucket, shard)
+            direct = state.backoff_ms == 0
+            trip(2 if direct else 3)  # acquired write, re-check | lock write, lock read, acquired write
+            lock = await (self.locker.acquire_direct if direct else self.locker.acquire)(qs, bucket, shard)
             if lock is None:
                 self._contended(qs, state)
                 return TakeResult(contended=True)
             try:
-                return await self._take_locked(qs, state, lock, opts)
+                return await self._take_locked(qs, state, lock, opts, checked=direct)
             except BaseException:
                 await asyncio.shield(self._release_quietly(lock))
                 raise
         finally:
             self.holds.leave((bucket, shard))
 
-    async def _take_locked(self, qs: QueueSettings, state: RowState, lock: HeldLock, opts: TakeOptions) -> TakeResult:
+    async def _take_locked(
+        self, qs: QueueSettings, state: RowState, lock: HeldLock, opts: TakeOptions, checked: bool
+    ) -> TakeResult:
+        """``checked``: the lock was re-checked as it was acquired (a direct lock)."""
         merge(state.cursors, lock.cursors)
         now = self.clock.now_ms()
         # The re-check must finish before the messages are read. Read together, the message read
@@ -98,12 +103,12 @@ class Take:
         # column already deleted by that batch): both would take the same messages. Measured: 100
         # duplicates of 50,000 in the skewed race test (tests/test_races.py) with the two reads
         # issued together; docs/design.md, "The re-check comes before the message read".
-        trip()
-        alone = await self.locker.recheck(qs, lock)
-        if not alone:
-            self._contended(qs, state)
-            await self.locker.release(lock)
-            return TakeResult(contended=True)
+        if not checked:
+            trip()
+            if not await self.locker.recheck(qs, lock):
+                self._contended(qs, state)
+                await self.locker.release(lock)
+                return TakeResult(contended=True)
         state.took()
         read = await self.reader.read(qs, lock, state, now, opts)
         if read.found:
