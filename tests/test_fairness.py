@@ -5,7 +5,7 @@ quiet tenant's message is taken by the first receive that starts after its send 
 receive that ran wholly after the send and returned other messages *overtook* it. Without
 fairness the noisy backlog overtakes every quiet message thousands of times (measured: p99 of
 32.5 s). The send-to-receive times are printed too: beside a backlog the receiver is never idle,
-so a quiet message also waits for the receive in progress when it was sent (7 round trips of the
+so a quiet message also waits for the receive in progress when it was sent (5 round trips of the
 lock protocol on a pull), which an idle receiver's long poll doesn't.
 """
 
