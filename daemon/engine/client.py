@@ -242,7 +242,7 @@ class Casque:
         self.stores.activity.touch(queue)
         self.send_counts.add(queue)
         mid = parse_id(sent)
-        if not sent.duplicate:
+        if not sent.duplicate and not sent.caught:  # a message caught by a parked poll is in flight: nothing to take
             self.announcer.announce(queue, [(id_due_ms(mid), mid.int & PLACEMENT_MASK)])
         fires = upcoming(job.schedule, first_due(job, now)) if job.schedule is not None else []
         sent.next_fires = [datetime.fromtimestamp(ms / 1000, tz=UTC) for ms in fires]
@@ -266,7 +266,8 @@ class Casque:
         ids = await self.stores.producer.send_many(queue, jobs)
         self.stores.activity.touch(queue)
         self.send_counts.add(queue, len(ids))
-        self.announcer.announce(queue, list({(id_due_ms(u), u.int & PLACEMENT_MASK) for u in map(parse_id, ids)}))
+        due = [parse_id(s) for s in ids if not s.caught]
+        self.announcer.announce(queue, list({(id_due_ms(u), u.int & PLACEMENT_MASK) for u in due}))
         return ids
 
     def finished_in_group(self, m: Message) -> None:

@@ -69,6 +69,7 @@ class Stores:
         self.activity = ActivityMarks(db, ks, self.queues, clock, limit=settings.cache.activity)
         self.pull_readers = PullReaders(db, ks, clock, limit=settings.cache.activity)
         self.wakeups = Wakeups(clock)
+        self.producer.catcher = self.wakeups.catch  # a send hands its messages to a parked poll (wake/catch.py)
         self.hint_directory = HintDirectory(db, ks)
         self.hints = HintSender(self.hint_directory, self.secrets, clock, settings.hints.refresh)
         self.dead_letters = PoisonRouter(

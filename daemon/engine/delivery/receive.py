@@ -55,6 +55,7 @@ from daemon.engine.queues.store import QueueStore
 from daemon.engine.send.keys import KeyStore
 from daemon.engine.storage.db import Database
 from daemon.engine.storage.table import MessageTable
+from daemon.engine.wake.catch import Catch
 from daemon.engine.wake.wakeups import Wakeups
 
 MAX_CONSUMERS = 1024  # config: cache.consumers
@@ -215,7 +216,12 @@ class Receiver:
                     waiter.scouted = scout = True
                 safety = max(PARK_SLACK_S, self.poll_interval_s - (self.clock.now_ms() - looked_at) / 1000)
                 looked_at = None  # woken or timed out: the next look reads
-                await waiter.park(generation, min(remaining, safety) if scout else remaining, scout)
+                catch = None if qs.fifo else Catch(limit, visibility_ms)  # a send may hand it messages
+                await waiter.park(generation, min(remaining, safety) if scout else remaining, scout, catch)
+                if catch is not None and catch.claimed:  # written in flight for this poll (wake/catch.py)
+                    caught = await catch.messages
+                    if caught:
+                        return self._deliveries(queue, consumer, signer, self._caught(consumer, caught))
                 owed = waiter.generation != generation  # woken: this poll owes the queue a look
                 # Timed out, never woken: nothing new to read. (The loop's timers may fire up to its clock
                 # resolution early: a poll woken that close to its end looked again for nothing.)
@@ -261,6 +267,16 @@ class Receiver:
                 break
             taken += more
         return taken
+
+    @staticmethod
+    def _caught(consumer: Consumer, caught: list[Message]) -> list[Message]:
+        """Messages a send wrote in flight for this poll: counted as taken, their timeout columns (tombstones once
+        deleted) known to the rows' cursor keeping, as a take's are (engine/take/step.py)."""
+        for m in caught:
+            state = consumer.rows.setdefault((m.bucket, m.shard), RowState())
+            state.pile_until = max(state.pile_until, m.due_ms)
+        consumer.stats.taken += len(caught)
+        return caught
 
     def _deliveries(
         self, queue: str, consumer: Consumer, signer: ReceiptSigner, taken: list[Message]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
@@ -31,9 +31,11 @@ from daemon.base.model import (
     check_key,
     check_priority,
     check_task_name,
+    decode_payload,
     encode_payload,
     sequence_number,
 )
+from daemon.engine.delivery.in_flight import into_flight
 from daemon.engine.queues.store import QueueStore
 from daemon.engine.schedules.chain import same_schedule
 from daemon.engine.schedules.triggers import Trigger, first, start
@@ -44,6 +46,7 @@ from daemon.engine.send.lookup import Lookup
 from daemon.engine.storage.db import Database
 from daemon.engine.storage.placement import new_id, row_of
 from daemon.engine.storage.table import STATE_WAITING, MessageTable
+from daemon.engine.wake.catch import Catch
 
 OnConflict = Literal["replace", "keep", "error"]
 STALE_KEY_MS = 30_000
@@ -77,19 +80,27 @@ class Job:
 
 class Sent(str):
     """A sent message's id (a plain ``str`` everywhere), carrying a schedule's next fire times, a
-    FIFO message's ``sequence`` and whether the send was a ``duplicate`` within the dedup window."""
+    FIFO message's ``sequence``, whether the send was a ``duplicate`` within the dedup window and
+    whether a parked poll ``caught`` it."""
 
     next_fires: list[datetime]
     sequence: str | None
     duplicate: bool
+    caught: bool  # written in flight for a parked poll of this process (engine/wake/catch.py): nothing to announce
 
     def __new__(
-        cls, mid: str, next_fires: list[datetime] | None = None, sequence: str | None = None, duplicate: bool = False
+        cls,
+        mid: str,
+        next_fires: list[datetime] | None = None,
+        sequence: str | None = None,
+        duplicate: bool = False,
+        caught: bool = False,
     ) -> Sent:
         sent = super().__new__(cls, mid)
         sent.next_fires = next_fires or []
         sent.sequence = sequence
         sent.duplicate = duplicate
+        sent.caught = caught
         return sent
 
 
@@ -116,6 +127,8 @@ class Producer:
         self.keys = keys
         self.lookup = lookup
         self.clock = clock
+        #: A parked poll of the queue in this process that catches what is sent (engine/wake/catch.py), if any.
+        self.catcher: Callable[[str], Catch | None] = lambda queue: None
 
     async def send(self, queue: str, job: Job) -> Sent:
         """Write one message and return its id (for a keyed 'keep' conflict, the existing id)."""
@@ -126,13 +139,56 @@ class Producer:
             return await self._send_fifo(qs, m)
         self._fair(qs, m)
         qs = await self.queues.add_priority(qs, m.priority)
+        caught = False
         if m.key is not None:
             mid = await self._send_keyed(qs, m, job.on_conflict, now)
+        elif catch := self._catch(qs, m, now):
+            await self._hand(qs, catch, [m])
+            mid, caught = m.id, True
         else:
             await self.db.run(self._insert(qs, m))
             mid = m.id
         metrics.SENT.labels(qs.name, m.task).inc()
-        return Sent(str(mid))
+        return Sent(str(mid), caught=caught)
+
+    def _catch(self, qs: QueueSettings, m: Message, now: int) -> Catch | None:
+        """A parked poll for ``m``, if it may be handed over."""
+        return self.catcher(qs.name) if self._catchable(qs, m, now) else None
+
+    @staticmethod
+    def _catchable(qs: QueueSettings, m: Message, now: int) -> bool:
+        """Due now, no key, no schedule, a standard queue: what a parked poll would have taken first."""
+        return not qs.fifo and m.key is None and m.trigger is None and m.due_ms <= now
+
+    async def _hand_many(self, qs: QueueSettings, messages: list[Message], now: int) -> set[uuid.UUID]:
+        """Hand the messages parked polls may catch to as many as are parked, each up to its limit, in send order;
+        the ids handed over."""
+        left = [m for m in messages if self._catchable(qs, m, now)]
+        hands: list[tuple[Catch, list[Message]]] = []
+        while left and (catch := self.catcher(qs.name)) is not None:
+            hands.append((catch, left[: catch.limit]))
+            left = left[catch.limit :]
+        await asyncio.gather(*(self._hand(qs, catch, part) for catch, part in hands))
+        return {m.id for _, part in hands for m in part}
+
+    async def _hand(self, qs: QueueSettings, catch: Catch, messages: list[Message]) -> None:
+        """Write ``messages`` in flight for a parked poll, in the rows the send would have used (one request per
+        row), and hand them over. A failed write fails the send, and the poll looks again (engine/wake/catch.py)."""
+        now = self.clock.now_ms()
+        rows: dict[tuple[int, int], list[Any]] = defaultdict(list)
+        for m in messages:
+            m.payload = decode_payload(m.raw_payload)  # as a take reads it back: JSON's types, not the sender's
+            into_flight(m, now, now + catch.visibility_ms, fifo=False, pulled=True)
+            rows[(m.bucket, m.shard)].append(self.table.insert_message(m, now, qs.retention_s))
+        ts = self.db.next_timestamp()
+        try:
+            await asyncio.gather(*(self.db.run(self._one(stmts), timestamp=ts) for stmts in rows.values()))
+        except BaseException:
+            catch.deliver(None)
+            raise
+        for m in messages:
+            m.write_ts = ts
+        catch.deliver(messages)
 
     def _fair(self, qs: QueueSettings, m: Message) -> None:
         """A noisy tenant's message goes one lane down (engine/send/fairness.py)."""
@@ -175,10 +231,13 @@ class Producer:
             self._fair(qs, m)
         for p in sorted({m.priority for _, m in built}):
             qs = await self.queues.add_priority(qs, p)
-        ids: list[Sent] = [Sent(str(m.id)) for _, m in built]
+        handed = await self._hand_many(qs, [m for _, m in built], now)
+        ids: list[Sent] = [Sent(str(m.id), caught=m.id in handed) for _, m in built]
         rows: dict[tuple[int, int], list[Message]] = defaultdict(list)
         keyed: list[tuple[int, Job, Message]] = []
         for i, (job, m) in enumerate(built):
+            if m.id in handed:
+                continue
             if m.key is None:
                 rows[(m.bucket, m.shard)].append(m)
             else:
@@ -199,6 +258,15 @@ class Producer:
         if now - m.due_ms > self.late_ms:
             m.due_ms = now
         return self.table.insert_message(m, now, qs.retention_s)
+
+    def _one(self, stmts: list[Any]) -> Any:
+        """One request for a row's statements: the statement alone, or their batch."""
+        if len(stmts) == 1:
+            return stmts[0]
+        batch = self.db.batch()
+        for stmt in stmts:
+            batch.add(stmt)
+        return batch
 
     async def _write_batch(self, qs: QueueSettings, messages: list[Message], now: int) -> None:
         chunk, size = self.db.batch(), 0

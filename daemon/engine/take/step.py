@@ -33,8 +33,8 @@ from daemon.base.crashpoints import crash_point, pause_point
 from daemon.base.logs import get_logger
 from daemon.base.model import Message, QueueSettings, out_of_attempts
 from daemon.engine.consume.row_state import ConsumerStats, RowState, loaded_from_store, merge, next_rescan, trip
+from daemon.engine.delivery.in_flight import into_flight
 from daemon.engine.delivery.poison import PoisonStore
-from daemon.engine.delivery.received import stamp as stamp_received
 from daemon.engine.schedules import chain
 from daemon.engine.send.keys import KeyStore
 from daemon.engine.storage.db import Database
@@ -243,16 +243,8 @@ class Take:
                 attempt=m.attempt + 1,
                 reason="timeout passed before an ack",
             )
-        m.scheduled_ms = (m.trigger or {}).get("fire_ms") or m.due_ms
-        m.attempt += 1
-        m.state = STATE_IN_FLIGHT
         invisible_until = now + (m.timeout_ms if opts.visibility_ms is None else opts.visibility_ms) + opts.hold_ms
-        if qs.fifo:
-            m.copy_due_ms, m.visible_at = m.due_ms, invisible_until
-        else:
-            m.due_ms = m.copy_due_ms = invisible_until
-        if opts.visibility_ms is not None:  # a pull: its receive times ride in the column written anyway
-            stamp_received(m.headers, now)
+        into_flight(m, now, invisible_until, qs.fifo, pulled=opts.visibility_ms is not None)
 
     async def _chain(self, qs: QueueSettings, chained: list[tuple[Message, Message]], ts: int, now: int) -> None:
         """After the batch: each schedule's key follows to the next occurrence written with it

@@ -16,6 +16,9 @@ poll reads. A poll that took a full batch passes the wake on to the next parked 
 more), and so does a woken poll that leaves without looking (cancelled); a timer (a due time this
 process knows) still wakes every poll of the queue.
 
+A send of this process may hand its messages to a parked poll instead of waking it (``catch``,
+engine/wake/catch.py): the poll is taken off the parked list and gets the messages, written in flight for it.
+
 A waiter exists only while some receive is running on its queue, so memory is bounded by the
 number of concurrent long polls, never by the number of queues or messages sent.
 """
@@ -27,6 +30,7 @@ import heapq
 from collections.abc import Callable
 
 from daemon.base.clock import Clock
+from daemon.engine.wake.catch import Catch
 
 MAX_TIMERS = 1024
 
@@ -38,18 +42,22 @@ class QueueWaiter:
         self.receivers = 0
         self.scouted = False
         self._parked: list[asyncio.Future[None]] = []
+        self._catches: dict[asyncio.Future[None], Catch] = {}  # parked polls that take handed messages
         self._scout: asyncio.Future[None] | None = None  # the scout's park, while it is parked
         self._timers: list[int] = []
         self._handle: asyncio.TimerHandle | None = None
         self._handle_due: int | None = None
 
-    async def park(self, generation: int, timeout_s: float, scout: bool = False) -> None:
-        """Sleep until woken or ``timeout_s``; return at once if a wake came after ``generation``.
-        ``scout``: this is the scout's park (a single wake goes to another poll first)."""
+    async def park(self, generation: int, timeout_s: float, scout: bool = False, catch: Catch | None = None) -> None:
+        """Sleep until woken, claimed (``catch.claimed``: a send hands it messages) or ``timeout_s``; return at once
+        if a wake came after ``generation``. ``scout``: this is the scout's park (a single wake goes to another poll
+        first)."""
         if generation != self.generation or timeout_s <= 0:
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._parked.append(fut)
+        if catch is not None:
+            self._catches[fut] = catch
         if scout:
             self._scout = fut
         try:
@@ -61,10 +69,24 @@ class QueueWaiter:
                 self.handoff()
             raise
         finally:
+            self._catches.pop(fut, None)
             if fut in self._parked:
                 self._parked.remove(fut)
             if self._scout is fut:
                 self._scout = None
+
+    def catch(self) -> Catch | None:
+        """Claim a parked poll that takes handed messages (not the scout while another is parked, as ``handoff``):
+        off the parked list at once, so nothing else reaches it. None: no such poll."""
+        live = [f for f in self._parked if not f.done() and f in self._catches]
+        if not live:
+            return None
+        fut = next((f for f in live if f is not self._scout), live[0])
+        self._parked.remove(fut)
+        found = self._catches.pop(fut)
+        found.claimed = True
+        fut.set_result(None)
+        return found
 
     def wake(self) -> None:
         """Something may be available: every parked poll looks again."""
@@ -182,6 +204,11 @@ class Wakeups:
                 w.at(due_ms)
         for listener in self._listeners.get(queue, ()):
             listener(due_ms, placement)
+
+    def catch(self, queue: str) -> Catch | None:
+        """A parked poll of ``queue`` in this process that takes messages handed to it (engine/wake/catch.py)."""
+        w = self._waiters.get(queue)
+        return None if w is None else w.catch()
 
     def watched(self) -> int:
         return len(self._waiters)

@@ -1,0 +1,27 @@
+"""A message turned into its timeout column: the one shape a delivery is written in, whoever writes it.
+
+A take writes it in place of the due message it read (engine/take/step.py); a send writes it straight away for a
+parked poll that catches it (engine/wake/catch.py). Both must write the same thing, or a receipt, a delete, a
+visibility change or a redelivery would tell them apart.
+"""
+
+from __future__ import annotations
+
+from daemon.base.model import Message
+from daemon.engine.delivery.received import stamp as stamp_received
+from daemon.engine.storage.table import STATE_IN_FLIGHT
+
+
+def into_flight(m: Message, now: int, invisible_until: int, fifo: bool, pulled: bool) -> None:
+    """Attempt + 1, IN_FLIGHT, invisible until ``invisible_until``: a standard queue's message moves there (its
+    timeout column), a FIFO one stays at its position with ``visible_at`` set. ``pulled``: a receive's, whose
+    receive times ride in the column written anyway (engine/delivery/received.py)."""
+    m.scheduled_ms = (m.trigger or {}).get("fire_ms") or m.due_ms
+    m.attempt += 1
+    m.state = STATE_IN_FLIGHT
+    if fifo:
+        m.copy_due_ms, m.visible_at = m.due_ms, invisible_until
+    else:
+        m.due_ms = m.copy_due_ms = invisible_until
+    if pulled:
+        stamp_received(m.headers, now)

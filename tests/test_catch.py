@@ -1,0 +1,133 @@
+"""A send hands its messages to a parked poll of the same process (engine/wake/catch.py): written in flight for that
+poll in one write, no take. Against the real node: what the poll gets is what a take would have given it (attempt 1,
+a receipt that deletes and changes visibility), it comes back after its visibility timeout if not deleted, a batch is
+shared among the parked polls up to each one's limit, and what may not be handed over (FIFO, delayed, keyed) is taken
+as before. A poll whose handed write failed looks again.
+
+Long polls here use a scout cadence of 30 s (``slow_scout``): a poll that returns at once was handed its message or
+woken, never found by re-reading Cassandra.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import AsyncIterator
+
+import pytest
+
+from daemon.base.config import Settings
+from daemon.engine.client import Casque
+from daemon.engine.send.producer import Job
+from tests.support.longpoll import parked
+
+
+@pytest.fixture
+async def slow_scout(settings: Settings) -> AsyncIterator[Casque]:
+    s = copy.deepcopy(settings)
+    s.sqs.poll_interval = 30.0
+    client = await Casque.connect(s)
+    yield client
+    await client.close()
+
+
+async def parked_polls(cq: Casque, queue: str, n: int) -> None:
+    """Wait until ``n`` polls of ``queue`` are parked."""
+    for _ in range(1000):
+        w = cq.wakeups._waiters.get(queue)
+        if w is not None and len(w._parked) >= n:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{n} polls never parked on {queue}")
+
+
+async def test_a_parked_poll_catches_a_send_in_one_write_and_no_take(slow_scout: Casque, queue_name: str) -> None:
+    cq = slow_scout
+    await cq.create_queue(queue_name)
+    poll = asyncio.create_task(cq.receive(queue_name, wait=20, visibility=30))
+    await parked(cq, queue_name)
+    consumer = cq.receiver._consumers.get(queue_name)
+    assert consumer is not None
+    takes, requests = consumer.stats.takes, cq.db.requests
+    sent = await cq.send(queue_name, "t", {"n": 1})
+    (d,) = await poll
+    assert cq.db.requests - requests == 1, "the send's write, and nothing for the receive"
+    assert consumer.stats.takes == takes, "no take ran"
+    assert sent.caught and str(d.message.id) == sent
+    assert d.message.attempt == 1 and d.message.payload == {"n": 1}
+    await cq.change_visibility(d.receipt, 60)  # the receipt is a take's: it finds the delivery
+    assert await cq.delete(d.receipt) is True
+    assert await cq.receive(queue_name, wait=0) == []
+
+
+async def test_a_caught_message_not_deleted_comes_back_after_its_visibility(
+    slow_scout: Casque, queue_name: str
+) -> None:
+    cq = slow_scout
+    await cq.create_queue(queue_name)
+    poll = asyncio.create_task(cq.receive(queue_name, wait=20, visibility=1))
+    await parked(cq, queue_name)
+    sent = await cq.send(queue_name, "t", "x")
+    (first,) = await poll
+    assert sent.caught and first.message.attempt == 1
+    (again,) = await cq.receive(queue_name, wait=10, visibility=30)  # after the 1 s visibility, by a take
+    assert str(again.message.id) == sent and again.message.attempt == 2
+    assert await cq.delete(first.receipt) is False, "a stale receipt must not delete the new delivery"
+    assert await cq.delete(again.receipt) is True
+
+
+async def test_a_batch_is_shared_among_parked_polls_up_to_their_limits(slow_scout: Casque, queue_name: str) -> None:
+    cq = slow_scout
+    await cq.create_queue(queue_name)
+    polls = [asyncio.create_task(cq.receive(queue_name, max=3, wait=20, visibility=60)) for _ in range(2)]
+    await parked_polls(cq, queue_name, 2)
+    sent = await cq.send_many(queue_name, [Job("t", i) for i in range(10)])
+    got = [await p for p in polls]
+    assert [len(g) for g in got] == [3, 3]
+    assert [s.caught for s in sent] == [True] * 6 + [False] * 4, "the first six in send order, the rest written due"
+    rest: list[str] = []
+    while len(rest) < 4:
+        more = await cq.receive(queue_name, max=10, wait=5, visibility=60)
+        assert more, "the four not handed over were not written due"
+        rest += [str(d.message.id) for d in more]
+    assert sorted(str(d.message.id) for g in got for d in g) + sorted(rest) == sorted(sent[:6]) + sorted(sent[6:])
+
+
+async def test_fifo_delayed_and_keyed_messages_are_not_handed_over(slow_scout: Casque, queue_name: str) -> None:
+    cq = slow_scout
+    await cq.create_queue(queue_name)
+    poll = asyncio.create_task(cq.receive(queue_name, wait=20, visibility=60))
+    await parked(cq, queue_name)
+    consumer = cq.receiver._consumers.get(queue_name)
+    assert consumer is not None
+    takes = consumer.stats.takes
+    delayed = await cq.send(queue_name, "t", "later", delay=0.5)
+    keyed = await cq.send(queue_name, "t", "keyed", key="k1")
+    assert not delayed.caught and not keyed.caught
+    seen = [str(d.message.id) for d in await poll]
+    seen += [str(d.message.id) for d in await cq.receive(queue_name, wait=5, visibility=60)]
+    assert sorted(seen) == sorted([delayed, keyed]) and consumer.stats.takes >= takes + 2, "woken, and taken"
+    fifo = queue_name + "-f.fifo"
+    await cq.create_queue(fifo, fifo=True)
+    fifo_poll = asyncio.create_task(cq.receive(fifo, wait=20, visibility=60))
+    await parked(cq, fifo)
+    sent = await cq.send(fifo, "t", "x", group="g", dedup_id="d1")
+    assert not sent.caught
+    (d,) = await fifo_poll
+    assert str(d.message.id) == sent
+
+
+async def test_a_poll_whose_handed_write_failed_looks_again(slow_scout: Casque, queue_name: str) -> None:
+    """The send side of a failed write, as ``Producer._hand`` does it on an error: the claimed poll is told None,
+    goes back to looking and takes what is then due."""
+    cq = slow_scout
+    await cq.create_queue(queue_name)
+    poll = asyncio.create_task(cq.receive(queue_name, wait=20, visibility=60))
+    await parked(cq, queue_name)
+    catch = cq.wakeups.catch(queue_name)
+    assert catch is not None and catch.claimed
+    catch.deliver(None)
+    await parked(cq, queue_name)  # looked, found nothing, parked again
+    sent = await cq.send(queue_name, "t", "y")
+    (d,) = await poll
+    assert str(d.message.id) == sent
