@@ -11,24 +11,24 @@ woken, never found by re-reading Cassandra.
 from __future__ import annotations
 
 import asyncio
-import copy
-from collections.abc import AsyncIterator
 
-import pytest
-
-from daemon.base.config import Settings
 from daemon.engine.client import Casque
+from daemon.engine.consume.consumer import Consumer
+from daemon.engine.delivery.receive import Delivery
 from daemon.engine.send.producer import Job
 from tests.support.longpoll import parked
 
 
-@pytest.fixture
-async def slow_scout(settings: Settings) -> AsyncIterator[Casque]:
-    s = copy.deepcopy(settings)
-    s.sqs.poll_interval = 30.0
-    client = await Casque.connect(s)
-    yield client
-    await client.close()
+async def a_parked_poll(
+    cq: Casque, queue: str, visibility: float = 60
+) -> tuple[asyncio.Task[list[Delivery]], Consumer]:
+    """A long poll of a new queue, parked; and the consumer it reads with."""
+    await cq.create_queue(queue)
+    poll = asyncio.create_task(cq.receive(queue, wait=20, visibility=visibility))
+    await parked(cq, queue)
+    consumer = cq.receiver._consumers.get(queue)
+    assert consumer is not None
+    return poll, consumer
 
 
 async def parked_polls(cq: Casque, queue: str, n: int) -> None:
@@ -43,11 +43,7 @@ async def parked_polls(cq: Casque, queue: str, n: int) -> None:
 
 async def test_a_parked_poll_catches_a_send_in_one_write_and_no_take(slow_scout: Casque, queue_name: str) -> None:
     cq = slow_scout
-    await cq.create_queue(queue_name)
-    poll = asyncio.create_task(cq.receive(queue_name, wait=20, visibility=30))
-    await parked(cq, queue_name)
-    consumer = cq.receiver._consumers.get(queue_name)
-    assert consumer is not None
+    poll, consumer = await a_parked_poll(cq, queue_name, visibility=30)
     takes, requests = consumer.stats.takes, cq.db.requests
     sent = await cq.send(queue_name, "t", {"n": 1})
     (d,) = await poll
@@ -64,9 +60,7 @@ async def test_a_caught_message_not_deleted_comes_back_after_its_visibility(
     slow_scout: Casque, queue_name: str
 ) -> None:
     cq = slow_scout
-    await cq.create_queue(queue_name)
-    poll = asyncio.create_task(cq.receive(queue_name, wait=20, visibility=1))
-    await parked(cq, queue_name)
+    poll, _ = await a_parked_poll(cq, queue_name, visibility=1)
     sent = await cq.send(queue_name, "t", "x")
     (first,) = await poll
     assert sent.caught and first.message.attempt == 1
@@ -95,11 +89,7 @@ async def test_a_batch_is_shared_among_parked_polls_up_to_their_limits(slow_scou
 
 async def test_fifo_delayed_and_keyed_messages_are_not_handed_over(slow_scout: Casque, queue_name: str) -> None:
     cq = slow_scout
-    await cq.create_queue(queue_name)
-    poll = asyncio.create_task(cq.receive(queue_name, wait=20, visibility=60))
-    await parked(cq, queue_name)
-    consumer = cq.receiver._consumers.get(queue_name)
-    assert consumer is not None
+    poll, consumer = await a_parked_poll(cq, queue_name)
     takes = consumer.stats.takes
     delayed = await cq.send(queue_name, "t", "later", delay=0.5)
     keyed = await cq.send(queue_name, "t", "keyed", key="k1")
@@ -121,9 +111,7 @@ async def test_a_poll_whose_handed_write_failed_looks_again(slow_scout: Casque, 
     """The send side of a failed write, as ``Producer._hand`` does it on an error: the claimed poll is told None,
     goes back to looking and takes what is then due."""
     cq = slow_scout
-    await cq.create_queue(queue_name)
-    poll = asyncio.create_task(cq.receive(queue_name, wait=20, visibility=60))
-    await parked(cq, queue_name)
+    poll, _ = await a_parked_poll(cq, queue_name)
     catch = cq.wakeups.catch(queue_name)
     assert catch is not None and catch.claimed
     catch.deliver(None)

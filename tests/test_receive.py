@@ -29,16 +29,6 @@ Pair = tuple[Casque, ManualClock]
 
 
 @pytest.fixture
-async def slow_scout(settings: Settings) -> AsyncIterator[Casque]:
-    """A client whose long polls re-read Cassandra only every 30 s: any quicker return was a wake-up."""
-    s = copy.deepcopy(settings)
-    s.sqs.poll_interval = 30.0
-    client = await Casque.connect(s)
-    yield client
-    await client.close()
-
-
-@pytest.fixture
 async def fast_scout(settings: Settings) -> AsyncIterator[Casque]:
     """A client whose scout re-reads every 0.5 s (the default safety poll is 15 s): for the tests of
     what that poll finds, another process's send that came with no wake hint."""
