@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from daemon.base import metrics
 from daemon.base.clock import Clock
+from daemon.base.crashpoints import crash_point
 from daemon.base.durations import parse_duration
 from daemon.base.errors import KeyConflict, StorageUnavailable, UsageError
 from daemon.base.model import (
@@ -186,6 +187,7 @@ class Producer:
         except BaseException:
             catch.deliver(None)
             raise
+        crash_point("catch.written")  # written in flight, not handed over: tests/test_catch_faults.py
         for m in messages:
             m.write_ts = ts
         catch.deliver(messages)
