@@ -150,6 +150,7 @@ async def run(cq: Casque, plan: Plan, best: dict[str, Any]) -> dict[str, Any]:
             label=f"peers_casque_{tag}",
             concurrency=c,
             rate=rate,
+            warmup=WARMUP,  # as every peer gets (run_peer): measured from a warm daemon, not its start
         )
         progress(
             f"  {'casque':<13} {r.throughput:8.0f} msg/s  p50 {r.latency.p50:8.1f} ms  p99 {r.latency.p99:8.1f} ms  "

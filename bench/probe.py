@@ -62,7 +62,7 @@ class Noop(Handler):
         _state["last_start"] = now
         if isinstance(payload, dict):
             sent = payload.get("t")
-            if sent is not None:
+            if sent is not None and float(sent) > 0:  # 0: a warm-up message (bench/casque_run.py warm_up)
                 _send_ms.append((now - float(sent)) * 1000.0)
             kind = payload.get("k")
             if kind:
