@@ -82,6 +82,26 @@ async def test_receives_that_come_while_a_take_runs_share_the_next_one_in_arriva
     assert [await t for t in later] == [list(range(10, 13)), list(range(13, 23)), list(range(23, 28))]
 
 
+async def test_members_answered_from_a_share_are_counted_and_takers_for_themselves_are_not() -> None:
+    """``casque_receives_joined_total`` is what the SQS fault tests read from a server to know the joint path ran:
+    the lone receive and the group's leader took for themselves, the two members were answered from shares."""
+    before = joined()
+    joint, takes, first = await one_take_running()
+    later = [asyncio.create_task(joint.take("q", 10, takes.run)) for _ in range(3)]
+    await asyncio.sleep(0)
+    takes.gates[0].set()
+    await first
+    assert joined() == before  # a lone take
+    await takes.running(2)
+    takes.gates[1].set()
+    await asyncio.gather(*later)
+    assert joined() == before + 2
+
+
+def joined() -> float:
+    return REGISTRY.get_sample_value("casque_receives_joined_total") or 0.0
+
+
 async def test_up_to_parallel_receives_take_at_once_and_the_next_share_the_first_slot_free() -> None:
     joint: JointTakes[int] = JointTakes()
     takes = Takes()

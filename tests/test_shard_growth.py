@@ -14,10 +14,8 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import socket
 import threading
 import time
-import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -168,29 +166,12 @@ def _join(threads: list[threading.Thread]) -> None:
     assert not any(t.is_alive() for t in threads), "consumers did not receive every message"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def growing(settings: Any) -> Iterator[sqsserver.SqsServer]:
-    """A growing server with its /metrics on (``metrics_url``)."""
-    port = _free_port()
-    env = GROWING | {"CASQUE_METRICS__ENABLED": "true", "CASQUE_METRICS__PORT": str(port)}
-    srv = sqsserver.start(settings.cassandra.keyspace, env=env)
-    srv.metrics_url = f"http://127.0.0.1:{port}/metrics"  # type: ignore[attr-defined]
+    """A growing server with its /metrics on."""
+    srv = sqsserver.start(settings.cassandra.keyspace, env=GROWING, metrics=True)
     yield srv
     srv.stop()
-
-
-def _grown_counter(url: str) -> float:
-    """``casque_queues_grown_total`` as the server's /metrics reports it."""
-    with urllib.request.urlopen(url, timeout=10) as r:
-        text = r.read().decode()
-    [line] = [x for x in text.splitlines() if x.startswith("casque_queues_grown_total ")]
-    return float(line.split()[1])
 
 
 async def test_a_busy_tiny_queue_grows_and_a_quiet_one_does_not(growing: sqsserver.SqsServer, cq: Casque) -> None:
@@ -222,7 +203,7 @@ async def test_a_busy_tiny_queue_grows_and_a_quiet_one_does_not(growing: sqsserv
     # the old layouts drain and are finished once senders can no longer hold them cached (60 s)
     await _until(cq, busy, lambda qs: not qs.draining, 150, "the old layouts were never finished")
     assert (await cq.queue_settings(busy, fresh=True)).shards == 4
-    assert _grown_counter(growing.metrics_url) == 2  # type: ignore[attr-defined]
+    assert growing.metric("casque_queues_grown_total") == 2
     stderr = growing.stop()
     log = _growth_log(stderr, busy)
     assert [(r["shards_before"], r["shards"]) for r in log if r["event"] == "queue_grown"] == [(1, 2), (2, 4)]

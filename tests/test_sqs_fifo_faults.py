@@ -4,14 +4,12 @@ two real ``casque serve`` processes, one FIFO queue, 1,000 message groups, count
 processed twice, one message per deduplication id.
 
 A message is *processed* when its receiver's DeleteMessageBatch entry succeeds. Clients behave as
-SDK users do (tests/support/fifo_clients.py): a request that fails is retried on the other server,
+SDK users do (tests/support/sqs_clients.py): a request that fails is retried on the other server,
 a send with the same MessageDeduplicationId, a delete with the same receipt handles.
 """
 
 from __future__ import annotations
 
-import os
-import signal
 import threading
 import time
 import uuid
@@ -22,14 +20,14 @@ from urllib.parse import urlparse
 import pytest
 
 from daemon.base.config import Settings
-from daemon.devnode import ClusterSpec, start, status, stop
+from daemon.devnode import ClusterSpec
 from daemon.engine.storage.db import Database
-from daemon.engine.storage.schema import apply_schema
 from daemon.engine.storage.table import KIND_MESSAGE, STATE_IN_FLIGHT
 from tests.support import sqsserver
 from tests.support.answer_gate import AnswerGate
-from tests.support.fifo_clients import Producer, Receiver, client, drain, poll
-from tests.support.fifo_ledger import Ledger, Outcome, Seen
+from tests.support.fifo_ledger import Ledger, Outcome
+from tests.support.sqs_clients import Clients, Producer, Receiver, Seen, client, drain, poll, run_clients
+from tests.support.stall_node import freeze_node, servers_on_own_node
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]
 GROUPS = 1000
@@ -56,30 +54,12 @@ def servers(settings: Settings) -> Iterator[list[sqsserver.SqsServer]]:
 def stall_servers() -> Iterator[list[sqsserver.SqsServer]]:
     """A node of this test's own, and two servers on it whose Cassandra requests time out after
     2 s: a request the frozen node holds fails (the take may or may not have been applied)."""
-    start(STALL_NODE)
-    s = Settings()
-    s.cassandra.port, s.cassandra.keyspace = STALL_NODE.native_port, STALL_KEYSPACE
-    db = Database(s.cassandra).connect()
-    try:
-        apply_schema(db, STALL_KEYSPACE, s.schema)
-    finally:
-        db.close()
-    env = {"CASQUE_CASSANDRA__PORT": str(STALL_NODE.native_port), "CASQUE_CASSANDRA__REQUEST_TIMEOUT": "2"}
-    pair: list[sqsserver.SqsServer] = []
-    try:
-        pair += [sqsserver.start(STALL_KEYSPACE, env=env) for _ in range(2)]
+    with servers_on_own_node(STALL_NODE, STALL_KEYSPACE) as pair:
         yield pair
-    finally:
-        for srv in pair:
-            srv.stop()
-        stop(STALL_NODE)
 
 
 @dataclass
-class Clients:
-    producers: list[Producer]
-    receivers: list[Receiver]
-    ledger: Ledger
+class FifoClients(Clients[Ledger]):
     queue: str
 
     def sending_through(self, url: str, for_s: float) -> bool:
@@ -97,7 +77,7 @@ class Clients:
 def run(
     urls: list[str],
     visibility_s: int,
-    fault: Callable[[Clients], None] | None = None,
+    fault: Callable[[FifoClients], None] | None = None,
     live: Callable[[], list[str]] | None = None,
     receivers_after: float = 0.0,
     deadline_s: float = 240,
@@ -116,37 +96,20 @@ def run(
     path = urlparse(made["QueueUrl"]).path
     ledger, done = Ledger(), threading.Event()
     groups = [f"g{i:04d}" for i in range(GROUPS)]
-    c = Clients(
+    c = FifoClients(
         [Producer(urls, path, groups[i::PRODUCERS], PER_GROUP, ledger, i % len(urls)) for i in range(PRODUCERS)],
         [Receiver(urls, path, ledger, i % len(urls), done) for i in range(RECEIVERS)],
         ledger,
         name,
     )
-    threads = [*c.producers, *c.receivers]
     total = GROUPS * PER_GROUP
-    try:
-        for p in c.producers:
-            p.start()
-        poll(lambda: len(ledger.sent) >= total * receivers_after, deadline_s, "the backlog sent", threads)
-        for r in c.receivers:
-            r.start()
-        if fault is not None:
-            fault(c)
-        poll(
-            lambda: not any(p.is_alive() for p in c.producers) and len(ledger.processed_keys()) >= total,
-            deadline_s,
-            "every message sent and processed",
-            threads,
-        )
-    finally:
-        done.set()
-        for r in c.receivers:
-            r.may_receive.set()  # a parked receiver sees ``done`` and ends
-        for t in threads:
-            if t.ident is not None:  # started
-                t.join(timeout=60)
-    for t in threads:
-        assert t.error is None, repr(t.error)
+    run_clients(
+        c,
+        lambda: len(ledger.sent) >= total * receivers_after,
+        (lambda: fault(c)) if fault is not None else None,
+        lambda: len(ledger.processed_keys()) >= total,
+        deadline_s,
+    )
     left = drain(live() if live else urls, path, visibility_s + 1)
     return ledger.tally(len(left), time.monotonic() - started)
 
@@ -185,7 +148,7 @@ def in_flight(db: Database, queue: str) -> set[str]:
     }
 
 
-def hold_answers_then_kill(c: Clients, victim: sqsserver.SqsServer, gate: AnswerGate, db: Database) -> int:
+def hold_answers_then_kill(c: FifoClients, victim: sqsserver.SqsServer, gate: AnswerGate, db: Database) -> int:
     """The victim's clients reach it through ``gate``. Park the other server's receivers (each after
     its last delete), hold the victim's answers back, and wait until Cassandra has messages in
     flight that no receiver has seen, once every victim receiver has had an answer begun after the
@@ -203,7 +166,7 @@ def hold_answers_then_kill(c: Clients, victim: sqsserver.SqsServer, gate: Answer
     A message counts as held if no receiver saw its first delivery: under load one look-and-wait
     can outlast the 5 s visibility timeout, and a held message seen again on its second delivery
     before the next look is still one the victim took."""
-    threads = [*c.producers, *c.receivers]
+    threads = c.threads
     parked = [r for r in c.receivers if r.ends.urls[r.ends.current] != gate.url]
     victims = [r for r in c.receivers if r not in parked]
     assert victims, "no receiver reaches the victim"
@@ -274,25 +237,6 @@ def test_kill_9_of_one_server_mid_run_its_clients_retry_on_the_other(
     )
 
 
-def freeze_node(c: Clients, seconds: float = 4.0, tries: int = 5) -> int:
-    """SIGSTOP the node for ``seconds`` while receives are under way, then SIGCONT (always), until a
-    receive or delete failed on it (up to ``tries`` times). Returns the freezes made."""
-    pid = status(STALL_NODE).nodes[0].pid
-    assert pid is not None, "the test's own node is not running"
-    others = [*c.producers, *c.receivers]
-    for n in range(1, tries + 1):
-        poll(lambda: any(r.ends.outstanding is not None for r in c.receivers), 60, "a receive under way", others)
-        os.kill(pid, signal.SIGSTOP)
-        try:
-            time.sleep(seconds)  # the fault itself: the node is frozen this long
-        finally:
-            os.kill(pid, signal.SIGCONT)
-        o = c.ledger.outcome
-        if o.receive_errors + o.delete_errors:
-            return n
-    return tries
-
-
 def test_a_node_frozen_while_receives_take_loses_duplicates_and_reorders_nothing(
     stall_servers: list[sqsserver.SqsServer],
 ) -> None:
@@ -305,7 +249,14 @@ def test_a_node_frozen_while_receives_take_loses_duplicates_and_reorders_nothing
         [s.url for s in stall_servers],
         visibility_s=10,
         receivers_after=0.3,
-        fault=lambda c: freezes.append(freeze_node(c)),
+        fault=lambda c: freezes.append(
+            freeze_node(
+                STALL_NODE,
+                c.receivers,
+                lambda: c.ledger.outcome.receive_errors + c.ledger.outcome.delete_errors,
+                c.threads,
+            )
+        ),
     )
     print(f"{out.line()} freezes={freezes}")
     check(out)
@@ -342,12 +293,13 @@ def test_the_ledger_counts_each_violation_it_is_shown() -> None:
         ("d", 1, 1),
         ("e", 0, 2),
     ]
-    led.record_seen([Seen(float(i), 0, (g, n), f"{g}{n}", rc, "") for i, (g, n, rc) in enumerate(seen)])
-    for g, n, _ in seen:
-        if (g, n) != ("b", 0):
-            led.record_processed((g, n), f"{g}{n}")
-    led.record_processed(("b", 0), "b0")
-    led.record_processed(("b", 0), "b0")
+    deliveries = [Seen(float(i), 0, (g, n), f"{g}{n}", rc, "") for i, (g, n, rc) in enumerate(seen)]
+    led.record_seen(deliveries)
+    for d in deliveries:
+        if d.key != ("b", 0):
+            led.record_processed(d)
+    led.record_processed(deliveries[3])
+    led.record_processed(deliveries[4])
     out = led.tally(leftover=0, seconds=0)
     assert (out.sent, out.processed, out.lost) == (9, 8, 1), out.line()
     assert (out.processed_twice, out.ids_per_dedup_over_one, out.groups_out_of_order) == (1, 1, 1), out.line()

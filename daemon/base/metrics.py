@@ -90,6 +90,12 @@ QUEUES_GROWN = Counter(
     "Queues whose shards this process doubled (engine/cluster/shard_growth.py)",
     registry=REGISTRY,
 )
+RECEIVES_JOINED = Counter(
+    "casque_receives_joined",
+    "Receives of a standard queue answered from their share of a group's joint take, not a take of their own "
+    "(engine/delivery/joint_take.py)",
+    registry=REGISTRY,
+)
 IN_FLIGHT = Gauge("casque_in_flight", "Messages held by this daemon (running or waiting for a slot)", registry=REGISTRY)
 CONSUMERS_BUSY = Gauge("casque_consumers_busy", "Consumer coroutines in the middle of a fetch", registry=REGISTRY)
 

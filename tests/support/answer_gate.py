@@ -18,10 +18,15 @@ on, so its receiver goes on to another receive through the gate, one that can ta
 every receive under way through the victim was empty as the hold began, holding that empty answer
 left those receivers waiting out their 60 s read timeout with nothing taken, and the kill test
 waited for a take that could not come (main, 2026-11-25: 1 failure in 7 runs of its file).
+
+A dropped answer is buffered whole first, and the deliveries of a dropped ReceiveMessage answer (JSON
+protocol: MessageId and ApproximateReceiveCount) are kept in ``held``: the messages the server took
+whose answer never reached a client, by name, so a test can follow each of them to its redelivery.
 """
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 
@@ -35,6 +40,9 @@ class AnswerGate:
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
         self.closed = False
+        self.lock = threading.Lock()
+        self.held: list[tuple[str, int]] = []  # (MessageId, ApproximateReceiveCount) of each delivery dropped
+        self.dropped = 0  # answers dropped
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
@@ -49,8 +57,8 @@ class AnswerGate:
                 client.close()  # the server is gone: refused, as it would be
                 continue
             upstream.settimeout(None)
-            # The last request on this connection: whether its call is held, its answer so far, dropped.
-            call = {"held": False, "buf": b"", "drop": False}
+            # The last request on this connection: whether its call is held, and its answer so far.
+            call = {"held": False, "buf": b""}
             threading.Thread(target=self._pump, args=(client, upstream, False, call), daemon=True).start()
             threading.Thread(target=self._pump, args=(upstream, client, True, call), daemon=True).start()
 
@@ -59,7 +67,7 @@ class AnswerGate:
             while data := src.recv(65536):
                 if not answers:
                     if b"AmazonSQS." in data or b"Action=" in data:  # a new request begins
-                        call.update(held=any(name in data for name in self.held_calls), buf=b"", drop=False)
+                        call.update(held=any(name in data for name in self.held_calls), buf=b"")
                     dst.sendall(data)
                 elif call["held"] and (self.holding.is_set() or call["buf"]):
                     self._hold(dst, call, data)
@@ -75,22 +83,36 @@ class AnswerGate:
                     pass
                 s.close()
 
-    @staticmethod
-    def _hold(dst: socket.socket, call: dict, data: bytes) -> None:
-        """Buffer a held call's answer until it is known: dropped if it carries a MessageId, passed
-        on whole once its Content-Length is in without one."""
-        if call["drop"]:
-            return
+    def _hold(self, dst: socket.socket, call: dict, data: bytes) -> None:
+        """Buffer a held call's answer until its Content-Length is in: then dropped if it carries a
+        MessageId (its deliveries kept in ``held``), else passed on whole."""
         buf = call["buf"] = call["buf"] + data
-        if b"MessageId" in buf:
-            call.update(drop=True, buf=b"")
-            return
         head, sep, body = buf.partition(b"\r\n\r\n")
         lines = head.lower().split(b"\r\n")
         length = next((int(x.split(b":", 1)[1]) for x in lines if x.startswith(b"content-length:")), None)
-        if sep and length is not None and len(body) >= length:
-            call["buf"] = b""
+        if not sep or length is None or len(body) < length:
+            return
+        call["buf"] = b""
+        if b"MessageId" not in body:
             dst.sendall(buf)
+            return
+        try:
+            messages = json.loads(body[:length]).get("Messages", [])
+        except ValueError:
+            messages = []  # not a JSON protocol answer: dropped all the same, its deliveries unnamed
+        with self.lock:
+            self.dropped += 1
+            self.held += [
+                (m["MessageId"], int(m.get("Attributes", {}).get("ApproximateReceiveCount", 0))) for m in messages
+            ]
+
+    def held_deliveries(self) -> list[tuple[str, int]]:
+        with self.lock:
+            return list(self.held)
+
+    def dropped_answers(self) -> int:
+        with self.lock:
+            return self.dropped
 
     def close(self) -> None:
         self.closed = True

@@ -14,17 +14,7 @@ import threading
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-Key = tuple[str, int]  # (group, its message number in send order)
-
-
-@dataclass
-class Seen:
-    at: float  # monotonic time the receive's answer arrived
-    index: int  # place in that answer
-    key: Key
-    message_id: str
-    receive_count: int
-    sequence: str
+from .sqs_clients import Key, Seen
 
 
 @dataclass
@@ -82,9 +72,10 @@ class Ledger:
         with self.lock:
             self.seen += items
 
-    def record_processed(self, key: Key, message_id: str) -> None:
+    def record_processed(self, delivery: Seen, at: float = 0.0) -> None:
+        """``delivery``'s delete succeeded (``at``, monotonic: not used here)."""
         with self.lock:
-            self.processed.append((key, message_id))
+            self.processed.append((delivery.key, delivery.message_id))
 
     def count(self, name: str, n: int = 1) -> None:
         with self.lock:

@@ -1,14 +1,17 @@
 """A real ``casque serve`` process for the SQS tests: started on 127.0.0.1 port 0 against the
-test keyspace, its URL read from the line it prints once bound, stopped with SIGTERM."""
+test keyspace, its URL read from the line it prints once bound, stopped with SIGTERM. With
+``metrics``, it serves its /metrics too (``SqsServer.metric`` reads one series)."""
 
 from __future__ import annotations
 
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +22,16 @@ ROOT = Path(__file__).resolve().parents[2]
 class SqsServer:
     url: str
     proc: subprocess.Popen[str]
+    metrics_url: str | None = None
+
+    def metric(self, series: str) -> float:
+        """One unlabelled series from the server's /metrics (0 while it has none)."""
+        assert self.metrics_url is not None, "started without metrics"
+        with urllib.request.urlopen(self.metrics_url, timeout=10) as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith(series + " "):
+                    return float(line.split()[1])
+        return 0.0
 
     def stop(self) -> str:
         """SIGTERM, wait, and return what it wrote to stderr (for assertions on its log)."""
@@ -38,9 +51,16 @@ def start(
     env: dict[str, str] | None = None,
     timeout: float = 60.0,
     launcher: tuple[str, ...] = ("-m", "daemon.cli"),
+    metrics: bool = False,
 ) -> SqsServer:
-    """``launcher``: what runs ``serve ...`` (a wrapper such as tests/support/counted_serve.py)."""
+    """``launcher``: what runs ``serve ...`` (a wrapper such as tests/support/counted_serve.py).
+    ``metrics``: /metrics on a free port of its own."""
     full_env = dict(os.environ, CASQUE_CASSANDRA__KEYSPACE=keyspace, CASQUE_LOG__FORMAT="json", **(env or {}))
+    metrics_url = None
+    if metrics:
+        port = free_port()
+        full_env |= {"CASQUE_METRICS__ENABLED": "true", "CASQUE_METRICS__PORT": str(port)}
+        metrics_url = f"http://127.0.0.1:{port}/metrics"
     proc = subprocess.Popen(
         [sys.executable, *launcher, "serve", "--port", "0", *args],
         cwd=ROOT,
@@ -56,8 +76,15 @@ def start(
         if ready:
             line = proc.stdout.readline()
             if line.startswith("casque: listening on "):
-                return SqsServer(line.split()[-1], proc)
+                return SqsServer(line.split()[-1], proc, metrics_url)
             if not line and proc.poll() is not None:
                 break
     proc.kill()
     raise AssertionError(f"casque serve did not start: {proc.stderr.read() if proc.stderr else ''}")
+
+
+def free_port() -> int:
+    """A port free now on 127.0.0.1 (the server binds it a moment later)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

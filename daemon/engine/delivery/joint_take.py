@@ -11,6 +11,8 @@ under way than the queue has shards (at most ``MAX_PARALLEL``), a receive takes 
 (a lone receive waits for nothing). One that comes when that many run joins the open group, whose
 first member takes for them all, up to ``JOINT_CAP`` messages, as soon as one of those takes ends,
 and hands each member its share in arrival order. A group full to the cap opens the next one.
+Each member answered from its share counts in ``casque_receives_joined_total`` (a receive that took
+for itself does not): from outside the process, the proof that receives shared takes.
 
 What it rests on: a standard queue promises no order and a message may go to any receive, so one
 take split among receives is what separate takes would have given, with the same visibility (the
@@ -25,6 +27,8 @@ import asyncio
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
+
+from daemon.base import metrics
 
 #: Most messages one joint take asks for: ten SQS receives of 10.
 JOINT_CAP = 100
@@ -65,9 +69,11 @@ class JointTakes(Generic[T]):
             index = len(group.wants)
             group.wants.append(limit)
             try:
-                return (await asyncio.shield(group.shares))[index]
+                share = (await asyncio.shield(group.shares))[index]
             except _LeaderGone:
                 return await run(limit)
+            metrics.RECEIVES_JOINED.inc()  # the proof, from outside the process, that receives shared takes
+            return share
         return await self._lead(key, limit, run, parallel)
 
     async def _lead(self, key: Hashable, limit: int, run: Run[T], parallel: int) -> list[T]:

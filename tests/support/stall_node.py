@@ -1,0 +1,74 @@
+"""A Cassandra node of a test's own, frozen (SIGSTOP) and let go (SIGCONT) under SQS traffic.
+
+Never the shared dev node: other tests use it meanwhile, and a frozen node stalls them all. The
+servers on it time their Cassandra requests out after 2 s, so a request the frozen node holds fails
+(a write may have been applied all the same) and its client retries, as an SDK user's does.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from daemon.base.config import Settings
+from daemon.devnode import ClusterSpec, start, status, stop
+from daemon.engine.storage.db import Database
+from daemon.engine.storage.schema import apply_schema
+
+from . import sqsserver
+from .sqs_clients import Receiver, poll
+
+REQUEST_TIMEOUT_S = 2
+
+
+@contextmanager
+def servers_on_own_node(
+    spec: ClusterSpec, keyspace: str, count: int = 2, metrics: bool = False
+) -> Iterator[list[sqsserver.SqsServer]]:
+    """``spec``'s node started, ``keyspace`` made on it, and ``count`` servers on it; all stopped after."""
+    start(spec)
+    s = Settings()
+    s.cassandra.port, s.cassandra.keyspace = spec.native_port, keyspace
+    db = Database(s.cassandra).connect()
+    try:
+        apply_schema(db, keyspace, s.schema)
+    finally:
+        db.close()
+    env = {"CASQUE_CASSANDRA__PORT": str(spec.native_port), "CASQUE_CASSANDRA__REQUEST_TIMEOUT": str(REQUEST_TIMEOUT_S)}
+    servers: list[sqsserver.SqsServer] = []
+    try:
+        servers += [sqsserver.start(keyspace, env=env, metrics=metrics) for _ in range(count)]
+        yield servers
+    finally:
+        for srv in servers:
+            srv.stop()
+        stop(spec)
+
+
+def freeze_node(
+    spec: ClusterSpec,
+    receivers: list[Receiver],
+    failures: Callable[[], int],
+    threads: list[Any],
+    seconds: float = 4.0,
+    tries: int = 5,
+) -> int:
+    """SIGSTOP ``spec``'s node for ``seconds`` while a receive is under way, then SIGCONT (always),
+    until ``failures()`` (a ledger's failed receives and deletes) is above 0, up to ``tries``
+    times. Returns the freezes made."""
+    pid = status(spec).nodes[0].pid
+    assert pid is not None, "the test's own node is not running"
+    for n in range(1, tries + 1):
+        poll(lambda: any(r.ends.outstanding is not None for r in receivers), 60, "a receive under way", threads)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            time.sleep(seconds)  # the fault itself: the node is frozen this long
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        if failures():
+            return n
+    return tries
