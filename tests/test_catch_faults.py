@@ -21,7 +21,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from daemon.base.config import Settings
 from daemon.base.crashpoints import CRASH_EXIT_CODE
 from tests.support import sqsserver
-from tests.support.fifo_clients import client, poll
+from tests.support.sqs_clients import client, poll
 
 pytestmark = [pytest.mark.reliability]
 
