@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 
+from daemon.base.metrics import REGISTRY
 from daemon.engine.client import Casque
 from daemon.engine.consume.consumer import Consumer
 from daemon.engine.delivery.receive import Delivery
@@ -44,10 +45,15 @@ async def parked_polls(cq: Casque, queue: str, n: int) -> None:
 async def test_a_parked_poll_catches_a_send_in_one_write_and_no_take(slow_scout: Casque, queue_name: str) -> None:
     cq = slow_scout
     poll, consumer = await a_parked_poll(cq, queue_name, visibility=30)
-    takes, requests = consumer.stats.takes, cq.db.requests
+    takes, requests, caught = (
+        consumer.stats.takes,
+        cq.db.requests,
+        REGISTRY.get_sample_value("casque_sends_caught_total"),
+    )
     sent = await cq.send(queue_name, "t", {"n": 1})
     (d,) = await poll
     assert cq.db.requests - requests == 1, "the send's write, and nothing for the receive"
+    assert REGISTRY.get_sample_value("casque_sends_caught_total") == (caught or 0) + 1
     assert consumer.stats.takes == takes, "no take ran"
     assert sent.caught and str(d.message.id) == sent
     assert d.message.attempt == 1 and d.message.payload == {"n": 1}

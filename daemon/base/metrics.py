@@ -96,6 +96,11 @@ RECEIVES_JOINED = Counter(
     "(engine/delivery/joint_take.py)",
     registry=REGISTRY,
 )
+SENDS_CAUGHT = Counter(
+    "casque_sends_caught",
+    "Messages a send wrote in flight for a poll parked in this process and handed over (engine/wake/catch.py)",
+    registry=REGISTRY,
+)
 IN_FLIGHT = Gauge("casque_in_flight", "Messages held by this daemon (running or waiting for a slot)", registry=REGISTRY)
 CONSUMERS_BUSY = Gauge("casque_consumers_busy", "Consumer coroutines in the middle of a fetch", registry=REGISTRY)
 

@@ -190,6 +190,7 @@ class Producer:
         crash_point("catch.written")  # written in flight, not handed over: tests/test_catch_faults.py
         for m in messages:
             m.write_ts = ts
+        metrics.SENDS_CAUGHT.inc(len(messages))
         catch.deliver(messages)
 
     def _fair(self, qs: QueueSettings, m: Message) -> None:
