@@ -311,7 +311,9 @@ async def test_a_send_wakes_one_of_the_polls_parked_on_its_queue(cq: Casque, que
 async def test_a_woken_poll_that_leaves_without_taking_passes_the_wake_on(cq: Casque, queue_name: str) -> None:
     """Two polls parked, the scout first; one send wakes the other, which is cancelled (an SQS
     client gone) the moment its look is sent. The wake is not lost with it: the scout looks and
-    takes the message at once, not at its 15 s safety poll."""
+    takes the message at once, not at its 15 s safety poll. The send is keyed: an unkeyed one is
+    handed to the parked poll without a wake (engine/wake/catch.py), and a keyed one wakes it as
+    another process's send (by its wake hint) does."""
     await cq.create_queue(queue_name, shards=1, buckets=1)
     scout = asyncio.create_task(cq.receive(queue_name, max=10, wait=30, visibility=60))
     await parked(cq, queue_name)
@@ -326,7 +328,7 @@ async def test_a_woken_poll_that_leaves_without_taking_passes_the_wake_on(cq: Ca
             cancelled.append(other.cancel())
 
     with Database.observing(cancel_its_look):
-        mid = await cq.send(queue_name, "t", "x")
+        mid = await cq.send(queue_name, "t", "x", key="wakes")
         t0 = time.monotonic()
         (got,) = await asyncio.wait_for(scout, 10)
     assert cancelled == [True], "the woken poll was the other one, cancelled during its look"
