@@ -169,7 +169,11 @@ class Producer:
         while left and (catch := self.catcher(qs.name)) is not None:
             hands.append((catch, left[: catch.limit]))
             left = left[catch.limit :]
-        await asyncio.gather(*(self._hand(qs, catch, part) for catch, part in hands))
+        try:
+            await asyncio.gather(*(self._hand(qs, catch, part) for catch, part in hands))
+        finally:  # a hand cancelled before it ran must not leave its poll waiting: it looks again
+            for catch, _ in hands:
+                catch.deliver(None)  # a no-op for those handed over
         return {m.id for _, part in hands for m in part}
 
     async def _hand(self, qs: QueueSettings, catch: Catch, messages: list[Message]) -> None:
