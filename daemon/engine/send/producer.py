@@ -143,18 +143,13 @@ class Producer:
         caught = False
         if m.key is not None:
             mid = await self._send_keyed(qs, m, job.on_conflict, now)
-        elif catch := self._catch(qs, m, now):
-            await self._hand(qs, catch, [m])
+        elif await self._hand_many(qs, [m], now):
             mid, caught = m.id, True
         else:
             await self.db.run(self._insert(qs, m))
             mid = m.id
         metrics.SENT.labels(qs.name, m.task).inc()
         return Sent(str(mid), caught=caught)
-
-    def _catch(self, qs: QueueSettings, m: Message, now: int) -> Catch | None:
-        """A parked poll for ``m``, if it may be handed over."""
-        return self.catcher(qs.name) if self._catchable(qs, m, now) else None
 
     @staticmethod
     def _catchable(qs: QueueSettings, m: Message, now: int) -> bool:
@@ -180,14 +175,14 @@ class Producer:
         """Write ``messages`` in flight for a parked poll, in the rows the send would have used (one request per
         row), and hand them over. A failed write fails the send, and the poll looks again (engine/wake/catch.py)."""
         now = self.clock.now_ms()
-        rows: dict[tuple[int, int], list[Any]] = defaultdict(list)
+        rows: dict[tuple[int, int], list[Message]] = defaultdict(list)
         for m in messages:
             m.payload = decode_payload(m.raw_payload)  # as a take reads it back: JSON's types, not the sender's
             into_flight(m, now, now + catch.visibility_ms, fifo=False, pulled=True)
-            rows[(m.bucket, m.shard)].append(self.table.insert_message(m, now, qs.retention_s))
+            rows[(m.bucket, m.shard)].append(m)
         ts = self.db.next_timestamp()
         try:
-            await asyncio.gather(*(self.db.run(self._one(stmts), timestamp=ts) for stmts in rows.values()))
+            await asyncio.gather(*(self._write_batch(qs, ms, timestamp=ts) for ms in rows.values()))
         except BaseException:
             catch.deliver(None)
             raise
@@ -249,7 +244,7 @@ class Producer:
                 rows[(m.bucket, m.shard)].append(m)
             else:
                 keyed.append((i, job, m))
-        await asyncio.gather(*(self._write_batch(qs, ms, now) for ms in rows.values()))
+        await asyncio.gather(*(self._write_batch(qs, ms) for ms in rows.values()))
         for i, job, m in keyed:
             ids[i] = Sent(str(await self._send_keyed(qs, m, job.on_conflict, now)))
         for _, m in built:
@@ -266,25 +261,17 @@ class Producer:
             m.due_ms = now
         return self.table.insert_message(m, now, qs.retention_s)
 
-    def _one(self, stmts: list[Any]) -> Any:
-        """One request for a row's statements: the statement alone, or their batch."""
-        if len(stmts) == 1:
-            return stmts[0]
-        batch = self.db.batch()
-        for stmt in stmts:
-            batch.add(stmt)
-        return batch
-
-    async def _write_batch(self, qs: QueueSettings, messages: list[Message], now: int) -> None:
+    async def _write_batch(self, qs: QueueSettings, messages: list[Message], timestamp: int | None = None) -> None:
+        """One row's messages in batches bounded by rows and bytes; ``timestamp``: their write time (us)."""
         chunk, size = self.db.batch(), 0
         for m in messages:
             if len(chunk) and (len(chunk) >= BATCH_ROWS or size + len(m.raw_payload or b"") > BATCH_BYTES):
-                await self.db.run(chunk)
+                await self.db.run(chunk, timestamp=timestamp)
                 chunk, size = self.db.batch(), 0
             chunk.add(self._insert(qs, m))
             size += len(m.raw_payload or b"")
         if len(chunk):
-            await self.db.run(chunk)
+            await self.db.run(chunk, timestamp=timestamp)
 
     async def _send_keyed(self, qs: QueueSettings, m: Message, policy: OnConflict, now: int) -> uuid.UUID:
         """Claim the key (LWT), then write the message. Conflicts follow ``policy``."""
