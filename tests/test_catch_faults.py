@@ -10,9 +10,13 @@ processed (the client's retry wrote it again: at-least-once, as a standard queue
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
+import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 from urllib.parse import urlparse
 
 import pytest
@@ -20,8 +24,10 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from daemon.base.config import Settings
 from daemon.base.crashpoints import CRASH_EXIT_CODE
+from daemon.devnode import status
 from tests.support import sqsserver
 from tests.support.sqs_clients import client, poll
+from tests.support.stall_node import STALL_KEYSPACE, STALL_NODE, servers_on_own_node
 
 pytestmark = [pytest.mark.reliability]
 
@@ -36,8 +42,8 @@ def victim_and_other(settings: Settings) -> Iterator[tuple[sqsserver.SqsServer, 
 
 
 class Poller(threading.Thread):
-    """Long-polls one server, then (once it is gone) the other; records every delivery (body, receive count) and
-    deletes what it got."""
+    """Long-polls one server, then (once it fails) the next, if there is one; records every delivery (body, receive
+    count) and deletes what it got, retrying a failed delete with the same receipts, as an SDK user does."""
 
     def __init__(self, urls: list[str], path: str) -> None:
         super().__init__(daemon=True)
@@ -45,12 +51,19 @@ class Poller(threading.Thread):
         self.seen: list[tuple[str, int]] = []
         self.stop = threading.Event()
         self.error: BaseException | None = None
+        self.polling_since: float | None = None  # monotonic, while a receive is under way
+
+    def polling_for(self, seconds: float) -> bool:
+        """A receive under way this long: it looked, found nothing and is parked."""
+        since = self.polling_since
+        return since is not None and time.monotonic() - since >= seconds
 
     def run(self) -> None:
         current = 0
         try:
             while not self.stop.is_set():
                 sqs, q = client(self.urls[current]), self.urls[current] + self.path
+                self.polling_since = time.monotonic()
                 try:
                     got = sqs.receive_message(
                         QueueUrl=q,
@@ -59,16 +72,34 @@ class Poller(threading.Thread):
                         AttributeNames=["ApproximateReceiveCount"],
                     ).get("Messages", [])
                 except (BotoCoreError, ClientError):
-                    current = 1  # the server is gone: the other one
+                    current = min(current + 1, len(self.urls) - 1)  # the server is gone or failing: the next one
+                    time.sleep(0.1)  # an SDK's backoff
                     continue
+                finally:
+                    self.polling_since = None
                 self.seen += [(m["Body"], int(m["Attributes"]["ApproximateReceiveCount"])) for m in got]
                 if got:
-                    sqs.delete_message_batch(
-                        QueueUrl=q,
-                        Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(got)],
-                    )
+                    self.delete_all(sqs, q, got)
         except BaseException as exc:  # reported by the test
             self.error = exc
+
+    @staticmethod
+    def delete_all(sqs: Any, q: str, got: list[dict[str, Any]]) -> None:
+        entries = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(got)]
+        while True:
+            try:
+                sqs.delete_message_batch(QueueUrl=q, Entries=entries)
+                return
+            except (BotoCoreError, ClientError):
+                time.sleep(0.1)
+
+
+def deliveries(seen: list[tuple[str, int]]) -> dict[str, list[int]]:
+    """Per body, the receive counts it was delivered with, in order."""
+    out: dict[str, list[int]] = {}
+    for body, n in seen:
+        out.setdefault(body, []).append(n)
+    return out
 
 
 def test_a_server_killed_after_writing_a_caught_message_loses_nothing(
@@ -110,10 +141,83 @@ def test_a_server_killed_after_writing_a_caught_message_loses_nothing(
         poller.stop.set()
         poller.join(timeout=30)
     assert poller.error is None, repr(poller.error)
-    copies: dict[str, list[int]] = {}
-    for body, n in poller.seen:
-        copies.setdefault(body, []).append(n)
+    copies = deliveries(poller.seen)
     print(f"sent={len(sent)} crashed_on={crashed_on} its deliveries (receive counts)={copies[crashed_on]}")
     assert set(copies) == set(sent), "lost"
     assert sorted(copies[crashed_on]) == [1, 2], "the retry's copy once, the caught one back once with count 2"
     assert all(v == [1] for b, v in copies.items() if b != crashed_on), "a message not caught was delivered twice"
+
+
+def test_a_node_frozen_under_a_caught_send_loses_and_duplicates_nothing() -> None:
+    """The node frozen (SIGSTOP) while a send hands its message to a parked poll: the handed write is held, the server
+    gives up on it after its 2 s request timeout (``casque_catch_writes_failed_total``), the send fails and the client
+    retries it once the node is let go (SIGCONT). The poll goes back to looking. The held write may be applied when
+    the node wakes: then that message is in flight, and comes back after its 2 s visibility with a receive count of 2.
+    Counted: every body processed; the retried body once with count 1, any other copy only after a visibility
+    timeout (count 2 or more); every other body once."""
+    with servers_on_own_node(STALL_NODE, STALL_KEYSPACE, count=1, metrics=True) as [srv]:
+        made = client(srv.url).create_queue(
+            QueueName=f"catchfz-{uuid.uuid4().hex[:10]}", Attributes={"VisibilityTimeout": "2"}
+        )
+        path = urlparse(made["QueueUrl"]).path
+        q = srv.url + path
+        poller = Poller([srv.url], path)
+        poller.start()
+        pid = status(STALL_NODE).nodes[0].pid
+        assert pid is not None, "the test's own node is not running"
+        sent: list[str] = []
+        frozen_on: list[str] = []
+        try:
+            for i in range(5):  # until a handed write failed under the frozen node
+                body = f"m{i}"
+                sent.append(body)
+                poll(lambda: poller.polling_for(1.0), 30, "a long poll parked", [poller])
+                os.kill(pid, signal.SIGSTOP)
+                try:
+                    client(srv.url).send_message(QueueUrl=q, MessageBody=body)  # held by the frozen node
+                    failed = False
+                except (BotoCoreError, ClientError):
+                    failed = True
+                finally:
+                    os.kill(pid, signal.SIGCONT)
+                if failed:
+                    frozen_on.append(body)
+                    retry(lambda body=body: client(srv.url).send_message(QueueUrl=q, MessageBody=body))
+                if srv.metric("casque_catch_writes_failed_total") > 0:
+                    break
+            assert srv.metric("casque_catch_writes_failed_total") > 0, "no handed write failed under the frozen node"
+            poll(lambda: set(deliveries(poller.seen)) >= set(sent), 60, "every body processed", [poller])
+        finally:
+            poller.stop.set()
+            poller.join(timeout=30)
+        # What is left: a held write applied when the node woke comes back 2 s after it; a long poll of 4 s that
+        # answers nothing has waited past every such visibility.
+        sqs = client(srv.url)
+        while got := sqs.receive_message(
+            QueueUrl=q, MaxNumberOfMessages=10, WaitTimeSeconds=4, AttributeNames=["ApproximateReceiveCount"]
+        ).get("Messages", []):
+            poller.seen += [(m["Body"], int(m["Attributes"]["ApproximateReceiveCount"])) for m in got]
+            Poller.delete_all(sqs, q, got)
+    assert poller.error is None, repr(poller.error)
+    copies = deliveries(poller.seen)
+    print(f"sent={len(sent)} frozen_on={frozen_on} deliveries={ {b: copies[b] for b in frozen_on} }")
+    assert set(copies) == set(sent), "lost"
+    for body in sent:
+        counts = copies[body]
+        assert counts.count(1) == 1 and all(n >= 2 for n in counts if n != 1), (
+            f"{body} delivered twice within its visibility: {counts}"
+        )
+        if body not in frozen_on:
+            assert counts == [1], f"{body}, sent with the node awake, was delivered again: {counts}"
+
+
+def retry(call: Any, for_s: float = 30) -> None:
+    """``call`` until it succeeds (the node just woke: its first requests may still time out)."""
+    deadline = time.monotonic() + for_s
+    while True:
+        try:
+            call()
+            return
+        except (BotoCoreError, ClientError):
+            assert time.monotonic() < deadline, "the retried send kept failing after the node woke"
+            time.sleep(0.1)

@@ -28,11 +28,10 @@ from urllib.parse import urlparse
 import pytest
 
 from daemon.base.config import Settings
-from daemon.devnode import ClusterSpec
 from tests.support import sqsserver
 from tests.support.answer_gate import AnswerGate
 from tests.support.sqs_clients import Clients, Producer, Receiver, Seen, client, drain, poll, run_clients
-from tests.support.stall_node import freeze_node, servers_on_own_node
+from tests.support.stall_node import STALL_KEYSPACE, STALL_NODE, freeze_node, servers_on_own_node
 from tests.support.standard_ledger import Ledger, Outcome
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]
@@ -56,10 +55,6 @@ VIOLATIONS = (
     "delivered_after_delete",
     "leftover",
 )
-
-STALL_KEYSPACE = "casque_std_stall"
-#: The freeze test's own node (never the shared dev node, which other tests use meanwhile).
-STALL_NODE = ClusterSpec(name="std_stall", native_port=9942, storage_port=8250, jmx_base=8350)
 
 
 @pytest.fixture

@@ -101,6 +101,12 @@ SENDS_CAUGHT = Counter(
     "Messages a send wrote in flight for a poll parked in this process and handed over (engine/wake/catch.py)",
     registry=REGISTRY,
 )
+CATCH_WRITES_FAILED = Counter(
+    "casque_catch_writes_failed",
+    "Writes of messages handed to a parked poll that failed: in doubt, such a message comes back after its "
+    "visibility timeout if the write was applied (engine/wake/catch.py)",
+    registry=REGISTRY,
+)
 IN_FLIGHT = Gauge("casque_in_flight", "Messages held by this daemon (running or waiting for a slot)", registry=REGISTRY)
 CONSUMERS_BUSY = Gauge("casque_consumers_busy", "Consumer coroutines in the middle of a fetch", registry=REGISTRY)
 

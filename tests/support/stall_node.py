@@ -23,6 +23,10 @@ from . import sqsserver
 from .sqs_clients import Receiver, poll
 
 REQUEST_TIMEOUT_S = 2
+#: The standard-queue fault tests' own node (tests/test_sqs_standard_faults.py, tests/test_catch_faults.py); the
+#: FIFO faults have one of their own.
+STALL_NODE = ClusterSpec(name="std_stall", native_port=9942, storage_port=8250, jmx_base=8350)
+STALL_KEYSPACE = "casque_std_stall"
 
 
 @contextmanager

@@ -184,6 +184,7 @@ class Producer:
         try:
             await asyncio.gather(*(self._write_batch(qs, ms, timestamp=ts) for ms in rows.values()))
         except BaseException:
+            metrics.CATCH_WRITES_FAILED.inc()
             catch.deliver(None)
             raise
         crash_point("catch.written")  # written in flight, not handed over: tests/test_catch_faults.py
