@@ -25,7 +25,11 @@ _READ = re.compile(r"Read (\d+) live rows and (\d+) tombstone cells")
 
 def traced_tombstones(cq: Casque, cql: str, params: list[Any]) -> int:
     rs = cq.db.session.execute(cq.db.prepare(cql), params, trace=True)
-    trace = rs.get_query_trace(max_wait_sec=10)
+    return tombstones_in(rs.get_query_trace(max_wait_sec=10))
+
+
+def tombstones_in(trace: Any) -> int:
+    """The tombstone cells a traced read scanned, from the node's own trace."""
     counts = [int(m.group(2)) for e in trace.events if (m := _READ.search(e.description))]
     assert counts, "the trace has no 'Read N live rows and M tombstone cells' event"
     return sum(counts)

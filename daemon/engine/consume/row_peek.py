@@ -115,7 +115,7 @@ class RowPeek:
         state.named = False
         ranks = qs.ranks()
         horizon = now + max(self.lookahead_ms, self.ahead_ms)
-        skips = [state.skip(r, accepts, self.clock.elapsed_ms(), self.rescan_ms) for r in ranks]
+        skips = [state.skip(r, accepts, self.clock, self.rescan_ms) for r in ranks]
         results = await asyncio.gather(
             *(
                 self.db.run(self.table.peek, [qs.name, bucket, shard, r, state.cursors.get(r, 0), horizon])

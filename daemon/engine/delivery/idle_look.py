@@ -79,7 +79,8 @@ class IdleLook:
         safe = now - consumer.tolerance_ms
         if any(st is None or not st.loaded or st.busy for st in states):
             return None
-        low = min(st.cursors.get(rank, 0) for st in states if st is not None for rank in ranks)
+        starts = [_start(st, rank, consumer, self.clock) for st in states if st is not None for rank in ranks]
+        low = min(starts)
         if low < safe - STALE_MS:
             return None
         one_lane = len(ranks) == 1
@@ -113,7 +114,7 @@ class IdleLook:
                 st.wake = min(st.wake, coming)
             target = safe if coming is None else min(coming, safe)
             for rank in ranks:
-                if target > st.cursors.get(rank, 0):
+                if target > st.cursors.get(rank, 0) >= low:  # read from its cursor, not from past a frontier
                     st.cursors[rank] = target
             st.named = False
             st.next_check = min(next_rescan(now, consumer.rescan_ms), st.wake - consumer.ahead_ms)
@@ -143,3 +144,10 @@ class IdleLook:
         if any(st.busy or st.next_check <= now or st.wake <= horizon for st in consumer.rows.values()):
             return None
         return at
+
+
+def _start(st: RowState, rank: int, consumer: Consumer, clock: Clock) -> int:
+    """Where a lane's own read would start: its cursor, or the due time of its skip or take frontier
+    (``RowState.skip``), so a drained row's look does not cross the tombstones of what was just taken."""
+    skip = st.skip(rank, consumer.accepts, clock, consumer.rescan_ms)
+    return st.cursors.get(rank, 0) if skip is None else skip[0]

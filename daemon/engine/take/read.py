@@ -9,13 +9,13 @@ left for pull readers) goes into its ``RowState``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 from daemon.base.clock import Clock
 from daemon.base.model import QueueSettings, out_of_attempts
-from daemon.engine.consume.row_state import RowState, trip
+from daemon.engine.consume.row_state import FRONTIER_LAG_MS, RowState, trip
 from daemon.engine.storage.db import Database
 from daemon.engine.storage.table import MessageTable
 from daemon.engine.take import fifo
@@ -28,11 +28,14 @@ Skips = dict[int, tuple[int, Any]]
 
 @dataclass
 class TakeRead:
-    """What a take read: the rows to take, where each lane's cursor may go if it commits, skips."""
+    """What a take read: the rows to take, where each lane's cursor may go if it commits, skips, and
+    where each lane's later reads may start if it commits (``RowState.frontier``)."""
 
     found: list[Any]
     moves: dict[int, int]
     skips: Skips
+    frontier: Skips = field(default_factory=dict)
+    sealed: set[int] = field(default_factory=set)  # lanes whose frontier is sealed (``RowState.sealed``)
 
 
 class TakeReader:
@@ -53,29 +56,37 @@ class TakeReader:
         ranks = qs.ranks()
         due_by = now + opts.ahead_ms
         limit = opts.limit
+        state.reading()
         trip()
         rows, from_skip = await self._read_due(
             qs, lock, ranks[0], state, now + max(self.lookahead_ms, opts.ahead_ms), limit, opts
         )
+        sealed = {ranks[0]} if not from_skip else set()
         due = [r for r in rows if r.due <= due_by]
         if len(due) < len(rows):
             state.wake = min(state.wake, rows[len(due)].due)
         budget = TakeBudget(limit, TAKE_BYTES)
         moves: dict[int, int] = {}
         skips: Skips = {}
+        frontier: Skips = {}
         found = self._keep(
             budget, moves, skips, ranks[0], due, limit if len(due) == len(rows) else limit + 1, now, from_skip, opts
         )
+        _frontier(frontier, sealed, ranks[0], found, now, self.tolerance_ms, opts)
         for rank in ranks[1:] if not opts.top_lane_only else ():
             if budget.full():
                 break
             trip()
             more, from_skip = await self._read_due(qs, lock, rank, state, due_by, budget.count_left(), opts)
-            found += self._keep(budget, moves, skips, rank, more, budget.count_left(), now, from_skip, opts)
+            if not from_skip:
+                sealed.add(rank)
+            kept = self._keep(budget, moves, skips, rank, more, budget.count_left(), now, from_skip, opts)
+            _frontier(frontier, sealed, rank, kept, now, self.tolerance_ms, opts)
+            found += kept
         if not found:  # nothing to take: what was read is all left for the pull readers, read past it now
             state.skip_to(skips, opts.accepts, self.clock.elapsed_ms())
             skips = {}
-        return TakeRead(found, moves, skips)
+        return TakeRead(found, moves, skips, frontier, sealed & frontier.keys())
 
     async def _read_fifo(
         self, qs: QueueSettings, lock: HeldLock, state: RowState, now: int, opts: TakeOptions
@@ -133,12 +144,13 @@ class TakeReader:
         self, qs: QueueSettings, lock: HeldLock, rank: int, state: RowState, until: int, limit: int, opts: TakeOptions
     ) -> tuple[list[Any], bool]:
         """The lane's rows from its cursor (or just after its skip) up to ``until`` (inclusive), at
-        most ``limit``; and whether the read started at a skip."""
-        skip = state.skip(rank, opts.accepts, self.clock.elapsed_ms(), self.rescan_ms)
+        most ``limit``; and whether the read started at a skip that keeps the cursor where it is (a
+        sealed frontier does not: the read moves the cursor as one from the cursor would)."""
+        skip = state.skip(rank, opts.accepts, self.clock, self.rescan_ms)
         if skip is not None:
             return await self.db.run(
                 self.table.read_due_after, [qs.name, lock.bucket, lock.shard, rank, skip[0], skip[1], until, limit]
-            ), True
+            ), rank not in state.sealed or skip != state.frontier.get(rank)
         start = state.cursors.get(rank, 0)
         return await self.db.run(
             self.table.read_due, [qs.name, lock.bucket, lock.shard, rank, start, until, limit]
@@ -180,6 +192,25 @@ class TakeReader:
         if not from_skip:  # read from a skip: the cursor stays where it is, behind what was left there
             moves[rank] = target
         return kept
+
+
+def _frontier(
+    frontier: Skips, sealed: set[int], rank: int, kept: list[Any], now: int, tolerance_ms: int, opts: TakeOptions
+) -> None:
+    """The lane's frontier if the take commits: the last row kept that was due ``FRONTIER_LAG_MS`` before the
+    read. Every row read before it was kept too (with no pull readers, a take keeps the leading rows it read),
+    so what lies behind it is what this take took, or tombstones: later reads start after it (RowState.skip).
+    It stays *sealed* (in ``sealed``) if the read started at the cursor or a sealed frontier and it is due
+    before now - tolerance: nothing can be written behind it any more (docs/design.md, "The take's frontier")."""
+    if opts.accepts is not None:
+        return  # pull readers' skips (``_passed``) say where reads may start
+    settled = now - FRONTIER_LAG_MS
+    for r in reversed(kept):
+        if r.due <= settled:
+            frontier[rank] = (r.due, r.id)
+            break
+    if rank in frontier and frontier[rank][0] >= now - tolerance_ms:
+        sealed.discard(rank)
 
 
 def _passed(rows: list[Any], kept: int, accepts: Callable[[str], bool]) -> Any | None:

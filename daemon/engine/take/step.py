@@ -42,7 +42,7 @@ from daemon.engine.storage.table import STATE_IN_FLIGHT, MessageTable, after, me
 from daemon.engine.take.holds import RowHolds
 from daemon.engine.take.locking import HeldLock, ShardLocker
 from daemon.engine.take.options import TakeOptions, TakeResult
-from daemon.engine.take.read import TakeReader
+from daemon.engine.take.read import TakeRead, TakeReader
 
 log = get_logger("casque.consumer")
 
@@ -121,7 +121,7 @@ class Take:
             return TakeResult()
         messages = [message_from_row(qs.name, lock.bucket, lock.shard, r) for r in read.found]
         taken = await self._commit(qs, state, lock, messages, read.moves, opts)
-        state.skip_to(read.skips, opts.accepts, self.clock.elapsed_ms())  # committed: later reads may start past it
+        self._committed(state, read, opts)
         return TakeResult(taken)
 
     async def take_held(self, qs: QueueSettings, state: RowState, lock: HeldLock, opts: TakeOptions) -> TakeResult:
@@ -156,13 +156,18 @@ class Take:
             messages = [message_from_row(qs.name, lock.bucket, lock.shard, r) for r in read.found]
             try:
                 taken = await self._commit(qs, state, lock, messages, read.moves, opts, keep_lock=True)
-                state.skip_to(read.skips, opts.accepts, self.clock.elapsed_ms())
+                self._committed(state, read, opts)
                 return TakeResult(taken)
             except BaseException:
                 self.holds.drop(row)  # in doubt: the batch may still be applied
                 raise
         finally:
             self.holds.leave(row)
+
+    def _committed(self, state: RowState, read: TakeRead, opts: TakeOptions) -> None:
+        """A committed take: later reads may start past what it read (skips) and took (frontier)."""
+        state.skip_to(read.skips, opts.accepts, self.clock.elapsed_ms())
+        state.advance(read.frontier, read.sealed, self.clock)
 
     def _contended(self, qs: QueueSettings, state: RowState) -> None:
         self.stats.contention += 1
