@@ -10,7 +10,8 @@ join a group whose leader takes up to 100 for them all and hands out the shares.
 by CreateQueue with one row that never grows (``casque.max_shards`` 0: the send rate here would
 double it, and each row more lets one more take run at once instead of sharing), so with eight
 receivers per server most receives are answered from a share. Each server's
-``casque_receives_joined_total`` shows it, and the tests assert it before the fault.
+``casque_receives_joined_total`` shows it, and the tests assert it before the fault; so is a take's lock kept
+for the group waiting on it (``casque_locks_kept_total``, engine/take/holds.py ``adopt``).
 
 A message is *processed* when a receiver's DeleteMessageBatch entry for its latest delivery
 succeeds. Clients behave as SDK users do (tests/support/sqs_clients.py): a request that fails is
@@ -39,6 +40,7 @@ PRODUCERS = 2
 PER_PRODUCER = 1500
 RECEIVERS_PER_SERVER = 8
 JOINED = "casque_receives_joined_total"
+KEPT = "casque_locks_kept_total"
 #: Receives a server must have answered from shares before the fault: a round of its receivers', so
 #: sharing is under way, not one lucky overlap.
 SHARED_BEFORE_FAULT = RECEIVERS_PER_SERVER
@@ -124,9 +126,9 @@ def sharing(c: Clients[Ledger], servers: list[sqsserver.SqsServer]) -> list[floa
     """Wait until each of ``servers`` answered SHARED_BEFORE_FAULT receives from their shares of
     joint takes; returns their ``casque_receives_joined_total``."""
     poll(
-        lambda: all(s.metric(JOINED) >= SHARED_BEFORE_FAULT for s in servers),
+        lambda: all(s.metric(JOINED) >= SHARED_BEFORE_FAULT and s.metric(KEPT) >= 1 for s in servers),
         60,
-        "receives sharing takes on each server",
+        "receives sharing takes, and a take's lock kept for them, on each server",
         c.threads,
     )
     return [s.metric(JOINED) for s in servers]

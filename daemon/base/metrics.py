@@ -96,6 +96,12 @@ RECEIVES_JOINED = Counter(
     "(engine/delivery/joint_take.py)",
     registry=REGISTRY,
 )
+LOCKS_KEPT = Counter(
+    "casque_locks_kept",
+    "Takes that kept their row's lock for the receives waiting in line, whose take is then a read and a batch "
+    "(engine/take/holds.py adopt)",
+    registry=REGISTRY,
+)
 SENDS_CAUGHT = Counter(
     "casque_sends_caught",
     "Messages a send wrote in flight for a poll parked in this process and handed over (engine/wake/catch.py)",

@@ -187,6 +187,7 @@ class Consumer:
         peek_all: bool = False,
         full: bool = True,
         rows: list[tuple[int, int]] | None = None,
+        linger: Callable[[], bool] | None = None,
     ) -> list[Message]:
         """Return up to ``limit`` taken messages: first from the shards a wake-up named, then
         visiting shards round-robin from this slot's position until one yields; [] after a full
@@ -196,11 +197,18 @@ class Consumer:
         (or a take that filled its batch, or a row found busy with our own take).
         ``visibility_ms`` places the timeout columns at now + it instead of each message's own
         timeout (a pulled message's visibility timeout). ``rows``: rows a read just found something
-        due in (an empty receive's look, engine/delivery/idle_look.py): taken from first, unpeeked."""
+        due in (an empty receive's look, engine/delivery/idle_look.py): taken from first, unpeeked.
+        ``linger``: asked as each take commits, whether to keep the row's lock for our next take (TakeOptions)."""
         qs = self.last_settings = await self.queues.get(self.queue)
         # A daemon runs a FIFO group's messages one after another: one per group (a pull takes more).
         opts = TakeOptions(
-            limit, visibility_ms, self.hold_ms, self.ahead_ms, self.accepts, one_per_group=visibility_ms is None
+            limit,
+            visibility_ms,
+            self.hold_ms,
+            self.ahead_ms,
+            self.accepts,
+            one_per_group=visibility_ms is None,
+            linger=linger,
         )
         trips = [0]
         token = TRIPS.set(trips)

@@ -58,6 +58,11 @@ class JointTakes(Generic[T]):
         """Whether a receive of ``key`` would wait for a take under way: it joins a group instead of looking."""
         return key in self._open or len(self._running.get(key, ())) >= parallel
 
+    def waiting(self, key: Hashable) -> bool:
+        """Whether receives of ``key`` wait in a group for a take under way: the take keeps its row's lock for them
+        (engine/take/holds.py ``adopt``), so theirs is a read and a batch."""
+        return key in self._open
+
     async def take(self, key: Hashable, limit: int, run: Run[T], parallel: int = 1) -> list[T]:
         """Up to ``limit`` items: from this caller's own ``run(n)`` while fewer than ``parallel`` takes of
         ``key`` are under way, else its share of the next group's. A group whose leader left gives its

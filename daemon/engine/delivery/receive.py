@@ -39,6 +39,7 @@ import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from daemon.base.clock import Clock
 from daemon.base.lru import Lru
@@ -247,22 +248,28 @@ class Receiver:
         """This receive's messages: its share of a joint take (standard queues), or its own take."""
         if joint is None:
             return await self._fill(consumer, limit, slot, visibility_ms, rows)
+        waiting = partial(self.joint.waiting, joint)  # receives in line: the row's lock is kept for their take
         return await self.joint.take(
-            joint, limit, lambda n: self._fill(consumer, n, slot, visibility_ms, rows), parallel
+            joint, limit, lambda n: self._fill(consumer, n, slot, visibility_ms, rows, waiting), parallel
         )
 
     @staticmethod
     async def _fill(
-        consumer: Consumer, limit: int, slot: int, visibility_ms: int, rows: list[tuple[int, int]] | None = None
+        consumer: Consumer,
+        limit: int,
+        slot: int,
+        visibility_ms: int,
+        rows: list[tuple[int, int]] | None = None,
+        linger: Callable[[], bool] | None = None,
     ) -> list[Message]:
         """A take from one row, topped up from the next rows while they yield (a few more takes at
         most): a client asking for 10 gets the 3 + 4 + 3 spread over three shards in one answer.
         ``rows``: where the look found work (the first take goes there, without a peek)."""
-        taken = await consumer.fetch(limit, slot, visibility_ms=visibility_ms, rows=rows)
+        taken = await consumer.fetch(limit, slot, visibility_ms=visibility_ms, rows=rows, linger=linger)
         for _ in range(FILL_ROUNDS):
             if not taken or len(taken) >= limit:
                 break
-            more = await consumer.fetch(limit - len(taken), slot, visibility_ms=visibility_ms)
+            more = await consumer.fetch(limit - len(taken), slot, visibility_ms=visibility_ms, linger=linger)
             if not more:
                 break
             taken += more

@@ -35,6 +35,7 @@ import hashlib
 import uuid
 from dataclasses import dataclass, field, replace
 
+from daemon.base import metrics
 from daemon.base.clock import Clock
 from daemon.base.errors import CasqueError
 from daemon.base.logs import get_logger
@@ -47,10 +48,17 @@ log = get_logger("casque.holds")
 Row = tuple[int, int]  # (bucket, shard)
 
 
+#: A lock kept after a take for the next one (``adopt``) is released if no take used it within this long.
+LINGER_MS = 50
+
+
 @dataclass
 class Hold:
     lock: HeldLock  # the newest column: validity counts from its started_ms
     older: list[HeldLock] = field(default_factory=list)  # earlier columns, deleted on release
+    #: A take's lock kept for the next take (``adopt``), not a row this process owns: never renewed, given up by
+    #: the first take that does not keep it, by a take that finds nothing, or after ``LINGER_MS`` unused.
+    lingering: bool = False
 
 
 class RowHolds:
@@ -76,6 +84,31 @@ class RowHolds:
 
     def rows(self) -> list[Row]:
         return list(self._held)
+
+    def lingering(self, row: Row) -> bool:
+        hold = self._held.get(row)
+        return hold is not None and hold.lingering
+
+    def adopt(self, qs: QueueSettings, row: Row, lock: HeldLock) -> None:
+        """Keep a take's lock, which its committed batch left in place, for the next take of the row (receives
+        waiting in line, engine/delivery/joint_take.py): that take is a read and a batch, as from a hold. Safe as
+        any hold is: the lock was acquired and re-checked by the protocol, and a take commits under it only while
+        ``valid`` (its age on the monotonic clock from before its column was written)."""
+        hold = self._held[row] = Hold(lock, lingering=True)
+        metrics.LOCKS_KEPT.inc()
+        asyncio.get_running_loop().call_later(LINGER_MS / 1000, self._unused, qs, row, hold)
+
+    def forget(self, row: Row) -> None:
+        """A lingering hold whose column the take batch deleted."""
+        self._held.pop(row, None)
+
+    async def release(self, qs: QueueSettings, row: Row) -> None:
+        await self._release(qs, row)
+
+    def _unused(self, qs: QueueSettings, row: Row, hold: Hold) -> None:
+        if self._held.get(row) is hold and row not in self._busy:
+            task = asyncio.ensure_future(self._release(qs, row))
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())
 
     def drop(self, row: Row) -> None:
         """Forget a hold without deleting its columns (a take batch in doubt: nobody takes from the

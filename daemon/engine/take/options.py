@@ -27,6 +27,9 @@ class TakeOptions:
     one_per_group: bool = True
     #: Read the queue's top lane only (the consumer's top-lane check).
     top_lane_only: bool = False
+    #: Asked as a take commits: keep the row's lock for this process's next take (receives waiting for this one,
+    #: engine/delivery/joint_take.py), as a short hold (engine/take/holds.py ``adopt``). None: never.
+    linger: Callable[[], bool] | None = None
 
 
 @dataclass

@@ -120,7 +120,10 @@ class Take:
             await self.locker.release(lock)
             return TakeResult()
         messages = [message_from_row(qs.name, lock.bucket, lock.shard, r) for r in read.found]
-        taken = await self._commit(qs, state, lock, messages, read.moves, opts)
+        keep = self._lingers(qs, lock, opts)
+        taken = await self._commit(qs, state, lock, messages, read.moves, opts, keep_lock=keep)
+        if keep:
+            self.holds.adopt(qs, (lock.bucket, lock.shard), lock)
         self._committed(state, read, opts)
         return TakeResult(taken)
 
@@ -137,9 +140,12 @@ class Take:
                 state.wake = RowState.wake
             if qs.fifo and state.fifo_idle_until > now:
                 return TakeResult()
+            lingering = self.holds.lingering(row)
             read = await self.reader.read(qs, lock, state, now, opts)
             if not read.found:
                 state.next_check = min(next_rescan(now, self.rescan_ms), state.wake - opts.ahead_ms)
+                if lingering:  # drained: nobody waits on this row's lock any more
+                    await self.holds.release(qs, row)
                 return TakeResult()
             state.next_check = now
             pause_point("take.read")
@@ -152,10 +158,17 @@ class Take:
                     shard=lock.shard,
                     read=len(read.found),
                 )
+                if lingering:  # its column is ours and still lives: gone, so the next take can lock the row
+                    await self.holds.release(qs, row)
                 return TakeResult()
             messages = [message_from_row(qs.name, lock.bucket, lock.shard, r) for r in read.found]
+            keep = not lingering or self._lingers(qs, lock, opts)
             try:
-                taken = await self._commit(qs, state, lock, messages, read.moves, opts, keep_lock=True)
+                taken = await self._commit(qs, state, lock, messages, read.moves, opts, keep_lock=keep)
+                if lingering and keep:  # kept again for the next take, with a fresh timer
+                    self.holds.adopt(qs, row, lock)
+                elif lingering:  # the batch deleted its column
+                    self.holds.forget(row)
                 self._committed(state, read, opts)
                 return TakeResult(taken)
             except BaseException:
@@ -163,6 +176,15 @@ class Take:
                 raise
         finally:
             self.holds.leave(row)
+
+    def _lingers(self, qs: QueueSettings, lock: HeldLock, opts: TakeOptions) -> bool:
+        """Keep this take's lock for our next take: receives wait for it (``opts.linger``), and the lock is young
+        enough (half its TTL) to serve a few more takes; an older one is given up, and the next take locks anew."""
+        return (
+            opts.linger is not None
+            and self.clock.elapsed_ms() - lock.started_ms < qs.lock_ttl_ms // 2
+            and opts.linger()
+        )
 
     def _committed(self, state: RowState, read: TakeRead, opts: TakeOptions) -> None:
         """A committed take: later reads may start past what it read (skips) and took (frontier)."""
