@@ -7,8 +7,10 @@ Both servers run here on 127.0.0.1 and are driven by the same clients in one run
   * long-poll latency: a boto3 client parked in ReceiveMessage (WaitTimeSeconds 20) while another
     sends one message at a time; latency = received - sent, per message.
 ElasticMQ (org.elasticmq:elasticmq-server_2.13 from Maven Central, in-memory, a JVM process) keeps
-messages in memory; casque serve writes every send to the Cassandra node at LOCAL_QUORUM. The table
-goes to bench/out/sqs.json and, with --write-docs, to docs/benchmarks.md. Then the table "CQL requests
+messages in memory; casque serve writes every send to the Cassandra node at LOCAL_QUORUM. ``--rounds``
+rounds (3) of both, each server a fresh process, the first of each pair switching: the table gives each
+server's medians and the rounds' ratios (the box is shared and noisy: the ratio of one round, run in the
+same minutes, is the figure to quote). Results: bench/out/sqs/sqs.json. Then the table "CQL requests
 per SQS call" (bench/sqs_requests.py, before and after issue 27), unless --no-requests.
 """
 
@@ -28,6 +30,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -137,7 +140,7 @@ def casque_serve(pids: list[int] | None = None, launcher: tuple[str, ...] = ("-m
 
 async def throughput(url: str, n: int, concurrency: int, pids: list[int]) -> dict[str, float]:
     """msgs/s of each phase, and the server's CPU per message in it (``pids``: the server's process)."""
-    cfg = Config(max_pool_connections=concurrency * 2, retries={"max_attempts": 1})
+    cfg = Config(max_pool_connections=concurrency * 2, retries={"total_max_attempts": 1})
     async with get_session().create_client("sqs", endpoint_url=url, config=cfg, **CREDS) as c:
         q = (await c.create_queue(QueueName=f"bench-{uuid.uuid4().hex[:8]}"))["QueueUrl"]
         # a server that has run for a while has looked at every row of its queues once (casque
@@ -191,7 +194,7 @@ async def throughput(url: str, n: int, concurrency: int, pids: list[int]) -> dic
 
 
 def latency(url: str, count: int) -> dict[str, float]:
-    cfg = Config(read_timeout=40, retries={"max_attempts": 1})
+    cfg = Config(read_timeout=40, retries={"total_max_attempts": 1})
     sender = boto3.client("sqs", endpoint_url=url, config=cfg, **CREDS)
     q = sender.create_queue(QueueName=f"bench-lat-{uuid.uuid4().hex[:8]}")["QueueUrl"]
     receiver = boto3.client("sqs", endpoint_url=url, config=cfg, **CREDS)
@@ -226,21 +229,68 @@ def latency(url: str, count: int) -> dict[str, float]:
     }
 
 
-def table(results: dict[str, dict[str, Any]]) -> str:
+CASQUE = "casque serve"
+EMQ = f"ElasticMQ {EMQ_VERSION} (in memory)"
+SERVERS = {CASQUE: casque_serve, EMQ: elasticmq}
+
+
+def median_of(rounds: list[dict[str, Any]], part: str, key: str) -> float:
+    return round(statistics.median(r[part][key] for r in rounds), 3)
+
+
+def table(results: dict[str, list[dict[str, Any]]]) -> str:
+    """One row per server: the median of its rounds (each round a fresh server process)."""
     rows = [
         "| server | send msgs/s (batches of 10) | receive+delete msgs/s | server CPU ms per message: send / "
         "receive+delete | lost / dup | long-poll send->receive p50 / p95 / max (ms) |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
-    for name, r in results.items():
-        t, lat = r["throughput"], r["latency"]
+    for name, rounds in results.items():
+        m = partial(median_of, rounds)
+        lost = sum(r["throughput"]["lost"] for r in rounds)
+        dup = sum(r["throughput"]["duplicates"] for r in rounds)
         rows.append(
-            f"| {name} | {t['send_per_s']} | {t['receive_delete_per_s']} | "
-            f"{t.get('send_cpu_ms_per_msg', '-')} / {t.get('receive_delete_cpu_ms_per_msg', '-')} | "
-            f"{t['lost']} / {t['duplicates']} | "
-            f"{lat['p50_ms']} / {lat['p95_ms']} / {lat['max_ms']} |"
+            f"| {name} | {m('throughput', 'send_per_s'):,.0f} | {m('throughput', 'receive_delete_per_s'):,.0f} | "
+            f"{m('throughput', 'send_cpu_ms_per_msg')} / {m('throughput', 'receive_delete_cpu_ms_per_msg')} | "
+            f"{lost} / {dup} | {m('latency', 'p50_ms')} / {m('latency', 'p95_ms')} / {m('latency', 'max_ms')} |"
         )
     return "\n".join(rows)
+
+
+def ratios(results: dict[str, list[dict[str, Any]]]) -> str:
+    """Round by round, casque beside ElasticMQ run in the same minutes: the ratios to quote on a shared box."""
+    rows = [
+        "| round | first | receive+delete msgs/s: casque / ElasticMQ (ratio) | long-poll p50 ms: casque / ElasticMQ |",
+        "| --- | --- | --- | --- |",
+    ]
+    per: list[float] = []
+    for i, (c, e) in enumerate(zip(results[CASQUE], results[EMQ])):
+        rc, re_ = c["throughput"]["receive_delete_per_s"], e["throughput"]["receive_delete_per_s"]
+        per.append(rc / re_)
+        rows.append(
+            f"| {i + 1} | {c['first']} | {rc:,.0f} / {re_:,.0f} ({rc / re_:.2f}x) | "
+            f"{c['latency']['p50_ms']} / {e['latency']['p50_ms']} |"
+        )
+    lat = median_of(results[CASQUE], "latency", "p50_ms")
+    rows.append("")
+    rows.append(
+        f"receive+delete: casque / ElasticMQ median {statistics.median(per):.2f}x (target >= 1.00x: "
+        f"{'met' if statistics.median(per) >= 1 else 'missed'}); long-poll send->receive p50 median {lat} ms "
+        f"(target <= 15 ms: {'met' if lat <= 15 else 'missed'})"
+    )
+    return "\n".join(rows)
+
+
+def one(name: str, args: argparse.Namespace, first: str) -> dict[str, Any]:
+    """One round of one server: a fresh process, throughput then long-poll latency."""
+    pids: list[int] = []
+    with SERVERS[name](pids) as url:
+        progress(f"{name}: throughput, {args.messages} messages, {args.concurrency} tasks")
+        tp = asyncio.run(throughput(url, args.messages, args.concurrency, pids))
+        progress(f"{name}: long-poll latency, {args.latency_messages} messages")
+        result = {"throughput": tp, "latency": latency(url, args.latency_messages), "first": first}
+    progress(f"{name}: {result}")
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -248,19 +298,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--messages", type=int, default=4000)
     p.add_argument("--concurrency", type=int, default=8)
     p.add_argument("--latency-messages", type=int, default=40)
+    p.add_argument("--rounds", type=int, default=3, help="rounds of both servers, the first of the pair switching")
     p.add_argument("--no-requests", action="store_true", help="skip the CQL requests per SQS call table")
     args = p.parse_args(argv)
-    results: dict[str, dict[str, Any]] = {}
-    for name, server in (("casque serve", casque_serve), (f"ElasticMQ {EMQ_VERSION} (in memory)", elasticmq)):
-        pids: list[int] = []
-        with server(pids) as url:
-            progress(f"{name}: throughput, {args.messages} messages, {args.concurrency} tasks")
-            tp = asyncio.run(throughput(url, args.messages, args.concurrency, pids))
-            progress(f"{name}: long-poll latency, {args.latency_messages} messages")
-            results[name] = {"throughput": tp, "latency": latency(url, args.latency_messages)}
-            progress(f"{name}: {results[name]}")
+    results: dict[str, list[dict[str, Any]]] = {CASQUE: [], EMQ: []}
+    for r in range(args.rounds):
+        order = [CASQUE, EMQ] if r % 2 == 0 else [EMQ, CASQUE]
+        progress(f"round {r + 1} of {args.rounds}: {order[0]} first")
+        for name in order:
+            results[name].append(one(name, args, order[0].split()[0]))
     (out_dir("sqs") / "sqs.json").write_text(json.dumps({"args": vars(args), "results": results}, indent=2))
     print(table(results))
+    print()
+    print(ratios(results))
     if not args.no_requests:  # the server's CQL per call, before and after (bench/sqs_requests.py, its own process)
         subprocess.run([sys.executable, "-m", "bench.sqs_requests"], cwd=ROOT, check=True)
     return 0

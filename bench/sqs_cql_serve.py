@@ -78,7 +78,9 @@ def install() -> None:
 def snapshot() -> str:
     """The calls and the count outside any call, as JSON (without the time)."""
     with _LOCK:
-        calls = {rid: {"action": c["action"], "t0": c["t0"], "requests": list(c["requests"])} for rid, c in CALLS.items()}
+        calls = {
+            rid: {"action": c["action"], "t0": c["t0"], "requests": list(c["requests"])} for rid, c in CALLS.items()
+        }
         outside = OUTSIDE[0]
     return json.dumps({"calls": calls, "outside": outside})
 

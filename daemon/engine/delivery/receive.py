@@ -111,6 +111,7 @@ class Receiver:
         self._slots = itertools.count()
         self.look = IdleLook(db, table, clock)
         self.joint: JointTakes[Message] = JointTakes()  # concurrent receives of a queue share a take
+        self._active: dict[str, int] = {}  # receives of each queue under way in this process, not parked
         #: The deliveries' other half: delete, change visibility (engine/delivery/settle.py).
         self.settler = Settler(db, table, queues, keys, wakeups, clock, self.signer, self._consumer, unblocked)
 
@@ -169,6 +170,7 @@ class Receiver:
         if not consumer.rows:
             await self._warm(consumer, qs)
         waiter = self.wakeups.enter(queue)
+        self._taking(queue, 1)
         scout = False
         deadline = time.monotonic() + wait_s
         settings_until = time.monotonic() + SETTINGS_REUSE_S
@@ -194,6 +196,8 @@ class Receiver:
                 due: list[tuple[int, int]] | None
                 if looked_at is None and joint is not None and self.joint.busy(joint, parallel):
                     due, looked_at = None, self.clock.now_ms()  # join the take under way: its leader looked
+                elif looked_at is None and joint is not None and consumer.holds.rows():
+                    due, looked_at = None, self.clock.now_ms()  # a kept lock's take reads the row: that is the look
                 elif looked_at is None:
                     due = await self.look.due_rows(consumer, look_qs)
                     looked_at = self.clock.now_ms()
@@ -218,7 +222,11 @@ class Receiver:
                 safety = max(PARK_SLACK_S, self.poll_interval_s - (self.clock.now_ms() - looked_at) / 1000)
                 looked_at = None  # woken or timed out: the next look reads
                 catch = None if qs.fifo else Catch(limit, visibility_ms)  # a send may hand it messages
-                await waiter.park(generation, min(remaining, safety) if scout else remaining, scout, catch)
+                self._taking(queue, -1)  # parked: no take of this receive is coming soon
+                try:
+                    await waiter.park(generation, min(remaining, safety) if scout else remaining, scout, catch)
+                finally:
+                    self._taking(queue, 1)
                 if catch is not None and catch.claimed:  # written in flight for this poll (wake/catch.py)
                     caught = await catch.messages
                     if caught:
@@ -234,6 +242,7 @@ class Receiver:
             if not waiter.scouted or owed:  # someone must keep polling / look for what woke us
                 waiter.handoff()
             self.wakeups.leave(queue, waiter)
+            self._taking(queue, -1)
 
     async def _take(
         self,
@@ -248,10 +257,23 @@ class Receiver:
         """This receive's messages: its share of a joint take (standard queues), or its own take."""
         if joint is None:
             return await self._fill(consumer, limit, slot, visibility_ms, rows)
-        waiting = partial(self.joint.waiting, joint)  # receives in line: the row's lock is kept for their take
+        waiting = partial(self._others, joint)  # other receives under way: the row's lock is kept for their take
         return await self.joint.take(
             joint, limit, lambda n: self._fill(consumer, n, slot, visibility_ms, rows, waiting), parallel
         )
+
+    def _taking(self, queue: str, step: int) -> None:
+        """Count the receives of ``queue`` under way and not parked (``_others``); none: no entry."""
+        n = self._active.get(queue, 0) + step
+        if n > 0:
+            self._active[queue] = n
+        else:
+            self._active.pop(queue, None)
+
+    def _others(self, joint: tuple[str, int]) -> bool:
+        """Whether receives of this queue other than the one taking are under way in this process, waiting for
+        this take (joint_take.py) or about to take: a take keeps its row's lock for them (engine/take/holds.py)."""
+        return self.joint.waiting(joint) or self._active.get(joint[0], 0) > 1
 
     @staticmethod
     async def _fill(
