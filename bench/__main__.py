@@ -33,7 +33,8 @@ ENGINE_PARTS = (
     "stress",
     "profile",
 )  # measured in measure(), rendered by render()
-PARTS = ENGINE_PARTS + ("sqs-fifo",)  # sqs-fifo: two SQS servers of its own, its own results file and docs section
+#: sqs, sqs-fifo: two SQS servers of their own (casque serve and ElasticMQ), each its own results file and docs section
+PARTS = ENGINE_PARTS + ("sqs", "sqs-fifo")
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -298,13 +299,24 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench: unknown part(s) {', '.join(sorted(unknown))}: use {', '.join(PARTS)}", file=sys.stderr)
         return 2
     fifo = "sqs-fifo" in parts and args.command == "run"
-    parts = [p for p in parts if p != "sqs-fifo"]
-    if (
-        fifo and not parts
-    ):  # alone: neither the engine parts' set-up nor their report (it would re-render docs/ from other results)
-        return sqs_fifo_part(args, plan)
-    rc = engine_parts(args, plan, parts, overrides)
+    sqs = "sqs" in parts and args.command == "run"
+    parts = [p for p in parts if p not in ("sqs", "sqs-fifo")]
+    # Alone, the SQS parts run without the engine parts' set-up or report (it would re-render docs/ from other results).
+    rc = engine_parts(args, plan, parts, overrides) if parts else 0
+    if sqs:
+        rc = sqs_part(args, plan) or rc
     return sqs_fifo_part(args, plan) or rc if fifo else rc
+
+
+def sqs_part(args: argparse.Namespace, plan: Plan) -> int:
+    """bench/sqs.py: the standard queue's SQS face beside ElasticMQ, 3 rounds (1 quick), its own docs section."""
+    from . import setup, sqs
+
+    if not args.report_only:
+        setup.cassandra_node()
+    to_docs = (args.write_docs or plan is FULL) and not args.no_docs
+    quick = plan is QUICK
+    return sqs.part(1 if quick else 3, to_docs, report_only=args.report_only, quick=quick)
 
 
 def sqs_fifo_part(args: argparse.Namespace, plan: Plan) -> int:

@@ -275,3 +275,29 @@ def fifo_throughput(R: dict[str, Any], path: Path) -> Path:
         fontsize=10,
     )
     return _save(fig, path)
+
+
+def sqs_rounds(results: dict[str, list[dict[str, Any]]], path: Path) -> Path:
+    """bench/sqs.py: receive+delete msgs/s and long-poll p50 per round, one bar per server (each round a fresh
+    process of each, run in the same minutes: the ratio within a round is what the box's noise leaves alone)."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    names = list(results)
+    colors = [COLORS["casque"], "#ff7f0e"]
+    width = 0.8 / max(1, len(names))
+    for ax, (part, key, title, unit) in zip(
+        axes,
+        (
+            ("throughput", "receive_delete_per_s", "receive + DeleteMessageBatch", "messages/s"),
+            ("latency", "p50_ms", "long poll: send -> receive, p50", "ms"),
+        ),
+    ):
+        for i, name in enumerate(names):
+            rounds = results[name]
+            xs = [j + (i - (len(names) - 1) / 2) * width for j in range(len(rounds))]
+            ax.bar(xs, [r[part][key] for r in rounds], width, color=colors[i % len(colors)], label=name)
+        ax.set_xticks(range(len(results[names[0]])))
+        ax.set_xticklabels([f"round {j + 1}" for j in range(len(results[names[0]]))])
+        ax.set_ylabel(unit)
+        ax.set_title(title, fontsize=10)
+        ax.legend(fontsize=8)
+    return _save(fig, path)

@@ -34,7 +34,8 @@ def python_deps() -> None:
     """Install the bench's locked Python packages once per lock version."""
     digest = hashlib.sha1(LOCK.read_bytes()).hexdigest()[:12]
     stamp = Path(sys.prefix) / f".bench-installed-{digest}"
-    if stamp.exists() and all(importlib.util.find_spec(m) for m in NEEDED_MODULES):
+    spy = Path(sys.executable).parent / "py-spy"  # the profile part's sampler: a binary, not a module
+    if stamp.exists() and all(importlib.util.find_spec(m) for m in NEEDED_MODULES) and spy.exists():
         return
     progress(f"installing the bench's Python packages from {LOCK.relative_to(ROOT)} into {sys.prefix}")
     subprocess.run(

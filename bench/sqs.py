@@ -293,6 +293,60 @@ def one(name: str, args: argparse.Namespace, first: str) -> dict[str, Any]:
     return result
 
 
+SQS_BEGIN, SQS_END = "<!-- sqs:begin -->", "<!-- sqs:end -->"
+
+
+def section(results: dict[str, list[dict[str, Any]]], args: dict[str, Any], requests: str, at: str) -> str:
+    """The section of docs/benchmarks.md this part rewrites between its markers."""
+    return "\n\n".join(
+        [
+            "## 7. The SQS endpoint vs ElasticMQ (`python -m bench --only sqs`, or `python -m bench.sqs`)",
+            f"Written by the run of {at}: {args['rounds']} rounds, "
+            "each a fresh process of each server, the first of the pair switching (the ratio within a round is "
+            f"the figure to quote on a shared box). {args['messages']:,} messages sent with SendMessageBatch (10 per "
+            f"call) by {args['concurrency']} aiobotocore tasks, then received (10 per call, long poll 1 s) and "
+            f"deleted with DeleteMessageBatch by as many (a ledger counts lost and duplicated messages); long-poll "
+            f"latency: {args['latency_messages']} single messages sent (boto3) to a boto3 client parked in "
+            "ReceiveMessage (WaitTimeSeconds 20). ElasticMQ keeps messages in memory; casque writes each send to "
+            "Cassandra at LOCAL_QUORUM. Targets (issue 27): receive+delete >= ElasticMQ's, long-poll p50 <= 15 ms. "
+            "`python -m bench.sqs_receive_probe` shows where a receive's time goes.",
+            table(results),
+            ratios(results),
+            "![receive+delete and long-poll latency per round](./bench-sqs.png)",
+            requests.strip(),
+        ]
+    )
+
+
+def part(rounds: int, to_docs: bool, report_only: bool = False, quick: bool = False) -> int:
+    """The part as ``python -m bench --only sqs`` runs it: measure (unless report_only), save, plot, write the
+    section (docs/benchmarks.md between its markers, or bench/out/report-sqs.md). 1 if a message was lost."""
+    from . import plots
+    from .report.markdown import _write_section
+
+    path = out_dir("sqs") / "sqs.json"
+    if report_only:
+        if not path.exists():
+            progress(f"sqs: no saved results in {path}: nothing to re-render")
+            return 0
+        saved = json.loads(path.read_text())
+    else:
+        argv = ["--rounds", str(rounds), "--no-requests"] + (["--messages", "2000"] if quick else [])
+        main(argv)
+        saved = json.loads(path.read_text())
+        saved["requests"] = subprocess.run(
+            [sys.executable, "-m", "bench.sqs_requests"], cwd=ROOT, check=True, capture_output=True, text=True
+        ).stdout
+        path.write_text(json.dumps(saved, indent=2))
+    results = saved["results"]
+    plot = plots.sqs_rounds(results, out_dir() / "bench-sqs.png")
+    body = section(results, saved["args"], saved.get("requests", ""), saved.get("at", "(time not saved)"))
+    target = _write_section(body, "report-sqs.md", plot, SQS_BEGIN, SQS_END, to_docs, before="<!-- sqs-fifo:begin -->")
+    progress(f"sqs: results {path}, report {target}")
+    unclean = [r for rs in results.values() for r in rs if r["throughput"]["lost"] or r["throughput"]["duplicates"]]
+    return 1 if unclean else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.sqs")
     p.add_argument("--messages", type=int, default=4000)
@@ -307,7 +361,8 @@ def main(argv: list[str] | None = None) -> int:
         progress(f"round {r + 1} of {args.rounds}: {order[0]} first")
         for name in order:
             results[name].append(one(name, args, order[0].split()[0]))
-    (out_dir("sqs") / "sqs.json").write_text(json.dumps({"args": vars(args), "results": results}, indent=2))
+    at = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    (out_dir("sqs") / "sqs.json").write_text(json.dumps({"args": vars(args), "at": at, "results": results}, indent=2))
     print(table(results))
     print()
     print(ratios(results))

@@ -151,3 +151,23 @@ async def test_a_wake_up_for_a_message_behind_the_frontier_makes_the_next_read_s
     msgs = await consumer.fetch(100, 0)
     await cq.acker.ack(msgs)
     assert [m.payload for m in msgs] == ["late"], "the next read did not start at the cursor"
+
+
+async def test_a_receive_that_finds_nothing_past_the_frontier_looks_from_the_cursor_before_it_parks(
+    settings: Settings, cq: Casque, queue_name: str
+) -> None:
+    """A parked long poll re-reads only at its safety interval (15 s): a look that read from a frontier and found
+    nothing must not be the one it parks on, or a lagging producer's unannounced message would wait that long."""
+    await cq.create_queue(queue_name, shards=1, buckets=1, timeout=30)
+    await cq.send_many(queue_name, [Job("t", i) for i in range(50)])
+    await asyncio.sleep((row_state.FRONTIER_LAG_MS + 100) / 1000)
+    got = await cq.receive(queue_name, max=50, wait=0, visibility=60)
+    assert len(got) == 50
+    due = await send_late(settings, queue_name)
+    assert due < max(d.message.due_ms for d in got), "written behind what the receive took"
+    t0 = time.monotonic()
+    late = await cq.receive(queue_name, max=10, wait=5)
+    took = time.monotonic() - t0
+    print(f"a receive found the unannounced message behind the frontier after {took:.2f} s")
+    assert [d.message.payload for d in late] == ["late"]
+    assert took < 1.0, "it parked on a look from the frontier"

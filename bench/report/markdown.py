@@ -41,7 +41,7 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 
 
 def _write_section(
-    body: str, out_name: str, plot: Path, begin: str, end: str, to_docs: bool, before: str | None = None
+    body: str, out_name: str, plot: Path | None, begin: str, end: str, to_docs: bool, before: str | None = None
 ) -> Path:
     """A section that its own run rewrites between its markers in docs/benchmarks.md, leaving the
     rest of the file alone (placed before the ``before`` marker, or at the end, the first time); or
@@ -50,7 +50,8 @@ def _write_section(
         target = out_dir() / out_name
         target.write_text(body + "\n")
         return target
-    shutil.copy(plot, DOCS / plot.name)
+    if plot is not None:
+        shutil.copy(plot, DOCS / plot.name)
     target = DOCS / "benchmarks.md"
     old = target.read_text() if target.exists() else ""
     block = f"{begin}\n{body}\n{end}"

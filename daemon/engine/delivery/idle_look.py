@@ -98,6 +98,13 @@ class IdleLook:
         due = sorted((row for row in rows if first.get(row, horizon + 1) <= horizon), key=lambda row: first[row])
         if due and not one_lane:  # lanes: the fetch's own order (highest lane first, the top-lane check)
             return None
+        if not due and any(st.frontier for st in states if st is not None):
+            # Read from past a frontier and found nothing: a message written behind it with no wake-up (a lagging
+            # producer's) would wait for the next look, up to a parked poll's safety interval. Look from the cursors.
+            for st in states:
+                if st is not None:
+                    st.forget_frontier()
+            return await self.due_rows(consumer, qs)
         if due:  # taken from at once (no peek), oldest first; named, so the top-ups go to the others next
             for bucket, shard in due:
                 consumer.rows[(bucket, shard)].next_check = now

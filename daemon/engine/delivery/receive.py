@@ -206,6 +206,13 @@ class Receiver:
                 taken = (
                     [] if due == [] else await self._take(consumer, joint, parallel, limit, slot, visibility_ms, due)
                 )
+                if not taken and due is None and not qs.fifo:
+                    # Joined a take, or took under a kept lock, without a look of its own, and got nothing: look
+                    # before parking (the look reads from the cursors when a frontier hid nothing, idle_look.py).
+                    due = await self.look.due_rows(consumer, look_qs)
+                    looked_at = self.clock.now_ms()
+                    if due:
+                        taken = await self._take(consumer, joint, parallel, limit, slot, visibility_ms, due)
                 owed = False
                 if taken:
                     if len(taken) >= limit:  # there may be more: the next parked poll looks too
