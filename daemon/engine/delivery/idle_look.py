@@ -79,8 +79,7 @@ class IdleLook:
         safe = now - consumer.tolerance_ms
         if any(st is None or not st.loaded or st.busy for st in states):
             return None
-        starts = [_start(st, rank, consumer, self.clock) for st in states if st is not None for rank in ranks]
-        low = min(starts)
+        low = min(_start(st, rank, consumer, self.clock) for st in states if st is not None for rank in ranks)
         if low < safe - STALE_MS:
             return None
         one_lane = len(ranks) == 1

@@ -102,12 +102,9 @@ class RowHolds:
         """A lingering hold whose column the take batch deleted."""
         self._held.pop(row, None)
 
-    async def release(self, qs: QueueSettings, row: Row) -> None:
-        await self._release(qs, row)
-
     def _unused(self, qs: QueueSettings, row: Row, hold: Hold) -> None:
         if self._held.get(row) is hold and row not in self._busy:
-            task = asyncio.ensure_future(self._release(qs, row))
+            task = asyncio.ensure_future(self.release(qs, row))
             task.add_done_callback(lambda t: t.cancelled() or t.exception())
 
     def drop(self, row: Row) -> None:
@@ -141,7 +138,7 @@ class RowHolds:
         release the rest. A row a take is running on is neither released nor acquired now (an
         acquisition would collide with that take's lock); the next call does it. Rows run
         concurrently."""
-        jobs = [self._release(qs, row) for row in list(self._held) if row not in wanted and row not in self._busy]
+        jobs = [self.release(qs, row) for row in list(self._held) if row not in wanted and row not in self._busy]
         for row in wanted:
             hold = self._held.get(row)
             if hold is None or self.locker.expired(qs, hold.lock):
@@ -153,7 +150,7 @@ class RowHolds:
         await asyncio.gather(*jobs)
 
     async def release_all(self, qs: QueueSettings) -> None:
-        await asyncio.gather(*(self._release(qs, row) for row in list(self._held)))
+        await asyncio.gather(*(self.release(qs, row) for row in list(self._held)))
 
     async def _acquire(self, qs: QueueSettings, row: Row) -> None:
         done = self._acquiring[row] = asyncio.Event()
@@ -187,7 +184,7 @@ class RowHolds:
             hold.older = [lk for lk in [hold.lock, *hold.older] if not self.locker.expired(qs, lk, margin_ms=-2000)]
             hold.lock = fresh
 
-    async def _release(self, qs: QueueSettings, row: Row) -> None:
+    async def release(self, qs: QueueSettings, row: Row) -> None:
         hold = self._held.pop(row, None)
         if hold is None:
             return
