@@ -42,7 +42,7 @@ from daemon.engine.access.key_cache import MISS_REFRESH_S, REFRESH_S
 from daemon.engine.client import Casque
 from daemon.http.sqs.messages import body_of
 from tests.conftest import TEST_KEYSPACE
-from tests.support import sqsserver
+from tests.support import count_file, sqsserver
 from tests.test_sqs_auth import casque, client
 
 NS = {"q": "http://queue.amazonaws.com/doc/2012-11-05/"}
@@ -569,13 +569,11 @@ def test_flood_of_made_up_key_ids_costs_at_most_a_read_per_second(keys: tuple[Cr
     """2,000 requests, each with a new made-up key id of casque's shape: each is refused with
     InvalidClientTokenId, and the server reads access_keys at most about once a second (counted by
     tests/support/counted_serve.py around the database calls, not by the code under test)."""
-    count_file = Path(tempfile.mkdtemp()) / "reads.json"
-    srv = sqsserver.start(
-        TEST_KEYSPACE, "--auth", "sigv4", launcher=("-m", "tests.support.counted_serve", str(count_file))
-    )
+    counts = Path(tempfile.mkdtemp()) / "reads.json"
+    srv = sqsserver.start(TEST_KEYSPACE, "--auth", "sigv4", launcher=("-m", "tests.support.counted_serve", str(counts)))
     try:
         template = signed(srv.url, "query", "ListQueues", {}, keys[0])
-        reads_before = read_count(count_file, time.time())
+        reads_before = count_file.read(counts, "access_key_reads", time.time())
         codes: list[str] = []
         t0 = time.monotonic()
         threads = [threading.Thread(target=flood, args=(template, keys[0].access_key, 250, codes)) for _ in range(8)]
@@ -584,7 +582,7 @@ def test_flood_of_made_up_key_ids_costs_at_most_a_read_per_second(keys: tuple[Cr
         for t in threads:
             t.join()
         seconds = time.monotonic() - t0
-        reads = read_count(count_file, time.time()) - reads_before
+        reads = count_file.read(counts, "access_key_reads", time.time()) - reads_before
     finally:
         srv.stop()
     print(f"2,000 made-up key ids in {seconds:.1f} s: {reads} reads of access_keys")
@@ -598,20 +596,6 @@ def flood(template: Wire, real_id: str, n: int, codes: list[str]) -> None:
         codes.append(
             send(template.with_header("Authorization", template.header("Authorization").replace(real_id, made_up))).code
         )
-
-
-def read_count(path: Path, after: float) -> int:
-    """The server's count, as written after ``after`` (its writer runs every 50 ms)."""
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            data = json.loads(path.read_text())
-        except (FileNotFoundError, ValueError):
-            data = {"t": 0}
-        if data["t"] > after:
-            return int(data["access_key_reads"])
-        time.sleep(0.02)
-    raise AssertionError("the counting server wrote no count")
 
 
 # --- what real SDKs sign is what casque requires -------------------------------------------------

@@ -11,12 +11,11 @@ request the engine sends through ``run`` or ``run_all``) and counts the SELECTs 
 
 from __future__ import annotations
 
-import json
 import sys
-import threading
-import time
 from pathlib import Path
 from typing import Any
+
+from tests.support import count_file
 
 READS = [0]
 
@@ -36,17 +35,9 @@ def install() -> None:
     Database.observe(count)
 
 
-def keep_writing(path: Path) -> None:
-    tmp = path.with_suffix(".tmp")
-    while True:
-        tmp.write_text(json.dumps({"t": time.time(), "access_key_reads": READS[0]}))
-        tmp.replace(path)
-        time.sleep(0.05)
-
-
 def main(argv: list[str]) -> int:
     install()
-    threading.Thread(target=keep_writing, args=(Path(argv[0]),), daemon=True).start()
+    count_file.keep_writing(Path(argv[0]), lambda: {"access_key_reads": READS[0]})
     from daemon.cli.main import main as casque
 
     return casque(argv[1:])

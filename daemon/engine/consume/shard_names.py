@@ -17,6 +17,8 @@ from daemon.engine.storage.placement import bucket_of
 
 #: Wake-up due times remembered per shard (the earliest ones).
 MAX_HINTS = 256
+#: Seconds remembered in which wake-ups named due times (``flowing``): the nearest ones.
+MAX_HINTED_SECONDS = 4096
 
 
 class ShardNames:
@@ -28,6 +30,7 @@ class ShardNames:
         self.clock, self.rows, self.ahead_ms = clock, rows, ahead_ms
         self._heaps: dict[int, list[int]] = {}  # shard -> heap of the due times wake-ups named
         self.hinted_at: int | None = None  # when the last wake-up arrived (monotonic ms)
+        self._hinted: set[int] = set()  # the seconds (wall ms // 1000) wake-ups named due times in
         self._next_shard: dict[int, int] = {}  # slot -> where its next round of shards starts
         self.named = 0  # names given so far: an empty look remembered before the last one is void
 
@@ -45,6 +48,10 @@ class ShardNames:
         in the shard of ``placement`` (unknown: every shard). A fetch goes to that shard first once
         it is due; until then it is a timer (``next_due``)."""
         self.hinted_at = self.clock.elapsed_ms()
+        self._hinted.add(due_ms // 1000)
+        if len(self._hinted) > MAX_HINTED_SECONDS:  # the nearest half (past ones are of no more use)
+            now_s = self.clock.now_ms() // 1000
+            self._hinted = set(sorted(s for s in self._hinted if s >= now_s - 60)[: MAX_HINTED_SECONDS // 2])
         bucket = bucket_of(due_ms, qs.bucket_ms, qs.buckets)
         for shard in range(qs.shards) if placement is None else [placement % qs.shards]:
             self.name(shard, due_ms)
@@ -55,9 +62,19 @@ class ShardNames:
                 state.behind(due_ms)
 
     def flowing(self, window_ms: int) -> bool:
-        """Has a wake-up arrived within ``window_ms``? Then the producers of this queue announce
-        their sends, and a consumer need not go looking in rows nobody named."""
-        return self.hinted_at is not None and self.clock.elapsed_ms() - self.hinted_at <= window_ms
+        """Has a wake-up arrived within ``window_ms``, or does one name a due time within ``window_ms`` of now? Then
+        the producers of this queue announce their sends, and a consumer need not go looking in rows nobody named.
+        A delayed message's wake-up arrives at its send but names its due time: counted from the send alone, delays
+        spread over a minute found wake-ups "not flowing" as they fell due, and each take of one woke every
+        consumer to read every row (measured: 24 reads per delayed message taken, 16 rows held; lateness p99 44 ms,
+        6.5 ms since). Only wake-ups count, not our own names (``name_now``, ``expect``): a bulk load without
+        them (the Spark loader) still calls every consumer round the rows."""
+        if self.hinted_at is None:
+            return False
+        if self.clock.elapsed_ms() - self.hinted_at <= window_ms:
+            return True
+        now = self.clock.now_ms()
+        return any(s in self._hinted for s in range((now - window_ms) // 1000, (now + window_ms) // 1000 + 1))
 
     def name(self, shard: int, due_ms: int) -> None:
         """At most ``MAX_HINTS`` per shard are kept, the earliest: a later one is found by the read
