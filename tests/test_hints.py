@@ -408,6 +408,55 @@ async def test_delayed_messages_announced_at_their_send_are_taken_without_every_
         await producer.close()
 
 
+async def test_a_message_no_wake_up_named_is_taken_when_a_read_saw_it_coming_not_at_the_next_poll(
+    tmp_path: Path, settings: Settings, queue_name: str
+) -> None:
+    """Two messages in one row: the first sent with a hint, the second, due 0.5 s later, by a producer that sends
+    none (hints off, an old client; a ``send_many`` of more due times than a hint carries leaves the rest
+    unnamed too). The take of the first reads on to the lookahead and sees the second coming; its due time must
+    make a fetch visit that row (``ShardNames.due`` counts the rows' wakes), not only wake the scout, whose fetch
+    visits the shards due: before, the second waited for the daemon's poll of every row, here 20 s away (in the
+    bench, delays over 60 s: lateness p99 914 ms with a 1 s poll)."""
+    record, log = tmp_path / "record", tmp_path / "log"
+    cfg = write_config(
+        tmp_path / "c.toml",
+        settings.cassandra.keyspace,
+        [queue_name],
+        consumers=2,
+        poll_interval="20s",
+        max_poll_interval="20s",
+        rescan_interval="60s",
+    )
+    quiet = copy.deepcopy(settings)
+    quiet.hints.send = False
+    hinting, silent = await Casque.connect(settings), await Casque.connect(quiet)
+    await hinting.create_queue(queue_name, shards=1, bucket_seconds=60)
+    d = start_daemon(cfg, record, log)
+    try:
+        await until(lambda: '"hints_listening"' in d.output(), 60, "the daemon's hint listener", d)
+        now = hinting.clock.now_ms()
+        first_due = now + 3_000 if (now + 3_500) % 60_000 > 3_500 else now + 6_000  # both in one 60 s bucket
+        second = await silent.send(queue_name, "test.record", "unnamed", delay=(first_due + 500 - now) / 1000)
+        first = await hinting.send(queue_name, "test.record", "named", delay=(first_due - now) / 1000)
+        await until(lambda: {first, second} <= {r[1] for r in records(record)}, 40, "both messages handled", d)
+        late_s = (hinting.clock.now_ms() - (first_due + 500)) / 1000
+        cpu_s = _cpu_seconds(d.proc.pid)
+        print(
+            f"the unnamed message was handled by {late_s:.2f} s after its due time (the poll: 20 s); "
+            f"daemon CPU so far {cpu_s:.2f} s"
+        )
+        assert late_s < 5.0, f"handled {late_s:.1f} s late: found by the poll, not by the read that saw it coming"
+        # Its start and the two takes cost well under 5 s of CPU; the scout woken by the passed wake and fetching
+        # nothing, again at once, until the poll, cost 17.2 s (a core, busy) against 0.65 s with the fix.
+        assert cpu_s < 5.0, f"the daemon used {cpu_s:.1f} s of CPU: its scout spun on a wake it does not visit"
+    finally:
+        d.signal(signal.SIGTERM)
+        d.wait(60)
+        await purge(hinting, queue_name)
+        await hinting.close()
+        await silent.close()
+
+
 async def test_a_keyspace_without_the_listener_table_still_sends_and_serves_without_hints(
     settings: Settings, queue_name: str
 ) -> None:
@@ -459,6 +508,12 @@ async def test_a_bad_or_busy_hint_address_is_one_line_naming_the_fix(
     assert done.returncode != 0 and "hints.address" in done.stderr and len(done.stderr.strip().splitlines()) == 1, (
         done.stderr
     )
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (/proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _scrape(url: str, series: str) -> float:
