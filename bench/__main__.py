@@ -3,6 +3,8 @@
 ``python -m bench baseline [--quick]`` (the saved results become issue 15's "before" column, bench/baseline.py).
 ``python -m bench --only sqs-fifo [--quick] [--systems casque,elasticmq]``: FIFO queues beside ElasticMQ
 (bench/sqs_fifo.py, its own results file and docs section; it runs last in a full run).
+``python -m bench --only sizes [--quick]``: casque, pgqueuer and Dramatiq at three sizes (bench/sizes.py, its own
+results file and docs section; after the engine parts in a full run).
 
 Runs the parts in order (each prints its progress), saves every result to
 bench/out/results-<mode>.json as soon as it is measured (so a failure later loses nothing, and
@@ -33,8 +35,9 @@ ENGINE_PARTS = (
     "stress",
     "profile",
 )  # measured in measure(), rendered by render()
-#: sqs, sqs-fifo: two SQS servers of their own (casque serve and ElasticMQ), each its own results file and docs section
-PARTS = ENGINE_PARTS + ("sqs", "sqs-fifo")
+#: sizes: casque, pgqueuer and Dramatiq at three sizes (bench/sizes.py); sqs, sqs-fifo: two SQS servers of their
+#: own (casque serve and ElasticMQ); each its own results file and docs section
+PARTS = ENGINE_PARTS + ("sizes", "sqs", "sqs-fifo")
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -300,12 +303,27 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     fifo = "sqs-fifo" in parts and args.command == "run"
     sqs = "sqs" in parts and args.command == "run"
-    parts = [p for p in parts if p not in ("sqs", "sqs-fifo")]
+    sizes = "sizes" in parts and args.command == "run"
+    parts = [p for p in parts if p not in ("sizes", "sqs", "sqs-fifo")]
     # Alone, the SQS parts run without the engine parts' set-up or report (it would re-render docs/ from other results).
     rc = engine_parts(args, plan, parts, overrides) if parts else 0
+    if sizes:
+        rc = sizes_part(args, plan) or rc
     if sqs:
         rc = sqs_part(args, plan) or rc
     return sqs_fifo_part(args, plan) or rc if fifo else rc
+
+
+def sizes_part(args: argparse.Namespace, plan: Plan) -> int:
+    """bench/sizes.py: casque, pgqueuer and Dramatiq at three sizes, with the best setting of the run (or the
+    last saved one), its own docs section."""
+    from . import setup, sizes
+
+    if not args.report_only:
+        setup.cassandra_node()
+    to_docs = (args.write_docs or plan is FULL) and not args.no_docs
+    best = _saved_best(plan) or _defaults()
+    return sizes.part(plan is QUICK, to_docs, best, report_only=args.report_only)
 
 
 def sqs_part(args: argparse.Namespace, plan: Plan) -> int:

@@ -6,12 +6,14 @@ The bench never touches the ``casque`` or ``casque_test`` keyspaces: everything 
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from daemon.base.config import Settings, load_settings
 
@@ -112,6 +114,16 @@ def machine() -> dict[str, str]:
         "java": java,
         "load_at_start": load,
     }
+
+
+def saved_results(path: Path, part: str) -> dict[str, Any] | None:
+    """A part's saved results, for a render without a run (``--report-only``); None, with a line saying so, when
+    the part has none yet."""
+    if not path.exists():
+        progress(f"{part}: no saved results in {path}: nothing to re-render")
+        return None
+    saved: dict[str, Any] = json.loads(path.read_text())
+    return saved
 
 
 def progress(msg: str) -> None:

@@ -25,6 +25,8 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from daemon.engine.client import Casque
@@ -122,6 +124,24 @@ async def run_peer(driver: PeerDriver, n: int, rate: float | None = None, label:
     )
 
 
+@asynccontextmanager
+async def serving(peers: list[PeerDriver]) -> AsyncIterator[None]:
+    """Redis and PostgreSQL running, and these drivers open on them (each told which server processes to read
+    the CPU of), for the body of the ``async with``."""
+    with redis_server() as redis_proc, postgres_server() as pg_pid:
+        for d in peers:
+            await d.open()
+            if d.database == "postgres":  # a backend per connection: read them when asked
+                d.server_pids = lambda pid=pg_pid: children_of(pid)  # type: ignore[method-assign]
+            else:
+                d.server_pids = lambda pid=redis_proc.pid: [pid]  # type: ignore[method-assign]
+        try:
+            yield
+        finally:
+            for d in peers:
+                await d.close()
+
+
 async def _until_empty(driver: PeerDriver, proc: subprocess.Popen[bytes], timeout: float, what: str) -> float:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -159,49 +179,38 @@ async def run(cq: Casque, plan: Plan, best: dict[str, Any]) -> dict[str, Any]:
         return r
 
     peers = drivers(c)
-    with redis_server() as redis_proc, postgres_server() as pg_pid:
-        for d in peers:
-            await d.open()
-            if d.database == "postgres":  # a backend per connection: read them when asked
-                d.server_pids = lambda pid=pg_pid: children_of(pid)  # type: ignore[method-assign]
-            else:
-                d.server_pids = lambda pid=redis_proc.pid: [pid]  # type: ignore[method-assign]
-        try:
-            for rnd in range(1, plan.peer_rounds + 1):  # casque, then each peer, round after round
-                results.append(await casque_run(f"round{rnd}"))
-                for d in peers:
-                    r = await run_peer(d, n, label=f"{d.name}_round{rnd}")
-                    results.append(r)
-                    progress(
-                        f"  {d.name:<13} {r.throughput:8.0f} msg/s  p50 {r.latency.p50:8.1f} ms  p99 "
-                        f"{r.latency.p99:8.1f} ms  "
-                        f"(sent at {r.send_rate:.0f}/s, round {rnd})"
-                    )
-            results.append(await casque_run("last"))
-            mean = {
-                name: sum(r.throughput for r in results if r.system == name)
-                / sum(1 for r in results if r.system == name)
-                for name in ["casque"] + [d.name for d in peers]
-            }
-            slowest = min(
-                tp for name, tp in mean.items() if name != "casque"
-            )  # issue 15: half the slowest *peer's* maximum
-            equal_rate = max(20.0, round(slowest / 2))
-            progress(
-                f"  equal load: every system offered {equal_rate:.0f} msg/s for {plan.equal_seconds:.0f}s (half the "
-                "slowest peer's mean)"
-            )
-            equal: list[RunResult] = [await casque_run("equal", rate=equal_rate)]
+    async with serving(peers):
+        for rnd in range(1, plan.peer_rounds + 1):  # casque, then each peer, round after round
+            results.append(await casque_run(f"round{rnd}"))
             for d in peers:
-                r = await run_peer(d, int(equal_rate * plan.equal_seconds), rate=equal_rate, label=f"{d.name}_equal")
-                equal.append(r)
+                r = await run_peer(d, n, label=f"{d.name}_round{rnd}")
+                results.append(r)
                 progress(
-                    f"  {d.name:<13} p50 {r.latency.p50:8.1f} ms  p95 {r.latency.p95:8.1f} ms  p99 "
-                    f"{r.latency.p99:8.1f} ms  max {r.latency.max:8.1f} ms"
+                    f"  {d.name:<13} {r.throughput:8.0f} msg/s  p50 {r.latency.p50:8.1f} ms  p99 "
+                    f"{r.latency.p99:8.1f} ms  "
+                    f"(sent at {r.send_rate:.0f}/s, round {rnd})"
                 )
-        finally:
-            for d in peers:
-                await d.close()
+        results.append(await casque_run("last"))
+        mean = {
+            name: sum(r.throughput for r in results if r.system == name) / sum(1 for r in results if r.system == name)
+            for name in ["casque"] + [d.name for d in peers]
+        }
+        slowest = min(
+            tp for name, tp in mean.items() if name != "casque"
+        )  # issue 15: half the slowest *peer's* maximum
+        equal_rate = max(20.0, round(slowest / 2))
+        progress(
+            f"  equal load: every system offered {equal_rate:.0f} msg/s for {plan.equal_seconds:.0f}s (half the "
+            "slowest peer's mean)"
+        )
+        equal: list[RunResult] = [await casque_run("equal", rate=equal_rate)]
+        for d in peers:
+            r = await run_peer(d, int(equal_rate * plan.equal_seconds), rate=equal_rate, label=f"{d.name}_equal")
+            equal.append(r)
+            progress(
+                f"  {d.name:<13} p50 {r.latency.p50:8.1f} ms  p95 {r.latency.p95:8.1f} ms  p99 "
+                f"{r.latency.p99:8.1f} ms  max {r.latency.max:8.1f} ms"
+            )
     return {
         "n": n,
         "concurrency": c,

@@ -38,7 +38,7 @@ import boto3
 from aiobotocore.session import get_session
 from botocore.config import Config
 
-from .env import KEYSPACE, ROOT, cpu_seconds, out_dir, progress
+from .env import KEYSPACE, ROOT, cpu_seconds, out_dir, progress, saved_results
 
 EMQ_HOME = Path.home() / ".cache" / "casque" / "elasticmq"
 EMQ_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>
@@ -326,10 +326,10 @@ def part(rounds: int, to_docs: bool, report_only: bool = False, quick: bool = Fa
 
     path = out_dir("sqs") / "sqs.json"
     if report_only:
-        if not path.exists():
-            progress(f"sqs: no saved results in {path}: nothing to re-render")
+        loaded = saved_results(path, "sqs")
+        if loaded is None:
             return 0
-        saved = json.loads(path.read_text())
+        saved = loaded
     else:
         argv = ["--rounds", str(rounds), "--no-requests"] + (["--messages", "2000"] if quick else [])
         main(argv)

@@ -44,7 +44,7 @@ from contextlib import ExitStack
 from dataclasses import asdict
 from typing import Any
 
-from .env import machine, out_dir, progress, versions
+from .env import machine, out_dir, progress, saved_results, versions
 from .fifo_client import Tally, call, drain, group_of, send_all
 from .fifo_ledger import Ledger, merge
 from .fifo_plan import FULL, QUICK, SCENARIOS, SYSTEMS, TRANSPORT_RETRIES, VISIBILITY_S, WAIT_S, Scenario, Size
@@ -162,10 +162,10 @@ def part(size: Size, systems: list[str], to_docs: bool, report_only: bool = Fals
 
     path = out_dir() / f"sqs-fifo-{size.name}.json"
     if report_only:
-        if not path.exists():
-            progress(f"sqs-fifo: no saved results in {path}: nothing to re-render")
+        loaded = saved_results(path, "sqs-fifo")
+        if loaded is None:
             return 0
-        R = json.loads(path.read_text())
+        R = loaded
     else:
         R = run(size, systems, profile)
         path.write_text(json.dumps(R, indent=1, default=str))
