@@ -67,7 +67,7 @@ class ShardNames:
         A delayed message's wake-up arrives at its send but names its due time: counted from the send alone, delays
         spread over a minute found wake-ups "not flowing" as they fell due, and each take of one woke every
         consumer to read every row (measured: 24 reads per delayed message taken, 16 rows held; lateness p99 44 ms,
-        6.5 ms since). Only wake-ups count, not our own names (``name_now``, ``expect``): a bulk load without
+        2-3 ms since). Only wake-ups count, not our own names (``name_now``, ``expect``): a bulk load without
         them (the Spark loader) still calls every consumer round the rows."""
         if self.hinted_at is None:
             return False
