@@ -20,7 +20,9 @@ import sys
 import time
 import urllib.request
 from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,7 +35,7 @@ from daemon.engine.send.producer import Job
 from daemon.engine.storage.placement import PLACEMENT_MASK, id_due_ms, parse_id
 from daemon.engine.wake.hint_directory import listen_addresses, parse_address
 from daemon.engine.wake.hints import HINT_KEY, MAX_DATAGRAM, MAX_ENTRIES, HintListener, encode, pack
-from daemon.testing.daemonproc import records, start_daemon, until, write_config
+from daemon.testing.daemonproc import Daemon, records, start_daemon, until, write_config
 from tests.support import count_file, sqsserver
 from tests.support.longpoll import parked
 
@@ -369,6 +371,34 @@ async def test_a_casque_run_daemon_that_polls_every_10s_takes_a_message_sent_her
         await producer.close()
 
 
+@asynccontextmanager
+async def hinted_daemon(
+    tmp_path: Path,
+    settings: Settings,
+    queue_name: str,
+    create: dict[str, Any] | None = None,
+    env: dict[str, str] | None = None,
+    **worker: object,
+) -> AsyncIterator[tuple[Daemon, Path, Casque]]:
+    """A ``casque run`` daemon serving ``queue_name`` (its hint listener up; the queue made first with ``create``
+    when given), the file its handlers record to, and a client whose sends hint it. At the end: the daemon stopped,
+    the queue purged, the client closed."""
+    producer = await Casque.connect(settings)
+    if create is not None:
+        await producer.create_queue(queue_name, **create)
+    record = tmp_path / "record"
+    cfg = write_config(tmp_path / "c.toml", settings.cassandra.keyspace, [queue_name], **worker)
+    d = start_daemon(cfg, record, tmp_path / "log", env=env)
+    try:
+        await until(lambda: '"hints_listening"' in d.output(), 60, "the daemon's hint listener", d)
+        yield d, record, producer
+    finally:
+        d.signal(signal.SIGTERM)
+        d.wait(60)
+        await purge(producer, queue_name)
+        await producer.close()
+
+
 async def test_delayed_messages_announced_at_their_send_are_taken_without_every_consumer_reading_every_row(
     tmp_path: Path, settings: Settings, queue_name: str
 ) -> None:
@@ -377,23 +407,19 @@ async def test_delayed_messages_announced_at_their_send_are_taken_without_every_
     consumer to read every row: with the due time not counted, this test measured 24.2 reads of whole messages per
     message taken, against 1.0 (and bench part 2's lateness p99 went from 44 to 2-6 ms). Counted, not timed: the
     daemon's reads of whole messages (tests/support/message_reads.py, outside the code under test) per message."""
-    record, log, reads = tmp_path / "record", tmp_path / "log", tmp_path / "reads"
-    n, consumers = 200, 16
-    cfg = write_config(
-        tmp_path / "c.toml",
-        settings.cassandra.keyspace,
-        [queue_name],
+    reads, n, consumers = tmp_path / "reads", 200, 16
+    async with hinted_daemon(
+        tmp_path,
+        settings,
+        queue_name,
+        env={"CASQUE_TEST_READS": str(reads)},
         handler_module="tests.support.message_reads",
         consumers=consumers,
         batch_size=50,
         poll_interval="1s",
         max_poll_interval="1s",
         rescan_interval="10s",
-    )
-    d = start_daemon(cfg, record, log, env={"CASQUE_TEST_READS": str(reads)})
-    producer = await Casque.connect(settings)
-    try:
-        await until(lambda: '"hints_listening"' in d.output(), 60, "the daemon's hint listener", d)
+    ) as (d, record, producer):
         before = count_file.read(reads, "message_reads", time.time())
         jobs = [Job("test.record", f"d{i}", delay=3.0 + 6.0 * i / n) for i in range(n)]  # due over 6 s from 3 s on
         ids = set(await producer.send_many(queue_name, jobs))
@@ -401,11 +427,6 @@ async def test_delayed_messages_announced_at_their_send_are_taken_without_every_
         per_message = (count_file.read(reads, "message_reads", time.time()) - before) / n
         print(f"{n} delayed messages due over 6 s, {consumers} consumers: {per_message:.2f} message reads each")
         assert per_message <= 3, f"{per_message:.1f} reads per delayed message: its take woke every consumer"
-    finally:
-        d.signal(signal.SIGTERM)
-        d.wait(60)
-        await purge(producer, queue_name)
-        await producer.close()
 
 
 async def test_a_message_no_wake_up_named_is_taken_when_a_read_saw_it_coming_not_at_the_next_poll(
@@ -417,43 +438,36 @@ async def test_a_message_no_wake_up_named_is_taken_when_a_read_saw_it_coming_not
     make a fetch visit that row (``ShardNames.due`` counts the rows' wakes), not only wake the scout, whose fetch
     visits the shards due: before, the second waited for the daemon's poll of every row, here 20 s away (in the
     bench, delays over 60 s: lateness p99 914 ms with a 1 s poll)."""
-    record, log = tmp_path / "record", tmp_path / "log"
-    cfg = write_config(
-        tmp_path / "c.toml",
-        settings.cassandra.keyspace,
-        [queue_name],
-        consumers=2,
-        poll_interval="20s",
-        max_poll_interval="20s",
-        rescan_interval="60s",
-    )
     quiet = copy.deepcopy(settings)
     quiet.hints.send = False
-    hinting, silent = await Casque.connect(settings), await Casque.connect(quiet)
-    await hinting.create_queue(queue_name, shards=1, bucket_seconds=60)
-    d = start_daemon(cfg, record, log)
+    silent = await Casque.connect(quiet)
     try:
-        await until(lambda: '"hints_listening"' in d.output(), 60, "the daemon's hint listener", d)
-        now = hinting.clock.now_ms()
-        first_due = now + 3_000 if (now + 3_500) % 60_000 > 3_500 else now + 6_000  # both in one 60 s bucket
-        second = await silent.send(queue_name, "test.record", "unnamed", delay=(first_due + 500 - now) / 1000)
-        first = await hinting.send(queue_name, "test.record", "named", delay=(first_due - now) / 1000)
-        await until(lambda: {first, second} <= {r[1] for r in records(record)}, 40, "both messages handled", d)
-        late_s = (hinting.clock.now_ms() - (first_due + 500)) / 1000
-        cpu_s = _cpu_seconds(d.proc.pid)
-        print(
-            f"the unnamed message was handled by {late_s:.2f} s after its due time (the poll: 20 s); "
-            f"daemon CPU so far {cpu_s:.2f} s"
-        )
-        assert late_s < 5.0, f"handled {late_s:.1f} s late: found by the poll, not by the read that saw it coming"
-        # Its start and the two takes cost well under 5 s of CPU; the scout woken by the passed wake and fetching
-        # nothing, again at once, until the poll, cost 17.2 s (a core, busy) against 0.65 s with the fix.
-        assert cpu_s < 5.0, f"the daemon used {cpu_s:.1f} s of CPU: its scout spun on a wake it does not visit"
+        async with hinted_daemon(
+            tmp_path,
+            settings,
+            queue_name,
+            create={"shards": 1, "bucket_seconds": 60},
+            consumers=2,
+            poll_interval="20s",
+            max_poll_interval="20s",
+            rescan_interval="60s",
+        ) as (d, record, hinting):
+            now = hinting.clock.now_ms()
+            first_due = now + 3_000 if (now + 3_500) % 60_000 > 3_500 else now + 6_000  # both in one 60 s bucket
+            second = await silent.send(queue_name, "test.record", "unnamed", delay=(first_due + 500 - now) / 1000)
+            first = await hinting.send(queue_name, "test.record", "named", delay=(first_due - now) / 1000)
+            await until(lambda: {first, second} <= {r[1] for r in records(record)}, 40, "both messages handled", d)
+            late_s = (hinting.clock.now_ms() - (first_due + 500)) / 1000
+            cpu_s = _cpu_seconds(d.proc.pid)
+            print(
+                f"the unnamed message was handled by {late_s:.2f} s after its due time (the poll: 20 s); "
+                f"daemon CPU so far {cpu_s:.2f} s"
+            )
+            assert late_s < 5.0, f"handled {late_s:.1f} s late: found by the poll, not by the read that saw it coming"
+            # Its start and the two takes cost well under 5 s of CPU; the scout woken by the passed wake and fetching
+            # nothing, again at once, until the poll, cost 17.2 s (a core, busy) against 0.65 s with the fix.
+            assert cpu_s < 5.0, f"the daemon used {cpu_s:.1f} s of CPU: its scout spun on a wake it does not visit"
     finally:
-        d.signal(signal.SIGTERM)
-        d.wait(60)
-        await purge(hinting, queue_name)
-        await hinting.close()
         await silent.close()
 
 

@@ -228,8 +228,9 @@ class Consumer:
         self, qs: QueueSettings, slot: int, opts: TakeOptions, peek_all: bool, full: bool
     ) -> list[Message]:
         horizon = self.clock.now_ms() + self.ahead_ms
-        order = self.names.order(qs, slot)
-        hinted = set(self.names.due(horizon))
+        due = self.names.due(horizon)  # once per fetch: it reads every row's wake
+        order = self.names.order(qs, slot, due)
+        hinted = set(due)
         if (
             self._lower_lanes_taken
             and len(qs.priorities) > 1
