@@ -32,8 +32,9 @@ from tests.support import sqsserver
 from tests.support.sqsfixtures import make_client
 
 #: A server that judges every second and grows a queue past 20 sends/s per shard (the default is
-#: 150/s over 10 s: the test's rates are kept low, the box has two cores shared with other tests).
-GROWING = {"CASQUE_SQS__GROW_WINDOW": "1s", "CASQUE_SQS__GROW_RATE": "20"}
+#: 150/s over 10 s: the test's rates are kept low, the box has two cores shared with other tests),
+#: and drops its old layouts at the shortest settle allowed (30 s, not the default 60 s).
+GROWING = {"CASQUE_SQS__GROW_WINDOW": "1s", "CASQUE_SQS__GROW_RATE": "20", "CASQUE_SQS__GROW_SETTLE": "30s"}
 
 
 async def _queue(cq: Casque, name: str, max_shards: str | None, **options: Any) -> None:
@@ -200,7 +201,7 @@ async def test_a_busy_tiny_queue_grows_and_a_quiet_one_does_not(growing: sqsserv
     _check(ledger)
     _check(quiet_ledger)
     assert (await cq.queue_settings(quiet, fresh=True)).shards == 1
-    # the old layouts drain and are finished once senders can no longer hold them cached (60 s)
+    # the old layouts drain and are finished once senders can no longer hold them cached (the settle, 30 s)
     await _until(cq, busy, lambda qs: not qs.draining, 150, "the old layouts were never finished")
     assert (await cq.queue_settings(busy, fresh=True)).shards == 4
     assert growing.metric("casque_queues_grown_total") == 2

@@ -155,6 +155,9 @@ class SqsSettings:
     #: Sends per second per shard, over ``grow_window``, past which a queue grows (engine/cluster/shard_growth.py).
     grow_rate: float = 150.0
     grow_window_ms: int = 10_000
+    #: How long after a growth its old layout may be dropped: every sender's cached settings (5 s) and a long
+    #: poll's (20 s) must have expired, so at least 30 s (engine/queues/reshard.py ``SETTLE_MS``).
+    grow_settle_ms: int = 60_000
 
 
 @dataclass
@@ -210,7 +213,10 @@ _DURATION_FIELDS = {
     "queue_gauges_interval",
     "take_ahead",
     "grow_window",
+    "grow_settle",
 }
+#: Durations with a floor a guarantee rests on (seconds).
+_MIN_SECONDS = {"grow_settle": 30}
 #: Integer settings with bounds of their own (a queue's shape: engine/queues/settings.py has the same limits).
 _RANGES = {
     "sqs.queue_shards": (1, 4096),
@@ -309,6 +315,8 @@ def _coerce(hint: Any, value: Any, key: str, source: str) -> Any:
             raise ConfigError(
                 f"{key} in {source} must be a duration such as 5, '250ms', '30s' or '2m', got {value!r}"
             ) from None
+        if name in _MIN_SECONDS and seconds < _MIN_SECONDS[name]:
+            raise ConfigError(f"{key} in {source} must be at least {_MIN_SECONDS[name]}s, got {value!r}")
         return round(seconds * 1000) if hint is int else seconds  # an int field holds ms
     origin = typing.get_origin(hint)
     if origin is list:

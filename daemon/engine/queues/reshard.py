@@ -30,7 +30,7 @@ from daemon.engine.storage.placement import row_of
 from daemon.engine.storage.table import all_rows
 from daemon.engine.stores import Stores
 
-SETTLE_MS = 60_000  # every client's cached settings (5 s) have expired long before this
+SETTLE_MS = 60_000  # every client's cached settings (5 s) have expired long before this (casque serve: sqs.grow_settle)
 
 
 async def reshard(
