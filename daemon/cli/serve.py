@@ -98,9 +98,7 @@ async def _serve(settings: Any) -> int:
     mover = asyncio.create_task(MoveRunner(cq, daemon_id()).run())  # SQS move tasks: a lease per task
     sqs = settings.sqs  # busy queues that opted in grow their shards (a lease per queue)
     growth = asyncio.create_task(
-        ShardGrowth(
-            cq.stores, cq.send_counts, daemon_id(), sqs.grow_rate, sqs.grow_window_ms, sqs.grow_settle_ms
-        ).run()
+        ShardGrowth(cq.stores, cq.send_counts, daemon_id(), sqs.grow_rate, sqs.grow_window_ms, sqs.grow_settle_ms).run()
     )
     # Messages written behind a cursor of the queues this server pulls from (engine/consume/sweep.py), as a daemon
     # does for its queues; queues settled since rest, told of other processes' use by the activity index.
