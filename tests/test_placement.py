@@ -8,7 +8,16 @@ from collections import Counter
 
 import pytest
 
-from daemon.engine.storage.placement import bucket_of, id_due_ms, key_shard, new_id, parse_id, row_of, shard_of
+from daemon.engine.storage.placement import (
+    bucket_of,
+    id_due_ms,
+    key_shard,
+    new_id,
+    parse_id,
+    placements,
+    row_of,
+    shard_of,
+)
 
 
 def test_id_carries_its_due_time() -> None:
@@ -50,6 +59,19 @@ def test_shards_spread_evenly() -> None:
     counts = Counter(shard_of(new_id(1_700_000_000_000), 16) for _ in range(32_000))
     assert set(counts) == set(range(16))
     assert max(counts.values()) < 1.15 * 2000 and min(counts.values()) > 0.85 * 2000
+
+
+def test_messages_sent_together_share_rows_and_calls_still_spread_evenly() -> None:
+    """A call's consecutive messages share a draw (one row, one write request, one take): 26 sent at
+    once are one row, 100 are at most 4; over many calls every shard gets its share."""
+    assert len({shard_of(new_id(1_700_000_000_000, placement=p), 16) for p in placements(26, 32)}) == 1
+    assert len(set(placements(100, 32))) <= 4
+    assert len(placements(100, 32)) == 100
+    counts = Counter(
+        shard_of(new_id(1_700_000_000_000, placement=p), 16) for _ in range(1_000) for p in placements(32, 32)
+    )
+    assert set(counts) == set(range(16))
+    assert max(counts.values()) < 1.5 * 2000 and min(counts.values()) > 0.5 * 2000  # 1,000 draws of 32
 
 
 def test_row_follows_from_the_id_alone() -> None:

@@ -45,7 +45,7 @@ from daemon.engine.send.fifo_send import FifoSender, content_dedup_id
 from daemon.engine.send.keys import KeyEntry, KeyStore
 from daemon.engine.send.lookup import Lookup
 from daemon.engine.storage.db import Database
-from daemon.engine.storage.placement import new_id, row_of
+from daemon.engine.storage.placement import new_id, placements, row_of
 from daemon.engine.storage.table import STATE_WAITING, MessageTable
 from daemon.engine.wake.catch import Catch
 
@@ -53,6 +53,8 @@ OnConflict = Literal["replace", "keep", "error"]
 STALE_KEY_MS = 30_000
 BATCH_ROWS = 100
 BATCH_BYTES = 1 << 20
+#: How many consecutive messages of one ``send_many`` call share a row (``placement.placements``).
+SENT_PER_ROW = 32
 
 
 @dataclass
@@ -229,7 +231,9 @@ class Producer:
         now = self.clock.now_ms()
         if qs.fifo:
             return await self._send_many_fifo(qs, [build_message(qs, job, now) for job in jobs])
-        built = [(job, build_message(qs, job, now)) for job in jobs]
+        jobs = list(jobs)
+        rows_of = placements(len(jobs), SENT_PER_ROW)  # a call's messages share rows: one write request per row
+        built = [(job, build_message(qs, job, now, placement)) for job, placement in zip(jobs, rows_of)]
         for _, m in built:
             self._fair(qs, m)
         for p in sorted({m.priority for _, m in built}):
@@ -391,11 +395,12 @@ def _check_fifo(qs: QueueSettings, job: Job) -> None:
         )
 
 
-def build_message(qs: QueueSettings, job: Job, now_ms: int) -> Message:
+def build_message(qs: QueueSettings, job: Job, now_ms: int, placement: int | None = None) -> Message:
     """Validate a job and turn it into a placed Message (pure: no I/O). A scheduled job becomes the
     schedule's first occurrence; a keyed schedule's id is deterministic (queue, key, first fire), so
     two processes scheduling the same key at once write one cell. A FIFO message is placed by its
-    group and given its position when it is written (engine/send/fifo_send.py)."""
+    group and given its position when it is written (engine/send/fifo_send.py). ``placement``: the
+    placement bits of a plain message (no seed, no schedule), to share a row with others sent with it."""
     _check_fifo(qs, job)
     due = first_due(job, now_ms) + (int(float(job.queue_delay) * 1000) if job.queue_delay else 0)
     trigger: dict[str, Any] | None = None
@@ -406,7 +411,7 @@ def build_message(qs: QueueSettings, job: Job, now_ms: int) -> Message:
         sched, mid = start(job.schedule, due, seed)
         trigger = sched.to_json()
     else:
-        mid = new_id(due, job.seed)
+        mid = new_id(due, job.seed, None if job.seed is not None else placement)
     bucket, shard = row_of(mid, qs.bucket_ms, qs.buckets, qs.shards)
     timeout_ms = int(parse_duration(job.timeout, "timeout") * 1000) if job.timeout is not None else qs.timeout_ms
     max_attempts = job.max_attempts if job.max_attempts is not None else qs.max_attempts
