@@ -19,6 +19,8 @@ from typing import Any
 from .env import ROOT
 
 WHY = ROOT / "bench" / "why-issue15.toml"
+#: CPU per message, daemon + node + producer, in the full run of 2026-11-23: issue 27 asks for half.
+CPU_BEFORE_MS = 0.730
 
 
 def _lat(peers: dict[str, Any], key: str) -> dict[str, float]:
@@ -319,7 +321,7 @@ TARGETS: list[Target] = [
         "cpu_per_message",
         "CPU per message, daemon + node + producer: half of before (issue 27; before 0.730 ms on 2026-11-23)",
         _cpu_text,
-        _lower_than_before("cpu_ms", noise=0.5),
+        _at_most("cpu_ms", CPU_BEFORE_MS / 2),  # the baseline run predates the CPU split: its figure is this one
     ),
 ]
 

@@ -6,13 +6,17 @@ after its timeout" are checked by moving the clock, never by sleeping.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from cassandra.query import BatchStatement
 
 from daemon.base.clock import ManualClock
 from daemon.base.errors import KeyConflict, MessageNotFound, PayloadError, QueueNotFound
 from daemon.base.model import Message
 from daemon.engine.client import Casque
 from daemon.engine.consume.consumer import Consumer
+from daemon.engine.storage.db import Database
 from daemon.engine.storage.placement import row_of
 
 Pair = tuple[Casque, ManualClock]
@@ -225,3 +229,31 @@ async def test_send_many_places_rows_exactly_like_send(manual: Pair, queue_name:
     assert sorted(str(m.id) for m in got) == sorted(ids)
     for m in got:
         assert (m.bucket, m.shard) == row_of(m.id, qs.bucket_ms, qs.buckets, qs.shards)
+
+
+async def test_a_send_many_call_shares_rows_so_its_26_messages_are_one_write(manual: Pair, queue_name: str) -> None:
+    """A call's consecutive messages share a row (32 per placement draw, producer.SENT_PER_ROW): the 26 messages a
+    paced producer sends in one call to a 16-shard queue are one write request and one row to take from, not one
+    per shard; a call of 100 is at most 4 rows."""
+    import uuid
+
+    from daemon.engine.send.producer import Job
+
+    cq, clock = manual
+    qs = await cq.create_queue(queue_name, shards=16)
+    await cq.send(queue_name, "t", "warm")  # the queue's settings are cached: the calls below only write
+
+    batches: list[int] = []  # the statements of each batch sent (a send writes messages in per-row batches)
+
+    def record(db: Database, stmt: Any) -> None:
+        if isinstance(stmt, BatchStatement):
+            batches.append(len(stmt._statements_and_parameters))
+
+    with Database.observing(record):
+        ids = await cq.send_many(queue_name, [Job("t", i) for i in range(26)])
+    assert batches == [26]
+    assert len({row_of(uuid.UUID(i), qs.bucket_ms, qs.buckets, qs.shards) for i in ids}) == 1
+    ids = await cq.send_many(queue_name, [Job("t", i) for i in range(100)])
+    assert len({row_of(uuid.UUID(i), qs.bucket_ms, qs.buckets, qs.shards) for i in ids}) <= 4
+    got = await drain(cq.consumer(queue_name), limit=200)
+    assert len(got) == 127  # each once, the warm-up message too
