@@ -7,7 +7,9 @@ a standard and a FIFO queue made by CreateQueue (the defaults an SQS user gets):
   * ReceiveMessage (MaxNumberOfMessages 10) that returns messages;
   * DeleteMessageBatch of the 10 receipts it returned;
   * an empty ReceiveMessage with WaitTimeSeconds: the requests before it parks (its first look) and
-    those while it waits (any that come after a pause of a second or more).
+    those while it waits (any that come after a pause of a second or more), right after the queue was
+    drained, and again (WaitTimeSeconds 2) once that first one returned: a look right after takes reads
+    from past what they took, and from the cursors when that found nothing (engine/delivery/idle_look.py).
 Each figure is the median over ``--rounds`` calls (and the mean, which the rare cache refresh and
 the at-most-every-15-s marks raise). The table goes to bench/out/sqs_requests.json and stdout.
 """
@@ -83,7 +85,13 @@ def measure_queue(log: CallLog, url: str, fifo: bool, rounds: int, wait_s: int) 
     attrs = {"FifoQueue": "true"} if fifo else {}
     q = sqs.create_queue(QueueName=name, Attributes=attrs)["QueueUrl"]
     sqs.receive_message(QueueUrl=q, WaitTimeSeconds=0)  # a server serving a queue has looked at its rows once
-    calls: dict[str, list[list[list[Any]]]] = {"send": [], "receive": [], "delete": [], "long_poll": []}
+    calls: dict[str, list[list[list[Any]]]] = {
+        "send": [],
+        "receive": [],
+        "delete": [],
+        "long_poll": [],
+        "long_poll_again": [],
+    }
     n = 0
     for _ in range(rounds):
         entries = []
@@ -115,6 +123,10 @@ def measure_queue(log: CallLog, url: str, fifo: bool, rounds: int, wait_s: int) 
     if out.get("Messages"):
         raise RuntimeError("the queue was not empty for the long poll")
     calls["long_poll"].append(reqs)
+    out, reqs = log.call(sqs.receive_message, QueueUrl=q, MaxNumberOfMessages=10, WaitTimeSeconds=2)
+    if out.get("Messages"):
+        raise RuntimeError("the queue was not empty for the second long poll")
+    calls["long_poll_again"].append(reqs)
     if not fifo:
         calls["receive_concurrent"] = concurrent_receives(log, url, q, 10 * rounds * 4)
     sqs.delete_queue(QueueUrl=q)
@@ -168,7 +180,7 @@ def summarize(calls: dict[str, list[list[list[Any]]]]) -> dict[str, Any]:
             "max": max(counts),
             "example": per_call[len(per_call) // 2],
         }
-        if kind == "long_poll":
+        if kind.startswith("long_poll"):
             splits = [parked_split(r) for r in per_call]
             row["before_park"] = max(b for b, _ in splits)
             row["while_waiting"] = max(w for _, w in splits)
@@ -181,6 +193,7 @@ BEFORE = {
     "receive": ("28", "7"),
     "receive_concurrent": ("-", "-"),
     "long_poll": ("16 / 81", "1 / 2"),
+    "long_poll_again": ("-", "-"),
     "delete": ("20", "20"),
     "send": ("7", "40"),
 }
@@ -190,7 +203,8 @@ def table(results: dict[str, dict[str, Any]]) -> str:
     names = {
         "receive": "ReceiveMessage (10) that returned messages",
         "receive_concurrent": "the same, 8 clients receiving from one queue at once (standard)",
-        "long_poll": "empty ReceiveMessage with WaitTimeSeconds: before it parks / while it waits",
+        "long_poll": "empty ReceiveMessage with WaitTimeSeconds right after a drain: before it parks / while it waits",
+        "long_poll_again": "the next empty ReceiveMessage (WaitTimeSeconds 2): before it parks / while it waits",
         "delete": "DeleteMessageBatch of 10",
         "send": "SendMessageBatch of 10",
     }
@@ -203,7 +217,7 @@ def table(results: dict[str, dict[str, Any]]) -> str:
             x = r.get(kind)
             if x is None:
                 cells.append("-")
-            elif kind == "long_poll":
+            elif kind.startswith("long_poll"):
                 cells.append(f"{x['before_park']} / {x['while_waiting']}")
             else:
                 cells.append(f"{x['median']:g} (mean {x['mean']:g}, max {x['max']})")
