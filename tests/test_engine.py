@@ -247,7 +247,7 @@ async def test_a_send_many_call_shares_rows_so_its_26_messages_are_one_write(man
 
     def record(db: Database, stmt: Any) -> None:
         if isinstance(stmt, BatchStatement):
-            batches.append(len(stmt._statements_and_parameters))
+            batches.append(len(stmt))
 
     with Database.observing(record):
         ids = await cq.send_many(queue_name, [Job("t", i) for i in range(26)])

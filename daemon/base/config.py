@@ -215,8 +215,8 @@ _DURATION_FIELDS = {
     "grow_window",
     "grow_settle",
 }
-#: Durations with a floor a guarantee rests on (seconds).
-_MIN_SECONDS = {"grow_settle": 30}
+#: Durations with a floor a guarantee rests on (seconds), by key as ``_RANGES``.
+_MIN_SECONDS = {"sqs.grow_settle": 30}
 #: Integer settings with bounds of their own (a queue's shape: engine/queues/settings.py has the same limits).
 _RANGES = {
     "sqs.queue_shards": (1, 4096),
@@ -315,8 +315,8 @@ def _coerce(hint: Any, value: Any, key: str, source: str) -> Any:
             raise ConfigError(
                 f"{key} in {source} must be a duration such as 5, '250ms', '30s' or '2m', got {value!r}"
             ) from None
-        if name in _MIN_SECONDS and seconds < _MIN_SECONDS[name]:
-            raise ConfigError(f"{key} in {source} must be at least {_MIN_SECONDS[name]}s, got {value!r}")
+        if key in _MIN_SECONDS and seconds < _MIN_SECONDS[key]:
+            raise ConfigError(f"{key} in {source} must be at least {_MIN_SECONDS[key]}s, got {value!r}")
         return round(seconds * 1000) if hint is int else seconds  # an int field holds ms
     origin = typing.get_origin(hint)
     if origin is list:
