@@ -19,6 +19,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -209,6 +210,10 @@ async def test_a_busy_tiny_queue_grows_and_a_quiet_one_does_not(growing: sqsserv
     log = _growth_log(stderr, busy)
     assert [(r["shards_before"], r["shards"]) for r in log if r["event"] == "queue_grown"] == [(1, 2), (2, 4)]
     assert [r["event"] for r in log].count("queue_growth_finished") == 1
+    grown = max(datetime.fromisoformat(r["timestamp"]) for r in log if r["event"] == "queue_grown")
+    [finished] = [datetime.fromisoformat(r["timestamp"]) for r in log if r["event"] == "queue_growth_finished"]
+    # the settle held the old layout at least sqs.grow_settle (30 s), and the setting reached the server (default 60 s)
+    assert 30 <= (finished - grown).total_seconds() < 60
     assert not _growth_log(stderr, quiet)
 
 
