@@ -70,6 +70,8 @@ class QueueDefaults:
     max_attempts: int = 5
     retention: float = 7 * 86400.0
     max_payload_bytes: int = 256 * 1024
+    #: Where a standard queue keeps a message in flight: "copy" or "in_place" (engine/take/flights.py).
+    in_flight: str = "copy"
 
 
 @dataclass
@@ -229,6 +231,7 @@ _CHOICES = {
     "log.format": {"auto", "console", "json"},
     "schema.replication_class": {"SimpleStrategy", "NetworkTopologyStrategy"},
     "sqs.auth": {"none", "sigv4"},
+    "queue_defaults.in_flight": {"copy", "in_place"},
 }
 
 

@@ -48,6 +48,15 @@ class QueueSettings:
     dedup_scope: str = "queue"
     #: FIFO only: "perQueue" or "perMessageGroupId" (high throughput: groups spread over more shards).
     fifo_throughput: str = "perQueue"
+    #: Standard queues only: "copy" (a take writes each message again as its timeout column) or "in_place" (a
+    #: take marks the message in flight where it is: its payload is written once; engine/take/flights.py).
+    #: Fixed at creation, as ``fifo`` is: the two keep in-flight messages in different places.
+    in_flight: str = "copy"
+
+    @property
+    def in_place(self) -> bool:
+        """A standard queue whose messages stay where they were sent while in flight (``in_flight``)."""
+        return self.in_flight == "in_place" and not self.fifo
 
     @property
     def bucket_ms(self) -> int:

@@ -101,7 +101,7 @@ class CursorKeeper:
         for _ in range(WALK_READS):
             end = min(horizon, lo + span)
             try:
-                rows = await self.db.run(self.table.peek, [qs.name, bucket, shard, rank, lo, end])
+                rows = await self.db.run(self.table.reads(qs).peek, [qs.name, bucket, shard, rank, lo, end])
             except StorageUnavailable as exc:
                 if not too_many_tombstones(exc) or span <= MIN_SLICE_MS:
                     raise

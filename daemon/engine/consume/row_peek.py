@@ -88,11 +88,13 @@ class RowPeek:
         state made for a row never seen); those with something due there, marked as best in it."""
         top = -max(qs.priorities)
         horizon = now + self.ahead_ms
+        reads = self.table.reads(qs)
         trip()
         found = await asyncio.gather(
             *(
                 self.db.run(
-                    self.table.peek, [qs.name, b, s, top, states.get((b, s), RowState()).cursors.get(top, 0), horizon]
+                    reads.peek,
+                    [qs.name, b, s, top, states.get((b, s), RowState()).cursors.get(top, 0), horizon],
                 )
                 for b, s in rows
             )
@@ -116,11 +118,12 @@ class RowPeek:
         ranks = qs.ranks()
         horizon = now + max(self.lookahead_ms, self.ahead_ms)
         skips = [state.skip(r, accepts, self.clock, self.rescan_ms) for r in ranks]
+        reads = self.table.reads(qs)
         results = await asyncio.gather(
             *(
-                self.db.run(self.table.peek, [qs.name, bucket, shard, r, state.cursors.get(r, 0), horizon])
+                self.db.run(reads.peek, [qs.name, bucket, shard, r, state.cursors.get(r, 0), horizon])
                 if skip is None
-                else self.db.run(self.table.peek_after, [qs.name, bucket, shard, r, skip[0], skip[1], horizon])
+                else self.db.run(reads.peek_after, [qs.name, bucket, shard, r, skip[0], skip[1], horizon])
                 for r, skip in zip(ranks, skips)
             ),
             return_exceptions=True,

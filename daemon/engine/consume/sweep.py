@@ -67,7 +67,7 @@ from daemon.base.logs import get_logger
 from daemon.base.model import Message, QueueSettings
 from daemon.engine.cluster.activity import HOUR_MS, ActivityMarks
 from daemon.engine.consume.consumer import Consumer
-from daemon.engine.storage.table import after, all_rows, message_from_row
+from daemon.engine.storage.table import after, all_rows, is_entry, message_from_row
 
 log = get_logger("casque.sweep")
 SWEEP_LAG_MS = 60_000
@@ -197,7 +197,7 @@ class Sweeper:
         if held is not None and held[1] == cursors and now - held[0] < HELD_REPEEK_MS:
             return False
         for rank in qs.ranks():
-            if await c.db.run(c.table.peek, [qs.name, bucket, shard, rank, cursors.get(rank, 0), _END]):
+            if await c.db.run(c.table.reads(qs).peek, [qs.name, bucket, shard, rank, cursors.get(rank, 0), _END]):
                 self._held[(bucket, shard)] = (now, cursors)
                 return False
         self._held.pop((bucket, shard), None)
@@ -214,7 +214,7 @@ class Sweeper:
             start = cursors.get(rank, 0)
             if start >= horizon:
                 continue
-            if not await c.db.run(c.table.read_due, [qs.name, bucket, shard, rank, start, horizon, 1]):
+            if not await c.db.run(c.table.reads(qs).read_due, [qs.name, bucket, shard, rank, start, horizon, 1]):
                 continue
             calm = False
             lock = await c.locker.acquire_direct(qs, bucket, shard)  # re-checked: two sweeps never both move a row
@@ -222,10 +222,10 @@ class Sweeper:
                 continue  # busy: someone is taking from this row; the next pass looks again
             try:
                 rows = await c.db.run(
-                    c.table.read_due,
+                    c.table.reads(qs).read_due,
                     [qs.name, bucket, shard, rank, max(start, lock.cursors.get(rank, 0)), horizon, SWEEP_LIMIT],
                 )
-                doomed = [message_from_row(qs.name, bucket, shard, r) for r in rows]
+                doomed = [message_from_row(qs.name, bucket, shard, r) for r in rows if not is_entry(r)]
                 for m in doomed:  # into the poison queue before the batch removes them from the row
                     await c.poison.add(
                         m,
@@ -260,7 +260,8 @@ class Sweeper:
     async def _strays(self, qs: QueueSettings, bucket: int, shard: int, rank: int, low: int, upper: int) -> list[Any]:
         """Rows of [low, upper) that lie below the cursor read with them."""
         c = self.consumer
-        rows = await c.db.run(c.table.read_below, [qs.name, bucket, shard, rank, low, upper, SWEEP_LIMIT])
+        # In place, messages in flight lie below the cursor too: the read sees only what waits (engine/take/flights.py).
+        rows = await c.db.run(c.table.reads(qs).read_below, [qs.name, bucket, shard, rank, low, upper, SWEEP_LIMIT])
         return [r for r in rows if r.due < dict(r.cursors or {}).get(rank, 0)]
 
     async def _repair(self, qs: QueueSettings, bucket: int, shard: int, rank: int, low: int, upper: int) -> int | None:
@@ -275,17 +276,31 @@ class Sweeper:
             batch = c.db.batch()
             batch.add(c.locker.release_statement(lock))
             moved: list[tuple[Message, int, int]] = []
+            entries: list[Any] = []
             for r in strays:
+                cursor = dict(r.cursors or {}).get(rank, 0)
+                if is_entry(r):  # an in-place queue's check entry: moved as it is (engine/take/flights.py)
+                    batch.add(c.table.delete_row(qs.name, bucket, shard, r))
+                    batch.add(
+                        c.table.insert_entry(
+                            lock, rank, max(now, cursor), r.id, r.moved_to, r.visible_at, now, qs.retention_s
+                        )
+                    )
+                    entries.append(r)
+                    continue
                 m = message_from_row(qs.name, bucket, shard, r)
-                old_due, cursor = m.due_ms, dict(r.cursors or {}).get(rank, 0)
+                old_due = m.due_ms
                 m.due_ms = max(now, cursor)
                 batch.add(c.table.delete_message(m, old_due))
                 batch.add(c.table.insert_message(m, now, qs.retention_s))
                 moved.append((m, old_due, cursor))
-            await c.db.run(batch, timestamp=after(*(m.write_ts for m, _, _ in moved), now_us=c.db.next_timestamp()))
+            written = [m.write_ts for m, _, _ in moved] + [r.wt or 0 for r in entries]
+            await c.db.run(batch, timestamp=after(*written, now_us=c.db.next_timestamp()))
         except BaseException:
             await c.locker.release(lock)
             raise
+        if entries:
+            c.expect(bucket, shard, now)
         for m, old_due, cursor in moved:
             c.expect(bucket, shard, m.due_ms)
             metrics.SWEPT.labels(qs.name).inc()

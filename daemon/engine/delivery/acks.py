@@ -21,7 +21,7 @@ from daemon.engine.queues.store import QueueStore
 from daemon.engine.schedules import chain
 from daemon.engine.send.keys import KeyStore
 from daemon.engine.storage.db import Database
-from daemon.engine.storage.table import STATE_WAITING, MessageTable, after
+from daemon.engine.storage.table import STATE_BACKOFF, STATE_WAITING, MessageTable, after, escape_id
 
 
 class Acker:
@@ -71,6 +71,10 @@ class Acker:
         now = self.clock.now_ms()
         old_due = _copy_due(m)
         m.last_error = error[:500]
+        if qs.in_place:  # narrow: BACKOFF where it is, and an escape entry that finds it then (engine/take/flights.py)
+            m.visible_at, m.state = now + delay_ms, STATE_BACKOFF
+            await self._write_in_place(m, now, qs.retention_s, escape=True)
+            return
         if (
             m.visible_at is not None
         ):  # FIFO: stays at its place in the group, in flight (the group waits) until the retry
@@ -96,6 +100,14 @@ class Acker:
         qs = await self.queues.get(m.queue)
         now = self.clock.now_ms()
         old_due, old_visible = _copy_due(m), m.visible_at
+        if qs.in_place:  # later only: the entry that covers it comes first, and moves it on (engine/take/flights.py)
+            m.visible_at = now + run_ms
+            try:
+                await self._write_in_place(m, now, qs.retention_s, escape=False)
+            except BaseException:
+                m.visible_at = old_visible
+                raise
+            return
         if m.visible_at is not None:  # FIFO: in place
             m.visible_at = now + run_ms
         else:
@@ -108,6 +120,22 @@ class Acker:
             m.due_ms = m.copy_due_ms = old_due
             m.visible_at = old_visible
             raise
+        m.write_ts = ts
+
+    async def _write_in_place(self, m: Message, now: int, retention_s: int, escape: bool) -> None:
+        """An in-place message's new delivery state, narrow (never the payload); ``escape``: with an escape entry at
+        its new ``visible_at``, in the same single-partition batch, for a time that may come before its check
+        entry's."""
+        batch = self.db.batch()
+        batch.add(self.table.update_in_flight(m, now, retention_s))
+        if escape:
+            position = _copy_due(m)
+            visible = m.visible_at or position
+            batch.add(
+                self.table.insert_entry(m, m.rank, visible, escape_id(m.id), position, position, now, retention_s)
+            )
+        ts = after(m.write_ts, now_us=self.db.next_timestamp())
+        await self.db.run(batch, timestamp=ts)
         m.write_ts = ts
 
     def _move(self, m: Message, old_due: int, now: int, retention_s: int) -> Any:

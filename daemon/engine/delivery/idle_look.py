@@ -86,7 +86,7 @@ class IdleLook:
         until = now + max(consumer.lookahead_ms, consumer.ahead_ms) if one_lane else horizon
         try:
             found = await self.db.run(
-                self.table.peek_rows,
+                self.table.reads(qs).peek_rows,
                 [qs.name, sorted({b for b, _ in rows}), sorted({s for _, s in rows}), ranks, low, until],
             )
         except StorageUnavailable as exc:

@@ -14,8 +14,8 @@ from daemon.engine.storage.table import STATE_IN_FLIGHT
 
 def into_flight(m: Message, now: int, invisible_until: int, fifo: bool, pulled: bool) -> None:
     """Attempt + 1, IN_FLIGHT, invisible until ``invisible_until``: a standard queue's message moves there (its
-    timeout column), a FIFO one stays at its position with ``visible_at`` set. ``pulled``: a receive's, whose
-    receive times ride in the column written anyway (engine/delivery/received.py)."""
+    timeout column), a FIFO or in-place one (``fifo`` True for both) stays at its position with ``visible_at`` set.
+    ``pulled``: a receive's, whose receive times ride in the column written anyway (engine/delivery/received.py)."""
     m.scheduled_ms = (m.trigger or {}).get("fire_ms") or m.due_ms
     m.attempt += 1
     m.state = STATE_IN_FLIGHT

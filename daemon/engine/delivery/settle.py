@@ -43,6 +43,7 @@ from daemon.engine.storage.table import (
     STATE_IN_FLIGHT,
     MessageTable,
     after,
+    escape_id,
     message_from_row,
     ttl_for,
 )
@@ -106,7 +107,7 @@ class Settler:
         m, marker, _ = await self.locate(r)
         if m is None:
             return False
-        if m.visible_at is not None:  # FIFO: in place, see _delete_in_place
+        if m.visible_at is not None and not (await self.queues.get(r.queue)).in_place:  # FIFO: see _delete_in_place
             await self._delete_in_place(m, r if marker else None)
             return True
         batch = self.db.batch()
@@ -162,6 +163,17 @@ class Settler:
                 f"visibility {seconds:g}s would end {(new_due - received) / 1000:.0f}s after the receive: "
                 f"at most {MAX_VISIBILITY_S}s from the receive"
             )
+        if qs.in_place:  # narrow, with an escape entry at the new time (engine/take/flights.py): no marker
+            m.visible_at = new_due
+            batch = self.db.batch()
+            batch.add(self.table.update_in_flight(m, now, qs.retention_s))
+            batch.add(
+                self.table.insert_entry(m, m.rank, new_due, escape_id(m.id), m.due_ms, m.due_ms, now, qs.retention_s)
+            )
+            await self.db.run(batch, timestamp=after(m.write_ts, now_us=self.db.next_timestamp()))
+            self.consumer_of(r.queue).expect(r.bucket, r.shard, new_due)
+            self.wakeups.notify(r.queue, new_due)
+            return new_due
         if m.visible_at is not None:  # FIFO: the message stays at its position, its visibility changes
             m.visible_at = new_due
             batch = self.db.batch()
@@ -222,14 +234,19 @@ class Settler:
         the deliveries' own write timestamps; a receipt whose marker predates markers naming
         their delivery is deleted by the checked path."""
         q = rs[0].queue
-        marks = await self.db.run(
-            self.table.read_marks,
-            [
-                q,
-                sorted({r.bucket for r in rs}),
-                sorted({r.shard for r in rs}),
-                [(KIND_MOVED, r.rank, r.due_ms, r.id) for r in rs],
-            ],
+        in_place = (await self.queues.get(q)).in_place  # no markers: a visibility change writes none there
+        marks = (
+            []
+            if in_place
+            else await self.db.run(
+                self.table.read_marks,
+                [
+                    q,
+                    sorted({r.bucket for r in rs}),
+                    sorted({r.shard for r in rs}),
+                    [(KIND_MOVED, r.rank, r.due_ms, r.id) for r in rs],
+                ],
+            )
         )
         found = {(x.bucket, x.shard, x.rank, x.due, x.id): x for x in marks}
         batch = self.db.batch()
@@ -252,7 +269,7 @@ class Settler:
         await asyncio.gather(*jobs)
         now = self.clock.now_ms()
         for r in rs:
-            if r.in_place and r not in older:  # its group may move on
+            if r.in_place and not in_place and r not in older:  # its FIFO group may move on
                 self._unblock(r, now)
 
     async def change_visibility_many(
@@ -270,8 +287,8 @@ class Settler:
         if marker is not None and marker.moved_to is not None and marker.moved_to != r.due_ms:
             moved = await self.db.run(self.table.read_at, [r.queue, r.bucket, r.shard, r.rank, marker.moved_to, r.id])
             row = next((x for x in moved if x.kind == KIND_MESSAGE), None)
-        if row is None or row.state != STATE_IN_FLIGHT or (row.attempt or 0) != r.attempt:
-            return None, marker is not None, row is not None
+        if row is None or row.task is None or row.state != STATE_IN_FLIGHT or (row.attempt or 0) != r.attempt:
+            return None, marker is not None, row is not None and row.task is not None  # no task: a ghost, deleted
         m = message_from_row(r.queue, r.bucket, r.shard, row)
         m.copy_due_ms = m.due_ms
         return m, marker is not None, True

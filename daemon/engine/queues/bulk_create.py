@@ -77,6 +77,7 @@ SETTING_COLUMNS = (
     "history",
     "expire_after_s",
     "fifo",
+    "in_flight",
 )
 CREATED, EXISTS, DIFFERS = "created", "exists", "differs"
 

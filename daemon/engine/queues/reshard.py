@@ -76,7 +76,9 @@ async def misplaced(stores: Stores, qs: QueueSettings) -> int:
         for rank in qs.ranks():
             bounds = [qs.name, bucket, shard, rank, cursors.get(rank, 0), 1 << 30]
             for r in await every_row(stores.db, stores.table.read_rank, bounds):
-                if row_of(r.id, qs.bucket_ms, qs.buckets, qs.shards) != (bucket, shard):
+                if r.task is None:  # an in-place queue's check entry: its messages are in flight in this row
+                    left += bucket >= qs.buckets or shard >= qs.shards
+                elif row_of(r.id, qs.bucket_ms, qs.buckets, qs.shards) != (bucket, shard):
                     left += 1
     return left
 

@@ -19,6 +19,8 @@ MIN_EXPIRE_S = 60
 #: spread groups (high-throughput mode: more of them).
 FIFO_SHARDS = {"perQueue": 1, "perMessageGroupId": 16}
 DEDUP_SCOPES = ("queue", "messageGroup")
+#: Where a standard queue keeps a message in flight (``QueueSettings.in_flight``).
+IN_FLIGHT = ("copy", "in_place")
 #: 1 shard x 1 bucket is valid: a tiny queue (one user's) is a single row, and an idle receive on it
 #: reads that row's lanes only (docs/design.md, "Many queues").
 #: max_attempts 0: no limit, a message is redelivered until its retention ends (an SQS queue
@@ -45,6 +47,7 @@ def settings_from_defaults(name: str, d: QueueDefaults, **overrides: Any) -> Que
         content_dedup=bool(o.get("content_dedup", False)),
         dedup_scope=str(o.get("dedup_scope", "queue")),
         fifo_throughput=str(o.get("fifo_throughput", "perQueue")),
+        in_flight=str(o.get("in_flight", "copy" if o.get("fifo") else d.in_flight)),
     )
     if qs.fifo:  # one bucket always; the shards follow the throughput mode unless given
         qs = replace(qs, buckets=1, shards=int(o.get("shards", FIFO_SHARDS.get(qs.fifo_throughput, 1))))
@@ -72,6 +75,10 @@ def check_settings(qs: QueueSettings) -> QueueSettings:
             f"queue {qs.name}: expire_after must be 0 (never) or at least {MIN_EXPIRE_S}s, got {qs.expire_after_s}s"
         )
     check_fifo(qs)
+    if qs.in_flight not in IN_FLIGHT:
+        raise UsageError(f"queue {qs.name}: in_flight must be copy or in_place, got {qs.in_flight!r}")
+    if qs.fifo and qs.in_flight != "copy":
+        raise UsageError(f"queue {qs.name}: a FIFO queue keeps its messages in place already: leave in_flight out")
     if not 64 <= qs.max_payload_bytes <= MAX_PAYLOAD_BYTES:
         raise UsageError(
             f"queue {qs.name}: max_payload_bytes must be between 64 and {MAX_PAYLOAD_BYTES} (4 MiB), got "
@@ -117,4 +124,5 @@ def defaults_of(qs: QueueSettings) -> QueueDefaults:
         max_attempts=qs.max_attempts,
         retention=qs.retention_s,
         max_payload_bytes=qs.max_payload_bytes,
+        in_flight=qs.in_flight,
     )

@@ -30,7 +30,7 @@ MIN_TOKEN = -(1 << 63)  # Murmur3Partitioner: tokens are signed 64-bit
 _COLUMNS = (
     "name, shards, buckets, bucket_seconds, lock_ttl_ms, timeout_ms, max_attempts, retention_s, "
     "max_payload_bytes, priorities, history, "
-    "expire_after_s, fifo"
+    "expire_after_s, fifo, in_flight"
 )
 _READ = _COLUMNS + ", draining"
 #: The whole row a request may need: settings and the SQS attributes (engine/queues/attributes.py), read once.
@@ -166,6 +166,10 @@ class QueueStore:
     async def update(self, name: str, **changes: Any) -> QueueSettings:
         """Change settings that are safe to change on a live queue (not shards/buckets: they move rows)."""
         moving = {"shards", "buckets", "bucket_seconds"} & {k for k, v in changes.items() if v is not None}
+        if changes.get("in_flight") is not None:
+            raise UsageError(
+                f"queue {name}: where a queue keeps messages in flight is fixed at its creation: create another queue"
+            )
         if changes.get("fifo") is not None:
             raise UsageError(
                 f"queue {name}: a queue is FIFO or not from its creation: create another queue to change it"
@@ -182,6 +186,7 @@ class QueueStore:
             "content_dedup": current.content_dedup,
             "dedup_scope": current.dedup_scope,
             "fifo_throughput": current.fifo_throughput,
+            "in_flight": current.in_flight,
         }
         merged = settings_from_defaults(
             name,
@@ -261,6 +266,7 @@ def _values(qs: QueueSettings) -> list[Any]:
         qs.history,
         qs.expire_after_s,
         _fifo_json(qs),
+        None if qs.in_flight == "copy" else qs.in_flight,
     ]
 
 
@@ -293,4 +299,5 @@ def _from_row(r: Any) -> QueueSettings:
         expire_after_s=int(getattr(r, "expire_after_s", None) or 0),
         draining=tuple(tuple(layout[:3]) for layout in json.loads(r.draining)) if getattr(r, "draining", None) else (),
         **_fifo_of(r),
+        in_flight=getattr(r, "in_flight", None) or "copy",
     )

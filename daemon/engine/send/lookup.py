@@ -126,7 +126,7 @@ class Lookup:
         async def one(bucket: int, shard: int, rank: int) -> list[Message]:
             async with sem:
                 rows = await self.db.run(self.table.read_rank, [qs.name, bucket, shard, rank, 0, limit])
-            return [message_from_row(qs.name, bucket, shard, r) for r in rows]
+            return [message_from_row(qs.name, bucket, shard, r) for r in rows if r.task is not None]  # not entries
 
         jobs = [one(b, s, r) for b, s in all_rows(qs) for r in qs.ranks()]
         found = [m for chunk in await asyncio.gather(*jobs) for m in chunk]

@@ -155,8 +155,9 @@ class Producer:
 
     @staticmethod
     def _catchable(qs: QueueSettings, m: Message, now: int) -> bool:
-        """Due now, no key, no schedule, a standard queue: what a parked poll would have taken first."""
-        return not qs.fifo and m.key is None and m.trigger is None and m.due_ms <= now
+        """Due now, no key, no schedule, a standard queue of the copy layout: what a parked poll would have taken first.
+        (An in-place queue's message written in flight would need its check entry: engine/take/flights.py.)"""
+        return not qs.fifo and not qs.in_place and m.key is None and m.trigger is None and m.due_ms <= now
 
     async def _hand_many(self, qs: QueueSettings, messages: list[Message], now: int) -> set[uuid.UUID]:
         """Hand the messages parked polls may catch to as many as are parked, each up to its limit, in send order;

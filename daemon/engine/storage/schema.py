@@ -295,6 +295,8 @@ MIGRATIONS: list[tuple[str, str, str]] = [
     # Queue creation's claims (engine/queues/bulk_create.py): TTL'd ids of creators about to write
     # the row, so creators race with plain writes and still never both create one name.
     ("queues", "claims", "set<uuid>"),
+    # Where a standard queue keeps messages in flight (null: "copy"; "in_place": engine/take/flights.py).
+    ("queues", "in_flight", "text"),
 ]
 
 

@@ -14,6 +14,7 @@ import math
 import operator
 import uuid
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from cassandra import cqltypes, marshal
@@ -27,7 +28,8 @@ from daemon.engine.storage.db import Database
 KIND_LOCK, KIND_MESSAGE, KIND_MOVED, KIND_TAIL = 0, 1, 2, 3
 #: The anchor row (kind -1, sorts before every other row): see ``write_anchor``.
 KIND_ANCHOR = -1
-STATE_WAITING, STATE_IN_FLIGHT = 0, 1
+#: BACKOFF: an in-place message a handler failed, waiting for its retry where it is (engine/take/flights.py).
+STATE_WAITING, STATE_IN_FLIGHT, STATE_BACKOFF = 0, 1, 2
 LOCK_PENDING, LOCK_ACQUIRED = 0, 1
 MAX_TTL = 630_720_000  # Cassandra's ceiling: 20 years
 
@@ -40,6 +42,24 @@ _MSG_COLS = (
 # WRITETIME lets a take or an ack write *after* the row it replaces even when the writer's clock
 # lags the producer's (a delete with an older timestamp than the insert would silently lose).
 _SELECT = _MSG_COLS + ", WRITETIME(task) AS wt"
+# An in-place queue's rows (engine/take/flights.py): a message's newest write is the narrow update that put it in
+# flight, which always writes ``state``; a check entry is told apart by ``moved_to`` (the start of its range).
+_IN_PLACE_SELECT = _MSG_COLS + ", moved_to, WRITETIME(state) AS wt"
+#: Filtered reads of an in-place lane see only what is waiting (messages and check entries, state 0): a message in
+#: flight stays where it was sent, and is found through its check entry, never by a read from the cursor.
+_WAITING = "AND state = 0"
+
+
+@dataclass(frozen=True)
+class LaneReads:
+    """The reads that look for what is due in a lane, one set per ``QueueSettings.in_flight``."""
+
+    peek: PreparedStatement
+    read_due: PreparedStatement
+    peek_after: PreparedStatement
+    read_due_after: PreparedStatement
+    peek_rows: PreparedStatement
+    read_below: PreparedStatement  # the sweep's (engine/consume/sweep.py)
 
 
 def after(*write_ts: int, now_us: int) -> int:
@@ -137,7 +157,8 @@ class MessageTable:
         # The sweep (engine/consume/sweep.py): a stretch below a cursor, with the cursors *from the same read*, so
         # a take batch (cursor move + deletes, atomic per replica) is seen whole or not at all.
         self.read_below = p(
-            f"SELECT cursors, {_SELECT} FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ? AND due < ? LIMIT ?"
+            f"SELECT cursors, moved_to, {_SELECT} FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ? "
+            "AND due < ? LIMIT ?"
         )
         self.read_rank = p(f"SELECT {_SELECT} FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ? LIMIT ?")
         self.read_id = p(f"SELECT {_SELECT} FROM {t} WHERE {_PK} AND kind = 1 AND id = ? ALLOW FILTERING")
@@ -153,12 +174,13 @@ class MessageTable:
         )
         self.unmark_moved = p(f"DELETE FROM {t} WHERE {_PK} AND kind = 2 AND rank = ? AND due = ? AND id = ?")
         self.count_from = p(
-            f"SELECT cursors, state, due, visible_at FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ?"
+            f"SELECT cursors, state, due, visible_at, moved_to FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? "
+            "AND due >= ?"
         )
         # The bounded depth estimate (engine/observe/depth_estimate.py): a lane's first rows from its cursor.
         self.count_head = p(
-            f"SELECT cursors, state, due, visible_at FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ? "
-            "LIMIT ?"
+            f"SELECT cursors, state, due, visible_at, moved_to FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? "
+            "AND due >= ? LIMIT ?"
         )
         self.set_cursor = p(f"UPDATE {t} SET cursors[?] = ? WHERE {_PK}")
         self.read_cursors = p(f"SELECT cursors FROM {t} WHERE {_PK} LIMIT 1")
@@ -211,6 +233,99 @@ class MessageTable:
             "AND rank IN ? AND due >= ? AND due <= ? PER PARTITION LIMIT 1"
         )
 
+        self.copy_reads = LaneReads(
+            self.peek, self.read_due, self.peek_after, self.read_due_after, self.peek_rows, self.read_below
+        )
+        self._prepare_in_place(t)
+
+    def _prepare_in_place(self, t: str) -> None:
+        """An in-place queue's statements (engine/take/flights.py): filtered reads of what waits, the read of a
+        check entry's range, the narrow in-flight update and the check entry's insert."""
+        p = self.db.prepare
+        lane = f"{_PK} AND kind = 1 AND rank = ?"
+        self.in_place_reads = LaneReads(
+            peek=p(f"SELECT due FROM {t} WHERE {lane} AND due >= ? AND due <= ? {_WAITING} LIMIT 1 ALLOW FILTERING"),
+            read_due=p(
+                f"SELECT {_IN_PLACE_SELECT} FROM {t} WHERE {lane} AND due >= ? AND due <= ? {_WAITING} LIMIT ? "
+                "ALLOW FILTERING"
+            ),
+            peek_after=p(
+                f"SELECT due FROM {t} WHERE {lane} AND (due, id) > (?, ?) AND (due) <= (?) {_WAITING} LIMIT 1 "
+                "ALLOW FILTERING"
+            ),
+            read_due_after=p(
+                f"SELECT {_IN_PLACE_SELECT} FROM {t} WHERE {lane} AND (due, id) > (?, ?) AND (due) <= (?) "
+                f"{_WAITING} LIMIT ? ALLOW FILTERING"
+            ),
+            peek_rows=p(
+                f"SELECT bucket, shard, rank, due FROM {t} WHERE queue = ? AND bucket IN ? AND shard IN ? AND kind = 1 "
+                f"AND rank IN ? AND due >= ? AND due <= ? {_WAITING} PER PARTITION LIMIT 1 ALLOW FILTERING"
+            ),
+            read_below=p(
+                f"SELECT cursors, {_IN_PLACE_SELECT} FROM {t} WHERE {lane} AND due >= ? AND due < ? {_WAITING} "
+                "LIMIT ? ALLOW FILTERING"
+            ),
+        )
+        self.read_range = p(f"SELECT {_IN_PLACE_SELECT} FROM {t} WHERE {lane} AND due >= ? AND due <= ? LIMIT ?")
+        self.read_spot = p(f"SELECT {_IN_PLACE_SELECT} FROM {t} WHERE {lane} AND due = ? AND id = ?")
+        self._update_flight = Binder(
+            p(
+                f"UPDATE {t} USING TTL ? SET state = ?, attempt = ?, visible_at = ?, headers = ?, trigger = ?, "
+                f"last_error = ? WHERE {lane} AND due = ? AND id = ?"
+            )
+        )
+        self._insert_entry = Binder(
+            p(
+                f"INSERT INTO {t} (queue, bucket, shard, kind, rank, due, id, state, moved_to, visible_at) "
+                "VALUES (?,?,?,1,?,?,?,0,?,?) USING TTL ?"
+            )
+        )
+
+    def reads(self, qs: QueueSettings) -> LaneReads:
+        """The lane reads for where this queue keeps messages in flight (``QueueSettings.in_flight``)."""
+        return self.in_place_reads if qs.in_place else self.copy_reads
+
+    def update_in_flight(self, m: Message, now_ms: int, retention_s: int, pulled: bool = False) -> BoundStatement:
+        """Bind the narrow write of an in-place message's delivery state at its own position (``m.copy_due_ms``):
+        state, attempt, ``visible_at``, last error, and its trigger (a schedule's successor is recorded there) and
+        headers (a receive's times) when it has them. Never the payload."""
+        position = m.copy_due_ms if m.copy_due_ms is not None else m.due_ms
+        visible = m.visible_at if m.visible_at is not None else position
+        return self._update_flight.bind(
+            [
+                ttl_for(max(position, visible), now_ms, retention_s),
+                m.state,
+                m.attempt,
+                visible,
+                _opt(m.headers) if pulled else UNSET_VALUE,
+                _opt(json.dumps(m.trigger) if m.trigger else None),
+                _opt(m.last_error),
+                m.queue,
+                m.bucket,
+                m.shard,
+                m.rank,
+                position,
+                m.id,
+            ]
+        )
+
+    def insert_entry(
+        self,
+        m: Message | Any,
+        rank: int,
+        due_ms: int,
+        entry_id: uuid.UUID,
+        lo: int,
+        hi: int,
+        now_ms: int,
+        retention_s: int,
+    ) -> BoundStatement:
+        """Bind a check entry of an in-place lane: at ``due_ms``, look at positions [lo, hi] of lane ``rank``
+        (engine/take/flights.py). ``m`` names the row (anything with queue, bucket, shard)."""
+        return self._insert_entry.bind(
+            [m.queue, m.bucket, m.shard, rank, due_ms, entry_id, lo, hi, ttl_for(due_ms, now_ms, retention_s)]
+        )
+
     def insert_message(self, m: Message, now_ms: int, retention_s: int) -> BoundStatement:
         """Bind an INSERT of ``m`` at its current position (``m.due_ms``) and state."""
         return self._insert.bind(
@@ -239,6 +354,30 @@ class MessageTable:
 
     def delete_message(self, m: Message, due_ms: int) -> BoundStatement:
         return self._delete.bind([m.queue, m.bucket, m.shard, m.rank, due_ms, m.id])
+
+    def delete_row(self, queue: str, bucket: int, shard: int, r: Any) -> BoundStatement:
+        """Bind the delete of a read row of a lane (anything with rank, due, id): an in-place queue's check entry
+        or ghost (engine/take/flights.py)."""
+        return self._delete.bind([queue, bucket, shard, r.rank, r.due, r.id])
+
+
+_ESCAPE = 1 << 127  # an in-place message's escape entries (engine/take/flights.py)
+
+
+def escape_id(message_id: uuid.UUID) -> uuid.UUID:
+    """The id of a message's escape entries: derived from its own, so escapes of one message at one time are one row,
+    and never equal to a message's id (a read by id finds the message alone)."""
+    return uuid.UUID(int=message_id.int ^ _ESCAPE)
+
+
+def is_entry(r: Any) -> bool:
+    """A check entry: no task, a range."""
+    return r.task is None and getattr(r, "moved_to", None) is not None
+
+
+def is_ghost(r: Any) -> bool:
+    """What an older delivery's delete left of a message (module docstring), or a row no writer of ours makes."""
+    return r.task is None and getattr(r, "moved_to", None) is None
 
 
 def message_from_row(queue: str, bucket: int, shard: int, r: Any) -> Message:

@@ -20,6 +20,7 @@ from daemon.engine.storage.db import Database
 from daemon.engine.storage.table import MessageTable
 from daemon.engine.take import fifo
 from daemon.engine.take.budget import TAKE_BYTES, TakeBudget
+from daemon.engine.take.flights import Flights, is_entry, is_ghost, scan
 from daemon.engine.take.locking import HeldLock
 from daemon.engine.take.options import TakeOptions
 
@@ -36,6 +37,11 @@ class TakeRead:
     skips: Skips
     frontier: Skips = field(default_factory=dict)
     sealed: set[int] = field(default_factory=set)  # lanes whose frontier is sealed (``RowState.sealed``)
+    flights: Flights = field(default_factory=Flights)  # an in-place queue's check entries processed (flights.py)
+
+    def anything(self) -> bool:
+        """Whether the take has something to commit: messages, or an in-place queue's entries processed."""
+        return bool(self.found or self.flights)
 
 
 class TakeReader:
@@ -69,10 +75,10 @@ class TakeReader:
         moves: dict[int, int] = {}
         skips: Skips = {}
         frontier: Skips = {}
-        found = self._keep(
-            budget, moves, skips, ranks[0], due, limit if len(due) == len(rows) else limit + 1, now, from_skip, opts
-        )
+        read_limit = limit if len(due) == len(rows) else limit + 1
+        found = self._keep(budget, moves, skips, ranks[0], due, read_limit, now, from_skip, opts, qs.in_place)
         _frontier(frontier, sealed, ranks[0], found, now, self.tolerance_ms, opts)
+        entries = due if qs.in_place else []
         for rank in ranks[1:] if not opts.top_lane_only else ():
             if budget.full():
                 break
@@ -80,13 +86,51 @@ class TakeReader:
             more, from_skip = await self._read_due(qs, lock, rank, state, due_by, budget.count_left(), opts)
             if not from_skip:
                 sealed.add(rank)
-            kept = self._keep(budget, moves, skips, rank, more, budget.count_left(), now, from_skip, opts)
+            kept = self._keep(budget, moves, skips, rank, more, budget.count_left(), now, from_skip, opts, qs.in_place)
             _frontier(frontier, sealed, rank, kept, now, self.tolerance_ms, opts)
             found += kept
+            entries = entries + more if qs.in_place else entries
+        flights = await self._flights(qs, lock, state, entries, budget, now, opts) if entries else Flights()
+        found += flights.rescued
         if not found:  # nothing to take: what was read is all left for the pull readers, read past it now
             state.skip_to(skips, opts.accepts, self.clock.elapsed_ms())
             skips = {}
-        return TakeRead(found, moves, skips, frontier, sealed & frontier.keys())
+        return TakeRead(found, moves, skips, frontier, sealed & frontier.keys(), flights)
+
+    async def _flights(
+        self,
+        qs: QueueSettings,
+        lock: HeldLock,
+        state: RowState,
+        rows: list[Any],
+        budget: TakeBudget,
+        now: int,
+        opts: TakeOptions,
+    ) -> Flights:
+        """An in-place queue's rows read that are not messages: the check entries due are scanned (flights.py),
+        ghosts dropped; an entry due later (within the take-ahead) is left, and wakes the row then."""
+        due: list[Any] = []
+        for r in rows:
+            if is_entry(r) and r.due > now:
+                state.wake = min(state.wake, r.due)
+            elif is_entry(r):
+                due.append(r)
+        ghosts = [r for r in rows if is_ghost(r)]
+        if not due:
+            return Flights(drop=ghosts)
+        accepts = opts.accepts
+        trip()
+        flights = await scan(
+            self.db,
+            self.table,
+            qs,
+            (lock.bucket, lock.shard),
+            due,
+            now,
+            lambda r: (accepts is None or accepts(r.task)) and bool(budget.fit([r])),
+        )
+        flights.drop += ghosts
+        return flights
 
     async def _read_fifo(
         self, qs: QueueSettings, lock: HeldLock, state: RowState, now: int, opts: TakeOptions
@@ -149,11 +193,12 @@ class TakeReader:
         skip = state.skip(rank, opts.accepts, self.clock, self.rescan_ms)
         if skip is not None:
             return await self.db.run(
-                self.table.read_due_after, [qs.name, lock.bucket, lock.shard, rank, skip[0], skip[1], until, limit]
+                self.table.reads(qs).read_due_after,
+                [qs.name, lock.bucket, lock.shard, rank, skip[0], skip[1], until, limit],
             ), rank not in state.sealed or skip != state.frontier.get(rank)
         start = state.cursors.get(rank, 0)
         return await self.db.run(
-            self.table.read_due, [qs.name, lock.bucket, lock.shard, rank, start, until, limit]
+            self.table.reads(qs).read_due, [qs.name, lock.bucket, lock.shard, rank, start, until, limit]
         ), False
 
     def _keep(
@@ -167,19 +212,25 @@ class TakeReader:
         now: int,
         from_skip: bool,
         opts: TakeOptions,
+        in_place: bool = False,
     ) -> list[Any]:
         """The rows of one lane that fit the take, and (in ``moves``) where the lane's cursor may go
         *if* the take commits: past every row kept, never past the first row left behind. Shared
         with pull readers (``accepts``), a task not accepted is left behind too (the cursor stops at
-        it), and ``skips`` gets the position after the last row read that was kept or left to them."""
+        it), and ``skips`` gets the position after the last row read that was kept or left to them.
+        ``in_place``: rows without a task are an in-place queue's check entries (flights.py): read past, not kept
+        (the take processes the due ones; one due later lies past now - tolerance, where no cursor goes)."""
         accepts = opts.accepts
+        read = rows
+        if in_place:
+            rows = [r for r in rows if r.task is not None]
         ours = rows if accepts is None else [r for r in rows if accepts(r.task)]
         kept = budget.fit(ours)
         safe = now - self.tolerance_ms
         if len(kept) < len(ours):
             target = min(ours[len(kept)].due, safe)  # cut by size: the next one waits for the next take
-        elif len(rows) >= read_limit:
-            target = min(rows[-1].due, safe)  # a full read: more may follow the last one read
+        elif len(read) >= read_limit:
+            target = min(read[-1].due, safe)  # a full read: more may follow the last one read
         else:
             target = safe  # a short read: every due row of the lane was read
         if accepts is not None and len(ours) < len(rows):

@@ -39,6 +39,7 @@ from daemon.engine.schedules import chain
 from daemon.engine.send.keys import KeyStore
 from daemon.engine.storage.db import Database
 from daemon.engine.storage.table import STATE_IN_FLIGHT, MessageTable, after, message_from_row
+from daemon.engine.take.flights import Flights, check_entries
 from daemon.engine.take.holds import RowHolds
 from daemon.engine.take.locking import HeldLock, ShardLocker
 from daemon.engine.take.options import TakeOptions, TakeResult
@@ -121,7 +122,7 @@ class Take:
             return TakeResult()
         messages = [message_from_row(qs.name, lock.bucket, lock.shard, r) for r in read.found]
         keep = self._lingers(qs, lock, opts)
-        taken = await self._commit(qs, state, lock, messages, read.moves, opts, keep_lock=keep)
+        taken = await self._commit(qs, state, lock, messages, read.moves, opts, keep_lock=keep, flights=read.flights)
         if keep:
             self.holds.adopt(qs, (lock.bucket, lock.shard), lock)
         self._committed(state, read, opts)
@@ -142,7 +143,7 @@ class Take:
                 return TakeResult()
             lingering = self.holds.lingering(row)
             read = await self.reader.read(qs, lock, state, now, opts)
-            if not read.found:
+            if not read.anything():
                 state.next_check = min(next_rescan(now, self.rescan_ms), state.wake - opts.ahead_ms)
                 if lingering:  # drained: nobody waits on this row's lock any more
                     await self.holds.release(qs, row)
@@ -164,7 +165,9 @@ class Take:
             messages = [message_from_row(qs.name, lock.bucket, lock.shard, r) for r in read.found]
             keep = not lingering or self._lingers(qs, lock, opts)
             try:
-                taken = await self._commit(qs, state, lock, messages, read.moves, opts, keep_lock=keep)
+                taken = await self._commit(
+                    qs, state, lock, messages, read.moves, opts, keep_lock=keep, flights=read.flights
+                )
                 if lingering and keep:  # kept again for the next take, with a fresh timer
                     self.holds.adopt(qs, row, lock)
                 elif lingering:  # the batch deleted its column
@@ -205,10 +208,13 @@ class Take:
         moves: dict[int, int],
         opts: TakeOptions,
         keep_lock: bool = False,
+        flights: Flights | None = None,
     ) -> list[Message]:
         """The take: one single-partition batch (release lock, remove taken, write timeout columns,
         move the cursors). The in-memory cursors follow only once the batch is written.
-        ``opts.visibility_ms`` replaces the messages' own timeout (a pulled message's visibility timeout)."""
+        ``opts.visibility_ms`` replaces the messages' own timeout (a pulled message's visibility timeout).
+        An in-place queue's messages are marked in flight where they are instead, with the check entries
+        (``flights``: what its scan found, engine/take/flights.py) in the same batch."""
         now = self.clock.now_ms()
         batch = self.db.batch()
         if not keep_lock:
@@ -218,7 +224,7 @@ class Take:
         chained: list[tuple[Message, Message]] = []
         for m in messages:
             reason = poison_reason(m, qs)
-            if reason or not qs.fifo:  # a FIFO message stays at its position while it lives (engine/take/fifo.py)
+            if reason or not (qs.fifo or qs.in_place):  # FIFO and in place: it stays at its position while it lives
                 batch.add(self.table.delete_message(m, m.due_ms))
             if reason:
                 doomed.append((m, reason))
@@ -229,7 +235,10 @@ class Take:
                 chain.record_successor(m, nxt)  # stored with m's timeout column (engine/schedules/chain.py)
                 chained.append((m, nxt))
             self._deliver(qs, m, now, opts)
-            batch.add(self.table.insert_message(m, now, qs.retention_s))
+            if qs.in_place:  # the narrow update: never the payload again
+                batch.add(self.table.update_in_flight(m, now, qs.retention_s, pulled=opts.visibility_ms is not None))
+            else:
+                batch.add(self.table.insert_message(m, now, qs.retention_s))
             m.max_attempts = m.max_attempts or qs.max_attempts  # bound above as stored (0: follow the queue)
             delivered.append(m)
         cursors = dict(state.cursors)
@@ -242,14 +251,17 @@ class Take:
             await self.poison.add(m, reason, "Poisoned", m.last_error or reason, "", now, qs.retention_s)
             self.stats.poisoned += 1
             log.error("message_poisoned", queue=qs.name, task=m.task, id=str(m.id), attempt=m.attempt, reason=reason)
-        ts = after(*(m.write_ts for m in messages), now_us=self.db.next_timestamp())
+        written = [m.write_ts for m in messages]
+        if qs.in_place:
+            written += check_entries(self.table, batch, qs, lock, delivered, flights or Flights(), now)
+        ts = after(*written, now_us=self.db.next_timestamp())
         trip()
         await self.db.run(batch, timestamp=ts)
         merge(state.cursors, cursors)  # committed: only now may later reads start past what was read
         merge(state.stored, cursors)
         state.anchored = True
-        if delivered and not qs.fifo:  # their timeout columns, tombstones once acked (consume/cursor_keeper.py)
-            state.pile_until = max(state.pile_until, max(m.due_ms for m in delivered))
+        if delivered and not qs.fifo:  # their timeout columns (in place: check entries), tombstones once done
+            state.pile_until = max(state.pile_until, max(m.visible_at or m.due_ms for m in delivered))
         for m in delivered:
             m.write_ts = ts
         await self._chain(qs, chained, ts, now)
@@ -271,7 +283,7 @@ class Take:
                 reason="timeout passed before an ack",
             )
         invisible_until = now + (m.timeout_ms if opts.visibility_ms is None else opts.visibility_ms) + opts.hold_ms
-        into_flight(m, now, invisible_until, qs.fifo, pulled=opts.visibility_ms is not None)
+        into_flight(m, now, invisible_until, qs.fifo or qs.in_place, pulled=opts.visibility_ms is not None)
 
     async def _chain(self, qs: QueueSettings, chained: list[tuple[Message, Message]], ts: int, now: int) -> None:
         """After the batch: each schedule's key follows to the next occurrence written with it

@@ -1,0 +1,134 @@
+"""An in-place queue's messages in flight: the check entries that find what timed out, and the scan they start.
+
+In a queue created with ``in_flight = "in_place"`` a take does not write a message again as its timeout column: it
+marks it in flight where it was sent (one narrow update: state, attempt, ``visible_at``), and the ack deletes it. The
+payload is written once, at the send. What that takes away is the copy a read from the cursor used to find when a
+timeout passed: the message now lies behind the cursor, which moved past it in the take batch. So every take batch
+that delivers messages also writes a narrow **check entry**: a row of the same lane, due at the earliest
+``visible_at`` it set, holding the range of positions it took from (``moved_to`` .. ``visible_at`` columns: lo, hi)
+and no task. Reads of an in-place lane see only rows in state WAITING, and an entry is one, so the take that reads
+the lane when the entry comes due finds it with its due messages, under the row lock, and scans its range here:
+
+* a message in flight (or in backoff) whose visibility passed is delivered again in place by that take, and gets a
+  check entry of its own at its new ``visible_at`` (an *escape*: the range is its own position);
+* one still in flight (a long handler, a visibility extended) gets an escape at its ``visible_at``;
+* a message that is gone (acked: a tombstone, never returned) costs the scan one tombstone, once;
+* a row without a task and without a range is a *ghost*: the cells a newer delivery's narrow update left after an
+  older delivery's delete (every delete of a delivery is timestamped at that delivery's write: the delete removes the
+  send's payload and task, not what was written later). A ghost is a message already deleted: it is dropped.
+
+The entry is deleted in the same batch. So this holds, and at-least-once rests on it: *every message in flight or
+in backoff lies in the range of a live check entry due no later than its visibility ends*. A take's entry covers
+what it took (due at the earliest end of their visibility); a scan moves each message it does not finish to an escape
+of its own before it deletes the entry; an extension only pushes ``visible_at`` later (the entry still comes first);
+a retry or a visibility change that brings it sooner writes an escape at the new time in the same batch (the entry's
+id is derived from the message's, so escapes of one message at one time are one row). A check entry is read by the
+same filtered reads and peeks as a waiting message, so a row with entries is never idle, never settled, and the cursor
+stops at an entry until a take has processed it. A range read holds at most ``SCAN_LIMIT`` rows; a longer one leaves
+a new entry for the rest, due at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from cassandra.query import BatchStatement
+
+from daemon.base.model import Message, QueueSettings
+from daemon.engine.storage.db import Database
+from daemon.engine.storage.table import STATE_WAITING, MessageTable, escape_id, is_entry, is_ghost
+
+#: Rows a check entry's range read returns at most (tombstones of acked messages are not rows: they are not counted
+#: here, but by the node's tombstone thresholds: a take's range holds about one batch of messages).
+SCAN_LIMIT = 1000
+#: A message visible again that this take has no room for (or no handler for): its escape comes due this much later.
+REVISIT_MS = 1000
+
+
+@dataclass
+class Flights:
+    """What a take's scan of its due check entries found, all written in the take's batch."""
+
+    rescued: list[Any] = field(default_factory=list)  # visible again: delivered in place by this take (and escaped)
+    escapes: list[tuple[Any, int]] = field(default_factory=list)  # (row, when): still in flight, an entry of its own
+    drop: list[Any] = field(default_factory=list)  # entries processed and ghosts: deleted
+    follow: list[tuple[int, int, int]] = field(default_factory=list)  # (rank, lo, hi) a range read did not finish
+
+    def __bool__(self) -> bool:
+        return bool(self.rescued or self.escapes or self.drop or self.follow)
+
+
+async def scan(
+    db: Database,
+    table: MessageTable,
+    qs: QueueSettings,
+    row: tuple[int, int],
+    entries: list[Any],
+    now: int,
+    take: Callable[[Any], bool],
+) -> Flights:
+    """Read the ranges of these due check entries (at once: one round trip) and sort what is in them (module
+    docstring). ``take(row)``: whether this take delivers a message visible again (its budget, its handlers)."""
+    bucket, shard = row
+    reads = await asyncio.gather(
+        *(
+            db.run(table.read_range, [qs.name, bucket, shard, e.rank, e.moved_to, e.visible_at, SCAN_LIMIT])
+            for e in entries
+        )
+    )
+    out = Flights(drop=list(entries))
+    seen: set[uuid.UUID] = {e.id for e in entries}
+    for e, rows in zip(entries, reads):
+        if len(rows) >= SCAN_LIMIT:
+            out.follow.append((e.rank, rows[-1].due, e.visible_at))
+        for r in rows:
+            if r.id in seen or is_entry(r):
+                continue  # an entry is processed when it comes due, not when a range passes over it
+            seen.add(r.id)
+            if is_ghost(r):
+                out.drop.append(r)
+            elif r.state != STATE_WAITING:
+                visible = r.visible_at if r.visible_at is not None else r.due
+                if visible <= now and take(r):
+                    out.rescued.append(r)
+                else:
+                    out.escapes.append((r, visible if visible > now else now + REVISIT_MS))
+    return out
+
+
+def check_entries(
+    table: MessageTable,
+    batch: BatchStatement,
+    qs: QueueSettings,
+    row: Any,
+    delivered: list[Message],
+    flights: Flights,
+    now: int,
+) -> list[int]:
+    """Add a take's check entries to its batch (module docstring): one per lane for the messages it took from its due
+    reads, due at the earliest end of their visibility; an escape for each message its scan delivered again or left
+    in flight; a follow-up for a range not finished; the deletes of the entries processed and the ghosts. ``row``
+    names the row (queue, bucket, shard). Returns the write times of the rows deleted: the batch must come after."""
+    rescued = {r.id for r in flights.rescued}
+    spans: dict[int, tuple[int, int, int]] = {}  # rank -> (lo, hi, due)
+    keep = qs.retention_s
+    for m in delivered:
+        position, visible = m.copy_due_ms or m.due_ms, m.visible_at or m.due_ms
+        if m.id in rescued:
+            batch.add(table.insert_entry(row, m.rank, visible, escape_id(m.id), position, position, now, keep))
+            continue
+        lo, hi, due = spans.get(m.rank, (position, position, visible))
+        spans[m.rank] = (min(lo, position), max(hi, position), min(due, visible))
+    for rank, (lo, hi, due) in spans.items():
+        batch.add(table.insert_entry(row, rank, due, uuid.uuid4(), lo, hi, now, keep))
+    for r, when in flights.escapes:
+        batch.add(table.insert_entry(row, r.rank, when, escape_id(r.id), r.due, r.due, now, keep))
+    for rank, lo, hi in flights.follow:
+        batch.add(table.insert_entry(row, rank, now, uuid.uuid4(), lo, hi, now, keep))
+    for r in flights.drop:
+        batch.add(table.delete_row(row.queue, row.bucket, row.shard, r))
+    return [r.wt or 0 for r in flights.drop]
