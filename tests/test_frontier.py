@@ -39,7 +39,8 @@ async def traced(settings: Settings) -> AsyncIterator[tuple[Casque, list[int]]]:
     client = await Casque.connect(settings)
     scanned: list[int] = []
     t = client.table
-    reads = {id(s) for s in (t.read_due, t.read_due_after, t.peek, t.peek_after, t.peek_rows)}
+    lanes = (t.copy_reads, t.in_place_reads)  # either, as the queue keeps its messages in flight
+    reads = {id(s) for r in lanes for s in (r.read_due, r.read_due_after, r.peek, r.peek_after, r.peek_rows)}
     run = client.db.run
 
     async def traced_run(stmt: Any, params: Any = None, timeout: Any = None, timestamp: Any = None) -> Any:

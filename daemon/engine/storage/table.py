@@ -267,7 +267,9 @@ class MessageTable:
             ),
         )
         self.read_range = p(f"SELECT {_IN_PLACE_SELECT} FROM {t} WHERE {lane} AND due >= ? AND due <= ? LIMIT ?")
-        self.read_spot = p(f"SELECT {_IN_PLACE_SELECT} FROM {t} WHERE {lane} AND due = ? AND id = ?")
+        self.read_range_after = p(
+            f"SELECT {_IN_PLACE_SELECT} FROM {t} WHERE {lane} AND (due, id) > (?, ?) AND (due) <= (?) LIMIT ?"
+        )
         self._update_flight = Binder(
             p(
                 f"UPDATE {t} USING TTL ? SET state = ?, attempt = ?, visible_at = ?, headers = ?, trigger = ?, "
@@ -276,8 +278,8 @@ class MessageTable:
         )
         self._insert_entry = Binder(
             p(
-                f"INSERT INTO {t} (queue, bucket, shard, kind, rank, due, id, state, moved_to, visible_at) "
-                "VALUES (?,?,?,1,?,?,?,0,?,?) USING TTL ?"
+                f"INSERT INTO {t} (queue, bucket, shard, kind, rank, due, id, state, moved_to, visible_at, key) "
+                "VALUES (?,?,?,1,?,?,?,0,?,?,?) USING TTL ?"
             )
         )
 
@@ -319,11 +321,24 @@ class MessageTable:
         hi: int,
         now_ms: int,
         retention_s: int,
+        after_id: uuid.UUID | None = None,
     ) -> BoundStatement:
         """Bind a check entry of an in-place lane: at ``due_ms``, look at positions [lo, hi] of lane ``rank``
-        (engine/take/flights.py). ``m`` names the row (anything with queue, bucket, shard)."""
+        (engine/take/flights.py), or only those after (lo, ``after_id``): a range a scan did not finish, whose
+        last row read may share its due time with many. ``m`` names the row (anything with queue, bucket, shard)."""
         return self._insert_entry.bind(
-            [m.queue, m.bucket, m.shard, rank, due_ms, entry_id, lo, hi, ttl_for(due_ms, now_ms, retention_s)]
+            [
+                m.queue,
+                m.bucket,
+                m.shard,
+                rank,
+                due_ms,
+                entry_id,
+                lo,
+                hi,
+                UNSET_VALUE if after_id is None else str(after_id),
+                ttl_for(due_ms, now_ms, retention_s),
+            ]
         )
 
     def insert_message(self, m: Message, now_ms: int, retention_s: int) -> BoundStatement:

@@ -25,7 +25,8 @@ a retry or a visibility change that brings it sooner writes an escape at the new
 id is derived from the message's, so escapes of one message at one time are one row). A check entry is read by the
 same filtered reads and peeks as a waiting message, so a row with entries is never idle, never settled, and the cursor
 stops at an entry until a take has processed it. A range read holds at most ``SCAN_LIMIT`` rows; a longer one leaves
-a new entry for the rest, due at once.
+a new entry for the rest, due at once, that resumes after the last row read (its due time and id: a ``send_many``
+puts many messages at one due time), the id in the entry's ``key`` column.
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ class Flights:
     rescued: list[Any] = field(default_factory=list)  # visible again: delivered in place by this take (and escaped)
     escapes: list[tuple[Any, int]] = field(default_factory=list)  # (row, when): still in flight, an entry of its own
     drop: list[Any] = field(default_factory=list)  # entries processed and ghosts: deleted
-    follow: list[tuple[int, int, int]] = field(default_factory=list)  # (rank, lo, hi) a range read did not finish
+    #: (rank, lo, after id, hi): a range a read did not finish, resumed after its last row
+    follow: list[tuple[int, int, uuid.UUID, int]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(self.rescued or self.escapes or self.drop or self.follow)
@@ -77,6 +79,11 @@ async def scan(
     reads = await asyncio.gather(
         *(
             db.run(table.read_range, [qs.name, bucket, shard, e.rank, e.moved_to, e.visible_at, SCAN_LIMIT])
+            if e.key is None
+            else db.run(
+                table.read_range_after,
+                [qs.name, bucket, shard, e.rank, e.moved_to, uuid.UUID(e.key), e.visible_at, SCAN_LIMIT],
+            )
             for e in entries
         )
     )
@@ -84,7 +91,7 @@ async def scan(
     seen: set[uuid.UUID] = {e.id for e in entries}
     for e, rows in zip(entries, reads):
         if len(rows) >= SCAN_LIMIT:
-            out.follow.append((e.rank, rows[-1].due, e.visible_at))
+            out.follow.append((e.rank, rows[-1].due, rows[-1].id, e.visible_at))
         for r in rows:
             if r.id in seen or is_entry(r):
                 continue  # an entry is processed when it comes due, not when a range passes over it
@@ -127,8 +134,8 @@ def check_entries(
         batch.add(table.insert_entry(row, rank, due, uuid.uuid4(), lo, hi, now, keep))
     for r, when in flights.escapes:
         batch.add(table.insert_entry(row, r.rank, when, escape_id(r.id), r.due, r.due, now, keep))
-    for rank, lo, hi in flights.follow:
-        batch.add(table.insert_entry(row, rank, now, uuid.uuid4(), lo, hi, now, keep))
+    for rank, lo, after_id, hi in flights.follow:
+        batch.add(table.insert_entry(row, rank, now, uuid.uuid4(), lo, hi, now, keep, after_id))
     for r in flights.drop:
         batch.add(table.delete_row(row.queue, row.bucket, row.shard, r))
     return [r.wt or 0 for r in flights.drop]

@@ -1,0 +1,183 @@
+"""A queue that keeps its messages in flight in place (``in_flight = "in_place"``, engine/take/flights.py).
+
+What the layout promises, read from the rows themselves: a take marks its messages in flight where they were
+sent and writes one check entry for them; the payload is never written again; what outlives its visibility comes
+back exactly once (through the entry, or an escape the scan wrote); a ghost (what a stale delivery's delete leaves)
+is never delivered and is dropped; the sweep leaves messages in flight alone. The clock is a ManualClock shared by
+producer and consumer: "comes back then" is checked by moving it, never by sleeping. The same engine tests run
+against this layout too (``CASQUE_TEST_IN_FLIGHT=in_place``, tests/conftest.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from daemon.base.clock import ManualClock
+from daemon.base.model import Message
+from daemon.engine.client import Casque
+from daemon.engine.consume.consumer import Consumer
+from daemon.engine.consume.sweep import Sweeper
+from daemon.engine.send.producer import Job
+from daemon.engine.storage.table import STATE_BACKOFF, STATE_IN_FLIGHT, is_entry, is_ghost
+from daemon.engine.take import flights
+
+Pair = tuple[Casque, ManualClock]
+
+
+async def drain(consumer: Consumer, limit: int = 100, rounds: int = 3) -> list[Message]:
+    """Fetch until a few full rounds come back empty (every shard visited each round)."""
+    out: list[Message] = []
+    empty = 0
+    while empty < rounds:
+        got = await consumer.fetch(limit)
+        out += got
+        empty = 0 if got else empty + 1
+    return out
+
+
+async def lane(cq: Casque, queue: str) -> list[Any]:
+    """Every live row of the (only) row's lane 0: messages, check entries, ghosts, with their write times."""
+    st = cq.stores
+    return list(await st.db.run(st.table.read_range, [queue, 0, 0, 0, 0, 1 << 62, 10_000]))
+
+
+async def in_place_queue(cq: Casque, queue: str, **options: Any) -> None:
+    await cq.create_queue(queue, shards=1, buckets=1, in_flight="in_place", **options)
+    assert (await cq.queues.get(queue)).in_place
+
+
+async def test_a_take_marks_its_messages_in_flight_where_they_are_with_one_check_entry(
+    manual: Pair, queue_name: str
+) -> None:
+    cq, clock = manual
+    await in_place_queue(cq, queue_name, timeout=20)
+    ids = [await cq.send(queue_name, "t", {"n": i}) for i in range(5)]
+    sent = {r.id: (r.due, r.wt) for r in await lane(cq, queue_name)}
+    got = await drain(cq.consumer(queue_name))
+    assert sorted(str(m.id) for m in got) == sorted(ids)
+    rows = await lane(cq, queue_name)
+    messages = [r for r in rows if r.task is not None]
+    [entry] = [r for r in rows if is_entry(r)]
+    assert {r.id: r.due for r in messages} == {i: due for i, (due, _) in sent.items()}, "nothing moved"
+    assert all(r.state == STATE_IN_FLIGHT and r.attempt == 1 for r in messages)
+    assert all(r.visible_at == got[0].visible_at for r in messages)
+    assert (entry.moved_to, entry.visible_at) == (min(r.due for r in messages), max(r.due for r in messages))
+    assert entry.due == min(r.visible_at for r in messages), "the entry comes due when the first visibility ends"
+    writes = await cq.stores.db.run(
+        f"SELECT id, WRITETIME(payload) AS pw FROM {cq.settings.cassandra.keyspace}.messages "
+        "WHERE queue = %s AND bucket = 0 AND shard = 0 AND kind = 1",
+        [queue_name],
+    )
+    assert {r.id: r.pw for r in writes if r.pw is not None} == {i: wt for i, (_, wt) in sent.items()}, (
+        "the payload is the send's: the take did not write it again"
+    )
+    await cq.acker.ack(got)
+    clock.advance(21_000 + 10_000)
+    assert await drain(cq.consumer(queue_name)) == []
+    assert await lane(cq, queue_name) == [], "acked, and the entry processed: nothing left but tombstones"
+
+
+async def test_a_delivery_longer_than_its_entry_is_escaped_then_comes_back_once(manual: Pair, queue_name: str) -> None:
+    cq, clock = manual
+    await in_place_queue(cq, queue_name, timeout=20)
+    mid = await cq.send(queue_name, "t", "long")
+    c = cq.consumer(queue_name)
+    [m] = await drain(c)
+    await cq.acker.extend_ms(m, 60_000)  # a long handler: the entry, due at 20 s, still comes first
+    clock.advance(21_000 + 10_000)
+    assert await drain(c) == [], "still in flight: the scan escapes it instead"
+    [escape] = [r for r in await lane(cq, queue_name) if is_entry(r)]
+    assert (escape.id, escape.due, escape.moved_to) == (flights.escape_id(m.id), m.visible_at, m.due_ms)
+    clock.advance(30_000)
+    again = await drain(c)
+    assert [(str(x.id), x.attempt) for x in again] == [(mid, 2)]
+    await cq.acker.ack(again)
+    clock.advance(60_000)
+    assert await drain(c) == []
+    assert await lane(cq, queue_name) == []
+
+
+async def test_a_retry_waits_in_place_and_comes_back_at_its_time(manual: Pair, queue_name: str) -> None:
+    cq, clock = manual
+    await in_place_queue(cq, queue_name, timeout=20)
+    mid = await cq.send(queue_name, "t", "flaky")
+    c = cq.consumer(queue_name)
+    [m] = await drain(c)
+    await cq.acker.retry(m, 5_000, "boom")
+    [row] = [r for r in await lane(cq, queue_name) if r.task is not None]
+    assert (row.state, row.due, row.visible_at) == (STATE_BACKOFF, m.due_ms, clock.now_ms() + 5_000)
+    clock.advance(4_000)
+    assert await drain(c) == []
+    clock.advance(1_001)
+    [again] = await drain(c)
+    assert (str(again.id), again.attempt, again.last_error, again.payload) == (mid, 2, "boom", "flaky")
+    await cq.acker.ack([again])
+
+
+async def test_a_ghost_is_never_delivered_and_is_dropped(manual: Pair, queue_name: str) -> None:
+    """A stale delivery's delete (SQS's DeleteMessage with an old receipt) at its own write time removes the send's
+    cells and leaves the newer delivery's narrow ones: a row with no task, which no read may deliver."""
+    cq, clock = manual
+    await in_place_queue(cq, queue_name, timeout=20)
+    await cq.send(queue_name, "t", "x")
+    c = cq.consumer(queue_name)
+    [first] = await drain(c)
+    clock.advance(21_000 + 10_000)
+    [second] = await drain(c)
+    assert second.attempt == 2 and second.write_ts > first.write_ts
+    st = cq.stores
+    await st.db.run(st.table.delete_at, [first.write_ts, queue_name, 0, 0, 1, 0, first.due_ms, first.id])
+    [ghost] = [r for r in await lane(cq, queue_name) if r.id == first.id]
+    assert is_ghost(ghost) and ghost.state == STATE_IN_FLIGHT
+    clock.advance(21_000 + 10_000)
+    assert await drain(c) == [], "a ghost is a deleted message"
+    assert await lane(cq, queue_name) == [], "the scan that met it dropped it, with its entry"
+
+
+async def test_the_sweep_leaves_messages_in_flight_below_the_cursor_alone(manual: Pair, queue_name: str) -> None:
+    cq, clock = manual
+    await in_place_queue(cq, queue_name, timeout=300)
+    await cq.send_many(queue_name, [Job("t", {"n": i}) for i in range(20)])
+    c = cq.consumer(queue_name)
+    got = await drain(c)
+    assert len(got) == 20
+    clock.advance(120_000)
+    assert await drain(c) == []  # the cursor moves on past them (they lie behind it, in flight)
+    sweeper = Sweeper(c, lag_ms=1_000)
+    assert await sweeper.sweep() == 0, "in flight is not stranded"
+    assert all(r.state == STATE_IN_FLIGHT for r in await lane(cq, queue_name) if r.task is not None)
+    await cq.acker.ack(got)
+    clock.advance(300_000)
+    assert await drain(c) == []
+
+
+async def test_a_range_longer_than_a_scan_is_finished_by_follow_ups(
+    manual: Pair, queue_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(flights, "SCAN_LIMIT", 3)
+    cq, clock = manual
+    await in_place_queue(cq, queue_name, timeout=20)
+    ids = [str(s) for s in await cq.send_many(queue_name, [Job("t", {"n": i}) for i in range(10)])]
+    c = cq.consumer(queue_name)
+    assert len(await drain(c)) == 10
+    clock.advance(21_000 + 10_000)
+    again = await drain(c)
+    assert sorted((str(m.id), m.attempt) for m in again) == sorted((i, 2) for i in ids), "each once, none lost"
+    await cq.acker.ack(again)
+    clock.advance(60_000)
+    assert await drain(c) == []
+    assert await lane(cq, queue_name) == []
+
+
+async def test_in_flight_is_fixed_at_creation(cq: Casque, queue_name: str) -> None:
+    from daemon.base.errors import UsageError
+
+    await in_place_queue(cq, queue_name)
+    with pytest.raises(UsageError, match="fixed at its creation"):
+        await cq.admin.update(queue_name, in_flight="copy")
+    with pytest.raises(UsageError, match="in_flight must be copy or in_place"):
+        await cq.create_queue(queue_name + "b", in_flight="moved")
+    with pytest.raises(UsageError, match="FIFO queue keeps its messages in place"):
+        await cq.create_queue(queue_name + ".fifo", fifo=True, in_flight="in_place")
