@@ -296,7 +296,8 @@ class Settler:
     async def _still_there(self, r: Receipt) -> bool:
         """Whether the receipt's message is anywhere in its row (received again since, say), as
         opposed to deleted. A filtered read of the row: only a stale receipt's error path pays it."""
-        return bool(await self.db.run(self.table.read_id, [r.queue, r.bucket, r.shard, r.id]))
+        rows = await self.db.run(self.table.read_id, [r.queue, r.bucket, r.shard, r.id])
+        return any(x.task is not None for x in rows)  # no task: an in-place queue's ghost, deleted (take/flights.py)
 
 
 def _pk(r: Receipt) -> list[Any]:

@@ -138,7 +138,7 @@ async def live_rows(
             seen[r] = max(seen.get(r, 0), value)
         if not rows:  # nothing live in this lane: the consumers' own rule moves its cursor to now - tolerance
             seen[rank] = max(seen.get(rank, 0), safe)
-        out += [r for r in rows if r.moved_to is None]  # not an in-place queue's check entry (take/flights.py)
+        out += [r for r in rows if r.task is not None]  # not an in-place queue's check entry or ghost (take/flights.py)
     if known is not None:
         known[(bucket, shard)] = seen
     return out

@@ -174,12 +174,12 @@ class MessageTable:
         )
         self.unmark_moved = p(f"DELETE FROM {t} WHERE {_PK} AND kind = 2 AND rank = ? AND due = ? AND id = ?")
         self.count_from = p(
-            f"SELECT cursors, state, due, visible_at, moved_to FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? "
+            f"SELECT cursors, state, due, visible_at, moved_to, task FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? "
             "AND due >= ?"
         )
         # The bounded depth estimate (engine/observe/depth_estimate.py): a lane's first rows from its cursor.
         self.count_head = p(
-            f"SELECT cursors, state, due, visible_at, moved_to FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? "
+            f"SELECT cursors, state, due, visible_at, moved_to, task FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? "
             "AND due >= ? LIMIT ?"
         )
         self.set_cursor = p(f"UPDATE {t} SET cursors[?] = ? WHERE {_PK}")
