@@ -37,7 +37,7 @@ from daemon.base.clock import Clock
 from daemon.base.logs import get_logger
 from daemon.base.model import Message, QueueSettings
 from daemon.engine.consume.row_peek import RowPeek
-from daemon.engine.consume.row_state import TRIPS, ConsumerStats, RowState, rows_to_check
+from daemon.engine.consume.row_state import TRIPS, ConsumerStats, Rows, RowState, rows_to_check
 from daemon.engine.consume.shard_names import ShardNames
 from daemon.engine.delivery.poison import PoisonStore
 from daemon.engine.queues.store import QueueStore
@@ -100,7 +100,7 @@ class Consumer:
         #: the due time): a timer fires on time although the take costs round trips.
         self.ahead_ms = ahead_ms
         self.last_settings: QueueSettings | None = None
-        self.rows: dict[tuple[int, int], RowState] = {}
+        self.rows = Rows()
         self.names = ShardNames(clock, self.rows, ahead_ms)
         self._hints = 0  # wake-ups told to this consumer, those before its first fetch included
         #: (when, ``wakes()`` then, bucket then) of the last look that read and found nothing due
@@ -228,7 +228,7 @@ class Consumer:
         self, qs: QueueSettings, slot: int, opts: TakeOptions, peek_all: bool, full: bool
     ) -> list[Message]:
         horizon = self.clock.now_ms() + self.ahead_ms
-        due = self.names.due(horizon)  # once per fetch: it reads every row's wake
+        due = self.names.due(horizon)
         order = self.names.order(qs, slot, due)
         hinted = set(due)
         if (

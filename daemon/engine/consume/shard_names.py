@@ -12,7 +12,7 @@ import heapq
 
 from daemon.base.clock import Clock
 from daemon.base.model import QueueSettings
-from daemon.engine.consume.row_state import RowState
+from daemon.engine.consume.row_state import NEVER, Rows, RowState
 from daemon.engine.storage.placement import bucket_of
 
 #: Wake-up due times remembered per shard (the earliest ones).
@@ -26,7 +26,7 @@ class ShardNames:
     slot's place in the round of shards. Shares the consumer's ``rows``: a name also marks the
     row it falls in (looked at again by then) and wakes a FIFO row put to rest."""
 
-    def __init__(self, clock: Clock, rows: dict[tuple[int, int], RowState], ahead_ms: int) -> None:
+    def __init__(self, clock: Clock, rows: Rows, ahead_ms: int) -> None:
         self.clock, self.rows, self.ahead_ms = clock, rows, ahead_ms
         self._heaps: dict[int, list[int]] = {}  # shard -> heap of the due times wake-ups named
         self.hinted_at: int | None = None  # when the last wake-up arrived (monotonic ms)
@@ -103,10 +103,9 @@ class ShardNames:
         which visits only the shards due, passed it by: it waited for the next poll of every row (delays of a
         60 s run: lateness p99 914 ms). A row found busy lately is left out: another process holds it."""
         out = {s: heap[0] for s, heap in self._heaps.items() if heap and heap[0] <= horizon}
-        elapsed = self.clock.elapsed_ms()
-        for (_, shard), st in self.rows.items():
-            if st.wake <= horizon and st.wake < out.get(shard, RowState.wake) and st.backoff_until <= elapsed:
-                out[shard] = st.wake
+        for shard, wake in self._wakes():
+            if wake <= horizon and wake < out.get(shard, NEVER):
+                out[shard] = wake
         return out
 
     def pending(self) -> int:
@@ -127,10 +126,22 @@ class ShardNames:
         would not visit (a row another process holds, found busy) must not wake the scout, or it wakes at once again
         (before ``due`` counted wakes, a row's wake passed made the scout fetch nothing and wake again at once
         until its next poll: a busy loop)."""
-        elapsed = self.clock.elapsed_ms()
-        wakes = [st.wake for st in self.rows.values() if st.wake < RowState.wake and st.backoff_until <= elapsed]
+        wakes = [wake for _, wake in self._wakes()]
         wakes += [h[0] for h in self._heaps.values() if h]
         return min(wakes) - self.ahead_ms if wakes else None
+
+    def _wakes(self) -> list[tuple[int, int]]:
+        """(shard, wake) of each row with something coming (a finite ``RowState.wake``) that is not found busy
+        lately. Reads only the rows in ``Rows.waking``, a few of hundreds, and drops those whose wake has passed."""
+        elapsed, rows, out = self.clock.elapsed_ms(), self.rows, []
+        for key in list(rows.waking):
+            st = rows.get(key)
+            wake = NEVER if st is None else st.wake
+            if wake >= NEVER:
+                rows.waking.discard(key)
+            elif st is not None and st.backoff_until <= elapsed:
+                out.append((key[1], wake))
+        return out
 
     def order(self, qs: QueueSettings, slot: int, due: dict[int, int]) -> list[int]:
         """The shards a fetch visits: those due (``due``, as the fetch computed it for now + the take-ahead) first,
