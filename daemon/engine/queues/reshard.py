@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from typing import Any
 
 from daemon.base.errors import UsageError
 from daemon.base.model import QueueSettings
 from daemon.engine.queues.settings import check_settings
 from daemon.engine.storage.paging import every_row
 from daemon.engine.storage.placement import row_of
-from daemon.engine.storage.table import all_rows
+from daemon.engine.storage.table import all_rows, is_entry
 from daemon.engine.stores import Stores
 
 SETTLE_MS = 60_000  # every client's cached settings (5 s) have expired long before this (casque serve: sqs.grow_settle)
@@ -68,19 +69,24 @@ async def reshard(
 
 
 async def misplaced(stores: Stores, qs: QueueSettings) -> int:
-    """Live messages (waiting, scheduled or in flight) not in their current-layout row."""
-    left = 0
+    """Live messages (waiting, scheduled or in flight) not in their current-layout row. On an in-place queue a
+    message in flight lies behind the cursor, in the range of a check entry at or after it: read through the entry
+    (engine/take/flights.py)."""
+    left: set[tuple[int, int, Any]] = set()
     for bucket, shard in all_rows(qs):
         static = await stores.db.run(stores.table.read_cursors, [qs.name, bucket, shard])
         cursors = dict(static[0].cursors or {}) if static else {}
         for rank in qs.ranks():
             bounds = [qs.name, bucket, shard, rank, cursors.get(rank, 0), 1 << 30]
             for r in await every_row(stores.db, stores.table.read_rank, bounds):
-                if r.task is None:  # an in-place queue's check entry: its messages are in flight in this row
-                    left += bucket >= qs.buckets or shard >= qs.shards
-                elif row_of(r.id, qs.bucket_ms, qs.buckets, qs.shards) != (bucket, shard):
-                    left += 1
-    return left
+                found = [r]
+                if is_entry(r):
+                    span = [qs.name, bucket, shard, rank, r.moved_to, r.visible_at, 1 << 30]
+                    found = [m for m in await every_row(stores.db, stores.table.read_range, span) if m.state]
+                for m in found:
+                    if m.task is not None and row_of(m.id, qs.bucket_ms, qs.buckets, qs.shards) != (bucket, shard):
+                        left.add((bucket, shard, m.id))
+    return len(left)
 
 
 async def finish(stores: Stores, queue: str, settle_ms: int = SETTLE_MS) -> int:

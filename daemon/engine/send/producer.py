@@ -46,7 +46,7 @@ from daemon.engine.send.keys import KeyEntry, KeyStore
 from daemon.engine.send.lookup import Lookup
 from daemon.engine.storage.db import Database
 from daemon.engine.storage.placement import new_id, placements, row_of
-from daemon.engine.storage.table import STATE_WAITING, MessageTable
+from daemon.engine.storage.table import STATE_WAITING, MessageTable, escape_id
 from daemon.engine.wake.catch import Catch
 
 OnConflict = Literal["replace", "keep", "error"]
@@ -155,9 +155,8 @@ class Producer:
 
     @staticmethod
     def _catchable(qs: QueueSettings, m: Message, now: int) -> bool:
-        """Due now, no key, no schedule, a standard queue of the copy layout: what a parked poll would have taken first.
-        (An in-place queue's message written in flight would need its check entry: engine/take/flights.py.)"""
-        return not qs.fifo and not qs.in_place and m.key is None and m.trigger is None and m.due_ms <= now
+        """Due now, no key, no schedule, a standard queue: what a parked poll would have taken first."""
+        return not qs.fifo and m.key is None and m.trigger is None and m.due_ms <= now
 
     async def _hand_many(self, qs: QueueSettings, messages: list[Message], now: int) -> set[uuid.UUID]:
         """Hand the messages parked polls may catch to as many as are parked, each up to its limit, in send order;
@@ -181,7 +180,7 @@ class Producer:
         rows: dict[tuple[int, int], list[Message]] = defaultdict(list)
         for m in messages:
             m.payload = decode_payload(m.raw_payload)  # as a take reads it back: JSON's types, not the sender's
-            into_flight(m, now, now + catch.visibility_ms, fifo=False, pulled=True)
+            into_flight(m, now, now + catch.visibility_ms, fifo=qs.in_place, pulled=True)
             rows[(m.bucket, m.shard)].append(m)
         ts = self.db.next_timestamp()
         try:
@@ -275,6 +274,13 @@ class Producer:
                 await self.db.run(chunk, timestamp=timestamp)
                 chunk, size = self.db.batch(), 0
             chunk.add(self._insert(qs, m))
+            if qs.in_place and m.visible_at is not None:  # caught in flight in place: its check entry, atomically
+                m.copy_due_ms = m.due_ms  # (``_insert`` may have moved a late one to now)
+                now = self.clock.now_ms()
+                entry = escape_id(m.id)
+                chunk.add(
+                    self.table.insert_entry(m, m.rank, m.visible_at, entry, m.due_ms, m.due_ms, now, qs.retention_s)
+                )
             size += len(m.raw_payload or b"")
         if len(chunk):
             await self.db.run(chunk, timestamp=timestamp)

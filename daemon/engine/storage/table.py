@@ -160,7 +160,9 @@ class MessageTable:
             f"SELECT cursors, moved_to, {_SELECT} FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ? "
             "AND due < ? LIMIT ?"
         )
-        self.read_rank = p(f"SELECT {_SELECT} FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ? LIMIT ?")
+        self.read_rank = p(
+            f"SELECT moved_to, {_SELECT} FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ? LIMIT ?"
+        )
         self.read_id = p(f"SELECT {_SELECT} FROM {t} WHERE {_PK} AND kind = 1 AND id = ? ALLOW FILTERING")
         # A receipt's position: the message (kind 1) and, if its visibility was changed, the
         # "moved" marker (kind 2) naming where its timeout column went (engine/delivery/receive.py).
