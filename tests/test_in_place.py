@@ -181,3 +181,26 @@ async def test_in_flight_is_fixed_at_creation(cq: Casque, queue_name: str) -> No
         await cq.create_queue(queue_name + "b", in_flight="moved")
     with pytest.raises(UsageError, match="FIFO queue keeps its messages in place"):
         await cq.create_queue(queue_name + ".fifo", fifo=True, in_flight="in_place")
+
+
+async def test_the_counts_see_messages_in_flight_behind_the_cursor(manual: Pair, queue_name: str) -> None:
+    """A message in flight lies behind the cursor, where the counts don't read: they count it through its entry
+    (engine/observe/behind.py), in ``casque stats`` and in the depth SQS's Approximate* counts come from."""
+    cq, clock = manual
+    await in_place_queue(cq, queue_name, timeout=300)
+    await cq.send_many(queue_name, [Job("t", {"n": i}) for i in range(20)])
+    c = cq.consumer(queue_name)
+    got = await drain(c)
+    await cq.acker.ack(got[:5])
+    await cq.acker.retry(got[5], 600_000, "later")
+    clock.advance(120_000)
+    assert await drain(c) == []
+    cursor = (await cq.stores.db.run(cq.stores.table.read_cursors, [queue_name, 0, 0]))[0].cursors[0]
+    assert cursor > max(m.due_ms for m in got), "the cursor passed them: a read from it sees none of them"
+    qs = await cq.queues.get(queue_name)
+    stats = await cq.observe.stats(queue_name)
+    assert (stats.in_flight, stats.waiting_due, stats.scheduled) == (14, 0, 1), "the retry waits 10 minutes"
+    estimate = await cq.stores.depth_estimator().estimate(qs, clock.now_ms())
+    assert (estimate.in_flight, estimate.waiting, estimate.delayed) == (14, 0, 1)
+    await cq.acker.ack(got[6:])
+    assert (await cq.observe.stats(queue_name)).in_flight == 0

@@ -32,6 +32,7 @@ from typing import Any
 from daemon.base.logs import get_logger
 from daemon.base.lru import Lru
 from daemon.base.model import QueueSettings
+from daemon.engine.observe.behind import in_flight_behind
 from daemon.engine.storage.db import Database
 from daemon.engine.storage.paging import pages
 from daemon.engine.storage.table import STATE_IN_FLIGHT, MessageTable, all_rows
@@ -121,7 +122,8 @@ class DepthEstimator:
         est.requests, est.rows = est.requests + 1, est.rows + len(head)
         if head and head[0].cursors:
             self._cursors.put((queue, bucket, shard), dict(head[0].cursors))
-        return classify(head, now), len(head) < HEAD
+        behind = await in_flight_behind(self.db, self.table, lane, cursor, head)  # in place (observe/behind.py)
+        return classify(head + behind, now), len(head) < HEAD
 
     def _use_passes(self, est: Estimate, large: dict[Lane, Counts], now: int) -> None:
         est.exact = False
@@ -157,7 +159,7 @@ class DepthEstimator:
         at = int(time.time() * 1000)
         counts = Counts()
         async for rows in pages(self.db, self.table.count_from, [queue, bucket, shard, rank, cursor], size=PAGE):
-            counts.add(classify(rows, at))
+            counts.add(classify(rows + await in_flight_behind(self.db, self.table, lane, cursor, rows), at))
             await asyncio.sleep(len(rows) / BUDGET)  # the pass's rate limit, not a wait for a condition
         self._large.put(lane, (time.monotonic(), at, counts))
 

@@ -15,8 +15,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from daemon.base.model import QueueSettings
+from daemon.engine.observe.behind import in_flight_behind
 from daemon.engine.observe.samples import recent_rates
-from daemon.engine.storage.table import STATE_IN_FLIGHT, all_rows
+from daemon.engine.storage.table import STATE_BACKOFF, STATE_IN_FLIGHT, all_rows
 from daemon.engine.stores import Stores
 
 STATS_EVERY_S = 10.0
@@ -86,6 +87,8 @@ async def count_depth(
         for r in rows:
             if r.state == STATE_IN_FLIGHT:
                 d.in_flight += 1
+            elif r.state == STATE_BACKOFF and (r.visible_at or 0) > now:  # in place: a retry waits where it is
+                d.scheduled += 1
             elif r.due <= now:
                 d.waiting_due += 1
                 d.oldest_due_ms = r.due if d.oldest_due_ms is None else min(d.oldest_due_ms, r.due)
@@ -139,6 +142,9 @@ async def live_rows(
         if not rows:  # nothing live in this lane: the consumers' own rule moves its cursor to now - tolerance
             seen[rank] = max(seen.get(rank, 0), safe)
         out += [r for r in rows if r.task is not None]  # not an in-place queue's check entry or ghost (take/flights.py)
+        out += await in_flight_behind(
+            stores.db, stores.table, (qs.name, bucket, shard, rank), cursors.get(rank, 0), rows
+        )
     if known is not None:
         known[(bucket, shard)] = seen
     return out

@@ -269,6 +269,11 @@ class MessageTable:
             ),
         )
         self.read_range = p(f"SELECT {_IN_PLACE_SELECT} FROM {t} WHERE {lane} AND due >= ? AND due <= ? LIMIT ?")
+        # The counts (engine/observe/behind.py): the messages in flight or in backoff of a stretch behind the cursor.
+        self.count_flights = p(
+            f"SELECT state, due, visible_at, moved_to, task FROM {t} WHERE {lane} AND due >= ? AND due <= ? "
+            "AND state IN (1, 2) ALLOW FILTERING"
+        )
         self.read_range_after = p(
             f"SELECT {_IN_PLACE_SELECT} FROM {t} WHERE {lane} AND (due, id) > (?, ?) AND (due) <= (?) LIMIT ?"
         )
