@@ -10,11 +10,14 @@ against this layout too (``CASQUE_TEST_IN_FLIGHT=in_place``, tests/conftest.py).
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from daemon.base.clock import ManualClock
+from daemon.base.config import Settings
 from daemon.base.model import Message
 from daemon.engine.client import Casque
 from daemon.engine.consume.consumer import Consumer
@@ -22,6 +25,9 @@ from daemon.engine.consume.sweep import Sweeper
 from daemon.engine.send.producer import Job
 from daemon.engine.storage.table import STATE_BACKOFF, STATE_IN_FLIGHT, is_entry, is_ghost
 from daemon.engine.take import flights
+
+from .conftest import TEST_KEYSPACE
+from .test_schema_cli import casque
 
 Pair = tuple[Casque, ManualClock]
 
@@ -204,3 +210,21 @@ async def test_the_counts_see_messages_in_flight_behind_the_cursor(manual: Pair,
     assert (estimate.in_flight, estimate.waiting, estimate.delayed) == (14, 0, 1)
     await cq.acker.ack(got[6:])
     assert (await cq.observe.stats(queue_name)).in_flight == 0
+
+
+async def test_cli_creates_and_shows_an_in_place_queue_and_refuses_a_bad_value(
+    tmp_path: Path, settings: Settings, queue_name: str, cq: Casque
+) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[cassandra]\nkeyspace = "{TEST_KEYSPACE}"\n')
+    made = casque("queue", "create", queue_name, "--in-flight", "in_place", config=cfg)
+    assert made.returncode == 0, made.stderr
+    assert (await cq.queues.get(queue_name, fresh=True)).in_place
+    shown = casque("queue", "show", queue_name, config=cfg)
+    rows = dict(re.split(r"\s{2,}", line.strip(), maxsplit=1) for line in shown.stdout.splitlines()[1:])
+    assert rows["in flight"] == "in place"
+    wrong = casque("queue", "create", queue_name + "x", "--in-flight", "moved", config=cfg)
+    assert wrong.returncode == 2 and "invalid choice: 'moved'" in wrong.stderr
+    changed = casque("queue", "update", queue_name, "--timeout", "1m", config=cfg)
+    assert changed.returncode == 0, changed.stderr
+    assert (await cq.queues.get(queue_name, fresh=True)).in_place, "an update keeps where messages in flight live"
