@@ -70,7 +70,8 @@ async def test_a_take_marks_its_messages_in_flight_where_they_are_with_one_check
     assert all(r.state == STATE_IN_FLIGHT and r.attempt == 1 for r in messages)
     assert all(r.visible_at == got[0].visible_at for r in messages)
     assert (entry.moved_to, entry.visible_at) == (min(r.due for r in messages), max(r.due for r in messages))
-    assert entry.due == min(r.visible_at for r in messages), "the entry comes due when the first visibility ends"
+    first_end = min(r.visible_at for r in messages)
+    assert entry.due == first_end - first_end % flights.SLOT_MS, "due at the start of the second their visibility ends"
     writes = await cq.stores.db.run(
         f"SELECT id, WRITETIME(payload) AS pw FROM {cq.settings.cassandra.keyspace}.messages "
         "WHERE queue = %s AND bucket = 0 AND shard = 0 AND kind = 1",
@@ -228,3 +229,29 @@ async def test_cli_creates_and_shows_an_in_place_queue_and_refuses_a_bad_value(
     changed = casque("queue", "update", queue_name, "--timeout", "1m", config=cfg)
     assert changed.returncode == 0, changed.stderr
     assert (await cq.queues.get(queue_name, fresh=True)).in_place, "an update keeps where messages in flight live"
+
+
+async def test_takes_of_one_second_share_one_entry_and_every_message_stays_covered(
+    manual: Pair, queue_name: str
+) -> None:
+    """A consumer's takes of one row whose messages' visibility ends in the same second write one entry, its range
+    grown by each (flights.SLOT_MS): fewer entries and scans, and still every message in flight in its range."""
+    cq, clock = manual
+    await in_place_queue(cq, queue_name, timeout=20)
+    c = cq.consumer(queue_name)
+    clock.advance(-(clock.now_ms() % 1000))  # at the start of a second: the takes below end their visibility in one
+    taken: list[Message] = []
+    for i in range(4):
+        await cq.send(queue_name, "t", {"n": i})
+        taken += await drain(c)
+        clock.advance(100)
+    assert len(taken) == 4
+    [entry] = [r for r in await lane(cq, queue_name) if is_entry(r)]
+    assert (entry.moved_to, entry.visible_at) == (min(m.due_ms for m in taken), max(m.due_ms for m in taken))
+    clock.advance(21_000 + 10_000)
+    again = await drain(c)
+    assert sorted((m.id, m.attempt) for m in again) == sorted((m.id, 2) for m in taken), "each back once"
+    await cq.acker.ack(again)
+    clock.advance(60_000)
+    assert await drain(c) == []
+    assert await lane(cq, queue_name) == []

@@ -94,6 +94,9 @@ class RowState:
     #: The latest due time of a timeout column this process's takes wrote into the row: acked, each is a
     #: tombstone ahead of the cursor, and the stored cursor is kept close behind peeks until past them.
     pile_until: int = 0
+    #: In place: the ranges of the check entries this consumer wrote in the row, by (rank, slot), merged into by
+    #: each take whose messages' visibility ends in the slot (engine/take/flights.py ``check_entries``).
+    entry_spans: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)
     #: Per lane, the (due, id) of the last message this process's committed takes took, of every message read
     #: from the start of the read up to it (and due ``FRONTIER_LAG_MS`` before the read): later reads start just
     #: after it, not at the cursor, so a drain does not read again the tombstones of what it took until the cursor

@@ -46,6 +46,10 @@ from daemon.engine.storage.table import STATE_WAITING, MessageTable, escape_id, 
 #: Rows a check entry's range read returns at most (tombstones of acked messages are not rows: they are not counted
 #: here, but by the node's tombstone thresholds: a take's range holds about one batch of messages).
 SCAN_LIMIT = 1000
+#: A take's check entry is shared by the takes of one consumer in one row whose messages' visibility ends in the same
+#: slot of this many ms: at half load a row is taken from ~6 times a second, and one entry (and one scan) a second
+#: replaces six. It comes due at the slot's start, at most this much before the visibility it covers ends.
+SLOT_MS = 1000
 #: A message visible again that this take has no room for (or no handler for): its escape comes due this much later.
 REVISIT_MS = 1000
 
@@ -74,7 +78,8 @@ async def scan(
     take: Callable[[Any], bool],
 ) -> Flights:
     """Read the ranges of these due check entries (at once: one round trip) and sort what is in them (module
-    docstring). ``take(row)``: whether this take delivers a message visible again (its budget, its handlers)."""
+    docstring); ``now``: the take's horizon (now + its take-ahead). ``take(row)``: whether this take delivers a
+    message visible again (its budget, its handlers)."""
     bucket, shard = row
     reads = await asyncio.gather(
         *(
@@ -115,27 +120,43 @@ def check_entries(
     delivered: list[Message],
     flights: Flights,
     now: int,
+    spans: dict[tuple[int, int], tuple[int, int]],
+    token: uuid.UUID,
 ) -> list[int]:
-    """Add a take's check entries to its batch (module docstring): one per lane for the messages it took from its due
-    reads, due at the earliest end of their visibility; an escape for each message its scan delivered again or left
-    in flight; a follow-up for a range not finished; the deletes of the entries processed and the ghosts. ``row``
-    names the row (queue, bucket, shard). Returns the write times of the rows deleted: the batch must come after."""
+    """Add a take's check entries to its batch (module docstring): for the messages it took from its due reads, the
+    entry of each (lane, slot) their visibility ends in, its range merged with what this consumer's earlier takes of
+    the row wrote there (``spans``, updated here, before the batch is sent: a batch in doubt may have been applied,
+    and a later write must still cover it); an escape for each message its scan delivered again or left in flight; a
+    follow-up for a range not finished; the deletes of the entries processed and the ghosts. ``row`` names the row
+    (queue, bucket, shard); ``token`` this consumer (its entries' ids). Returns the write times of the rows deleted:
+    the batch must come after them."""
     rescued = {r.id for r in flights.rescued}
-    spans: dict[int, tuple[int, int, int]] = {}  # rank -> (lo, hi, due)
     keep = qs.retention_s
+    touched: set[tuple[int, int]] = set()
     for m in delivered:
         position, visible = m.copy_due_ms or m.due_ms, m.visible_at or m.due_ms
         if m.id in rescued:
             batch.add(table.insert_entry(row, m.rank, visible, escape_id(m.id), position, position, now, keep))
             continue
-        lo, hi, due = spans.get(m.rank, (position, position, visible))
-        spans[m.rank] = (min(lo, position), max(hi, position), min(due, visible))
-    for rank, (lo, hi, due) in spans.items():
-        batch.add(table.insert_entry(row, rank, due, uuid.uuid4(), lo, hi, now, keep))
-    for r, when in flights.escapes:
-        batch.add(table.insert_entry(row, r.rank, when, escape_id(r.id), r.due, r.due, now, keep))
+        slot = (m.rank, visible - visible % SLOT_MS)
+        lo, hi = spans.get(slot, (position, position))
+        spans[slot] = (min(lo, position), max(hi, position))
+        touched.add(slot)
+    for rank, start in touched:
+        lo, hi = spans[(rank, start)]
+        batch.add(table.insert_entry(row, rank, start, slot_id(token, start), lo, hi, now, keep))
     for rank, lo, after_id, hi in flights.follow:
         batch.add(table.insert_entry(row, rank, now, uuid.uuid4(), lo, hi, now, keep, after_id))
+    for r, when in flights.escapes:
+        batch.add(table.insert_entry(row, r.rank, when, escape_id(r.id), r.due, r.due, now, keep))
     for r in flights.drop:
         batch.add(table.delete_row(row.queue, row.bucket, row.shard, r))
+    for slot in [s for s in spans if s[1] < now - SLOT_MS]:  # come due: a take processes them, not ours to merge
+        del spans[slot]
     return [r.wt or 0 for r in flights.drop]
+
+
+def slot_id(token: uuid.UUID, slot_ms: int) -> uuid.UUID:
+    """The id of a consumer's check entry for one slot: its own (two consumers never write over each other's range)
+    and the same for every take of that consumer whose messages' visibility ends in the slot."""
+    return uuid.UUID(int=token.int ^ slot_ms)

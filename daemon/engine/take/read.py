@@ -90,7 +90,7 @@ class TakeReader:
             _frontier(frontier, sealed, rank, kept, now, self.tolerance_ms, opts)
             found += kept
             entries = entries + more if qs.in_place else entries
-        flights = await self._flights(qs, lock, state, entries, budget, now, opts) if entries else Flights()
+        flights = await self._flights(qs, lock, entries, budget, due_by, opts) if entries else Flights()
         found += flights.rescued
         if not found:  # nothing to take: what was read is all left for the pull readers, read past it now
             state.skip_to(skips, opts.accepts, self.clock.elapsed_ms())
@@ -101,20 +101,17 @@ class TakeReader:
         self,
         qs: QueueSettings,
         lock: HeldLock,
-        state: RowState,
         rows: list[Any],
         budget: TakeBudget,
-        now: int,
+        due_by: int,
         opts: TakeOptions,
     ) -> Flights:
-        """An in-place queue's rows read that are not messages: the check entries due are scanned (flights.py),
-        ghosts dropped; an entry due later (within the take-ahead) is left, and wakes the row then."""
-        due: list[Any] = []
-        for r in rows:
-            if is_entry(r) and r.due > now:
-                state.wake = min(state.wake, r.due)
-            elif is_entry(r):
-                due.append(r)
+        """An in-place queue's rows read that are not messages (all due by ``due_by``, now + the take-ahead): the check
+        entries are scanned (flights.py), ghosts dropped. A message visible again by ``due_by`` is delivered, as a
+        copy queue's timeout column due by then is: the take-ahead applies to redeliveries too. (An entry left for its
+        due time instead set the row's wake there, and a daemon's take-ahead took the row again and again until it
+        came: three reads per take at half load.)"""
+        due = [r for r in rows if is_entry(r)]
         ghosts = [r for r in rows if is_ghost(r)]
         if not due:
             return Flights(drop=ghosts)
@@ -126,7 +123,7 @@ class TakeReader:
             qs,
             (lock.bucket, lock.shard),
             due,
-            now,
+            due_by,
             lambda r: (accepts is None or accepts(r.task)) and bool(budget.fit([r])),
         )
         flights.drop += ghosts

@@ -25,6 +25,7 @@ wake time, rescan time and skips, which the consumer's next choice reads.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Callable
 
 from daemon.base import metrics
@@ -73,6 +74,7 @@ class Take:
         self.expect = expect  # a due time this take wrote (a schedule's next occurrence): the consumer's hint
         self.rescan_ms = rescan_ms
         self.reader = TakeReader(db, table, clock, tolerance_ms, rescan_ms, lookahead_ms)
+        self.token = uuid.uuid4()  # names this consumer's check entries in place (engine/take/flights.py slot_id)
 
     async def take(self, qs: QueueSettings, bucket: int, shard: int, state: RowState, opts: TakeOptions) -> TakeResult:
         """Lock the row, re-check, read, keep, commit. A row with no contention since its last take
@@ -253,7 +255,8 @@ class Take:
             log.error("message_poisoned", queue=qs.name, task=m.task, id=str(m.id), attempt=m.attempt, reason=reason)
         written = [m.write_ts for m in messages]
         if qs.in_place:
-            written += check_entries(self.table, batch, qs, lock, delivered, flights or Flights(), now)
+            spans, token = state.entry_spans, self.token
+            written += check_entries(self.table, batch, qs, lock, delivered, flights or Flights(), now, spans, token)
         ts = after(*written, now_us=self.db.next_timestamp())
         trip()
         await self.db.run(batch, timestamp=ts)
