@@ -23,30 +23,28 @@ from daemon.engine.client import Casque
 from daemon.engine.consume.consumer import Consumer
 from daemon.engine.consume.sweep import Sweeper
 from daemon.engine.send.producer import Job
-from daemon.engine.storage.table import STATE_BACKOFF, STATE_IN_FLIGHT, is_entry, is_ghost
+from daemon.engine.storage.table import STATE_BACKOFF, STATE_IN_FLIGHT, escape_id, is_entry, is_ghost
 from daemon.engine.take import flights
 
 from .conftest import TEST_KEYSPACE
+from .test_engine import drain
 from .test_schema_cli import casque
 
 Pair = tuple[Casque, ManualClock]
-
-
-async def drain(consumer: Consumer, limit: int = 100, rounds: int = 3) -> list[Message]:
-    """Fetch until a few full rounds come back empty (every shard visited each round)."""
-    out: list[Message] = []
-    empty = 0
-    while empty < rounds:
-        got = await consumer.fetch(limit)
-        out += got
-        empty = 0 if got else empty + 1
-    return out
 
 
 async def lane(cq: Casque, queue: str) -> list[Any]:
     """Every live row of the (only) row's lane 0: messages, check entries, ghosts, with their write times."""
     st = cq.stores
     return list(await st.db.run(st.table.read_range, [queue, 0, 0, 0, 0, 1 << 62, 10_000]))
+
+
+async def finished(cq: Casque, clock: ManualClock, c: Consumer, queue: str, acked: list[Message]) -> None:
+    """Ack these, let every timeout pass: nothing comes back, and the row holds nothing live (entries processed)."""
+    await cq.acker.ack(acked)
+    clock.advance(60_000)
+    assert await drain(c) == []
+    assert await lane(cq, queue) == []
 
 
 async def in_place_queue(cq: Casque, queue: str, **options: Any) -> None:
@@ -96,14 +94,11 @@ async def test_a_delivery_longer_than_its_entry_is_escaped_then_comes_back_once(
     clock.advance(21_000 + 10_000)
     assert await drain(c) == [], "still in flight: the scan escapes it instead"
     [escape] = [r for r in await lane(cq, queue_name) if is_entry(r)]
-    assert (escape.id, escape.due, escape.moved_to) == (flights.escape_id(m.id), m.visible_at, m.due_ms)
+    assert (escape.id, escape.due, escape.moved_to) == (escape_id(m.id), m.visible_at, m.due_ms)
     clock.advance(30_000)
     again = await drain(c)
     assert [(str(x.id), x.attempt) for x in again] == [(mid, 2)]
-    await cq.acker.ack(again)
-    clock.advance(60_000)
-    assert await drain(c) == []
-    assert await lane(cq, queue_name) == []
+    await finished(cq, clock, c, queue_name, again)
 
 
 async def test_a_retry_waits_in_place_and_comes_back_at_its_time(manual: Pair, queue_name: str) -> None:
@@ -172,10 +167,7 @@ async def test_a_range_longer_than_a_scan_is_finished_by_follow_ups(
     clock.advance(21_000 + 10_000)
     again = await drain(c)
     assert sorted((str(m.id), m.attempt) for m in again) == sorted((i, 2) for i in ids), "each once, none lost"
-    await cq.acker.ack(again)
-    clock.advance(60_000)
-    assert await drain(c) == []
-    assert await lane(cq, queue_name) == []
+    await finished(cq, clock, c, queue_name, again)
 
 
 async def test_in_flight_is_fixed_at_creation(cq: Casque, queue_name: str) -> None:
@@ -251,7 +243,4 @@ async def test_takes_of_one_second_share_one_entry_and_every_message_stays_cover
     clock.advance(21_000 + 10_000)
     again = await drain(c)
     assert sorted((m.id, m.attempt) for m in again) == sorted((m.id, 2) for m in taken), "each back once"
-    await cq.acker.ack(again)
-    clock.advance(60_000)
-    assert await drain(c) == []
-    assert await lane(cq, queue_name) == []
+    await finished(cq, clock, c, queue_name, again)

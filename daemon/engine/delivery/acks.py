@@ -16,12 +16,13 @@ from typing import Any
 from daemon.base.clock import Clock
 from daemon.base.crashpoints import crash_point, pause_point
 from daemon.base.model import Message
+from daemon.engine.delivery.in_flight import in_place_change
 from daemon.engine.delivery.poison import PoisonStore
 from daemon.engine.queues.store import QueueStore
 from daemon.engine.schedules import chain
 from daemon.engine.send.keys import KeyStore
 from daemon.engine.storage.db import Database
-from daemon.engine.storage.table import STATE_BACKOFF, STATE_WAITING, MessageTable, after, escape_id
+from daemon.engine.storage.table import STATE_BACKOFF, STATE_WAITING, MessageTable, after
 
 
 class Acker:
@@ -123,19 +124,9 @@ class Acker:
         m.write_ts = ts
 
     async def _write_in_place(self, m: Message, now: int, retention_s: int, escape: bool) -> None:
-        """An in-place message's new delivery state, narrow (never the payload); ``escape``: with an escape entry at
-        its new ``visible_at``, in the same single-partition batch, for a time that may come before its check
-        entry's."""
-        batch = self.db.batch()
-        batch.add(self.table.update_in_flight(m, now, retention_s))
-        if escape:
-            position = _copy_due(m)
-            visible = m.visible_at or position
-            batch.add(
-                self.table.insert_entry(m, m.rank, visible, escape_id(m.id), position, position, now, retention_s)
-            )
+        """An in-place message's new delivery state (``in_flight.in_place_change``), timestamped after its last."""
         ts = after(m.write_ts, now_us=self.db.next_timestamp())
-        await self.db.run(batch, timestamp=ts)
+        await self.db.run(in_place_change(self.db, self.table, m, now, retention_s, escape), timestamp=ts)
         m.write_ts = ts
 
     def _move(self, m: Message, old_due: int, now: int, retention_s: int) -> Any:

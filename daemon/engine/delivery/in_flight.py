@@ -7,9 +7,12 @@ visibility change or a redelivery would tell them apart.
 
 from __future__ import annotations
 
+from cassandra.query import BatchStatement
+
 from daemon.base.model import Message
 from daemon.engine.delivery.received import stamp as stamp_received
-from daemon.engine.storage.table import STATE_IN_FLIGHT
+from daemon.engine.storage.db import Database
+from daemon.engine.storage.table import STATE_IN_FLIGHT, MessageTable
 
 
 def into_flight(m: Message, now: int, invisible_until: int, fifo: bool, pulled: bool) -> None:
@@ -25,3 +28,18 @@ def into_flight(m: Message, now: int, invisible_until: int, fifo: bool, pulled: 
         m.due_ms = m.copy_due_ms = invisible_until
     if pulled:
         stamp_received(m.headers, now)
+
+
+def in_place_change(
+    db: Database, table: MessageTable, m: Message, now: int, retention_s: int, escape: bool
+) -> BatchStatement:
+    """The batch that writes an in-place message's new delivery state (a retry, an extension, a visibility change):
+    narrow, never the payload; ``escape``: with an escape entry at its new ``visible_at`` in the same single-partition
+    batch, for a time that may come before the check entry that covers it (engine/take/flights.py)."""
+    batch = db.batch()
+    batch.add(table.update_in_flight(m, now, retention_s))
+    if escape:
+        position = m.copy_due_ms if m.copy_due_ms is not None else m.due_ms
+        visible = m.visible_at or position
+        batch.add(table.insert_escape(m, m.rank, position, m.id, visible, now, retention_s))
+    return batch

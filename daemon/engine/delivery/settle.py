@@ -32,6 +32,7 @@ from daemon.base.clock import Clock
 from daemon.base.errors import CasqueError, UsageError
 from daemon.base.model import Message
 from daemon.engine.consume.consumer import Consumer
+from daemon.engine.delivery.in_flight import in_place_change
 from daemon.engine.delivery.receipts import InvalidReceipt, Receipt, ReceiptSigner
 from daemon.engine.delivery.received import times
 from daemon.engine.queues.store import QueueStore
@@ -43,7 +44,6 @@ from daemon.engine.storage.table import (
     STATE_IN_FLIGHT,
     MessageTable,
     after,
-    escape_id,
     message_from_row,
     ttl_for,
 )
@@ -165,11 +165,7 @@ class Settler:
             )
         if qs.in_place:  # narrow, with an escape entry at the new time (engine/take/flights.py): no marker
             m.visible_at = new_due
-            batch = self.db.batch()
-            batch.add(self.table.update_in_flight(m, now, qs.retention_s))
-            batch.add(
-                self.table.insert_entry(m, m.rank, new_due, escape_id(m.id), m.due_ms, m.due_ms, now, qs.retention_s)
-            )
+            batch = in_place_change(self.db, self.table, m, now, qs.retention_s, escape=True)
             await self.db.run(batch, timestamp=after(m.write_ts, now_us=self.db.next_timestamp()))
             self.consumer_of(r.queue).expect(r.bucket, r.shard, new_due)
             self.wakeups.notify(r.queue, new_due)

@@ -46,7 +46,7 @@ from daemon.engine.send.keys import KeyEntry, KeyStore
 from daemon.engine.send.lookup import Lookup
 from daemon.engine.storage.db import Database
 from daemon.engine.storage.placement import new_id, placements, row_of
-from daemon.engine.storage.table import STATE_WAITING, MessageTable, escape_id
+from daemon.engine.storage.table import STATE_WAITING, MessageTable
 from daemon.engine.wake.catch import Catch
 
 OnConflict = Literal["replace", "keep", "error"]
@@ -277,10 +277,7 @@ class Producer:
             if qs.in_place and m.visible_at is not None:  # caught in flight in place: its check entry, atomically
                 m.copy_due_ms = m.due_ms  # (``_insert`` may have moved a late one to now)
                 now = self.clock.now_ms()
-                entry = escape_id(m.id)
-                chunk.add(
-                    self.table.insert_entry(m, m.rank, m.visible_at, entry, m.due_ms, m.due_ms, now, qs.retention_s)
-                )
+                chunk.add(self.table.insert_escape(m, m.rank, m.due_ms, m.id, m.visible_at, now, qs.retention_s))
             size += len(m.raw_payload or b"")
         if len(chunk):
             await self.db.run(chunk, timestamp=timestamp)

@@ -48,6 +48,7 @@ _IN_PLACE_SELECT = _MSG_COLS + ", moved_to, WRITETIME(state) AS wt"
 #: Filtered reads of an in-place lane see only what is waiting (messages and check entries, state 0): a message in
 #: flight stays where it was sent, and is found through its check entry, never by a read from the cursor.
 _WAITING = "AND state = 0"
+_LANE = f"{_PK} AND kind = 1 AND rank = ?"
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,32 @@ class LaneReads:
     read_due_after: PreparedStatement
     peek_rows: PreparedStatement
     read_below: PreparedStatement  # the sweep's (engine/consume/sweep.py)
+
+
+def _lane_reads(prepare: Callable[[str], PreparedStatement], t: str, cols: str, below: str, waiting: bool) -> LaneReads:
+    """The reads of a lane for one place of messages in flight: ``cols`` the columns of a message read, ``below`` the
+    sweep's; ``waiting``: filtered to waiting rows (an in-place queue's). ``*_after`` read from just after a (due, id)
+    position, not from the cursor: a daemon sharing the queue with pull readers reads past the messages it left them
+    (engine/consume/consumer.py ``accepts``), and a drain past its frontier. ``peek_rows`` is an empty receive's look
+    (engine/delivery/idle_look.py): the first message of every row it names, from one lower bound, in one request.
+    ``read_below`` is the sweep's (engine/consume/sweep.py): a stretch below a cursor with the cursors *from the same
+    read*, so a take batch (cursor move + deletes, atomic per replica) is seen whole or not at all."""
+    lane = _LANE
+    only, allow = (f" {_WAITING}", " ALLOW FILTERING") if waiting else ("", "")
+    span, after = "due >= ? AND due <= ?", "(due, id) > (?, ?) AND (due) <= (?)"
+    rows = "queue = ? AND bucket IN ? AND shard IN ? AND kind = 1 AND rank IN ?"
+    return LaneReads(
+        peek=prepare(f"SELECT due FROM {t} WHERE {lane} AND {span}{only} LIMIT 1{allow}"),
+        read_due=prepare(f"SELECT {cols} FROM {t} WHERE {lane} AND {span}{only} LIMIT ?{allow}"),
+        peek_after=prepare(f"SELECT due FROM {t} WHERE {lane} AND {after}{only} LIMIT 1{allow}"),
+        read_due_after=prepare(f"SELECT {cols} FROM {t} WHERE {lane} AND {after}{only} LIMIT ?{allow}"),
+        peek_rows=prepare(
+            f"SELECT bucket, shard, rank, due FROM {t} WHERE {rows} AND {span}{only} PER PARTITION LIMIT 1{allow}"
+        ),
+        read_below=prepare(
+            f"SELECT cursors, {below} FROM {t} WHERE {lane} AND due >= ? AND due < ?{only} LIMIT ?{allow}"
+        ),
+    )
 
 
 def after(*write_ts: int, now_us: int) -> int:
@@ -141,25 +168,15 @@ class MessageTable:
         )
         self.delete = p(f"DELETE FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due = ? AND id = ?")
         self._insert, self._delete = Binder(self.insert), Binder(self.delete)
-        self.peek = p(f"SELECT due FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ? AND due <= ? LIMIT 1")
-        self.read_due = p(
-            f"SELECT {_SELECT} FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ? AND due <= ? LIMIT ?"
+        self.copy_reads = _lane_reads(p, t, _SELECT, f"moved_to, {_SELECT}", waiting=False)
+        r = self.copy_reads
+        self.peek, self.read_due, self.peek_after, self.read_due_after = (
+            r.peek,
+            r.read_due,
+            r.peek_after,
+            r.read_due_after,
         )
-        # A daemon sharing the queue with pull readers reads past the messages it left them
-        # (engine/consume/consumer.py ``accepts``): from just after a (due, id) position, not from the cursor.
-        self.peek_after = p(
-            f"SELECT due FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND (due, id) > (?, ?) AND (due) <= (?) LIMIT 1"
-        )
-        self.read_due_after = p(
-            f"SELECT {_SELECT} FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND (due, id) > (?, ?) AND (due) <= "
-            "(?) LIMIT ?"
-        )
-        # The sweep (engine/consume/sweep.py): a stretch below a cursor, with the cursors *from the same read*, so
-        # a take batch (cursor move + deletes, atomic per replica) is seen whole or not at all.
-        self.read_below = p(
-            f"SELECT cursors, moved_to, {_SELECT} FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ? "
-            "AND due < ? LIMIT ?"
-        )
+        self.peek_rows, self.read_below = r.peek_rows, r.read_below
         self.read_rank = p(
             f"SELECT moved_to, {_SELECT} FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ? LIMIT ?"
         )
@@ -175,15 +192,10 @@ class MessageTable:
             "TTL ?"
         )
         self.unmark_moved = p(f"DELETE FROM {t} WHERE {_PK} AND kind = 2 AND rank = ? AND due = ? AND id = ?")
-        self.count_from = p(
-            f"SELECT cursors, state, due, visible_at, moved_to, task FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? "
-            "AND due >= ?"
-        )
+        counted = "cursors, state, due, visible_at, moved_to, task"  # a count's columns: no payload
+        self.count_from = p(f"SELECT {counted} FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ?")
         # The bounded depth estimate (engine/observe/depth_estimate.py): a lane's first rows from its cursor.
-        self.count_head = p(
-            f"SELECT cursors, state, due, visible_at, moved_to, task FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? "
-            "AND due >= ? LIMIT ?"
-        )
+        self.count_head = p(f"SELECT {counted} FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ? LIMIT ?")
         self.set_cursor = p(f"UPDATE {t} SET cursors[?] = ? WHERE {_PK}")
         self.read_cursors = p(f"SELECT cursors FROM {t} WHERE {_PK} LIMIT 1")
         # A live row that sorts before every other row of the partition, written by a row's first take in
@@ -228,46 +240,15 @@ class MessageTable:
         self.delete_at = p(
             f"DELETE FROM {t} USING TIMESTAMP ? WHERE {_PK} AND kind = ? AND rank = ? AND due = ? AND id = ?"
         )
-        # An empty receive's look (engine/delivery/idle_look.py): the first message of every row it names, from
-        # one lower bound, in one request (the coordinator reads the partitions in parallel).
-        self.peek_rows = p(
-            f"SELECT bucket, shard, rank, due FROM {t} WHERE queue = ? AND bucket IN ? AND shard IN ? AND kind = 1 "
-            "AND rank IN ? AND due >= ? AND due <= ? PER PARTITION LIMIT 1"
-        )
 
-        self.copy_reads = LaneReads(
-            self.peek, self.read_due, self.peek_after, self.read_due_after, self.peek_rows, self.read_below
-        )
         self._prepare_in_place(t)
 
     def _prepare_in_place(self, t: str) -> None:
         """An in-place queue's statements (engine/take/flights.py): filtered reads of what waits, the read of a
         check entry's range, the narrow in-flight update and the check entry's insert."""
         p = self.db.prepare
-        lane = f"{_PK} AND kind = 1 AND rank = ?"
-        self.in_place_reads = LaneReads(
-            peek=p(f"SELECT due FROM {t} WHERE {lane} AND due >= ? AND due <= ? {_WAITING} LIMIT 1 ALLOW FILTERING"),
-            read_due=p(
-                f"SELECT {_IN_PLACE_SELECT} FROM {t} WHERE {lane} AND due >= ? AND due <= ? {_WAITING} LIMIT ? "
-                "ALLOW FILTERING"
-            ),
-            peek_after=p(
-                f"SELECT due FROM {t} WHERE {lane} AND (due, id) > (?, ?) AND (due) <= (?) {_WAITING} LIMIT 1 "
-                "ALLOW FILTERING"
-            ),
-            read_due_after=p(
-                f"SELECT {_IN_PLACE_SELECT} FROM {t} WHERE {lane} AND (due, id) > (?, ?) AND (due) <= (?) "
-                f"{_WAITING} LIMIT ? ALLOW FILTERING"
-            ),
-            peek_rows=p(
-                f"SELECT bucket, shard, rank, due FROM {t} WHERE queue = ? AND bucket IN ? AND shard IN ? AND kind = 1 "
-                f"AND rank IN ? AND due >= ? AND due <= ? {_WAITING} PER PARTITION LIMIT 1 ALLOW FILTERING"
-            ),
-            read_below=p(
-                f"SELECT cursors, {_IN_PLACE_SELECT} FROM {t} WHERE {lane} AND due >= ? AND due < ? {_WAITING} "
-                "LIMIT ? ALLOW FILTERING"
-            ),
-        )
+        lane = _LANE
+        self.in_place_reads = _lane_reads(p, t, _IN_PLACE_SELECT, _IN_PLACE_SELECT, waiting=True)
         self.read_range = p(f"SELECT {_IN_PLACE_SELECT} FROM {t} WHERE {lane} AND due >= ? AND due <= ? LIMIT ?")
         # The counts (engine/observe/behind.py): the messages in flight or in backoff of a stretch behind the cursor.
         self.count_flights = p(
@@ -347,6 +328,13 @@ class MessageTable:
                 ttl_for(due_ms, now_ms, retention_s),
             ]
         )
+
+    def insert_escape(
+        self, row: Any, rank: int, position: int, message_id: uuid.UUID, due_ms: int, now_ms: int, retention_s: int
+    ) -> BoundStatement:
+        """Bind an escape: the check entry of one in-place message (at ``position``), due at ``due_ms``, with the id
+        derived from the message's (``escape_id``). ``row`` names the row (queue, bucket, shard)."""
+        return self.insert_entry(row, rank, due_ms, escape_id(message_id), position, position, now_ms, retention_s)
 
     def insert_message(self, m: Message, now_ms: int, retention_s: int) -> BoundStatement:
         """Bind an INSERT of ``m`` at its current position (``m.due_ms``) and state."""

@@ -41,7 +41,7 @@ from cassandra.query import BatchStatement
 
 from daemon.base.model import Message, QueueSettings
 from daemon.engine.storage.db import Database
-from daemon.engine.storage.table import STATE_WAITING, MessageTable, escape_id, is_entry, is_ghost
+from daemon.engine.storage.table import STATE_WAITING, MessageTable, is_entry, is_ghost
 
 #: Rows a check entry's range read returns at most (tombstones of acked messages are not rows: they are not counted
 #: here, but by the node's tombstone thresholds: a take's range holds about one batch of messages).
@@ -136,7 +136,7 @@ def check_entries(
     for m in delivered:
         position, visible = m.copy_due_ms or m.due_ms, m.visible_at or m.due_ms
         if m.id in rescued:
-            batch.add(table.insert_entry(row, m.rank, visible, escape_id(m.id), position, position, now, keep))
+            batch.add(table.insert_escape(row, m.rank, position, m.id, visible, now, keep))
             continue
         slot = (m.rank, visible - visible % SLOT_MS)
         lo, hi = spans.get(slot, (position, position))
@@ -148,7 +148,7 @@ def check_entries(
     for rank, lo, after_id, hi in flights.follow:
         batch.add(table.insert_entry(row, rank, now, uuid.uuid4(), lo, hi, now, keep, after_id))
     for r, when in flights.escapes:
-        batch.add(table.insert_entry(row, r.rank, when, escape_id(r.id), r.due, r.due, now, keep))
+        batch.add(table.insert_escape(row, r.rank, r.due, r.id, when, now, keep))
     for r in flights.drop:
         batch.add(table.delete_row(row.queue, row.bucket, row.shard, r))
     for slot in [s for s in spans if s[1] < now - SLOT_MS]:  # come due: a take processes them, not ours to merge

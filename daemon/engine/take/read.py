@@ -78,7 +78,7 @@ class TakeReader:
         read_limit = limit if len(due) == len(rows) else limit + 1
         found = self._keep(budget, moves, skips, ranks[0], due, read_limit, now, from_skip, opts, qs.in_place)
         _frontier(frontier, sealed, ranks[0], found, now, self.tolerance_ms, opts)
-        entries = due if qs.in_place else []
+        entries = _not_messages(due) if qs.in_place else []
         for rank in ranks[1:] if not opts.top_lane_only else ():
             if budget.full():
                 break
@@ -89,7 +89,7 @@ class TakeReader:
             kept = self._keep(budget, moves, skips, rank, more, budget.count_left(), now, from_skip, opts, qs.in_place)
             _frontier(frontier, sealed, rank, kept, now, self.tolerance_ms, opts)
             found += kept
-            entries = entries + more if qs.in_place else entries
+            entries += _not_messages(more) if qs.in_place else []
         flights = await self._flights(qs, lock, entries, budget, due_by, opts) if entries else Flights()
         found += flights.rescued
         if not found:  # nothing to take: what was read is all left for the pull readers, read past it now
@@ -109,8 +109,7 @@ class TakeReader:
         """An in-place queue's rows read that are not messages (all due by ``due_by``, now + the take-ahead): the check
         entries are scanned (flights.py), ghosts dropped. A message visible again by ``due_by`` is delivered, as a
         copy queue's timeout column due by then is: the take-ahead applies to redeliveries too. (An entry left for its
-        due time instead set the row's wake there, and a daemon's take-ahead took the row again and again until it
-        came: three reads per take at half load.)"""
+        due time instead set the row's wake there, and a daemon's take-ahead took the row again until it came.)"""
         due = [r for r in rows if is_entry(r)]
         ghosts = [r for r in rows if is_ghost(r)]
         if not due:
@@ -273,6 +272,12 @@ def _passed(rows: list[Any], kept: int, accepts: Callable[[str], bool]) -> Any |
             ours += 1
         last = r
     return last
+
+
+def _not_messages(rows: list[Any]) -> list[Any]:
+    """An in-place lane's rows read that have no task: check entries (and ghosts, which filtered reads never return
+    but a row written by hand could be), for ``TakeReader._flights``."""
+    return [r for r in rows if r.task is None]
 
 
 def _fits(budget: TakeBudget, row: Any) -> bool:
