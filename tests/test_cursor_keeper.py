@@ -11,7 +11,7 @@ tests make the pile and read it the way a cold process does.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -166,21 +166,32 @@ async def test_cursors_stored_by_peeks_while_senders_and_receivers_race_lose_not
             for i in range(n):
                 sent.append(await cq.send(queue_name, "t", f"{tag}{i}"))
 
-        async def receive(client: Casque, until_ms: int) -> None:
-            while client.clock.now_ms() < until_ms:
+        async def receive(client: Casque, done: Callable[[], bool]) -> None:
+            while not done():
                 for d in await client.receive(queue_name, max=10, wait=0.2, visibility=2):
                     last_take[0] = client.clock.now_ms()
                     got.append(str(d.message.id))
                     assert await client.delete(d.receipt)
 
+        # a round's gap is counted from its last take, however long the burst took under load: past the pile
+        # (2 s timeouts) and the tolerance (5 s) a peek's cursor may pass that take, plus a second of peeks
+        gap_ms = 2_000 + settings.worker.clock_tolerance_ms + 1_000
+        sent_all = asyncio.Event()
+
+        def gap_passed() -> bool:
+            return sent_all.is_set() and cq.clock.now_ms() >= last_take[0] + gap_ms
+
+        async def burst(tag: str) -> None:
+            await asyncio.gather(send(f"a{tag}-", 150), send(f"b{tag}-", 150))
+            sent_all.set()
+
         for round_ in range(3):
-            end = cq.clock.now_ms() + 9_000  # the burst, then a gap past the pile (2 s timeouts, 5 s tolerance)
-            await asyncio.gather(
-                send(f"a{round_}-", 150), send(f"b{round_}-", 150), receive(cq, end), receive(other, end)
-            )
+            sent_all.clear()
+            await asyncio.gather(burst(str(round_)), receive(cq, gap_passed), receive(other, gap_passed))
             # a take stores at most now - tolerance (5 s), behind its own time: past the last take, a peek stored it
             past_piles += await stored_cursor(cq, queue_name) > last_take[0]
-        await receive(cq, cq.clock.now_ms() + 3_000)  # anything still owed
+        owed_until = cq.clock.now_ms() + 3_000
+        await receive(cq, lambda: cq.clock.now_ms() >= owed_until)  # anything still owed
     finally:
         await other.close()
     lost = set(map(str, sent)) - set(got)
