@@ -100,9 +100,7 @@ async def test_node_loss_at_quorum_loses_nothing_and_two_lost_nodes_fail_loudly(
         )
         one_down_failures = len(producer.failures) - failed_before
         assert one_down_failures == 0, producer.failures[failed_before:][:3]
-        await asyncio.to_thread(start_node, RING, 3)
-        await asyncio.to_thread(stop_node, RING, 2)
-        await asyncio.to_thread(stop_node, RING, 3)  # two of three gone: QUORUM impossible
+        await asyncio.to_thread(stop_node, RING, 2)  # two of three gone (3 still is): QUORUM impossible
         failed_before = len(producer.failures)
         await until(lambda: len(producer.failures) - failed_before >= 5, 60, "sends to fail with two nodes down")
         two_down = producer.failures[failed_before:]
@@ -117,8 +115,7 @@ async def test_node_loss_at_quorum_loses_nothing_and_two_lost_nodes_fail_loudly(
         await until(lambda: sent <= {r[1] for r in records(record)}, 180, "every sent message processed", daemon)
     finally:
         daemon.signal(signal.SIGTERM)
-        daemon.wait(60)
-        await asyncio.to_thread(start_node, RING, 3)
+        daemon.wait(60)  # node 3 stays down: the ring is this test's alone, and stopped after it
     print(
         f"sent={len(sent)} failed_sends={len(producer.failures)} (one node down: {one_down_failures}) "
         f"processed={len(sent & {r[1] for r in records(record)})} lost=0"
