@@ -69,12 +69,16 @@ _KIND: dict[str, tuple[bool, bool]] = {}  # CQL text -> (is a read, is an LWT), 
 
 
 def _short(cql: str) -> str:
-    """A statement's identity for the breakdown: verb, table and the WHERE shape, without the keyspace."""
+    """A statement's identity for the breakdown: verb, table and the WHERE shape, without the keyspace. A long
+    one keeps its head and its tail: reads of one table differ at the end (an in-place lane's filter, a LIMIT)."""
     batch = cql.startswith("batch: ")
     s = _WS.sub(" ", cql[7:] if batch else cql).strip()
     s = re.sub(r"\b\w+\.(messages|queues|keys|poison|stats|history|daemon_stats)\b", r"\1", s)
     s = re.sub(r"\(([^()]{60,})\)", "(…)", s)
-    return ("batch: " if batch else "") + s[:110]
+    s = re.sub(r"^SELECT (.{40})[^()]*?(, WRITETIME\(\w+\) AS wt)? FROM", r"SELECT \1…\2 FROM", s)
+    if len(s) > 200:
+        s = s[:120] + " … " + s[-77:]
+    return ("batch: " if batch else "") + s
 
 
 def _classify(text: str) -> tuple[bool, bool]:

@@ -8,8 +8,9 @@ a standard and a FIFO queue made by CreateQueue (the defaults an SQS user gets):
   * DeleteMessageBatch of the 10 receipts it returned;
   * an empty ReceiveMessage with WaitTimeSeconds: the requests before it parks (its first look) and
     those while it waits (any that come after a pause of a second or more), right after the queue was
-    drained, and again (WaitTimeSeconds 2) once that first one returned: a look right after takes reads
-    from past what they took, and from the cursors when that found nothing (engine/delivery/idle_look.py).
+    drained, and again (WaitTimeSeconds 2, ``--rounds`` times) once that first one returned: a look right
+    after takes reads from past what they took, and from the cursors when that found nothing
+    (engine/delivery/idle_look.py).
 Each figure is the median over ``--rounds`` calls (and the mean, which the rare cache refresh and
 the at-most-every-15-s marks raise). The table goes to bench/out/sqs_requests.json and stdout.
 """
@@ -123,10 +124,11 @@ def measure_queue(log: CallLog, url: str, fifo: bool, rounds: int, wait_s: int) 
     if out.get("Messages"):
         raise RuntimeError("the queue was not empty for the long poll")
     calls["long_poll"].append(reqs)
-    out, reqs = log.call(sqs.receive_message, QueueUrl=q, MaxNumberOfMessages=10, WaitTimeSeconds=2)
-    if out.get("Messages"):
-        raise RuntimeError("the queue was not empty for the second long poll")
-    calls["long_poll_again"].append(reqs)
+    for _ in range(rounds):  # the polls that follow: a median, and the periodic reads (settings, cursors) in the mean
+        out, reqs = log.call(sqs.receive_message, QueueUrl=q, MaxNumberOfMessages=10, WaitTimeSeconds=2)
+        if out.get("Messages"):
+            raise RuntimeError("the queue was not empty for a later long poll")
+        calls["long_poll_again"].append(reqs)
     if not fifo:
         calls["receive_concurrent"] = concurrent_receives(log, url, q, 10 * rounds * 4)
     sqs.delete_queue(QueueUrl=q)
@@ -182,7 +184,10 @@ def summarize(calls: dict[str, list[list[list[Any]]]]) -> dict[str, Any]:
         }
         if kind.startswith("long_poll"):
             splits = [parked_split(r) for r in per_call]
-            row["before_park"] = max(b for b, _ in splits)
+            before = [b for b, _ in splits]
+            row["before_park"] = statistics.median(before)
+            row["before_park_mean"] = round(statistics.fmean(before), 2)
+            row["before_park_max"] = max(before)
             row["while_waiting"] = max(w for _, w in splits)
         out[kind] = row
     return out
@@ -204,7 +209,7 @@ def table(results: dict[str, dict[str, Any]]) -> str:
         "receive": "ReceiveMessage (10) that returned messages",
         "receive_concurrent": "the same, 8 clients receiving from one queue at once (standard)",
         "long_poll": "empty ReceiveMessage with WaitTimeSeconds right after a drain: before it parks / while it waits",
-        "long_poll_again": "the next empty ReceiveMessage (WaitTimeSeconds 2): before it parks / while it waits",
+        "long_poll_again": "the empty ReceiveMessages after it (WaitTimeSeconds 2): before it parks / while it waits",
         "delete": "DeleteMessageBatch of 10",
         "send": "SendMessageBatch of 10",
     }
@@ -217,8 +222,13 @@ def table(results: dict[str, dict[str, Any]]) -> str:
             x = r.get(kind)
             if x is None:
                 cells.append("-")
+            elif kind.startswith("long_poll") and x["calls"] > 1:
+                cells.append(
+                    f"{x['before_park']:g} (mean {x['before_park_mean']:g}, max {x['before_park_max']}) / "
+                    f"{x['while_waiting']}"
+                )
             elif kind.startswith("long_poll"):
-                cells.append(f"{x['before_park']} / {x['while_waiting']}")
+                cells.append(f"{x['before_park']:g} / {x['while_waiting']}")
             else:
                 cells.append(f"{x['median']:g} (mean {x['mean']:g}, max {x['max']})")
         rows.append(f"| {label} | " + " | ".join(cells) + " |")
