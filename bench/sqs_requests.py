@@ -4,7 +4,8 @@ The server runs under bench/sqs_cql_serve.py, which charges every CQL request to
 caused it (by the request id the answer carries). One boto3 client drives, one call at a time, on
 a standard and a FIFO queue made by CreateQueue (the defaults an SQS user gets):
   * SendMessageBatch of 10;
-  * ReceiveMessage (MaxNumberOfMessages 10) that returns messages;
+  * ReceiveMessage (MaxNumberOfMessages 10) that returns messages, each after a pause (the counting of the call
+    before it), then by one client receiving in a loop (receive, delete, receive), then by 8 at once;
   * DeleteMessageBatch of the 10 receipts it returned;
   * an empty ReceiveMessage with WaitTimeSeconds: the requests before it parks (its first look) and
     those while it waits (any that come after a pause of a second or more), right after the queue was
@@ -130,6 +131,7 @@ def measure_queue(log: CallLog, url: str, fifo: bool, rounds: int, wait_s: int) 
             raise RuntimeError("the queue was not empty for a later long poll")
         calls["long_poll_again"].append(reqs)
     if not fifo:
+        calls["receive_loop"] = concurrent_receives(log, url, q, 10 * rounds, receivers=1)
         calls["receive_concurrent"] = concurrent_receives(log, url, q, 10 * rounds * 4)
     sqs.delete_queue(QueueUrl=q)
     return summarize(calls)
@@ -196,6 +198,7 @@ def summarize(calls: dict[str, list[list[list[Any]]]]) -> dict[str, Any]:
 #: Measured before issue 27's changes (git a76c4ae, this bench, 5 rounds, 2026-11-25): (standard, FIFO).
 BEFORE = {
     "receive": ("28", "7"),
+    "receive_loop": ("-", "-"),
     "receive_concurrent": ("-", "-"),
     "long_poll": ("16 / 81", "1 / 2"),
     "long_poll_again": ("-", "-"),
@@ -207,6 +210,7 @@ BEFORE = {
 def table(results: dict[str, dict[str, Any]]) -> str:
     names = {
         "receive": "ReceiveMessage (10) that returned messages",
+        "receive_loop": "the same, one client receiving in a loop: receive, delete, receive (standard)",
         "receive_concurrent": "the same, 8 clients receiving from one queue at once (standard)",
         "long_poll": "empty ReceiveMessage with WaitTimeSeconds right after a drain: before it parks / while it waits",
         "long_poll_again": "the empty ReceiveMessages after it (WaitTimeSeconds 2): before it parks / while it waits",

@@ -382,12 +382,11 @@ def test_three_node_cluster_start_status_stop() -> None:
         peers = sorted(r[0] for r in _query("127.0.0.1", 9142, "SELECT peer FROM system.peers"))
         assert [str(p) for p in peers] == ["127.0.0.2", "127.0.0.3"]
 
-        # Losing and regaining a node (the API later node-loss tests build on).
+        # Losing a node, as status tells it (tests/test_node_faults.py stops and starts nodes under load: a node
+        # that start_node did not bring back fails its sends' recovery there).
         stop_node(RING, 3)
         st = status(RING)
         assert not st.node(3).running and st.node(1).cql_ready and st.node(2).cql_ready
-        assert start_node(RING, 3, timeout=START_TIMEOUT).cql_ready
-        assert status(RING).ready
     finally:
         stop(RING)
     st = status(RING)

@@ -13,9 +13,13 @@ import asyncio
 import time
 from typing import Any
 
+import pytest
+
 from daemon.base import metrics
 from daemon.engine.client import Casque
+from daemon.engine.delivery import receive
 from daemon.engine.send.producer import Job
+from daemon.engine.take import holds
 from daemon.engine.take.holds import LINGER_MS
 
 N = 1_000
@@ -61,3 +65,41 @@ async def test_receives_in_line_take_from_the_kept_lock_and_leave_the_row_free(c
     while await live_lock_columns(cq, queue_name):
         assert time.monotonic() - t0 < 1 + LINGER_MS / 1000, "a kept lock still blocks the row"
         await asyncio.sleep(0.05)
+
+
+async def test_a_client_receiving_in_a_loop_takes_from_the_lock_its_last_receive_kept(
+    cq: Casque, queue_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One client: receive, delete, receive again at once (an SQS worker with a quick handler). From its second
+    receive on, each finds the row's lock its last take kept, so its take is a read and a batch; a receive that
+    comes after a pause longer than ``LINGER_MS`` keeps nothing, and the lock is gone once the loop stops.
+    ``LINGER_MS`` is 500 ms here, not 50: in the suite's shared event loop a gap of 50 ms between two receives
+    (ten deletes) came now and then, and this test is about what follows from the window, not its width."""
+    linger_ms = 500
+    monkeypatch.setattr(holds, "LINGER_MS", linger_ms)
+    monkeypatch.setattr(receive, "LINGER_MS", linger_ms)
+    await cq.create_queue(queue_name, shards=1, buckets=1, timeout=60)
+    await cq.send_many(queue_name, [Job("t", j) for j in range(100)])
+    kept0 = sample("casque_locks_kept_total")
+    two0 = sample("casque_take_round_trips_bucket", queue=queue_name, le="2.0")
+    seen: list[int] = []
+    for _ in range(10):
+        got = await cq.receive(queue_name, max=10, wait=0, visibility=60)
+        seen += [d.message.payload for d in got]
+        await asyncio.gather(*(cq.delete(d.receipt) for d in got))
+    kept = sample("casque_locks_kept_total") - kept0
+    two = sample("casque_take_round_trips_bucket", queue=queue_name, le="2.0") - two0
+    print(f"10 receives in a loop: {kept:.0f} kept their lock, {two:.0f} took in 2 round trips")
+    assert sorted(seen) == list(range(100)), "lost or received twice"
+    # the first receive follows no other; the second follows one, and keeps its lock for the third, and so on
+    assert kept >= 9 and two >= 8, "receives in a loop did not take from the kept lock"
+    t0 = time.monotonic()
+    while await live_lock_columns(cq, queue_name):
+        assert time.monotonic() - t0 < 1 + linger_ms / 1000, "a kept lock still blocks the row"
+        await asyncio.sleep(0.05)
+    await cq.send_many(queue_name, [Job("t", j) for j in range(10)])
+    await asyncio.sleep(linger_ms / 1000)  # the pause under test: the client is no longer looping
+    kept0 = sample("casque_locks_kept_total")
+    got = await cq.receive(queue_name, max=10, wait=0, visibility=60)
+    assert len(got) == 10 and sample("casque_locks_kept_total") == kept0, "a receive after a pause kept its lock"
+    assert not await live_lock_columns(cq, queue_name)

@@ -56,6 +56,7 @@ from daemon.engine.queues.store import QueueStore
 from daemon.engine.send.keys import KeyStore
 from daemon.engine.storage.db import Database
 from daemon.engine.storage.table import MessageTable
+from daemon.engine.take.holds import LINGER_MS
 from daemon.engine.wake.catch import Catch
 from daemon.engine.wake.wakeups import Wakeups
 
@@ -177,6 +178,8 @@ class Receiver:
         slot = next(self._slots) % 64
         visibility_ms = int(visibility_s * 1000)
         joint = None if qs.fifo else (queue, visibility_ms)  # receives that may share a take (joint_take.py)
+        # A client that receives again at once (receive, delete, receive) finds the lock its last take kept
+        looping = time.monotonic() - consumer.receive_ended < LINGER_MS / 1000
         parallel = min(qs.span()[0], MAX_PARALLEL)  # takes of the queue at once: one per shard at most
         # The first look may be answered by this process's last empty look of the queue, if nothing was
         # said since (engine/delivery/idle_look.py ``known_empty``) and it is younger than the longer of
@@ -204,7 +207,9 @@ class Receiver:
                 else:
                     due = []  # the remembered look: no read
                 taken = (
-                    [] if due == [] else await self._take(consumer, joint, parallel, limit, slot, visibility_ms, due)
+                    []
+                    if due == []
+                    else await self._take(consumer, joint, parallel, limit, slot, visibility_ms, due, looping)
                 )
                 if not taken and due is None and not qs.fifo:
                     # Joined a take, or took under a kept lock, without a look of its own, and got nothing: look
@@ -212,7 +217,7 @@ class Receiver:
                     due = await self.look.due_rows(consumer, look_qs)
                     looked_at = self.clock.now_ms()
                     if due:
-                        taken = await self._take(consumer, joint, parallel, limit, slot, visibility_ms, due)
+                        taken = await self._take(consumer, joint, parallel, limit, slot, visibility_ms, due, looping)
                 owed = False
                 if taken:
                     if len(taken) >= limit:  # there may be more: the next parked poll looks too
@@ -250,6 +255,7 @@ class Receiver:
                 waiter.handoff()
             self.wakeups.leave(queue, waiter)
             self._taking(queue, -1)
+            consumer.receive_ended = time.monotonic()
 
     async def _take(
         self,
@@ -260,11 +266,13 @@ class Receiver:
         slot: int,
         visibility_ms: int,
         rows: list[tuple[int, int]] | None,
+        looping: bool,
     ) -> list[Message]:
         """This receive's messages: its share of a joint take (standard queues), or its own take."""
         if joint is None:
             return await self._fill(consumer, limit, slot, visibility_ms, rows)
-        waiting = partial(self._others, joint)  # other receives under way: the row's lock is kept for their take
+        # other receives under way, or a client looping: the row's lock is kept for the next take
+        waiting = partial(self._others, joint, looping)
         return await self.joint.take(
             joint, limit, lambda n: self._fill(consumer, n, slot, visibility_ms, rows, waiting), parallel
         )
@@ -277,10 +285,11 @@ class Receiver:
         else:
             self._active.pop(queue, None)
 
-    def _others(self, joint: tuple[str, int]) -> bool:
+    def _others(self, joint: tuple[str, int], looping: bool) -> bool:
         """Whether receives of this queue other than the one taking are under way in this process, waiting for
-        this take (joint_take.py) or about to take: a take keeps its row's lock for them (engine/take/holds.py)."""
-        return self.joint.waiting(joint) or self._active.get(joint[0], 0) > 1
+        this take (joint_take.py) or about to take, or this receive's client receives in a loop (it came within
+        ``LINGER_MS`` of the last receive's end): a take keeps its row's lock for them (engine/take/holds.py)."""
+        return looping or self.joint.waiting(joint) or self._active.get(joint[0], 0) > 1
 
     @staticmethod
     async def _fill(
