@@ -34,7 +34,6 @@ a poll that took a full batch wakes the next, as does a woken poll that leaves w
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import time
 from collections.abc import Callable
@@ -42,13 +41,13 @@ from dataclasses import dataclass
 from functools import partial
 
 from daemon.base.clock import Clock
-from daemon.base.lru import Lru
 from daemon.base.model import Message, QueueSettings
 from daemon.engine.access.secrets import RECEIPT_KEY, SecretStore
 from daemon.engine.consume.consumer import Consumer
-from daemon.engine.consume.row_state import RowState, loaded_from_store
+from daemon.engine.consume.row_state import RowState
 from daemon.engine.delivery.idle_look import EMPTY_TRUST_MS, IdleLook
 from daemon.engine.delivery.joint_take import MAX_PARALLEL, JointTakes
+from daemon.engine.delivery.pulled_consumers import PulledConsumers
 from daemon.engine.delivery.receipts import InvalidReceipt, Receipt, ReceiptSigner
 from daemon.engine.delivery.receive_attempts import ReceiveAttempts
 from daemon.engine.delivery.settle import MAX_VISIBILITY_S, NotInFlight, Settler, VisibilityTooLong, check_number
@@ -100,21 +99,17 @@ class Receiver:
         self.secrets = secrets
         self.wakeups = wakeups
         self.clock = clock
-        self.consumer_of = consumer_of
         self.poll_interval_s = poll_interval_s
-        self._consumers: Lru[str, Consumer] = Lru(
-            max_consumers, self._evicted
-        )  # the queues pulled from lately, not every queue
-        self._unsubscribe: dict[str, Callable[[], None]] = {}
         self.touch = touch  # records activity for idle expiry (engine/cluster/reaper.py)
         self.attempts = attempts
         self._signer: ReceiptSigner | None = None
         self._slots = itertools.count()
         self.look = IdleLook(db, table, clock)
+        self.pulled = PulledConsumers(db, table, clock, wakeups, self.look, consumer_of, max_consumers)
         self.joint: JointTakes[Message] = JointTakes()  # concurrent receives of a queue share a take
         self._active: dict[str, int] = {}  # receives of each queue under way in this process, not parked
         #: The deliveries' other half: delete, change visibility (engine/delivery/settle.py).
-        self.settler = Settler(db, table, queues, keys, wakeups, clock, self.signer, self._consumer, unblocked)
+        self.settler = Settler(db, table, queues, keys, wakeups, clock, self.signer, self.pulled.get, unblocked)
 
     async def signer(self) -> ReceiptSigner:
         if self._signer is None:
@@ -167,9 +162,9 @@ class Receiver:
         self, queue: str, qs: QueueSettings, limit: int, wait_s: float, visibility_s: float
     ) -> list[Delivery]:
         signer = await self.signer()
-        consumer = self._consumer(queue)
+        consumer = self.pulled.get(queue)
         if not consumer.rows:
-            await self._warm(consumer, qs)
+            await self.pulled.warm(consumer, qs)
         waiter = self.wakeups.enter(queue)
         self._taking(queue, 1)
         scout = False
@@ -350,62 +345,12 @@ class Receiver:
             out.append(Delivery(m, signer.issue(r), now))
         return out
 
-    def _consumer(self, queue: str) -> Consumer:
-        """The queue's consumer, told of every send (a wake-up names the sent message's shard):
-        a receive visits the named shards first, as a daemon's fetch does. Without it a take
-        that filled its batch named only its own shard, and a backlog there kept the receives
-        from every other shard (a message sent to another shard waited until it drained)."""
-        c = self._consumers.get(queue)
-        if c is None:
-            c = self.consumer_of(queue)
-            self._consumers.put(queue, c)
-            self._unsubscribe[queue] = self.wakeups.subscribe(queue, c.hint)
-        return c
-
-    def _evicted(self, queue: str, _: Consumer) -> None:
-        unsubscribe = self._unsubscribe.pop(queue, None)
-        if unsubscribe is not None:
-            unsubscribe()
-
-    async def _warm(self, consumer: Consumer, qs: QueueSettings) -> None:
-        """A cold consumer's first look: the cursors of every row of the queue, one request per
-        shard (``bucket IN (...)``, read by the coordinator in parallel) instead of one per row
-        read one after another as the consumer's visits come round. A row with no partition holds
-        nothing: it is treated as one just peeked empty (looked at again at the next rescan, or
-        at once if it is the current bucket's), so an idle queue is not peeked row by row."""
-        shards, buckets = qs.span()
-        results = await asyncio.gather(
-            *(
-                self.db.run(self.table.read_shard_cursors, [qs.name, list(range(buckets)), shard])
-                for shard in range(shards)
-            )
-        )
-        found = {(r.bucket, r.shard): dict(r.cursors or {}) for rows in results for r in rows}
-        now = self.clock.now_ms()
-        if not found:  # no row has a partition: this read was the look, and found nothing anywhere
-            self.look.remember_empty(consumer, qs, now)
-        rescan_at = now + consumer.rescan_ms
-        for bucket in range(buckets):
-            for shard in range(shards):
-                state = consumer.rows.setdefault((bucket, shard), RowState())
-                state.loaded = True
-                cursors = found.get((bucket, shard))
-                if cursors is None:
-                    state.next_check = max(state.next_check, rescan_at)
-                    # Empty now: whatever is written later falls due at or after now - tolerance (the
-                    # cursor rule), so its lanes' cursors may start there (the one-request look reads
-                    # every row from the lowest cursor, engine/delivery/idle_look.py).
-                    for rank in qs.ranks():
-                        state.cursors[rank] = max(state.cursors.get(rank, 0), now - consumer.tolerance_ms)
-                    continue
-                loaded_from_store(state, cursors)
-
     def consumers_cached(self) -> int:
-        return len(self._consumers)
+        return len(self.pulled)
 
     def consumers(self) -> list[Consumer]:
         """The consumers of the queues pulled from lately (what ``casque serve`` sweeps)."""
-        return self._consumers.values()
+        return self.pulled.values()
 
 
 __all__ = ["Delivery", "InvalidReceipt", "MAX_VISIBILITY_S", "NotInFlight", "Receiver", "VisibilityTooLong"]

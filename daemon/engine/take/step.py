@@ -123,7 +123,7 @@ class Take:
             await self.locker.release(lock)
             return TakeResult()
         messages = [message_from_row(qs.name, lock.bucket, lock.shard, r) for r in read.found]
-        keep = self._lingers(qs, lock, opts)
+        keep = self._lingers(qs, lock, opts, len(messages))
         taken = await self._commit(qs, state, lock, messages, read.moves, opts, keep_lock=keep, flights=read.flights)
         if keep:
             self.holds.adopt(qs, (lock.bucket, lock.shard), lock)
@@ -165,7 +165,7 @@ class Take:
                     await self.holds.release(qs, row)
                 return TakeResult()
             messages = [message_from_row(qs.name, lock.bucket, lock.shard, r) for r in read.found]
-            keep = not lingering or self._lingers(qs, lock, opts)
+            keep = not lingering or self._lingers(qs, lock, opts, len(messages))
             try:
                 taken = await self._commit(
                     qs, state, lock, messages, read.moves, opts, keep_lock=keep, flights=read.flights
@@ -182,11 +182,14 @@ class Take:
         finally:
             self.holds.leave(row)
 
-    def _lingers(self, qs: QueueSettings, lock: HeldLock, opts: TakeOptions) -> bool:
-        """Keep this take's lock for our next take: receives wait for it (``opts.linger``), and the lock is young
-        enough (half its TTL) to serve a few more takes; an older one is given up, and the next take locks anew."""
+    def _lingers(self, qs: QueueSettings, lock: HeldLock, opts: TakeOptions, taken: int) -> bool:
+        """Keep this take's lock for our next take: receives wait for it (``opts.linger``), the take filled its limit
+        (a take that fell short drained the row: the next would read nothing under the lock, give it up, then look),
+        and the lock is young enough (half its TTL) to serve a few more takes; an older one is given up, and the next
+        take locks anew."""
         return (
             opts.linger is not None
+            and taken >= opts.limit
             and self.clock.elapsed_ms() - lock.started_ms < qs.lock_ttl_ms // 2
             and opts.linger()
         )
