@@ -106,8 +106,8 @@ class Consumer:
         #: (when, ``wakes()`` then, bucket then) of the last look that read and found nothing due
         #: (engine/delivery/idle_look.py ``known_empty``); None: none, or work found since.
         self.empty_look: tuple[int, int, int] | None = None
-        #: When the last pull receive of this queue ended (monotonic s): one coming right after keeps its
-        #: take's row lock for the next (engine/delivery/receive.py ``_others``).
+        #: When the last pull receive of this queue that answered in full ended (monotonic s; -inf after a short
+        #: answer): one coming right after keeps its take's row lock for the next (engine/delivery/receive.py).
         self.receive_ended = float("-inf")
         self.stats = ConsumerStats()
         self._lower_lanes_taken = False  # the last take handed out a lane below the queue's top one

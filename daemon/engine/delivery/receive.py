@@ -173,8 +173,10 @@ class Receiver:
         slot = next(self._slots) % 64
         visibility_ms = int(visibility_s * 1000)
         joint = None if qs.fifo else (queue, visibility_ms)  # receives that may share a take (joint_take.py)
-        # A client that receives again at once (receive, delete, receive) finds the lock its last take kept
+        # A client that receives again at once (receive, delete, receive) after a full answer finds the lock its last
+        # take kept (one that answered short drained what it saw: its lock would cost the next empty poll two requests)
         looping = time.monotonic() - consumer.receive_ended < LINGER_MS / 1000
+        full = False
         parallel = min(qs.span()[0], MAX_PARALLEL)  # takes of the queue at once: one per shard at most
         # The first look may be answered by this process's last empty look of the queue, if nothing was
         # said since (engine/delivery/idle_look.py ``known_empty``) and it is younger than the longer of
@@ -217,6 +219,7 @@ class Receiver:
                 if taken:
                     if len(taken) >= limit:  # there may be more: the next parked poll looks too
                         waiter.handoff()
+                        full = True
                     return self._deliveries(queue, consumer, signer, taken)
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -250,7 +253,7 @@ class Receiver:
                 waiter.handoff()
             self.wakeups.leave(queue, waiter)
             self._taking(queue, -1)
-            consumer.receive_ended = time.monotonic()
+            consumer.receive_ended = time.monotonic() if full else float("-inf")
 
     async def _take(
         self,
