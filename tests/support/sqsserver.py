@@ -33,6 +33,11 @@ class SqsServer:
                     return float(line.split()[1])
         return 0.0
 
+    def frozen(self) -> bool:
+        """True while the process is stopped (state T in /proc): a ``CASQUE_PAUSE_AT`` step was reached."""
+        stat = Path(f"/proc/{self.proc.pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] in ("T", "t")
+
     def stop(self) -> str:
         """SIGTERM, wait, and return what it wrote to stderr (for assertions on its log)."""
         if self.proc.poll() is None:

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field, replace
 
 from daemon.base import metrics
 from daemon.base.clock import Clock
+from daemon.base.crashpoints import crash_point
 from daemon.base.errors import CasqueError
 from daemon.base.logs import get_logger
 from daemon.base.model import QueueSettings
@@ -96,6 +97,7 @@ class RowHolds:
         ``valid`` (its age on the monotonic clock from before its column was written)."""
         hold = self._held[row] = Hold(lock, lingering=True)
         metrics.LOCKS_KEPT.inc()
+        crash_point("hold.adopted")  # the take committed, its lock kept: tests/test_sqs_loop_faults.py
         asyncio.get_running_loop().call_later(LINGER_MS / 1000, self._unused, qs, row, hold)
 
     def forget(self, row: Row) -> None:

@@ -1,0 +1,118 @@
+"""A client receiving in a loop over SQS (receive, delete, receive), with the fault made to happen while its
+server keeps the lock of the loop's last take for its next receive (engine/delivery/receive.py ``looping``,
+engine/take/holds.py ``adopt``): the next take is then a read and a batch, with no lock protocol of its own.
+
+Two real ``casque serve`` processes, A and B, and one standard queue of one row (``casque.max_shards`` 0, so every
+take of the queue contends for the same lock). A producer sends the backlog through B; one boto3 client loops on A.
+Once A's loop keeps a lock, A is stopped at the worst step:
+
+* frozen (``CASQUE_PAUSE_AT=take.held_read``: SIGSTOP to itself) right after a take under the kept lock read its
+  messages, before it commits. Its column expires while it sleeps (the queue's 5 s lock TTL); a second client on
+  B then takes everything, including what A read. Let go, A must find its hold lapsed and commit nothing;
+* killed (``CASQUE_CRASH_AT=hold.adopted``: ``os._exit``, what kill -9 leaves) the moment a take committed and
+  kept its lock: messages in flight whose answer never left, and a lock column no one will delete. B waits for
+  the column to expire and the messages' visibility timeout to pass, then delivers them again.
+
+Counted from the ledger (tests/support/standard_ledger.py): nothing lost, nothing left over, no delivery handed out
+twice, nothing processed twice but what a passed visibility timeout allows.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from urllib.parse import urlparse
+
+import pytest
+
+from daemon.base.config import Settings
+from tests.support import sqsserver
+from tests.support.sqs_clients import Clients, Producer, Receiver, client, drain, poll, run_clients
+from tests.support.standard_ledger import Ledger, Outcome
+from tests.test_sqs_standard_faults import VIOLATIONS
+
+pytestmark = [pytest.mark.reliability, pytest.mark.slow]
+#: Enough receives of 10 that the loop's gap (a delete and the next receive, over HTTP) comes within the 50 ms a
+#: kept lock waits (``LINGER_MS``) many times over: the fault needs it once.
+MESSAGES = 1500
+VISIBILITY_S = 5
+KEPT = "casque_locks_kept_total"
+
+
+@pytest.fixture
+def pair(request: pytest.FixtureRequest, settings: Settings) -> Iterator[list[sqsserver.SqsServer]]:
+    """Server A, with the fault's environment (the test's parameter), and server B; A always let go at the end."""
+    env: dict[str, str] = request.param
+    a = sqsserver.start(settings.cassandra.keyspace, env=env, metrics=True)
+    b = sqsserver.start(settings.cassandra.keyspace)
+    yield [a, b]
+    if a.proc.poll() is None:
+        a.proc.send_signal(signal.SIGCONT)
+    b.stop()
+
+
+def run(a: sqsserver.SqsServer, b: sqsserver.SqsServer, fault: Callable[[Clients[Ledger], Receiver], None]) -> Outcome:
+    """MESSAGES sent through B; then A's client loops, and B's waits (parked) until ``fault(clients, b_client)``,
+    which runs in this thread, lets it go. Ends when every message had its latest delivery deleted, then drains."""
+    started = time.monotonic()
+    made = client(b.url).create_queue(
+        QueueName=f"lf-{uuid.uuid4().hex[:10]}",
+        Attributes={"VisibilityTimeout": str(VISIBILITY_S), "casque.max_shards": "0"},
+    )
+    path = urlparse(made["QueueUrl"]).path
+    ledger, done = Ledger(), threading.Event()
+    on_a = Receiver([a.url, b.url], path, ledger, 0, done)  # on A; on B once A cut its connection
+    on_b = Receiver([b.url], path, ledger, 0, done)
+    on_b.may_receive.clear()
+    c = Clients[Ledger]([Producer([b.url], path, ["p"], MESSAGES, ledger, 0, fifo=False)], [on_a, on_b], ledger)
+    run_clients(c, lambda: len(ledger.sent) >= MESSAGES, lambda: fault(c, on_b), ledger.all_processed, 240)
+    drain([b.url], path, VISIBILITY_S + 1, ledger)
+    return ledger.tally(VISIBILITY_S, time.monotonic() - started)
+
+
+def check(out: Outcome) -> None:
+    assert out.sent == MESSAGES, out.line()
+    for name in VIOLATIONS:
+        assert getattr(out, name) == 0, f"{name}: {out.line()}"
+
+
+@pytest.mark.parametrize("pair", [{"CASQUE_PAUSE_AT": "take.held_read"}], indirect=True)
+def test_a_server_frozen_between_a_kept_locks_read_and_its_take_commits_nothing(
+    pair: list[sqsserver.SqsServer],
+) -> None:
+    a, b = pair
+
+    def fault(c: Clients[Ledger], on_b: Receiver) -> None:
+        poll(a.frozen, 120, "server A frozen between a read under its kept lock and the take", c.threads)
+        on_a = c.receivers[0]
+        asked = on_a.answered_began  # the receive before the one A sleeps in
+        on_b.may_receive.set()
+        poll(c.ledger.all_processed, 120, "every message processed through B while A sleeps", c.threads)
+        a.proc.send_signal(signal.SIGCONT)
+        poll(lambda: on_a.answered_began != asked, 60, "A's answer to the receive it slept in", c.threads)
+
+    out = run(a, b, fault)
+    kept = a.metric(KEPT)
+    log = a.stop()
+    print(f"{out.line()} kept_locks_on_a={kept:.0f}")
+    check(out)
+    assert kept >= 1, "A kept no lock for its client's loop"
+    assert '"event": "hold_expired_before_take"' in log, "A woke and did not find its kept lock lapsed"
+
+
+@pytest.mark.parametrize("pair", [{"CASQUE_CRASH_AT": "hold.adopted"}], indirect=True)
+def test_kill_9_of_a_server_the_moment_its_take_kept_the_lock_loses_nothing(pair: list[sqsserver.SqsServer]) -> None:
+    a, b = pair
+
+    def fault(c: Clients[Ledger], on_b: Receiver) -> None:
+        poll(lambda: a.proc.poll() is not None, 120, "A gone as a take kept its lock", c.threads)
+        on_b.may_receive.set()
+
+    out = run(a, b, fault)
+    print(out.line())
+    check(out)
+    assert a.proc.returncode == 137, f"A ended otherwise than at its crash point: {a.stop()[-2000:]}"
+    assert out.redelivered >= 1, f"the messages of A's last take did not come back: {out.line()}"
