@@ -37,7 +37,7 @@ from tests.test_sqs_standard_faults import VIOLATIONS
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]
 #: Enough receives of 10 that the loop's gap (a delete and the next receive, over HTTP) comes within the 50 ms a
 #: kept lock waits (``LINGER_MS``) many times over: the fault needs it once.
-MESSAGES = 1500
+MESSAGES = 800
 VISIBILITY_S = 5
 KEPT = "casque_locks_kept_total"
 
