@@ -27,7 +27,7 @@ async def a_parked_poll(
     await cq.create_queue(queue)
     poll = asyncio.create_task(cq.receive(queue, wait=20, visibility=visibility))
     await parked(cq, queue)
-    consumer = cq.receiver.pulled.get(queue)  # the one the parked poll made
+    consumer = cq.receiver.pulled.cached(queue)  # the one the parked poll made
     assert consumer is not None
     return poll, consumer
 

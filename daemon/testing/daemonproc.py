@@ -68,9 +68,13 @@ class Daemon:
         return self.log.read_text() if self.log.exists() else ""
 
     def frozen(self) -> bool:
-        """True while the process is stopped (state T in /proc): a ``CASQUE_PAUSE_AT`` step was reached."""
-        stat = Path(f"/proc/{self.proc.pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0] in ("T", "t")
+        return stopped(self.proc.pid)
+
+
+def stopped(pid: int) -> bool:
+    """True while the process is stopped (state T in /proc): a ``CASQUE_PAUSE_AT`` step was reached."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat.rsplit(")", 1)[1].split()[0] in ("T", "t")
 
 
 def spawn(config: Path, env: dict[str, str], out: IO[bytes], *args: str) -> subprocess.Popen[bytes]:

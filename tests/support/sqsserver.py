@@ -15,6 +15,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from daemon.testing.daemonproc import stopped
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -34,9 +36,7 @@ class SqsServer:
         return 0.0
 
     def frozen(self) -> bool:
-        """True while the process is stopped (state T in /proc): a ``CASQUE_PAUSE_AT`` step was reached."""
-        stat = Path(f"/proc/{self.proc.pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0] in ("T", "t")
+        return stopped(self.proc.pid)
 
     def stop(self) -> str:
         """SIGTERM, wait, and return what it wrote to stderr (for assertions on its log)."""

@@ -49,6 +49,10 @@ class PulledConsumers:
             self._unsubscribe[queue] = self.wakeups.subscribe(queue, c.hint)
         return c
 
+    def cached(self, queue: str) -> Consumer | None:
+        """The queue's consumer if one is cached, without making one."""
+        return self._consumers.get(queue)
+
     def _evicted(self, queue: str, _: Consumer) -> None:
         unsubscribe = self._unsubscribe.pop(queue, None)
         if unsubscribe is not None:
