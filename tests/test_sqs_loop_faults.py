@@ -11,7 +11,11 @@ Once A's loop keeps a lock, A is stopped at the worst step:
   B then takes everything, including what A read. Let go, A must find its hold lapsed and commit nothing;
 * killed (``CASQUE_CRASH_AT=hold.adopted``: ``os._exit``, what kill -9 leaves) the moment a take committed and
   kept its lock: messages in flight whose answer never left, and a lock column no one will delete. B waits for
-  the column to expire and the messages' visibility timeout to pass, then delivers them again.
+  the column to expire and the messages' visibility timeout to pass, then delivers them again;
+* held at that same step while the Cassandra node is frozen (SIGSTOP, 4 s; both servers on a node of the test's
+  own, their requests timing out after 2 s), then let go: the batch of its take under the kept lock goes to the
+  frozen node and times out. In doubt (the node may apply it once it runs again), A drops the kept lock without
+  deleting its column, so the row rests until the column expires, and the client's receive fails over to B.
 
 Counted from the ledger (tests/support/standard_ledger.py): nothing lost, nothing left over, no delivery handed out
 twice, nothing processed twice but what a passed visibility timeout allows.
@@ -19,6 +23,7 @@ twice, nothing processed twice but what a passed visibility timeout allows.
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -29,8 +34,10 @@ from urllib.parse import urlparse
 import pytest
 
 from daemon.base.config import Settings
+from daemon.devnode import status
 from tests.support import sqsserver
 from tests.support.sqs_clients import Clients, Producer, Receiver, client, drain, poll, run_clients
+from tests.support.stall_node import STALL_KEYSPACE, STALL_NODE, servers_on_own_node
 from tests.support.standard_ledger import Ledger, Outcome
 from tests.test_sqs_standard_faults import VIOLATIONS
 
@@ -40,6 +47,8 @@ pytestmark = [pytest.mark.reliability, pytest.mark.slow]
 MESSAGES = 800
 VISIBILITY_S = 5
 KEPT = "casque_locks_kept_total"
+#: How long the node is frozen: past the servers' 2 s request timeout, so the take's batch fails in doubt.
+FREEZE_S = 4.0
 
 
 @pytest.fixture
@@ -52,6 +61,16 @@ def pair(request: pytest.FixtureRequest, settings: Settings) -> Iterator[list[sq
     if a.proc.poll() is None:
         a.proc.send_signal(signal.SIGCONT)
     b.stop()
+
+
+@pytest.fixture
+def stall_pair() -> Iterator[list[sqsserver.SqsServer]]:
+    """A and B on a node of the test's own (their requests time out after 2 s); A pauses after a read under its
+    kept lock."""
+    with servers_on_own_node(
+        STALL_NODE, STALL_KEYSPACE, metrics=True, first_env={"CASQUE_PAUSE_AT": "take.held_read"}
+    ) as pair:
+        yield pair
 
 
 def run(a: sqsserver.SqsServer, b: sqsserver.SqsServer, fault: Callable[[Clients[Ledger], Receiver], None]) -> Outcome:
@@ -79,6 +98,16 @@ def check(out: Outcome) -> None:
         assert getattr(out, name) == 0, f"{name}: {out.line()}"
 
 
+def checked(a: sqsserver.SqsServer, out: Outcome, more: str = "") -> str:
+    """The ledger clean and A's loop kept a lock; A stopped, its log returned."""
+    kept = a.metric(KEPT)
+    log = a.stop()
+    print(f"{out.line()} kept_locks_on_a={kept:.0f} {more}")
+    check(out)
+    assert kept >= 1, "A kept no lock for its client's loop"
+    return log
+
+
 @pytest.mark.parametrize("pair", [{"CASQUE_PAUSE_AT": "take.held_read"}], indirect=True)
 def test_a_server_frozen_between_a_kept_locks_read_and_its_take_commits_nothing(
     pair: list[sqsserver.SqsServer],
@@ -94,12 +123,7 @@ def test_a_server_frozen_between_a_kept_locks_read_and_its_take_commits_nothing(
         a.proc.send_signal(signal.SIGCONT)
         poll(lambda: on_a.answered_began != asked, 60, "A's answer to the receive it slept in", c.threads)
 
-    out = run(a, b, fault)
-    kept = a.metric(KEPT)
-    log = a.stop()
-    print(f"{out.line()} kept_locks_on_a={kept:.0f}")
-    check(out)
-    assert kept >= 1, "A kept no lock for its client's loop"
+    log = checked(a, run(a, b, fault))
     assert '"event": "hold_expired_before_take"' in log, "A woke and did not find its kept lock lapsed"
 
 
@@ -116,3 +140,29 @@ def test_kill_9_of_a_server_the_moment_its_take_kept_the_lock_loses_nothing(pair
     check(out)
     assert a.proc.returncode == 137, f"A ended otherwise than at its crash point: {a.stop()[-2000:]}"
     assert out.redelivered >= 1, f"the messages of A's last take did not come back: {out.line()}"
+
+
+def test_a_node_frozen_as_a_take_under_a_kept_lock_commits_loses_and_duplicates_nothing(
+    stall_pair: list[sqsserver.SqsServer],
+) -> None:
+    a, b = stall_pair
+    node = status(STALL_NODE).nodes[0].pid
+    assert node is not None, "the test's own node is not running"
+    frozen_for: list[float] = []
+
+    def fault(c: Clients[Ledger], on_b: Receiver) -> None:
+        poll(a.frozen, 120, "server A paused between a read under its kept lock and the take", c.threads)
+        os.kill(node, signal.SIGSTOP)
+        began = time.monotonic()
+        try:
+            a.proc.send_signal(signal.SIGCONT)  # A sends its take's batch to the frozen node
+            time.sleep(FREEZE_S)  # the fault itself: the node is frozen this long
+        finally:
+            os.kill(node, signal.SIGCONT)
+            frozen_for.append(time.monotonic() - began)
+        on_b.may_receive.set()
+
+    out = run(a, b, fault)
+    log = checked(a, out, f"node_frozen_s={frozen_for}")
+    assert out.receive_errors > 0, f"no receive failed while the node was frozen: {out.line()}"
+    assert '"event": "hold_dropped"' in log, "A did not drop its kept lock when its take's batch was in doubt"

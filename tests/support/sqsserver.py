@@ -1,6 +1,9 @@
 """A real ``casque serve`` process for the SQS tests: started on 127.0.0.1 port 0 against the
 test keyspace, its URL read from the line it prints once bound, stopped with SIGTERM. With
-``metrics``, it serves its /metrics too (``SqsServer.metric`` reads one series)."""
+``metrics``, it serves its /metrics too (``SqsServer.metric`` reads one series).
+
+Its stderr (the JSON log) is read all along by a thread, not only at ``stop()``: a server that
+logs more than a pipe holds (64 KiB) would otherwise block on its next log line mid-test."""
 
 from __future__ import annotations
 
@@ -10,10 +13,12 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from daemon.testing.daemonproc import stopped
 
@@ -25,6 +30,20 @@ class SqsServer:
     url: str
     proc: subprocess.Popen[str]
     metrics_url: str | None = None
+    _log: list[str] = field(default_factory=list)
+    _readers: list[threading.Thread] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for pipe, keep in ((self.proc.stderr, True), (self.proc.stdout, False)):
+            if pipe is not None:
+                reader = threading.Thread(target=self._drain, args=(pipe, keep), daemon=True)
+                reader.start()
+                self._readers.append(reader)
+
+    def _drain(self, pipe: IO[str], keep: bool) -> None:
+        for line in pipe:
+            if keep:
+                self._log.append(line)
 
     def metric(self, series: str) -> float:
         """One unlabelled series from the server's /metrics (0 while it has none)."""
@@ -47,7 +66,9 @@ class SqsServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        return self.proc.stderr.read() if self.proc.stderr else ""
+        for reader in self._readers:
+            reader.join(timeout=10)
+        return "".join(self._log)
 
 
 def start(

@@ -31,9 +31,10 @@ STALL_KEYSPACE = "casque_std_stall"
 
 @contextmanager
 def servers_on_own_node(
-    spec: ClusterSpec, keyspace: str, count: int = 2, metrics: bool = False
+    spec: ClusterSpec, keyspace: str, count: int = 2, metrics: bool = False, first_env: dict[str, str] | None = None
 ) -> Iterator[list[sqsserver.SqsServer]]:
-    """``spec``'s node started, ``keyspace`` made on it, and ``count`` servers on it; all stopped after."""
+    """``spec``'s node started, ``keyspace`` made on it, and ``count`` servers on it; all stopped after (a stopped
+    one let go first). ``first_env``: more environment for the first server only (a fault's pause point)."""
     start(spec)
     s = Settings()
     s.cassandra.port, s.cassandra.keyspace = spec.native_port, keyspace
@@ -45,10 +46,13 @@ def servers_on_own_node(
     env = {"CASQUE_CASSANDRA__PORT": str(spec.native_port), "CASQUE_CASSANDRA__REQUEST_TIMEOUT": str(REQUEST_TIMEOUT_S)}
     servers: list[sqsserver.SqsServer] = []
     try:
-        servers += [sqsserver.start(keyspace, env=env, metrics=metrics) for _ in range(count)]
+        servers += [sqsserver.start(keyspace, env=env | (first_env or {}), metrics=metrics)]
+        servers += [sqsserver.start(keyspace, env=env, metrics=metrics) for _ in range(count - 1)]
         yield servers
     finally:
         for srv in servers:
+            if srv.proc.poll() is None:
+                srv.proc.send_signal(signal.SIGCONT)
             srv.stop()
         stop(spec)
 
