@@ -12,6 +12,8 @@ see from inside it:
   frame the driver sends; with ``BENCH_PROBE_LIVE=1`` the running totals in ``<out>.cql`` every
   0.2 s, so the bench can count over a window of its choosing (bench/idle.py);
 * with ``BENCH_PROBE_TAKES=1``, the round trips of every take (bench/taketrace.py);
+* with ``BENCH_PROBE_ROWS=1``, for every message whose lateness is measured, the row it came from
+  and when it started, so a late stretch can be told apart: one row that stood still, or all;
 * at exit, one JSON file (``BENCH_PROBE_OUT``) with all of it and the process's CPU time.
 """
 
@@ -26,12 +28,13 @@ import threading
 import time
 from typing import Any
 
-from daemon import Context, Handler, register
+from daemon import Context, Delivery, Handler, Middleware, register, use
 
 from . import cqlcount, taketrace
 
 LIVE = os.environ.get("BENCH_PROBE_LIVE", "0") == "1"
 TAKES = os.environ.get("BENCH_PROBE_TAKES", "0") == "1"
+ROWS = os.environ.get("BENCH_PROBE_ROWS", "0") == "1"
 EXPECT = int(os.environ.get("BENCH_PROBE_EXPECT", "0") or 0)
 CONCURRENCY = int(os.environ.get("BENCH_PROBE_CONCURRENCY", "0") or 0) or None  # handlers running at once
 OUT = os.environ.get("BENCH_PROBE_OUT", "")
@@ -39,6 +42,7 @@ TASK = "bench.noop"
 
 _send_ms: list[float] = []
 _late_ms: dict[str, list[float]] = {}
+_late_rows: dict[str, list[tuple[float, int, int, int]]] = {}  # kind -> (start, due_ms, bucket, shard)
 _state: dict[str, Any] = {
     "acked": 0,
     "first_ack": 0.0,
@@ -68,6 +72,21 @@ class Noop(Handler):
             if kind:
                 due = ctx.fire_time or ctx.due
                 _late_ms.setdefault(kind, []).append((now - due.timestamp()) * 1000.0)
+
+
+class RowOfLate(Middleware):
+    """Notes the row (bucket, shard) of each message whose lateness the handler measures.
+
+    A hook, not the handler, because only hooks see the message's row; ``before`` runs just
+    before the handler, so its clock reading is the handler's start to within microseconds."""
+
+    def before(self, d: Delivery) -> None:
+        payload = d.message.payload
+        kind = payload.get("k") if isinstance(payload, dict) else None
+        if kind and d.ctx is not None:
+            due = d.ctx.fire_time or d.ctx.due
+            row = (time.time(), int(due.timestamp() * 1000), d.message.bucket, d.message.shard)
+            _late_rows.setdefault(kind, []).append(row)
 
 
 def _install_ack_counter() -> None:
@@ -133,6 +152,7 @@ def _dump() -> None:
         "stime_s": usage.ru_stime,
         "send_ms": _send_ms,
         "late_ms": _late_ms,
+        "late_rows": _late_rows,
         "cql": cqlcount.COUNTS.as_dict(),
         "wire": dict(cqlcount.WIRE),
         "statement_names": {text: name for _, text, name in taketrace.prepared_names()},
@@ -154,4 +174,6 @@ if OUT:
         cqlcount.BY_CALLER = LIVE
     if TAKES:
         taketrace.install()
+    if ROWS:
+        use(RowOfLate())
     atexit.register(_dump)
