@@ -15,6 +15,7 @@ from daemon.base.metrics import REGISTRY
 from daemon.engine.client import Casque
 from daemon.engine.consume.consumer import Consumer
 from daemon.engine.send.producer import Job
+from daemon.engine.take.locking import HeldLock
 from daemon.testing.daemonproc import Daemon, records, start_daemon, until, write_config
 
 from .conftest import TEST_KEYSPACE
@@ -114,6 +115,32 @@ async def test_a_hold_that_is_not_renewed_lapses_and_the_row_is_free_again(cq: C
 
     await until(someone_took, 15, "the row is taken again once the hold's column expired")
     assert len(taken) == 1
+
+
+async def test_a_hold_kept_while_the_lock_timeout_is_raised_lapses_with_its_column(cq: Casque, queue_name: str) -> None:
+    """The queue's lock timeout raised from 2 s to 30 s while a row is held: the hold's column, written with a
+    2 s TTL, is gone from Cassandra seconds later, and another consumer can lock the row. The owner must have
+    stopped trusting its hold by then: counted by the raised TTL, it would take from the row for 29 s beside
+    the other consumer (two takes of the same messages)."""
+    owner, row = await tiny_queue(cq, queue_name, lock_ttl=2)
+    other = cq.consumer(queue_name)  # another process, as far as the locks can tell
+    qs = await cq.queues.get(queue_name)
+    await owner.holds.keep(qs, {row}, renew_ms=60_000)
+    assert owner.holds.valid(qs, row) is not None
+    raised = await cq.queues.update(queue_name, lock_ttl=30)
+    assert raised.lock_ttl_ms == 30_000
+    assert owner.holds.valid(raised, row) is not None, "the hold lapsed at once: the rest proves nothing"
+    locked: list[HeldLock] = []
+
+    async def other_locked() -> bool:
+        lock = await other.locker.acquire_direct(raised, *row)
+        if lock is not None:
+            locked.append(lock)
+        return lock is not None
+
+    await until(other_locked, 10, "another consumer locks the row once the hold's column expired")
+    assert owner.holds.valid(raised, row) is None, "the owner still trusts a hold whose column Cassandra expired"
+    await other.locker.release(locked[0])
 
 
 def events(d: Daemon, name: str) -> list[dict[str, object]]:

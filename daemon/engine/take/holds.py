@@ -136,7 +136,8 @@ class RowHolds:
         self._busy.discard(row)
 
     async def keep(self, qs: QueueSettings, wanted: set[Row], renew_ms: int) -> None:
-        """Hold exactly ``wanted``: acquire what is missing, renew what is older than ``renew_ms``,
+        """Hold exactly ``wanted``: acquire what is missing, renew what is older than ``renew_ms`` (or a third of
+        the TTL its column was written with, if the queue's lock timeout has been raised since),
         release the rest. A row a take is running on is neither released nor acquired now (an
         acquisition would collide with that take's lock); the next call does it. Rows run
         concurrently."""
@@ -147,7 +148,7 @@ class RowHolds:
                 self._held.pop(row, None)
                 if row not in self._busy and row not in self._acquiring:
                     jobs.append(self._acquire(qs, row))
-            elif self.clock.elapsed_ms() - hold.lock.started_ms >= renew_ms:
+            elif self.clock.elapsed_ms() - hold.lock.started_ms >= min(renew_ms, hold.lock.ttl_ms // 3):
                 jobs.append(self._renew(qs, row, hold))
         await asyncio.gather(*jobs)
 
@@ -172,7 +173,11 @@ class RowHolds:
 
     async def _renew(self, qs: QueueSettings, row: Row, hold: Hold) -> None:
         fresh = replace(
-            hold.lock, lock_due=self.clock.now_ms(), lock_id=uuid.uuid4(), started_ms=self.clock.elapsed_ms()
+            hold.lock,
+            lock_due=self.clock.now_ms(),
+            lock_id=uuid.uuid4(),
+            started_ms=self.clock.elapsed_ms(),
+            ttl_ms=qs.lock_ttl_ms,
         )
         try:
             await self.db.run(

@@ -47,6 +47,7 @@ class HeldLock:
     lock_due: int
     lock_id: uuid.UUID
     started_ms: int  # Clock.elapsed_ms() before the lock column was written
+    ttl_ms: int  # the queue's lock TTL when the column was written: the column lives at least this long
     cursors: dict[int, int] = field(default_factory=dict)
 
 
@@ -60,7 +61,7 @@ class ShardLocker:
     async def acquire(self, qs: QueueSettings, bucket: int, shard: int) -> HeldLock | None:
         """Steps 1-4. Returns the held lock, or None if the row is busy (the caller moves on)."""
         now = self.clock.now_ms()
-        lock = HeldLock(qs.name, bucket, shard, now, uuid.uuid4(), self.clock.elapsed_ms())
+        lock = HeldLock(qs.name, bucket, shard, now, uuid.uuid4(), self.clock.elapsed_ms(), qs.lock_ttl_ms)
         ttl = lock_ttl_seconds(qs)
         await self.db.run(self.table.lock_write, [qs.name, bucket, shard, now, lock.lock_id, LOCK_PENDING, ttl])
         rows = await self._read_locks(qs, lock)
@@ -78,7 +79,7 @@ class ShardLocker:
         reads the others', so of two that both pass at least one saw the other's column, or saw it
         gone with its take committed (the classic path's steps 4-5 are the same write and read)."""
         now = self.clock.now_ms()
-        lock = HeldLock(qs.name, bucket, shard, now, uuid.uuid4(), self.clock.elapsed_ms())
+        lock = HeldLock(qs.name, bucket, shard, now, uuid.uuid4(), self.clock.elapsed_ms(), qs.lock_ttl_ms)
         ttl = lock_ttl_seconds(qs)
         await self.db.run(self.table.lock_write, [qs.name, bucket, shard, now, lock.lock_id, LOCK_ACQUIRED, ttl])
         rows = await self._read_locks(qs, lock)
@@ -105,9 +106,17 @@ class ShardLocker:
     def expired(self, qs: QueueSettings, lock: HeldLock, margin_ms: int = EXPIRY_MARGIN_MS) -> bool:
         """True when the lock is too close to its TTL to commit a take safely. The age counts from
         before the lock column was written, on a monotonic clock; the column itself lives at least
-        ``lock_ttl_ms`` (table.lock_ttl_seconds), so ``margin_ms`` is left for the take batch to
-        reach the replicas and for the replicas' clocks to disagree with the coordinator's."""
-        return self.clock.elapsed_ms() - lock.started_ms > qs.lock_ttl_ms - margin_ms
+        the TTL it was written with (``lock.ttl_ms``, table.lock_ttl_seconds), so ``margin_ms`` is left
+        for the take batch to reach the replicas and for the replicas' clocks to disagree with the
+        coordinator's.
+
+        The life counted is the shorter of the column's TTL and the queue's TTL now. A kept lock (a hold,
+        holds.py) outlives settings re-reads: counted by today's TTL after the queue's lock timeout was
+        raised, a column written under the old one would be taken for valid after Cassandra expired it,
+        and another consumer could lock the row meanwhile (tests/test_holds.py). After it was lowered,
+        the others read lock columns only back to the new TTL, so an older column no longer keeps them out."""
+        life = min(lock.ttl_ms, qs.lock_ttl_ms)
+        return self.clock.elapsed_ms() - lock.started_ms > life - margin_ms
 
     async def _read_locks(self, qs: QueueSettings, lock: HeldLock) -> list[Any]:
         window = lock.lock_due - qs.lock_ttl_ms - self.tolerance_ms
