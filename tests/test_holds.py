@@ -5,6 +5,7 @@ commits nothing when it wakes: another daemon runs those messages, each exactly 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 from pathlib import Path
@@ -141,6 +142,31 @@ async def test_a_hold_kept_while_the_lock_timeout_is_raised_lapses_with_its_colu
     await until(other_locked, 10, "another consumer locks the row once the hold's column expired")
     assert owner.holds.valid(raised, row) is None, "the owner still trusts a hold whose column Cassandra expired"
     await other.locker.release(locked[0])
+
+
+async def test_a_lowered_lock_timeout_keeps_others_out_of_a_row_held_under_the_old_one(
+    cq: Casque, queue_name: str
+) -> None:
+    """The lock timeout lowered from 30 s to 2 s while a row is held, its column older than the new TTL and the
+    clock tolerance: an owner that has not re-read the settings yet still trusts its hold (its column lives 30 s).
+    A consumer with the new settings must not lock the row: until the change settles it reads lock columns back to
+    the old TTL, not the new one (engine/take/locking.py ``lock_read_back_ms``). Once the owner re-reads, it stops
+    trusting the old column."""
+    owner, row = await tiny_queue(cq, queue_name, lock_ttl=30)
+    other = cq.consumer(queue_name)
+    before = await cq.queues.get(queue_name)
+    await owner.holds.keep(before, {row}, renew_ms=60_000)
+    # The column's age: past what a consumer on the new settings would read back (2 s + the clock tolerance).
+    await asyncio.sleep(2.0 + cq.settings.worker.clock_tolerance_ms / 1000 + 1.0)
+    lowered = await cq.queues.update(queue_name, lock_ttl=2)
+    assert (lowered.lock_ttl_ms, lowered.lock_ttl_before_ms) == (2_000, 30_000)
+    assert owner.holds.valid(before, row) is not None, "the owner, on its old settings, no longer holds the row"
+    lock = await other.locker.acquire_direct(lowered, *row)
+    if lock is not None:
+        await other.locker.release(lock)
+    assert lock is None, "another consumer locked a row whose owner still trusts its hold"
+    assert owner.holds.valid(lowered, row) is None, "the owner, on the new settings, still trusts the old column"
+    await owner.holds.release_all(before)
 
 
 def events(d: Daemon, name: str) -> list[dict[str, object]]:

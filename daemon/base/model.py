@@ -52,6 +52,10 @@ class QueueSettings:
     #: take marks the message in flight where it is: its payload is written once; engine/take/flights.py).
     #: Fixed at creation, as ``fifo`` is: the two keep in-flight messages in different places.
     in_flight: str = "copy"
+    #: The lock TTL before its last change and when that was (wall ms): consumers read lock columns back to the longer
+    #: of the two until no holder can still keep a column written under the old one (engine/take/locking.py).
+    lock_ttl_before_ms: int = 0
+    lock_ttl_changed_ms: int = 0
 
     @property
     def in_place(self) -> bool:

@@ -32,7 +32,7 @@ _COLUMNS = (
     "max_payload_bytes, priorities, history, "
     "expire_after_s, fifo, in_flight"
 )
-_READ = _COLUMNS + ", draining"
+_READ = _COLUMNS + ", draining, lock_ttl_before_ms, lock_ttl_changed_at"
 #: The whole row a request may need: settings and the SQS attributes (engine/queues/attributes.py), read once.
 _ROW = _READ + ", attributes, tags, created_at, updated_at"
 
@@ -198,6 +198,7 @@ class QueueStore:
             },
         )
         history = changes.get("history")
+        now = self.clock.now_ms()
         merged = replace(
             merged,
             priorities=current.priorities,
@@ -206,21 +207,25 @@ class QueueStore:
             bucket_seconds=current.bucket_seconds,
             history=current.history if history is None else bool(history),
         )
+        before_ms, changed_ms = _lock_ttl_change(current, merged.lock_ttl_ms, now)
+        merged = replace(merged, lock_ttl_before_ms=before_ms, lock_ttl_changed_ms=changed_ms)
         await self.db.run(
             self.db.prepare(
-                f"UPDATE {self.ks}.queues SET lock_ttl_ms=?, timeout_ms=?, max_attempts=?, "
-                "retention_s=?, max_payload_bytes=?, history=?, "
+                f"UPDATE {self.ks}.queues SET lock_ttl_ms=?, lock_ttl_before_ms=?, lock_ttl_changed_at=?, "
+                "timeout_ms=?, max_attempts=?, retention_s=?, max_payload_bytes=?, history=?, "
                 "fifo=?, updated_at=? WHERE name=? IF EXISTS"
             ),
             [
                 merged.lock_ttl_ms,
+                merged.lock_ttl_before_ms,
+                merged.lock_ttl_changed_ms,
                 merged.timeout_ms,
                 merged.max_attempts,
                 merged.retention_s,
                 merged.max_payload_bytes,
                 merged.history,
                 _fifo_json(merged),
-                self.clock.now_ms(),
+                now,
                 name,
             ],
         )
@@ -270,6 +275,21 @@ def _values(qs: QueueSettings) -> list[Any]:
     ]
 
 
+def _lock_ttl_change(current: QueueSettings, ttl_ms: int, now_ms: int) -> tuple[int, int]:
+    """What an update records of a lock TTL change: the TTL before it (the longest still in force, if an earlier
+    change is still settling) and when. Unchanged: what the row said."""
+    if ttl_ms == current.lock_ttl_ms:
+        return current.lock_ttl_before_ms, current.lock_ttl_changed_ms
+    settling = current.lock_ttl_before_ms if now_ms < lock_change_settled_ms(current) else 0
+    return max(current.lock_ttl_ms, settling), now_ms
+
+
+def lock_change_settled_ms(qs: QueueSettings) -> int:
+    """When no holder can still keep a lock column written under the TTL before the last change: every process has
+    re-read the settings (``CACHE_SECONDS``), and a column written just before that has lived out the old TTL."""
+    return qs.lock_ttl_changed_ms + int(CACHE_SECONDS * 1000) + qs.lock_ttl_before_ms
+
+
 def _fifo_json(qs: QueueSettings) -> str | None:
     if not qs.fifo:
         return None
@@ -300,4 +320,6 @@ def _from_row(r: Any) -> QueueSettings:
         draining=tuple(tuple(layout[:3]) for layout in json.loads(r.draining)) if getattr(r, "draining", None) else (),
         **_fifo_of(r),
         in_flight=getattr(r, "in_flight", None) or "copy",
+        lock_ttl_before_ms=int(getattr(r, "lock_ttl_before_ms", None) or 0),
+        lock_ttl_changed_ms=int(getattr(r, "lock_ttl_changed_at", None) or 0),
     )

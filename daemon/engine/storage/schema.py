@@ -297,6 +297,9 @@ MIGRATIONS: list[tuple[str, str, str]] = [
     ("queues", "claims", "set<uuid>"),
     # Where a standard queue keeps messages in flight (null: "copy"; "in_place": engine/take/flights.py).
     ("queues", "in_flight", "text"),
+    # The lock TTL before its last change, and when (engine/take/locking.py ``lock_read_back_ms``).
+    ("queues", "lock_ttl_before_ms", "int"),
+    ("queues", "lock_ttl_changed_at", "bigint"),
 ]
 
 

@@ -32,11 +32,21 @@ from typing import Any
 
 from daemon.base.clock import Clock
 from daemon.base.model import QueueSettings
+from daemon.engine.queues.store import lock_change_settled_ms
 from daemon.engine.storage.db import Database
 from daemon.engine.storage.table import LOCK_ACQUIRED, LOCK_PENDING, MessageTable, lock_ttl_seconds
 
 #: A take is abandoned when less than this is left of its lock's life.
 EXPIRY_MARGIN_MS = 1000
+
+
+def lock_read_back_ms(qs: QueueSettings, now_ms: int) -> int:
+    """How far back step 2 reads lock columns: the lock TTL, or the TTL before its last change while that change
+    settles. A holder that has not re-read the settings yet keeps columns written under the old TTL: were it
+    longer, consumers reading back only to the new one would not see them (docs/design.md, "Held rows")."""
+    if qs.lock_ttl_before_ms > qs.lock_ttl_ms and now_ms < lock_change_settled_ms(qs):
+        return qs.lock_ttl_before_ms
+    return qs.lock_ttl_ms
 
 
 @dataclass
@@ -119,7 +129,7 @@ class ShardLocker:
         return self.clock.elapsed_ms() - lock.started_ms > life - margin_ms
 
     async def _read_locks(self, qs: QueueSettings, lock: HeldLock) -> list[Any]:
-        window = lock.lock_due - qs.lock_ttl_ms - self.tolerance_ms
+        window = lock.lock_due - lock_read_back_ms(qs, lock.lock_due) - self.tolerance_ms
         return await self.db.run(self.table.lock_read, [qs.name, lock.bucket, lock.shard, window])
 
     @staticmethod
