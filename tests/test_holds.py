@@ -16,7 +16,7 @@ from daemon.base.metrics import REGISTRY
 from daemon.engine.client import Casque
 from daemon.engine.consume.consumer import Consumer
 from daemon.engine.send.producer import Job
-from daemon.engine.take.locking import HeldLock
+from daemon.engine.take.locking import HeldLock, ShardLocker
 from daemon.testing.daemonproc import Daemon, records, start_daemon, until, write_config
 
 from .conftest import TEST_KEYSPACE
@@ -167,6 +167,27 @@ async def test_a_lowered_lock_timeout_keeps_others_out_of_a_row_held_under_the_o
     assert lock is None, "another consumer locked a row whose owner still trusts its hold"
     assert owner.holds.valid(lowered, row) is None, "the owner, on the new settings, still trusts the old column"
     await owner.holds.release_all(before)
+
+
+async def test_a_hold_taken_under_a_raised_lock_timeout_yields_to_processes_that_have_not_read_it_yet(
+    cq: Casque, queue_name: str
+) -> None:
+    """The lock timeout raised from 2 s to 30 s, then a row held under the new one. For up to the 5 s settings
+    cache another process may still be on the old settings, reading lock columns back only 2 s and its clock
+    tolerance (0.5 s here): to it, a hold column 3 s old is not there, and it locks the row. The owner must not
+    trust its hold by then: while the change settles, a column keeps others out only as long as the old TTL."""
+    owner, row = await tiny_queue(cq, queue_name, lock_ttl=2)
+    before = await cq.queues.get(queue_name)
+    raised = await cq.queues.update(queue_name, lock_ttl=30)
+    await owner.holds.keep(raised, {row}, renew_ms=60_000)
+    held = owner.holds.valid(raised, row)
+    assert held is not None and held.ttl_ms == 30_000
+    await asyncio.sleep(3.0)  # the column's age: past what the stale process reads back (2 s + 0.5 s)
+    stale = ShardLocker(cq.db, owner.locker.table, cq.clock, tolerance_ms=500)
+    lock = await stale.acquire_direct(before, *row)
+    assert lock is not None, "the stale process saw the hold's column: the rest proves nothing"
+    await stale.release(lock)
+    assert owner.holds.valid(raised, row) is None, "the owner trusts a hold that a stale process could not see"
 
 
 def events(d: Daemon, name: str) -> list[dict[str, object]]:

@@ -137,7 +137,7 @@ class RowHolds:
 
     async def keep(self, qs: QueueSettings, wanted: set[Row], renew_ms: int) -> None:
         """Hold exactly ``wanted``: acquire what is missing, renew what is older than ``renew_ms`` (or a third of
-        the TTL its column was written with, if the queue's lock timeout has been raised since),
+        its column's life, ``locking.lock_life_ms``, when a change of the lock timeout makes that shorter),
         release the rest. A row a take is running on is neither released nor acquired now (an
         acquisition would collide with that take's lock); the next call does it. Rows run
         concurrently."""
@@ -148,9 +148,12 @@ class RowHolds:
                 self._held.pop(row, None)
                 if row not in self._busy and row not in self._acquiring:
                     jobs.append(self._acquire(qs, row))
-            elif self.clock.elapsed_ms() - hold.lock.started_ms >= min(renew_ms, hold.lock.ttl_ms // 3):
+            elif self._age_ms(hold) >= min(renew_ms, self.locker.life_ms(qs, hold.lock) // 3):
                 jobs.append(self._renew(qs, row, hold))
         await asyncio.gather(*jobs)
+
+    def _age_ms(self, hold: Hold) -> int:
+        return self.clock.elapsed_ms() - hold.lock.started_ms
 
     async def release_all(self, qs: QueueSettings) -> None:
         await asyncio.gather(*(self.release(qs, row) for row in list(self._held)))

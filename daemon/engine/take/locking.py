@@ -49,6 +49,16 @@ def lock_read_back_ms(qs: QueueSettings, now_ms: int) -> int:
     return qs.lock_ttl_ms
 
 
+def lock_life_ms(qs: QueueSettings, lock_ttl_ms: int, now_ms: int) -> int:
+    """How long a lock column written with ``lock_ttl_ms`` keeps every other consumer out: no longer than it lives,
+    nor than consumers on the queue's settings read lock columns back (its TTL now), nor, while a change of the TTL
+    settles, than consumers that have not re-read the settings yet read them back (the TTL before the change)."""
+    life = min(lock_ttl_ms, qs.lock_ttl_ms)
+    if qs.lock_ttl_before_ms and now_ms < lock_change_settled_ms(qs):
+        life = min(life, qs.lock_ttl_before_ms)
+    return life
+
+
 @dataclass
 class HeldLock:
     queue: str
@@ -120,13 +130,15 @@ class ShardLocker:
         for the take batch to reach the replicas and for the replicas' clocks to disagree with the
         coordinator's.
 
-        The life counted is the shorter of the column's TTL and the queue's TTL now. A kept lock (a hold,
-        holds.py) outlives settings re-reads: counted by today's TTL after the queue's lock timeout was
-        raised, a column written under the old one would be taken for valid after Cassandra expired it,
-        and another consumer could lock the row meanwhile (tests/test_holds.py). After it was lowered,
-        the others read lock columns only back to the new TTL, so an older column no longer keeps them out."""
-        life = min(lock.ttl_ms, qs.lock_ttl_ms)
+        The life counted is ``lock_life_ms``. A kept lock (a hold, holds.py) outlives settings re-reads:
+        counted by the new TTL after the queue's lock timeout was raised, a column written under the old one
+        would be taken for valid after Cassandra expired it, and while the change settles, processes that
+        have not re-read it still read lock columns back only to the old TTL (tests/test_holds.py)."""
+        life = lock_life_ms(qs, lock.ttl_ms, self.clock.now_ms())
         return self.clock.elapsed_ms() - lock.started_ms > life - margin_ms
+
+    def life_ms(self, qs: QueueSettings, lock: HeldLock) -> int:
+        return lock_life_ms(qs, lock.ttl_ms, self.clock.now_ms())
 
     async def _read_locks(self, qs: QueueSettings, lock: HeldLock) -> list[Any]:
         window = lock.lock_due - lock_read_back_ms(qs, lock.lock_due) - self.tolerance_ms

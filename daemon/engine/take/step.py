@@ -190,7 +190,7 @@ class Take:
         return (
             opts.linger is not None
             and taken >= opts.limit
-            and self.clock.elapsed_ms() - lock.started_ms < min(lock.ttl_ms, qs.lock_ttl_ms) // 2
+            and self.clock.elapsed_ms() - lock.started_ms < self.locker.life_ms(qs, lock) // 2
             and opts.linger()
         )
 
