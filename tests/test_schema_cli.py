@@ -145,3 +145,29 @@ def test_cli_names_a_missing_keyspace_in_one_line(tmp_path: Path, settings: Sett
     assert done.stderr.strip().splitlines() == [
         "casque: keyspace 'casque_no_such_keyspace' does not exist: run 'casque schema apply' first"
     ]
+
+
+def test_a_keyspace_older_than_casque_gets_one_line_naming_schema_apply_and_then_works(
+    tmp_path: Path, settings: Settings
+) -> None:
+    """A keyspace made by an older casque lacks columns this one reads (here the two a lock timeout change
+    writes, dropped again): every command that reads a queue says so in one line naming the fix, exits non-zero,
+    and works once ``casque schema apply`` has run (its migrations add what is missing)."""
+    keyspace = "casque_test_older"
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[cassandra]\nkeyspace = "{keyspace}"\n')
+    assert casque("schema", "apply", config=cfg).returncode == 0
+    assert casque("queue", "create", "older", "--if-missing", config=cfg).returncode == 0
+    db = Database(settings.cassandra).connect()
+    try:
+        for column in ("lock_ttl_before_ms", "lock_ttl_changed_at"):
+            db.execute(f"ALTER TABLE {keyspace}.queues DROP {column}")
+    finally:
+        db.close()
+    old = casque("queue", "show", "older", config=cfg)
+    assert old.returncode != 0
+    assert old.stderr.strip().count("\n") == 0, old.stderr
+    assert "lock_ttl_before_ms" in old.stderr and "run 'casque schema apply'" in old.stderr, old.stderr
+    assert casque("schema", "apply", config=cfg).returncode == 0
+    shown = casque("queue", "show", "older", config=cfg)
+    assert shown.returncode == 0, shown.stderr

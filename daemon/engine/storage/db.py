@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import logging
 import socket
 import ssl
 import threading
@@ -18,7 +19,15 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from cassandra import ConsistencyLevel, DriverException, OperationTimedOut, ReadTimeout, Unavailable, WriteTimeout
+from cassandra import (
+    ConsistencyLevel,
+    DriverException,
+    InvalidRequest,
+    OperationTimedOut,
+    ReadTimeout,
+    Unavailable,
+    WriteTimeout,
+)
 from cassandra.auth import PlainTextAuthProvider
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable, Session
 from cassandra.policies import DCAwareRoundRobinPolicy, ExponentialReconnectionPolicy, TokenAwarePolicy
@@ -150,7 +159,15 @@ class Database:
         stmt = self._prepared.get(cql)
         if stmt is None:
             assert self.session is not None, "not connected"
-            stmt = self.session.prepare(cql)
+            try:
+                stmt = self.session.prepare(cql)
+            except InvalidRequest as exc:
+                if "Undefined column name" not in str(exc):
+                    raise  # a missing table is for the caller to judge: some serve on without it (hints)
+                raise StorageUnavailable(
+                    f"keyspace '{self.session.keyspace}' predates this casque ({_server_message(exc)}): "
+                    "run 'casque schema apply' to add what is missing"
+                ) from None
             self._prepared[cql] = stmt
             self._texts[stmt.query_id] = cql
         return stmt
@@ -414,3 +431,20 @@ def _dropped_at_handshake(exc: NoHostAvailable) -> bool:
 
     errors = _errors(exc)
     return bool(errors) and all(isinstance(e, (ConnectionResetError, ConnectionShutdown)) for e in errors)
+
+
+def _server_message(exc: InvalidRequest) -> str:
+    """Cassandra's own words, without the driver's 'Error from server: code=2200 [Invalid query] message=' frame."""
+    text = str(exc)
+    return text.split('message="', 1)[-1].rstrip('"') if 'message="' in text else text
+
+
+class _PrepareFailures(logging.Filter):
+    """The driver logs every failed prepare with its traceback; ``Database.prepare`` raises it (or the one-line
+    error it stands for) to a caller that reports it, so the driver's record would only say it twice."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Error preparing query")
+
+
+logging.getLogger("cassandra.cluster").addFilter(_PrepareFailures())
