@@ -40,23 +40,26 @@ from daemon.engine.storage.table import LOCK_ACQUIRED, LOCK_PENDING, MessageTabl
 EXPIRY_MARGIN_MS = 1000
 
 
+def settling_ttl_ms(qs: QueueSettings, now_ms: int) -> int | None:
+    """The lock TTL before its last change while that change settles (processes that have not re-read the
+    settings may still use it), else None."""
+    if qs.lock_ttl_before_ms and now_ms < lock_change_settled_ms(qs):
+        return qs.lock_ttl_before_ms
+    return None
+
+
 def lock_read_back_ms(qs: QueueSettings, now_ms: int) -> int:
     """How far back step 2 reads lock columns: the lock TTL, or the TTL before its last change while that change
-    settles. A holder that has not re-read the settings yet keeps columns written under the old TTL: were it
-    longer, consumers reading back only to the new one would not see them (docs/design.md, "Held rows")."""
-    if qs.lock_ttl_before_ms > qs.lock_ttl_ms and now_ms < lock_change_settled_ms(qs):
-        return qs.lock_ttl_before_ms
-    return qs.lock_ttl_ms
+    settles, if longer. A holder that has not re-read the settings yet keeps columns written under the old TTL:
+    consumers reading back only to a shorter new one would not see them (docs/design.md, "Held rows")."""
+    return max(qs.lock_ttl_ms, settling_ttl_ms(qs, now_ms) or 0)
 
 
 def lock_life_ms(qs: QueueSettings, lock_ttl_ms: int, now_ms: int) -> int:
     """How long a lock column written with ``lock_ttl_ms`` keeps every other consumer out: no longer than it lives,
     nor than consumers on the queue's settings read lock columns back (its TTL now), nor, while a change of the TTL
     settles, than consumers that have not re-read the settings yet read them back (the TTL before the change)."""
-    life = min(lock_ttl_ms, qs.lock_ttl_ms)
-    if qs.lock_ttl_before_ms and now_ms < lock_change_settled_ms(qs):
-        life = min(life, qs.lock_ttl_before_ms)
-    return life
+    return min(lock_ttl_ms, qs.lock_ttl_ms, settling_ttl_ms(qs, now_ms) or lock_ttl_ms)
 
 
 @dataclass
@@ -134,8 +137,7 @@ class ShardLocker:
         counted by the new TTL after the queue's lock timeout was raised, a column written under the old one
         would be taken for valid after Cassandra expired it, and while the change settles, processes that
         have not re-read it still read lock columns back only to the old TTL (tests/test_holds.py)."""
-        life = lock_life_ms(qs, lock.ttl_ms, self.clock.now_ms())
-        return self.clock.elapsed_ms() - lock.started_ms > life - margin_ms
+        return self.clock.elapsed_ms() - lock.started_ms > self.life_ms(qs, lock) - margin_ms
 
     def life_ms(self, qs: QueueSettings, lock: HeldLock) -> int:
         return lock_life_ms(qs, lock.ttl_ms, self.clock.now_ms())
