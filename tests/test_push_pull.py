@@ -1,7 +1,9 @@
 """A `casque run` daemon and SQS clients on one queue (docs/design.md, "Push and pull on one queue"),
 with real processes: a daemon, a `casque serve`, boto3 receivers long-polling it. Counted from a
 ledger: every message sent is handled by the daemon or received and deleted over SQS, none lost,
-none poisoned, and a message delivered twice only because a visibility timeout expired.
+none poisoned, and a message delivered twice only because a visibility timeout expired. In the
+orders users produce: receivers already polling, a receiver that starts only after the sends, one
+that pauses 90 s between polls while the daemon restarts.
 
 And `casque serve`'s own sweep: a message written behind a row's cursor on a queue that only the
 server reads (no daemon) is put back and received.
@@ -9,8 +11,11 @@ server reads (no daemon) is put back and received.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -106,9 +111,9 @@ def send_backlog(sqs: Any, queue_url: str) -> tuple[list[str], list[str]]:
 async def test_a_daemon_and_two_sqs_receivers_share_a_mixed_backlog(
     tmp_path: Path, settings: Settings, cq: Casque, server: sqsserver.SqsServer
 ) -> None:
-    """Two SQS receivers long-poll a queue made over SQS while a daemon serves it. The daemon sees
-    the pull readers, holds none of the queue's rows and leaves the plain SQS messages (no handler)
-    to the receivers: 0 lost, 0 poisoned, each message handled or received+deleted at least once,
+    """Two SQS receivers long-poll a queue made over SQS (a pull queue) while a daemon serves it. The
+    daemon holds none of the queue's rows and leaves the plain SQS messages (no handler) to the
+    receivers: 0 lost, 0 poisoned, each message handled or received+deleted at least once,
     duplicates only from expired visibility (receive count > 1), and both sides took shared tasks."""
     name = f"pp-{uuid.uuid4().hex[:10]}"
     sqs = client(server.url)
@@ -117,13 +122,12 @@ async def test_a_daemon_and_two_sqs_receivers_share_a_mixed_backlog(
     receivers = [Receiver(server.url, queue_url, stop) for _ in range(2)]
     for r in receivers:
         r.start()
-    await until(lambda: cq.pull_readers.readers(name), 20, "the receivers' pull-reader mark")
     record, log = tmp_path / "record.txt", tmp_path / "daemon.log"
     cfg = write_config(tmp_path / "c.toml", settings.cassandra.keyspace, [name], consumers=2, in_flight=5)
     d = start_daemon(cfg, record, log)
     try:
         await until(lambda: "worker_ready" in d.output(), 60, "the daemon's start", d)
-        assert '"shared": true' in d.output(), "the daemon did not see the pull readers at its start"
+        assert '"shared": true' in d.output(), "the daemon did not see that pull clients consume the queue"
         started = time.monotonic()
         plain, shared = send_backlog(sqs, queue_url)
         sent = set(plain) | set(shared)
@@ -222,7 +226,7 @@ async def _strand_and_receive(
 async def test_a_shared_consumer_leaves_other_tasks_behind_its_cursor_and_reads_them_once_per_rescan(
     manual: tuple[Casque, ManualClock], queue_name: str
 ) -> None:
-    """A daemon's consumer sharing a queue with pull readers (``share``) takes only its tasks. What it
+    """A daemon's consumer (``handles``) of a queue pull clients consume too takes only its tasks. What it
     left costs it no more reads: each later fetch is one peek from after the left messages (no lock,
     no re-read), until the rescan interval passes and they are read once more. A pull reader, reading
     from the stored cursor, then receives every message left: the cursor never passed them."""
@@ -234,8 +238,9 @@ async def test_a_shared_consumer_leaves_other_tasks_behind_its_cursor_and_reads_
         clock.advance(1)
         ours = i % 3 == 0
         (mine if ours else theirs).append(await cq.send(queue_name, "mine" if ours else "theirs", i))
+    await cq.admin.update(queue_name, consumers="both")
     daemon = cq.consumer(queue_name)
-    daemon.share(lambda task: task == "mine")
+    daemon.handles = lambda task: task == "mine"
     assert sorted(await drain(daemon)) == sorted(mine)
     before = cq.db.requests
     for _ in range(20):
@@ -259,40 +264,137 @@ async def test_a_shared_consumer_leaves_other_tasks_behind_its_cursor_and_reads_
     assert (lost, duplicated) == (0, 0) and not set(got) & set(mine)
 
 
-async def test_once_no_pull_reader_has_received_for_the_ttl_the_daemon_poisons_unknown_tasks_again(
-    tmp_path: Path, settings: Settings, cq: Casque
+WAITING = 50  # plain SQS messages waiting for a receiver that starts late
+OWN = 20  # messages for the daemon's own task beside them
+
+
+def send_waiting(sqs: Any, queue_url: str) -> tuple[set[str], set[str]]:
+    """WAITING plain messages (no casque.task: task "sqs") and OWN for test.record, with SendMessageBatch."""
+    plain: set[str] = set()
+    own: set[str] = set()
+    for start in range(0, WAITING + OWN, 10):
+        batch: list[dict[str, Any]] = []
+        for i in range(start, min(start + 10, WAITING + OWN)):
+            entry: dict[str, Any] = {"Id": f"m{i}", "MessageBody": f"message {i}"}
+            if i >= WAITING:
+                entry["MessageAttributes"] = {"casque.task": {"DataType": "String", "StringValue": "test.record"}}
+            batch.append(entry)
+        out = sqs.send_message_batch(QueueUrl=queue_url, Entries=batch)
+        assert not out.get("Failed"), out.get("Failed")
+        for ok in out["Successful"]:
+            (own if int(ok["Id"][1:]) >= WAITING else plain).add(ok["MessageId"])
+    return plain, own
+
+
+def receive_all(sqs: Any, queue_url: str, want: set[str], within_s: float) -> list[str]:
+    """An SQS receiver starting now: long-polls until it has every id of ``want`` (or ``within_s`` passed), deleting
+    each message it gets; returns every id received, repeats included."""
+    got: list[str] = []
+    deadline = time.monotonic() + within_s
+    while not want <= set(got) and time.monotonic() < deadline:
+        out = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=5)
+        for m in out.get("Messages", []):
+            got.append(m["MessageId"])
+            sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=m["ReceiptHandle"])
+    return got
+
+
+async def test_sqs_messages_sent_before_any_receiver_wait_for_it_while_a_daemon_serves_the_queue(
+    tmp_path: Path, settings: Settings, cq: Casque, server: sqsserver.SqsServer
 ) -> None:
-    """A pull reader whose last receive's mark has 8 s of its TTL left (written as a receive writes
-    it). While it lives the daemon leaves a message of a task it has no handler for, and runs its own;
-    once it has expired the daemon takes every task again and poisons the unknown one with its reason
-    (the delivery contract: nothing is looped on forever)."""
+    """The order SQS users produce: a queue created over SQS, a daemon serving it (no handler for task "sqs"), 50
+    plain messages and 20 for the daemon's task sent with SendMessageBatch, and only once the daemon has run its 20
+    does an SQS receiver start. It receives 50 of 50; none is poisoned (a queue made over SQS is a pull queue from
+    its creation, so the daemon leaves it what it can't handle)."""
     name = f"pp-{uuid.uuid4().hex[:10]}"
-    await cq.create_queue(name, shards=1, buckets=1)
-    mark = cq.db.prepare(
-        f"INSERT INTO {settings.cassandra.keyspace}.pull_readers (queue, reader, seen) VALUES (?, ?, ?) USING TTL 8"
-    )
-    await cq.db.run(mark, [name, "elsewhere:1", cq.clock.now_ms()])
-    expires = time.monotonic() + 8
+    sqs = client(server.url)
+    queue_url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    assert (await cq.queue_settings(name, fresh=True)).consumers == "pull"
     record, log = tmp_path / "record.txt", tmp_path / "daemon.log"
     d = start_daemon(write_config(tmp_path / "c.toml", settings.cassandra.keyspace, [name]), record, log)
     try:
         await until(lambda: "worker_ready" in d.output(), 60, "the daemon's start", d)
-        assert '"shared": true' in d.output()
-        unknown = await cq.send(name, "sqs", "for a pull reader")
-        known = await cq.send(name, "test.record", "for the daemon")
-        await until(lambda: any(r[1] == known for r in records(record)), 30, "the daemon's own task", d)
-        left_while_read = await cq.get(name, unknown) is not None and await cq.poison.count(name) == 0
-        assert time.monotonic() < expires, "the machine was too slow: the mark expired before the check"
-        await until(lambda: cq.poison.count(name), 60, "the unknown task poisoned once the mark expired", d)
-        poisoned_after = time.monotonic() - expires
+        plain, own = send_waiting(sqs, queue_url)
+        await until(lambda: own <= {r[1] for r in records(record)}, 60, "the daemon's own tasks", d)
+        got = await asyncio.to_thread(receive_all, sqs, queue_url, plain, 60)
     finally:
         d.signal(signal.SIGTERM)
         d.wait(60)
-    (rec,) = await cq.poison.list(name)
-    print(
-        f"unknown task left while the reader's mark lived: {left_while_read}; poisoned {poisoned_after:.1f} s "
-        f"after it expired: {rec.reason}"
+    lost, duplicated = ledger(sorted(plain), got)
+    poisoned = await cq.poison.count(name)
+    print(f"receiver started after the sends: got {len(set(got) & plain)} of {len(plain)}, poisoned {poisoned}")
+    assert (lost, duplicated, poisoned) == (0, 0, 0)
+    assert not set(got) & own and "unknown task" not in d.output()
+
+
+async def test_a_queue_stays_shared_after_its_first_receive_through_a_pause_and_a_daemon_restart(
+    tmp_path: Path, settings: Settings, cq: Casque, server: sqsserver.SqsServer
+) -> None:
+    """A queue made with ``casque queue create`` (push until pulled). An SQS receiver polls it once, which makes it
+    shared for good, and then pauses 90 s. Meanwhile a daemon serves it and is restarted while 50 plain messages
+    wait (sent with the Python API, task "sqs", so no SQS send marks the queue). After the pause the receiver gets
+    50 of 50, none poisoned, and the daemon (both runs) ran every message of its own task."""
+    name = f"pp-{uuid.uuid4().hex[:10]}"
+    await cq.create_queue(name, shards=2, buckets=2)
+    assert (await cq.queue_settings(name, fresh=True)).consumers is None
+    sqs = client(server.url)
+    queue_url = sqs.get_queue_url(QueueName=name)["QueueUrl"]
+    assert sqs.receive_message(QueueUrl=queue_url, WaitTimeSeconds=0).get("Messages", []) == []
+    paused = time.monotonic()
+    assert (await cq.queue_settings(name, fresh=True)).consumers == "both"
+    record, log = tmp_path / "record.txt", tmp_path / "daemon.log"
+    cfg = write_config(tmp_path / "c.toml", settings.cassandra.keyspace, [name])
+    d = start_daemon(cfg, record, log)
+    outputs = []
+    try:
+        await until(lambda: "worker_ready" in d.output(), 60, "the daemon's start", d)
+        plain = {await cq.send(name, "sqs", f"plain {i}") for i in range(WAITING // 2)}
+        own = {await cq.send(name, "test.record", i) for i in range(OWN // 2)}
+        await until(lambda: own <= {r[1] for r in records(record)}, 60, "the first daemon's tasks", d)
+        d.signal(signal.SIGTERM)
+        d.wait(60)
+        outputs.append(d.output())
+        plain |= {await cq.send(name, "sqs", f"plain {i}") for i in range(WAITING // 2, WAITING)}  # none runs now
+        own |= {await cq.send(name, "test.record", i) for i in range(OWN // 2, OWN)}
+        d = start_daemon(cfg, record, tmp_path / "daemon2.log")
+        await until(lambda: own <= {r[1] for r in records(record)}, 60, "the restarted daemon's tasks", d)
+        await asyncio.sleep(max(0.0, 90 - (time.monotonic() - paused)))  # the receiver's pause, by design
+        got = await asyncio.to_thread(receive_all, sqs, queue_url, plain, 60)
+    finally:
+        d.signal(signal.SIGTERM)
+        d.wait(60)
+        outputs.append(d.output())
+    lost, duplicated = ledger(sorted(plain), got)
+    poisoned = await cq.poison.count(name)
+    print(f"after a 90 s pause and a daemon restart: got {len(set(got) & plain)} of {len(plain)}, poisoned {poisoned}")
+    assert (lost, duplicated, poisoned) == (0, 0, 0)
+    assert all('"shared": true' in out and "unknown task" not in out for out in outputs)
+
+
+async def test_who_consumes_a_queue_is_its_setting_and_an_operators_choice_stands(
+    tmp_path: Path, settings: Settings, cq: Casque, server: sqsserver.SqsServer
+) -> None:
+    """A queue made by the API is push until a pull client uses it: a send over SQS makes it "both", as a receive
+    does. ``casque queue update --consumers push`` makes it push-only again, and later receives leave that alone."""
+    sent_to, received_from = f"pp-{uuid.uuid4().hex[:10]}", f"pp-{uuid.uuid4().hex[:10]}"
+    for name in (sent_to, received_from):
+        await cq.create_queue(name, shards=1, buckets=1)
+    sqs = client(server.url)
+    sqs.send_message(QueueUrl=sqs.get_queue_url(QueueName=sent_to)["QueueUrl"], MessageBody="for a receiver")
+    assert await cq.receive(received_from, wait=0) == []
+    assert [(await cq.queue_settings(n, fresh=True)).consumers for n in (sent_to, received_from)] == ["both", "both"]
+    cfg = write_config(tmp_path / "c.toml", settings.cassandra.keyspace, [received_from])
+    out = subprocess.run(
+        [sys.executable, "-m", "daemon.cli", "-c", str(cfg), "queue", "update", received_from, "--consumers", "push"],
+        capture_output=True,
+        text=True,
     )
-    assert left_while_read
-    assert str(rec.id) == unknown and "unknown task 'sqs'" in rec.reason
-    assert '"shared": false' in d.output()
+    assert out.returncode == 0, out.stderr
+    await cq.receive(received_from, wait=0)
+    assert (await cq.queue_settings(received_from, fresh=True)).consumers == "push"
+    bad = subprocess.run(
+        [sys.executable, "-m", "daemon.cli", "-c", str(cfg), "queue", "update", received_from, "--consumers", "all"],
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode != 0 and "--consumers" in bad.stderr

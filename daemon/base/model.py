@@ -56,6 +56,15 @@ class QueueSettings:
     #: of the two until no holder can still keep a column written under the old one (engine/take/locking.py).
     lock_ttl_before_ms: int = 0
     lock_ttl_changed_ms: int = 0
+    #: Who consumes the queue: "push" (daemons only: a task without a handler is poisoned), "pull" (SQS receivers and
+    #: ``cq.receive``) or "both". None: push until the first pull client uses it (a receive, or a send over SQS),
+    #: which makes it "both" for good; an operator's "push" stays (docs/design.md, "Push and pull on one queue").
+    consumers: str | None = None
+
+    @property
+    def shared(self) -> bool:
+        """Pull clients consume this queue: a daemon takes only the tasks it has handlers for and leaves the rest."""
+        return self.consumers in ("pull", "both")
 
     @property
     def in_place(self) -> bool:

@@ -29,6 +29,12 @@ def _queue_options(p: argparse.ArgumentParser, create: bool) -> None:
             help="standard queues: where a message in flight lives; in_place writes its payload once (default: "
             "queue_defaults.in_flight)",
         )
+    p.add_argument(
+        "--consumers",
+        choices=["push", "pull", "both"],
+        help="who consumes it: push (daemons: a task without a handler is poisoned), pull (receivers) or both "
+        "(daemons take only the tasks they handle); default push until a client receives or sends over SQS",
+    )
     p.add_argument("--timeout", help="default message timeout, e.g. 30s")
     p.add_argument("--lock-timeout", dest="lock_ttl", help="shard lock timeout, e.g. 5s")
     p.add_argument(
@@ -160,6 +166,7 @@ async def cmd_queue_create(cq: Casque, args: argparse.Namespace) -> int:
         history=args.history,
         fifo=args.fifo,
         in_flight=args.in_flight,
+        consumers=args.consumers,
         **_fifo_args(args),
         **_durations(args),
     )
@@ -181,6 +188,7 @@ async def cmd_queue_show(cq: Casque, args: argparse.Namespace) -> int:
         ["name", qs.name],
         ["type", "FIFO" if qs.fifo else "standard"],
         ["in flight", "in place" if qs.fifo or qs.in_place else "copy"],
+        ["consumers", (qs.consumers or "push") + ("" if qs.consumers else " (until a client pulls)")],
         ["layout", f"{qs.shards} shards x {qs.buckets} buckets of {qs.bucket_seconds}s"],
         ["timeout", format_duration(qs.timeout_ms / 1000)],
         ["max attempts", str(qs.max_attempts)],
@@ -204,6 +212,7 @@ async def cmd_queue_update(cq: Casque, args: argparse.Namespace) -> int:
         max_attempts=args.max_attempts,
         max_payload_bytes=args.max_payload_bytes,
         history=args.history,
+        consumers=args.consumers,
         **_fifo_args(args),
         **_durations(args),
     )
@@ -306,6 +315,7 @@ async def cmd_queues_create_many(cq: Casque, args: argparse.Namespace) -> int:
             max_payload_bytes=args.max_payload_bytes,
             history=args.history,
             in_flight=args.in_flight,
+            consumers=args.consumers,
             **_durations(args),
         )
     except UsageError as exc:

@@ -9,7 +9,7 @@
 - ``schedules``: triggers, cronspec, chain
 - ``wake``: wakeups, hints, hint_directory
 - ``queues``: store, attributes, names, dead_letter_sources, index_backfill, reshard, admin, cooldown
-- ``cluster``: heartbeats, pull_readers, marks, activity, lease, reaper, move_tasks, mover
+- ``cluster``: heartbeats, marks, activity, lease, reaper, move_tasks, mover
 - ``observe``: stats, samples, depth_estimate, fifo_groups, history
 - ``access``: access_keys, key_cache, grants, secrets
 

@@ -112,7 +112,6 @@ class Casque:
             await self.hint_listener.close()
         await self.stores.hints.close()
         await self.stores.activity.flush()
-        await self.stores.pull_readers.flush()
         await asyncio.to_thread(self.db.close)
 
     async def __aenter__(self) -> Casque:

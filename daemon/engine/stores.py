@@ -24,7 +24,6 @@ from daemon.engine.cluster.activity import ActivityMarks
 from daemon.engine.cluster.heartbeats import Heartbeats
 from daemon.engine.cluster.lease import Lease
 from daemon.engine.cluster.move_tasks import MoveTaskStore
-from daemon.engine.cluster.pull_readers import PullReaders
 from daemon.engine.delivery.acks import Acker
 from daemon.engine.delivery.deadletter import PoisonRouter
 from daemon.engine.delivery.poison import PoisonStore
@@ -67,7 +66,6 @@ class Stores:
         self.attributes = QueueAttributes(db, ks, cache_limit=settings.cache.queues)
         self.queues.row_seen, self.attributes.read_row = self.attributes.remember, self.queues.read_row  # one read
         self.activity = ActivityMarks(db, ks, self.queues, clock, limit=settings.cache.activity)
-        self.pull_readers = PullReaders(db, ks, clock, limit=settings.cache.activity)
         self.wakeups = Wakeups(clock)
         self.producer.catcher = self.wakeups.catch  # a send hands its messages to a parked poll (wake/catch.py)
         self.hint_directory = HintDirectory(db, ks)

@@ -33,7 +33,6 @@ from daemon.service.hooks import Hooks
 from daemon.service.idle_watch import IdleWatch
 from daemon.service.outcomes import Outcomes
 from daemon.service.ownership import Ownership
-from daemon.service.pull_peers import PullPeers
 from daemon.service.registry import Registry
 from daemon.service.room import Room
 from daemon.service.visibility import Visibility
@@ -59,6 +58,8 @@ class Dispatcher:
         self.consumers = {
             q: cq.consumer(q, hold_ms=self.visibility.hold_ms, ahead_ms=settings.take_ahead_ms) for q in queues
         }
+        for consumer in self.consumers.values():  # on a queue pull clients consume, the rest is left to them
+            consumer.handles = lambda task: registry.get(task) is not None
         self.stopping = asyncio.Event()
         self.outcomes = Outcomes(cq, self.hooks, self.visibility, queues)
         self.acks = AckBuffer(cq, written=self.outcomes.finished)
@@ -73,7 +74,6 @@ class Dispatcher:
             if settings.hold_rows
             else None
         )
-        self.pull_peers = PullPeers(cq, self.consumers, lambda task: registry.get(task) is not None, self.stopping)
 
     # What the worker reads (gauges, stats rows, shutdown).
     @property
@@ -100,9 +100,10 @@ class Dispatcher:
     async def warm(self, burst: bool = False) -> None:
         """Before serving: hold the rows this daemon owns (service/ownership.py ``warm``), so the
         first takes are already the two-round-trip kind, and load every row's cursors
-        (Consumer.warm). Burst mode holds nothing (see run). First: which queues pull readers share
-        (pull_peers.py), whose rows are not held."""
-        await self.pull_peers.look()
+        (Consumer.warm). Burst mode holds nothing (see run). First: which queues pull clients consume
+        (``Consumer.settings``), whose rows are not held."""
+        for consumer in self.consumers.values():
+            await consumer.settings()
         if self.ownership is not None and not burst:
             await self.ownership.warm()
         for consumer in self.consumers.values():
@@ -119,7 +120,6 @@ class Dispatcher:
         # No holds in burst mode: it ends when a round finds nothing, and a hold being acquired
         # makes that round's take of the same row find it busy (a message left behind).
         holds = asyncio.create_task(self.ownership.run(), name="casque-holds") if self.ownership and not burst else None
-        peers = asyncio.create_task(self.pull_peers.run(), name="casque-pull-peers")
         try:
             await asyncio.gather(*loops)
         finally:
@@ -128,8 +128,8 @@ class Dispatcher:
             await asyncio.gather(*loops, return_exceptions=True)
             self.watch.close()
             self.stopping.set()  # the holds loop releases every held row as it ends
-            peers.cancel()
-            await asyncio.gather(*[t for t in (holds, peers) if t is not None], return_exceptions=True)
+            if holds is not None:
+                await asyncio.gather(holds, return_exceptions=True)
 
     async def drain(self, timeout_ms: int) -> bool:
         """Let in-flight handlers finish (up to ``timeout_ms``), flush acks. True if all finished."""

@@ -81,6 +81,8 @@ class HandlerRunner:
         mlog = MessageLog(m)
         spec = self.registry.get(m.task)
         if spec is None:
+            if await self.outcomes.left_for_pull_clients(consumer, m, mlog):
+                return
             reason = f"unknown task {m.task!r}: no handler is registered under this name"
             await self.outcomes.poison(consumer, m, mlog, reason, "UnknownTask", "", 0.0)
             return

@@ -113,6 +113,21 @@ class Outcomes:
         await self.hooks.outcome("retried", m, duration, handled=True, error=exc, retry_in=delay)
         mlog.info("message_retried", error=error, retry_in=round(delay, 3), duration=round(duration, 4))
 
+    async def left_for_pull_clients(self, consumer: Consumer, m: Message, mlog: Any) -> bool:
+        """``m``'s task has no handler here. On a queue pull clients consume, it is theirs: put back, visible now,
+        never poisoned. The consumer leaves such tasks in their rows, but its settings may be a few seconds older
+        than a first receive or SQS send, so the queue row is read fresh here (only for unknown tasks)."""
+        try:
+            if not (await consumer.settings(fresh=True)).shared:
+                return False
+            await self.cq.stores.acker.retry(m, 0, "no handler in this daemon: left for pull clients")
+        except CasqueError as exc:  # not written: it comes back when its timeout column falls due
+            mlog.warning("left_for_pull_clients_failed", error=str(exc), comes_back_at_ms=m.invisible_until)
+            return True
+        self.finished(m)
+        mlog.info("message_left_for_pull_clients")
+        return True
+
     async def poison(
         self,
         consumer: Consumer,

@@ -13,7 +13,7 @@ Consumers still visit every shard, held or not: a row another daemon holds is fo
 ordinary lock and then left alone for a while that doubles up to a lock TTL (consumer.py), so
 an owner that falls behind is helped once it lets go. A daemon with peers lets all its rows go
 when it has had no room for more messages for ``SATURATED_TICKS`` ticks, so a busy daemon never
-keeps work from an idle one. It holds no row of a queue that pull clients read (pull_peers.py:
+keeps work from an idle one. It holds no row of a queue that pull clients read (engine/consume/consumer.py ``settings``:
 their receives would find every held row busy). When a daemon dies its holds expire within a lock TTL and the
 others take its rows by the ordinary lock; once its heartbeat is stale (``STALE_AFTER_MS``) they
 split its shards for holding.
@@ -97,12 +97,10 @@ class Ownership:
         ticks = [1.0]
         for queue, consumer in self.consumers.items():
             try:
-                qs = consumer.last_settings = await self.cq.queue_settings(queue)
+                qs = await consumer.settings()
                 peers = self._serving(queue)
-                if consumer.accepts is not None:
-                    wanted: set[Row] = (
-                        set()
-                    )  # pull readers read this queue (pull_peers.py): a held row would keep them out
+                if consumer.accepts is not None:  # pull clients consume this queue: a held row would keep them out
+                    wanted: set[Row] = set()
                 elif self._full_ticks >= SATURATED_TICKS and set(peers) - {self.me}:
                     wanted = set()  # full: let a daemon with room take our rows
                 else:

@@ -1,8 +1,7 @@
 """Per-queue marks written in the background, at most once per interval per process.
 
-Two things tell Cassandra "this process used that queue lately" on the hot path of sends and
-receives: the idle-expiry activity mark (engine/cluster/activity.py) and the pull-reader mark
-(engine/cluster/pull_readers.py). Neither may cost a round trip per call, so both go through this: a mark
+Sends and receives tell Cassandra "this process used that queue lately" on their hot path: the idle-expiry
+activity mark (engine/cluster/activity.py). It may not cost a round trip per call, so it goes through this: a mark
 is written only when this process has not written it for the caller's interval, the write is not
 awaited by the caller (a lost mark only makes the queue look unused a little earlier, and the next
 call after the interval tries again), and at most ``MAX_PENDING`` writes are in flight at once.

@@ -20,8 +20,9 @@ the consumer chooses the row, builds a ``TakeOptions`` once per fetch and hands 
 is row_peek.py's, the named shards shard_names.py's, schedule chaining engine/schedules/chain.py's, the byte budget
 engine/take/budget.py's, and what is known about a row (``RowState``) row_state.py's.
 
-A daemon's consumer of a queue that pull clients also read (``share``, service/pull_peers.py) takes
-only the tasks it ``accepts`` and leaves the rest in the row, the cursor never past them. So that
+A daemon's consumer (``handles``: the tasks it has handlers for) of a queue that pull clients consume too
+(``QueueSettings.shared``, read with the queue row) takes only the tasks it ``accepts`` and leaves the rest in
+the row, the cursor never past them. So that
 what it left is not read on every take, it remembers per lane where the last message it read and
 left lies (``RowState.skips``) and reads on from just after it, forgetting that every rescan
 interval (docs/design.md, "Push and pull on one queue").
@@ -116,9 +117,11 @@ class Consumer:
         #: How long past its timeout a taken message stays invisible: the dispatcher's margin for
         #: clock skew (service/visibility.py); 0 for other consumers.
         self.hold_ms = hold_ms
-        #: None: take every message. Else the queue is shared with pull readers (a daemon's
-        #: consumer, service/pull_peers.py): take only the tasks this accepts and leave the others
-        #: in the row, the cursor never past them (docs/design.md, "Push and pull on one queue").
+        #: A daemon's consumer: the tasks it has handlers for (None: a pull client's, which takes every task).
+        self.handles: Callable[[str], bool] | None = None
+        #: None: take every message. Else (``handles``, on a queue pull clients consume: ``settings``) take only
+        #: the tasks this accepts and leave the others in the row, the cursor never past them (docs/design.md,
+        #: "Push and pull on one queue").
         self.accepts: Callable[[str], bool] | None = None
         self.peek = RowPeek(db, table, clock, self.stats, tolerance_ms, rescan_ms, lookahead_ms, ahead_ms)
         self.taker = Take(
@@ -136,13 +139,26 @@ class Consumer:
             lookahead_ms,
         )
 
-    def share(self, accepts: Callable[[str], bool] | None) -> None:
-        """Take only the tasks ``accepts`` names (pull readers read the queue too), or every task
-        again (None: then what was left for them is read again from the cursors, and taken)."""
-        self.accepts = accepts
-        if accepts is None:
-            for state in self.rows.values():
-                state.skips.clear()
+    async def settings(self, fresh: bool = False) -> QueueSettings:
+        """The queue's settings (cached for a few seconds), and what they say of who consumes it: a daemon's
+        consumer of a queue that pull clients consume takes only the tasks it has handlers for."""
+        qs = self.last_settings = await self.queues.get(self.queue, fresh=fresh)
+        accepts = self.handles if qs.shared else None
+        if accepts is not self.accepts:
+            self.accepts = accepts
+            if accepts is None:  # what was left for pull clients is read again from the cursors, and taken
+                for state in self.rows.values():
+                    state.skips.clear()
+            log.info(
+                "queue_consumers",
+                queue=self.queue,
+                consumers=qs.consumers or "push",
+                shared=accepts is not None,
+                rule="tasks without a handler are left for pull clients; no rows held"
+                if accepts is not None
+                else "every task taken; unknown tasks poisoned",
+            )
+        return qs
 
     def expect(self, bucket: int, shard: int, due_ms: int) -> None:
         """Something we wrote in this row becomes due at ``due_ms``: look before the next rescan (``ShardNames``)."""
@@ -177,7 +193,7 @@ class Consumer:
         Left to the first visits, a cold start's ~750 reads (16 shards x 24 buckets, cursors and
         a peek each) came in front of the first takes (measured: the first 0.8 s of messages
         100-300 ms late at 94 msg/s). Rows with something due are visited first."""
-        qs = self.last_settings = await self.queues.get(self.queue)
+        qs = await self.settings()
         rows = [row for row in all_rows(qs) if not self.rows.get(row, RowState()).loaded]
         for i in range(0, len(rows), parallel):
             await self.peek.rows(qs, self.rows, rows[i : i + parallel], self.accepts)
@@ -202,7 +218,7 @@ class Consumer:
         timeout (a pulled message's visibility timeout). ``rows``: rows a read just found something
         due in (an empty receive's look, engine/delivery/idle_look.py): taken from first, unpeeked.
         ``linger``: asked as each take commits, whether to keep the row's lock for our next take (TakeOptions)."""
-        qs = self.last_settings = await self.queues.get(self.queue)
+        qs = await self.settings()
         # A daemon runs a FIFO group's messages one after another: one per group (a pull takes more).
         opts = TakeOptions(
             limit,

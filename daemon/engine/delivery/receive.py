@@ -131,7 +131,7 @@ class Receiver:
         check_number("max", limit, 1, 10_000, int)
         check_number("wait", wait_s, 0, 3600)
         check_number("visibility", visibility_s, 0, MAX_VISIBILITY_S)
-        qs = await self.queues.get(queue)  # QueueNotFound before any waiting
+        qs = await self.queues.mark_pulled(await self.queues.get(queue))  # QueueNotFound before any waiting
         if self.touch is not None:
             self.touch(queue)
         if attempt_id is not None and qs.fifo and self.attempts is not None:

@@ -46,9 +46,5 @@ class Observe:
         """The daemons' periodic stats rows of ``queue`` since then (engine/observe/samples.py)."""
         return await self.st.samples.read(queue, since_ms)
 
-    async def pull_readers(self, queue: str) -> list[str]:
-        """The processes that received from ``queue`` lately (engine/cluster/pull_readers.py)."""
-        return await self.st.pull_readers.readers(queue)
-
     async def fifo_groups(self, qs: QueueSettings, now: int) -> FifoGroups:
         return await fifo_groups(self.st.db, self.st.table, qs, now)

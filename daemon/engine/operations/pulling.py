@@ -68,7 +68,5 @@ class Pulling:
         self.st.activity.touch(queue)
 
     def _received(self, queue: str) -> None:
-        """A receive on ``queue``: it is active (idle expiry), and this process pulls from it, which
-        a daemon serving the same queue must know (engine/cluster/pull_readers.py)."""
+        """A receive on ``queue``: it is active (idle expiry, engine/cluster/activity.py)."""
         self.st.activity.touch(queue)
-        self.st.pull_readers.mark(queue)

@@ -78,6 +78,7 @@ SETTING_COLUMNS = (
     "expire_after_s",
     "fifo",
     "in_flight",
+    "consumers",
 )
 CREATED, EXISTS, DIFFERS = "created", "exists", "differs"
 

@@ -21,6 +21,8 @@ FIFO_SHARDS = {"perQueue": 1, "perMessageGroupId": 16}
 DEDUP_SCOPES = ("queue", "messageGroup")
 #: Where a standard queue keeps a message in flight (``QueueSettings.in_flight``).
 IN_FLIGHT = ("copy", "in_place")
+#: Who consumes a queue (``QueueSettings.consumers``; None: push until a pull client uses it).
+CONSUMERS = (None, "push", "pull", "both")
 #: 1 shard x 1 bucket is valid: a tiny queue (one user's) is a single row, and an idle receive on it
 #: reads that row's lanes only (docs/design.md, "Many queues").
 #: max_attempts 0: no limit, a message is redelivered until its retention ends (an SQS queue
@@ -48,6 +50,7 @@ def settings_from_defaults(name: str, d: QueueDefaults, **overrides: Any) -> Que
         dedup_scope=str(o.get("dedup_scope", "queue")),
         fifo_throughput=str(o.get("fifo_throughput", "perQueue")),
         in_flight=str(o.get("in_flight", "copy" if o.get("fifo") else d.in_flight)),
+        consumers=o.get("consumers"),
     )
     if qs.fifo:  # one bucket always; the shards follow the throughput mode unless given
         qs = replace(qs, buckets=1, shards=int(o.get("shards", FIFO_SHARDS.get(qs.fifo_throughput, 1))))
@@ -79,6 +82,8 @@ def check_settings(qs: QueueSettings) -> QueueSettings:
         raise UsageError(f"queue {qs.name}: in_flight must be copy or in_place, got {qs.in_flight!r}")
     if qs.fifo and qs.in_flight != "copy":
         raise UsageError(f"queue {qs.name}: a FIFO queue keeps its messages in place already: leave in_flight out")
+    if qs.consumers not in CONSUMERS:
+        raise UsageError(f"queue {qs.name}: consumers must be push, pull or both, got {qs.consumers!r}")
     if not 64 <= qs.max_payload_bytes <= MAX_PAYLOAD_BYTES:
         raise UsageError(
             f"queue {qs.name}: max_payload_bytes must be between 64 and {MAX_PAYLOAD_BYTES} (4 MiB), got "

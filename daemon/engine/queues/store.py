@@ -15,7 +15,8 @@ from typing import Any
 
 from daemon.base import metrics
 from daemon.base.clock import Clock
-from daemon.base.errors import QueueNotFound, UsageError
+from daemon.base.errors import CasqueError, QueueNotFound, UsageError
+from daemon.base.logs import get_logger
 from daemon.base.lru import Lru
 from daemon.base.model import QueueSettings, check_priority
 from daemon.engine.queues.bulk_create import CHUNK, CONCURRENCY, CREATED, BulkCreate, CreateCounts, OnExisting
@@ -23,6 +24,7 @@ from daemon.engine.queues.names import QueueNames
 from daemon.engine.queues.settings import check_settings, defaults_of, settings_from_defaults
 from daemon.engine.storage.db import Database
 
+log = get_logger("casque.queues")
 CACHE_SECONDS = 5.0
 CACHE_LIMIT = 10_000  # queues whose settings one process keeps (config: cache.queues)
 FORGET_BATCH = 64  # evicted queues whose metric series are dropped together (one pass over the series)
@@ -30,7 +32,7 @@ MIN_TOKEN = -(1 << 63)  # Murmur3Partitioner: tokens are signed 64-bit
 _COLUMNS = (
     "name, shards, buckets, bucket_seconds, lock_ttl_ms, timeout_ms, max_attempts, retention_s, "
     "max_payload_bytes, priorities, history, "
-    "expire_after_s, fifo, in_flight"
+    "expire_after_s, fifo, in_flight, consumers"
 )
 _READ = _COLUMNS + ", draining, lock_ttl_before_ms, lock_ttl_changed_at"
 #: The whole row a request may need: settings and the SQS attributes (engine/queues/attributes.py), read once.
@@ -194,6 +196,7 @@ class QueueStore:
             **{
                 **fifo_opts,
                 "shards": current.shards,
+                "consumers": current.consumers,
                 **{k: v for k, v in changes.items() if v is not None and k != "history"},
             },
         )
@@ -213,7 +216,7 @@ class QueueStore:
             self.db.prepare(
                 f"UPDATE {self.ks}.queues SET lock_ttl_ms=?, lock_ttl_before_ms=?, lock_ttl_changed_at=?, "
                 "timeout_ms=?, max_attempts=?, retention_s=?, max_payload_bytes=?, history=?, "
-                "fifo=?, updated_at=? WHERE name=? IF EXISTS"
+                "fifo=?, consumers=?, updated_at=? WHERE name=? IF EXISTS"
             ),
             [
                 merged.lock_ttl_ms,
@@ -225,12 +228,29 @@ class QueueStore:
                 merged.max_payload_bytes,
                 merged.history,
                 _fifo_json(merged),
+                merged.consumers,
                 now,
                 name,
             ],
         )
         self._cache.pop(name)
         return merged
+
+    async def mark_pulled(self, qs: QueueSettings) -> QueueSettings:
+        """A pull client uses ``qs`` (a receive, or a send over SQS): a queue never said to be push-only becomes
+        "both" for good, so that a daemon serving it leaves the tasks it has no handler for to the pull clients
+        instead of poisoning them. One write in the queue's life; an operator's choice is never overwritten."""
+        if qs.consumers is not None:
+            return qs
+        try:
+            await self.db.run(
+                self.db.prepare(f"UPDATE {self.ks}.queues SET consumers = ? WHERE name = ? IF consumers = null"),
+                ["both", qs.name],
+            )
+            return await self.get(qs.name, fresh=True)
+        except CasqueError as exc:  # the receive or send goes on; the next one tries again
+            log.warning("queue_not_marked_pulled", queue=qs.name, error=str(exc))
+            return qs
 
     async def add_priority(self, qs: QueueSettings, priority: int) -> QueueSettings:
         """Record that a priority is in use, before the first message of that priority is written:
@@ -272,6 +292,7 @@ def _values(qs: QueueSettings) -> list[Any]:
         qs.expire_after_s,
         _fifo_json(qs),
         None if qs.in_flight == "copy" else qs.in_flight,
+        qs.consumers,
     ]
 
 
@@ -322,4 +343,5 @@ def _from_row(r: Any) -> QueueSettings:
         in_flight=getattr(r, "in_flight", None) or "copy",
         lock_ttl_before_ms=int(getattr(r, "lock_ttl_before_ms", None) or 0),
         lock_ttl_changed_ms=int(getattr(r, "lock_ttl_changed_at", None) or 0),
+        consumers=getattr(r, "consumers", None),
     )

@@ -147,10 +147,6 @@ TABLES: dict[str, str] = {
             PRIMARY KEY ((slot), address)
         ) WITH gc_grace_seconds = 300
           AND comment = 'casque wake-hint listeners'""",
-    # Who pulls from a queue lately (engine/cluster/pull_readers.py): one row per (queue, process), written
-    # by a receive at most every 15 s with a 60 s TTL. A daemon serving the queue reads its one
-    # partition every few seconds: with readers, it leaves them the tasks it has no handler for
-    # and holds none of the queue's rows (docs/design.md, "Push and pull on one queue").
     # FIFO deduplication (engine/send/fifo_send.py): a send claims its dedup id with an LWT
     # (IF NOT EXISTS), which every `casque serve` sees, for SQS's 5-minute window (the table's TTL).
     # The row names the message the id was first sent as (its id, position and write timestamp), and
@@ -171,12 +167,6 @@ TABLES: dict[str, str] = {
             PRIMARY KEY ((queue, attempt_id))
         ) WITH default_time_to_live = 300 AND gc_grace_seconds = 300
           AND comment = 'casque FIFO receive attempts, 5 minutes'""",
-    "pull_readers": """
-        CREATE TABLE IF NOT EXISTS {ks}.pull_readers (
-            queue text, reader text, seen bigint,
-            PRIMARY KEY ((queue), reader)
-        ) WITH gc_grace_seconds = 300
-          AND comment = 'casque processes that pulled from a queue lately'""",
     # Queues created with expire_after (engine/cluster/reaper.py): one row each, so the sweeper pages through
     # only the queues that can expire, never the whole queues table. active_at is rewritten at most
     # once per queue every few minutes per process (a send or a receive).
@@ -300,6 +290,8 @@ MIGRATIONS: list[tuple[str, str, str]] = [
     # The lock TTL before its last change, and when (engine/take/locking.py ``lock_read_back_ms``).
     ("queues", "lock_ttl_before_ms", "int"),
     ("queues", "lock_ttl_changed_at", "bigint"),
+    # Who consumes the queue: push, pull or both (null: push until pulled; QueueSettings.consumers).
+    ("queues", "consumers", "text"),
 ]
 
 

@@ -68,7 +68,11 @@ class MessageActions(ActionGroup):
 
     async def _send(self, queue: str, jobs: list[Job]) -> list[Any]:
         """The engine's send for one message, ``send_many`` for a batch; each answer is a ``Sent``
-        (the id, and on a FIFO queue its sequence and whether it was a duplicate)."""
+        (the id, and on a FIFO queue its sequence and whether it was a duplicate). A send over SQS
+        waits for a pull client, as in SQS: the queue is marked as one they consume, before the write,
+        so a daemon serving it leaves the tasks it has no handler for (docs/design.md, "Push and pull
+        on one queue")."""
+        await self.cq.stores.queues.mark_pulled(await self.cq.queue_settings(queue))
         if len(jobs) == 1:
             return [await self.cq.send_job(queue, jobs[0])]
         return list(await self.cq.send_many(queue, jobs))

@@ -71,6 +71,7 @@ class QueueActions(ActionGroup):
             }
             | qattr.casque_options(attrs)
             | ({"fifo": True} if fifo else {})
+            | {"consumers": "pull"}  # its messages wait for SQS receivers; a daemon takes only what it handles
             | queue_shape.options(shape, attrs.get("FifoThroughputLimit", "perQueue"))
         )
         try:
