@@ -5,17 +5,18 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml tests/js/package-lock.json | sha1sum | cut -c1-12)
+STAMP  := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | sha1sum | cut -c1-12)
+JS     := tests/js/node_modules/.installed-$(shell sha1sum < tests/js/package-lock.json | cut -c1-12)
 PYTEST_ARGS ?=
 
 .PHONY: setup browser sdks demo test lint format cassandra stop bench lock clean
 
-setup: $(STAMP) browser
+setup: $(STAMP)
 
 # The Java and Go SDK checks (tests/java, tests/go; run by tests/test_sqs_sdks.py): Maven jars, Go modules and
 # the builds are cached in ~/.cache/casque/sdk-checks, keyed by the sources' hash (a no-op once built). Only `make test`
 # needs them (and Go): `make demo` does not. A failed build (`-`) does not stop `make test`: those tests then fail saying why.
-sdks: $(STAMP)
+sdks: $(STAMP) $(JS)
 	-$(BIN)/python -m tests.support.sdkbuild
 
 # The console's browser tests drive Debian's chromium (Playwright downloads no browser here).
@@ -23,22 +24,27 @@ browser:
 	@[ -x /usr/bin/chromium ] || { if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium; \
 	  else echo "casque: the console's browser tests need Chromium (skipped without it): sudo apt-get install -y chromium" >&2; fi; }
 
-$(STAMP): requirements.lock pyproject.toml tests/js/package-lock.json
+$(STAMP): requirements.lock pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "casque needs Python 3.11 or newer: install python3.11 and run make PYTHON=python3.11")'
 	@command -v mvn >/dev/null || { echo "casque: Maven is needed to fetch Cassandra: apt-get install maven" >&2; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check --require-hashes -r requirements.lock
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -e .
-	@command -v npm >/dev/null || { echo "casque: npm is needed for the JS SDK tests: apt-get install nodejs npm" >&2; exit 1; }
-	cd tests/js && npm ci --no-audit --no-fund --silent
 	@rm -f $(VENV)/.installed-*; touch $@
 
-# A local node (downloaded on first use), the schema, the daemon with the example handlers, jobs.
+# The JS SDK checks' packages (tests/js, run by tests/test_sqs_sdks.py): only `make test` needs them.
+$(JS): tests/js/package-lock.json
+	@command -v npm >/dev/null || { echo "casque: npm is needed for the JS SDK tests: apt-get install nodejs npm" >&2; exit 1; }
+	cd tests/js && npm ci --no-audit --no-fund --silent
+	@rm -f tests/js/node_modules/.installed-*; touch $@
+
+# A local node (downloaded on first use), the schema, the daemon with the example handlers, jobs. No browser,
+# no SDK checks: those are the tests'.
 demo: setup
 	$(BIN)/casque demo
 
 # The whole suite against a real Cassandra node (and a real 3-node cluster for the cluster tests).
-test: setup sdks
+test: setup sdks browser
 	$(BIN)/casque cassandra start
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
