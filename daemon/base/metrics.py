@@ -160,11 +160,6 @@ def forget_queues(queues: set[str]) -> None:
         del _children[key]
 
 
-def queue_series() -> int:
-    """How many label sets the per-queue metrics hold (what ``forget_queue`` keeps bounded)."""
-    return sum(len(metric._metrics) for metric in _PER_QUEUE)
-
-
 def observe(event: str, m: Message, duration: float, now_ms: int) -> None:
     """The dispatcher's observer, called once per outcome (acked, retried, poisoned, timed_out):
     it also counts the reception and the lateness of the start, which the dispatcher recorded."""

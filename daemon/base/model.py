@@ -83,11 +83,6 @@ class QueueSettings:
         """(shards, buckets) covering every row of every layout: what consumers visit."""
         return max(s for s, _, _ in self.layouts()), max(b for _, b, _ in self.layouts())
 
-    @property
-    def cycle_ms(self) -> int:
-        """How long before a row is reused: buckets x bucket length."""
-        return self.buckets * self.bucket_ms
-
     def ranks(self) -> list[int]:
         """Clustering ranks in read order: highest priority first (rank = -priority)."""
         return sorted(-p for p in self.priorities)

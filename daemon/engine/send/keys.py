@@ -47,7 +47,6 @@ class KeyStore:
             "WHERE queue = ? AND key_shard = ? AND key = ? IF id = ?"
         )
         self._release = p(f"DELETE FROM {t} WHERE queue = ? AND key_shard = ? AND key = ? IF id = ?")
-        self._ran = p(f"UPDATE {t} SET last_run = ? WHERE queue = ? AND key_shard = ? AND key = ?")
         self._list = p(f"SELECT {_COLS} FROM {t} WHERE queue = ? AND key_shard = ? AND key > ?")
         self._purge = p(f"DELETE FROM {t} WHERE queue = ? AND key_shard = ?")
 
@@ -89,9 +88,6 @@ class KeyStore:
         """Free the key if it still names this message (a replaced key is left alone)."""
         rows = await self.db.run(self._release, [queue, key_shard(key), key, message_id])
         return bool(rows and rows[0].applied)
-
-    async def mark_run(self, queue: str, key: str, at_ms: int) -> None:
-        await self.db.run(self._ran, [at_ms, queue, key_shard(key), key])
 
     async def list(self, queue: str, limit: int | None = None, after: str = "") -> list[KeyEntry]:
         """Keys in key order after ``after`` (the last key of the previous page), at most ``limit``

@@ -24,8 +24,9 @@ from daemon.base.model import Message, QueueSettings, decode_payload
 from daemon.engine.schedules.triggers import parse_stored
 from daemon.engine.storage.db import Database
 
-#: kind 3: a FIFO group's tail (engine/send/fifo_send.py): the last position written for the group.
-KIND_LOCK, KIND_MESSAGE, KIND_MOVED, KIND_TAIL = 0, 1, 2, 3
+#: Row kinds: 0 lock columns, 1 messages, 2 "moved" markers, 3 a FIFO group's tail (engine/send/fifo_send.py: the
+#: last position written for the group).
+KIND_MESSAGE, KIND_MOVED = 1, 2
 #: The anchor row (kind -1, sorts before every other row): see ``write_anchor``.
 KIND_ANCHOR = -1
 #: BACKOFF: an in-place message a handler failed, waiting for its retry where it is (engine/take/flights.py).
@@ -186,10 +187,6 @@ class MessageTable:
         self.read_at = p(
             f"SELECT kind, moved_to, {_SELECT} FROM {t} WHERE {_PK} AND kind IN (1, 2) AND rank = ? AND due = ? "
             "AND id = ?"
-        )
-        self.mark_moved = p(
-            f"INSERT INTO {t} (queue, bucket, shard, kind, rank, due, id, moved_to) VALUES (?,?,?,2,?,?,?,?) USING "
-            "TTL ?"
         )
         self.unmark_moved = p(f"DELETE FROM {t} WHERE {_PK} AND kind = 2 AND rank = ? AND due = ? AND id = ?")
         counted = "cursors, state, due, visible_at, moved_to, task"  # a count's columns: no payload
@@ -446,7 +443,3 @@ def lock_ttl_seconds(qs: QueueSettings) -> int:
     (``now_in_sec + ttl``), so a column written at x.9 s dies up to 1 s early; one second more
     makes it live at least ``lock_ttl_ms``, which the consumer's expiry check relies on."""
     return math.ceil(qs.lock_ttl_ms / 1000) + 1
-
-
-def new_lock_id() -> uuid.UUID:
-    return uuid.uuid4()

@@ -56,7 +56,7 @@ def queue_of_arn(value: Any) -> str | None:
     return m.group(1) if m and QUEUE_NAME.match(m.group(1)) else None
 
 
-def check(attrs: Any, creating: bool, fifo: bool = False) -> dict[str, str]:
+def check(attrs: Any, fifo: bool = False) -> dict[str, str]:
     """Validate attributes to set on a queue (``fifo``: a FIFO one); returns them as text. The FIFO
     attributes are checked by fifo.py: refused on a standard queue, as SQS does."""
     if attrs is None:

@@ -50,7 +50,7 @@ class QueueActions(ActionGroup):
         fifo = fifo_rules.creates_fifo(name, raw)
         if not params.QUEUE_NAME.match(name):
             raise invalid(fifo_rules.FIFO_NAME if fifo else fifo_rules.STANDARD_NAME)
-        attrs = qattr.check(raw, creating=True, fifo=fifo)
+        attrs = qattr.check(raw, fifo=fifo)
         if fifo:
             fifo_rules.check_throughput(
                 attrs.get("DeduplicationScope", "queue"), attrs.get("FifoThroughputLimit", "perQueue")
@@ -176,7 +176,7 @@ class QueueActions(ActionGroup):
         name = self.queue_of(call)
         qs = await self.cq.queue_settings(name, fresh=True)
         raw = call.params.get("Attributes") or {}
-        attrs = qattr.check(raw, creating=False, fifo=qs.fifo)
+        attrs = qattr.check(raw, fifo=qs.fifo)
         if qs.fifo:  # the rule holds for the values the queue will have, whichever call set each
             fifo_rules.check_throughput(
                 attrs.get("DeduplicationScope", qs.dedup_scope), attrs.get("FifoThroughputLimit", qs.fifo_throughput)
