@@ -18,6 +18,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+# The fault tests' own clusters (rings, a node to freeze) run beside the suite's node: a small fixed heap each, not
+# the share of the box a user's node gets (daemon/devnode/spec.py default_heap).
+os.environ.setdefault("CASQUE_NODE_HEAP", "768M")
 
 from daemon.base.clock import Clock, ManualClock  # noqa: E402
 from daemon.base.config import Settings  # noqa: E402

@@ -42,6 +42,7 @@ from daemon.devnode import (
 from daemon.devnode.config import to_yaml
 from daemon.devnode.download import cassandra_dir, is_installed
 from daemon.devnode.java import probe_java
+from daemon.devnode.spec import default_heap
 
 REPO = Path(__file__).resolve().parent.parent
 START_TIMEOUT = 300.0  # generous: CI machines have 2 slow cores
@@ -403,3 +404,14 @@ def test_bad_spec_values_are_rejected() -> None:
         ClusterSpec(nodes=0)
     with pytest.raises(DevnodeError, match="nodes 1..1"):
         start_node(ClusterSpec(name="never-started"), 2)
+
+
+def test_the_default_heap_is_sized_for_the_box_and_split_between_local_nodes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """cassandra-env.sh's rule on each node's share of memory: a 24 GiB box gives one node 6 GiB and each of three
+    2 GiB; a 2 GiB box gives one node 1 GiB, and no node gets under 512 MiB. $CASQUE_NODE_HEAP wins."""
+    monkeypatch.delenv("CASQUE_NODE_HEAP", raising=False)
+    sizes = {m: [default_heap(n, m) for n in (1, 3)] for m in (24 * 1024, 2048, 1024)}
+    assert sizes == {24 * 1024: ["6144M", "2048M"], 2048: ["1024M", "512M"], 1024: ["512M", "512M"]}
+    assert ClusterSpec(nodes=3).heap == default_heap(3)
+    monkeypatch.setenv("CASQUE_NODE_HEAP", "900M")
+    assert ClusterSpec(nodes=3).heap == "900M"

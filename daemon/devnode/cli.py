@@ -195,7 +195,11 @@ def add_cli(subparsers: Any) -> None:
     p.add_argument("--port", type=int, default=None, help="CQL native port (default: 9042)")
     p.add_argument("--storage-port", type=int, default=None, help="inter-node storage port (default: 7000)")
     p.add_argument("--jmx-port", type=int, default=None, help="JMX port of node1; node i uses this+i-1 (default: 7199)")
-    p.add_argument("--heap", default=None, help="JVM heap per node (default: $CASQUE_NODE_HEAP or 768M)")
+    p.add_argument(
+        "--heap",
+        default=None,
+        help="JVM heap per node (default: $CASQUE_NODE_HEAP, or sized for the box)",
+    )
     p.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for CQL")
     p.add_argument("--sequential", action="store_true", help="start non-seed nodes one at a time instead of together")
     p.set_defaults(func=_cmd_start)
