@@ -55,14 +55,14 @@ async def main(sends: int) -> None:
         for name in (q, lonely):
             await producer.create_queue(name, if_missing=True)
         woken: list[float] = []
-        listener.wakeups.subscribe(q, lambda due, placement: woken.append(time.perf_counter()))
+        listener.stores.wakeups.subscribe(q, lambda due, placement: woken.append(time.perf_counter()))
         await listener.listen_for_hints([q])
         await producer.send(q, "warm", None)  # reads the listener view once
-        while producer.hints._pending or not woken:
+        while producer.stores.hints._pending or not woken:
             await asyncio.sleep(0.01)
         entry = [(int(time.time() * 1000), new_id(0).int & PLACEMENT_MASK)]
         batch = [(int(time.time() * 1000), new_id(0).int & PLACEMENT_MASK) for _ in range(500)]
-        hints = producer.hints
+        hints = producer.stores.hints
         none_us = per_call_us(lambda: (hints.announce(lonely, entry, (16,)), hints.flush()), 20_000)
         one_us, many_us, together = [], [], []
         for _ in range(20):  # in rounds, so the listener drains its socket between them
@@ -109,7 +109,7 @@ async def main(sends: int) -> None:
         )
         await across_processes(producer, q, sends)
         for name in (q, lonely):
-            await purge(producer, name)
+            await purge(producer.stores, name)
     finally:
         for cq in (producer, listener, silent):
             await cq.close()
@@ -157,7 +157,7 @@ async def _stamp(out: asyncio.StreamReader) -> float:
 async def listen(queue: str) -> None:
     settings = bench_settings()
     cq = await Casque.connect(settings)
-    cq.wakeups.subscribe(queue, lambda due, placement: print(f"{time.time():.6f}", flush=True))
+    cq.stores.wakeups.subscribe(queue, lambda due, placement: print(f"{time.time():.6f}", flush=True))
     await cq.listen_for_hints([queue])
     print("listening", flush=True)
     await asyncio.Event().wait()

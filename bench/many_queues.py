@@ -231,7 +231,7 @@ async def look_up_lost(cq: Any, ledger: Ledger, at_most: int = 50) -> list[dict[
 
 async def cleanup(cq: Any, names: list[str]) -> None:
     """The queue rows go (their messages are drained and expire by TTL): runs don't pile up rows."""
-    await bounded(names, 64, lambda n: cq.queues.delete(n))
+    await bounded(names, 64, lambda n: cq.stores.queues.delete(n))
 
 
 def headline(R: dict[str, Any]) -> str:

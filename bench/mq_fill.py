@@ -24,7 +24,7 @@ async def create(cq: Any, names: list[str], size: Size) -> dict[str, Any]:
     wrapped on this client: a chunk of names (``BulkCreate.chunk``, the claim protocol) where the engine
     has one, else one queue's write (``QueueStore.create``, an LWT)."""
     took: list[float] = []
-    store = cq.queues
+    store = cq.stores.queues
     bulk_store = getattr(store, "bulk", None)
     owner, attr = (bulk_store, "chunk") if bulk_store is not None else (store, "create")
     write = getattr(owner, attr)

@@ -80,7 +80,7 @@ class Noisy:
     async def node_read(self) -> None:
         """One read of B's settings row from this process, timed: the node's round trip beside each probe,
         so that B's slowdown over A's drain can be set against the node's (the shared part)."""
-        db, ks = self.cq.db, self.cq.queues.ks
+        db, ks = self.cq.db, self.cq.stores.queues.ks
         t = time.perf_counter()
         await db.run(db.prepare(f"SELECT name FROM {ks}.queues WHERE name = ?"), [self.b])
         self.node_ms.append((time.perf_counter() - t) * 1000)

@@ -79,7 +79,7 @@ async def probe(users: int, wait_s: int, keyspace: str) -> dict[str, Any]:
             await client.close()
     finally:
         server.stop()
-        await bounded(names, 64, lambda n: cq.queues.delete(n))
+        await bounded(names, 64, lambda n: cq.stores.queues.delete(n))
         await cq.close()
     return R
 

@@ -90,7 +90,7 @@ async def main(queues: int, concurrency: int) -> dict[str, Any]:
         R = {"queues": queues, "cache": cache, "touch_s": time.time() - t0, **await settle_curve(server)}
     finally:
         server.stop()
-        await bounded(names, concurrency, lambda n: cq.queues.delete(n))
+        await bounded(names, concurrency, lambda n: cq.stores.queues.delete(n))
         await cq.close()
     R["started"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t0))
     (out_dir() / "many-queues-settle.json").write_text(json.dumps(R))

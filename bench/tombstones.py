@@ -55,7 +55,7 @@ async def run(cq: Casque, plan: Plan, best: dict[str, Any]) -> dict[str, Any]:
     )
     queue = await make_queue(cq, "tomb", buckets=2, bucket_seconds=DAY_S)
     control = await make_queue(cq, "tombctl", buckets=2, bucket_seconds=DAY_S)
-    qs = await cq.queues.get(queue)
+    qs = await cq.stores.queues.get(queue)
     daemon = await Daemon(DaemonSpec(queue, best["consumers"], best["batch_size"]), "tombstones").start()
     points: list[dict[str, Any]] = []
     t_start = time.time()
@@ -135,15 +135,15 @@ def _probe_casque(cq: Casque, qs: Any, queue: str, control: str) -> dict[str, An
     starts: list[ReadCost] = []
     controls: list[ReadCost] = []
     for shard in range(qs.shards):
-        rows = list(session.execute(cq.table.read_cursors, [queue, bucket, shard]))
+        rows = list(session.execute(cq.stores.table.read_cursors, [queue, bucket, shard]))
         cursor = int((rows[0].cursors or {}).get(0, 0)) if rows else 0
         now = cq.clock.now_ms()
-        peeks.append(measure(session, cq.table.peek, [queue, bucket, shard, 0, cursor, now], repeats=15))
+        peeks.append(measure(session, cq.stores.table.peek, [queue, bucket, shard, 0, cursor, now], repeats=15))
         locks.append(
-            measure(session, cq.table.lock_read, [queue, bucket, shard, now - qs.lock_ttl_ms - tol], repeats=3)
+            measure(session, cq.stores.table.lock_read, [queue, bucket, shard, now - qs.lock_ttl_ms - tol], repeats=3)
         )
-        starts.append(measure(session, cq.table.peek, [queue, bucket, shard, 0, 0, now], repeats=1))
-        controls.append(measure(session, cq.table.peek, [control, bucket, shard, 0, now - tol, now], repeats=15))
+        starts.append(measure(session, cq.stores.table.peek, [queue, bucket, shard, 0, 0, now], repeats=1))
+        controls.append(measure(session, cq.stores.table.peek, [control, bucket, shard, 0, now - tol, now], repeats=15))
     failed = [s for s in starts if s.failed]
     from_start = (
         f"{len(failed)}/{len(starts)} reads aborted by the node (tombstone_failure_threshold)"

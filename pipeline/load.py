@@ -129,7 +129,7 @@ def run(spark: Any, settings: Settings, spec: LoadSpec) -> dict[str, Any]:
     """Load, write the per-row results, and return the summary (also written as summary.json)."""
     from pyspark.sql.types import StructField, StructType, _parse_datatype_string
 
-    workers.run(workers.client(settings).queues.get(spec.queue, fresh=True))  # QueueNotFound before any work
+    workers.run(workers.client(settings).stores.queues.get(spec.queue, fresh=True))  # QueueNotFound before any work
     schema = StructType([StructField(name, _parse_datatype_string(kind)) for name, kind in RESULT_COLUMNS])
     prepared = prepare(spark, read_input(spark, spec), spec)
     done = spark.sparkContext.accumulator(0)

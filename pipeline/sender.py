@@ -121,7 +121,7 @@ async def _send_plain(cq: Casque, queue: str, plain: list[Pending], tries: int =
         return []
     for attempt in range(tries):
         try:
-            ids = await cq.producer.send_many(queue, [job for _, job in plain])
+            ids = await cq.stores.producer.send_many(queue, [job for _, job in plain])
             return [Result(r["_row"], "loaded", str(mid)) for (r, _), mid in zip(plain, ids)]
         except StorageUnavailable as exc:
             if attempt + 1 == tries:
@@ -135,7 +135,7 @@ async def _send_plain(cq: Casque, queue: str, plain: list[Pending], tries: int =
 
 async def _send_one(cq: Casque, queue: str, r: dict[str, Any], job: Job) -> Result:
     try:
-        return Result(r["_row"], "loaded", str(await cq.producer.send(queue, job)))
+        return Result(r["_row"], "loaded", str(await cq.stores.producer.send(queue, job)))
     except StorageUnavailable as exc:
         return _problem(r, "failed", exc)
     except BAD_ROW as exc:
@@ -164,7 +164,7 @@ async def _send_keyed_row(cq: Casque, queue: str, r: dict[str, Any], job: Job) -
     assert job.key is not None
     try:
         holder = await cq.get_key(queue, job.key)
-        mid = str(await cq.producer.send(queue, job))  # a plain str: Spark pickles rows, not str subclasses
+        mid = str(await cq.stores.producer.send(queue, job))  # a plain str: Spark pickles rows, not str subclasses
     except KeyConflict as exc:
         return _problem(r, "rejected", exc, conflict=True)
     except StorageUnavailable as exc:

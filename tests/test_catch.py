@@ -35,7 +35,7 @@ async def a_parked_poll(
 async def parked_polls(cq: Casque, queue: str, n: int) -> None:
     """Wait until ``n`` polls of ``queue`` are parked."""
     for _ in range(1000):
-        w = cq.wakeups._waiters.get(queue)
+        w = cq.stores.wakeups._waiters.get(queue)
         if w is not None and len(w._parked) >= n:
             return
         await asyncio.sleep(0.01)
@@ -118,7 +118,7 @@ async def test_a_poll_whose_handed_write_failed_looks_again(slow_scout: Casque, 
     goes back to looking and takes what is then due."""
     cq = slow_scout
     poll, _ = await a_parked_poll(cq, queue_name)
-    catch = cq.wakeups.catch(queue_name)
+    catch = cq.stores.wakeups.catch(queue_name)
     assert catch is not None and catch.claimed
     catch.deliver(None)
     await parked(cq, queue_name)  # looked, found nothing, parked again

@@ -79,7 +79,7 @@ async def poison_one(cq: Casque, queue: str, task: str, payload: object) -> uuid
         if taken:
             break
     assert taken, "the message was not taken"
-    await cq.acker.poison(
+    await cq.stores.acker.poison(
         taken[0],
         "handler raised ValueError on its last attempt",
         "ValueError",
@@ -114,7 +114,7 @@ async def test_queues_page_shows_counts_of_a_sent_message_and_creates_queues(
         admin, "/queues", "/queues", {"name": queue_name, "shards": "2", "timeout": "45s", "max_attempts": "3"}
     )
     assert r.status_code == 303 and r.headers["location"].startswith(f"/queues/{queue_name}?msg=")
-    qs = await cq.queues.get(queue_name, fresh=True)
+    qs = await cq.stores.queues.get(queue_name, fresh=True)
     assert (qs.shards, qs.timeout_ms, qs.max_attempts) == (2, 45_000, 3)
     await cq.send(queue_name, "t", {"n": 1})
     await cq.send(queue_name, "t", {"n": 2}, delay="1h")
@@ -235,17 +235,17 @@ async def test_poison_pages_replay_one_by_task_or_all_and_purge(
     assert "ValueError: bad input" in detail.text and "Traceback" in detail.text
     r = await act(admin, page, f"{page}/replay", {"what": "selected", "id": str(a)})
     assert "replayed%201" in r.headers["location"]
-    assert {p.id for p in await cq.poison.list(queue_name)} == {b, c, d}
+    assert {p.id for p in await cq.stores.poison.list(queue_name)} == {b, c, d}
     assert [m.payload for m in await cq.peek(queue_name)] == [{"n": 1}]
     await act(admin, page, f"{page}/replay", {"what": "task", "task": "task.b"})
-    assert {p.id for p in await cq.poison.list(queue_name)} == {d}
+    assert {p.id for p in await cq.stores.poison.list(queue_name)} == {d}
     refused = await act(admin, page, f"{page}/purge", {"confirm": "nope"})
-    assert "err=" in refused.headers["location"] and await cq.poison.count(queue_name) == 1
+    assert "err=" in refused.headers["location"] and await cq.stores.poison.count(queue_name) == 1
     await act(admin, page, f"{page}/replay", {"what": "all"})
-    assert await cq.poison.count(queue_name) == 0 and len(await cq.peek(queue_name)) == 4
+    assert await cq.stores.poison.count(queue_name) == 0 and len(await cq.peek(queue_name)) == 4
     await poison_one(cq, queue_name, "task.e", None)
     await act(admin, page, f"{page}/purge", {"confirm": queue_name})
-    assert await cq.poison.count(queue_name) == 0
+    assert await cq.stores.poison.count(queue_name) == 0
 
 
 async def test_schedules_page_lists_and_cancels(cq: Casque, admin: httpx.AsyncClient, queue_name: str) -> None:

@@ -208,7 +208,7 @@ async def test_replaying_a_poisoned_message_moves_it_back(cq: Casque, admin_page
     await page.click("button[value=selected]")
     await page.wait_for_selector(".flash.ok")
     assert "replayed 1" in await page.inner_text(".flash.ok")
-    assert [r.id for r in await cq.poison.list(queue_name)] == [kept]
+    assert [r.id for r in await cq.stores.poison.list(queue_name)] == [kept]
     assert [m.payload for m in await cq.peek(queue_name)] == [{"report": 8}]
 
 
@@ -251,7 +251,7 @@ async def test_a_read_only_user_sees_but_cannot_act(cq: Casque, viewer_page: Pag
         "console error: Failed to load resource: the server responded with a status of 403 (Forbidden)"
     ]
     p.errors.pop()  # the refusal this test asked for, logged by the browser
-    assert len(await cq.peek(queue_name)) == 1 and await cq.poison.count(queue_name) == 1
+    assert len(await cq.peek(queue_name)) == 1 and await cq.stores.poison.count(queue_name) == 1
 
 
 async def test_queues_schedules_and_daemons_pages_render(cq: Casque, admin_page: Page, queue_name: str) -> None:

@@ -41,7 +41,7 @@ async def test_a_fast_consumer_clock_strands_messages_and_the_sweep_brings_them_
     finally:
         await fast.close()
     assert delivered == [first]
-    await cq.acker.ack([m for m in await cq.peek(queue_name, 1)])  # its timeout column: done with it
+    await cq.stores.acker.ack([m for m in await cq.peek(queue_name, 1)])  # its timeout column: done with it
     sent = []
     for i in range(20):
         clock.advance(1)
@@ -92,7 +92,7 @@ async def test_a_slow_send_many_writes_nothing_behind_a_cursor(manual: Pair, que
     await cq.create_queue(queue_name, shards=1)
     jobs = [Job("t", i) for i in range(100)] + [Job("t", i, key=f"k{i}") for i in range(1000)]
     sending = asyncio.create_task(cq.send_many(queue_name, jobs))
-    keys = cq.keys
+    keys = cq.stores.keys
 
     async def keyed_under_way() -> bool:
         return await keys.get(queue_name, "k5") is not None

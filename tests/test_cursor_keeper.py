@@ -64,7 +64,7 @@ GAP_LIMIT_MS = 20_000
 
 
 async def stored_cursor(cq: Casque, queue: str) -> int:
-    rows = await cq.db.run(cq.table.read_cursors, [queue, 0, 0])
+    rows = await cq.db.run(cq.stores.table.read_cursors, [queue, 0, 0])
     return dict(rows[0].cursors or {}).get(0, 0) if rows else 0
 
 
@@ -137,12 +137,12 @@ async def test_a_cold_receive_walks_across_a_pile_over_the_node_s_tombstone_thre
         await until_clock_passes(cold, pile_until + tolerance)
         behind = await stored_cursor(cold, queue_name)
         with pytest.raises(StorageUnavailable) as refused:  # a read from there fails on the node's threshold
-            await cold.db.run(cold.table.peek, [queue_name, 0, 0, 0, behind, cold.clock.now_ms()])
+            await cold.db.run(cold.stores.table.peek, [queue_name, 0, 0, 0, behind, cold.clock.now_ms()])
         assert too_many_tombstones(refused.value), str(refused.value)
         assert await cold.receive(queue_name, max=10, wait=0) == []  # the cold receive walks, and answers
         walked = await stored_cursor(cold, queue_name)
         assert walked > pile_until
-        rows: list[Any] = await cold.db.run(cold.table.peek, [queue_name, 0, 0, 0, walked, cold.clock.now_ms()])
+        rows: list[Any] = await cold.db.run(cold.stores.table.peek, [queue_name, 0, 0, 0, walked, cold.clock.now_ms()])
         assert rows == []  # the stored cursor is past the pile: a read from it passes the threshold
         sent = await cold.send(queue_name, "t", "after the walk")
         got = await cold.receive(queue_name, max=10, wait=5)

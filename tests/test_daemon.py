@@ -126,7 +126,7 @@ async def test_retries_in_order_then_poison_with_traceback(cq: Casque, queue_nam
         async def done() -> bool:
             rec = records(record)
             return (
-                await cq.poison.count(queue_name) == 2
+                await cq.stores.poison.count(queue_name) == 2
                 and len([r for r in rec if r[1] == ok_id]) == 3
                 and len([r for r in rec if r[1] == retry_id]) == 2
             )
@@ -143,7 +143,7 @@ async def test_retries_in_order_then_poison_with_traceback(cq: Casque, queue_nam
     # backoff 0.2 s then 0.4 s, in order. A retry starts from a timer at its due time, and uvloop's
     # timers have 1 ms resolution: seen 0.199 s (1795554726.868 -> 727.067). 2 ms is that, not slack.
     assert times[1] - times[0] >= 0.2 - 0.002 and times[2] - times[1] >= 0.4 - 0.002, times
-    poison = {str(p.id): p for p in await cq.poison.list(queue_name)}
+    poison = {str(p.id): p for p in await cq.stores.poison.list(queue_name)}
     assert set(poison) == {bad_id, slow_id}
     assert poison[bad_id].error_type == "ValueError" and "bad input" in poison[bad_id].error
     assert "Traceback" in poison[bad_id].traceback and poison[bad_id].attempt == 3
@@ -174,13 +174,13 @@ async def test_unknown_task_is_poisoned_and_nothing_is_imported(cq: Casque, queu
     try:
 
         async def done() -> bool:
-            return await cq.poison.count(queue_name) == len(names) and len(records(record)) == 1
+            return await cq.stores.poison.count(queue_name) == len(names) and len(records(record)) == 1
 
         await until(done, 60, "unknown tasks poisoned", d)
     finally:
         d.signal(signal.SIGTERM)
         d.wait()
-    poison = {str(p.id): p for p in await cq.poison.list(queue_name)}
+    poison = {str(p.id): p for p in await cq.stores.poison.list(queue_name)}
     assert set(poison) == set(ids)
     assert all(p.reason.startswith("unknown task") for p in poison.values())
     assert not canary.exists()  # nothing was imported or called

@@ -106,7 +106,7 @@ async def test_waiting_to_start_does_not_time_messages_out(
         await stop(d)
     lost, doubled = ledger(record, ids)
     events = count_events(d, "message_timed_out", "message_expired_before_start", "message_poisoned")
-    poisoned = await cq.poison.count(queue_name)
+    poisoned = await cq.stores.poison.count(queue_name)
     print(f"wait={wait} messages={count} lost={len(lost)} duplicated={len(doubled)} poisoned={poisoned} {dict(events)}")
     assert not lost and not doubled and poisoned == 0 and not events
 

@@ -41,7 +41,7 @@ async def test_send_then_fetch_delivers_once_and_ack_finishes(manual: Pair, queu
     got = await drain(c)
     assert sorted(str(m.id) for m in got) == sorted(ids)
     assert all(m.attempt == 1 for m in got)
-    await cq.acker.ack(got)
+    await cq.stores.acker.ack(got)
     clock.advance(10 * 60_000)  # far past every timeout: acked messages never come back
     assert await drain(c) == []
 
@@ -96,10 +96,10 @@ async def test_unacked_message_comes_back_after_its_timeout_with_attempt_count(m
     clock.advance(1_001 + 10_000)  # past the timeout (and past a rescan)
     second = await drain(c)
     assert [(str(m.id), m.attempt) for m in second] == [(mid, 2)]
-    await cq.acker.ack(first)  # a late ack of the expired delivery
+    await cq.stores.acker.ack(first)  # a late ack of the expired delivery
     clock.advance(21_000 + 10_000)
     third = await drain(c)
-    if (await cq.queues.get(queue_name)).in_place:  # finishes the message: a handler did finish (docs/design.md)
+    if (await cq.stores.queues.get(queue_name)).in_place:  # finishes the message: a handler did finish (docs/design.md)
         assert third == []
     else:  # does not remove the redelivery, a copy written later at another position
         assert [(str(m.id), m.attempt) for m in third] == [(mid, 3)]
@@ -115,7 +115,7 @@ async def test_poisoned_after_max_attempts_of_timeouts(manual: Pair, queue_name:
     assert [m.attempt for m in await drain(c)] == [2]
     clock.advance(16_000)
     assert await drain(c) == []
-    poisoned = await cq.poison.list(queue_name)
+    poisoned = await cq.stores.poison.list(queue_name)
     assert [str(p.id) for p in poisoned] == [mid]
     assert "timed out" in poisoned[0].reason and poisoned[0].attempt == 2
     assert await cq.get(queue_name, id=mid) is None
@@ -127,7 +127,7 @@ async def test_retry_brings_the_message_back_after_the_delay(manual: Pair, queue
     await cq.send(queue_name, "t", "x")
     c = cq.consumer(queue_name)
     [m] = await drain(c)
-    await cq.acker.retry(m, 30_000, "ValueError: boom")
+    await cq.stores.acker.retry(m, 30_000, "ValueError: boom")
     clock.advance(29_000)
     assert await drain(c) == []
     clock.advance(11_000)
@@ -168,7 +168,7 @@ async def test_key_released_when_its_message_is_acked(manual: Pair, queue_name: 
     await cq.send(queue_name, "t", 1, key="once")
     [m] = await drain(cq.consumer(queue_name))
     assert (await cq.get_key(queue_name, "once")) is not None
-    await cq.acker.ack([m])
+    await cq.stores.acker.ack([m])
     assert await cq.get_key(queue_name, "once") is None
 
 
@@ -204,7 +204,7 @@ async def test_corrupt_stored_message_is_poisoned_not_looped_on(manual: Pair, qu
     )
     got = await drain(cq.consumer(queue_name))
     assert [str(x.id) for x in got] == [good]
-    [p] = await cq.poison.list(queue_name)
+    [p] = await cq.stores.poison.list(queue_name)
     assert str(p.id) == bad and "not valid JSON" in p.reason
 
 

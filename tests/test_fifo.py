@@ -102,7 +102,7 @@ async def test_a_dedup_id_sent_twice_within_5_minutes_is_one_message(cq: Casque,
 
 async def test_content_dedup_and_group_scope(cq: Casque, queue_name: str) -> None:
     q = await _fifo(cq, queue_name, content_dedup=True, dedup_scope="messageGroup", fifo_throughput="perMessageGroupId")
-    qs = await cq.queues.get(q)
+    qs = await cq.stores.queues.get(q)
     assert (qs.shards, qs.buckets) == (16, 1)
     a = await cq.send(q, "t", {"same": True}, group="a")
     a2 = await cq.send(q, "t", {"same": True}, group="a")
@@ -148,7 +148,7 @@ async def test_order_holds_across_senders_whose_clocks_disagree(settings: Settin
 async def test_a_send_that_died_after_its_claim_is_written_by_its_retry(cq: Casque, queue_name: str) -> None:
     """A crash between the dedup claim and the write: the retry (same dedup id) writes it, once."""
     q = await _fifo(cq, queue_name)
-    sender = cq.producer.fifo
+    sender = cq.stores.producer.fifo
     assert sender is not None
     mid = group_id(cq.clock.now_ms(), "g")
     await cq.db.run(
@@ -188,7 +188,7 @@ async def test_a_message_out_of_receives_leaves_and_its_group_moves_on(manual: P
         clock.advance(11_000)
     got = await cq.receive(q, max=10, wait=0, visibility=10)
     assert [d.message.payload["n"] for d in got] == [1]
-    poisoned = await cq.poison.list(q)
+    poisoned = await cq.stores.poison.list(q)
     assert [json.loads(p.payload or b"null")["n"] for p in poisoned] == [0]
 
 
@@ -224,7 +224,7 @@ async def test_what_a_fifo_queue_refuses(cq: Casque, queue_name: str) -> None:
     with pytest.raises(UsageError):
         await cq.create_queue(f"{queue_name}-x", fifo=True)  # fifo=True needs the suffix
     with pytest.raises(UsageError):
-        await cq.queues.update(q, fifo=False)
+        await cq.stores.queues.update(q, fifo=False)
     standard = f"{queue_name}-std"
     await cq.create_queue(standard)
     with pytest.raises(UsageError):
@@ -278,7 +278,7 @@ async def test_a_fifo_dead_letter_queue_gets_the_message_in_its_group_once(manua
     cq, clock = manual
     q = await _fifo(cq, queue_name, max_attempts=1, content_dedup=True)
     dlq = await _fifo(cq, f"{queue_name}-dlq")
-    await cq.attributes.set(q, {DEAD_LETTER: dlq}, set(), clock.now_ms())
+    await cq.stores.attributes.set(q, {DEAD_LETTER: dlq}, set(), clock.now_ms())
     await cq.send(q, "t", {"n": 0}, group="g")
     await cq.send(q, "t", {"n": 1}, group="g")
     assert [d.message.payload["n"] for d in await cq.receive(q, max=1, wait=0, visibility=5)] == [0]
@@ -299,7 +299,7 @@ async def test_a_moved_fifo_dead_letter_goes_back_in_its_group_once(manual: Pair
     cq, clock = manual
     q = await _fifo(cq, queue_name, max_attempts=1, content_dedup=True)
     dlq = await _fifo(cq, f"{queue_name}-dlq")
-    await cq.attributes.set(q, {DEAD_LETTER: dlq}, set(), clock.now_ms())
+    await cq.stores.attributes.set(q, {DEAD_LETTER: dlq}, set(), clock.now_ms())
     for n in range(3):
         await cq.send(q, "t", {"n": n}, group="g")
     for n in range(3):  # each received once, never deleted: out of receives, into the DLQ

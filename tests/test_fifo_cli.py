@@ -44,7 +44,7 @@ async def test_cli_creates_updates_and_shows_a_fifo_queue(
     )
     assert made.returncode == 0, made.stderr
     assert "fifo, dedup by content per messageGroup, throughput perMessageGroupId" in made.stdout
-    qs = await cq.queues.get(name, fresh=True)
+    qs = await cq.stores.queues.get(name, fresh=True)
     assert (qs.fifo, qs.content_dedup, qs.dedup_scope, qs.fifo_throughput, qs.buckets, qs.shards) == (
         True,
         True,
@@ -65,7 +65,7 @@ async def test_cli_creates_updates_and_shows_a_fifo_queue(
         config=cfg,
     )
     assert changed.returncode == 0, changed.stderr
-    qs = await cq.queues.get(name, fresh=True)
+    qs = await cq.stores.queues.get(name, fresh=True)
     assert (qs.fifo, qs.content_dedup, qs.dedup_scope, qs.fifo_throughput) == (True, False, "queue", "perQueue")
     shown = casque("queue", "show", name, config=cfg)
     assert shown.returncode == 0, shown.stderr
@@ -120,8 +120,8 @@ async def test_cli_fifo_mistakes_are_one_line_errors_and_write_nothing(
     )
     assert await cq.peek(name, 10) == [] and await cq.peek(std, 10) == []  # nothing was sent
     assert (
-        not (await cq.queues.get(std, fresh=True)).fifo
-        and (await cq.queues.get(std, fresh=True)).dedup_scope == "queue"
+        not (await cq.stores.queues.get(std, fresh=True)).fifo
+        and (await cq.stores.queues.get(std, fresh=True)).dedup_scope == "queue"
     )
     for missing in (queue_name + "x.fifo", queue_name + "y", queue_name + "z"):
         _one_line_error(

@@ -61,10 +61,10 @@ async def test_fifo_groups_read_is_bounded_and_says_at_least(
 ) -> None:
     name = queue_name + ".fifo"
     await _fill(cq, name)
-    qs = await cq.queues.get(name)
-    full = await fifo_groups(cq.db, cq.table, qs, cq.clock.now_ms())
+    qs = await cq.stores.queues.get(name)
+    full = await fifo_groups(cq.db, cq.stores.table, qs, cq.clock.now_ms())
     assert not full.truncated and full.read == 5
-    cut = await fifo_groups(cq.db, cq.table, qs, cq.clock.now_ms(), limit=2)
+    cut = await fifo_groups(cq.db, cq.stores.table, qs, cq.clock.now_ms(), limit=2)
     assert cut.truncated and cut.read == 2  # the row's two oldest: g1's in flight one and its next
     assert [(g.group, g.in_flight, g.waiting, g.at_least) for g in cut.groups] == [("g1", 1, 1, True)]
 

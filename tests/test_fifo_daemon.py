@@ -52,7 +52,7 @@ async def test_daemon_runs_each_fifo_group_in_order_one_at_a_time_others_concurr
 
         async def done() -> bool:
             finished = {(g, r[2]) for g, rs in runs(record).items() for r in rs if r[4] == "ok"}
-            return len(finished) == len(GROUPS) * STEPS - 1 and await cq.poison.count(name) == 1
+            return len(finished) == len(GROUPS) * STEPS - 1 and await cq.stores.poison.count(name) == 1
 
         await until(done, 90, "every step run, d/3 poisoned", d)
     finally:
@@ -69,7 +69,7 @@ async def test_daemon_runs_each_fifo_group_in_order_one_at_a_time_others_concurr
     assert (b_fail[3:], b_retry[3:]) == ((1, "fail"), (2, "ok"))
     assert b_retry[0] - b_fail[1] >= BACKOFF - 0.002  # the retry waited its backoff, and b/3 waited for it
     assert [r[3:] for r in by_group["d"] if r[2] == 3] == [(1, "fail"), (2, "fail")]
-    [poisoned] = await cq.poison.list(name)
+    [poisoned] = await cq.stores.poison.list(name)
     assert (
         poisoned.headers.get(GROUP_HEADER) == "d"
         and json.loads(poisoned.payload or b"")["n"] == 3

@@ -38,7 +38,7 @@ async def traced(settings: Settings) -> AsyncIterator[tuple[Casque, list[int]]]:
     """A client whose message reads (takes, peeks, looks) are traced: the tombstones each scanned."""
     client = await Casque.connect(settings)
     scanned: list[int] = []
-    t = client.table
+    t = client.stores.table
     lanes = (t.copy_reads, t.in_place_reads)  # either, as the queue keeps its messages in flight
     reads = {id(s) for r in lanes for s in (r.read_due, r.read_due_after, r.peek, r.peek_after, r.peek_rows)}
     run = client.db.run
@@ -69,7 +69,7 @@ async def fill_and_drain(cq: Casque, queue: str) -> list[int]:
         assert msgs, f"the queue ran dry after {len(seen)} of {N}"
         for m in msgs:
             seen[m.payload] = seen.get(m.payload, 0) + 1
-        await cq.acker.ack(msgs)
+        await cq.stores.acker.ack(msgs)
     return list(seen.values())
 
 
@@ -97,7 +97,7 @@ async def take_until(cq: Casque, consumer: Consumer, payload: Any, within_s: flo
     t0 = time.monotonic()
     while time.monotonic() - t0 < within_s:
         msgs = await consumer.fetch(100, 0)
-        await cq.acker.ack(msgs)
+        await cq.stores.acker.ack(msgs)
         if any(m.payload == payload for m in msgs):
             return time.monotonic() - t0
         await asyncio.sleep(0.02)  # a consumer's poll interval
@@ -150,7 +150,7 @@ async def test_a_wake_up_for_a_message_behind_the_frontier_makes_the_next_read_s
     consumer.hint(due, None)  # what a wake hint from the producer's process does
     assert consumer.rows[(0, 0)].frontier == {}, "the wake-up left the frontier in place"
     msgs = await consumer.fetch(100, 0)
-    await cq.acker.ack(msgs)
+    await cq.stores.acker.ack(msgs)
     assert [m.payload for m in msgs] == ["late"], "the next read did not start at the cursor"
 
 

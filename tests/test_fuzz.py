@@ -189,13 +189,13 @@ async def test_daemon_poisons_corrupt_rows_and_keeps_serving(cq: Casque, queue_n
     try:
 
         async def settled() -> bool:
-            return await cq.poison.count(queue_name) == len(bad) and len(records(record)) == 10
+            return await cq.stores.poison.count(queue_name) == len(bad) and len(records(record)) == 10
 
         await until(settled, 60, "corrupt rows poisoned and good ones processed", d)
     finally:
         d.signal(signal.SIGTERM)
         assert d.wait() == 0, d.output()[-2000:]
-    poison = {str(p.id): p.reason for p in await cq.poison.list(queue_name)}
+    poison = {str(p.id): p.reason for p in await cq.stores.poison.list(queue_name)}
     assert set(poison) == set(bad)
     assert all(reason for reason in poison.values())
     assert sorted(r[1] for r in records(record)) == sorted(good + more_good)

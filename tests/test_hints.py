@@ -96,9 +96,9 @@ async def test_a_signed_hint_wakes_a_subscriber_with_its_queue_due_and_placement
     listener: Casque, queue_name: str
 ) -> None:
     got: list[tuple[int, int | None]] = []
-    listener.wakeups.subscribe(queue_name, lambda due, placement: got.append((due, placement)))
+    listener.stores.wakeups.subscribe(queue_name, lambda due, placement: got.append((due, placement)))
     address = await listener.listen_for_hints([queue_name])
-    key = await listener.secrets.get_or_create(HINT_KEY)
+    key = await listener.stores.secrets.get_or_create(HINT_KEY)
     before = received()
     now = listener.clock.now_ms()
     datagram_to(address, encode(key, now, queue_name, [(now + 250, 0xDEADBEEF), (now, 7)]))
@@ -111,7 +111,7 @@ async def test_a_send_hints_the_listener_of_another_client_with_the_message_row(
     listener: Casque, producer: Casque, queue_name: str
 ) -> None:
     got: list[tuple[int, int | None]] = []
-    listener.wakeups.subscribe(queue_name, lambda due, placement: got.append((due, placement)))
+    listener.stores.wakeups.subscribe(queue_name, lambda due, placement: got.append((due, placement)))
     await listener.listen_for_hints([queue_name])
     await producer.create_queue(queue_name)
     before = received()
@@ -119,16 +119,16 @@ async def test_a_send_hints_the_listener_of_another_client_with_the_message_row(
     await eventually(lambda: bool(got), "the hint of the send")
     assert got == [(id_due_ms(mid), mid.int & PLACEMENT_MASK)]
     assert received() == before + 1
-    await purge(producer, queue_name)
+    await purge(producer.stores, queue_name)
 
 
 async def test_forged_stale_cut_and_garbage_datagrams_are_counted_and_the_listener_keeps_working(
     listener: Casque, queue_name: str
 ) -> None:
     got: list[tuple[int, int | None]] = []
-    listener.wakeups.subscribe(queue_name, lambda due, placement: got.append((due, placement)))
+    listener.stores.wakeups.subscribe(queue_name, lambda due, placement: got.append((due, placement)))
     address = await listener.listen_for_hints([queue_name])
-    key = await listener.secrets.get_or_create(HINT_KEY)
+    key = await listener.stores.secrets.get_or_create(HINT_KEY)
     now = listener.clock.now_ms()
     good = encode(key, now, queue_name, [(now, 1)])
     tampered = bytearray(good)
@@ -195,7 +195,7 @@ async def test_a_send_from_another_process_wakes_a_parked_long_poll_before_its_s
     assert received() > before, "the message must have come with a hint"
     assert woke - t0 < SAFETY_POLL_S / 2, f"received {woke - t0:.1f}s after the send started: that was the safety poll"
     print(f"cli send ran {done - t0:.2f}s; poll returned {1000 * (woke - done):.0f} ms after the CLI exited")
-    await purge(listener, queue_name)
+    await purge(listener.stores, queue_name)
 
 
 async def test_a_lost_hint_costs_only_latency_the_safety_poll_finds_the_message(
@@ -219,7 +219,7 @@ async def test_a_lost_hint_costs_only_latency_the_safety_poll_finds_the_message(
         assert [str(d.message.id) for d in got] == [mid]
         assert rejected("signature") == lost + 1 and received() == before, "the hint was sent, and lost"
         assert took < s.sqs.poll_interval + 1.5, f"found {took:.1f}s after the send: the safety poll must find it"
-        await purge(producer, queue_name)
+        await purge(producer.stores, queue_name)
     finally:
         await client.close()
 
@@ -230,7 +230,7 @@ async def test_casque_serve_registers_for_every_queue_and_a_send_here_wakes_its_
     await producer.create_queue(queue_name)
     server = sqsserver.start(settings.cassandra.keyspace, env={"CASQUE_SQS__POLL_INTERVAL": f"{SAFETY_POLL_S:.0f}s"})
     try:
-        entries = await producer.hint_directory.live()
+        entries = await producer.stores.hint_directory.live()
         assert any(e.serves(queue_name) and "*" in e.queues for e in entries), (
             "casque serve must listen for every queue"
         )
@@ -250,18 +250,20 @@ async def test_casque_serve_registers_for_every_queue_and_a_send_here_wakes_its_
         log = server.stop()
     assert server.proc.returncode == 0, log[-2000:]
     ours = [json.loads(line)["address"] for line in log.splitlines() if '"hints_listening"' in line]
-    assert ours and not [e for e in await producer.hint_directory.live() if e.address in ours], (
+    assert ours and not [e for e in await producer.stores.hint_directory.live() if e.address in ours], (
         "a stopped server removes its row"
     )
-    await purge(producer, queue_name)
+    await purge(producer.stores, queue_name)
 
 
 async def test_a_closed_listener_leaves_the_directory(settings: Settings, producer: Casque, queue_name: str) -> None:
     client = await Casque.connect(settings)
     address = await client.listen_for_hints([queue_name])
-    assert [e.queues for e in await producer.hint_directory.live() if e.address == address] == [frozenset({queue_name})]
+    assert [e.queues for e in await producer.stores.hint_directory.live() if e.address == address] == [
+        frozenset({queue_name})
+    ]
     await client.close()
-    assert not [e for e in await producer.hint_directory.live() if e.address == address]
+    assert not [e for e in await producer.stores.hint_directory.live() if e.address == address]
 
 
 def _post(url: str, body: bytes, headers: dict[str, str]) -> bytes:
@@ -277,7 +279,7 @@ async def test_no_datagram_for_a_queue_nobody_listens_to(settings: Settings, que
     async with await Casque.connect(settings) as probe:
         await probe.create_queue(queue_name)
         end = time.monotonic() + HintListener.TTL_S + 5
-        while [e for e in await probe.hint_directory.live() if e.serves(queue_name)]:
+        while [e for e in await probe.stores.hint_directory.live() if e.serves(queue_name)]:
             assert time.monotonic() < end, "a listener of every queue stays registered: is a casque serve running?"
             await asyncio.sleep(0.5)
     producer = await Casque.connect(settings)
@@ -289,36 +291,36 @@ async def test_no_datagram_for_a_queue_nobody_listens_to(settings: Settings, que
 
 async def _nothing_sent(producer: Casque, queue_name: str) -> None:
     await producer.send(queue_name, "warm", "x")  # reads the listener view once
-    await eventually(lambda: not producer.hints._pending, "the first view read")
-    assert not [e for e in producer.hints._view if e.serves(queue_name)]
+    await eventually(lambda: not producer.stores.hints._pending, "the first view read")
+    assert not [e for e in producer.stores.hints._view if e.serves(queue_name)]
     before, failed = sent(), metrics.HINTS_SEND_FAILED.labels("socket")._value.get()
     await producer.send_many(queue_name, [_job(i) for i in range(50)])
     await producer.send(queue_name, "t", "y")
-    assert not producer.hints._pending
+    assert not producer.stores.hints._pending
     assert sent() == before and metrics.HINTS_SEND_FAILED.labels("socket")._value.get() == failed
-    assert not producer.hints._sockets, "no socket is even opened"
-    await purge(producer, queue_name)
+    assert not producer.stores.hints._sockets, "no socket is even opened"
+    await purge(producer.stores, queue_name)
 
 
 async def test_send_many_of_500_is_one_datagram_per_listener(
     listener: Casque, producer: Casque, queue_name: str
 ) -> None:
     got: list[tuple[int, int | None]] = []
-    listener.wakeups.subscribe(queue_name, lambda due, placement: got.append((due, placement)))
+    listener.stores.wakeups.subscribe(queue_name, lambda due, placement: got.append((due, placement)))
     await listener.listen_for_hints([queue_name])
     await producer.create_queue(queue_name)
     await producer.send(queue_name, "warm", "x")
-    await eventually(lambda: bool(got) and not producer.hints._pending, "the first hint")
-    targets = [e for e in producer.hints._view if e.serves(queue_name)]
+    await eventually(lambda: bool(got) and not producer.stores.hints._pending, "the first hint")
+    targets = [e for e in producer.stores.hints._view if e.serves(queue_name)]
     before, got[:] = sent(), []
     ids = await producer.send_many(queue_name, [_job(i) for i in range(500)])
     await eventually(lambda: bool(got), "the hint of the batch")
     assert sent() - before == len(targets), "one datagram per listener of the queue"
-    shards = (await producer.queues.get(queue_name)).shards
+    shards = (await producer.stores.queues.get(queue_name)).shards
     rows = {(id_due_ms(u), (u.int & PLACEMENT_MASK) % shards) for u in map(parse_id, ids)}
     await eventually(lambda: len(got) == len(rows), "one entry per (due, shard)")
     assert {(d, p % shards) for d, p in got if p is not None} == rows
-    await purge(producer, queue_name)
+    await purge(producer.stores, queue_name)
 
 
 async def test_a_casque_run_daemon_that_polls_every_10s_takes_a_message_sent_here_at_once(
@@ -367,7 +369,7 @@ async def test_a_casque_run_daemon_that_polls_every_10s_takes_a_message_sent_her
     finally:
         d.signal(signal.SIGTERM)
         d.wait(60)
-        await purge(producer, queue_name)
+        await purge(producer.stores, queue_name)
         await producer.close()
 
 
@@ -395,7 +397,7 @@ async def hinted_daemon(
     finally:
         d.signal(signal.SIGTERM)
         d.wait(60)
-        await purge(producer, queue_name)
+        await purge(producer.stores, queue_name)
         await producer.close()
 
 
@@ -478,17 +480,17 @@ async def test_a_keyspace_without_the_listener_table_still_sends_and_serves_with
     real server's error, on a table name that does not exist)."""
     client = await Casque.connect(settings)
     try:
-        client.hint_directory.table = f"{settings.cassandra.keyspace}.hint_listeners_missing"
+        client.stores.hint_directory.table = f"{settings.cassandra.keyspace}.hint_listeners_missing"
         await client.create_queue(queue_name)
         failed = metrics.counter_value(metrics.HINTS_SEND_FAILED, "directory")
         first = await client.send(queue_name, "t", 1)
-        await eventually(lambda: not client.hints._pending, "the directory read")
+        await eventually(lambda: not client.stores.hints._pending, "the directory read")
         await client.send_many(queue_name, [_job(2), _job(3)])
-        assert not client.hints._pending, "the failed read is not retried before hints.refresh"
+        assert not client.stores.hints._pending, "the failed read is not retried before hints.refresh"
         assert metrics.counter_value(metrics.HINTS_SEND_FAILED, "directory") == failed + 1
         assert await client.listen_for_hints([queue_name]) == "" and client.hint_listener is None
         assert (await client.get(queue_name, id=first)) is not None
-        await purge(client, queue_name)
+        await purge(client.stores, queue_name)
     finally:
         await client.close()
 
@@ -543,21 +545,21 @@ async def test_sends_completing_in_one_loop_turn_cost_two_datagrams_not_one_each
     listener: Casque, producer: Casque, queue_name: str
 ) -> None:
     got: list[tuple[int, int | None]] = []
-    listener.wakeups.subscribe(queue_name, lambda due, placement: got.append((due, placement)))
+    listener.stores.wakeups.subscribe(queue_name, lambda due, placement: got.append((due, placement)))
     await listener.listen_for_hints([queue_name])
     await producer.create_queue(queue_name)
     await producer.send(queue_name, "warm", "x")
-    await eventually(lambda: bool(got) and not producer.hints._pending, "the first hint")
-    targets = [e for e in producer.hints._view if e.serves(queue_name)]
+    await eventually(lambda: bool(got) and not producer.stores.hints._pending, "the first hint")
+    targets = [e for e in producer.stores.hints._view if e.serves(queue_name)]
     before, got[:] = sent(), []
     now = producer.clock.now_ms()
     for i in range(50):  # what 50 concurrent sends whose writes were acknowledged in the same turn do
-        producer.hints.announce(queue_name, [(now + i, i)], (4,))
+        producer.stores.hints.announce(queue_name, [(now + i, i)], (4,))
     assert sent() - before == len(targets), "the turn's first send hints at once"
     await eventually(lambda: len(got) == 50, "all 50 entries")
     assert sorted(got) == [(now + i, i) for i in range(50)]
     assert sent() - before == 2 * len(targets), "the other 49 share one datagram per listener"
-    await purge(producer, queue_name)
+    await purge(producer.stores, queue_name)
 
 
 def test_listen_addresses_default_to_the_route_to_cassandra_and_honour_advertise() -> None:

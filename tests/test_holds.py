@@ -44,7 +44,7 @@ async def test_a_take_from_a_held_row_costs_two_round_trips_against_five(cq: Cas
     c, row = await tiny_queue(cq, queue_name)
     cold = await one_take(cq, c, queue_name)  # cursors, peek, acquired write, re-check, read, batch
     warm = await one_take(cq, c, queue_name)
-    qs = await cq.queues.get(queue_name)
+    qs = await cq.stores.queues.get(queue_name)
     await c.holds.keep(qs, {row}, renew_ms=1000)
     assert c.holds.valid(qs, row) is not None
     held = [await one_take(cq, c, queue_name) for _ in range(3)]
@@ -56,7 +56,7 @@ async def test_a_take_from_a_held_row_costs_two_round_trips_against_five(cq: Cas
 async def test_nobody_else_takes_from_a_held_row_until_it_is_released(cq: Casque, queue_name: str) -> None:
     owner, row = await tiny_queue(cq, queue_name)
     other = cq.consumer(queue_name)  # another process, as far as the locks can tell
-    qs = await cq.queues.get(queue_name)
+    qs = await cq.stores.queues.get(queue_name)
     await owner.holds.keep(qs, {row}, renew_ms=1000)
     await cq.send(queue_name, "test.record", 1)
     assert await other.fetch(10) == [] and other.stats.contention == 1
@@ -80,7 +80,7 @@ async def test_a_row_found_busy_is_locked_the_long_way_until_a_take_succeeds(cq:
     row is locked directly again (5)."""
     owner, row = await tiny_queue(cq, queue_name)
     other = cq.consumer(queue_name)
-    qs = await cq.queues.get(queue_name)
+    qs = await cq.stores.queues.get(queue_name)
     await owner.holds.keep(qs, {row}, renew_ms=1000)
     await cq.send(queue_name, "test.record", 1)
     assert await other.fetch(10) == [] and other.stats.contention == 1  # the direct lock saw the hold's column
@@ -102,7 +102,7 @@ async def test_a_row_found_busy_is_locked_the_long_way_until_a_take_succeeds(cq:
 async def test_a_hold_that_is_not_renewed_lapses_and_the_row_is_free_again(cq: Casque, queue_name: str) -> None:
     owner, row = await tiny_queue(cq, queue_name, lock_ttl=2)
     other = cq.consumer(queue_name)
-    qs = await cq.queues.get(queue_name)
+    qs = await cq.stores.queues.get(queue_name)
     await owner.holds.keep(qs, {row}, renew_ms=60_000)
     assert owner.holds.valid(qs, row) is not None
     await until(lambda: owner.holds.valid(qs, row) is None, 10, "the owner stops trusting its unrenewed hold")
@@ -125,10 +125,10 @@ async def test_a_hold_kept_while_the_lock_timeout_is_raised_lapses_with_its_colu
     the other consumer (two takes of the same messages)."""
     owner, row = await tiny_queue(cq, queue_name, lock_ttl=2)
     other = cq.consumer(queue_name)  # another process, as far as the locks can tell
-    qs = await cq.queues.get(queue_name)
+    qs = await cq.stores.queues.get(queue_name)
     await owner.holds.keep(qs, {row}, renew_ms=60_000)
     assert owner.holds.valid(qs, row) is not None
-    raised = await cq.queues.update(queue_name, lock_ttl=30)
+    raised = await cq.stores.queues.update(queue_name, lock_ttl=30)
     assert raised.lock_ttl_ms == 30_000
     assert owner.holds.valid(raised, row) is not None, "the hold lapsed at once: the rest proves nothing"
     locked: list[HeldLock] = []
@@ -154,11 +154,11 @@ async def test_a_lowered_lock_timeout_keeps_others_out_of_a_row_held_under_the_o
     trusting the old column."""
     owner, row = await tiny_queue(cq, queue_name, lock_ttl=30)
     other = cq.consumer(queue_name)
-    before = await cq.queues.get(queue_name)
+    before = await cq.stores.queues.get(queue_name)
     await owner.holds.keep(before, {row}, renew_ms=60_000)
     # The column's age: past what a consumer on the new settings would read back (2 s + the clock tolerance).
     await asyncio.sleep(2.0 + cq.settings.worker.clock_tolerance_ms / 1000 + 1.0)
-    lowered = await cq.queues.update(queue_name, lock_ttl=2)
+    lowered = await cq.stores.queues.update(queue_name, lock_ttl=2)
     assert (lowered.lock_ttl_ms, lowered.lock_ttl_before_ms) == (2_000, 30_000)
     assert owner.holds.valid(before, row) is not None, "the owner, on its old settings, no longer holds the row"
     lock = await other.locker.acquire_direct(lowered, *row)
@@ -177,8 +177,8 @@ async def test_a_hold_taken_under_a_raised_lock_timeout_yields_to_processes_that
     tolerance (0.5 s here): to it, a hold column 3 s old is not there, and it locks the row. The owner must not
     trust its hold by then: while the change settles, a column keeps others out only as long as the old TTL."""
     owner, row = await tiny_queue(cq, queue_name, lock_ttl=2)
-    before = await cq.queues.get(queue_name)
-    raised = await cq.queues.update(queue_name, lock_ttl=30)
+    before = await cq.stores.queues.get(queue_name)
+    raised = await cq.stores.queues.update(queue_name, lock_ttl=30)
     await owner.holds.keep(raised, {row}, renew_ms=60_000)
     held = owner.holds.valid(raised, row)
     assert held is not None and held.ttl_ms == 30_000

@@ -41,7 +41,7 @@ async def lane(cq: Casque, queue: str) -> list[Any]:
 
 async def finished(cq: Casque, clock: ManualClock, c: Consumer, queue: str, acked: list[Message]) -> None:
     """Ack these, let every timeout pass: nothing comes back, and the row holds nothing live (entries processed)."""
-    await cq.acker.ack(acked)
+    await cq.stores.acker.ack(acked)
     clock.advance(60_000)
     assert await drain(c) == []
     assert await lane(cq, queue) == []
@@ -49,7 +49,7 @@ async def finished(cq: Casque, clock: ManualClock, c: Consumer, queue: str, acke
 
 async def in_place_queue(cq: Casque, queue: str, **options: Any) -> None:
     await cq.create_queue(queue, shards=1, buckets=1, in_flight="in_place", **options)
-    assert (await cq.queues.get(queue)).in_place
+    assert (await cq.stores.queues.get(queue)).in_place
 
 
 async def test_a_take_marks_its_messages_in_flight_where_they_are_with_one_check_entry(
@@ -78,7 +78,7 @@ async def test_a_take_marks_its_messages_in_flight_where_they_are_with_one_check
     assert {r.id: r.pw for r in writes if r.pw is not None} == {i: wt for i, (_, wt) in sent.items()}, (
         "the payload is the send's: the take did not write it again"
     )
-    await cq.acker.ack(got)
+    await cq.stores.acker.ack(got)
     clock.advance(21_000 + 10_000)
     assert await drain(cq.consumer(queue_name)) == []
     assert await lane(cq, queue_name) == [], "acked, and the entry processed: nothing left but tombstones"
@@ -90,7 +90,7 @@ async def test_a_delivery_longer_than_its_entry_is_escaped_then_comes_back_once(
     mid = await cq.send(queue_name, "t", "long")
     c = cq.consumer(queue_name)
     [m] = await drain(c)
-    await cq.acker.extend_ms(m, 60_000)  # a long handler: the entry, due at 20 s, still comes first
+    await cq.stores.acker.extend_ms(m, 60_000)  # a long handler: the entry, due at 20 s, still comes first
     clock.advance(21_000 + 10_000)
     assert await drain(c) == [], "still in flight: the scan escapes it instead"
     [escape] = [r for r in await lane(cq, queue_name) if is_entry(r)]
@@ -107,7 +107,7 @@ async def test_a_retry_waits_in_place_and_comes_back_at_its_time(manual: Pair, q
     mid = await cq.send(queue_name, "t", "flaky")
     c = cq.consumer(queue_name)
     [m] = await drain(c)
-    await cq.acker.retry(m, 5_000, "boom")
+    await cq.stores.acker.retry(m, 5_000, "boom")
     [row] = [r for r in await lane(cq, queue_name) if r.task is not None]
     assert (row.state, row.due, row.visible_at) == (STATE_BACKOFF, m.due_ms, clock.now_ms() + 5_000)
     clock.advance(4_000)
@@ -115,7 +115,7 @@ async def test_a_retry_waits_in_place_and_comes_back_at_its_time(manual: Pair, q
     clock.advance(1_001)
     [again] = await drain(c)
     assert (str(again.id), again.attempt, again.last_error, again.payload) == (mid, 2, "boom", "flaky")
-    await cq.acker.ack([again])
+    await cq.stores.acker.ack([again])
 
 
 async def test_a_ghost_is_never_delivered_and_is_dropped(manual: Pair, queue_name: str) -> None:
@@ -150,7 +150,7 @@ async def test_the_sweep_leaves_messages_in_flight_below_the_cursor_alone(manual
     sweeper = Sweeper(c, lag_ms=1_000)
     assert await sweeper.sweep() == 0, "in flight is not stranded"
     assert all(r.state == STATE_IN_FLIGHT for r in await lane(cq, queue_name) if r.task is not None)
-    await cq.acker.ack(got)
+    await cq.stores.acker.ack(got)
     clock.advance(300_000)
     assert await drain(c) == []
 
@@ -190,18 +190,18 @@ async def test_the_counts_see_messages_in_flight_behind_the_cursor(manual: Pair,
     await cq.send_many(queue_name, [Job("t", {"n": i}) for i in range(20)])
     c = cq.consumer(queue_name)
     got = await drain(c)
-    await cq.acker.ack(got[:5])
-    await cq.acker.retry(got[5], 600_000, "later")
+    await cq.stores.acker.ack(got[:5])
+    await cq.stores.acker.retry(got[5], 600_000, "later")
     clock.advance(120_000)
     assert await drain(c) == []
     cursor = (await cq.stores.db.run(cq.stores.table.read_cursors, [queue_name, 0, 0]))[0].cursors[0]
     assert cursor > max(m.due_ms for m in got), "the cursor passed them: a read from it sees none of them"
-    qs = await cq.queues.get(queue_name)
+    qs = await cq.stores.queues.get(queue_name)
     stats = await cq.observe.stats(queue_name)
     assert (stats.in_flight, stats.waiting_due, stats.scheduled) == (14, 0, 1), "the retry waits 10 minutes"
     estimate = await cq.stores.depth_estimator().estimate(qs, clock.now_ms())
     assert (estimate.in_flight, estimate.waiting, estimate.delayed) == (14, 0, 1)
-    await cq.acker.ack(got[6:])
+    await cq.stores.acker.ack(got[6:])
     assert (await cq.observe.stats(queue_name)).in_flight == 0
 
 
@@ -212,7 +212,7 @@ async def test_cli_creates_and_shows_an_in_place_queue_and_refuses_a_bad_value(
     cfg.write_text(f'[cassandra]\nkeyspace = "{TEST_KEYSPACE}"\n')
     made = casque("queue", "create", queue_name, "--in-flight", "in_place", config=cfg)
     assert made.returncode == 0, made.stderr
-    assert (await cq.queues.get(queue_name, fresh=True)).in_place
+    assert (await cq.stores.queues.get(queue_name, fresh=True)).in_place
     shown = casque("queue", "show", queue_name, config=cfg)
     rows = dict(re.split(r"\s{2,}", line.strip(), maxsplit=1) for line in shown.stdout.splitlines()[1:])
     assert rows["in flight"] == "in place"
@@ -220,7 +220,9 @@ async def test_cli_creates_and_shows_an_in_place_queue_and_refuses_a_bad_value(
     assert wrong.returncode == 2 and "invalid choice: 'moved'" in wrong.stderr
     changed = casque("queue", "update", queue_name, "--timeout", "1m", config=cfg)
     assert changed.returncode == 0, changed.stderr
-    assert (await cq.queues.get(queue_name, fresh=True)).in_place, "an update keeps where messages in flight live"
+    assert (await cq.stores.queues.get(queue_name, fresh=True)).in_place, (
+        "an update keeps where messages in flight live"
+    )
 
 
 async def test_takes_of_one_second_share_one_entry_and_every_message_stays_covered(

@@ -31,9 +31,9 @@ def sample(name: str, **labels: str) -> float:
 
 
 async def live_lock_columns(cq: Casque, queue: str) -> list[Any]:
-    qs = await cq.queues.get(queue)
+    qs = await cq.stores.queues.get(queue)
     window = cq.clock.now_ms() - qs.lock_ttl_ms - cq.settings.worker.clock_tolerance_ms
-    return list(await cq.db.run(cq.table.lock_read, [queue, 0, 0, window]))
+    return list(await cq.db.run(cq.stores.table.lock_read, [queue, 0, 0, window]))
 
 
 async def test_receives_in_line_take_from_the_kept_lock_and_leave_the_row_free(cq: Casque, queue_name: str) -> None:

@@ -60,7 +60,7 @@ async def made(cq: Casque) -> AsyncIterator[list[str]]:
     async def drop(name: str) -> None:
         async with sem:
             try:
-                await delete_queue(cq, name)
+                await delete_queue(cq.stores, name)
             except QueueNotFound:
                 pass
 
@@ -253,7 +253,7 @@ async def park_on_each(cq: Casque, names: list[str], per_queue: int = 1) -> list
     for name in names:
         await parked(cq, name)
     end = time.monotonic() + 10
-    while sum(len(cq.wakeups._waiters[n]._parked) for n in names) < len(polls) and time.monotonic() < end:
+    while sum(len(cq.stores.wakeups._waiters[n]._parked) for n in names) < len(polls) and time.monotonic() < end:
         await asyncio.sleep(0.01)
     return polls
 
@@ -274,7 +274,7 @@ async def test_a_send_wakes_the_one_poll_of_its_queue_among_n_parked(
     assert str(got.message.id) == mid
     assert cq.db.reads - at_park <= 6
     assert all(not p.done() for i, p in enumerate(polls) if i != 7), "a poll of another queue answered"
-    assert all(len(cq.wakeups._waiters[n]._parked) == 1 for i, n in enumerate(names) if i != 7)
+    assert all(len(cq.stores.wakeups._waiters[n]._parked) == 1 for i, n in enumerate(names) if i != 7)
     for p in polls:
         p.cancel()
     await asyncio.gather(*polls, return_exceptions=True)
@@ -287,7 +287,7 @@ async def test_a_send_wakes_one_of_the_polls_parked_on_its_queue(cq: Casque, que
     wakes a second poll. (A poll that fills its batch wakes the next one: there may be more.)"""
     await cq.create_queue(queue_name, shards=1, buckets=1)
     polls = await park_on_each(cq, [queue_name], per_queue=5)
-    waiter = cq.wakeups._waiters[queue_name]
+    waiter = cq.stores.wakeups._waiters[queue_name]
     at_park = cq.db.reads
     first = await cq.send(queue_name, "t", 1)
     done, _ = await asyncio.wait(polls, return_when=asyncio.FIRST_COMPLETED)
@@ -319,7 +319,7 @@ async def test_a_woken_poll_that_leaves_without_taking_passes_the_wake_on(cq: Ca
     await parked(cq, queue_name)
     other = asyncio.create_task(cq.receive(queue_name, max=10, wait=30, visibility=60))
     end = time.monotonic() + 10
-    while len(cq.wakeups._waiters[queue_name]._parked) < 2 and time.monotonic() < end:
+    while len(cq.stores.wakeups._waiters[queue_name]._parked) < 2 and time.monotonic() < end:
         await asyncio.sleep(0.01)
     cancelled: list[bool] = []
 
@@ -359,11 +359,11 @@ async def test_caches_stay_bounded_after_touching_more_queues_than_the_limit(
     for name in names:
         await client.send(name, "t", "x")
         await client.receive(name, wait=0, visibility=60)
-        await client.attributes.get(name)
-    assert client.queues.cache_size() <= 8
-    assert len(client.attributes._cache) <= 8
+        await client.stores.attributes.get(name)
+    assert client.stores.queues.cache_size() <= 8
+    assert len(client.stores.attributes._cache) <= 8
     assert client.receiver.consumers_cached() <= 4
-    assert client.wakeups.watched() == 0
+    assert client.stores.wakeups.watched() == 0
     mine = {k[0] for m in (metrics.SENT, metrics.EMPTY_POLLS) for k in m._metrics if k[0].startswith(queue_name)}
     assert len(mine) <= 8 + 64, f"{len(mine)} queues still have metric series (limit 8, forgotten in batches of 64)"
 
@@ -382,7 +382,7 @@ async def test_queue_gauges_cover_the_queues_used_lately_and_a_bounded_number(
     used = names[:7]
     for name in used:
         await cq.send(name, "t", "x")
-    await cq.activity.flush()
+    await cq.stores.activity.flush()
     reads = cq.db.reads
     gauged = await QueueGauges(cq, "test", 15.0, max_queues=5).active_queues()
     assert cq.db.reads - reads == 1, "one read of the index, not a listing of the queues"
@@ -401,7 +401,7 @@ async def test_paging_returns_every_queue_exactly_once(cq: Casque, queue_name: s
     reads = cq.db.reads
     pages = 0
     while True:
-        page, token = await cq.queues.page(token, 97)
+        page, token = await cq.stores.queues.page(token, 97)
         pages += 1
         assert len(page) <= 97
         seen += [q.name for q in page]
@@ -464,10 +464,10 @@ async def test_cli_queue_create_takes_expire_after_and_refuses_a_short_one(cq: C
         casque_cli, "queue", "create", queue_name, "--shards", "1", "--buckets", "1", "--expire-after", "2m"
     )
     assert made.returncode == 0, made.stderr
-    assert (await cq.queues.get(queue_name, fresh=True)).expire_after_s == 120
+    assert (await cq.stores.queues.get(queue_name, fresh=True)).expire_after_s == 120
     short = await asyncio.to_thread(casque_cli, "queue", "create", queue_name + "s", "--expire-after", "10s")
     assert short.returncode == 2 and "expire_after must be 0 (never) or at least 60s, got 10s" in short.stderr
-    await delete_queue(cq, queue_name)
+    await delete_queue(cq.stores, queue_name)
 
 
 async def test_create_queues_counts_what_it_created_and_names_a_bad_name(
@@ -477,7 +477,7 @@ async def test_create_queues_counts_what_it_created_and_names_a_bad_name(
     made += names + [f"{queue_name}_ok"]
     assert await cq.create_queues(names[:20], shards=1, buckets=2, concurrency=8) == 20
     assert await cq.create_queues(names, shards=1, buckets=2, concurrency=8) == 30
-    assert (await cq.queues.get(names[-1])).buckets == 2
+    assert (await cq.stores.queues.get(names[-1])).buckets == 2
     with pytest.raises(UsageError, match="already exists"):
         await cq.create_queues(names[:1], if_missing=False)
     with pytest.raises(UsageError, match="invalid queue name .bad name!."):
@@ -496,18 +496,18 @@ async def test_expiry_deletes_an_idle_queue_and_keeps_an_active_one(settings: Se
         await client.send(idle, "t", "left behind")
         clock.advance(100_000)
         await client.send(busy, "t", "x")  # marks busy active at +100 s
-        await client.activity.flush()
+        await client.stores.activity.flush()
         clock.advance(50_000)  # +150 s: idle is 150 s idle, busy 50 s
-        reaper = QueueReaper(client, "test-reaper")
+        reaper = QueueReaper(client.stores, "test-reaper")
         gone = await reaper.reap()
         assert idle in gone and busy not in gone and forever not in gone
         with pytest.raises(QueueNotFound):
-            await client.queues.get(idle, fresh=True)
-        assert (await client.queues.names.matching(idle, None, 10))[0] == [], (
+            await client.stores.queues.get(idle, fresh=True)
+        assert (await client.stores.queues.names.matching(idle, None, 10))[0] == [], (
             "an expired queue leaves the ListQueues name index"
         )
-        assert (await client.queues.names.matching(busy, None, 10))[0] == [busy]
-        assert (await client.queues.get(busy, fresh=True)).expire_after_s == 120
+        assert (await client.stores.queues.names.matching(busy, None, 10))[0] == [busy]
+        assert (await client.stores.queues.get(busy, fresh=True)).expire_after_s == 120
         assert await client.peek(busy) != []
         clock.advance(130_000)  # busy now idle past its 120 s too
         assert busy in await reaper.reap()
@@ -523,12 +523,12 @@ async def test_activity_writes_at_most_one_mark_per_interval(settings: Settings,
         for _ in range(50):
             await client.send(queue_name, "t", "x")
             await client.receive(queue_name, max=10, wait=0, visibility=60)
-        await client.activity.flush()
-        assert client.activity.writes == 1
+        await client.stores.activity.flush()
+        assert client.stores.activity.writes == 1
         clock.advance(301_000)  # min(5 min, expire_after / 4) later: one more
         await client.send(queue_name, "t", "x")
-        await client.activity.flush()
-        assert client.activity.writes == 2
+        await client.stores.activity.flush()
+        assert client.stores.activity.writes == 2
     finally:
         await client.close()
 
@@ -539,7 +539,7 @@ async def test_only_the_lease_holder_reaps(settings: Settings, queue_name: str) 
     clock = ManualClock(Clock().now_ms())
     client = await fresh(settings, clock=clock)
     lease = f"expiry_{queue_name}"  # not the real lease, which a running `casque serve` may hold
-    a, b = QueueReaper(client, "a", lease=lease), QueueReaper(client, "b", lease=lease)
+    a, b = QueueReaper(client.stores, "a", lease=lease), QueueReaper(client.stores, "b", lease=lease)
     try:
         await client.create_queue(queue_name, shards=1, buckets=1, expire_after=60)
         clock.advance(61_000)
@@ -562,9 +562,9 @@ async def test_deleting_a_queue_writes_partition_tombstones_not_one_per_message(
             from daemon.engine.send.producer import Job
 
             await cq.send_many(name, [Job("t", i) for i in range(n)])
-        await cq.activity.flush()  # the send's active-queue mark (a write of the send, not of the delete)
+        await cq.stores.activity.flush()  # the send's active-queue mark (a write of the send, not of the delete)
         requests, reads = cq.db.requests, cq.db.reads
-        tombstones = await delete_queue(cq, name)
+        tombstones = await delete_queue(cq.stores, name)
         counts.append((tombstones, (cq.db.requests - requests) - (cq.db.reads - reads)))
     assert counts == [(21, 21), (21, 21)]
 

@@ -56,17 +56,17 @@ async def bounded(jobs: list[Any], parallel: int = 64) -> list[Any]:
 
 
 async def poison_many(cq: Casque, queue: str, count: int) -> None:
-    qs = await cq.queues.get(queue)
+    qs = await cq.stores.queues.get(queue)
     now = cq.clock.now_ms()
     messages = [build_message(qs, Job("t", {"n": i}), now) for i in range(count)]
-    await bounded([cq.poison.add(m, "test", "Poison", "boom", "", now, 3600) for m in messages])
+    await bounded([cq.stores.poison.add(m, "test", "Poison", "boom", "", now, 3600) for m in messages])
 
 
 async def keyed_many(cq: Casque, queue: str, count: int) -> None:
     """``count`` keyed messages, written in bulk: the messages by send_many, their key rows by plain
     inserts (what a keyed send leaves behind, minus the LWT that would make setup take minutes)."""
     ids = await cq.send_many(queue, [Job("t", {"n": i}, delay="1h") for i in range(count)])
-    qs = await cq.queues.get(queue)
+    qs = await cq.stores.queues.get(queue)
     insert = cq.db.prepare(
         f"INSERT INTO {TEST_KEYSPACE}.keys (queue, key_shard, key, id, bucket, shard, task, created_at) VALUES "
         "(?,?,?,?,?,?,?,?)"
@@ -82,11 +82,11 @@ async def keyed_many(cq: Casque, queue: str, count: int) -> None:
 
 async def queued_payloads(cq: Casque, queue: str) -> list[int]:
     """Every message in the queue's rows, read in full (run_all pages), as its payload number."""
-    qs = await cq.queues.get(queue, fresh=True)
+    qs = await cq.stores.queues.get(queue, fresh=True)
     out: list[int] = []
     for bucket, shard in all_rows(qs):
         for rank in qs.ranks():
-            rows = await cq.db.run_all(cq.table.read_rank, [queue, bucket, shard, rank, 0, 1 << 30])
+            rows = await cq.db.run_all(cq.stores.table.read_rank, [queue, bucket, shard, rank, 0, 1 << 30])
             out += [message_from_row(queue, bucket, shard, r).payload["n"] for r in rows]
     return out
 
@@ -106,16 +106,16 @@ async def test_poison_list_pages_past_the_first_page_in_the_cli(cq: Casque, queu
     page2 = [r["id"] for r in json.loads(second.stdout)]
     assert len(page2) == 1000 and "next page" not in second.stderr
     assert len(set(page1) | set(page2)) == 6500
-    assert len(await cq.poison.list(queue_name, limit=None)) == 6500
+    assert len(await cq.stores.poison.list(queue_name, limit=None)) == 6500
 
 
 @pytest.mark.slow
 async def test_poison_replay_all_sends_back_12000(cq: Casque, queue_name: str) -> None:
     await cq.create_queue(queue_name, shards=4, buckets=2)
     await poison_many(cq, queue_name, 12_000)
-    new_ids, left = await replay(cq, queue_name)
+    new_ids, left = await replay(cq.stores, queue_name)
     assert left == [] and len(new_ids) == len(set(new_ids)) == 12_000
-    assert await cq.poison.count(queue_name) == 0
+    assert await cq.stores.poison.count(queue_name) == 0
     ledger = await queued_payloads(cq, queue_name)
     assert len(ledger) == 12_000 and set(ledger) == set(range(12_000))  # none lost, none twice
 
@@ -154,7 +154,7 @@ async def test_history_by_key_reads_its_own_partition_past_the_first_page(
     from daemon.engine.observe.history import History
 
     qs = await cq.create_queue(queue_name, history=True)
-    history = History(cq.db, TEST_KEYSPACE, cq.queues)
+    history = History(cq.db, TEST_KEYSPACE, cq.stores.queues)
     now = cq.clock.now_ms()
     runs = 2_600  # x 2 events: 5,200 rows in the key's partition
     for i in range(runs):

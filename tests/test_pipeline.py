@@ -165,7 +165,7 @@ async def _known_workload(cq: Casque, q: str) -> dict[str, Any]:
     consumer = cq.consumer(q)
     taken = await consumer.fetch(12) + await consumer.fetch(12)
     for m in taken[:3]:
-        await cq.acker.poison(m, "test", "Boom", "boom")
+        await cq.stores.acker.poison(m, "test", "Boom", "boom")
     live = set(due_now + later) - {str(m.id) for m in taken[:3]}
     return {"taken": len(taken), "live": live, "due_now": due_now}
 
@@ -203,11 +203,11 @@ async def test_stats_job_equals_the_known_workload_and_casque_stats(
     assert (got["waiting_due"], got["scheduled"], got["in_flight"], got["poisoned"]) == (40 - taken, 7, taken - 3, 3)
     oldest = min(id_due_ms(uuid.UUID(i)) for i in w["due_now"] if i in w["live"])
     assert got["oldest_due_age_s"] == (now - oldest) / 1000
-    qs = await cq.queues.get(queue_name)
+    qs = await cq.stores.queues.get(queue_name)
     expected_rows = Counter(row_of(uuid.UUID(i), qs.bucket_ms, qs.buckets, qs.shards) for i in w["live"])
     per_shard = [sum(n for (_, s), n in expected_rows.items() if s == shard) for shard in range(4)]
     assert got["per_shard"] == per_shard and got["skew"] == round(max(per_shard) / (sum(per_shard) / 4), 3)
-    ref = await queue_stats(cq, queue_name, now_ms=now)  # casque stats, on the same data at the same instant
+    ref = await queue_stats(cq.stores, queue_name, now_ms=now)  # casque stats, on the same data at the same instant
     assert (
         ref.waiting_due,
         ref.scheduled,
@@ -314,8 +314,8 @@ async def test_load_places_rows_exactly_as_the_python_producer(
     jobs = [to_job({field: r[column] for field, column in fields.items()}) for r in rows]
     await cq.send_many(b, jobs)
     loaded, sent = await _stored(cq, a), await _stored(cq, b)
-    qa = await cq.queues.get(a, fresh=True)
-    assert qa.priorities == frozenset(range(-3, 4)) == (await cq.queues.get(b, fresh=True)).priorities
+    qa = await cq.stores.queues.get(a, fresh=True)
+    assert qa.priorities == frozenset(range(-3, 4)) == (await cq.stores.queues.get(b, fresh=True)).priorities
     plain = [i for i, r in enumerate(rows) if not r["every"] or not r["key"]]
     by_payload = lambda stored: {json.loads(r["payload"])["n"]: r for r in stored.values()}  # noqa: E731
     la, sb = by_payload(loaded), by_payload(sent)
@@ -350,7 +350,7 @@ async def _stored(cq: Casque, q: str) -> dict[str, dict[str, Any]]:
     """Every stored message of a queue, every column, read through the engine's row list."""
     from daemon.engine.storage.table import all_rows
 
-    qs = await cq.queues.get(q, fresh=True)
+    qs = await cq.stores.queues.get(q, fresh=True)
     stmt = cq.db.prepare(
         "SELECT bucket, shard, kind, rank, due, id, state, task, payload, headers, attempt, "
         "max_attempts, timeout_ms, key, "
@@ -389,7 +389,7 @@ async def test_load_100k_rows_then_every_one_is_consumed_like_python_sends(
     assert (summary["rows"], summary["loaded"], summary["rejected"], summary["failed"]) == (100_000, 100_000, 0, 0)
     assert summary["replaced"] == summary["keys_conflicting"] == 600
     print(f"\nload: 100,000 rows in {seconds:.1f}s ({summary['rows_per_s']} rows/s inside the write)")
-    assert 3 in (await cq.queues.get(queue_name, fresh=True)).priorities
+    assert 3 in (await cq.stores.queues.get(queue_name, fresh=True)).priorities
     delivered = await _consume(cq, queue_name, expected=99_000 + 300 + 200)
     plain = Counter(m["n"] for m in delivered if m["n"] < 99_000)
     assert len(plain) == 99_000 and set(plain.values()) == {1}
@@ -397,7 +397,7 @@ async def test_load_100k_rows_then_every_one_is_consumed_like_python_sends(
     assert keyed == list(range(99_600, 99_900))  # per key, the last row in input order replaced the two before it
     ticks = Counter((m["key"], m["occurrence"]) for m in delivered if m["n"] >= 99_900)
     assert ticks == Counter({(f"sched-{i}", n): 1 for i in range(100) for n in (1, 2)})
-    s = await queue_stats(cq, queue_name)
+    s = await queue_stats(cq.stores, queue_name)
     assert (s.waiting_due, s.scheduled, s.in_flight) == (0, 0, 0)
 
 
@@ -413,7 +413,7 @@ async def _consume(cq: Casque, q: str, expected: int, limit_s: float = 240.0) ->
             await asyncio.sleep(0.2)
             continue
         empty = 0
-        await cq.acker.ack(got)
+        await cq.stores.acker.ack(got)
         out += [{"n": m.payload["n"], "key": m.key, "occurrence": (m.trigger or {}).get("n")} for m in got]
     assert len(out) == expected, f"{len(out)} delivered, {expected} expected"
     return out
@@ -466,7 +466,7 @@ async def test_archive_round_trip_reads_back_equal_then_purges_only_what_it_arch
     await cq.create_queue(queue_name, shards=1)  # one shard row: one fetch takes all eight
     await cq.send_many(queue_name, [Job("t", {"n": i}, headers={"i": str(i)}) for i in range(8)])
     for m in await cq.consumer(queue_name).fetch(8):
-        await cq.acker.poison(m, "test", "Boom", f"boom {m.payload['n']}")
+        await cq.stores.acker.poison(m, "test", "Boom", f"boom {m.payload['n']}")
     now = cq.clock.now_ms()
     cutoff = now + 1
     insert = cq.db.prepare(
@@ -493,7 +493,7 @@ async def test_archive_round_trip_reads_back_equal_then_purges_only_what_it_arch
                 f"k{i}",
             ],
         )
-    poison_before = {str(p.id): p for p in await cq.poison.list(queue_name)}
+    poison_before = {str(p.id): p for p in await cq.stores.poison.list(queue_name)}
     assert len(poison_before) == 8
     spec_ = archive.ArchiveSpec(out=str(tmp_path / "arch"), cutoff_ms=cutoff, queues=[queue_name], purge=True)
     manifest = await asyncio.to_thread(archive.run, spark, settings, spec_)
@@ -514,7 +514,7 @@ async def test_archive_round_trip_reads_back_equal_then_purges_only_what_it_arch
         assert str(r.date) == time.strftime("%Y-%m-%d", time.gmtime(rec.poisoned_at / 1000))
     hist = sorted(spark.read.parquet(h["path"]).collect(), key=lambda r: r.at)
     assert [r.key for r in hist] == ["k0", "k1", "k2"] and [str(r.date) for r in hist] == [r.day for r in hist]
-    assert await cq.poison.count(queue_name) == 0
+    assert await cq.stores.poison.count(queue_name) == 0
     left = []
     for i, age in enumerate(ages):
         day = time.strftime("%Y-%m-%d", time.gmtime((now - age) / 1000))
@@ -549,9 +549,9 @@ async def test_create_queues_job_creates_each_name_once_and_rejects_bad_ones(
     assert {r["name"] for r in first["rejects"]} <= {"bad name!", "also/bad"}
     assert json.loads((tmp_path / "r" / "summary.json").read_text())["created"] == 300
     for name in (names[0], names[-1]):
-        qs = await cq.queues.get(name, fresh=True)
+        qs = await cq.stores.queues.get(name, fresh=True)
         assert (qs.shards, qs.buckets, qs.expire_after_s) == (1, 1, 86400)
-    indexed, more = await cq.queues.names.matching(f"{queue_name}_", None, 1000)
+    indexed, more = await cq.stores.queues.names.matching(f"{queue_name}_", None, 1000)
     assert set(indexed) == set(names) and not more, "bulk creation indexes every name for ListQueues' prefixes"
     again = await asyncio.to_thread(create_queues, spark, settings, spec)
     assert (again["created"], again["existing"]) == (0, 350)
@@ -560,7 +560,7 @@ async def test_create_queues_job_creates_each_name_once_and_rejects_bad_ones(
     from daemon.engine.queues.admin import delete_queue
 
     for name in names:  # the keyspace is shared: leave no 300 queues behind for other listings
-        await delete_queue(cq, name)
+        await delete_queue(cq.stores, name)
 
 
 # ---- the cluster path: spark-submit with the entry script -----------------------------------------

@@ -134,7 +134,7 @@ async def test_a_daemon_and_two_sqs_receivers_share_a_mixed_backlog(
 
         async def ended() -> bool:  # handled, received, or poisoned (which must not happen: counted below)
             seen = {rec[1] for rec in records(record)} | {i for r in receivers for i, _, _ in r.got}
-            return sent <= seen or sent <= seen | {str(p.id) for p in await cq.poison.list(name)}
+            return sent <= seen or sent <= seen | {str(p.id) for p in await cq.stores.poison.list(name)}
 
         await until(ended, 180, "every message handled, received or poisoned", d)
         drained_s = time.monotonic() - started
@@ -154,7 +154,7 @@ async def test_a_daemon_and_two_sqs_receivers_share_a_mixed_backlog(
     lost = sent - set(deliveries)
     duplicates = sum(n - 1 for n in deliveries.values())
     redelivered = sum(1 for a in attempts if a > 1)
-    poisoned = await cq.poison.count(name)
+    poisoned = await cq.stores.poison.count(name)
     plain_by_daemon = sum(1 for i in plain if i in by_daemon)
     split = (
         f"sent={len(sent)} (plain {len(plain)}, {SHARED_TASK} {len(shared)}) in {drained_s:.1f} s: "
@@ -195,7 +195,7 @@ async def test_casque_serve_sweeps_a_message_written_behind_a_cursor_of_a_queue_
     )
     assert [(m["MessageId"], m["Body"]) for m in got] == [(str(stranded), "stranded")]
     assert "message_below_cursor" in log and str(stranded) in log
-    assert await cq.poison.count(name) == 0
+    assert await cq.stores.poison.count(name) == 0
 
 
 async def _strand_and_receive(
@@ -321,7 +321,7 @@ async def test_sqs_messages_sent_before_any_receiver_wait_for_it_while_a_daemon_
         d.signal(signal.SIGTERM)
         d.wait(60)
     lost, duplicated = ledger(sorted(plain), got)
-    poisoned = await cq.poison.count(name)
+    poisoned = await cq.stores.poison.count(name)
     print(f"receiver started after the sends: got {len(set(got) & plain)} of {len(plain)}, poisoned {poisoned}")
     assert (lost, duplicated, poisoned) == (0, 0, 0)
     assert not set(got) & own and "unknown task" not in d.output()
@@ -365,7 +365,7 @@ async def test_a_queue_stays_shared_after_its_first_receive_through_a_pause_and_
         d.wait(60)
         outputs.append(d.output())
     lost, duplicated = ledger(sorted(plain), got)
-    poisoned = await cq.poison.count(name)
+    poisoned = await cq.stores.poison.count(name)
     print(f"after a 90 s pause and a daemon restart: got {len(set(got) & plain)} of {len(plain)}, poisoned {poisoned}")
     assert (lost, duplicated, poisoned) == (0, 0, 0)
     assert all('"shared": true' in out and "unknown task" not in out for out in outputs)

@@ -84,7 +84,7 @@ async def made(cq: Casque) -> AsyncIterator[list[str]]:
 
 
 async def max_attempts_of(cq: Casque, name: str) -> int:
-    return (await cq.queues.get(name, fresh=True)).max_attempts
+    return (await cq.stores.queues.get(name, fresh=True)).max_attempts
 
 
 async def test_racing_processes_never_both_create_a_name_and_the_row_is_the_winners(
@@ -170,7 +170,7 @@ async def test_a_queue_made_by_the_old_lwt_path_is_left_as_it_is(cq: Casque, que
     rows = await cq.db.run(old, [queue_name, 1, 1, 60, 30000, 30000, 3, 86400, 262144, {0}, False])
     assert rows[0].applied
     assert await cq.create_queues([queue_name], shards=2, buckets=2, max_attempts=5) == 0
-    qs = await cq.queues.get(queue_name, fresh=True)
+    qs = await cq.stores.queues.get(queue_name, fresh=True)
     assert (qs.shards, qs.buckets, qs.max_attempts) == (1, 1, 3)
 
 
@@ -185,7 +185,9 @@ async def test_single_creates_racing_a_bulk_create_give_each_name_one_creator(
     try:
 
         async def singles() -> set[str]:
-            won = await asyncio.gather(*(other.queues.create(_tiny(other, n, 1), if_missing=True) for n in names))
+            won = await asyncio.gather(
+                *(other.stores.queues.create(_tiny(other, n, 1), if_missing=True) for n in names)
+            )
             return {n for n, w in zip(names, won) if w}
 
         existing: list[str] = []
@@ -241,7 +243,7 @@ async def test_a_crashed_creators_claim_delays_the_name_until_it_expires_never_l
     started = time.monotonic()
     assert await cq.create_queues([queue_name], shards=1, buckets=1) == 1
     assert cq.stores.queues.bulk.contended > before and time.monotonic() - started >= 0.9
-    assert (await cq.queues.get(queue_name, fresh=True)).shards == 1
+    assert (await cq.stores.queues.get(queue_name, fresh=True)).shards == 1
 
 
 async def test_a_deleted_queue_can_be_created_again_at_once(cq: Casque, queue_name: str) -> None:
@@ -249,13 +251,13 @@ async def test_a_deleted_queue_can_be_created_again_at_once(cq: Casque, queue_na
     from daemon.engine.queues.admin import delete_queue
 
     await cq.create_queue(queue_name, shards=1, buckets=1, max_attempts=4)
-    await delete_queue(cq, queue_name)
+    await delete_queue(cq.stores, queue_name)
     before = cq.stores.queues.bulk.contended
     assert await cq.create_queues([queue_name], shards=1, buckets=1, max_attempts=6) == 1
     assert cq.stores.queues.bulk.contended == before and await max_attempts_of(cq, queue_name) == 6
     [row] = await cq.db.run(cq.db.prepare(f"SELECT claims FROM {TEST_KEYSPACE}.queues WHERE name = ?"), [queue_name])
     assert not row.claims, "the creator's claim went with its write"
-    await delete_queue(cq, queue_name)
+    await delete_queue(cq.stores, queue_name)
 
 
 # ---- the CLI ----------------------------------------------------------------------------------------

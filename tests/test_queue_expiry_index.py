@@ -41,7 +41,7 @@ async def test_a_pass_reads_what_is_due_not_every_expiring_queue(settings: Setti
     client = await fresh(settings, clock=clock)
     names = [f"{queue_name}_{i}" for i in range(N)]
     busy, by_hand = names[0], names[1]
-    reaper = QueueReaper(client, "t", lease=f"expiry_{queue_name}")
+    reaper = QueueReaper(client.stores, "t", lease=f"expiry_{queue_name}")
     try:
         await reaper.index.mark_swept()  # as if a reaper had swept lately: no backfill in this test
         assert await client.create_queues(names, shards=1, buckets=1, expire_after=3600) == N
@@ -56,9 +56,9 @@ async def test_a_pass_reads_what_is_due_not_every_expiring_queue(settings: Setti
             assert client.db.reads - reads == days, "one slice read while nothing is due, whatever the queues"
         clock.advance(1_800_000)
         await client.send(busy, "t", "x")  # marks busy active (its candidate stays where it was)
-        await client.activity.flush()
+        await client.stores.activity.flush()
         used_at = clock.now_ms()
-        await delete_queue(client, by_hand)
+        await delete_queue(client.stores, by_hand)
         clock.advance(3_600_000 - (clock.now_ms() - start))  # exactly the hour: every candidate due
         gone = await reaper.reap()
         assert sorted(gone) == sorted(n for n in names if n not in (busy, by_hand))
@@ -67,13 +67,13 @@ async def test_a_pass_reads_what_is_due_not_every_expiring_queue(settings: Setti
         )
         assert sorted(set(moved)) == [used_at + 3_600_000], "the old candidate dropped, the new one written"
         assert await candidates(client, by_hand, day_of(start + 3_600_000)) == []
-        assert (await client.queues.get(busy, fresh=True)).expire_after_s == 3600
+        assert (await client.stores.queues.get(busy, fresh=True)).expire_after_s == 3600
         clock.advance(used_at + 3_600_000 - clock.now_ms())
         assert await reaper.reap() == [busy]
     finally:
         for name in names:
             try:
-                await delete_queue(client, name)
+                await delete_queue(client.stores, name)
             except QueueNotFound:
                 pass
         await reaper.lease.release()
@@ -97,12 +97,12 @@ async def test_a_queue_expiry_row_without_a_candidate_still_expires(settings: Se
             [day_of(due), due, queue_name],
         )  # as if created before the index existed
         clock.advance(61_000)
-        first = QueueReaper(client, "a", lease=lease)
+        first = QueueReaper(client.stores, "a", lease=lease)
         assert queue_name in await first.reap()
         assert first.backfilled >= 1
         with pytest.raises(QueueNotFound):
-            await client.queues.get(queue_name, fresh=True)
-        second = QueueReaper(client, "b", lease=lease)
+            await client.stores.queues.get(queue_name, fresh=True)
+        second = QueueReaper(client.stores, "b", lease=lease)
         await second.reap()
         assert second.backfilled == 0, "the marker says a reaper swept lately: no second full read"
     finally:

@@ -27,8 +27,8 @@ async def workload(cq: Casque, queue: str) -> None:
     """5 due, 3 delayed, 2 of the due taken (in flight), 1 poisoned."""
     await cq.create_queue(queue, shards=2, buckets=2, timeout=600)
     await cq.send_many(queue, [Job("t", i) for i in range(5)] + [Job("t", i, delay="1h") for i in range(3)])
-    qs = await cq.queues.get(queue)
-    await cq.poison.add(
+    qs = await cq.stores.queues.get(queue)
+    await cq.stores.poison.add(
         build_message(qs, Job("t", None), cq.clock.now_ms()), "test", "Poison", "boom", "", cq.clock.now_ms(), 3600
     )
 
@@ -48,7 +48,7 @@ async def test_one_holder_publishes_exact_numbers_then_hands_over(manual: Pair, 
     assert queue_metrics.HOLDER._value.get() == 1
     assert await b.tick() is False  # one holder at a time
     assert a.published == {queue_name} and b.published == set()
-    s = await queue_stats(cq, queue_name)
+    s = await queue_stats(cq.stores, queue_name)
     got = [
         queue_metrics.value(g, queue_name)
         for g in (
@@ -60,13 +60,13 @@ async def test_one_holder_publishes_exact_numbers_then_hands_over(manual: Pair, 
         )
     ]
     assert got == [3, 3, 2, 1, s.oldest_due_age_s] and s.oldest_due_age_s >= 7.0
-    await cq.acker.ack(taken)
+    await cq.stores.acker.ack(taken)
     more = []
     while not more:
         more = await consumer.fetch(1)
     clock.advance(1_000)
     assert await a.tick() is True  # a second round reads with the cursors it remembered
-    s = await queue_stats(cq, queue_name)
+    s = await queue_stats(cq.stores, queue_name)
     got = [
         queue_metrics.value(g, queue_name)
         for g in (queue_metrics.DEPTH, queue_metrics.SCHEDULED, queue_metrics.IN_FLIGHT)

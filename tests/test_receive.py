@@ -50,7 +50,7 @@ async def test_receive_delete_ledger_each_message_exactly_once(cq: Casque, queue
         assert all(await cq.delete_many([d.receipt for d in got]))
     assert sorted(seen) == sorted(sent), "lost or duplicated"
     assert await cq.receive(queue_name, wait=0) == []
-    st = await queue_stats(cq, queue_name)
+    st = await queue_stats(cq.stores, queue_name)
     assert (st.waiting_due, st.in_flight, st.scheduled) == (0, 0, 0)
 
 
@@ -92,7 +92,7 @@ async def test_change_visibility_zero_makes_it_visible_now_and_receipt_survives_
     assert await cq.delete(back.receipt) is True, "a receipt must delete after its visibility was changed"
     clock.advance(600_000)
     assert await cq.receive(queue_name, wait=0) == []
-    st = await queue_stats(cq, queue_name, now_ms=clock.now_ms())
+    st = await queue_stats(cq.stores, queue_name, now_ms=clock.now_ms())
     assert (st.waiting_due, st.in_flight, st.scheduled) == (0, 0, 0)
 
 
@@ -109,7 +109,7 @@ async def test_forged_altered_or_foreign_receipts_are_refused_and_change_nothing
             await cq.change_visibility(bad, 0)
     with pytest.raises(InvalidReceipt):
         await cq.settler.delete(d.receipt, queue=queue_name + "b")
-    assert (await queue_stats(cq, queue_name)).in_flight == 1
+    assert (await queue_stats(cq.stores, queue_name)).in_flight == 1
     assert await cq.delete(d.receipt) is True
 
 
@@ -129,9 +129,9 @@ async def test_a_receipt_with_any_signed_byte_changed_deletes_nothing_through_th
         bad = base64.urlsafe_b64encode(changed).decode("ascii").rstrip("=")
         [refused] = await cq.settler.delete_batch([bad])
         assert isinstance(refused, InvalidReceipt), f"byte {i} changed was accepted"
-    assert (await queue_stats(cq, queue_name)).in_flight == 1
+    assert (await queue_stats(cq.stores, queue_name)).in_flight == 1
     assert await cq.settler.delete_batch([d.receipt]) == [None]
-    assert (await queue_stats(cq, queue_name)).in_flight == 0
+    assert (await queue_stats(cq.stores, queue_name)).in_flight == 0
 
 
 async def test_batch_forms_report_each_entry(cq: Casque, queue_name: str) -> None:
@@ -156,7 +156,7 @@ async def test_receive_counts_attempts_and_poisons_after_max(manual: Pair, queue
         assert d.message.attempt == attempt
         clock.advance(11_000)
     assert await cq.receive(queue_name, wait=0) == []
-    poisoned = await cq.poison.list(queue_name)
+    poisoned = await cq.stores.poison.list(queue_name)
     assert [str(p.id) for p in poisoned] == [mid]
 
 
@@ -230,7 +230,7 @@ async def test_long_poll_sees_another_clients_send_within_the_poll_interval(
         assert [str(d.message.id) for d in got] == [mid]
         assert time.monotonic() - t0 < cq.settings.sqs.poll_interval + 1.0
     finally:
-        await purge(cq, queue_name)
+        await purge(cq.stores, queue_name)
         await other.close()
 
 
@@ -248,4 +248,4 @@ async def test_many_parked_polls_one_scout_and_each_message_once(
         await other.close()
     got = [d for res in await asyncio.gather(*polls) for d in res]
     assert sorted(str(d.message.id) for d in got) == sorted(sent)
-    assert cq.wakeups.watched() == 0, "waiters must not outlive their polls"
+    assert cq.stores.wakeups.watched() == 0, "waiters must not outlive their polls"

@@ -50,7 +50,7 @@ async def test_reshard_under_load_loses_and_duplicates_nothing(cq: Casque, queue
             for m in got:
                 ledger[m.payload["n"]] += 1
             if got:
-                await cq.acker.ack(got)
+                await cq.stores.acker.ack(got)
             else:
                 await asyncio.sleep(0.02)
 
@@ -58,13 +58,13 @@ async def test_reshard_under_load_loses_and_duplicates_nothing(cq: Casque, queue
     producer = asyncio.create_task(produce())
     while sent < TOTAL // 3:
         await asyncio.sleep(0.01)
-    grown = await reshard(cq, queue_name, shards=8, buckets=6)
+    grown = await reshard(cq.stores, queue_name, shards=8, buckets=6)
     assert grown.draining == ((4, 4, 60),)
     found = await cq.get(queue_name, id=late)  # an old-layout message is still found by id
     assert found is not None and found.payload == {"n": -1}
     while sent < 2 * TOTAL // 3:
         await asyncio.sleep(0.01)
-    shrunk = await reshard(cq, queue_name, shards=3, bucket_seconds=30)
+    shrunk = await reshard(cq.stores, queue_name, shards=3, bucket_seconds=30)
     assert (shrunk.shards, shrunk.buckets, shrunk.bucket_seconds) == (3, 6, 30)
     assert set(shrunk.draining) == {(4, 4, 60), (8, 6, 60)}
     await producer
@@ -76,37 +76,37 @@ async def test_reshard_under_load_loses_and_duplicates_nothing(cq: Casque, queue
     await asyncio.gather(*consumers)
     assert set(ledger) == set(range(-1, TOTAL))  # none lost
     assert max(ledger.values()) == 1  # none delivered twice
-    assert await misplaced(cq, shrunk) == 0
+    assert await misplaced(cq.stores, shrunk) == 0
     with pytest.raises(UsageError, match="wait"):
-        await finish(cq, queue_name)  # too soon: a sender may still use a cached old layout
-    assert await finish(cq, queue_name, settle_ms=0) == 0
-    assert (await cq.queues.get(queue_name, fresh=True)).draining == ()
+        await finish(cq.stores, queue_name)  # too soon: a sender may still use a cached old layout
+    assert await finish(cq.stores, queue_name, settle_ms=0) == 0
+    assert (await cq.stores.queues.get(queue_name, fresh=True)).draining == ()
 
 
 async def test_finish_waits_for_old_rows_and_new_sends_use_the_new_layout(cq: Casque, queue_name: str) -> None:
     await cq.create_queue(queue_name, shards=2, buckets=2, bucket_seconds=60)
     old = [uuid.UUID(await cq.send(queue_name, "t", {"n": n}, delay="1h")) for n in range(10)]
-    qs = await reshard(cq, queue_name, shards=5)
+    qs = await reshard(cq.stores, queue_name, shards=5)
     new = uuid.UUID(await cq.send(queue_name, "t", {"n": 10}, delay="1h"))
     m_new = await cq.get(queue_name, id=new)
     assert m_new is not None and (m_new.bucket, m_new.shard) == row_of(new, qs.bucket_ms, qs.buckets, qs.shards)
     moved = [i for i in old if row_of(i, qs.bucket_ms, 2, 5) != row_of(i, qs.bucket_ms, 2, 2)]
     assert moved  # ten ids: some shard changes with 2 -> 5 shards
-    assert await finish(cq, queue_name, settle_ms=0) == len(moved)  # still draining: the old layout stays
-    assert (await cq.queues.get(queue_name, fresh=True)).draining == ((2, 2, 60),)
+    assert await finish(cq.stores, queue_name, settle_ms=0) == len(moved)  # still draining: the old layout stays
+    assert (await cq.stores.queues.get(queue_name, fresh=True)).draining == ((2, 2, 60),)
     for i in old:
         assert await cq.cancel(queue_name, id=i) is not None  # found in its old row
-    assert await finish(cq, queue_name, settle_ms=0) == 0
+    assert await finish(cq.stores, queue_name, settle_ms=0) == 0
     with pytest.raises(UsageError, match="already has 5 shards"):
-        await reshard(cq, queue_name, shards=5)
+        await reshard(cq.stores, queue_name, shards=5)
     with pytest.raises(UsageError, match="shards must be between 1 and 4096"):
-        await reshard(cq, queue_name, shards=5000)
+        await reshard(cq.stores, queue_name, shards=5000)
 
 
 async def test_update_points_at_reshard(cq: Casque, queue_name: str) -> None:
     await cq.create_queue(queue_name, shards=2)
     with pytest.raises(UsageError, match=f"use 'casque queue reshard {queue_name}'"):
-        await cq.queues.update(queue_name, shards=4)
+        await cq.stores.queues.update(queue_name, shards=4)
 
 
 def test_cli_reshard_then_finish_says_when(tmp_path: Path, cq: Casque, queue_name: str) -> None:

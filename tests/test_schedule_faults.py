@@ -74,7 +74,7 @@ async def test_identical_resend_after_the_first_occurrence_was_taken_does_not_do
     )  # ...when the deploy re-sends it
     assert again == first == str(taken.id)
     assert await drain(consumer) == []  # not delivered again
-    await cq.acker.ack([taken])
+    await cq.stores.acker.ack([taken])
     assert await fire_all(cq, consumer, clock, 10_000, 3) == [2, 3, 4]
 
 
@@ -148,12 +148,12 @@ async def left_behind(cq: Casque, queue: str, key: str, origin: str) -> None:
     """Put the key back on occurrence 1, as a daemon that died before moving it leaves it."""
     from daemon.engine.send.keys import KeyEntry
 
-    holder = await cq.keys.get(queue, key)
+    holder = await cq.stores.keys.get(queue, key)
     first = await cq.get(queue, id=origin)
     assert holder is not None and first is not None and first.trigger is not None
     trigger = {k: v for k, v in first.trigger.items() if k != "next"}
     back = KeyEntry(queue, key, first.id, first.bucket, first.shard, first.task, trigger, holder.created_at)
-    assert await cq.keys.repoint(back, holder.id)
+    assert await cq.stores.keys.repoint(back, holder.id)
 
 
 async def test_a_key_left_behind_moves_on_when_the_redelivery_is_acked_first(manual: Pair, queue_name: str) -> None:
@@ -184,7 +184,7 @@ async def test_a_key_left_behind_moves_on_when_the_redelivery_is_acked_first(man
     clock.advance(wait)
     [again] = await drain(consumer)  # occurrence 1 comes back before occurrence 2 is due, in any row
     assert again.id == first.id and await dispatcher.runner.still_wanted(again, dispatcher_log()) is True
-    await cq.acker.ack([again])  # must not release the schedule's key
+    await cq.stores.acker.ack([again])  # must not release the schedule's key
     entry = await cq.get_key(queue_name, "tick")
     assert entry is not None and entry.trigger["n"] == 2
     ran = [1]
@@ -194,14 +194,14 @@ async def test_a_key_left_behind_moves_on_when_the_redelivery_is_acked_first(man
         for m in got:
             assert await dispatcher.runner.still_wanted(m, dispatcher_log()) is True
         ran += [m.trigger["n"] for m in got]
-        await cq.acker.ack(got)
+        await cq.stores.acker.ack(got)
     assert ran == [1, 2, 3, 4]
 
 
 # ---- 6. poison replay never cancels live keyed work -----------------------------------------------
 async def poison_one(cq: Casque, queue: str) -> None:
     [m] = await drain(cq.consumer(queue))
-    await cq.acker.poison(m, "test: made to fail")
+    await cq.stores.acker.poison(m, "test: made to fail")
 
 
 async def test_replay_all_leaves_a_newer_keyed_message_alone(manual: Pair, queue_name: str) -> None:
@@ -210,11 +210,11 @@ async def test_replay_all_leaves_a_newer_keyed_message_alone(manual: Pair, queue
     old = await cq.send(queue_name, "t", "old", key="order:7")
     await poison_one(cq, queue_name)
     new = await cq.send(queue_name, "t", "new", key="order:7")  # the key is free again: newer work takes it
-    replayed, left = await replay(cq, queue_name)
+    replayed, left = await replay(cq.stores, queue_name)
     assert replayed == [] and len(left) == 1 and "order:7" in left[0] and new in left[0]
     delivered = await drain(cq.consumer(queue_name))
     assert [(str(m.id), m.payload) for m in delivered] == [(new, "new")]  # the newer message runs, once
-    assert [str(r.id) for r in await cq.poison.list(queue_name)] == [old]  # the old one is kept, not lost
+    assert [str(r.id) for r in await cq.stores.poison.list(queue_name)] == [old]  # the old one is kept, not lost
 
 
 async def test_cli_replay_all_keeps_the_newer_keyed_message_and_says_why(
@@ -235,7 +235,7 @@ async def test_cli_replay_all_keeps_the_newer_keyed_message_and_says_why(
     assert f"its key 'order:9' now names newer message {new}" in done.stderr and "replayed 0 messages" in done.stdout
     current = await cq.get(queue_name, key="order:9")
     assert current is not None and str(current.id) == new and current.payload == "new"
-    assert await cq.poison.count(queue_name) == 1
+    assert await cq.stores.poison.count(queue_name) == 1
 
 
 async def test_replay_of_a_keyed_message_whose_key_is_free_sends_it_with_its_key(manual: Pair, queue_name: str) -> None:
@@ -243,8 +243,8 @@ async def test_replay_of_a_keyed_message_whose_key_is_free_sends_it_with_its_key
     await cq.create_queue(queue_name)
     await cq.send(queue_name, "t", "once", key="order:8")
     await poison_one(cq, queue_name)
-    [mid], left = await replay(cq, queue_name)
-    assert left == [] and await cq.poison.count(queue_name) == 0
+    [mid], left = await replay(cq.stores, queue_name)
+    assert left == [] and await cq.stores.poison.count(queue_name) == 0
     m = await cq.get(queue_name, key="order:8")
     assert m is not None and str(m.id) == mid and m.payload == "once"
 
@@ -259,7 +259,7 @@ async def test_replay_of_a_schedules_occurrence_runs_it_once_and_keeps_the_sched
     await poison_one(cq, queue_name)  # occurrence 1 poisoned; occurrence 2 is the schedule's next
     before = await cq.get(queue_name, key="sched")
     assert before is not None and before.trigger["n"] == 2
-    [mid], left = await replay(cq, queue_name)
+    [mid], left = await replay(cq.stores, queue_name)
     assert left == []
     after = await cq.get(queue_name, key="sched")
     assert after is not None and after.id == before.id  # the schedule was not cancelled or replaced
@@ -267,7 +267,7 @@ async def test_replay_of_a_schedules_occurrence_runs_it_once_and_keeps_the_sched
     assert one_off is not None and one_off.key is None and one_off.trigger is None and one_off.payload == "tick"
     consumer = cq.consumer(queue_name)
     got = await drain(consumer)
-    await cq.acker.ack(got)
+    await cq.stores.acker.ack(got)
     ran = [("replay" if m.trigger is None else m.trigger["n"]) for m in got]
     assert ran == ["replay"]
     ran += await fire_all(cq, consumer, clock, 10_000, 3)
@@ -289,7 +289,7 @@ async def test_misfire_skip_runs_a_late_retry_of_an_occurrence(manual: Pair, que
     clock.advance(3_600_000)
     [on_time] = await drain(consumer)
     assert await dispatcher.runner.still_wanted(on_time, dispatcher_log()) is True
-    await cq.acker.retry(
+    await cq.stores.acker.retry(
         on_time, 30_000, "RuntimeError: first attempt failed"
     )  # retried 30 s later: past the 5 s grace
     clock.advance(31_000)

@@ -31,7 +31,7 @@ async def fire_all(cq: Casque, consumer, clock: ManualClock, step_ms: int, steps
         clock.advance(step_ms)
         got = await drain(consumer)
         ran += [m.trigger["n"] for m in got]
-        await cq.acker.ack(got)
+        await cq.stores.acker.ack(got)
     return ran
 
 
@@ -64,7 +64,7 @@ async def test_cron_occurrences_fire_on_their_times_in_order(manual: Pair, queue
         assert len(got) == 1
         fires.append(got[0].trigger["fire_ms"])
         assert got[0].due_ms >= got[0].trigger["fire_ms"]
-        await cq.acker.ack(got)
+        await cq.stores.acker.ack(got)
     assert [b - a for a, b in zip(fires, fires[1:])] == [10_000] * 5
     assert all(f % 10_000 == 0 for f in fires)
     entry = await cq.get_key(queue_name, "tick")
@@ -94,7 +94,7 @@ async def test_cancel_while_an_occurrence_is_in_flight_stops_the_schedule(manual
     clock.advance(10_000)
     [first] = await drain(consumer)  # occurrence 1 is in flight; occurrence 2 is already written
     await cq.cancel(queue_name, key="job")
-    await cq.acker.ack([first])
+    await cq.stores.acker.ack([first])
     assert await fire_all(cq, consumer, clock, 10_000, 5) == []
     assert await cq.get_key(queue_name, "job") is None
 
@@ -106,7 +106,7 @@ async def test_an_occurrence_taken_before_a_cancel_is_not_run(manual: Pair, queu
     consumer = cq.consumer(queue_name)
     clock.advance(10_000)
     [first] = await drain(consumer)
-    await cq.acker.ack([first])
+    await cq.stores.acker.ack([first])
     clock.advance(10_000)
     [second] = await drain(consumer)  # taken by a consumer, not yet handed to its handler...
     dispatcher = Dispatcher(cq, Registry(), cq.settings.worker, [queue_name])
@@ -134,7 +134,7 @@ async def test_misfire_after_daemons_were_down(manual: Pair, queue_name: str, po
         if not got:
             break
         ran += [m.trigger["n"] for m in got]
-        await cq.acker.ack(got)
+        await cq.stores.acker.ack(got)
     assert len(ran) == expected_runs
     [waiting] = await cq.peek(queue_name)
     assert waiting.due_ms > clock.now_ms()  # the schedule continues after now

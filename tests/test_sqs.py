@@ -299,7 +299,7 @@ async def test_sqs_queues_are_ordinary_casque_queues(sqs: Any, cq: Casque, qname
         MessageBody="mail",
         MessageAttributes={"casque.task": {"DataType": "String", "StringValue": "send_email"}},
     )
-    assert (await queue_stats(cq, qname)).waiting_due == 2
+    assert (await queue_stats(cq.stores, qname)).waiting_due == 2
     got = []
     consumer = cq.consumer(qname)
     for _ in range(20):
@@ -307,8 +307,8 @@ async def test_sqs_queues_are_ordinary_casque_queues(sqs: Any, cq: Casque, qname
         if len(got) == 2:
             break
     assert sorted((m.task, m.payload) for m in got) == [("send_email", "mail"), ("sqs", '{"a": 1}')]
-    await cq.acker.poison(got[0], "test")
-    assert await cq.poison.count(qname) == 1
+    await cq.stores.acker.poison(got[0], "test")
+    assert await cq.stores.poison.count(qname) == 1
 
 
 def test_limits_and_bad_input_get_sqs_errors_and_change_nothing(

@@ -103,7 +103,7 @@ async def test_removing_the_redrive_policy_keeps_redelivering_and_poisons_nothin
     for n in range(2, 6):  # far past the old maxReceiveCount of 1
         m = receive_one(sqs, url, VisibilityTimeout=0, AttributeNames=["ApproximateReceiveCount"])
         assert m is not None and m["MessageId"] == mid and m["Attributes"]["ApproximateReceiveCount"] == str(n)
-    assert await cq.poison.count(qname) == 0, "no policy: SQS redelivers until retention, never out of reach"
+    assert await cq.stores.poison.count(qname) == 0, "no policy: SQS redelivers until retention, never out of reach"
     assert sqs.receive_message(QueueUrl=dlq, WaitTimeSeconds=1).get("Messages") is None
 
 
@@ -116,9 +116,9 @@ async def test_a_message_sent_with_max_attempts_0_follows_the_queue_at_each_take
         (d,) = await cq.receive(queue_name, wait=0, visibility=1)
         assert (str(d.message.id), d.message.attempt) == (mid, attempt)
         clock.advance(1_500)
-    await cq.queues.update(queue_name, max_attempts=7)  # lowered below what it had: the next take poisons
+    await cq.stores.queues.update(queue_name, max_attempts=7)  # lowered below what it had: the next take poisons
     assert await cq.receive(queue_name, wait=0) == []
-    assert [str(r.id) for r in await cq.poison.list(queue_name)] == [mid]
+    assert [str(r.id) for r in await cq.stores.poison.list(queue_name)] == [mid]
 
 
 async def test_visibility_cap_counts_12_hours_from_the_receive_not_from_the_change(
@@ -350,7 +350,7 @@ async def test_purge_spares_messages_sent_after_it_started(manual: Any, queue_na
     started = clock.now_ms()
     clock.advance(10)
     new = {await cq.send(queue_name, "t", i) for i in range(4)}
-    assert await admin.purge(cq, queue_name, sent_before_ms=started) == len(old)
+    assert await admin.purge(cq.stores, queue_name, sent_before_ms=started) == len(old)
     left = {str(d.message.id) for d in await cq.receive(queue_name, max=20, wait=0)}
     assert left == new
 

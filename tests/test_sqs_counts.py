@@ -23,7 +23,7 @@ COUNTS = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"
 
 
 async def exact(cq: Casque, name: str) -> tuple[int, int, int]:
-    st = await queue_stats(cq, name)
+    st = await queue_stats(cq.stores, name)
     return st.waiting_due, st.in_flight, st.scheduled
 
 
@@ -59,7 +59,7 @@ async def test_a_big_queue_costs_bounded_reads_per_call_and_converges_to_the_exa
     await fill(cq, name, waiting=99_700, in_flight=300, delayed=200)
     truth = await exact(cq, name)
     assert truth == (99_700, 300, 200)
-    qs = await cq.queues.get(name, fresh=True)
+    qs = await cq.stores.queues.get(name, fresh=True)
     rows, lanes = qs.shards * qs.buckets, qs.shards * qs.buckets * len(qs.ranks())
 
     # The server's own code, in this process, so its CQL requests can be counted exactly.

@@ -61,14 +61,14 @@ async def test_a_prefix_lists_all_its_queues_paged_and_1000_without_max_results(
         await local.close()
 
     gone = sorted(mine)[7]
-    await delete_queue(cq, gone)
+    await delete_queue(cq.stores, gone)
     names, _ = await asyncio.to_thread(walk, sqs, 1000, QueueNamePrefix=prefix)
     assert set(names) == mine - {gone}
     gate = asyncio.Semaphore(16)  # 1,549 deletes, a few at a time: each is its own reads and writes
 
     async def delete(name: str) -> None:
         async with gate:
-            await delete_queue(cq, name)
+            await delete_queue(cq.stores, name)
 
     await asyncio.gather(*(delete(name) for name in mine | near if name != gone))
     assert "QueueUrls" not in await asyncio.to_thread(sqs.list_queues, QueueNamePrefix=prefix)
@@ -84,13 +84,13 @@ async def test_a_one_character_prefix_walks_its_partitions_in_name_order(sqs: An
         assert names == sorted(names), "name (byte) order across the partitions"
     finally:
         for name in mine:
-            await delete_queue(cq, name)
+            await delete_queue(cq.stores, name)
 
 
 async def test_schema_apply_backfills_queues_created_before_the_index(sqs: Any, cq: Casque, settings: Settings) -> None:
     name = f"bf{uuid.uuid4().hex[:8]}"
     await cq.create_queue(name, shards=1, buckets=1)
-    await cq.queues.names.remove(name)  # as if created before the index existed
+    await cq.stores.queues.names.remove(name)  # as if created before the index existed
     assert "QueueUrls" not in await asyncio.to_thread(sqs.list_queues, QueueNamePrefix=name)
 
     def run_backfill() -> int:
@@ -104,7 +104,7 @@ async def test_schema_apply_backfills_queues_created_before_the_index(sqs: Any, 
     assert [
         u.rsplit("/", 1)[-1] for u in (await asyncio.to_thread(sqs.list_queues, QueueNamePrefix=name))["QueueUrls"]
     ] == [name]
-    await delete_queue(cq, name)
+    await delete_queue(cq.stores, name)
 
 
 def test_dead_letter_sources_follow_policies_set_changed_removed_and_deleted(sqs: Any) -> None:

@@ -159,7 +159,7 @@ async def test_a_move_survives_the_sigkill_of_its_server_and_loses_nothing(
             f"lost {len(lost)}, duplicated {duplicated}, {time.monotonic() - began:.1f} s"
         )
         assert not lost and set(counts) == set(bodies)
-        assert (await queue_stats(cq, name + "-dlq")).waiting_due == 0
+        assert (await queue_stats(cq.stores, name + "-dlq")).waiting_due == 0
     finally:
         await asyncio.to_thread(a.stop)
 
@@ -186,8 +186,8 @@ async def test_cancel_stops_the_move_and_leaves_the_rest_in_the_dead_letter_queu
     )
     assert done["Status"] == "CANCELLED" and "TaskHandle" not in done
     moved = done["ApproximateNumberOfMessagesMoved"]
-    left = (await queue_stats(cq, name + "-dlq")).waiting_due
-    back = (await queue_stats(cq, name)).waiting_due
+    left = (await queue_stats(cq.stores, name + "-dlq")).waiting_due
+    back = (await queue_stats(cq.stores, name)).waiting_due
     assert 0 < moved < 300 and left > 0, "the rest stays in the dead-letter queue"
     assert left + back >= 300, "nothing lost: what was not moved is still in the dead-letter queue"
     with pytest.raises(ClientError) as err:
@@ -336,7 +336,7 @@ async def test_a_move_to_a_destination_arn_takes_every_message_there_and_is_kept
     assert {m["MessageAttributes"]["k"]["StringValue"] for m in got if m["Body"].startswith("direct")} == {
         str(i) for i in range(5)
     }
-    assert (await queue_stats(cq, name)).waiting_due == 0, "nothing went back to the source"
+    assert (await queue_stats(cq.stores, name)).waiting_due == 0, "nothing went back to the source"
     rows = await cq.db.run(
         f"SELECT TTL(status) AS ttl FROM {TEST_KEYSPACE}.move_tasks WHERE source = %s", [name + "-dlq"]
     )

@@ -28,24 +28,24 @@ async def test_stats_match_a_known_workload_at_every_step(manual: Pair, queue_na
     await cq.create_queue(queue_name, shards=4, timeout=60, max_attempts=1)
     await cq.send_many(queue_name, [Job("t", i) for i in range(40)])
     await cq.send_many(queue_name, [Job("t", i, delay="1h") for i in range(7)])
-    s = await queue_stats(cq, queue_name)
+    s = await queue_stats(cq.stores, queue_name)
     assert (s.waiting_due, s.scheduled, s.in_flight, s.poisoned) == (40, 7, 0, 0)
     assert sum(s.per_shard) == 47 and s.skew is not None and s.skew >= 1.0
     clock.advance(30_000)
-    s = await queue_stats(cq, queue_name)
+    s = await queue_stats(cq.stores, queue_name)
     assert s.oldest_due_age_s == 30.0
     consumer = cq.consumer(queue_name)
     taken = await consumer.fetch(10) + await consumer.fetch(10)  # two shard rows' worth, not all
     total_taken = len(taken)
     assert 5 < total_taken < 40
-    s = await queue_stats(cq, queue_name)
+    s = await queue_stats(cq.stores, queue_name)
     assert (s.waiting_due, s.scheduled, s.in_flight) == (40 - total_taken, 7, total_taken)
-    await cq.acker.ack(taken[:5])
-    s = await queue_stats(cq, queue_name)
+    await cq.stores.acker.ack(taken[:5])
+    s = await queue_stats(cq.stores, queue_name)
     assert (s.waiting_due, s.in_flight) == (40 - total_taken, total_taken - 5)
     clock.advance(61_000 + 10_000)  # the un-acked ones time out on their only attempt: poisoned on the next take
     await drain(consumer)
-    s = await queue_stats(cq, queue_name)
+    s = await queue_stats(cq.stores, queue_name)
     assert s.poisoned == total_taken - 5
     assert s.waiting_due == 0 and s.in_flight == 40 - total_taken  # the rest were taken by this drain
 
@@ -56,10 +56,10 @@ async def test_purge_empties_the_queue(cq: Casque, queue_name: str) -> None:
     await cq.send(queue_name, "t", None, key="k", every="1m")
     taken = await cq.consumer(queue_name).fetch(20)
     assert taken
-    assert await purge(cq, queue_name) == 151
-    s = await queue_stats(cq, queue_name)
+    assert await purge(cq.stores, queue_name) == 151
+    s = await queue_stats(cq.stores, queue_name)
     assert (s.waiting_due, s.scheduled, s.in_flight) == (0, 0, 0)
-    assert await cq.peek(queue_name) == [] and await cq.keys.list(queue_name) == []
+    assert await cq.peek(queue_name) == [] and await cq.stores.keys.list(queue_name) == []
 
 
 async def test_cli_purge_and_delete_need_yes(tmp_path: Path, cq: Casque, queue_name: str) -> None:
@@ -98,14 +98,14 @@ async def test_poison_replay_puts_messages_back_and_they_are_processed(
     finally:
         d.signal(signal.SIGTERM)
         d.wait()
-    assert sorted(str(p.id) for p in await cq.poison.list(queue_name)) == sorted(bad)
+    assert sorted(str(p.id) for p in await cq.stores.poison.list(queue_name)) == sorted(bad)
     # the poisoned task is renamed into one that exists, as after a deploy that adds the handler
-    for p in await cq.poison.list(queue_name):
+    for p in await cq.stores.poison.list(queue_name):
         await cq.db.run(
             f"UPDATE {TEST_KEYSPACE}.poison SET task = 'test.record' WHERE queue = %s AND id = %s", [queue_name, p.id]
         )
-    new_ids, left = await replay(cq, queue_name, task="test.record")
-    assert len(new_ids) == 3 and left == [] and await cq.poison.count(queue_name) == 0
+    new_ids, left = await replay(cq.stores, queue_name, task="test.record")
+    assert len(new_ids) == 3 and left == [] and await cq.stores.poison.count(queue_name) == 0
     d = start_daemon(cfg, record, tmp_path / "log2")
     try:
         await until(lambda: len(records(record)) == 3, 60, "replayed messages processed", d)
@@ -116,7 +116,7 @@ async def test_poison_replay_puts_messages_back_and_they_are_processed(
 
 
 async def _count(cq: Casque, queue: str, n: int) -> bool:
-    return await cq.poison.count(queue) == n
+    return await cq.stores.poison.count(queue) == n
 
 
 async def test_metrics_history_and_daemon_stats_match_the_workload(cq: Casque, queue_name: str, tmp_path: Path) -> None:
@@ -158,10 +158,10 @@ async def test_metrics_history_and_daemon_stats_match_the_workload(cq: Casque, q
     assert rows and (rows[0].acked, rows[0].retried, rows[0].poisoned) == (13, 1, 1)  # written on shutdown too
     from daemon.engine.observe.history import History
 
-    flaky = await History(cq.db, TEST_KEYSPACE, cq.queues).read(queue_name, cq.clock.now_ms(), 1, key="flaky")
+    flaky = await History(cq.db, TEST_KEYSPACE, cq.stores.queues).read(queue_name, cq.clock.now_ms(), 1, key="flaky")
     assert [(h.event, h.attempt) for h in flaky] == [("running", 1), ("failed", 1), ("running", 2), ("done", 2)]
     assert "attempt 1 fails" in (flaky[1].error or "")
-    history = History(cq.db, TEST_KEYSPACE, cq.queues)
+    history = History(cq.db, TEST_KEYSPACE, cq.stores.queues)
     for mid in ok:
         events = await history.read(queue_name, cq.clock.now_ms(), 1, message_id=uuid.UUID(mid))
         assert [h.event for h in events] == ["running", "done"]

@@ -111,7 +111,7 @@ async def test_a_message_written_behind_a_settled_row_s_cursor_by_another_proces
     try:
         await other.send(queue_name, "t", "theirs")
         [taken] = await other.consumer(queue_name).fetch(1, visibility_ms=30_000)
-        await other.acker.ack([taken])  # their take stored the row's cursor at their now - tolerance
+        await other.stores.acker.ack([taken])  # their take stored the row's cursor at their now - tolerance
         stranded = await late.send(queue_name, "t", "stranded")
         # the fault, seen by the other process (a receive of ours would be a trace: it reads the row)
         assert await other.receive(queue_name, max=1, wait=0) == [], "the fault did not happen: nothing behind it"

@@ -109,7 +109,7 @@ async def test_take_whose_poison_write_fails_moves_no_cursor(private_keyspace: S
         await asyncio.to_thread(apply_schema, cq.db, ks, private_keyspace.schema)  # the table is back
         delivered = await drain(consumer, 10)
         delivered += await drain(cq.consumer(queue_name), 10)
-        poisoned = [str(p.id) for p in await cq.poison.list(queue_name)]
+        poisoned = [str(p.id) for p in await cq.stores.poison.list(queue_name)]
     finally:
         await cq.close()
     lost, duplicated = ledger([i for i in sent if i != str(bad.id)], delivered)
@@ -168,9 +168,10 @@ async def test_lock_column_lives_at_least_the_lock_timeout(cq: Casque, queue_nam
         lock_id = uuid.uuid4()
         started = time.monotonic()
         await cq.db.run(
-            cq.table.lock_write, [queue_name, 0, 0, cq.clock.now_ms(), lock_id, LOCK_ACQUIRED, lock_ttl_seconds(qs)]
+            cq.stores.table.lock_write,
+            [queue_name, 0, 0, cq.clock.now_ms(), lock_id, LOCK_ACQUIRED, lock_ttl_seconds(qs)],
         )
-        while any(r.id == lock_id for r in await cq.db.run(cq.table.lock_read, [queue_name, 0, 0, 0])):
+        while any(r.id == lock_id for r in await cq.db.run(cq.stores.table.lock_read, [queue_name, 0, 0, 0])):
             assert time.monotonic() - started < 5, "lock column outlived any TTL it was given"
             await asyncio.sleep(0.01)
         lifetimes.append(time.monotonic() - started)
@@ -216,7 +217,7 @@ async def test_a_backlog_older_than_retention_reaches_the_poison_queue_not_the_v
     for q in (swept_q, void_q):
         await cq.create_queue(q, shards=1, retention=60)
         await cq.db.run(shorten, [q])
-        assert (await cq.queues.get(q, fresh=True)).retention_s == 10
+        assert (await cq.stores.queues.get(q, fresh=True)).retention_s == 10
     kept = await cq.send(swept_q, "t", "kept")
     dropped = await cq.send(void_q, "t", "dropped")
     sweeper = Sweeper(cq.consumer(swept_q))
@@ -225,7 +226,7 @@ async def test_a_backlog_older_than_retention_reaches_the_poison_queue_not_the_v
         assert time.monotonic() < deadline, "the TTL never dropped the unconsumed message"
         await sweeper.sweep()
         await asyncio.sleep(1)
-    assert await cq.poison.list(void_q) == []  # gone without a trace: what the sweep prevents
-    [p] = await cq.poison.list(swept_q)
+    assert await cq.stores.poison.list(void_q) == []  # gone without a trace: what the sweep prevents
+    [p] = await cq.stores.poison.list(swept_q)
     assert str(p.id) == kept and "not consumed within retention" in p.reason
     assert await cq.get(swept_q, id=kept) is None

@@ -41,7 +41,7 @@ async def drain(consumer: Any, cq: Casque, n: int) -> None:
     while taken < n:
         msgs = await consumer.fetch(100, 0)
         assert msgs, f"the queue ran dry after {taken} of {n}"
-        await cq.acker.ack(msgs)
+        await cq.stores.acker.ack(msgs)
         taken += len(msgs)
 
 
@@ -50,7 +50,7 @@ async def drain_round(cq: Casque, consumer: Any, target: int) -> None:
         while consumer.stats.taken < target:
             msgs = await consumer.fetch(100, slot)
             if msgs:
-                await cq.acker.ack(msgs)
+                await cq.stores.acker.ack(msgs)
             else:
                 await asyncio.sleep(0.005)
 

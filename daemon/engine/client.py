@@ -65,13 +65,6 @@ class Casque:
         """The SQS endpoint's access keys: create, list, delete (docs/security.md)."""
         return self.stores.access_keys
 
-    def __getattr__(self, name: str) -> Any:
-        """A store by name (``cq.queues``, ``cq.poison``, ...): for tests and tools that check what
-        is stored. The faces call the operations instead (docs/design.md, "Where things are")."""
-        if name == "stores":  # not yet set: building failed
-            raise AttributeError(name)
-        return getattr(self.stores, name)
-
     @classmethod
     async def connect(cls, settings: Settings | None = None, clock: Clock = SYSTEM_CLOCK) -> Casque:
         """Connect and prepare statements (in a thread: the driver's connect blocks)."""

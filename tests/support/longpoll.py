@@ -12,7 +12,7 @@ async def parked(cq: Casque, queue: str, deadline_s: float = 10.0) -> None:
     """Wait until a receive on ``queue`` is parked (polls a condition, with a deadline)."""
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
-        w = cq.wakeups._waiters.get(queue)
+        w = cq.stores.wakeups._waiters.get(queue)
         if w is not None and w._parked:
             return
         await asyncio.sleep(0.01)

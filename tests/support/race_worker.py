@@ -29,7 +29,7 @@ async def consume(
             now = cq.clock.now_ms()
             out.extend(f"{m.id} {m.attempt} {now}\n" for m in msgs)
             last_seen[0] = time.monotonic()
-            await cq.acker.ack(msgs)
+            await cq.stores.acker.ack(msgs)
         elif time.monotonic() - last_seen[0] > idle_exit:
             return
         else:
