@@ -23,7 +23,7 @@ import time
 import uuid
 
 from daemon.engine.client import Casque
-from daemon.engine.queues.admin import purge
+from daemon.engine.operations.queue_actions import purge
 from daemon.engine.storage.placement import PLACEMENT_MASK, new_id
 
 from .env import ROOT, bench_settings, schema_settings

@@ -12,7 +12,7 @@ Definitions (the same as ``casque stats``, daemon/stats.py, over the same reads)
 
 How the rows are read: Spark spreads the queues' shard rows (queues x buckets x shards, from the
 ``queues`` table) over its tasks, and each task reads its rows with the engine's own statements
-(``daemon.engine.observe.stats`` reads: the row's cursors, then one slice per lane from its cursor), so consumed
+(``daemon.engine.operations.stats`` reads: the row's cursors, then one slice per lane from its cursor), so consumed
 history and its tombstones are never scanned and the counts agree with ``casque stats`` by
 construction. Only the live rows travel to Spark, which does every aggregation.
 """

@@ -292,9 +292,9 @@ async def test_a_fifo_dead_letter_queue_gets_the_message_in_its_group_once(manua
 
 
 async def test_a_moved_fifo_dead_letter_goes_back_in_its_group_once(manual: Pair, queue_name: str) -> None:
-    """What a move task (engine/cluster/mover.py) sends for a FIFO dead letter: the message in its group,
+    """What a move task (engine/operations/mover.py) sends for a FIFO dead letter: the message in its group,
     deduplicated by the dead letter's id, so a move repeated after a crash is dropped."""
-    from daemon.engine.cluster.mover import _job
+    from daemon.engine.operations.mover import _job
 
     cq, clock = manual
     q = await _fifo(cq, queue_name, max_attempts=1, content_dedup=True)

@@ -24,10 +24,10 @@ import pytest
 from daemon.base.clock import Clock
 from daemon.base.config import Settings
 from daemon.engine.client import Casque
-from daemon.engine.consume import row_state
 from daemon.engine.consume.consumer import Consumer
 from daemon.engine.send.producer import Job
 from daemon.engine.storage.placement import id_due_ms
+from daemon.engine.take import row_state
 from tests.test_tombstones import tombstones_in
 
 N = 2_000

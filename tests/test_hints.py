@@ -30,7 +30,7 @@ from daemon.base import metrics
 from daemon.base.config import Settings
 from daemon.base.errors import UsageError
 from daemon.engine.client import Casque
-from daemon.engine.queues.admin import purge
+from daemon.engine.operations.queue_actions import purge
 from daemon.engine.send.producer import Job
 from daemon.engine.storage.placement import PLACEMENT_MASK, id_due_ms, parse_id
 from daemon.engine.wake.hint_directory import listen_addresses, parse_address

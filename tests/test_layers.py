@@ -8,6 +8,9 @@ tooling beside them: it may import ``daemon.base`` only. Handlers import only th
 Above the faces: ``daemon.testing`` (the harness tests and the bench share: it starts daemons) may
 import any of those, never the bench or the tests; ``bench`` may import the harness and everything
 below it, never the tests; the tests, on top, may import anything.
+
+Inside the engine the packages are ranked too (``ENGINE_RANK``, bottom up): none imports a package ranked
+above it, so no two packages import each other.
 """
 
 from __future__ import annotations
@@ -30,6 +33,23 @@ RANK = {
     "bench": 5,
     "tests": 6,
 }
+# The engine's packages, and its two modules beside them, bottom up: each imports only those before it.
+ENGINE_RANK = [
+    "daemon.engine.storage",
+    "daemon.engine.access",
+    "daemon.engine.queues",
+    "daemon.engine.schedules",
+    "daemon.engine.cluster",
+    "daemon.engine.wake",
+    "daemon.engine.send",
+    "daemon.engine.take",
+    "daemon.engine.consume",
+    "daemon.engine.delivery",
+    "daemon.engine.observe",
+    "daemon.engine.stores",
+    "daemon.engine.operations",
+    "daemon.engine.client",
+]
 # The package root only re-exports the public API (handler, registry, client, producer).
 PUBLIC = {"daemon", "daemon.client", "daemon.producer"}
 
@@ -78,6 +98,12 @@ def layer_of(name: str) -> str | None:
     return None
 
 
+def engine_package(name: str) -> str | None:
+    """The ranked engine package (or module) ``name`` belongs to; None outside the engine and for its root."""
+    parts = name.split(".")
+    return ".".join(parts[:3]) if parts[:2] == ["daemon", "engine"] and len(parts) > 2 else None
+
+
 def graph() -> dict[str, set[str]]:
     found = modules()
     return {name: imports_of(name, path, set(found)) for name, path in found.items()}
@@ -100,6 +126,22 @@ def test_no_module_imports_from_a_layer_above_its_own() -> None:
             if mine == "handlers" and not (dep in PUBLIC or dep.startswith("handlers")):
                 wrong.append(f"{name} (a handler) imports {dep}: use the public API (daemon, daemon.client)")
     assert not wrong, "\n".join(sorted(wrong))
+
+
+def test_no_engine_package_imports_one_ranked_above_it() -> None:
+    wrong = []
+    for name, deps in graph().items():
+        mine = engine_package(name)
+        if mine is None:
+            continue
+        if mine not in ENGINE_RANK:
+            wrong.append(f"{mine} is not in ENGINE_RANK: rank it among the engine's packages")
+            continue
+        for dep in deps:
+            theirs = engine_package(dep)
+            if theirs in ENGINE_RANK and ENGINE_RANK.index(theirs) > ENGINE_RANK.index(mine):
+                wrong.append(f"{name} ({mine}) imports {dep} ({theirs}, ranked above it)")
+    assert not wrong, "\n".join(sorted(set(wrong)))
 
 
 def test_no_import_circle() -> None:

@@ -24,9 +24,9 @@ from daemon.base.config import Settings
 from daemon.base.errors import QueueNotFound, UsageError
 from daemon.base.lru import Lru
 from daemon.engine.client import Casque
-from daemon.engine.cluster.reaper import QueueReaper
 from daemon.engine.delivery.idle_look import EMPTY_TRUST_MS
-from daemon.engine.queues.admin import delete_queue
+from daemon.engine.operations.queue_actions import delete_queue
+from daemon.engine.operations.reaper import QueueReaper
 from daemon.engine.storage.db import Database
 
 from .conftest import ROOT, TEST_KEYSPACE

@@ -21,7 +21,7 @@ from cassandra.query import SimpleStatement
 
 from daemon.base.errors import StorageUnavailable
 from daemon.engine.client import Casque
-from daemon.engine.queues.admin import replay
+from daemon.engine.operations.queue_actions import replay
 from daemon.engine.send.producer import Job, build_message
 from daemon.engine.storage.db import Database
 from daemon.engine.storage.placement import key_shard, row_of

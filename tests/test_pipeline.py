@@ -25,7 +25,7 @@ import pytest
 from daemon.base.config import Settings
 from daemon.base.errors import UsageError
 from daemon.engine.client import Casque
-from daemon.engine.observe.stats import queue_stats
+from daemon.engine.operations.stats import queue_stats
 from daemon.engine.schedules.triggers import make_trigger
 from daemon.engine.send.producer import Job, build_message
 from daemon.engine.storage.db import Database
@@ -557,7 +557,7 @@ async def test_create_queues_job_creates_each_name_once_and_rejects_bad_ones(
     assert (again["created"], again["existing"]) == (0, 350)
     with pytest.raises(UsageError, match="shards must be between 1"):
         QueuesSpec.from_options(str(src), None, None, {"shards": 0}, None, 8, None)
-    from daemon.engine.queues.admin import delete_queue
+    from daemon.engine.operations.queue_actions import delete_queue
 
     for name in names:  # the keyspace is shared: leave no 300 queues behind for other listings
         await delete_queue(cq.stores, name)

@@ -248,7 +248,7 @@ async def test_a_crashed_creators_claim_delays_the_name_until_it_expires_never_l
 
 async def test_a_deleted_queue_can_be_created_again_at_once(cq: Casque, queue_name: str) -> None:
     """A creator removes its claim in the write that creates the row, so nothing lingers to delay a re-create."""
-    from daemon.engine.queues.admin import delete_queue
+    from daemon.engine.operations.queue_actions import delete_queue
 
     await cq.create_queue(queue_name, shards=1, buckets=1, max_attempts=4)
     await delete_queue(cq.stores, queue_name)

@@ -1,4 +1,4 @@
-"""The expiry index (engine/cluster/expiry_index.py) against the real node: a reaper's pass reads the
+"""The expiry index (engine/queues/expiry_index.py) against the real node: a reaper's pass reads the
 candidates now due, not every expiring queue; a queue used since its candidate was written is kept
 and its candidate moved; rows written before the index existed still expire (the backfill).
 
@@ -15,9 +15,9 @@ from daemon.base.clock import Clock, ManualClock
 from daemon.base.config import Settings
 from daemon.base.errors import QueueNotFound
 from daemon.engine.client import Casque
-from daemon.engine.cluster.expiry_index import DAY_MS, day_of
-from daemon.engine.cluster.reaper import QueueReaper
-from daemon.engine.queues.admin import delete_queue
+from daemon.engine.operations.queue_actions import delete_queue
+from daemon.engine.operations.reaper import QueueReaper
+from daemon.engine.queues.expiry_index import DAY_MS, day_of
 
 from .test_many_queues import fresh
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from daemon.base import queue_metrics
 from daemon.base.clock import ManualClock
 from daemon.engine.client import Casque
-from daemon.engine.observe.stats import queue_stats
+from daemon.engine.operations.stats import queue_stats
 from daemon.engine.send.producer import Job, build_message
 from daemon.service.queue_gauges import QueueGauges
 from daemon.testing.daemonproc import start_daemon, until, write_config

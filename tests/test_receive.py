@@ -21,8 +21,8 @@ from daemon.base.config import Settings
 from daemon.base.errors import QueueNotFound, UsageError
 from daemon.engine.client import Casque
 from daemon.engine.delivery.receive import InvalidReceipt, NotInFlight
-from daemon.engine.observe.stats import queue_stats
-from daemon.engine.queues.admin import purge
+from daemon.engine.operations.queue_actions import purge
+from daemon.engine.operations.stats import queue_stats
 from tests.support.longpoll import parked
 
 Pair = tuple[Casque, ManualClock]

@@ -18,7 +18,7 @@ import pytest
 
 from daemon.base.errors import UsageError
 from daemon.engine.client import Casque
-from daemon.engine.queues.reshard import finish, misplaced, reshard
+from daemon.engine.operations.reshard import finish, misplaced, reshard
 from daemon.engine.send.producer import Job
 from daemon.engine.storage.placement import row_of
 

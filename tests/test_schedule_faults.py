@@ -20,7 +20,7 @@ import pytest
 
 from daemon.base.clock import ManualClock
 from daemon.engine.client import Casque
-from daemon.engine.queues.admin import replay
+from daemon.engine.operations.queue_actions import replay
 from daemon.testing.daemonproc import ROOT, records, start_daemon, until, write_config
 
 from .conftest import TEST_KEYSPACE

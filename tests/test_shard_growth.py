@@ -1,4 +1,4 @@
-"""A tiny queue grows its shards when its send rate needs it (engine/cluster/shard_growth.py), with no loss.
+"""A tiny queue grows its shards when its send rate needs it (engine/operations/shard_growth.py), with no loss.
 
 The rule is tested in process (which rates grow which queues, up to the cap; FIFO and opted-out queues
 never; the drain finished and the lease given up). Then against real ``casque serve`` processes and
@@ -27,7 +27,7 @@ import pytest
 
 from daemon.base import metrics
 from daemon.engine.client import Casque
-from daemon.engine.cluster.shard_growth import SendCounts, ShardGrowth
+from daemon.engine.operations.shard_growth import SendCounts, ShardGrowth
 from daemon.testing.daemonproc import records, start_daemon, until, write_config
 from tests.support import sqsserver
 from tests.support.sqsfixtures import make_client

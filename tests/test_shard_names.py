@@ -8,8 +8,8 @@ import random
 
 from daemon.base.clock import ManualClock
 from daemon.base.model import QueueSettings
-from daemon.engine.consume.row_state import NEVER, Rows, RowState
 from daemon.engine.consume.shard_names import ShardNames
+from daemon.engine.take.row_state import NEVER, Rows, RowState
 
 T0 = 1_700_000_000_000
 AHEAD_MS = 20

@@ -19,7 +19,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from daemon.engine.client import Casque
-from daemon.engine.observe.stats import queue_stats
+from daemon.engine.operations.stats import queue_stats
 from tests.support import sqsserver
 from tests.support.sqsfixtures import make_client
 
@@ -428,7 +428,7 @@ def test_redrive_policy_moves_to_a_real_dead_letter_queue_and_back(sqs: Any, qna
     assert dead["Body"] == "doomed" and dead["MessageAttributes"] == {"k": {"DataType": "String", "StringValue": "v"}}
     assert sqs.list_dead_letter_source_queues(QueueUrl=dlq)["queueUrls"] == [src]
     assert sqs.start_message_move_task(SourceArn=dlq_arn)["TaskHandle"]
-    deadline = time.monotonic() + 30  # the move runs in the background (engine/cluster/mover.py)
+    deadline = time.monotonic() + 30  # the move runs in the background (engine/operations/mover.py)
     while (task := sqs.list_message_move_tasks(SourceArn=dlq_arn)["Results"][0])[
         "Status"
     ] == "RUNNING" and time.monotonic() < deadline:

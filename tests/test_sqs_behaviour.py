@@ -23,7 +23,7 @@ from botocore.exceptions import ClientError
 
 from daemon.engine.client import Casque
 from daemon.engine.delivery.receive import VisibilityTooLong
-from daemon.engine.queues import admin
+from daemon.engine.operations import queue_actions
 from tests.conftest import TEST_KEYSPACE
 from tests.support import sqsserver
 from tests.test_sqs import code, make_client, raw_post, reference_md5_of_attributes
@@ -350,7 +350,7 @@ async def test_purge_spares_messages_sent_after_it_started(manual: Any, queue_na
     started = clock.now_ms()
     clock.advance(10)
     new = {await cq.send(queue_name, "t", i) for i in range(4)}
-    assert await admin.purge(cq.stores, queue_name, sent_before_ms=started) == len(old)
+    assert await queue_actions.purge(cq.stores, queue_name, sent_before_ms=started) == len(old)
     left = {str(d.message.id) for d in await cq.receive(queue_name, max=20, wait=0)}
     assert left == new
 

@@ -14,7 +14,7 @@ from typing import Any
 from daemon.base.config import Settings
 from daemon.engine.client import Casque
 from daemon.engine.observe.depth_estimate import BUDGET, HEAD, REFRESH_S
-from daemon.engine.observe.stats import queue_stats
+from daemon.engine.operations.stats import queue_stats
 from daemon.engine.send.producer import Job
 from daemon.http.sqs.actions import Call, SqsService
 from tests.support import sqsserver

@@ -12,7 +12,7 @@ from typing import Any
 
 from daemon.base.config import Settings
 from daemon.engine.client import Casque
-from daemon.engine.queues.admin import delete_queue
+from daemon.engine.operations.queue_actions import delete_queue
 from daemon.engine.queues.index_backfill import backfill
 from daemon.engine.storage.db import Database
 from daemon.http.sqs.actions import Call, SqsService

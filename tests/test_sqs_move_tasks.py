@@ -20,7 +20,7 @@ from botocore.exceptions import ClientError
 
 from daemon.engine.client import Casque
 from daemon.engine.delivery.deadletter import FROM_HEADER, ID_HEADER
-from daemon.engine.observe.stats import queue_stats
+from daemon.engine.operations.stats import queue_stats
 from daemon.engine.send.producer import Job
 from tests.conftest import TEST_KEYSPACE
 from tests.support import sqsserver

@@ -17,7 +17,7 @@ from botocore.exceptions import ClientError
 from daemon.base.config import load_settings
 from daemon.base.errors import ConfigError, QueueNotFound
 from daemon.engine.client import Casque
-from daemon.engine.queues.reshard import reshard
+from daemon.engine.operations.reshard import reshard
 from tests.support import sdkbuild, sqsserver
 from tests.support.sqsfixtures import make_client
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from daemon.base.clock import ManualClock
 from daemon.engine.client import Casque
-from daemon.engine.observe.stats import queue_stats
-from daemon.engine.queues.admin import purge, replay
+from daemon.engine.operations.queue_actions import purge, replay
+from daemon.engine.operations.stats import queue_stats
 from daemon.engine.send.producer import Job
 from daemon.testing.daemonproc import ROOT, records, start_daemon, until, write_config
 

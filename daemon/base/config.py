@@ -154,11 +154,11 @@ class SqsSettings:
     queue_bucket_seconds: int = 300
     #: Such a queue doubles its shards up to this many when its sends pass ``grow_rate`` (0: never grows).
     queue_max_shards: int = 16
-    #: Sends per second per shard, over ``grow_window``, past which a queue grows (engine/cluster/shard_growth.py).
+    #: Sends per second per shard, over ``grow_window``, past which a queue grows (engine/operations/shard_growth.py).
     grow_rate: float = 150.0
     grow_window_ms: int = 10_000
     #: How long after a growth its old layout may be dropped: every sender's cached settings (5 s) and a long
-    #: poll's (20 s) must have expired, so at least 30 s (engine/queues/reshard.py ``SETTLE_MS``).
+    #: poll's (20 s) must have expired, so at least 30 s (engine/operations/reshard.py ``SETTLE_MS``).
     grow_settle_ms: int = 60_000
 
 

@@ -87,7 +87,7 @@ HINTS_REJECTED = Counter(
 )
 QUEUES_GROWN = Counter(
     "casque_queues_grown",
-    "Queues whose shards this process doubled (engine/cluster/shard_growth.py)",
+    "Queues whose shards this process doubled (engine/operations/shard_growth.py)",
     registry=REGISTRY,
 )
 RECEIVES_JOINED = Counter(

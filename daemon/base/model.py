@@ -37,7 +37,7 @@ class QueueSettings:
     #: Earlier layouts (shards, buckets, bucket_seconds) whose rows may still hold messages after
     #: a reshard: read by consumers and lookups until ``casque queue reshard --finish`` drops them.
     draining: tuple[tuple[int, int, int], ...] = ()
-    #: Delete the queue after this many seconds without a send or receive (0: never; engine/cluster/reaper.py).
+    #: Delete the queue after this many seconds without a send or receive (0: never; engine/operations/reaper.py).
     expire_after_s: int = 0
     #: A FIFO queue (name ends in ".fifo"): a group's messages are delivered one after another, in
     #: the order they were sent; sends are deduplicated for 5 minutes (engine/take/fifo.py).

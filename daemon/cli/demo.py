@@ -12,6 +12,7 @@ from daemon.base.config import Settings
 from daemon.base.errors import CasqueError
 from daemon.base.logs import get_logger
 from daemon.engine.client import Casque
+from daemon.engine.queues.index_backfill import backfill
 from daemon.engine.storage.db import Database
 from daemon.engine.storage.schema import apply_schema
 from daemon.service.worker import Worker
@@ -26,7 +27,7 @@ def prepare(settings: Settings) -> None:
     start(ClusterSpec(native_port=settings.cassandra.port), progress=lambda line: print(line, file=sys.stderr))
     db = Database(settings.cassandra).connect()
     try:
-        apply_schema(db, settings.cassandra.keyspace, settings.schema)
+        apply_schema(db, settings.cassandra.keyspace, settings.schema, backfill=backfill)
     finally:
         db.close()
 

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from daemon.base.terminal import settings_of
+from daemon.engine.queues.index_backfill import backfill
 from daemon.engine.storage.db import Database
 from daemon.engine.storage.schema import apply_schema
 
@@ -21,7 +22,7 @@ def cmd_schema_apply(args: argparse.Namespace) -> int:
     settings = settings_of(args)
     db = Database(settings.cassandra).connect()
     try:
-        tables = apply_schema(db, settings.cassandra.keyspace, settings.schema)
+        tables = apply_schema(db, settings.cassandra.keyspace, settings.schema, backfill=backfill)
     finally:
         db.close()
     print(f"schema applied: {', '.join(tables)}")

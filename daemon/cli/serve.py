@@ -14,11 +14,11 @@ from daemon.cli.common import emit, with_client
 from daemon.engine.access.access_keys import AccessKey, AccessKeyStore
 from daemon.engine.access.grants import Grant
 from daemon.engine.client import Casque
-from daemon.engine.cluster.mover import MoveRunner
-from daemon.engine.cluster.reaper import QueueReaper
-from daemon.engine.cluster.shard_growth import ShardGrowth
 from daemon.engine.consume.sweep import PulledSweeps
-from daemon.engine.observe.stats import daemon_id
+from daemon.engine.operations.mover import MoveRunner
+from daemon.engine.operations.reaper import QueueReaper
+from daemon.engine.operations.shard_growth import ShardGrowth
+from daemon.engine.operations.stats import daemon_id
 
 
 def add_cli(sub: Any) -> None:

@@ -20,13 +20,13 @@ from daemon.base.config import Settings, load_settings
 from daemon.base.errors import UsageError
 from daemon.base.model import Message, QueueSettings
 from daemon.engine.access.access_keys import AccessKeyStore
-from daemon.engine.cluster.shard_growth import SendCounts
 from daemon.engine.consume.consumer import Consumer
 from daemon.engine.delivery.receive import Delivery
 from daemon.engine.operations.admin import QueueAdmin
 from daemon.engine.operations.extras import Extras
 from daemon.engine.operations.observe import Observe
 from daemon.engine.operations.pulling import Pulling
+from daemon.engine.operations.shard_growth import SendCounts
 from daemon.engine.queues.bulk_create import CHUNK, CONCURRENCY, OnExisting
 from daemon.engine.queues.settings import settings_from_defaults
 from daemon.engine.schedules.triggers import make_trigger, upcoming

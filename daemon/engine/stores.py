@@ -3,8 +3,8 @@
 Every store is wired here and only here, so each process holds one of each per connection (one
 settings cache, one history writer, one access-key cache) and nobody rebuilds a store by hand with
 the keyspace spelled out again. The facade (engine/client.py) owns one ``Stores``; the operation
-modules below it (admin, stats, reshard, expiry, mover) take it instead of the facade, so nothing
-in the engine imports the facade.
+modules between the two (engine/operations/: admin, stats, reshard, the reaper, the mover, ...) take it
+instead of the facade, so nothing in the engine imports the facade.
 
 The stores every send or receive needs are built at once. Those only some processes use (history,
 heartbeats, samples, access keys, move tasks) are built on first use: their statements are

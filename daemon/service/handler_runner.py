@@ -23,7 +23,8 @@ from daemon.base.logs import debug_enabled, get_logger
 from daemon.base.model import Message
 from daemon.engine.client import Casque
 from daemon.engine.consume.consumer import Consumer
-from daemon.engine.schedules import chain, triggers
+from daemon.engine.schedules import triggers
+from daemon.engine.send import chain
 from daemon.service.ack_buffer import AckBuffer
 from daemon.service.handler import Context, Poison, Retry
 from daemon.service.hooks import Hooks

@@ -30,7 +30,7 @@ from daemon.base.logs import get_logger
 from daemon.base.model import QueueSettings
 from daemon.engine.client import Casque
 from daemon.engine.consume.consumer import Consumer
-from daemon.engine.observe.stats import daemon_id
+from daemon.engine.operations.stats import daemon_id
 from daemon.engine.take.holds import Row, owned_shards
 
 log = get_logger("casque.ownership")

@@ -18,7 +18,7 @@ from daemon.base import queue_metrics
 from daemon.base.errors import CasqueError
 from daemon.base.logs import get_logger
 from daemon.engine.client import Casque
-from daemon.engine.observe.stats import Cursors
+from daemon.engine.operations.stats import Cursors
 
 log = get_logger("casque.queue_gauges")
 LEASE = "queue_gauges"

@@ -26,10 +26,10 @@ from daemon.base.metrics import MetricsServer, start_server
 from daemon.base.model import QueueSettings
 from daemon.engine.client import Casque
 from daemon.engine.cluster.heartbeats import this_process
-from daemon.engine.cluster.reaper import QueueReaper
 from daemon.engine.consume.sweep import SWEEP_EVERY_S, Sweeper
 from daemon.engine.observe.samples import DEPTH_EVERY_S
-from daemon.engine.observe.stats import STATS_EVERY_S, Cursors, daemon_id
+from daemon.engine.operations.reaper import QueueReaper
+from daemon.engine.operations.stats import STATS_EVERY_S, Cursors, daemon_id
 from daemon.engine.storage.table import all_rows
 from daemon.service.dispatcher import Dispatcher
 from daemon.service.hooks import Hooks

@@ -1,4 +1,4 @@
-"""Marking queues active, cheaply, for idle expiry (engine/cluster/reaper.py).
+"""Marking queues active, cheaply, for idle expiry (engine/operations/reaper.py).
 
 A queue created with ``expire_after`` has a row in ``queue_expiry`` whose ``active_at`` says when
 it was last used. Every send and receive calls ``touch``; it writes only when this process has not

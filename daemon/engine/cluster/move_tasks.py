@@ -1,5 +1,5 @@
 """Message move tasks as stored in Cassandra: what StartMessageMoveTask creates, every server's
-ListMessageMoveTasks reads, and the runner (engine/cluster/mover.py) advances.
+ListMessageMoveTasks reads, and the runner (engine/operations/mover.py) advances.
 
 Two tables (engine/storage/schema.py): ``move_tasks`` holds each task (partition = its source queue,
 newest first, a TTL of 14 days from its start: SQS lists the tasks of the last 14 days), and

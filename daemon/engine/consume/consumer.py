@@ -17,8 +17,8 @@ by less than the tolerance can't write behind it (docs/design.md, "Cursors").
 
 The take itself (lock, re-check, read, keep, commit) is engine/take/step.py's step (its read engine/take/read.py's):
 the consumer chooses the row, builds a ``TakeOptions`` once per fetch and hands both over. The peek
-is row_peek.py's, the named shards shard_names.py's, schedule chaining engine/schedules/chain.py's, the byte budget
-engine/take/budget.py's, and what is known about a row (``RowState``) row_state.py's.
+is row_peek.py's, the named shards shard_names.py's, schedule chaining engine/send/chain.py's, the byte budget
+engine/take/budget.py's, and what is known about a row (``RowState``) engine/take/row_state.py's.
 
 A daemon's consumer (``handles``: the tasks it has handlers for) of a queue that pull clients consume too
 (``QueueSettings.shared``, read with the queue row) takes only the tasks it ``accepts`` and leaves the rest in
@@ -38,16 +38,15 @@ from daemon.base.clock import Clock
 from daemon.base.logs import get_logger
 from daemon.base.model import Message, QueueSettings
 from daemon.engine.consume.row_peek import RowPeek
-from daemon.engine.consume.row_state import TRIPS, ConsumerStats, Rows, RowState, rows_to_check
 from daemon.engine.consume.shard_names import ShardNames
-from daemon.engine.delivery.poison import PoisonStore
 from daemon.engine.queues.store import QueueStore
 from daemon.engine.send.keys import KeyStore
 from daemon.engine.storage.db import Database
 from daemon.engine.storage.table import MessageTable, all_rows
 from daemon.engine.take.holds import RowHolds
 from daemon.engine.take.locking import HeldLock, ShardLocker
-from daemon.engine.take.step import Take, TakeOptions
+from daemon.engine.take.row_state import TRIPS, ConsumerStats, Rows, RowState, rows_to_check
+from daemon.engine.take.step import Poisoner, Take, TakeOptions
 
 __all__ = ["Consumer", "ConsumerStats", "RowState"]
 
@@ -75,7 +74,7 @@ class Consumer:
         db: Database,
         table: MessageTable,
         queues: QueueStore,
-        poison: PoisonStore,
+        poison: Poisoner,
         keys: KeyStore,
         clock: Clock,
         queue: str,

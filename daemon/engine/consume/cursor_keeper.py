@@ -33,9 +33,9 @@ from daemon.base.clock import Clock
 from daemon.base.errors import StorageUnavailable
 from daemon.base.logs import get_logger
 from daemon.base.model import QueueSettings
-from daemon.engine.consume.row_state import RowState
 from daemon.engine.storage.db import Database
 from daemon.engine.storage.table import MessageTable
+from daemon.engine.take.row_state import RowState
 
 log = get_logger("casque.cursor")
 

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from daemon.base.clock import Clock
 from daemon.base.model import QueueSettings
 from daemon.engine.consume.cursor_keeper import CursorKeeper, too_many_tombstones
-from daemon.engine.consume.row_state import ConsumerStats, RowState, loaded_from_store, next_rescan, trip
 from daemon.engine.storage.db import Database
 from daemon.engine.storage.table import MessageTable
+from daemon.engine.take.row_state import ConsumerStats, RowState, loaded_from_store, next_rescan, trip
 
 Accepts = Callable[[str], bool] | None
 Row = tuple[int, int]  # (bucket, shard)

@@ -12,8 +12,8 @@ import heapq
 
 from daemon.base.clock import Clock
 from daemon.base.model import QueueSettings
-from daemon.engine.consume.row_state import NEVER, Rows, RowState
 from daemon.engine.storage.placement import bucket_of
+from daemon.engine.take.row_state import NEVER, Rows, RowState
 
 #: Wake-up due times remembered per shard (the earliest ones).
 MAX_HINTS = 256

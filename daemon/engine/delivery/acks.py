@@ -16,12 +16,12 @@ from typing import Any
 from daemon.base.clock import Clock
 from daemon.base.crashpoints import crash_point, pause_point
 from daemon.base.model import Message
-from daemon.engine.delivery.in_flight import in_place_change
 from daemon.engine.delivery.poison import PoisonStore
 from daemon.engine.queues.store import QueueStore
-from daemon.engine.schedules import chain
+from daemon.engine.send import chain
 from daemon.engine.send.keys import KeyStore
 from daemon.engine.storage.db import Database
+from daemon.engine.storage.in_flight import in_place_change
 from daemon.engine.storage.table import STATE_BACKOFF, STATE_WAITING, MessageTable, after
 
 
@@ -58,7 +58,7 @@ class Acker:
     async def _finish_key(self, m: Message) -> None:
         """Free the key of a finished message, if it still names it. A schedule's occurrence with
         a successor hands a key that still names it (left behind by a crash) to the successor
-        instead: releasing it would end the schedule (engine/schedules/chain.py)."""
+        instead: releasing it would end the schedule (engine/send/chain.py)."""
         successor = chain.successor_entry(m, self.clock.now_ms())
         if successor is not None:
             await self.keys.repoint(successor, m.id)

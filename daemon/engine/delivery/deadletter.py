@@ -20,12 +20,12 @@ from daemon.base.errors import QueueNotFound
 from daemon.base.logs import get_logger
 from daemon.base.model import DEDUP_HEADER, GROUP_HEADER, Message
 from daemon.engine.delivery.poison import PoisonStore
-from daemon.engine.delivery.received import RECEIVED_HEADER
 from daemon.engine.queues.attributes import DEAD_LETTER, QueueAttributes
 from daemon.engine.queues.store import QueueStore
 from daemon.engine.send.fifo_send import FifoSender
 from daemon.engine.send.producer import Job, build_message
 from daemon.engine.storage.db import Database
+from daemon.engine.storage.received import RECEIVED_HEADER
 from daemon.engine.storage.table import MessageTable
 
 __all__ = ["DEAD_LETTER", "FROM_HEADER", "ID_HEADER", "PoisonRouter"]

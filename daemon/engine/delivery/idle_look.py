@@ -42,9 +42,9 @@ from daemon.base.errors import StorageUnavailable
 from daemon.base.model import QueueSettings
 from daemon.engine.consume.consumer import Consumer
 from daemon.engine.consume.cursor_keeper import too_many_tombstones
-from daemon.engine.consume.row_state import RowState, next_rescan, rows_to_check
 from daemon.engine.storage.db import Database
 from daemon.engine.storage.table import MessageTable
+from daemon.engine.take.row_state import RowState, next_rescan, rows_to_check
 
 #: A cursor further behind now than this (plus the tolerance) is not read from: the look would scan
 #: every row's tombstones from there. A rescan (at most ``rescan_ms``) brings each row's cursor up.

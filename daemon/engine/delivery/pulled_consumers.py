@@ -12,10 +12,10 @@ from daemon.base.clock import Clock
 from daemon.base.lru import Lru
 from daemon.base.model import QueueSettings
 from daemon.engine.consume.consumer import Consumer
-from daemon.engine.consume.row_state import RowState, loaded_from_store
 from daemon.engine.delivery.idle_look import IdleLook
 from daemon.engine.storage.db import Database
 from daemon.engine.storage.table import MessageTable
+from daemon.engine.take.row_state import RowState, loaded_from_store
 from daemon.engine.wake.wakeups import Wakeups
 
 

@@ -44,7 +44,6 @@ from daemon.base.clock import Clock
 from daemon.base.model import Message, QueueSettings
 from daemon.engine.access.secrets import RECEIPT_KEY, SecretStore
 from daemon.engine.consume.consumer import Consumer
-from daemon.engine.consume.row_state import RowState
 from daemon.engine.delivery.idle_look import EMPTY_TRUST_MS, IdleLook
 from daemon.engine.delivery.joint_take import MAX_PARALLEL, JointTakes
 from daemon.engine.delivery.pulled_consumers import PulledConsumers
@@ -56,6 +55,7 @@ from daemon.engine.send.keys import KeyStore
 from daemon.engine.storage.db import Database
 from daemon.engine.storage.table import MessageTable
 from daemon.engine.take.holds import LINGER_MS
+from daemon.engine.take.row_state import RowState
 from daemon.engine.wake.catch import Catch
 from daemon.engine.wake.wakeups import Wakeups
 
@@ -100,7 +100,7 @@ class Receiver:
         self.wakeups = wakeups
         self.clock = clock
         self.poll_interval_s = poll_interval_s
-        self.touch = touch  # records activity for idle expiry (engine/cluster/reaper.py)
+        self.touch = touch  # records activity for idle expiry (engine/operations/reaper.py)
         self.attempts = attempts
         self._signer: ReceiptSigner | None = None
         self._slots = itertools.count()

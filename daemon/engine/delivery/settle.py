@@ -32,12 +32,12 @@ from daemon.base.clock import Clock
 from daemon.base.errors import CasqueError, UsageError
 from daemon.base.model import Message
 from daemon.engine.consume.consumer import Consumer
-from daemon.engine.delivery.in_flight import in_place_change
 from daemon.engine.delivery.receipts import InvalidReceipt, Receipt, ReceiptSigner
-from daemon.engine.delivery.received import times
 from daemon.engine.queues.store import QueueStore
 from daemon.engine.send.keys import KeyStore
 from daemon.engine.storage.db import Database
+from daemon.engine.storage.in_flight import in_place_change
+from daemon.engine.storage.received import times
 from daemon.engine.storage.table import (
     KIND_MESSAGE,
     KIND_MOVED,

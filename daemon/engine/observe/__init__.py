@@ -1,4 +1,4 @@
-"""Reading what queues hold and what happened to them, for operators and autoscalers: ``casque stats``'s
-exact report (the only thing called *stats*), the daemons' time-series samples, the bounded depth
-estimate, a FIFO queue's groups, and message history.
+"""Reading what queues hold and what happened to them, for operators and autoscalers: the daemons'
+time-series samples, the bounded depth estimate, a FIFO queue's groups, and message history. ``casque stats``'s
+exact report (the only thing called *stats*) reads through all the stores: engine/operations/stats.py.
 """

@@ -1,6 +1,6 @@
 """An in-place queue's messages in flight behind the cursor, for the counts (engine/take/flights.py).
 
-The counts read each lane from its cursor (engine/observe/stats.py, engine/observe/depth_estimate.py): on a copy
+The counts read each lane from its cursor (engine/operations/stats.py, engine/observe/depth_estimate.py): on a copy
 queue a message in flight is its timeout column, ahead of the cursor, and is counted there. In place it stays where
 it was sent, which the cursor passed in the take batch; what says where it is is a check entry, which lies at or
 ahead of the cursor, so the counts see it. Here the entries' ranges behind the cursor are merged into stretches and

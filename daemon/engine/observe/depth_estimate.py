@@ -1,6 +1,6 @@
 """A queue's depth (waiting, in flight, delayed) for what machines poll (SQS's Approximate*
 counts: an autoscaler asks every few seconds), reading a bounded number of rows per call whatever
-the queue holds. ``casque stats`` (engine/observe/stats.py) stays exact: it reads every live message.
+the queue holds. ``casque stats`` (engine/operations/stats.py) stays exact: it reads every live message.
 
 Each call reads, for every priority lane of every shard row, at most ``HEAD`` rows from the lane's
 cursor (one request per lane). A lane with fewer rows than that is counted exactly, now: a small

@@ -1,7 +1,7 @@
 """``QueueAdmin``: an operator's actions on whole queues, as the facade offers them (``cq.admin``).
 
-Listing and changing queues, purging and deleting them (engine/queues/admin.py), resharding
-(engine/queues/reshard.py), and the poison queue: reading it, replaying it, emptying it. Each call is a
+Listing and changing queues, purging and deleting them (engine/operations/queue_actions.py), resharding
+(engine/operations/reshard.py), and the poison queue: reading it, replaying it, emptying it. Each call is a
 named operation over the stores, so the faces (cli, console, SQS endpoint) never reach a store.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 from daemon.base.model import QueueSettings
 from daemon.engine.delivery.poison import PoisonRecord
-from daemon.engine.queues import admin, reshard
+from daemon.engine.operations import queue_actions, reshard
 from daemon.engine.stores import Stores
 
 
@@ -40,10 +40,10 @@ class QueueAdmin:
         return await self.st.queues.update(name, **changes)
 
     async def purge(self, queue: str, sent_before_ms: int | None = None) -> int:
-        return await admin.purge(self.st, queue, sent_before_ms=sent_before_ms)
+        return await queue_actions.purge(self.st, queue, sent_before_ms=sent_before_ms)
 
     async def delete(self, queue: str) -> int:
-        return await admin.delete_queue(self.st, queue)
+        return await queue_actions.delete_queue(self.st, queue)
 
     async def reshard(
         self, queue: str, shards: int | None = None, buckets: int | None = None, bucket_seconds: int | None = None
@@ -71,4 +71,4 @@ class QueueAdmin:
     async def replay(
         self, queue: str, ids: list[uuid.UUID] | None = None, task: str | None = None
     ) -> tuple[list[str], list[str]]:
-        return await admin.replay(self.st, queue, ids, task)
+        return await queue_actions.replay(self.st, queue, ids, task)

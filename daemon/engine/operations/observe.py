@@ -1,6 +1,6 @@
 """``Observe``: what the facade offers for watching queues and daemons (``cq.observe``).
 
-Exact counts and statistics (engine/observe/stats.py), a message's history, the daemons' heartbeats and
+Exact counts and statistics (engine/operations/stats.py), a message's history, the daemons' heartbeats and
 their throughput samples, a FIFO queue's groups: read-only operations over the stores, so the
 faces (cli, console, gauges) never reach a store or rebuild one.
 """
@@ -12,10 +12,10 @@ from typing import Any
 
 from daemon.base.model import QueueSettings
 from daemon.engine.cluster.heartbeats import Heartbeat
-from daemon.engine.observe import stats
 from daemon.engine.observe.fifo_groups import FifoGroups, fifo_groups
 from daemon.engine.observe.history import HistoryRow
-from daemon.engine.observe.stats import Cursors, Depth, QueueStats
+from daemon.engine.operations import stats
+from daemon.engine.operations.stats import Cursors, Depth, QueueStats
 from daemon.engine.stores import Stores
 
 

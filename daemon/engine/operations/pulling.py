@@ -52,7 +52,7 @@ class Pulling:
             st.db,
             st.table,
             st.queues,
-            st.dead_letters,  # type: ignore[arg-type]  # the router poisons as the poison store does
+            st.dead_letters,  # the router poisons as the poison store does (take.step Poisoner)
             st.keys,
             st.clock,
             queue,

@@ -1,4 +1,4 @@
-"""A queue is a row: its settings and their cache, attributes and tags, the name and dead-letter indexes
-(and their one-time backfill), resharding, and the operator's actions on a whole queue (purge, delete,
-replay) with their cooldowns.
+"""A queue is a row: its settings and their cache, attributes and tags, the name, dead-letter and expiry indexes
+(and the one-time backfill of the first two), and the cooldowns of the operator's actions on a whole queue
+(the actions themselves, purge, delete, replay and resharding, are engine/operations/).
 """

@@ -43,7 +43,7 @@ from cassandra import InvalidRequest
 from daemon.base.errors import UsageError
 from daemon.base.logs import get_logger
 from daemon.base.model import QueueSettings
-from daemon.engine.cluster.expiry_index import ExpiryIndex
+from daemon.engine.queues.expiry_index import ExpiryIndex
 from daemon.engine.queues.names import partition_of
 from daemon.engine.queues.settings import check_settings
 from daemon.engine.storage.db import Database
@@ -246,7 +246,7 @@ class BulkCreate:
         await asyncio.gather(*writes)
 
     async def _schedule_expiry(self, names: list[str], due_at: int) -> None:
-        """Each created expiring queue's first candidate (engine/cluster/expiry_index.py). On a keyspace not
+        """Each created expiring queue's first candidate (engine/queues/expiry_index.py). On a keyspace not
         migrated yet: logged, and backfilled by the reaper."""
         try:
             await ExpiryIndex(self.db, self.ks).schedule_many(names, due_at)

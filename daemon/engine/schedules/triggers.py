@@ -1,6 +1,7 @@
 """Triggers: when a scheduled message fires again. Pure functions, unit-tested without a database.
 
-A trigger is stored as JSON on each occurrence of a schedule. Kinds:
+A trigger is stored as JSON on each occurrence of a schedule (its fields, and the check a stored one
+passes: engine/storage/stored_trigger.py, beside the messages table that reads it). Kinds:
 
 * ``every``: a fixed rate from the first fire time (``first + n * interval``: no drift), with an
   optional repeat count (``times``, total occurrences) and end time (``until``); both honoured.
@@ -25,10 +26,8 @@ daemons, and a duplicate write of it would only overwrite the same cell.
 from __future__ import annotations
 
 import uuid
-from dataclasses import asdict, dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter
 
@@ -36,63 +35,7 @@ from daemon.base.durations import parse_duration
 from daemon.base.errors import UsageError
 from daemon.engine.schedules import cronspec
 from daemon.engine.storage.placement import new_id, sibling_id
-
-MISFIRE = ("coalesce", "all", "skip")
-DEFAULT_GRACE_MS = 60_000
-DEFAULT_CATCHUP = 100
-
-
-@dataclass(frozen=True)
-class Trigger:
-    kind: str  # "every" | "cron"
-    every_ms: int = 0
-    cron: str = ""
-    tz: str = "UTC"
-    times: int | None = None
-    until_ms: int | None = None
-    misfire: str = "coalesce"
-    grace_ms: int = DEFAULT_GRACE_MS
-    catchup: int = DEFAULT_CATCHUP
-    origin: str = ""  # id of the first occurrence: fixes the row and seeds every occurrence id
-    n: int = 1  # this occurrence's number (1-based)
-    fire_ms: int = 0  # when this occurrence is scheduled to fire
-    first_ms: int = 0  # the first occurrence's fire time (the base of ``every``)
-
-    def to_json(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v not in (None, "")}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Trigger:
-        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
-
-
-def parse_stored(data: Any) -> Trigger:
-    """A stored trigger, checked enough that computing its next occurrence can't fail later.
-    Raises ValueError (the message is then poisoned as corrupt, never looped on)."""
-    try:
-        t = Trigger.from_json(data)
-        ok = (t.kind == "every" and isinstance(t.every_ms, int) and t.every_ms >= 1000) or (
-            t.kind == "cron" and croniter.is_valid(t.cron)
-        )
-        ints = all(
-            isinstance(v, int) and not isinstance(v, bool) for v in (t.n, t.fire_ms, t.first_ms, t.grace_ms, t.catchup)
-        )
-        if not (ok and ints and t.misfire in MISFIRE and t.origin):
-            raise ValueError("fields out of range")
-        uuid.UUID(t.origin)
-        zone(t.tz)
-        return t
-    except (TypeError, ValueError, AttributeError, UsageError) as exc:
-        raise ValueError(f"stored trigger is invalid ({exc})") from None
-
-
-def zone(name: str) -> ZoneInfo:
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError, TypeError):
-        raise UsageError(
-            f"invalid time zone {name!r}: use an IANA name such as 'Europe/Berlin', 'America/New_York' or 'UTC'"
-        ) from None
+from daemon.engine.storage.stored_trigger import DEFAULT_CATCHUP, DEFAULT_GRACE_MS, MISFIRE, Trigger, zone
 
 
 def check_cron(expr: str, cron_format: str | None = None) -> str:

@@ -36,15 +36,15 @@ from daemon.base.model import (
     encode_payload,
     sequence_number,
 )
-from daemon.engine.delivery.in_flight import into_flight
 from daemon.engine.queues.store import QueueStore
-from daemon.engine.schedules.chain import same_schedule
 from daemon.engine.schedules.triggers import Trigger, first, start
+from daemon.engine.send.chain import same_schedule
 from daemon.engine.send.fairness import NoisyGroups
 from daemon.engine.send.fifo_send import FifoSender, content_dedup_id
 from daemon.engine.send.keys import KeyEntry, KeyStore
 from daemon.engine.send.lookup import Lookup
 from daemon.engine.storage.db import Database
+from daemon.engine.storage.in_flight import into_flight
 from daemon.engine.storage.placement import new_id, placements, row_of
 from daemon.engine.storage.table import STATE_WAITING, MessageTable
 from daemon.engine.wake.catch import Catch

@@ -7,6 +7,7 @@ has the full data model and the lock protocol that runs on ``messages``.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from daemon.base.config import SchemaSettings
 from daemon.base.errors import ConfigError
@@ -167,7 +168,7 @@ TABLES: dict[str, str] = {
             PRIMARY KEY ((queue, attempt_id))
         ) WITH default_time_to_live = 300 AND gc_grace_seconds = 300
           AND comment = 'casque FIFO receive attempts, 5 minutes'""",
-    # Queues created with expire_after (engine/cluster/reaper.py): one row each, so the sweeper pages through
+    # Queues created with expire_after (engine/operations/reaper.py): one row each, so the sweeper pages through
     # only the queues that can expire, never the whole queues table. active_at is rewritten at most
     # once per queue every few minutes per process (a send or a receive).
     "queue_expiry": """
@@ -175,7 +176,7 @@ TABLES: dict[str, str] = {
             name text PRIMARY KEY, expire_after_s int, active_at bigint
         ) WITH gc_grace_seconds = 3600
           AND comment = 'casque queues that expire when idle'""",
-    # When each expiring queue can next expire (engine/cluster/expiry_index.py): a row per queue at
+    # When each expiring queue can next expire (engine/queues/expiry_index.py): a row per queue at
     # the time (ms) its idle expiry falls due, partitioned by day, so the reaper reads only what is
     # now due. A row is a candidate, not a verdict: the reaper re-reads queue_expiry before deleting,
     # and moves the row on (one write) when the queue was used since. Day -1 holds the sweep's marker.
@@ -326,8 +327,17 @@ def replication_map(settings: SchemaSettings) -> str:
     return f"{{'class': 'NetworkTopologyStrategy', {dcs}}}"
 
 
-def apply_schema(db: Database, keyspace: str, settings: SchemaSettings) -> list[str]:
-    """Create the keyspace and every table if missing. Safe to run any number of times."""
+def apply_schema(
+    db: Database,
+    keyspace: str,
+    settings: SchemaSettings,
+    backfill: Callable[[Database, str, list[str]], object] | None = None,
+) -> list[str]:
+    """Create the keyspace and every table if missing. Safe to run any number of times.
+
+    ``backfill(db, keyspace, tables)``: fills the indexes this run created on a keyspace that already has queues
+    (engine/queues/index_backfill.py ``backfill``; ``casque schema apply`` passes it in, the queues being above the
+    storage). None: only the queues created from now on enter them."""
     ks = validate_name(keyspace)
     statements = [f"CREATE KEYSPACE IF NOT EXISTS {ks} WITH replication = {replication_map(settings)}"]
     statements += [" ".join(cql.format(ks=ks).split()) for cql in TABLES.values()]
@@ -339,9 +349,7 @@ def apply_schema(db: Database, keyspace: str, settings: SchemaSettings) -> list[
     assert db.cluster is not None
     db.cluster.control_connection.wait_for_schema_agreement()
     new_indexes = [t for t in BACKFILLED if t not in had]
-    if new_indexes and "queues" in had:  # an existing keyspace: its queues enter the new indexes once
-        from daemon.engine.queues.index_backfill import backfill
-
+    if new_indexes and "queues" in had and backfill is not None:  # an existing keyspace: its queues enter them once
         backfill(db, ks, new_indexes)
     return [f"{ks}.{name}" for name in TABLES]
 

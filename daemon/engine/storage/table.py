@@ -21,8 +21,8 @@ from cassandra import cqltypes, marshal
 from cassandra.query import UNSET_VALUE, BoundStatement, PreparedStatement
 
 from daemon.base.model import Message, QueueSettings, decode_payload
-from daemon.engine.schedules.triggers import parse_stored
 from daemon.engine.storage.db import Database
+from daemon.engine.storage.stored_trigger import parse_stored
 
 #: Row kinds: 0 lock columns, 1 messages, 2 "moved" markers, 3 a FIFO group's tail (engine/send/fifo_send.py: the
 #: last position written for the group).

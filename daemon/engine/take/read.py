@@ -15,7 +15,6 @@ from typing import Any
 
 from daemon.base.clock import Clock
 from daemon.base.model import QueueSettings, out_of_attempts
-from daemon.engine.consume.row_state import FRONTIER_LAG_MS, RowState, trip
 from daemon.engine.storage.db import Database
 from daemon.engine.storage.table import MessageTable
 from daemon.engine.take import fifo
@@ -23,6 +22,7 @@ from daemon.engine.take.budget import TAKE_BYTES, TakeBudget
 from daemon.engine.take.flights import Flights, is_entry, is_ghost, scan
 from daemon.engine.take.locking import HeldLock
 from daemon.engine.take.options import TakeOptions
+from daemon.engine.take.row_state import FRONTIER_LAG_MS, RowState, trip
 
 Skips = dict[int, tuple[int, Any]]
 

@@ -27,28 +27,38 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable
+from typing import Protocol
 
 from daemon.base import metrics
 from daemon.base.clock import Clock
 from daemon.base.crashpoints import crash_point, pause_point
 from daemon.base.logs import get_logger
 from daemon.base.model import Message, QueueSettings, out_of_attempts
-from daemon.engine.consume.row_state import ConsumerStats, RowState, loaded_from_store, merge, next_rescan, trip
-from daemon.engine.delivery.in_flight import into_flight
-from daemon.engine.delivery.poison import PoisonStore
-from daemon.engine.schedules import chain
+from daemon.engine.send import chain
 from daemon.engine.send.keys import KeyStore
 from daemon.engine.storage.db import Database
+from daemon.engine.storage.in_flight import into_flight
 from daemon.engine.storage.table import STATE_IN_FLIGHT, MessageTable, after, message_from_row
 from daemon.engine.take.flights import Flights, check_entries
 from daemon.engine.take.holds import RowHolds
 from daemon.engine.take.locking import HeldLock, ShardLocker
 from daemon.engine.take.options import TakeOptions, TakeResult
 from daemon.engine.take.read import TakeRead, TakeReader
+from daemon.engine.take.row_state import ConsumerStats, RowState, loaded_from_store, merge, next_rescan, trip
 
 log = get_logger("casque.consumer")
 
-__all__ = ["Take", "TakeOptions", "TakeResult", "poison_reason"]
+__all__ = ["Poisoner", "Take", "TakeOptions", "TakeResult", "poison_reason"]
+
+
+class Poisoner(Protocol):
+    """Where a take records a message before dropping it from its row: the poison store
+    (engine/delivery/poison.py) or the dead-letter router in front of it (engine/delivery/deadletter.py),
+    passed in by whoever builds the consumer."""
+
+    async def add(
+        self, m: Message, reason: str, error_type: str, error: str, tb: str, now_ms: int, retention_s: int
+    ) -> None: ...
 
 
 class Take:
@@ -58,7 +68,7 @@ class Take:
         self,
         db: Database,
         table: MessageTable,
-        poison: PoisonStore,
+        poison: Poisoner,
         keys: KeyStore,
         clock: Clock,
         locker: ShardLocker,
@@ -237,7 +247,7 @@ class Take:
             nxt = chain.next_occurrence(m, now)
             if nxt is not None:  # written in this same batch: the schedule survives any crash
                 batch.add(self.table.insert_message(nxt, now, qs.retention_s))
-                chain.record_successor(m, nxt)  # stored with m's timeout column (engine/schedules/chain.py)
+                chain.record_successor(m, nxt)  # stored with m's timeout column (engine/send/chain.py)
                 chained.append((m, nxt))
             self._deliver(qs, m, now, opts)
             if qs.in_place:  # the narrow update: never the payload again
@@ -293,7 +303,7 @@ class Take:
 
     async def _chain(self, qs: QueueSettings, chained: list[tuple[Message, Message]], ts: int, now: int) -> None:
         """After the batch: each schedule's key follows to the next occurrence written with it
-        (engine/schedules/chain.py)."""
+        (engine/send/chain.py)."""
         if not chained:
             return
         crash_point("schedule.take_committed")

@@ -4,7 +4,7 @@ SQS has no such attributes, so they travel where every AWS SDK lets a caller put
 attributes named ``casque.<option>`` (the SDKs pass attribute names through as strings; botocore and
 the Go and Java SDKs do not check them against SQS's list) or as tags ``casque:<option>`` (free-form
 everywhere). Options: ``shards``, ``buckets``, ``bucket_seconds``, ``max_shards`` (0: never grows;
-engine/cluster/shard_growth.py), ``expire_after`` (seconds, or a duration such as ``30d``; 0: never).
+engine/operations/shard_growth.py), ``expire_after`` (seconds, or a duration such as ``30d``; 0: never).
 
 What is not asked for comes from ``[sqs]`` (a standard queue: ``queue_shards`` x ``queue_buckets``,
 1 x 1 unless configured) or, for a FIFO queue, from its rules: one bucket (a group lives in one row),
@@ -37,7 +37,7 @@ LIMITS = {
     "expire_after": (MIN_EXPIRE_S, MAX_EXPIRE_S),
 }
 #: The shape options that are queue settings (``max_shards`` is none: a hidden attribute, read by
-#: engine/cluster/shard_growth.py).
+#: engine/operations/shard_growth.py).
 _SETTINGS = ("shards", "buckets", "bucket_seconds", "expire_after")
 
 

@@ -9,7 +9,7 @@ fifo.py); a message sent before the engine had groups kept its group in ``sqs.Me
 which is still read.
 
 Received ones: SenderId, SentTimestamp, ApproximateReceiveCount, ApproximateFirstReceiveTimestamp
-(the first receive, kept with the message: engine/delivery/received.py), AWSTraceHeader and MessageGroupId
+(the first receive, kept with the message: engine/storage/received.py), AWSTraceHeader and MessageGroupId
 when sent (FIFO, or a fair queue's tenant), MessageDeduplicationId and SequenceNumber on a FIFO
 message, DeadLetterQueueSourceArn for a dead-lettered message. ``All`` gives every one the message
 has; a name it lacks (SequenceNumber on a standard queue) and unknown names give nothing, as SQS.
@@ -22,7 +22,7 @@ from typing import Any
 
 from daemon.base.model import Message
 from daemon.engine.delivery.deadletter import FROM_HEADER
-from daemon.engine.delivery.received import times
+from daemon.engine.storage.received import times
 from daemon.http.sqs.errors import invalid
 
 TRACE = "AWSTraceHeader"

@@ -2,7 +2,7 @@
 
 StartMessageMoveTask only records the task (engine/cluster/move_tasks.py) and returns its handle: every
 ``casque serve`` runs tasks in the background, one runner per task under a lease
-(engine/cluster/mover.py), so a task outlives the request, the server that started it, and a restart.
+(engine/operations/mover.py), so a task outlives the request, the server that started it, and a restart.
 ListMessageMoveTasks reads the stored tasks, so any server answers for any task.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 from daemon.base.errors import QueueNotFound
 from daemon.engine.cluster.move_tasks import RUNNING, MoveTask
-from daemon.engine.cluster.mover import wake_local
+from daemon.engine.operations.mover import wake_local
 from daemon.http.sqs import attributes as qattr
 from daemon.http.sqs import params
 from daemon.http.sqs.actions.base import ActionGroup, Call

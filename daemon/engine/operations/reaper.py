@@ -2,7 +2,7 @@
 
 Like SQS's inactivity deletion or the per-user queue blog's TTL buckets, for the many small queues
 that come and go with their users. What it rests on:
-  - a pass reads only the candidates now due from the expiry index (engine/cluster/expiry_index.py:
+  - a pass reads only the candidates now due from the expiry index (engine/queues/expiry_index.py:
     one bounded slice since the last pass, about one read a minute when nothing is due), never
     ``queue_expiry`` whole nor the ``queues`` table; so it costs in proportion to the queues that
     fall due or were used, not to the queues that exist;
@@ -11,7 +11,7 @@ that come and go with their users. What it rests on:
   - one process per cluster reaps: the holder of the ``queue_expiry`` lease (engine/cluster/lease.py);
   - before deleting, the reaper re-reads the queue's ``queue_expiry`` row (a candidate is only the
     earliest the queue could expire); a queue used since gets its candidate moved to its new due
-    time, and is deleted with partition tombstones only (engine/queues/admin.py ``delete_queue``).
+    time, and is deleted with partition tombstones only (engine/operations/queue_actions.py ``delete_queue``).
 A send racing the very pass that deletes its queue may be lost with the queue, as with any queue
 deleted while in use: choose ``expire_after`` far above the gaps of a queue that still matters.
 """
@@ -25,8 +25,8 @@ from cassandra import InvalidRequest
 
 from daemon.base.errors import CasqueError, QueueNotFound
 from daemon.base.logs import get_logger
-from daemon.engine.cluster.expiry_index import DAY_MS, LOOKBACK_DAYS, MARKER_EVERY_MS, ExpiryIndex, real_due
-from daemon.engine.queues.admin import delete_queue
+from daemon.engine.operations.queue_actions import delete_queue
+from daemon.engine.queues.expiry_index import DAY_MS, LOOKBACK_DAYS, MARKER_EVERY_MS, ExpiryIndex, real_due
 from daemon.engine.stores import Stores
 
 log = get_logger("casque.expiry")

@@ -10,15 +10,15 @@ from __future__ import annotations
 from cassandra.query import BatchStatement
 
 from daemon.base.model import Message
-from daemon.engine.delivery.received import stamp as stamp_received
 from daemon.engine.storage.db import Database
+from daemon.engine.storage.received import stamp as stamp_received
 from daemon.engine.storage.table import STATE_IN_FLIGHT, MessageTable
 
 
 def into_flight(m: Message, now: int, invisible_until: int, fifo: bool, pulled: bool) -> None:
     """Attempt + 1, IN_FLIGHT, invisible until ``invisible_until``: a standard queue's message moves there (its
     timeout column), a FIFO or in-place one (``fifo`` True for both) stays at its position with ``visible_at`` set.
-    ``pulled``: a receive's, whose receive times ride in the column written anyway (engine/delivery/received.py)."""
+    ``pulled``: a receive's, whose receive times ride in the column written anyway (engine/storage/received.py)."""
     m.scheduled_ms = (m.trigger or {}).get("fire_ms") or m.due_ms
     m.attempt += 1
     m.state = STATE_IN_FLIGHT

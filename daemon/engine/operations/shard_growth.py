@@ -13,7 +13,7 @@ is resharded to twice its shards, capped, when the sends this process made to it
 * the decision is this process's own sends (like fair queues, engine/send/fairness.py): with several
   servers a queue grows when one server's share of its sends passes the threshold;
 * one process reshards a queue: the holder of its lease ``grow:<queue>`` (engine/cluster/lease.py),
-  and the reshard itself is an LWT conditional on the old layout (engine/queues/reshard.py), so two
+  and the reshard itself is an LWT conditional on the old layout (engine/operations/reshard.py), so two
   growths can't both apply;
 * no message moves: the old layout drains (every reader visits it, lookups try it), and the holder
   runs ``finish`` each window from the moment it is allowed (60 s after the change, when no client
@@ -33,7 +33,7 @@ from daemon.base.errors import CasqueError, QueueNotFound, UsageError
 from daemon.base.logs import get_logger
 from daemon.base.model import QueueSettings
 from daemon.engine.cluster.lease import Lease
-from daemon.engine.queues.reshard import SETTLE_MS, finish, reshard
+from daemon.engine.operations.reshard import SETTLE_MS, finish, reshard
 from daemon.engine.stores import Stores
 
 log = get_logger("casque.growth")

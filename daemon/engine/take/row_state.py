@@ -1,5 +1,5 @@
-"""What a consumer knows about one shard row, shared by the choice of rows (consumer.py) and the take
-(engine/take/step.py).
+"""What a consumer knows about one shard row, shared by the choice of rows (engine/consume/consumer.py) and
+the take (step.py).
 
 Everything here is a hint for cost, never needed for correctness: a process that knows nothing reads
 every row from its stored cursors. Also here: the count of sequential round trips a fetch makes (a

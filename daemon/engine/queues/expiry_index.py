@@ -3,7 +3,7 @@
 ``queue_expiry`` says, per expiring queue, when it was last used; reading all of it every minute
 costs in proportion to the queues that exist. ``queue_expiry_due`` holds a *candidate* per queue at
 the time its expiry could fall due (``active_at + expire_after``), partitioned by day and ordered by
-that time, so the reaper (engine/cluster/reaper.py) reads only the slice due since its last pass:
+that time, so the reaper (engine/operations/reaper.py) reads only the slice due since its last pass:
 about one bounded read a minute when nothing is due, whatever the number of queues.
 
 What keeps it right:
