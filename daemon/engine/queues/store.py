@@ -243,14 +243,17 @@ class QueueStore:
         if qs.consumers is not None:
             return qs
         try:
-            await self.db.run(
+            rows = await self.db.run(
                 self.db.prepare(f"UPDATE {self.ks}.queues SET consumers = ? WHERE name = ? IF consumers = null"),
                 ["both", qs.name],
             )
-            return await self.get(qs.name, fresh=True)
         except CasqueError as exc:  # the receive or send goes on; the next one tries again
             log.warning("queue_not_marked_pulled", queue=qs.name, error=str(exc))
             return qs
+        # Not applied: the answer carries what the row says (an operator's choice, or another mark).
+        marked = replace(qs, consumers="both" if rows[0].applied else rows[0].consumers)
+        self._cache.put(qs.name, (time.monotonic(), marked))
+        return marked
 
     async def add_priority(self, qs: QueueSettings, priority: int) -> QueueSettings:
         """Record that a priority is in use, before the first message of that priority is written:
