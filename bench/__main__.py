@@ -1,14 +1,12 @@
-"""``python -m bench [--quick] [--only PARTS] [--report-only] [--no-docs]``; ``python -m bench setup``;
-``python -m bench many-queues [--quick] [--write-docs] [--report-only]`` (bench/many_queues.py, a scenario of its own).
-``python -m bench baseline [--quick]`` (the saved results become issue 15's "before" column, bench/baseline.py).
-``python -m bench --only sqs-fifo [--quick] [--systems casque,elasticmq]``: FIFO queues beside ElasticMQ
-(bench/sqs_fifo.py, its own results file and docs section; it runs last in a full run).
-``python -m bench --only sizes [--quick]``: casque, pgqueuer and Dramatiq at three sizes (bench/sizes.py, its own
-results file and docs section; after the engine parts in a full run).
+"""``python -m bench [--quick] [--only PARTS] [--compare FILE] [--report-only] [--no-docs]``; ``python -m bench
+setup``; ``python -m bench many-queues [--quick] [--write-docs] [--report-only]`` (bench/many_queues.py, a scenario of
+its own).
 
-Runs the parts in order (each prints its progress), saves every result to
-bench/out/results-<mode>.json as soon as it is measured (so a failure later loses nothing, and
-``--only`` can re-run one part), draws the plots and writes the report.
+Runs the parts in order (each prints its progress; the list is bench/plan.py ``PARTS``), saves every result to
+bench/out/results-<mode>.json as soon as it is measured (so a failure later loses nothing, and ``--only`` can re-run
+one part), with the node the run measured on (bench/node.py: at the start, and what it did during each part), draws
+the plots and writes the report. ``--compare FILE`` names an earlier run's results file: its figures become the
+report's "before" column. sizes, sqs and sqs-fifo keep results files and docs sections of their own.
 """
 
 from __future__ import annotations
@@ -22,22 +20,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from . import node
 from .env import KEYSPACE, ROOT, machine, out_dir, progress, versions
-from .plan import FULL, QUICK, Plan
-
-ENGINE_PARTS = (
-    "e2e",
-    "takes",
-    "idle",
-    "sched",
-    "tomb",
-    "peers",
-    "stress",
-    "profile",
-)  # measured in measure(), rendered by render()
-#: sizes: casque, pgqueuer and Dramatiq at three sizes (bench/sizes.py); sqs, sqs-fifo: two SQS servers of their
-#: own (casque serve and ElasticMQ); each its own results file and docs section
-PARTS = ENGINE_PARTS + ("sizes", "sqs", "sqs-fifo")
+from .plan import ENGINE_PARTS, FULL, MEASURED, OWN_FILE_PARTS, PARTS, QUICK, SEPARATE, Plan
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -45,15 +30,22 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument(
         "command",
         nargs="?",
-        choices=["run", "setup", "many-queues", "baseline"],
+        choices=["run", "setup", "many-queues"],
         default="run",
         help="setup: only install what the bench needs; many-queues: the per-user-queues scenario "
-        "(bench/many_queues.py); "
-        "baseline: write bench/baseline-issue15.json from the saved results",
+        "(bench/many_queues.py)",
     )
-    p.add_argument("--quick", action="store_true", help="a few minutes instead of the full run (< 45 min)")
+    p.add_argument("--quick", action="store_true", help="the quick sizes of every part instead of the full ones")
     p.add_argument("--only", default="", help=f"comma-separated parts to run: {','.join(PARTS)} (default: all)")
     p.add_argument("--report-only", action="store_true", help="re-render plots and report from the saved results")
+    p.add_argument(
+        "--compare",
+        type=Path,
+        metavar="FILE",
+        help="an earlier run's results file (bench/out/results-<mode>.json, kept by you): the report's before column",
+    )
+    p.add_argument("--moto-checkout", type=Path, help="moto-sqs only: a moto source tree (default: moto's sdist)")
+    p.add_argument("--moto-python", help="moto-sqs only: an interpreter with moto, pytest and freezegun")
     p.add_argument(
         "--size",
         choices=["quick", "full", "test", "light", "medium"],
@@ -121,7 +113,7 @@ def save(plan: Plan, R: dict[str, Any]) -> None:
 async def measure(plan: Plan, parts: list[str], R: dict[str, Any]) -> None:
     from daemon.engine.client import Casque
 
-    from . import cqlcount, e2e, idle, peers, profiling, schedule, stress, takes, tombstones
+    from . import cqlcount, e2e, fair_queues, idle, peers, profiling, schedule, stress, takes, tombstones
     from .env import bench_settings
 
     cqlcount.install()  # the producer's CQL is counted too
@@ -130,9 +122,11 @@ async def measure(plan: Plan, parts: list[str], R: dict[str, Any]) -> None:
         rows = await cq.db.run("SELECT release_version FROM system.local")
         R.setdefault("meta", {}).setdefault("versions", {})["Cassandra"] = rows[0].release_version if rows else "?"
         if "e2e" in parts:
-            R["e2e"] = await e2e.sweep(cq, plan)
+            with node.Watch(R, "e2e"):
+                R["e2e"] = await e2e.sweep(cq, plan)
             save(plan, R)
-            R["half"] = await e2e.half_load(cq, plan, R["e2e"]["best"])
+            with node.Watch(R, "half"):
+                R["half"] = await e2e.half_load(cq, plan, R["e2e"]["best"])
             save(plan, R)
         best = (R.get("e2e") or {}).get("best") or _saved_best(plan) or _defaults()
         steps = [
@@ -142,13 +136,16 @@ async def measure(plan: Plan, parts: list[str], R: dict[str, Any]) -> None:
             ("tomb", lambda: tombstones.run(cq, plan, best)),
             ("peers", lambda: peers.run(cq, plan, best)),
             ("profile", lambda: profiling.run(cq, plan, best)),
+            ("fair", lambda: fair_queues.run(cq, plan)),
         ]
         for name, step in steps:
             if name in parts:
-                R[name] = await step()
+                with node.Watch(R, name):
+                    R[name] = await step()
                 save(plan, R)
             if name == "peers" and "stress" in parts:  # after the peers, before the profile
-                R["stress"] = await asyncio.to_thread(stress.run, plan)
+                with node.Watch(R, "stress"):
+                    R["stress"] = await asyncio.to_thread(stress.run, plan)
                 save(plan, R)
         if R.get("stress") and R.get("e2e"):
             R["ceiling"] = ceiling_of(R)
@@ -196,7 +193,41 @@ def _defaults() -> dict[str, Any]:
     return {"consumers": w.consumers, "batch_size": w.batch_size, "throughput": 0.0}
 
 
-def render(plan: Plan, R: dict[str, Any], to_docs: bool) -> Path:
+def separate(plan: Plan, args: argparse.Namespace, parts: list[str], R: dict[str, Any]) -> int:
+    """The parts that run in processes of their own (plan ``SEPARATE``), in order; 1 if one found a fault."""
+    from . import moto_sqs, mq_parked, mq_settle, pipeline_load, soak
+
+    run = {
+        "settle": lambda: mq_settle.part(plan),
+        "parked": lambda: mq_parked.part(plan),
+        "pipeline": lambda: pipeline_load.part(plan),
+        "soak": lambda: soak.part(plan),
+        "moto-sqs": lambda: moto_sqs.part(args.moto_checkout, args.moto_python),
+    }
+    rc = 0
+    for name in SEPARATE:
+        if name in parts:
+            progress(f"part {name}")
+            with node.Watch(R, name):
+                R[name] = run[name]()
+            save(plan, R)
+            rc = rc or (0 if R[name].get("ok", True) else 1)
+    return rc
+
+
+def compared(path: Path | None) -> dict[str, Any] | None:
+    """The results file ``--compare`` names (an earlier run's bench/out/results-<mode>.json), or None."""
+    if path is None:
+        return None
+    try:
+        before: dict[str, Any] = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"bench: --compare {path}: {exc}") from exc
+    before["_path"] = str(path)
+    return before
+
+
+def render(plan: Plan, R: dict[str, Any], to_docs: bool, before: dict[str, Any] | None = None) -> Path:
     from . import plots, report
 
     d = out_dir()
@@ -210,14 +241,12 @@ def render(plan: Plan, R: dict[str, Any], to_docs: bool) -> Path:
     if R.get("half"):
         curves["casque (half load)"] = R["half"]["cdf"]
     if R.get("peers"):
-        from . import baseline
-
         rate = R["peers"]["equal_rate"]
         for name, cdf in R["peers"]["cdf"].items():
             curves[f"{name} @ {rate:.0f} msg/s"] = cdf
-        before = (baseline.load() or {}).get("casque_equal_cdf")
-        if before:
-            curves[f"casque before (baseline) @ {before['rate']:.0f} msg/s"] = before["cdf"]
+        then = (before or {}).get("peers") or {}
+        if then.get("cdf", {}).get("casque"):
+            curves[f"casque before (--compare) @ {then['equal_rate']:.0f} msg/s"] = then["cdf"]["casque"]
     if curves:
         plots.latency_cdf(
             curves,
@@ -228,7 +257,7 @@ def render(plan: Plan, R: dict[str, Any], to_docs: bool) -> Path:
         plots.tombstones(R["tomb"], d / "bench-tombstones.png")
     if R.get("profile") and R["profile"].get("components"):
         plots.profile_bars(R["profile"], d / "bench-profile.png")
-    return report.write(R, d, to_docs, name=f"report-{plan.name}{SUFFIX}.md")
+    return report.write(R, d, to_docs, name=f"report-{plan.name}{SUFFIX}.md", before=before)
 
 
 def many_queues(args: argparse.Namespace) -> int:
@@ -273,7 +302,7 @@ def many_queues(args: argparse.Namespace) -> int:
             "cql_latency_ms": L["reads"].get("cql_latency_ms"),
             "load": (L.get("machine") or {}).get("load_at_start"),
         }
-    parked = sorted(out_dir().glob("many-queues-parked-*.json"))  # bench/mq_parked.py's probe, if it was run
+    parked = sorted(out_dir().glob("many-queues-parked-*.json"))  # the parked part's probe, if it was run
     if parked:
         R["parked"] = json.loads(parked[-1].read_text())
     to_docs = (args.write_docs or size is mq.FULL) and size in (mq.QUICK, mq.FULL)
@@ -288,6 +317,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
     if args.command == "many-queues":
         return many_queues(args)
+    if args.command == "setup":
+        from . import setup
+
+        setup.all_steps()
+        progress("set-up done")
+        return 0
     plan = QUICK if args.quick else FULL
     global SUFFIX
     overrides = daemon_options(args.daemon_option)
@@ -301,17 +336,25 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"bench: unknown part(s) {', '.join(sorted(unknown))}: use {', '.join(PARTS)}", file=sys.stderr)
         return 2
-    fifo = "sqs-fifo" in parts and args.command == "run"
-    sqs = "sqs" in parts and args.command == "run"
-    sizes = "sizes" in parts and args.command == "run"
-    parts = [p for p in parts if p not in ("sizes", "sqs", "sqs-fifo")]
-    # Alone, the SQS parts run without the engine parts' set-up or report (it would re-render docs/ from other results).
-    rc = engine_parts(args, plan, parts, overrides) if parts else 0
-    if sizes:
-        rc = sizes_part(args, plan) or rc
-    if sqs:
-        rc = sqs_part(args, plan) or rc
-    return sqs_fifo_part(args, plan) or rc if fifo else rc
+    before = compared(args.compare)
+    own = [p for p in OWN_FILE_PARTS if p in parts]
+    parts = [p for p in parts if p not in OWN_FILE_PARTS]
+    # Alone, the parts with results files of their own run without the engine parts' set-up or report (it would
+    # re-render docs/ from other results); the node's figures during them go to the engine parts' results file.
+    rc, R = engine_parts(args, plan, parts, overrides) if parts else (0, load(plan))
+    run_own = {"sizes": sizes_part, "sqs": sqs_part, "sqs-fifo": sqs_fifo_part}
+    for name in own:
+        if args.report_only:
+            rc = run_own[name](args, plan) or rc
+            continue
+        with node.Watch(R, name):
+            rc = run_own[name](args, plan) or rc
+        save(plan, R)
+    if parts:
+        target = render(plan, R, (args.write_docs or plan is FULL) and not overrides and not args.no_docs, before)
+        save(plan, R)  # with the ceiling as the report computed it
+        progress(f"report: {target.relative_to(ROOT)}")
+    return rc
 
 
 def sizes_part(args: argparse.Namespace, plan: Plan) -> int:
@@ -349,57 +392,48 @@ def sqs_fifo_part(args: argparse.Namespace, plan: Plan) -> int:
     return sqs_fifo.part(size, systems, to_docs, report_only=args.report_only)
 
 
-def engine_parts(args: argparse.Namespace, plan: Plan, parts: list[str], overrides: dict[str, Any]) -> int:
-    """The parts measured against the engine (ENGINE_PARTS), their results file and the report between the
-    bench markers."""
+def engine_parts(
+    args: argparse.Namespace, plan: Plan, parts: list[str], overrides: dict[str, Any]
+) -> tuple[int, dict[str, Any]]:
+    """The parts whose results go to bench/out/results-<mode>.json (ENGINE_PARTS): measured, saved part by part;
+    main() renders the report between the bench markers."""
     from . import setup
 
-    if args.command == "setup":
-        setup.all_steps()
-        progress("set-up done")
-        return 0
     R = load(plan)
-    if args.command == "baseline":
-        from . import baseline
-
-        if not R:
-            print(
-                f"bench: no saved results in {results_path(plan)}: run `python -m "
-                f"bench{' --quick' if args.quick else ''}` first",
-                file=sys.stderr,
-            )
-            return 2
-        progress(f"baseline: {baseline.save(R).relative_to(ROOT)} (from {results_path(plan).relative_to(ROOT)})")
-        return 0
-    if not args.report_only:
-        started = time.time()
-        setup.all_steps(peers="peers" in parts, stress="stress" in parts)
-        meta = R.setdefault("meta", {})
-        partial = set(parts) != set(ENGINE_PARTS) and "machine" in meta
-        if partial:  # a re-run of some parts: the header keeps the full run's date and lists the re-run
-            meta.setdefault("reruns", []).append(
-                {"parts": parts, "date": machine()["date"], "load_at_start": machine()["load_at_start"]}
-            )
-        else:
-            meta.update({"mode": plan.name, "machine": machine(), "parts": parts, "reruns": []})
-        meta.update({"keyspace": KEYSPACE, "daemon_options": overrides})
-        meta.setdefault("versions", {}).update(versions())
-        progress(f"casque bench, {plan.name} mode: {', '.join(parts)}")
-        try:
+    if args.report_only:
+        return 0, R
+    started = time.time()
+    setup.all_steps(peers="peers" in parts, stress="stress" in parts)
+    meta = R.setdefault("meta", {})
+    partial = set(parts) != set(ENGINE_PARTS) and "machine" in meta
+    at_start = node.describe()
+    if partial:  # a re-run of some parts: the header keeps the full run's date and lists the re-run
+        meta.setdefault("reruns", []).append(
+            {
+                "parts": parts,
+                "date": machine()["date"],
+                "load_at_start": machine()["load_at_start"],
+                "node": at_start,
+            }
+        )
+    else:
+        meta.update({"mode": plan.name, "machine": machine(), "parts": parts, "reruns": [], "node": at_start})
+        meta.pop("node_parts", None)
+    meta.update({"keyspace": KEYSPACE, "daemon_options": overrides})
+    meta.setdefault("versions", {}).update(versions())
+    progress(f"casque bench, {plan.name} mode: {', '.join(parts)}")
+    rc = 0
+    try:
+        if set(parts) & set(MEASURED):
             asyncio.run(measure(plan, parts, R))
-        except Exception:
-            traceback.print_exc()
-            progress("a part failed: the results measured so far are saved; the report shows them")
-            _record_duration(R, started, partial)
-            save(plan, R)
-            render(plan, R, to_docs=(args.write_docs or plan is FULL) and not overrides and not args.no_docs)
-            return 1
-        _record_duration(R, started, partial)
-        save(plan, R)
-    target = render(plan, R, to_docs=(args.write_docs or plan is FULL) and not overrides and not args.no_docs)
-    save(plan, R)  # with the ceiling as the report computed it
-    progress(f"report: {target.relative_to(ROOT)}")
-    return 0
+        rc = separate(plan, args, parts, R)
+    except Exception:
+        traceback.print_exc()
+        progress("a part failed: the results measured so far are saved; the report shows them")
+        rc = 1
+    _record_duration(R, started, partial)
+    save(plan, R)
+    return rc, R
 
 
 if __name__ == "__main__":

@@ -1,26 +1,25 @@
-"""Fair queues at full size: ``python -m bench.fair_queues [--backlog 100000] [--quiet-groups 100]``.
+"""Part "fair": a noisy tenant beside quiet ones (``python -m bench --only fair``).
 
-Issue 25's figure: a noisy tenant's backlog of 100,000 beside 100 quiet tenants on one standard
-queue; the quiet tenants' send-to-receive latency against a run without the noisy one, in the same
-run. Receivers (engine API, the pull path `casque serve` uses) deletes in the background while
-the quiet tenants send 4 messages each, one every 10 ms; 4 receivers by default (a fleet polls with several).
-Also counted: the receives that overtook a quiet message (started after its send returned, ended before the one
-that got it), which is what fairness decides (engine/send/fairness.py; tests/test_fairness.py runs a 20,000 size).
-Writes bench/out/fair-queues.json and prints a table.
+A noisy tenant's backlog (20,000 quick, 100,000 full) beside 100 quiet tenants on one standard queue; the quiet
+tenants' send-to-receive latency against a run without the noisy one, in the same run. Receivers (engine API, the
+pull path `casque serve` uses) delete in the background while the quiet tenants send 4 messages each, one every
+10 ms; 4 receivers (a fleet polls with several). Also counted: the receives that overtook a quiet message (started
+after its send returned, ended before the one that got it), which is what fairness decides
+(engine/send/fairness.py; tests/test_fairness.py runs ``measure`` at 20,000).
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 import statistics
 import uuid
+from typing import Any
 
 from daemon.engine.client import Casque
 from daemon.engine.send.producer import Job
 
-from .env import bench_settings, out_dir, progress
+from .env import progress
+from .plan import Plan
 
 
 async def measure(
@@ -84,18 +83,16 @@ async def quiet_run(
     }
 
 
-async def main(backlog: int, quiet_groups: int, rounds: int, receivers: int) -> dict[str, dict[str, float]]:
-    cq = await Casque.connect(bench_settings())
-    try:
-        tag = uuid.uuid4().hex[:6]
-        alone = await quiet_run(cq, f"fair-alone-{tag}", 0, quiet_groups, rounds, receivers)
-        beside = await quiet_run(cq, f"fair-noisy-{tag}", backlog, quiet_groups, rounds, receivers)
-    finally:
-        await cq.close()
-    return {"alone": alone, "beside": beside, "backlog": backlog, "quiet_groups": quiet_groups, "receivers": receivers}  # type: ignore[dict-item]
+async def run(cq: Casque, plan: Plan) -> dict[str, Any]:
+    """The part: the quiet tenants alone, then beside the plan's backlog, on fresh queues."""
+    tag = uuid.uuid4().hex[:6]
+    shape = {"quiet_groups": 100, "rounds": 4, "receivers": 4}
+    alone = await quiet_run(cq, f"fair-alone-{tag}", 0, **shape)
+    beside = await quiet_run(cq, f"fair-noisy-{tag}", plan.fair_backlog, **shape)
+    return {"alone": alone, "beside": beside, "backlog": plan.fair_backlog, **shape}
 
 
-def table(r: dict[str, dict[str, float]]) -> str:
+def table(r: dict[str, Any]) -> str:
     a, b = r["alone"], r["beside"]
     lines = [
         "| quiet tenants' messages | received | p50 ms | p99 ms | max receives that overtook one |",
@@ -108,17 +105,3 @@ def table(r: dict[str, dict[str, float]]) -> str:
     )
     lines.append(f"\np99 ratio beside / alone: {b['p99_ms'] / a['p99_ms']:.2f} (target <= 2)")
     return "\n".join(lines)
-
-
-if __name__ == "__main__":
-    p = argparse.ArgumentParser(prog="python -m bench.fair_queues")
-    p.add_argument("--backlog", type=int, default=100_000)
-    p.add_argument("--quiet-groups", type=int, default=100)
-    p.add_argument("--rounds", type=int, default=4)
-    p.add_argument(
-        "--receivers", type=int, default=4, help="concurrent receivers (a consumer fleet polls with several)"
-    )
-    args = p.parse_args()
-    result = asyncio.run(main(args.backlog, args.quiet_groups, args.rounds, args.receivers))
-    (out_dir() / "fair-queues.json").write_text(json.dumps(result, indent=2))
-    print(table(result))

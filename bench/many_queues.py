@@ -36,8 +36,9 @@ docs/benchmarks.md (with --write-docs) or bench/out/report-many-queues-<mode>.md
 This module holds the whole scenario (``scenario``) and what the CLI prints of it; its parts live beside it:
 bench/mq_sizes.py (the sizes), mq_ledger.py (the ledger), mq_host.py (machine helpers), mq_fill.py
 (phases 1-2), mq_serve.py (phases 3 and 5: the server, users, producers, drain), mq_noisy.py (4),
-mq_idle.py (6), mq_figures.py (the figures), mq_estimate.py (the full size's duration here), mq_parked.py
-(a probe: 20,000 long polls parked at once on one server, from one process).
+mq_idle.py (6), mq_figures.py (the figures), mq_estimate.py (the full size's duration here). The parts
+``parked`` (mq_parked.py: 20,000 long polls parked at once on one server, from one process) and ``settle``
+(mq_settle.py: the idle server's reads settling) measure what the scenario's sizes assume.
 Their names are re-exported here, so ``from bench import many_queues as mq`` reaches them as before.
 """
 

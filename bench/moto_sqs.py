@@ -1,20 +1,17 @@
-"""moto's SQS test-suite pointed at a real ``casque serve``:
-``python -m bench.moto_sqs MOTO_CHECKOUT [--python PY] [-- PYTEST_ARGS]``.
+"""Part "moto-sqs": moto's SQS test-suite pointed at a real ``casque serve`` (``python -m bench --only moto-sqs``).
 
 moto (the Python AWS mock) runs its tests in "server mode" when ``TEST_SERVER_MODE=true``: its
 ``mock_aws`` decorator then mocks nothing and patches ``boto3.client``/``boto3.resource`` to send
 every request to ``TEST_SERVER_MODE_ENDPOINT`` (normally moto's own server on localhost:5000). This
-script points that endpoint at a ``casque serve`` it starts on a free loopback port (keyspace
+part points that endpoint at a ``casque serve`` it starts on a free loopback port (keyspace
 ``casque_moto``, emptied of queues first, ``sqs.auth = "none"``), so moto's ~180 SQS tests become a third-party
 conformance check (12 of them marked as verified against AWS: their failures are flagged so).
 
-* ``MOTO_CHECKOUT`` is a moto source tree (``git clone https://github.com/getmoto/moto``); only its
-  ``tests/`` are needed. Nothing of it is copied into this project.
-* ``--python`` is an interpreter that has moto and its test dependencies (``pytest``, ``freezegun``),
-  which do not belong in casque's venv. For example:
-  ``python3 -m venv /tmp/moto-venv && /tmp/moto-venv/bin/pip install 'moto[server]' pytest freezegun``.
-  If the checkout has a ``moto/`` package, the tests import it (pytest puts the checkout first on
-  sys.path), else the installed one.
+* moto's tests: by default the source distribution of moto ``MOTO_VERSION`` from PyPI (it ships ``tests/``),
+  unpacked in bench/out/moto/, run by a venv of its own there with ``moto[server]``, ``pytest`` and ``freezegun``
+  (they do not belong in casque's venv); both made on first use. ``--moto-checkout PATH`` runs a moto source tree
+  instead (``git clone https://github.com/getmoto/moto``), ``--moto-python PY`` another interpreter. Nothing of
+  moto is copied into this project.
 * ``MOTO_CALL_RESET_API=false``: moto's per-test ``POST /moto-api/reset`` is a moto-only endpoint,
   so state is not wiped between tests (casque has none of it; tests that assume an empty account
   fail, and are classified so). ``TESTS_SKIP_REQUIRES_DOCKER=true``: the Lambda tests need Docker and
@@ -23,17 +20,18 @@ conformance check (12 of them marked as verified against AWS: their failures are
 
 Writes ``bench/out/moto_sqs.json`` (every test's outcome and first error line) and
 ``bench/out/moto_sqs.md`` (counts, then the failures grouped by cause: the ``CAUSES`` rules below,
-first match wins). The grouping is a first cut for a human: docs/sqs-moto.md is the reviewed one.
+first match wins); the run's results keep the counts and the groups. The grouping is a first cut for a human:
+docs/sqs-moto.md is the reviewed one.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
 import subprocess
 import sys
+import tarfile
 import time
 import xml.etree.ElementTree as ET
 from collections import defaultdict
@@ -290,30 +288,53 @@ def markdown(result: dict[str, Any], commit: str) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        prog="python -m bench.moto_sqs", description=" ".join(__doc__.split("\n\n")[0].split("\n"))
-    )
-    p.add_argument("checkout", type=Path, help="a moto source tree (its tests/test_sqs is run)")
-    p.add_argument("--python", default=sys.executable, help="an interpreter with moto, pytest and freezegun installed")
-    args, pytest_args = p.parse_known_args(argv)  # the rest goes to pytest, e.g. -- -k receive
+MOTO_VERSION = "5.2.5"
+
+
+def moto_env(checkout: Path | None, python: str | None) -> tuple[Path, str]:
+    """moto's source tree and an interpreter with moto, pytest and freezegun: the ones given, else moto's sdist
+    and a venv of its own in bench/out/moto/ (made once)."""
+    home = out_dir("moto")
+    if python is None:
+        venv = home / "venv"
+        py = venv / "bin" / "python"
+        stamp = venv / f".moto-{MOTO_VERSION}"
+        if not stamp.exists():
+            print(f"moto_sqs: a venv with moto {MOTO_VERSION}, pytest and freezegun in {venv}", flush=True)
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+            pip = [str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+            subprocess.run([*pip, f"moto[server]=={MOTO_VERSION}", "pytest", "freezegun"], check=True)
+            stamp.touch()
+        python = str(py)
+    if checkout is None:
+        checkout = home / f"moto-{MOTO_VERSION}"
+        if not (checkout / "tests" / "test_sqs").is_dir():
+            print(f"moto_sqs: moto {MOTO_VERSION}'s source distribution (its tests) into {home}", flush=True)
+            subprocess.run(
+                [python, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-deps"]
+                + ["--no-binary", ":all:", f"moto=={MOTO_VERSION}", "-d", str(home)],
+                check=True,
+            )
+            with tarfile.open(home / f"moto-{MOTO_VERSION}.tar.gz") as tar:
+                safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}  # 3.11.4+: no paths outside
+                tar.extractall(home, **safe)  # type: ignore[arg-type]
+    return checkout.resolve(), python
+
+
+def part(checkout: Path | None = None, python: str | None = None) -> dict[str, Any]:
+    """The part: moto's tests/test_sqs against a fresh ``casque serve``; the counts and the groups of failures."""
+    source, py = moto_env(checkout, python)
     out = out_dir()
     junit, log = out / "moto_sqs.junit.xml", out / "moto_sqs.serve.log"
     proc = start_serve(port := free_port(), log)
     started = time.monotonic()
     try:
         print(f"moto_sqs: deleted {empty_queues(f'http://127.0.0.1:{port}')} queues left by an earlier run", flush=True)
-        run_pytest(
-            args.checkout.resolve(),
-            args.python,
-            f"http://127.0.0.1:{port}",
-            junit,
-            [a for a in pytest_args if a != "--"],
-        )
+        run_pytest(source, py, f"http://127.0.0.1:{port}", junit, [])
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-    verified = aws_verified(args.checkout.resolve())
+    verified = aws_verified(source)
     rows = [r | {"aws_verified": r["test"].split("::")[-1].split("[")[0] in verified} for r in outcomes(junit)]
     result = summary(rows, time.monotonic() - started)
     commit = subprocess.run(
@@ -322,8 +343,14 @@ def main(argv: list[str] | None = None) -> int:
     (out / "moto_sqs.json").write_text(json.dumps(result, indent=1))
     (out / "moto_sqs.md").write_text(markdown(result, f"casque {commit}"))
     print(json.dumps(result["counts"]), {k: len(v) for k, v in result["groups"].items()})
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return {
+        "moto": str(checkout) if checkout else f"moto {MOTO_VERSION} (PyPI source distribution)",
+        "counts": result["counts"],
+        "seconds": result["seconds"],
+        "groups": {
+            cause: [
+                r["test"].split("::")[-1] + (" (verified against AWS)" if r.get("aws_verified") else "") for r in rs
+            ]
+            for cause, rs in result["groups"].items()
+        },
+    }

@@ -1,6 +1,6 @@
-"""Can one bench process and one ``casque serve`` hold the full size's 20,000 parked long polls on this box?
-
-    python -m bench.mq_parked [--users 20000] [--wait 20] [--keyspace casque_bench_parked]
+"""Part "parked": can one bench process and one ``casque serve`` hold the full many-queues size's 20,000 parked
+long polls on this box? (``python -m bench --only parked``: 2,000 users quick, 20,000 full; WaitTimeSeconds 20;
+keyspace casque_bench_parked.)
 
 The many-queues scenario's users are asyncio tasks of one process, each with its own HTTP connection
 (bench/sqs_json.py, aiohttp) long-polling its own queue on one ``casque serve`` (uvicorn). At 20,000 users
@@ -14,12 +14,10 @@ The queues are deleted after; the keyspace is the caller's to drop.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
 import resource
-import sys
 import time
 from typing import Any
 
@@ -27,6 +25,7 @@ from .env import out_dir, progress
 from .mq_host import bounded, raise_fd_limit, rss_kb, settings_for
 from .mq_serve import Server
 from .mq_sizes import TINY
+from .plan import Plan
 from .sqs_json import ServerGone, SqsJson
 
 
@@ -104,18 +103,12 @@ async def wake_one(client: SqsJson, queue: str, wait_s: int) -> dict[str, Any]:
     return {"received": bool(r.get("Messages")), "send_to_receive_ms": (time.perf_counter() - t) * 1000}
 
 
-def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.mq_parked", description=__doc__.split("\n\n")[0])
-    p.add_argument("--users", type=int, default=20_000)
-    p.add_argument("--wait", type=int, default=20)
-    p.add_argument("--keyspace", default="casque_bench_parked")
-    a = p.parse_args(argv)
-    R = asyncio.run(probe(a.users, a.wait, a.keyspace))
-    (out_dir() / f"many-queues-parked-{a.users}.json").write_text(json.dumps(R))
-    print(json.dumps(R, indent=1))
-    ok = R["parked"]["empty"] + R["parked"]["messages"] == a.users and not R["parked"]["answered_early"]
-    return 0 if ok and R["wake"]["received"] else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+def part(plan: Plan) -> dict[str, Any]:
+    """The probe at the plan's size; also written to bench/out/many-queues-parked-<users>.json, which the
+    many-queues report shows."""
+    R = asyncio.run(probe(plan.parked_users, 20, "casque_bench_parked"))
+    (out_dir() / f"many-queues-parked-{plan.parked_users}.json").write_text(json.dumps(R))
+    ok = R["parked"]["empty"] + R["parked"]["messages"] == plan.parked_users and not R["parked"]["answered_early"]
+    R["ok"] = bool(ok and R["wake"]["received"])
+    progress(f"parked: {R['parked']}; a send to one more parked owner received: {R['wake']['received']}")
+    return R

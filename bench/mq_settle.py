@@ -1,21 +1,18 @@
-"""How long ``casque serve`` keeps reading once the queues it served go idle (issue 28: reads while idle ≈ 0).
-
-    python -m bench.mq_settle [--queues 24576] [--concurrency 64]
+"""Part "settle": how long ``casque serve`` keeps reading once the queues it served go idle (``python -m bench
+--only settle``; reads while idle ≈ 0).
 
 The many-queues run's idle window opens a fixed time after its last request (``Size.settle_s``); this measures
-what that time must be. It creates ``queues`` tiny queues, sends one message to each through the engine, starts one
-``casque serve`` with the full size's ``[cache]`` (bench/mq_sizes.py ``FULL``), and receives and deletes every
-message over SQS, so the server keeps a pull consumer per queue whose row holds a cursor, as after the full run's
-drain. Then no client speaks to it, and the server's own CQL reads are counted every 10 s until 90 s in a row had at
-most two a second (its sweep has settled every row it keeps: engine/consume/sweep.py), or 15 minutes pass. Prints
-the curve; writes bench/out/many-queues-settle.json.
+what that time must be. It creates tiny queues (2,048 quick; full: 24,576, the full size's ``[cache]`` consumers),
+sends one message to each through the engine, starts one ``casque serve`` with the full size's ``[cache]``
+(bench/mq_sizes.py ``FULL``), and receives and deletes every message over SQS, so the server keeps a pull consumer
+per queue whose row holds a cursor, as after the full run's drain. Then no client speaks to it, and the server's own
+CQL reads are counted every 10 s until 90 s in a row had at most two a second (its sweep has settled every row it
+keeps: engine/consume/sweep.py), or 15 minutes pass.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 import time
 from typing import Any
 
@@ -26,6 +23,7 @@ from .env import KEYSPACE, out_dir, progress
 from .mq_host import bounded, settings_for
 from .mq_serve import Server
 from .mq_sizes import FULL, TINY
+from .plan import Plan
 from .sqs_json import SqsJson
 
 STEP_S = 10.0
@@ -93,19 +91,16 @@ async def main(queues: int, concurrency: int) -> dict[str, Any]:
         await bounded(names, concurrency, lambda n: cq.stores.queues.delete(n))
         await cq.close()
     R["started"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t0))
-    (out_dir() / "many-queues-settle.json").write_text(json.dumps(R))
     return R
 
 
-if __name__ == "__main__":
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--queues", type=int, default=dict(FULL.cache)["consumers"])
-    p.add_argument("--concurrency", type=int, default=64)
-    a = p.parse_args()
-    R = asyncio.run(main(a.queues, a.concurrency))
+def part(plan: Plan) -> dict[str, Any]:
+    """The part at the plan's size: the curve, and when the server settled."""
+    R = asyncio.run(main(plan.settle_queues, 64))
     state = (
         f"settled {R['settled_after_s']:.0f} s after the last request, then {R['quiet_reads_per_s']:.2f} reads/s"
         if R["settled"]
         else f"not settled within {AT_MOST_S:.0f} s"
     )
     progress(f"settle: {state} ({R['queues']:,} queues kept)")
+    return R

@@ -59,11 +59,11 @@ QUICK = Size(
 )
 #: users: the issue asks 20,000, and this box's hard open-files limit (20,000 per process, which its root may not
 #: raise) already capped them at 19,000. What decides is the server's CPU, measured by a probe (2026-11-25 14:35,
-#: 50,000 queues, 19,000 users; docs/benchmarks.md, "Many queues, full size"): 19,000 users polling every 20 s
-#: ask 950 polls/s; the one `casque serve` process answered ~280/s at 83-90 % of a core (~2.7 ms of CPU a poll,
-#: half of it in the HTTP stack), and 87 of the ~9,000 sends asked in 90 s were served. 4,000 users with producers
-#: at 100 msg/s took 95 % of a core. 3,000 users (150 polls/s) with producers at 50 msg/s leave the server room,
-#: so send→receive measures casque, not a queue at one saturated core.
+#: 50,000 queues, 19,000 users; git show 52829b5:docs/benchmarks.md, "Many queues, full size"): 19,000 users
+#: polling every 20 s ask 950 polls/s; the one `casque serve` process answered ~280/s at 83-90 % of a core (~2.7 ms
+#: of CPU a poll, half of it in the HTTP stack), and 87 of the ~9,000 sends asked in 90 s were served. 4,000 users
+#: with producers at 100 msg/s took 95 % of a core. 3,000 users (150 polls/s) with producers at 50 msg/s leave the
+#: server room, so send→receive measures casque, not a queue at one saturated core.
 FULL_SCALED = (
     "3,000 users long-polling and producers at 50 msg/s, not the issue's 20,000 users: one `casque serve` process "
     "on this box (2 cores, shared with the node and the bench's clients) answers about 280 long polls a second at a "

@@ -1,19 +1,16 @@
-"""Bulk-load throughput: the Spark ``load`` job against the Python producer's ``send_many``, on the
-same rows, against the same node, in one run (the machine is shared: compare within a run).
+"""Part "pipeline": bulk-load throughput, the Spark ``load`` job against the Python producer's ``send_many``, on
+the same rows, against the same node, in one run (``python -m bench --only pipeline``; the machine is shared:
+compare within a run).
 
-    python -m bench.pipeline_load [--rows 100000] [--master local[2]] [--partitions 2,4]
-
-Every row is an unkeyed message (task, a ~120-byte JSON payload, priorities 0..2): the path that
-scales. Keyed rows cost one LWT each on either path, so they are not what this compares. Queues live
-in the bench keyspace and expire with a one-hour retention. Prints a table; writes
-bench/out/pipeline_load.json.
+Every row is an unkeyed message (task, a ~120-byte JSON payload, priorities 0..2): the path that scales; 20,000 rows
+quick, 100,000 full, Spark ``local[2]`` with 2 and 4 writers. Keyed rows cost one LWT each on either path, so they are
+not what this compares. Queues live in the bench keyspace and expire with a one-hour retention. docs/pipeline.md
+reads the figures.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 import time
 import uuid
 from pathlib import Path
@@ -23,6 +20,7 @@ from daemon.engine.client import Casque
 from daemon.engine.send.producer import Job
 
 from .env import QUEUE_RETENTION_S, out_dir, schema_settings
+from .plan import Plan
 
 CHUNK = 2000
 
@@ -79,27 +77,21 @@ def spark_load(spark: Any, settings: Any, source: str, partitions: int) -> tuple
     return time.monotonic() - started, summary
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rows", type=int, default=100_000)
-    ap.add_argument("--master", default="local[2]")
-    ap.add_argument("--partitions", default="2,4", help="writer counts to try (comma-separated)")
-    args = ap.parse_args()
+def part(plan: Plan, master: str = "local[2]", partitions: tuple[int, ...] = (2, 4)) -> dict[str, Any]:
+    """The part at the plan's size: rows per second of each method."""
     settings = schema_settings()
-    data = rows(args.rows)
+    data = rows(plan.pipeline_rows)
     results: list[dict[str, Any]] = []
     for senders in (1, 4):
         seconds = asyncio.run(python_send_many(settings, data, senders))
         results.append(
-            {"method": f"send_many, {senders} loop(s), chunks of {CHUNK}", "rows": args.rows, "seconds": seconds}
+            {"method": f"send_many, {senders} loop(s), chunks of {CHUNK}", "rows": len(data), "seconds": seconds}
         )
-    results += _spark_runs(settings, data, args.master, [int(p) for p in args.partitions.split(",")])
+    results += _spark_runs(settings, data, master, list(partitions))
     for r in results:
         r["rows_per_s"] = round(r["rows"] / r["seconds"])
     _print(results)
-    target = out_dir() / "pipeline_load.json"
-    target.write_text(json.dumps({"rows": args.rows, "master": args.master, "results": results}, indent=2) + "\n")
-    print(f"written: {target}")
+    return {"rows": len(data), "master": master, "results": results}
 
 
 def _spark_runs(settings: Any, data: list[dict[str, Any]], master: str, partitions: list[int]) -> list[dict[str, Any]]:
@@ -139,7 +131,3 @@ def _print(results: list[dict[str, Any]]) -> None:
     print(f"{'METHOD':<{width}}  {'ROWS':>8}  {'SECONDS':>8}  {'ROWS/S':>8}")
     for r in results:
         print(f"{r['method']:<{width}}  {r['rows']:>8}  {r['seconds']:>8.1f}  {r['rows_per_s']:>8}")
-
-
-if __name__ == "__main__":
-    main()

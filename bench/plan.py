@@ -1,11 +1,18 @@
-"""How big each part of the suite is, in the quick mode (about 15 min) and the full one.
-
-The full mode takes 45-60 min on a shared 2-core machine.
-"""
+"""How big each part of the suite is, in the quick mode and the full one."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+#: the parts whose results go to bench/out/results-<mode>.json and the report between the bench markers, in the
+#: order they run: measured against the engine with one client (``MEASURED``), then each in its own processes
+MEASURED = ("e2e", "takes", "idle", "sched", "tomb", "peers", "stress", "profile", "fair")
+SEPARATE = ("settle", "parked", "pipeline", "soak", "moto-sqs")
+ENGINE_PARTS = MEASURED + SEPARATE
+#: each with its own results file and docs section: casque, pgqueuer and Dramatiq at three sizes (bench/sizes.py);
+#: the SQS endpoint and FIFO queues beside ElasticMQ (bench/sqs.py, bench/sqs_fifo.py)
+OWN_FILE_PARTS = ("sizes", "sqs", "sqs-fifo")
+PARTS = ENGINE_PARTS + OWN_FILE_PARTS
 
 
 @dataclass(frozen=True)
@@ -44,6 +51,14 @@ class Plan:
     stress_ops: int
     # 6. profile
     profile_n: int
+    # 8-13: fair queues, the many-queues probes, the bulk load, the soak (moto-sqs has one size)
+    fair_backlog: int
+    settle_queues: int
+    parked_users: int
+    soak_messages: int
+    soak_kills: int
+    soak_node_loss: bool  # the 3-node cluster of its own that loses a node
+    pipeline_rows: int
 
 
 QUICK = Plan(
@@ -74,6 +89,13 @@ QUICK = Plan(
     equal_seconds=8,
     stress_ops=30_000,
     profile_n=15_000,
+    fair_backlog=20_000,
+    settle_queues=2_048,
+    parked_users=2_000,
+    soak_messages=10_000,
+    soak_kills=3,
+    soak_node_loss=False,
+    pipeline_rows=20_000,
 )
 
 FULL = Plan(
@@ -104,4 +126,11 @@ FULL = Plan(
     equal_seconds=20,
     stress_ops=300_000,
     profile_n=60_000,
+    fair_backlog=100_000,
+    settle_queues=24_576,  # the full many-queues size's [cache] consumers: the queues a server keeps
+    parked_users=20_000,
+    soak_messages=100_000,
+    soak_kills=20,
+    soak_node_loss=True,
+    pipeline_rows=100_000,
 )

@@ -1,37 +1,35 @@
-"""The reliability soak: the fault scenarios of tests/test_reliability.py at full size.
+"""Part "soak": the fault scenarios of tests/test_reliability.py at the plan's size (``python -m bench --only soak``).
 
-    python -m bench.soak [--messages 100000] [--kills 20]
-    python -m bench.soak --scenario node-loss [--messages 100000]
-
-Runs against the local dev node (keyspace casque_bench), prints one line per scenario and a table,
-and exits non-zero if anything was lost. Its figures go in docs/reliability.md.
+Daemon faults against the local dev node (keyspace casque_bench): ``kill -9`` chaos, contention, clock skew (10,000
+messages and 3 kills quick; 100,000 and 20 full). Full mode then loses a node of a 3-node RF=3 cluster of its own
+(ports 9442/7400/7700), stopped at the end. Prints one line per scenario; the report has the table, and the part
+counts as failed if anything was lost. Its figures go in docs/reliability.md.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import signal
-import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from daemon.base.config import Settings
+from daemon.base.errors import StorageUnavailable
+from daemon.devnode import ClusterSpec, process, start, start_node, stop
+from daemon.engine.client import Casque
+from daemon.engine.send.producer import Job
+from daemon.engine.storage.db import Database
+from daemon.engine.storage.schema import apply_schema
+from daemon.testing.chaos import Outcome, count, finish, kill_chaos, race
+from daemon.testing.daemonproc import records, start_daemon, until, write_config
+from daemon.testing.nodes import settings_for
 
-from daemon.base.config import Settings  # noqa: E402
-from daemon.base.errors import StorageUnavailable  # noqa: E402
-from daemon.devnode import ClusterSpec, process, start, start_node, stop  # noqa: E402
-from daemon.engine.client import Casque  # noqa: E402
-from daemon.engine.send.producer import Job  # noqa: E402
-from daemon.engine.storage.db import Database  # noqa: E402
-from daemon.engine.storage.schema import apply_schema  # noqa: E402
-from daemon.testing.chaos import Outcome, count, finish, kill_chaos, race  # noqa: E402
-from daemon.testing.daemonproc import records, start_daemon, until, write_config  # noqa: E402
-from daemon.testing.nodes import settings_for  # noqa: E402
+from .plan import Plan
 
 KEYSPACE = "casque_bench"
 
@@ -46,7 +44,7 @@ async def connect(settings: Settings) -> Casque:
     return await Casque.connect(settings)
 
 
-async def main(messages: int, kills: int) -> int:
+async def daemon_faults(messages: int, kills: int) -> list[tuple[str, Outcome]]:
     settings = Settings()
     settings.cassandra.keyspace = KEYSPACE
     cq = await connect(settings)
@@ -76,12 +74,13 @@ async def main(messages: int, kills: int) -> int:
                 results.append((name, out))
     finally:
         await cq.close()
-    print(f"\n{'scenario':<38} {'sent':>8} {'lost':>6} {'dup':>6} {'same attempt twice':>19} {'s':>7}")
-    for name, o in results:
-        print(f"{name:<38} {o.sent:>8} {o.lost:>6} {o.duplicated:>6} {o.same_attempt_twice:>19} {o.seconds:>7.1f}")
-    # Duplicates are expected only where daemons were killed mid-run (their timeouts expired);
-    # the races run with a 10-minute timeout, so any duplicate there is a violation.
-    return 1 if any(o.lost or o.same_attempt_twice or (o.kills == 0 and o.duplicated) for _, o in results) else 0
+    return results
+
+
+def failed(o: Outcome) -> bool:
+    """Lost, or the same attempt twice; duplicates only where no daemon was killed (the races run with a 10-minute
+    timeout, so any duplicate there is a violation)."""
+    return bool(o.lost or o.same_attempt_twice or (o.kills == 0 and o.duplicated))
 
 
 # --------------------------------------------------------------------------- node loss
@@ -210,29 +209,24 @@ async def node_loss(n: int, daemons: int = 3) -> Outcome:
     return out
 
 
-async def run_node_loss(messages: int) -> int:
+async def run_node_loss(messages: int) -> Outcome:
     """The node-loss scenario on its own cluster, stopped at the end whatever happened."""
     try:
         out = await node_loss(messages)
     finally:
         await asyncio.to_thread(stop, RING)
     print(f"node loss (1 of 3, kill -9, RF=3 LOCAL_QUORUM): {out.line()}", flush=True)
-    return 1 if out.lost or out.same_attempt_twice else 0
+    return out
 
 
-if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--messages", type=int, default=100_000)
-    ap.add_argument("--kills", type=int, default=20)
-    ap.add_argument(
-        "--scenario",
-        choices=["daemons", "node-loss"],
-        default="daemons",
-        help="daemons: kill -9 chaos, contention, clock skew on the dev node; "
-        "node-loss: a 3-node RF=3 cluster of its own (ports 9442/7400/7700) loses a node",
-    )
-    args = ap.parse_args()
-    if args.scenario == "node-loss":
-        sys.exit(asyncio.run(run_node_loss(args.messages)))
+def part(plan: Plan) -> dict[str, Any]:
+    """The part at the plan's size: every scenario's counts, and ``ok`` (nothing lost)."""
     start(ClusterSpec())
-    sys.exit(asyncio.run(main(args.messages, args.kills)))
+    results = asyncio.run(daemon_faults(plan.soak_messages, plan.soak_kills))
+    if plan.soak_node_loss:
+        results.append(("1 node of 3 kill -9ed, RF=3 LOCAL_QUORUM", asyncio.run(run_node_loss(plan.soak_messages))))
+    return {
+        "messages": plan.soak_messages,
+        "scenarios": [{"scenario": name, **dataclasses.asdict(o)} for name, o in results],
+        "ok": not any(failed(o) for _, o in results),
+    }

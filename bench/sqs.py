@@ -308,8 +308,7 @@ def section(results: dict[str, list[dict[str, Any]]], args: dict[str, Any], requ
             f"deleted with DeleteMessageBatch by as many (a ledger counts lost and duplicated messages); long-poll "
             f"latency: {args['latency_messages']} single messages sent (boto3) to a boto3 client parked in "
             "ReceiveMessage (WaitTimeSeconds 20). ElasticMQ keeps messages in memory; casque writes each send to "
-            "Cassandra at LOCAL_QUORUM. Targets (issue 27): receive+delete >= ElasticMQ's, long-poll p50 <= 15 ms. "
-            "`python -m bench.sqs_receive_probe` shows where a receive's time goes.",
+            "Cassandra at LOCAL_QUORUM. Targets: receive+delete >= ElasticMQ's, long-poll p50 <= 15 ms.",
             table(results),
             ratios(results),
             "![receive+delete and long-poll latency per round](./bench-sqs.png)",

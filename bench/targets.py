@@ -1,25 +1,19 @@
-"""Issue 15's targets: the figures of one run, the same figures of the "before" baseline, and met or missed.
+"""The targets: the figures of one run, the same figures of an earlier run, and met or missed.
 
-``figures(R)`` reduces a run's results to the numbers the targets name; the same function made the
-baseline (bench/baseline.py), so the two columns of the Summary are computed the same way. A missed
-target states its reason: the facts the run itself shows (which peer was faster, what the take is
-made of), and the judgement written by hand in bench/why-issue15.toml (one entry per target key),
-which every re-render keeps; until it is written, the report says so in a placeholder sentence.
+``figures(R)`` reduces a run's results to the numbers the targets name; the report applies it to this run and,
+with ``python -m bench --compare FILE``, to an earlier run's results file, so the two columns of the Summary are
+computed the same way. A missed target states the facts the run itself shows (which peer was faster, what the take
+is made of); a judgement about a miss is written by hand, outside the report's markers.
 """
 
 from __future__ import annotations
 
 import math
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from .env import ROOT
-
-WHY = ROOT / "bench" / "why-issue15.toml"
-#: CPU per message, daemon + node + producer, in the full run of 2026-11-23: issue 27 asks for half.
+#: CPU per message, daemon + node + producer, in the full run of 2026-11-23: the target is half of it.
 CPU_BEFORE_MS = 0.730
 
 
@@ -83,7 +77,7 @@ def take_figures(takes: dict[str, Any]) -> dict[str, Any]:
 
 
 def figures(R: dict[str, Any]) -> dict[str, Any]:
-    """The numbers issue 15's targets name, from one run's results (parts that did not run are left out)."""
+    """The numbers the targets name, from one run's results (parts that did not run are left out)."""
     f: dict[str, Any] = {}
     if R.get("e2e"):
         f["throughput"] = R["e2e"]["best"]["throughput"]
@@ -143,7 +137,7 @@ def finite(x: Any) -> bool:
 
 @dataclass
 class Target:
-    key: str  # names its reason in bench/why-issue15.toml
+    key: str
     text: str
     show: Callable[[dict[str, Any]], str | None]  # the measured value, or None when the part did not run
     met: Callable[[dict[str, Any], dict[str, Any]], bool | None]  # (this run, before) -> met?
@@ -183,7 +177,8 @@ def _faster_at_equal(f: dict[str, Any]) -> str:
 
 
 def _lower_than_before(key: str, noise: float = 0.0) -> Callable[[dict[str, Any], dict[str, Any]], bool | None]:
-    """Met when this run's figure is below the baseline's by more than ``noise`` (a fraction)."""
+    """Met when this run's figure is below the earlier run's (``--compare``) by more than ``noise`` (a fraction);
+    not judged without one."""
 
     def met(f: dict[str, Any], before: dict[str, Any]) -> bool | None:
         now, then = f.get(key), before.get(key)
@@ -295,8 +290,8 @@ TARGETS: list[Target] = [
     ),
     Target(
         "idle_rps",
-        "Idle cost: CQL requests/s of an idle daemon serving 16 shards, lower than before (by more than the 25 % "
-        "the same engine moved between runs: 267 to 345 requests/s)",
+        "Idle cost: CQL requests/s of an idle daemon serving 16 shards, lower than the compared run's (`--compare`; "
+        "by more than the 25 % the same engine moved between runs: 267 to 345 requests/s)",
         lambda f: (
             None
             if "idle_rps" not in f
@@ -306,30 +301,21 @@ TARGETS: list[Target] = [
     ),
     Target(
         "take_round_trips",
-        "Round trips per take (message due → handler start), fewer than before",
+        "Round trips per take (message due → handler start), fewer than the compared run's (`--compare`)",
         _take_text,
         _lower_than_before("take_round_trips"),
         lambda f: f"the usual take: {f['take_sequence']}" if f.get("take_sequence") else "",
     ),
     Target(
         "row_writes",
-        "Row writes per message (send → ack): ≤ 3, one with the payload; bytes per message ≤ payload + 300 (issue 27)",
+        "Row writes per message (send → ack): ≤ 3, one with the payload; bytes per message ≤ payload + 300",
         _writes_text,
         _writes_met,
     ),
     Target(
         "cpu_per_message",
-        "CPU per message, daemon + node + producer: half of before (issue 27; before 0.730 ms on 2026-11-23)",
+        "CPU per message, daemon + node + producer: half of 0.730 ms (the full run of 2026-11-23)",
         _cpu_text,
-        _at_most("cpu_ms", CPU_BEFORE_MS / 2),  # the baseline run predates the CPU split: its figure is this one
+        _at_most("cpu_ms", CPU_BEFORE_MS / 2),
     ),
 ]
-
-
-def reasons(path: Path | None = None) -> dict[str, str]:
-    """The hand-written reasons, by target key ({} if the file is missing or unreadable)."""
-    try:
-        data = tomllib.loads((path or WHY).read_text())
-    except (OSError, tomllib.TOMLDecodeError):
-        return {}
-    return {k: str(v).strip() for k, v in data.items() if str(v).strip()}

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from bench import baseline, cqlcount, report, taketrace, targets
+from bench import cqlcount, node, report, taketrace
 from daemon.base.clock import ManualClock
 from daemon.engine.client import Casque
 from daemon.engine.consume import consumer as consumer_mod
@@ -131,16 +131,45 @@ def _sched(p99: float) -> dict[str, Any]:
     return {"delay": {"latency": lat}, "cron": {"latency": lat}}
 
 
-def test_summary_gives_every_miss_its_reason_or_a_placeholder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(baseline, "PATH", tmp_path / "baseline.json")
-    monkeypatch.setattr(targets, "WHY", tmp_path / "why.toml")
-    baseline.save({"sched": _sched(400.0)})
-    R = {"sched": _sched(80.0)}  # both lateness targets (≤ 50 ms) missed; better than the baseline's 400 ms
+def test_summary_has_a_before_column_only_with_an_earlier_results_file() -> None:
+    R = {"sched": _sched(80.0)}  # both lateness targets (≤ 50 ms) missed
     text = report.summary(R)
+    assert "before" not in text.splitlines()[0], "without --compare, no before column"
+    assert "p99 80.0 ms" in text and text.count("**missed**") == 2
+    assert "Missed, with what the run shows:" in text
+    earlier = {"sched": _sched(400.0), "meta": {"mode": "quick", "machine": {"date": "2026-11-23 12:02 UTC"}}}
+    text = report.summary(R, {**earlier, "_path": "old.json"})
+    assert "before: quick run of 2026-11-23 12:02 UTC" in text.splitlines()[0]
     assert "p99 400 ms" in text and "p99 80.0 ms" in text, "the before and the measured value, side by side"
-    assert text.count("**missed**") == 2
-    assert "under `delay_p99`" in text and "under `cron_p99`" in text, "a placeholder names where the reason goes"
-    (tmp_path / "why.toml").write_text('delay_p99 = "the timer fires after a full take"\n')
-    text = report.summary(R)
-    assert "the timer fires after a full take" in text
-    assert "under `delay_p99`" not in text and "under `cron_p99`" in text
+    assert "old.json" in text
+
+
+def test_the_node_section_says_fresh_or_with_history_and_what_each_part_cost_it(tmp_path: Path) -> None:
+    assert "not recorded" in report.node_line(None)
+    fresh = {"fresh": True, "tables": 60, "keyspaces": 7, "uptime_s": 120, "heap_max": "768M", "gc": "G1GC"}
+    assert "**fresh**" in report.node_line(fresh) and "-Xmx768M" in report.node_line(fresh)
+    old = {**fresh, "fresh": False, "other_keyspaces": {"casque_test": 21}, "uptime_s": 7200}
+    assert "**with history**" in report.node_line(old) and "casque_test (21 tables)" in report.node_line(old)
+    log = tmp_path / "gc.log"
+    log.write_text(
+        "[2026-11-29T03:56:04.132+0000][38.173s][info] GC(8) Pause Young (Normal) (G1 Evacuation Pause) "
+        "243M->67M(768M) 28.963ms\n"
+        "[2026-11-29T03:56:05.000+0000][39.0s][info] GC(9) Concurrent Mark Cycle 45.000ms\n"
+        "[2026-11-29T03:57:00.000+0000][95.0s][info] GC(10) Pause Remark 100M->90M(768M) 3.5ms\n"
+    )
+    start = 1795924564.0  # 2026-11-29T03:56:04Z
+    assert node.gc_pauses(str(tmp_path), start, start + 60) == {"count": 2, "total_ms": 32.5, "max_ms": 29.0}
+    assert node.gc_pauses(str(tmp_path), start + 1, start + 2) == {"count": 0, "total_ms": 0, "max_ms": 0.0}
+    table = report.node_parts(
+        {
+            "e2e": {
+                "seconds": 10.0,
+                "reads": 5,
+                "read_mean_ms": 0.5,
+                "writes": 9,
+                "write_mean_ms": None,
+                "gc": {"count": 2, "total_ms": 32.5, "max_ms": 29.0},
+            }
+        }
+    )
+    assert "| e2e | 10 | 5 (0.500 ms) | 9 | 2: 32 ms in all, longest 29 ms |" in table

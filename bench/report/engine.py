@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import baseline, targets
+from .. import targets
 from ..stats import fmt_ms
 from .markdown import _lat, _ms, _n, _table
 
@@ -96,17 +96,21 @@ def _num(x: Any, digits: int = 2) -> str:
     return _n(x, digits) if targets.finite(x) else "–"
 
 
-def section_pickup(R: dict[str, Any]) -> str:
-    """Round trips per take and the idle daemon's requests, before and after (issue 15)."""
+def section_pickup(R: dict[str, Any], before: dict[str, Any] | None = None) -> str:
+    """Round trips per take and the idle daemon's requests; beside an earlier run's with ``--compare``."""
+    from .summary import compared
+
     takes, idle = R.get("takes"), R.get("idle")
     if not takes and not idle:
         return ""
-    base = baseline.load() or {}
-    f, bf = targets.figures(R), base.get("figures", {})
-    engine = base.get("engine", "?")
+    base = before or {}
+    f, bf = targets.figures(R), targets.figures(base) if before else {}
 
     def row(label: str, show: Any) -> list[str]:
-        return [label, show(bf) if bf else "–", show(f)]
+        return [label, show(bf) if bf else "–", show(f)] if before else [label, show(f)]
+
+    def cols(label: str, then: Any, now: Any) -> list[str]:
+        return [label, then, now] if before else [label, now]
 
     def trips(level: str) -> Any:
         def show(g: dict[str, Any]) -> str:
@@ -144,7 +148,7 @@ def section_pickup(R: dict[str, Any]) -> str:
         row("… of which through the engine (Database.run)", lambda g: _num(g.get("idle_engine_rps"), 1)),
     ]
     out = [
-        "## 1c. Pickup cost: round trips per take, and the idle daemon (issue 15)",
+        "## 1c. Pickup cost: round trips per take, and the idle daemon",
         "",
         "**Round trips per take** (part `takes`, bench/takes.py): one daemon with the default `[worker]` settings on a "
         "fresh 16-shard "
@@ -169,7 +173,7 @@ def section_pickup(R: dict[str, Any]) -> str:
         "statements, heartbeats, control connection) is counted for "
         f"{_n(idle['seconds'] if idle else 30)} s, and the engine's statements by name beside it.",
         "",
-        _table(["figure", f"before (casque {engine})" if bf else "before", "this run"], rows),
+        _table(["figure", compared(before), "this run"] if before else ["figure", "this run"], rows),
         "",
     ]
     seqs = [
@@ -194,18 +198,18 @@ def section_pickup(R: dict[str, Any]) -> str:
             "",
         ]
     if idle:
-        before = (base.get("idle") or {}).get("engine_by_statement_per_s", {})
+        then = (base.get("idle") or {}).get("engine_by_statement_per_s", {})
         names = list(idle["engine_by_statement_per_s"]) + [
-            k for k in before if k not in idle["engine_by_statement_per_s"]
+            k for k in then if k not in idle["engine_by_statement_per_s"]
         ]
         out += [
             "What the idle daemon sends, per second:",
             "",
             _table(
-                ["statement (engine) or frame type (wire)", "before", "this run"],
-                [[f"`{k}`", _num(before.get(k)), _num(idle["engine_by_statement_per_s"].get(k))] for k in names[:12]]
+                cols("statement (engine) or frame type (wire)", "before", "this run"),
+                [cols(f"`{k}`", _num(then.get(k)), _num(idle["engine_by_statement_per_s"].get(k))) for k in names[:12]]
                 + [
-                    [f"wire: {k}", _num((base.get("idle") or {}).get("wire_by_type_per_s", {}).get(k)), _num(v)]
+                    cols(f"wire: {k}", _num((base.get("idle") or {}).get("wire_by_type_per_s", {}).get(k)), _num(v))
                     for k, v in idle["wire_by_type_per_s"].items()
                 ],
             ),
@@ -221,8 +225,8 @@ def section_pickup(R: dict[str, Any]) -> str:
                 "… and which engine function sent it:",
                 "",
                 _table(
-                    ["engine function", "before", "this run"],
-                    [[f"`{k}`", _num(before_callers.get(k)), _num(callers.get(k))] for k in keys[:12]],
+                    cols("engine function", "before", "this run"),
+                    [cols(f"`{k}`", _num(before_callers.get(k)), _num(callers.get(k))) for k in keys[:12]],
                 ),
                 "",
             ]

@@ -289,7 +289,7 @@ def _flag(size: str) -> str:
 
 
 def _mq_parked(P: dict[str, Any] | None) -> str:
-    """The parked-polls probe (bench/mq_parked.py): can one process hold the full size's users' long polls?"""
+    """The parked-polls part (bench/mq_parked.py): can one process hold the full size's users' long polls?"""
     if not P:
         return ""
     pk, srv, w = P["parked"], P.get("server") or {}, P.get("wake") or {}
@@ -301,7 +301,7 @@ def _mq_parked(P: dict[str, Any] | None) -> str:
         else "A send to one more parked owner was not answered within the client's timeout"
     )
     return (
-        f"Parked long polls (`python -m bench.mq_parked --users {P['users']}`): one bench process opened "
+        f"Parked long polls (`python -m bench --only parked`, {_n(P['users'])} users): one bench process opened "
         f"{_n(P['users'])} connections to one `casque serve` at once, each a ReceiveMessage with WaitTimeSeconds "
         f"{P['wait_s']} on its own tiny queue (open-files limit {P['fd_limit'][0]:,}); RSS with all of them open: "
         f"bench {_n(P['rss_mb'].get('bench'), 1)} MB, server {_n(P['rss_mb'].get('server'), 1)} MB. The server "

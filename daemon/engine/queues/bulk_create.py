@@ -56,7 +56,7 @@ CLAIM_TTL_S = 30
 YOUNG_S = 10.0
 #: How long contended names are retried before the creator gives up and says which name.
 GIVE_UP_S = 3 * CLAIM_TTL_S
-#: Names per chunk, and chunks in flight: measured on this 2-core box (bench/queue_creates.py; 100,000
+#: Names per chunk, and chunks in flight: measured on this 2-core box (git show 52829b5:bench/queue_creates.py; 100,000
 #: names: 500 x 4 gave 8-11k queues/s, 250 x 8 12-14k, 200 x 16 13-15k, 100 x 32 12-16k, the node
 #: being what limits: the client spends ~20 us of CPU a name).
 CHUNK = 200

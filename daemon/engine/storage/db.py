@@ -49,7 +49,7 @@ _ROW_TYPES: dict[tuple[str, ...], Any] = {}
 #: in 4,096-byte pieces: the rest of any larger request (a take's or an ack's batch) waited for the node's
 #: delayed ACK of the first piece, 40 ms, and every request queued behind it with it (measured: one
 #: sequential request of 8 KB 44 ms instead of 0.7; in a drain of 20,000 messages 22-44% of the take's requests
-#: waited 40-55 ms; tests/test_db_socket.py, docs/benchmarks.md "Issue 27: the SQS face").
+#: waited 40-55 ms; tests/test_db_socket.py; git show 52829b5:docs/benchmarks.md, "Issue 27: the SQS face").
 SOCKOPTS = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
 
 #: Called with (database, statement) before each request through ``Database.run`` or ``run_all`` (the
