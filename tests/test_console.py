@@ -29,6 +29,7 @@ from daemon.base.errors import ConfigError
 from daemon.engine.client import Casque
 from daemon.engine.cluster.heartbeats import Heartbeat, Heartbeats
 from daemon.engine.observe.samples import Counters, Samples, recent_rates, series
+from daemon.http.app import CONSOLE_PATH, build_serve_app
 from daemon.http.console import build_console
 from daemon.testing.daemonproc import ROOT, start_daemon, until, wait_for, write_config
 
@@ -466,3 +467,81 @@ async def test_a_silent_daemon_is_shown_as_stale(cq: Casque, admin: httpx.AsyncC
     page = await admin.get("/daemons")
     row = re.search(rf'<tr class="(\w+)">\s*<td>{name}</td>.*?</tr>', page.text, re.S)
     assert row and row.group(1) == "stale" and "1m ago <b>(stale)</b>" in row.group(0)
+
+
+SECURITY_HEADERS = {
+    "content-security-policy": "frame-ancestors 'none'",
+    "x-frame-options": "DENY",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "same-origin",
+}
+
+
+def framing_headers(r: httpx.Response) -> dict[str, str | None]:
+    return {name: r.headers.get(name) for name in SECURITY_HEADERS}
+
+
+async def test_every_kind_of_console_response_forbids_framing_and_sniffing(
+    cq: Casque, queue_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pages, htmx fragments, static files, redirects, refusals, error pages and even an unhandled
+    error's 500, from the console alone (``casque web``) and mounted beside SQS (``casque serve``);
+    the SQS answers on the same port stay as they were."""
+    await cq.create_queue(queue_name)
+    mid = await cq.send(queue_name, "t", {"n": 1})
+    serve = build_serve_app(
+        cq, cq.settings.sqs, ConsoleSettings(admin_password="admin-pw", viewer_password="viewer-pw")
+    )
+    page = f"/queues/{queue_name}"
+    for app, root in ((console_app(cq), ""), (serve, CONSOLE_PATH)):
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://console", auth=ADMIN) as c:
+            form = await c.get(root + page)
+            responses = {
+                "page": form,
+                "message page": await c.get(f"{root}{page}/messages/{mid}"),
+                "htmx fragment": await c.get(root + page, headers={"HX-Request": "true"}),
+                "chart": await c.get(f"{root}{page}/chart.svg"),
+                "static js": await c.get(f"{root}/static/htmx.min.js"),
+                "static css": await c.get(f"{root}/static/console.css"),
+                "missing static": await c.get(f"{root}/static/nothing.js"),
+                "error page": await c.get(f"{root}/queues/no_such_{queue_name}"),
+                "bad input": await c.get(root + page, params={"n": "100000"}),
+                "no route": await c.get(f"{root}/nowhere"),
+                "slash redirect": await c.get(f"{root}/queues/"),
+                "action redirect": await c.post(f"{root}{page}/purge", data={"csrf": csrf(form), "confirm": "no"}),
+                "csrf refusal": await c.post(f"{root}{page}/purge", data={"confirm": queue_name}),
+                "login": await c.get(root + page, auth=("admin", "wrong")),
+            }
+            monkeypatch.setattr(cq.observe, "daemons", _raise_bug)
+            responses["unhandled error"] = await c.get(f"{root}/daemons")
+            monkeypatch.undo()
+        statuses = {kind: r.status_code for kind, r in responses.items()}
+        assert statuses == {
+            "page": 200,
+            "message page": 200,
+            "htmx fragment": 200,
+            "chart": 200,
+            "static js": 200,
+            "static css": 200,
+            "missing static": 404,
+            "error page": 404,
+            "bad input": 400,
+            "no route": 404,
+            "slash redirect": 307,
+            "action redirect": 303,
+            "csrf refusal": 403,
+            "login": 401,
+            "unhandled error": 500,
+        }, root
+        wrong = {kind: framing_headers(r) for kind, r in responses.items() if framing_headers(r) != SECURITY_HEADERS}
+        assert wrong == {}, root
+    assert len(await cq.peek(queue_name)) == 1  # the purge was refused both times
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=serve), base_url="http://sqs") as c:
+        sqs = await c.post("/", data={"Action": "ListQueues", "QueueNamePrefix": queue_name})
+    assert sqs.status_code == 200 and f"/{queue_name}</QueueUrl>" in sqs.text
+    assert framing_headers(sqs) == dict.fromkeys(SECURITY_HEADERS)
+
+
+async def _raise_bug() -> None:
+    raise RuntimeError("a bug the console did not expect")

@@ -10,10 +10,13 @@ each page into DIR (docs/console/ holds the ones the README shows).
 from __future__ import annotations
 
 import base64
+import functools
+import http.server
 import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -93,6 +96,33 @@ def console_url(tmp_path_factory: pytest.TempPathFactory, settings: object) -> I
         yield url
         proc.terminate()
         proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def other_site(tmp_path_factory: pytest.TempPathFactory, console_url: str) -> Iterator[str]:
+    """Another origin (127.0.0.1, another port) whose page puts the console in a frame, beside a
+    frame of its own page (which shows: frames do render here)."""
+    folder = tmp_path_factory.mktemp("other-site")
+    (folder / "own.html").write_text(
+        '<!doctype html><link rel="icon" href="data:,"><p id=own>a page of the other site</p>'
+    )
+    (folder / "frames.html").write_text(
+        '<!doctype html><link rel="icon" href="data:,"><title>another site</title><h1>another site</h1>'
+        f'<iframe id="console" src="{console_url}/queues" width="900" height="500"></iframe>'
+        '<iframe id="own" src="own.html" width="300" height="100"></iframe>'
+    )
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+    thread.join()
 
 
 @pytest.fixture(scope="module")
@@ -291,3 +321,27 @@ async def test_a_fifo_queue_page_shows_its_groups_live(cq: Casque, admin_page: P
     assert await page.inner_text("table.groups tbody tr td.n >> nth=1") == "1"
     assert [m.group for m in await cq.peek(name)] == ["customer-7", "customer-7"]  # the page only read
     await p.shot("fifo-queue")
+
+
+async def test_another_site_cannot_show_the_console_in_a_frame(admin_page: Page, other_site: str) -> None:
+    """Clickjacking: the browser is logged in (it would answer the console's login by itself), yet a
+    frame of the console on another site's page stays empty (the headers are in console/headers.py)."""
+    p, page = admin_page, admin_page.page
+    console_answers: list[int] = []
+    page.on("response", lambda r: console_answers.append(r.status) if r.url == p.url + "/queues" else None)
+    await page.goto(f"{other_site}/frames.html")
+    own = await (await page.wait_for_selector("iframe#own")).content_frame()
+    assert own is not None and await own.inner_text("#own") == "a page of the other site"
+    deadline = time.monotonic() + 15
+    while not console_answers and time.monotonic() < deadline:
+        await page.wait_for_timeout(50)
+    assert console_answers == [200], "the console was not even asked: the test proves nothing"
+    framed = await (await page.query_selector("iframe#console")).content_frame()
+    assert framed is not None
+    await page.wait_for_timeout(500)  # let the frame settle on whatever it shows
+    shown = await framed.content()
+    assert framed.url.startswith("chrome-error://"), framed.url
+    assert "casque" not in shown and "Queues" not in shown, shown[:500]
+    refusals = [e for e in p.errors if "frame-ancestors 'none'" in e]
+    assert refusals, p.errors
+    p.errors[:] = [e for e in p.errors if e not in refusals]  # the refusal this test asked for, logged by the browser

@@ -4,6 +4,7 @@
 Every request is authenticated (basic auth or bearer; auth.py); every POST also needs the CSRF
 token and a same-origin request, and the admin role. Errors a user can cause come back as the page
 with one line naming the problem (400/404/503), never a traceback; the server keeps serving.
+Every response, whatever answers it, forbids framing and sniffing (headers.py).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from daemon.base.logs import get_logger
 from daemon.engine.client import Casque
 from daemon.http.console import actions, pages
 from daemon.http.console.auth import REALM, Auth, User, csrf_ok, same_origin
+from daemon.http.console.headers import Console
 from daemon.http.console.present import FILTERS
 
 HERE = Path(__file__).resolve().parent
@@ -56,7 +58,7 @@ def build_console(cq: Casque, settings: ConsoleSettings) -> Starlette:
         Route("/daemons", pages.daemons),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
-    app = Starlette(
+    app = Console(
         routes=routes,
         middleware=[Middleware(BaseHTTPMiddleware, dispatch=_guard(auth))],
         exception_handlers={CasqueError: _error_page},
