@@ -54,10 +54,10 @@ class FetchLoop:
                 return
             asked = min(self.settings.batch_size, room)
             # A poll of every row when it is due, by whichever consumer comes first (under load
-            # there is no idle scout: measured at 2,000 msg/s, messages no wake-up named waited for
-            # the end of the run, 37 s); in burst mode always (it ends on a poll that found
-            # nothing). Otherwise the scout, woken by a send, visits the rows named, and so does
-            # every other consumer while wake-ups name them.
+            # there is no idle scout, and messages no wake-up named would wait until the load
+            # ends); in burst mode always (it ends on a poll that found nothing). Otherwise the
+            # scout, woken by a send, visits the rows named, and so does every other consumer
+            # while wake-ups name them.
             polling = watch.poll_due(queue, always=burst)
             scout = watch.scouts.get(queue) == slot
             finished_before = self._fifo_finished()
@@ -105,12 +105,11 @@ class FetchLoop:
     async def _after_work(self, queue: str, consumer: Consumer, slot: int, got: int, asked: int) -> None:
         """More work known: with wake-ups flowing it is named by shard (a send, a take that filled
         its batch, a peek that found more rows due): this consumer goes on to one named shard and
-        wakes one more per other one (measured at 2,000 msg/s: one consumer going from row to row
-        alone fell behind, p50 637 ms; at 94 msg/s waking all 31 for a take of 8 sent each round
-        16 rows, ~500 reads in a burst). Without wake-ups (old clients, the Spark loader), a big
-        take calls every consumer to go round the rows. A few messages: the scout waits for the
-        next send or its poll instead of calling every consumer to go round every shard for them
-        (measured: that storm made pickup at 50 msg/s 270 ms at p50, and fetches of up to 1.2 s).
+        wakes one more per other one (one consumer going from row to row alone falls behind under
+        load; waking them all for a small take sends each round every row). Without wake-ups (old
+        clients, the Spark loader), a big take calls every consumer to go round the rows. A few
+        messages: the scout waits for the next send or its poll instead of calling every consumer
+        to go round every shard for them (that storm of reads would delay pickup and the fetches).
         Any other consumer looks once more: it may wait only after a fetch that found nothing
         (its last fetch counts as idle, or burst mode would never end)."""
         watch = self.watch

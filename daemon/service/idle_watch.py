@@ -68,9 +68,9 @@ class IdleWatch:
         """After the poll of every row: when the next one is due. While wake-ups flow, it is only
         the safety poll (``max_poll_interval``): sends announce themselves. Otherwise work found
         (an old client, the Spark loader, hints off) may be followed by more, so the poll drops to
-        ``poll_interval``, and nothing found doubles it up to ``max_poll_interval``. (Measured at
-        94 msg/s: polling after every take made the scout peek 16 rows 15 times a second, half of
-        the node's reads.)"""
+        ``poll_interval``, and nothing found doubles it up to ``max_poll_interval``. A poll after
+        every take would make the scout peek every row many times a second, under load a large
+        share of the node's reads."""
         poll_ms, max_poll_ms = self.settings.poll_interval_ms, self.settings.max_poll_interval_ms
         delay = self.delay_ms.get(queue, poll_ms)
         if flowing:
@@ -93,8 +93,8 @@ class IdleWatch:
 
     async def wait_for_work(self, queue: str) -> None:
         """Wait until the scout (or a wake-up) calls this consumer in. No timeout: the scout is a
-        coroutine of this process and never stops while we run (a timeout made 15 consumers go
-        round every shard every 0.8 s, each fetch up to 1 s late)."""
+        coroutine of this process and never stops while we run (with a timeout, every idle
+        consumer would go round every shard on its own, reading for nothing)."""
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiting.setdefault(queue, []).append(waiter)
         stop = asyncio.ensure_future(self.stopping.wait())
@@ -109,8 +109,8 @@ class IdleWatch:
 
     def wake(self, queue: str, n: int | None = None) -> None:
         """Wake ``n`` waiting consumers of ``queue`` (None: all). One per row with known work:
-        waking every consumer for a take of 8 messages at 94 msg/s sent 31 of them round 16
-        rows each (measured: ~500 reads in a burst, and the burst made the next take bigger)."""
+        waking every consumer for a small take sends each round every row, a burst of reads that
+        delays the takes and so makes the next one bigger."""
         waiting = self._waiting.get(queue, [])
         count = len(waiting) if n is None else min(n, len(waiting))
         for waiter in waiting[:count]:

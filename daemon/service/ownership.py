@@ -63,8 +63,8 @@ class Ownership:
 
     async def warm(self) -> None:
         """Hold the owned rows once, before the consumers start. Acquired while the consumers
-        already run, a hold races their first takes of the same rows and both sides back off:
-        measured at a daemon's start, the first 60-80 messages were 100-700 ms late."""
+        already run, a hold races their first takes of the same rows and both sides back off,
+        leaving the rows idle while the first messages fall due."""
         self._warm_tick = await self._tick()
 
     async def run(self) -> None:

@@ -117,7 +117,7 @@ class Worker:
         await self.dispatcher.warm(burst)
         # What exists now (modules, the driver's metadata, prepared statements) lives as long as
         # the process: out of the collector's sight, a full collection walks only what serving
-        # allocates (measured: full collections of 35-86 ms held up the loop, and takes with it).
+        # allocates, and a full collection holds up the loop (and the takes) for less time.
         gc.freeze()
         w = self.settings.worker
         tasks = ", ".join(self.registry.names())
@@ -173,10 +173,9 @@ class Worker:
     async def _depth_loop(self) -> None:
         """Count each served queue's depth (every row, from its cursors) about every
         DEPTH_EVERY_S, one row at a time: at once on start, later spread over half the interval
-        with a pause after each row. Counted at 32 rows at once, the count of a 16 x 24 queue (768
-        reads) held up the takes sharing the process and the node by up to 300 ms (measured at
-        94 msg/s). The rows are counted at slightly different moments, so the figure is the depth
-        over the count's duration, not a snapshot."""
+        with a pause after each row: counted many rows at once, a whole queue's rows hold up the
+        takes sharing the process and the node. The rows are counted at slightly different
+        moments, so the figure is the depth over the count's duration, not a snapshot."""
         assert self.cq is not None
         spread = 0.0  # the first count: as soon as it can, one read in flight
         while True:

@@ -56,8 +56,8 @@ log = get_logger("casque.consumer")
 #: in one burst that holds up what falls due meanwhile.
 PEEK_ALL_RESCANS = 32
 #: Rows a visit to one shard rescans at most before its current row (the longest waiting first).
-#: On a cold start every row is due: 32 consumers visiting 16 shards issued ~750 reads at once,
-#: and sending them held the event loop 100-200 ms (measured at a daemon's start, 94 msg/s).
+#: On a cold start every row is due: without a cap, the consumers' first visits would issue hundreds
+#: of reads at once, and sending them holds up the event loop.
 VISIT_RESCANS = 4
 #: While a multi-lane queue's takes hand out lower lanes (a fair queue's noisy tenant, low
 #: priorities), the top lane of every shard's current rows is peeked at most this often, in one
@@ -189,9 +189,8 @@ class Consumer:
 
     async def warm(self, parallel: int = 64) -> None:
         """Before serving: load every row's cursors and peek it, ``parallel`` rows at a time.
-        Left to the first visits, a cold start's ~750 reads (16 shards x 24 buckets, cursors and
-        a peek each) came in front of the first takes (measured: the first 0.8 s of messages
-        100-300 ms late at 94 msg/s). Rows with something due are visited first."""
+        Left to the first visits, a cold start's reads (cursors and a peek of every row) come in
+        front of the first takes. Rows with something due are visited first."""
         qs = await self.settings()
         rows = [row for row in all_rows(qs) if not self.rows.get(row, RowState()).loaded]
         for i in range(0, len(rows), parallel):
@@ -338,9 +337,7 @@ class Consumer:
         On a queue with several lanes (priorities, or a fair queue's noisy tenants one lane down,
         engine/send/fairness.py) the rows are peeked together, and the row with the highest lane due
         goes first: a message sent now in a higher lane is not taken after an older row's backlog
-        of a lower one (measured: a quiet tenant's p99 of 1.0 s behind a noisy backlog of 10,000
-        in older rows with 1 s buckets when only the current rows were taken first,
-        tests/test_fairness.py)."""
+        of a lower one (a quiet tenant is not stuck behind a noisy one's backlog, tests/test_fairness.py)."""
         now = self.clock.now_ms()
         every, rescans = rows_to_check(self.rows, qs, shard, now, self.tolerance_ms)
         if (

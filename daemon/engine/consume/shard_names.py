@@ -65,10 +65,9 @@ class ShardNames:
         """Has a wake-up arrived within ``window_ms``, or does one name a due time within ``window_ms`` of now? Then
         the producers of this queue announce their sends, and a consumer need not go looking in rows nobody named.
         A delayed message's wake-up arrives at its send but names its due time: counted from the send alone, delays
-        spread over a minute found wake-ups "not flowing" as they fell due, and each take of one woke every
-        consumer to read every row (measured: 24 reads per delayed message taken, 16 rows held; lateness p99 44 ms,
-        2-3 ms since). Only wake-ups count, not our own names (``name_now``, ``expect``): a bulk load without
-        them (the Spark loader) still calls every consumer round the rows."""
+        spread over a minute would find wake-ups "not flowing" as they fall due, and each take of one would wake
+        every consumer to read every row. Only wake-ups count, not our own names (``name_now``, ``expect``): a bulk
+        load without them (the Spark loader) still calls every consumer round the rows."""
         if self.hinted_at is None:
             return False
         if self.clock.elapsed_ms() - self.hinted_at <= window_ms:
@@ -99,9 +98,9 @@ class ShardNames:
         """The shards with something due by ``horizon``, each with the earliest such due time: named (a wake-up,
         our own write, a take that filled its batch), or seen coming by a read of one of its rows (``RowState.wake``:
         a read runs on to the lookahead). Without the rows' wakes, a message no wake-up named (a ``send_many`` of
-        more due times than a hint carries) was seen coming, its due time woke the scout, and the scout's fetch,
-        which visits only the shards due, passed it by: it waited for the next poll of every row (delays of a
-        60 s run: lateness p99 914 ms). A row found busy lately is left out: another process holds it."""
+        more due times than a hint carries) is seen coming, its due time wakes the scout, and the scout's fetch,
+        which visits only the shards due, passes it by: it waits for the next poll of every row. A row found busy
+        lately is left out: another process holds it."""
         out = {s: heap[0] for s, heap in self._heaps.items() if heap and heap[0] <= horizon}
         for shard, wake in self._wakes():
             if wake <= horizon and wake < out.get(shard, NEVER):
@@ -149,9 +148,8 @@ class ShardNames:
         shards = qs.span()[0]  # after a reshard, also the shards of layouts still draining
         # The named shard waiting longest first (earliest due time named). Not by shard number, nor
         # rotated by slot: under load every named shard yields, so the shards past the first
-        # `consumers` of a fixed order were never reached (measured at 1,567 msg/s with 8
-        # consumers: rows starved for up to 50 s). Consumers woken together meet at the same
-        # shard; all but one find it busy (no read) and go on to the next.
+        # `consumers` of a fixed order would never be reached, and their rows starve. Consumers
+        # woken together meet at the same shard; all but one find it busy (no read) and go on to the next.
         first = sorted((s for s in due if s < shards), key=due.__getitem__)
         start = self._next_shard.get(slot, slot * 7919) % shards
         self._next_shard[slot] = start + 1

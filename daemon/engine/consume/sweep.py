@@ -78,9 +78,9 @@ SWEEP_LIMIT = 500
 SETTLED_RECHECK_MS = 6 * 3_600_000
 #: How often ``PulledSweeps`` reads the activity index for the queues it keeps.
 INDEX_EVERY_MS = 120_000
-#: Queues a ``PulledSweeps`` pass sweeps at once. One at a time, a pass over the 24,576 queues a full-size server
-#: keeps took about 4 minutes (105 queues/s, each a few sequential reads), so the 30 s pass came every 4 minutes
-#: and queues just used took that long to settle; a few at once keep the node's queue short and the pass brief.
+#: Queues a ``PulledSweeps`` pass sweeps at once. One at a time (each a few sequential reads), a pass over the
+#: queues a full-size server keeps lasts far longer than the 30 s between passes, and queues just used wait that
+#: long to settle; a few at once keep the node's queue short and the pass brief.
 SWEEP_CONCURRENCY = 8
 #: A stretch below a cursor is read in pieces of at most this span of due times.
 STRETCH_PIECE_MS = 600_000

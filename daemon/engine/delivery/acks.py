@@ -38,7 +38,7 @@ class Acker:
 
     async def ack(self, messages: list[Message], release_keys: bool = True) -> None:
         """Delete the timeout columns (one batch per row), then free the keys of finished messages."""
-        crash_point("ack.write")  # the window between a message's in-flight write and its ack (issue 27's fault tests)
+        crash_point("ack.write")  # the window between a message's in-flight write and its ack (the fault tests)
         pause_point("ack.write")
         rows: dict[tuple[str, int, int], list[Message]] = defaultdict(list)
         for m in messages:

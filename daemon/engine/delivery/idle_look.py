@@ -1,8 +1,8 @@
 """An empty receive's look in one request: is anything due in the rows a fetch would visit now?
 
-A receive on a standard queue used to find out that nothing is due by the consumer's round of
-shards: one peek per shard, one after another (16 requests on a 16-shard queue before a long poll
-could park, and again at each of the scout's safety re-reads). The rows a fetch visits now are
+By the consumer's round of shards, a receive on a standard queue finds out that nothing is due
+with one peek per shard, one after another (a request per shard before a long poll can park, and
+again at each of the scout's safety re-reads). The rows a fetch visits now are
 known in memory (``rows_to_check``: every shard's current row, the previous one within the clock
 tolerance, the rows whose rescan has come), and so are their cursors. One read asks every one of
 them for its first message from the lowest of those cursors (``bucket IN`` x ``shard IN``,

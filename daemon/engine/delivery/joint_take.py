@@ -1,10 +1,9 @@
 """Receives of one standard queue that come while a take for it runs share the next take.
 
 Concurrent receives of one queue in a process meet at the same shard rows, and a row is taken by
-one take at a time: the lock protocol cost a pull's take seven round trips (five since the direct
-lock), and the others found the row busy with it, parked, and were woken one by one. Eight clients
-receiving from a one-shard queue waited ~100 ms each in line for takes of ~13 ms (issue 27: 7 CQL
-requests and 113 ms in the server per ReceiveMessage, p50).
+one take at a time: the lock protocol costs a take five round trips, and the others find the row
+busy with it, park, and are woken one by one. Clients receiving from a one-shard queue would each
+wait in line for the takes of all those ahead of them.
 
 So receives wait in *groups*, as a database's group commit does. While fewer takes of its key are
 under way than the queue has shards (at most ``MAX_PARALLEL``), a receive takes for itself at once

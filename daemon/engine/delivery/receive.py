@@ -24,9 +24,9 @@ Cost of a receive on an idle queue: the first in a process (cold) reads the queu
 the cursors of all its rows in one request per shard; if no row has a partition that was the look,
 else one request looks at the current bucket's rows and the rows that exist (engine/delivery/
 idle_look.py). Later ones (warm) answer from the last empty look while nothing was said since and
-it is younger than its window (``known_empty``: no read), else make that one look. Measured, idle:
-1 x 1 2 cold / 0 warm (3 / 0 if it held messages once); 4 x 4 5 / 0 (tests/test_many_queues.py,
-docs/design.md "Many queues").
+it is younger than its window (``known_empty``: no read), else make that one look. Requests per idle
+receive (tests/test_many_queues.py counts them; docs/design.md "Many queues"): 1 x 1 2 cold / 0 warm
+(3 / 0 if it held messages once); 4 x 4 5 / 0.
 
 A message available now wakes one parked poll of its queue (engine/wake/wakeups.py ``wake_one``);
 a poll that took a full batch wakes the next, as does a woken poll that leaves without looking.

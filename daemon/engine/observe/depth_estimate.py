@@ -11,8 +11,8 @@ seconds, at most one pass per queue at a time per process. Until the first pass 
 ends, the lane reports what its head saw (a lower bound).
 
 Why not extrapolate from samples: rows sort by (due, id) and a batch send puts hundreds of rows
-on one due millisecond, so a lane is clumps with gaps between them; a density measured on a probe
-was off by 10x on such a queue (measured). Counting is exact; only its age is bounded.
+on one due millisecond, so a lane is clumps with gaps between them, and a density sampled on a probe
+can be off by an order of magnitude. Counting is exact; only its age is bounded.
 
 Bounds, with R = shard rows (buckets x shards, of every layout) and P = priority lanes:
   - per call: requests <= R (cursors, first call in a process) + R x P; rows <= R + R x P x HEAD;

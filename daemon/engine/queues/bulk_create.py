@@ -1,7 +1,7 @@
-"""Creating queues without an LWT: claim, read, write, a chunk of names at a time (issue 28).
+"""Creating queues without an LWT: claim, read, write, a chunk of names at a time.
 
 One LWT per queue (``INSERT ... IF NOT EXISTS``) is four Paxos round trips and a serialised
-commit: 824 queues/s on this box, whatever the concurrency. Here every creation, one queue or a
+commit, a rate that no concurrency raises. Here every creation, one queue or a
 million, follows the lock protocol's shape instead (docs/design.md, "Many queues", "Bulk create"):
 
 1. **Claim**: add a fresh claimant id to the ``claims`` set of every name of the chunk, with a TTL
@@ -56,9 +56,8 @@ CLAIM_TTL_S = 30
 YOUNG_S = 10.0
 #: How long contended names are retried before the creator gives up and says which name.
 GIVE_UP_S = 3 * CLAIM_TTL_S
-#: Names per chunk, and chunks in flight: measured on this 2-core box (git show 52829b5:bench/queue_creates.py; 100,000
-#: names: 500 x 4 gave 8-11k queues/s, 250 x 8 12-14k, 200 x 16 13-15k, 100 x 32 12-16k, the node
-#: being what limits: the client spends ~20 us of CPU a name).
+#: Names per chunk, and chunks in flight: the rate rises with the chunks in flight up to about these, where the
+#: node, not the client, is what limits it (the sweep of sizes: docs/design.md, "Bulk create").
 CHUNK = 200
 CONCURRENCY = 16
 #: ``queue_names`` rows per batch: 100 names of at most 80 characters stay far below Cassandra's

@@ -46,10 +46,8 @@ except ImportError:  # pragma: no cover - depends on how the wheel was built
 _ROW_TYPES: dict[tuple[str, ...], Any] = {}
 
 #: TCP_NODELAY on every connection to the node. The driver leaves Nagle's algorithm on and writes a request
-#: in 4,096-byte pieces: the rest of any larger request (a take's or an ack's batch) waited for the node's
-#: delayed ACK of the first piece, 40 ms, and every request queued behind it with it (measured: one
-#: sequential request of 8 KB 44 ms instead of 0.7; in a drain of 20,000 messages 22-44% of the take's requests
-#: waited 40-55 ms; tests/test_db_socket.py; git show 52829b5:docs/benchmarks.md, "Issue 27: the SQS face").
+#: in 4,096-byte pieces: the rest of any larger request (a take's or an ack's batch) would wait for the node's
+#: delayed ACK of the first piece, 40 ms, and every request queued behind it with it (tests/test_db_socket.py).
 SOCKOPTS = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
 
 #: Called with (database, statement) before each request through ``Database.run`` or ``run_all`` (the
@@ -64,8 +62,7 @@ _OBSERVERS: tuple[RequestObserver, ...] = ()
 
 def row_factory(colnames: list[str], rows: list[Any]) -> list[Any]:
     """Rows as named tuples, like the driver's default, but with one class per column list: the
-    default builds a new namedtuple class for every result, which profiling showed at 6% of the
-    daemon's CPU."""
+    default builds a new namedtuple class for every result, a cost paid on every read."""
     key = tuple(colnames)
     cls = _ROW_TYPES.get(key)
     if cls is None:
@@ -122,7 +119,7 @@ class Database:
             connect_timeout=s.connect_timeout,
             control_connection_timeout=s.connect_timeout,
             # v4, not v5: v5 wraps every frame in CRC32-checksummed segments, which cost more
-            # client CPU than anything else per request (measured with cProfile).
+            # client CPU than anything else per request.
             protocol_version=4,
             timestamp_generator=self.next_timestamp,
             # The driver's default waits up to 10 minutes between reconnection attempts; a daemon

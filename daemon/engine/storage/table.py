@@ -126,8 +126,8 @@ class Binder:
     """Binds one prepared statement for the hot path (a take's and an ack's per-message statements).
 
     The driver's ``bind`` builds a column descriptor and asks the encryption policy about every value before
-    serializing it, and its constructor copies a dozen settings from the prepared statement one by one: the
-    profile put the two message statements at 22% of the daemon's CPU. Here each column's serializer is chosen
+    serializing it, and its constructor copies a dozen settings from the prepared statement one by one, for every
+    message a take or an ack writes. Here each column's serializer is chosen
     once, and a statement is an instance of a subclass of the driver's ``BoundStatement`` whose settings are class
     attributes, copied once from one the driver built (the same values, read the same way): an instance sets only
     its values. The values are the engine's own (typed by Message), so the driver's per-value type check has

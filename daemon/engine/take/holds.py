@@ -123,8 +123,7 @@ class RowHolds:
     async def settled(self, row: Row) -> None:
         """Wait until an acquisition of ``row`` under way (if any) has ended. A consumer that took
         the row by the ordinary lock meanwhile would collide with it: both would see the other's
-        column and back off, and the row would rest up to a second for nothing (measured at a
-        daemon's start: the first 60-80 messages 100-700 ms late)."""
+        column and back off, and the row would rest up to a second for nothing."""
         pending = self._acquiring.get(row)
         if pending is not None:
             await pending.wait()

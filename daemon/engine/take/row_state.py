@@ -41,8 +41,8 @@ def trip(n: int = 1) -> None:
 class _Wake:
     """``RowState.wake``: the earliest due time this process wrote into the row, or a read saw coming. A row whose
     wake becomes finite enters its ``Rows.waking``, so ``ShardNames`` reads the few rows with something coming, not
-    every row of the queue (it did on every wake-up and every fetch: 4.5% of the daemon's CPU at half load, 384
-    rows). Read on the class it is ``NEVER``, the value of a row with nothing coming."""
+    every row of the queue on every wake-up and every fetch, a cost that grows with the queue's rows. Read on the
+    class it is ``NEVER``, the value of a row with nothing coming."""
 
     def __get__(self, state: RowState | None, owner: type | None = None) -> int:
         return NEVER if state is None else state._wake
@@ -217,7 +217,7 @@ class ConsumerStats:
 def next_rescan(now: int, rescan_ms: int) -> int:
     """Between a half and a whole ``rescan_ms`` from now, at random: the rows of a queue peeked
     together once (a cold start) drift apart, so rescans never come as one burst of hundreds
-    of reads (measured: such a burst made messages due meanwhile up to 1 s late)."""
+    of reads, which would hold up the messages falling due meanwhile."""
     return now + rescan_ms // 2 + random.randrange(rescan_ms // 2 + 1)
 
 

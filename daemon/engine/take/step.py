@@ -113,9 +113,8 @@ class Take:
         now = self.clock.now_ms()
         # The re-check must finish before the messages are read. Read together, the message read
         # could be served before a racer's take batch and the re-check after it (the racer's lock
-        # column already deleted by that batch): both would take the same messages. Measured: 100
-        # duplicates of 50,000 in the skewed race test (tests/test_races.py) with the two reads
-        # issued together; docs/design.md, "The re-check comes before the message read".
+        # column already deleted by that batch): both would take the same messages (tests/test_races.py;
+        # docs/design.md, "Why two racers never both take").
         if not checked:
             trip()
             if not await self.locker.recheck(qs, lock):

@@ -185,8 +185,8 @@ class HintSender:
     def _enqueue(self, queue: str, entries: Iterable[Entry], shard_counts: tuple[int, ...]) -> None:
         """The first send of an event loop turn hints at once; the sends that complete later in
         the same turn share one datagram per queue, sent at the end of the turn. So a lone send
-        loses no time (deferring every hint to the turn's end cost ~0.4 ms at p50, git show 52829b5:bench/hints.py)
-        and a burst of concurrent sends pays one HMAC and one ``sendto`` per turn, not per send."""
+        loses no time (as it would if every hint waited for the turn's end) and a burst of
+        concurrent sends pays one HMAC and one ``sendto`` per turn, not per send."""
         if not any(e.serves(queue) and e.address not in self.own for e in self._view):
             return
         if not self._flush_armed:

@@ -123,7 +123,7 @@ class QueueWaiter:
         heapq.heappush(self._timers, due_ms)
         if len(self._timers) > MAX_TIMERS:  # the latest ones are re-found by the scout's peeks
             # trimmed to half, so the O(n log n) trim runs once per MAX_TIMERS / 2 new timers, not
-            # on every delivery once full (4-11 % of casque serve's profile, bench/sqs_fifo.py)
+            # on every delivery once full (bench/sqs_fifo.py)
             self._timers = heapq.nsmallest(MAX_TIMERS // 2, self._timers)
         self._arm(now)
 

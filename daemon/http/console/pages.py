@@ -28,9 +28,9 @@ GROUPS_SHOWN = 100  # a FIFO queue's groups listed on its page, most messages fi
 RATE_WINDOW_MS = 300_000
 COUNTING_AT_ONCE = 4  # queues counted in parallel on one page (each reads buckets x shards rows)
 # On the queues page a queue is counted exactly only when that is cheap (at most this many shard
-# rows); a larger one shows its daemons' latest depth sample (every 60 s), marked as such. Counting
-# 25 queues of the default 16 x 24 rows took 12 s on the dev machine (a probe since removed: git show
-# 52829b5:bench/console.py), too slow for a page that refreshes itself; its own page always counts exactly.
+# rows); a larger one shows its daemons' latest depth sample (every 60 s), marked as such. Counting a
+# page of queues of the default 16 x 24 rows takes seconds, too slow for a page that refreshes itself;
+# a queue's own page always counts exactly.
 EXACT_ROWS_ON_LIST = 64
 SAMPLE_MAX_AGE_MS = 150_000
 
