@@ -19,26 +19,41 @@ from tests.support import sqsserver
 from tests.test_sqs import reference_md5_of_attributes
 
 NS = {"q": "http://queue.amazonaws.com/doc/2012-11-05/"}
+#: The system attributes ``All`` gives a message of a standard queue sent without a trace header or group.
+ALL_STANDARD = {"SenderId", "SentTimestamp", "ApproximateReceiveCount", "ApproximateFirstReceiveTimestamp"}
 
 
 def query(
     url: str, action: str, params: dict[str, str], creds: Credentials | None = None, method: str = "POST"
 ) -> tuple[int, ET.Element]:
     """One query-protocol request, SigV4-signed like an SDK would (any key works with auth none)."""
+    status, _, body = query_raw(url, action, params, creds, method)
+    return status, ET.fromstring(body)
+
+
+def query_raw(
+    url: str,
+    action: str,
+    params: dict[str, str],
+    creds: Credentials | None = None,
+    method: str = "POST",
+    headers: dict[str, str] | None = None,
+) -> tuple[int, dict[str, str], bytes]:
+    """``query``'s request, answered as sent: the status, the headers (lower-case names) and the body's bytes."""
     form = urllib.parse.urlencode({"Action": action, "Version": "2012-11-05", **params})
-    headers = {"Content-Type": "application/x-www-form-urlencoded; charset=utf-8"}
     if method == "GET":
-        req = AWSRequest(method="GET", url=f"{url}?{form}", headers={})
+        req = AWSRequest(method="GET", url=f"{url}?{form}", headers=dict(headers or {}))
     else:
-        req = AWSRequest(method="POST", url=url, data=form.encode(), headers=headers)
+        sent = {"Content-Type": "application/x-www-form-urlencoded; charset=utf-8"} | (headers or {})
+        req = AWSRequest(method="POST", url=url, data=form.encode(), headers=sent)
     SigV4Auth(creds or Credentials("k", "s"), "sqs", "us-east-1").add_auth(req)
     prepared = req.prepare()
     raw = urllib.request.Request(prepared.url, data=prepared.body, headers=dict(prepared.headers), method=method)
     try:
         with urllib.request.urlopen(raw, timeout=30) as resp:
-            return resp.status, ET.fromstring(resp.read())
+            return resp.status, {k.lower(): v for k, v in resp.headers.items()}, resp.read()
     except urllib.error.HTTPError as err:
-        return err.code, ET.fromstring(err.read())
+        return err.code, {k.lower(): v for k, v in err.headers.items()}, err.read()
 
 
 def text(root: ET.Element, path: str) -> str:
@@ -155,3 +170,55 @@ def test_query_protocol_errors_are_xml_error_responses(server: sqsserver.SqsServ
         "InvalidParameterValue",
         "AWS.SimpleQueueService.NonExistentQueue",
     )
+
+
+def test_receive_name_lists_in_every_query_spelling_and_an_empty_receive(server: sqsserver.SqsServer) -> None:
+    """ReceiveMessage's three name lists as AWS's API reference writes them (``AttributeName.N``,
+    ``MessageAttributeName.N``, ``MessageSystemAttributeName.N``; its sample request also a bare
+    ``AttributeName=All``) and by their members' names (``AttributeNames.N``: what a query
+    serializer built from today's SQS model sends, which was refused with "Attribute name lists must
+    be lists of strings"). An empty receive is ``<ReceiveMessageResult/>``, as SQS answers it; a
+    query request asking for JSON (``Accept: application/json``) still gets XML: AWS documents XML
+    for the query protocol and JSON only for the JSON protocol (docs/sqs.md, compatibility table)."""
+    name = f"qry-{uuid.uuid4().hex[:10]}"
+    _, root = query(server.url, "CreateQueue", {"QueueName": name})
+    url = text(root, "q:CreateQueueResult/q:QueueUrl")
+    status, _, body = query_raw(url, "ReceiveMessage", {"AttributeName.1": "All"})
+    assert status == 200 and b"<ReceiveMessageResult/>" in body and b"</ReceiveMessageResult>" not in body
+    status, headers, body = query_raw(url, "ReceiveMessage", {}, headers={"Accept": "application/json"})
+    assert status == 200 and headers["content-type"].startswith("text/xml") and b"<ReceiveMessageResult/>" in body
+    query(
+        url,
+        "SendMessage",
+        {
+            "MessageBody": "lists",
+            "MessageAttribute.1.Name": "colour",
+            "MessageAttribute.1.Value.DataType": "String",
+            "MessageAttribute.1.Value.StringValue": "blue",
+            "MessageAttribute.2.Name": "size",
+            "MessageAttribute.2.Value.DataType": "Number",
+            "MessageAttribute.2.Value.StringValue": "3",
+        },
+    )
+    spellings: list[tuple[dict[str, str], set[str], set[str]]] = [
+        ({"AttributeName.1": "SentTimestamp", "MessageAttributeName.1": "colour"}, {"SentTimestamp"}, {"colour"}),
+        ({"AttributeName": "All", "MessageAttributeName": "size"}, ALL_STANDARD, {"size"}),
+        (
+            {"AttributeNames.1": "SentTimestamp", "AttributeNames.2": "SenderId", "MessageAttributeNames.1": "All"},
+            {"SentTimestamp", "SenderId"},
+            {"colour", "size"},
+        ),
+        (  # MessageSystemAttributeNames wins over AttributeNames, as in SQS
+            {"MessageSystemAttributeName.1": "ApproximateReceiveCount", "AttributeName.1": "SentTimestamp"},
+            {"ApproximateReceiveCount"},
+            set(),
+        ),
+        ({"MessageSystemAttributeNames.1": "SenderId", "MessageAttributeNames.1": "col.*"}, {"SenderId"}, {"colour"}),
+    ]
+    for params, system, user in spellings:
+        status, root = query(url, "ReceiveMessage", params | {"WaitTimeSeconds": "5", "VisibilityTimeout": "0"})
+        msg = root.find("q:ReceiveMessageResult/q:Message", NS)
+        assert status == 200 and msg is not None, (params, ET.tostring(root)[:300])
+        got_system = {text(a, "q:Name") for a in msg.findall("q:Attribute", NS)}
+        got_user = {text(a, "q:Name") for a in msg.findall("q:MessageAttribute", NS)}
+        assert (got_system, got_user) == (system, user), params

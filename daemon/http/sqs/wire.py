@@ -79,6 +79,10 @@ def _tree(flat: dict[str, str]) -> dict[str, Any]:
     return root
 
 
+# The query protocol's lists, by the name AWS's API reference gives them (``AttributeName.N``, its
+# sample requests also a bare ``AttributeName=All``) and by the member's own name (``AttributeNames.N``:
+# what a query serializer built from today's SQS model sends, its lists having lost their
+# locationName); either spelling becomes the JSON protocol's list.
 _LISTS = {
     "AttributeName": "AttributeNames",
     "MessageAttributeName": "MessageAttributeNames",
@@ -87,6 +91,7 @@ _LISTS = {
     "AWSAccountId": "AWSAccountIds",
     "ActionName": "Actions",
 }
+_LISTS |= {plural: plural for plural in list(_LISTS.values())}
 
 
 def _shape(node: dict[str, Any]) -> dict[str, Any]:
@@ -104,8 +109,8 @@ def _shape(node: dict[str, Any]) -> dict[str, Any]:
             }
         elif key == "Tag" and items is not None:
             out["Tags"] = {i.get("Key", ""): i.get("Value", "") for i in items if isinstance(i, dict)}
-        elif key in _LISTS and items is not None:
-            out[_LISTS[key]] = items
+        elif key in _LISTS and (items is not None or isinstance(value, str)):
+            out[_LISTS[key]] = out.get(_LISTS[key], []) + (items if items is not None else [value])
         elif key.endswith("RequestEntry") and items is not None:
             out["Entries"] = [_shape(i) if isinstance(i, dict) else i for i in items]
         else:
@@ -139,9 +144,11 @@ def json_error(err: SqsError, request_id: str) -> tuple[int, dict[str, str], byt
 
 def xml_ok(action: str, result: dict[str, Any], request_id: str) -> tuple[int, dict[str, str], bytes]:
     inner = "".join(_xml_field(action, k, v) for k, v in result.items())
+    # An empty result is one empty element, as SQS writes it (an empty receive: <ReceiveMessageResult/>).
+    wrapped = f"<{action}Result>{inner}</{action}Result>" if inner else f"<{action}Result/>"
     body = (
         f'<?xml version="1.0" encoding="UTF-8"?><{action}Response '
-        f'xmlns="{XMLNS}"><{action}Result>{inner}</{action}Result>'
+        f'xmlns="{XMLNS}">{wrapped}'
         f"<ResponseMetadata><RequestId>{request_id}</RequestId></ResponseMetadata></{action}Response>"
     )
     return 200, {"content-type": "text/xml", "x-amzn-requestid": request_id}, body.encode("utf-8")
