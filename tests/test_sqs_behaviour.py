@@ -597,3 +597,148 @@ def test_a_message_whose_visibility_expired_counts_as_visible_again(sqs: Any, qn
     while counts() != ("1", "0"):
         assert time.monotonic() < deadline, f"still {counts()} 10 s after a 1 s visibility timeout"
         time.sleep(0.2)
+
+
+# ---- 13. message attribute names and values (issue 47) -----------------------------------------------
+def test_message_attribute_names_take_any_letters_and_bad_values_are_invalid_parameter_value(
+    sqs: Any, server: sqsserver.SqsServer, qname: str
+) -> None:
+    """AWS's API reference: a name is alphanumeric characters, ``_``, ``-`` and ``.``, up to 256, not
+    starting with AWS. or Amazon., no period first, last or twice. "Alphanumeric" is any script's:
+    AWS accepts ``attr.1øßä`` and refuses ``§`` (recorded against AWS by LocalStack's
+    test_send_message_with_invalid_string_attributes). A bad value is InvalidParameterValue with
+    AWS's words where they were recorded (the empty String value: LocalStack's aws-validated
+    test_send_message_with_empty_string_attribute; the bad type: the Ballerina SQS connector's tests
+    against AWS), also for characters outside the allowed set (not the body's InvalidMessageContents)."""
+    url = sqs.create_queue(QueueName=qname)["QueueUrl"]
+    attrs = {
+        "attr.1øßä": {"DataType": "String", "StringValue": "Valida"},
+        "名前": {"DataType": "String", "StringValue": "値"},
+        "Ελληνικά_2": {"DataType": "Number", "StringValue": "2"},
+        "a" * 256: {"DataType": "String", "StringValue": "the longest name"},
+    }
+    sent = sqs.send_message(QueueUrl=url, MessageBody="unicode names", MessageAttributes=attrs)
+    assert sent["MD5OfMessageAttributes"] == reference_md5_of_attributes(attrs)
+    got = receive_one(sqs, url, MessageAttributeNames=["All"])
+    assert got is not None and got["MessageAttributes"] == attrs
+    assert got["MD5OfMessageAttributes"] == reference_md5_of_attributes(attrs)
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=got["ReceiptHandle"])
+
+    def refusal(attributes: dict[str, Any]) -> tuple[str, str]:
+        with pytest.raises(ClientError) as err:
+            sqs.send_message(QueueUrl=url, MessageBody="refused", MessageAttributes=attributes)
+        return code(err.value), str(err.value.response["Error"]["Message"])
+
+    for bad_name in ("Invalid-§-attr", "aWs.x", "AMAZON.x", ".lead", "trail.", "two..dots", "a" * 257, "sp ace"):
+        assert refusal({bad_name: {"DataType": "String", "StringValue": "v"}})[0] == "InvalidParameterValue", bad_name
+    assert refusal({"ErrorDetails": {"DataType": "String", "StringValue": ""}}) == (
+        "InvalidParameterValue",
+        "Message (user) attribute 'ErrorDetails' must contain a non-empty value of type 'String'.",
+    )
+    assert refusal({"n": {"DataType": "Number", "StringValue": ""}}) == (
+        "InvalidParameterValue",
+        "Message (user) attribute 'n' must contain a non-empty value of type 'Number'.",
+    )
+    assert refusal({"invalidAttribute": {"DataType": "InvalidType", "StringValue": "value"}}) == (
+        "InvalidParameterValue",
+        "The type of message (user) attribute 'invalidAttribute' is invalid. You must use only the following "
+        "supported type prefixes: Binary, Number, String.",
+    )
+    bad_chars, message = refusal({"attr1": {"DataType": "String", "StringValue": f"Invalid-{chr(8)},{chr(11)}"}})
+    assert bad_chars == "InvalidParameterValue" and "'attr1'" in message
+    batch = sqs.send_message_batch(
+        QueueUrl=url,
+        Entries=[
+            {"Id": "empty", "MessageBody": "b", "MessageAttributes": {"e": {"DataType": "String", "StringValue": ""}}},
+            {
+                "Id": "ctrl",
+                "MessageBody": "b",
+                "MessageAttributes": {"c": {"DataType": "String", "StringValue": "\x01"}},
+            },
+        ],
+    )
+    assert sorted((f["Id"], f["Code"]) for f in batch["Failed"]) == [
+        ("ctrl", "InvalidParameterValue"),
+        ("empty", "InvalidParameterValue"),
+    ]
+    assert "Messages" not in sqs.receive_message(QueueUrl=url, WaitTimeSeconds=0), "a refused send wrote something"
+    # the query protocol: a non-ASCII name travels form-encoded as UTF-8, digested the same way
+    status, root = query(
+        url,
+        "SendMessage",
+        {
+            "MessageBody": "form",
+            "MessageAttribute.1.Name": "größe",
+            "MessageAttribute.1.Value.DataType": "String",
+            "MessageAttribute.1.Value.StringValue": "M",
+        },
+    )
+    want = reference_md5_of_attributes({"größe": {"DataType": "String", "StringValue": "M"}})
+    assert status == 200 and text(root, "q:SendMessageResult/q:MD5OfMessageAttributes") == want
+    status, root = query(
+        url,
+        "SendMessage",
+        {
+            "MessageBody": "form",
+            "MessageAttribute.1.Name": "empty",
+            "MessageAttribute.1.Value.DataType": "String",
+            "MessageAttribute.1.Value.StringValue": "",
+        },
+    )
+    assert (status, text(root, "q:Error/q:Code")) == (400, "InvalidParameterValue")
+    assert (
+        text(root, "q:Error/q:Message")
+        == "Message (user) attribute 'empty' must contain a non-empty value of type 'String'."
+    )
+
+
+# ---- 14. message and batch sizes (issue 47) ------------------------------------------------------------
+def test_a_batch_is_bounded_by_the_service_maximum_and_each_message_by_the_queues(sqs: Any, qname: str) -> None:
+    """SendMessageBatch (API reference): "The maximum allowed individual message size and the maximum
+    total payload size (the sum of the individual lengths of all of the batched messages) are both
+    1 MiB 1,048,576 bytes". The total is SQS's 1 MiB whatever the queue's MaximumMessageSize, which
+    bounds each message; BatchRequestTooLong names 1048576. Texts as recorded against AWS (LocalStack's
+    aws-validated test_send_message_batch_with_oversized_contents, test_send_batch_message_size)."""
+    url = sqs.create_queue(QueueName=qname, Attributes={"MaximumMessageSize": "1024"})["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="a" * 1024)
+    with pytest.raises(ClientError) as err:
+        sqs.send_message(QueueUrl=url, MessageBody="a" * 1025)
+    assert (code(err.value), err.value.response["Error"]["Message"]) == (
+        "InvalidParameterValue",
+        "One or more parameters are invalid. Reason: Message must be shorter than 1024 bytes.",
+    )
+    # ten entries of 1,000 bytes: 10,000 in all, over the queue's 1,024 but far under SQS's 1 MiB
+    many = sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": "b" * 1000} for i in range(10)])
+    assert len(many["Successful"]) == 10 and not many.get("Failed")
+    mixed = sqs.send_message_batch(
+        QueueUrl=url, Entries=[{"Id": "fits", "MessageBody": "a" * 1024}, {"Id": "over", "MessageBody": "a" * 1025}]
+    )
+    assert [s["Id"] for s in mixed["Successful"]] == ["fits"]
+    assert [(f["Id"], f["Code"], f["Message"], f["SenderFault"]) for f in mixed["Failed"]] == [
+        (
+            "over",
+            "InvalidParameterValue",
+            "One or more parameters cannot be validated. Reason: Message must be shorter than 1024 bytes.",
+            True,
+        )
+    ]
+    attrs = {"k": {"DataType": "String", "StringValue": "x"}}  # 1 + 6 + 1 bytes count towards the total
+    for queue_max in ("2048", "1048576"):
+        sqs.set_queue_attributes(QueueUrl=url, Attributes={"MaximumMessageSize": queue_max})
+        too_long = [
+            {"Id": "1", "MessageBody": "a" * (1_048_576 - 8 - 10), "MessageAttributes": attrs},
+            {"Id": "2", "MessageBody": "a" * 11},
+        ]
+        with pytest.raises(ClientError) as err:
+            sqs.send_message_batch(QueueUrl=url, Entries=too_long)
+        assert (code(err.value), err.value.response["Error"]["Message"]) == (
+            "AWS.SimpleQueueService.BatchRequestTooLong",
+            "Batch requests cannot be longer than 1048576 bytes. You have sent 1048577 bytes.",
+        ), queue_max
+    just_fits = [
+        {"Id": "1", "MessageBody": "a" * (1_048_576 - 8 - 10), "MessageAttributes": attrs},
+        {"Id": "2", "MessageBody": "a" * 10},
+    ]
+    assert len(sqs.send_message_batch(QueueUrl=url, Entries=just_fits)["Successful"]) == 2
+    counted = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])["Attributes"]
+    assert counted == {"ApproximateNumberOfMessages": str(1 + 10 + 1 + 2)}

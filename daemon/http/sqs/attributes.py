@@ -29,10 +29,13 @@ FOLLOW_QUEUE = 0  # a message's max_attempts: the queue's, as it is at each rece
 MAX_RECEIVE_COUNT = 1000
 DEFAULT_VISIBILITY = 30
 DEFAULT_RETENTION = 345_600
-DEFAULT_MAX_SIZE = 1_048_576  # SQS's default since 2025 (it was 256 KiB)
+#: SQS's largest message, and largest SendMessageBatch (the sum of its messages), since 2025-08
+#: (it was 256 KiB): the API reference's SendMessageBatch, "both 1 MiB 1,048,576 bytes".
+SERVICE_MAX_SIZE = 1_048_576
+DEFAULT_MAX_SIZE = SERVICE_MAX_SIZE  # a queue's MaximumMessageSize when not set
 RANGES = {
     "DelaySeconds": (0, 900),
-    "MaximumMessageSize": (1024, 1_048_576),
+    "MaximumMessageSize": (1024, SERVICE_MAX_SIZE),
     "MessageRetentionPeriod": (60, 1_209_600),
     "ReceiveMessageWaitTimeSeconds": (0, 20),
     "VisibilityTimeout": (0, 43_200),

@@ -28,7 +28,7 @@ from daemon.http.sqs.errors import SqsError, invalid, missing
 HEADER_PREFIX = "sqs:"
 TASK_ATTRIBUTE = "casque.task"
 MAX_ATTRIBUTES = 10
-_ATTR_NAME = re.compile(r"^[A-Za-z0-9_\-.]{1,256}$")
+MAX_NAME = 256
 _TYPE = re.compile(r"^(String|Number|Binary)(\.[A-Za-z0-9_\-.]{1,})?$")
 # SQS accepts #x9 | #xA | #xD | #x20-#xD7FF | #xE000-#xFFFD | #x10000-#x10FFFF in bodies.
 _BAD_CHARS = re.compile("[^\x09\x0a\x0d\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -92,17 +92,10 @@ def check_attributes(attrs: Any) -> dict[str, dict[str, Any]]:
         raise invalid(f"Number of message attributes [{len(attrs)}] exceeds the allowed maximum [{MAX_ATTRIBUTES}].")
     out: dict[str, dict[str, Any]] = {}
     for name, a in attrs.items():
-        low = str(name).lower()
-        if (
-            not _ATTR_NAME.match(str(name))
-            or low.startswith(("aws.", "amazon."))
-            or ".." in name
-            or name.startswith(".")
-            or name.endswith(".")
-        ):
+        if not valid_name(str(name)):
             raise invalid(
-                f"The message attribute name '{name}' is invalid: use A-Z a-z 0-9 _ - . (not starting with AWS. or "
-                "Amazon.)."
+                f"The message attribute name '{name}' is invalid: use letters, digits, _ - and . (at most "
+                f"{MAX_NAME}, not starting with AWS. or Amazon., no leading, trailing or doubled period)."
             )
         if not isinstance(a, dict) or not isinstance(a.get("DataType"), str) or not a["DataType"]:
             raise invalid(f"The message attribute '{name}' must contain a non-empty message attribute type.")
@@ -110,12 +103,13 @@ def check_attributes(attrs: Any) -> dict[str, dict[str, Any]]:
         m = _TYPE.match(dtype)
         if not m:
             raise invalid(
-                f"The type of message attribute '{name}' is invalid. You must use only the following supported type "
-                "prefixes: Binary, Number, String."
+                f"The type of message (user) attribute '{name}' is invalid. You must use only the following "
+                "supported type prefixes: Binary, Number, String."
             )
+        empty = f"Message (user) attribute '{name}' must contain a non-empty value of type '{m.group(1)}'."
         if m.group(1) == "Binary":
-            if "BinaryValue" not in a or a["BinaryValue"] in (None, ""):
-                raise invalid(f"The message attribute '{name}' with type 'Binary' must use field 'Binary'.")
+            if "BinaryValue" not in a or a["BinaryValue"] in (None, "", b""):
+                raise invalid(empty)
             out[name] = {
                 "DataType": dtype,
                 "BinaryValue": base64.b64encode(binary_value(a["BinaryValue"])).decode("ascii"),
@@ -123,16 +117,31 @@ def check_attributes(attrs: Any) -> dict[str, dict[str, Any]]:
             continue
         value = a.get("StringValue")
         if not isinstance(value, str) or value == "":
-            raise invalid(
-                f"The message attribute '{name}' must contain a non-empty message attribute value for message "
-                f"attribute type '{dtype}'."
-            )
+            raise invalid(empty)
         if m.group(1) == "Number":
             _check_number(name, value)
-        if _BAD_CHARS.search(value):
-            raise SqsError("InvalidMessageContents", f"The message attribute '{name}' contains invalid characters.")
+        if _BAD_CHARS.search(value):  # SQS answers InvalidParameterValue here, not the body's InvalidMessageContents
+            raise invalid(
+                f"Message (user) attribute '{name}' contains characters outside the allowed set: #x9 | #xA | #xD | "
+                "#x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF."
+            )
         out[name] = {"DataType": dtype, "StringValue": value}
     return out
+
+
+def valid_name(name: str) -> bool:
+    """SQS's rule for a message attribute name: 1-256 alphanumeric characters (letters and digits of
+    any script: AWS's API reference says "alphanumeric", and accepts names such as 'attr.1øßä'), ``_``,
+    ``-`` and ``.``; not starting with ``AWS.`` or ``Amazon.`` in any case; no period first, last or
+    twice in a row."""
+    return (
+        0 < len(name) <= MAX_NAME
+        and all(c.isalnum() or c in "_-." for c in name)
+        and not name.lower().startswith(("aws.", "amazon."))
+        and not name.startswith(".")
+        and not name.endswith(".")
+        and ".." not in name
+    )
 
 
 def _check_number(name: str, value: str) -> None:

@@ -44,21 +44,22 @@ class MessageActions(ActionGroup):
         qs = await self.cq.queue_settings(name)
         fifo_rules.check_batch(entries, qs)
         extras = await self.cq.extras.get(name)
-        limit = qattr.number(qs, extras, "MaximumMessageSize")
+        # The batch is bounded by SQS's own maximum, whatever the queue's MaximumMessageSize (which
+        # bounds each message: _job), as the API reference has it and AWS answers.
         total = sum(
             len(str(e.get("MessageBody", "")).encode("utf-8")) + params.attributes_size(e.get("MessageAttributes"))
             for e in entries
         )
-        if total > limit:
+        if total > qattr.SERVICE_MAX_SIZE:
             raise SqsError(
                 "BatchRequestTooLong",
-                f"Batch requests cannot be longer than {limit} bytes. You have sent {total} bytes.",
+                f"Batch requests cannot be longer than {qattr.SERVICE_MAX_SIZE} bytes. You have sent {total} bytes.",
             )
         ok: list[tuple[str, Job, dict[str, Any]]] = []
         failed: list[dict[str, Any]] = []
         for e in entries:
             try:
-                job, result = self._job(e, qs, extras, call.trace_header)
+                job, result = self._job(e, qs, extras, call.trace_header, in_batch=True)
                 ok.append((e["Id"], job, result))
             except SqsError as err:
                 failed.append({"Id": e["Id"], "SenderFault": True, "Code": err.query_code, "Message": err.message})
@@ -86,7 +87,9 @@ class MessageActions(ActionGroup):
             out["SequenceNumber"] = sent.sequence
         return out
 
-    def _job(self, p: dict[str, Any], qs: Any, extras: Any, trace: str | None = None) -> tuple[Job, dict[str, Any]]:
+    def _job(
+        self, p: dict[str, Any], qs: Any, extras: Any, trace: str | None = None, in_batch: bool = False
+    ) -> tuple[Job, dict[str, Any]]:
         body = msg.check_body(p.get("MessageBody"))
         attrs = msg.check_attributes(p.get("MessageAttributes"))
         group, dedup = fifo_rules.ids(p, qs, body)
@@ -94,8 +97,9 @@ class MessageActions(ActionGroup):
         system = system_attrs.check(p.get("MessageSystemAttributes"))
         limit = qattr.number(qs, extras, "MaximumMessageSize")
         size = len(body.encode("utf-8")) + msg.attributes_size(attrs)
-        if size > limit:
-            raise invalid(f"One or more parameters are invalid. Reason: Message must be shorter than {limit} bytes.")
+        if size > limit:  # AWS words it so, a batch entry "cannot be validated" (both recorded against AWS)
+            verdict = "cannot be validated" if in_batch else "are invalid"
+            raise invalid(f"One or more parameters {verdict}. Reason: Message must be shorter than {limit} bytes.")
         queue_delay = qattr.number(qs, extras, "DelaySeconds")
         headers = msg.to_headers(attrs) | system_attrs.to_headers(system, trace)
         task = msg.task_of(attrs, self.settings.task)
