@@ -742,3 +742,93 @@ def test_a_batch_is_bounded_by_the_service_maximum_and_each_message_by_the_queue
     assert len(sqs.send_message_batch(QueueUrl=url, Entries=just_fits)["Successful"]) == 2
     counted = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])["Attributes"]
     assert counted == {"ApproximateNumberOfMessages": str(1 + 10 + 1 + 2)}
+
+
+# ---- 15. encryption attributes and defaults (issue 47) -------------------------------------------------
+#: GetQueueAttributes All of a new standard queue, as AWS answered it (LocalStack's aws-validated
+#: test_set_queue_attributes_default_values, recorded 2025-12-10), the timestamps and ARN aside.
+AWS_NEW_QUEUE = {
+    "ApproximateNumberOfMessages": "0",
+    "ApproximateNumberOfMessagesDelayed": "0",
+    "ApproximateNumberOfMessagesNotVisible": "0",
+    "DelaySeconds": "0",
+    "MaximumMessageSize": "1048576",
+    "MessageRetentionPeriod": "345600",
+    "ReceiveMessageWaitTimeSeconds": "0",
+    "SqsManagedSseEnabled": "true",
+    "VisibilityTimeout": "30",
+}
+
+
+def test_encryption_attributes_and_defaults_answer_as_aws_does(sqs: Any, qname: str) -> None:
+    """SSE-SQS is on for a queue made without encryption attributes (AWS's default since 2022-10); a
+    KmsMasterKeyId is kept and returned with its KmsDataKeyReusePeriodSeconds and turns SSE-SQS off;
+    setting every attribute back to its default answers what AWS answered then (LocalStack's
+    aws-validated test_set_queue_attributes_default_values and test_sse_queue_attributes); both kinds
+    of SSE at once is AWS's InvalidAttributeName (test_sse_kms_and_sqs_are_mutually_exclusive).
+    casque encrypts nothing: these are attributes kept and returned (docs/sqs.md)."""
+
+    def every(url: str) -> dict[str, str]:
+        got = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+        for name in ("CreatedTimestamp", "LastModifiedTimestamp", "QueueArn"):
+            assert got.pop(name)
+        return dict(got)
+
+    url = sqs.create_queue(QueueName=qname)["QueueUrl"]
+    assert every(url) == AWS_NEW_QUEUE
+    dlq_arn = arn(sqs, sqs.create_queue(QueueName=qname + "-dlq")["QueueUrl"])
+    changed = {
+        "DelaySeconds": "5",
+        "MaximumMessageSize": "2048",
+        "MessageRetentionPeriod": "600",
+        "ReceiveMessageWaitTimeSeconds": "2",
+        "VisibilityTimeout": "45",
+        "Policy": json.dumps(
+            {"Statement": [{"Effect": "Deny", "Principal": "*", "Action": "sqs:PurgeQueue", "Resource": "*"}]}
+        ),
+        "RedriveAllowPolicy": json.dumps({"redrivePermission": "denyAll"}),
+        # compact, as SQS returns a RedrivePolicy
+        "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 3}, separators=(",", ":")),
+    }
+    sqs.set_queue_attributes(QueueUrl=url, Attributes=changed)
+    assert every(url) == AWS_NEW_QUEUE | changed
+    defaults = {name: AWS_NEW_QUEUE.get(name, "") for name in changed}
+    sqs.set_queue_attributes(QueueUrl=url, Attributes=defaults)
+    assert every(url) == AWS_NEW_QUEUE
+
+    sqs.set_queue_attributes(
+        QueueUrl=url, Attributes={"KmsMasterKeyId": "testKeyId", "KmsDataKeyReusePeriodSeconds": "6000"}
+    )
+    kms = {"KmsMasterKeyId": "testKeyId", "KmsDataKeyReusePeriodSeconds": "6000", "SqsManagedSseEnabled": "false"}
+    assert every(url) == AWS_NEW_QUEUE | kms
+    with pytest.raises(ClientError) as err:  # a key and SSE-SQS at once: one kind of SSE at a time
+        sqs.set_queue_attributes(QueueUrl=url, Attributes={"SqsManagedSseEnabled": "true"})
+    assert (code(err.value), err.value.response["Error"]["Message"]) == (
+        "InvalidAttributeName",
+        "You can use one type of server-side encryption (SSE) at one time. You can either enable KMS SSE or SQS SSE.",
+    )
+    assert every(url) == AWS_NEW_QUEUE | kms, "the refused change changed something"
+    sqs.set_queue_attributes(QueueUrl=url, Attributes={"KmsMasterKeyId": "", "KmsDataKeyReusePeriodSeconds": "300"})
+    assert every(url) == AWS_NEW_QUEUE | {"SqsManagedSseEnabled": "false"}  # as AWS: the key gone, SSE-SQS not back
+
+    other = sqs.create_queue(QueueName=qname + "-sse")["QueueUrl"]
+    names = ["KmsMasterKeyId", "KmsDataKeyReusePeriodSeconds", "SqsManagedSseEnabled"]
+    sqs.set_queue_attributes(QueueUrl=other, Attributes={"SqsManagedSseEnabled": "true"})
+    assert sqs.get_queue_attributes(QueueUrl=other, AttributeNames=names)["Attributes"] == {
+        "SqsManagedSseEnabled": "true"
+    }
+    with pytest.raises(ClientError) as err:
+        sqs.set_queue_attributes(QueueUrl=other, Attributes={"KmsMasterKeyId": "k", "SqsManagedSseEnabled": "true"})
+    assert code(err.value) == "InvalidAttributeName"
+    with pytest.raises(ClientError) as err:
+        sqs.set_queue_attributes(QueueUrl=other, Attributes={"SqsManagedSseEnabled": "maybe"})
+    assert code(err.value) == "InvalidAttributeValue"
+    keyed = sqs.create_queue(QueueName=qname + "-kms", Attributes={"KmsMasterKeyId": "alias/aws/sqs"})["QueueUrl"]
+    assert sqs.get_queue_attributes(QueueUrl=keyed, AttributeNames=names)["Attributes"] == {
+        "KmsMasterKeyId": "alias/aws/sqs",
+        "KmsDataKeyReusePeriodSeconds": "300",
+        "SqsManagedSseEnabled": "false",
+    }
+    assert (
+        sqs.create_queue(QueueName=qname + "-kms", Attributes={"KmsMasterKeyId": "alias/aws/sqs"})["QueueUrl"] == keyed
+    )

@@ -43,6 +43,13 @@ RANGES = {
 }
 DEFAULTS = {"DelaySeconds": "0", "MaximumMessageSize": str(DEFAULT_MAX_SIZE), "ReceiveMessageWaitTimeSeconds": "0"}
 STORED_AS_IS = {"Policy", "RedriveAllowPolicy", "KmsMasterKeyId", "SqsManagedSseEnabled"}
+#: Server-side encryption, as AWS answers it (recorded by LocalStack's aws-validated test_sse_queue_attributes,
+#: test_set_queue_attributes_default_values, test_sse_kms_and_sqs_are_mutually_exclusive): a queue is SSE-SQS
+#: (SqsManagedSseEnabled "true") unless made otherwise, AWS's default since 2022-10; a KmsMasterKeyId makes
+#: it SSE-KMS ("false"), and removing the key leaves it "false"; KmsDataKeyReusePeriodSeconds is shown
+#: only with a key (default 300). casque encrypts nothing: these are kept and returned, no more.
+KMS_REUSE_DEFAULT = "300"
+SSE_BOTH = "You can use one type of server-side encryption (SSE) at one time. You can either enable KMS SSE or SQS SSE."
 FIFO_ONLY = set(fifo_rules.ATTRIBUTES)  # queue settings of a FIFO queue (fifo.py), refused on a standard one
 COUNTS = {"ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible", "ApproximateNumberOfMessagesDelayed"}
 READ_ONLY = COUNTS | {"CreatedTimestamp", "LastModifiedTimestamp", "QueueArn"}
@@ -83,12 +90,30 @@ def check(attrs: Any, fifo: bool = False) -> dict[str, str]:
                     f"Invalid value for the parameter {name}: must be an integer from {lo} to {hi}.",
                 )
             text = str(int(text))
+        if name == "SqsManagedSseEnabled" and text.lower() in ("true", "false"):
+            text = text.lower()
+        elif name == "SqsManagedSseEnabled" and text:
+            raise SqsError(
+                "InvalidAttributeValue", "Invalid value for the parameter SqsManagedSseEnabled: must be true or false."
+            )
         if name == "RedrivePolicy" and text:
             text = _redrive(text)
         if name == "Policy" and text:
             compile_policy(text)  # refused unless casque can enforce it (access.py); kept as given
         out[name] = text
     return out
+
+
+def encryption(attrs: dict[str, str], current: dict[str, str]) -> dict[str, str]:
+    """The encryption attributes to write, given a queue's ``current`` ones: one kind of SSE at a
+    time (AWS's InvalidAttributeName when a request would leave a queue with a KMS key and
+    SqsManagedSseEnabled true), and a KMS key set turns SqsManagedSseEnabled to "false", as AWS does."""
+    key = attrs.get("KmsMasterKeyId", current.get("KmsMasterKeyId", ""))
+    if attrs.get("SqsManagedSseEnabled") == "true" and key:
+        raise SqsError("InvalidAttributeName", SSE_BOTH)
+    if attrs.get("KmsMasterKeyId") and "SqsManagedSseEnabled" not in attrs:
+        return attrs | {"SqsManagedSseEnabled": "false"}
+    return attrs
 
 
 def _redrive(text: str) -> str:
@@ -162,7 +187,12 @@ def describe(qs: QueueSettings, extras: QueueExtras, queue_arn: str) -> dict[str
     out["QueueArn"] = queue_arn
     out["CreatedTimestamp"] = str(extras.created_at // 1000)
     out["LastModifiedTimestamp"] = str(extras.updated_at // 1000)
-    out.setdefault("SqsManagedSseEnabled", "false")
+    key = out.get("KmsMasterKeyId")
+    if key:
+        out.setdefault("KmsDataKeyReusePeriodSeconds", KMS_REUSE_DEFAULT)
+    else:
+        out.pop("KmsDataKeyReusePeriodSeconds", None)
+    out.setdefault("SqsManagedSseEnabled", "false" if key else "true")
     return out | fifo_rules.describe(qs)
 
 

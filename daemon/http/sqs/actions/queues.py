@@ -50,7 +50,7 @@ class QueueActions(ActionGroup):
         fifo = fifo_rules.creates_fifo(name, raw)
         if not params.QUEUE_NAME.match(name):
             raise invalid(fifo_rules.FIFO_NAME if fifo else fifo_rules.STANDARD_NAME)
-        attrs = qattr.check(raw, fifo=fifo)
+        attrs = qattr.encryption(qattr.check(raw, fifo=fifo), {})
         if fifo:
             fifo_rules.check_throughput(
                 attrs.get("DeduplicationScope", "queue"), attrs.get("FifoThroughputLimit", "perQueue")
@@ -93,7 +93,10 @@ class QueueActions(ActionGroup):
         qs = await self.cq.queue_settings(name, fresh=True)
         extras = await self.cq.extras.get(name, fresh=True)
         current = qattr.describe(qs, extras, self.arn(name))
-        differs = [k for k, v in attrs.items() if current.get(k, qattr.DEFAULTS.get(k, "")) != v]
+        # what describe leaves out (a key's reuse period without a key) is compared as stored
+        differs = [
+            k for k, v in attrs.items() if current.get(k, extras.attributes.get(k, qattr.DEFAULTS.get(k, ""))) != v
+        ]
         other = differs[0] if differs else queue_shape.differs(asked, qs, extras.attributes)
         if other:
             raise SqsError(
@@ -176,7 +179,8 @@ class QueueActions(ActionGroup):
         name = self.queue_of(call)
         qs = await self.cq.queue_settings(name, fresh=True)
         raw = call.params.get("Attributes") or {}
-        attrs = qattr.check(raw, fifo=qs.fifo)
+        current = (await self.cq.extras.get(name, fresh=True)).attributes
+        attrs = qattr.encryption(qattr.check(raw, fifo=qs.fifo), current)
         if qs.fifo:  # the rule holds for the values the queue will have, whichever call set each
             fifo_rules.check_throughput(
                 attrs.get("DeduplicationScope", qs.dedup_scope), attrs.get("FifoThroughputLimit", qs.fifo_throughput)
