@@ -433,6 +433,57 @@ def test_malformed_or_unenforceable_policies_are_refused_and_the_old_one_kept(
     )
 
 
+def test_a_policy_naming_other_resources_is_stored_as_given_and_grants_nothing_here(
+    as_key: Callable[[str], Any], rid: str
+) -> None:
+    """AWS stores a Policy whose statements name other resources (LocalStack's aws-validated
+    test_set_queue_policy: Resource "'$sqs_queue_arn'", a condition on aws:SourceArn). So does casque,
+    as given; those statements never apply to this queue, in AWS as here: an Allow for everyone grants
+    the scoped key nothing, a Deny for everyone refuses the admin nothing. The same statements naming
+    this queue are still refused (casque can't enforce them), and the old policy kept."""
+    admin, other = as_key("admin"), as_key("other")
+    name = f"foreign-{rid}"
+    url = admin.create_queue(QueueName=name)["QueueUrl"]
+    stored = json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"AWS": "*"},
+                    "Action": "sqs:SendMessage",
+                    "Resource": "'$sqs_queue_arn'",
+                    "Condition": {"ArnEquals": {"aws:SourceArn": "'$sns_topic_arn'"}},
+                },
+                {"Effect": "Allow", "Principal": "*", "Action": "sqs:*", "Resource": arn(f"elsewhere-{rid}")},
+                {"Effect": "Deny", "Principal": "*", "Action": "sqs:*", "Resource": [arn("x"), "arn:aws:sns:*:*:t"]},
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Service": "sns.amazonaws.com"},
+                    "Action": "sqs:SendMessage",
+                    "Resource": arn(f"elsewhere-{rid}"),
+                },
+            ],
+        },
+        indent=2,
+    )
+    admin.set_queue_attributes(QueueUrl=url, Attributes={"Policy": stored})
+    assert policy_of(admin, url) == stored, "not returned as given"
+    refused(other.send_message, QueueUrl=url, MessageBody="an Allow on another resource grants nothing here")
+    refused(other.receive_message, QueueUrl=url)
+    admin.send_message(QueueUrl=url, MessageBody="a Deny on another resource refuses nothing here")
+    assert admin.receive_message(QueueUrl=url, WaitTimeSeconds=5)["Messages"][0]["Body"].startswith("a Deny")
+    for resource in ("*", arn(name), f"arn:aws:sqs:*:{ACCOUNT}:foreign-*"):
+        here = json.loads(stored)
+        here["Statement"][0]["Resource"] = resource
+        reason = invalid_attribute(admin.set_queue_attributes, QueueUrl=url, Attributes={"Policy": json.dumps(here)})
+        assert "aws:SourceArn" in reason, resource
+    assert policy_of(admin, url) == stored, "a refused policy replaced the stored one"
+    created = admin.create_queue(QueueName=f"foreign2-{rid}", Attributes={"Policy": stored})["QueueUrl"]
+    assert policy_of(admin, created) == stored
+    refused(other.send_message, QueueUrl=created, MessageBody="nor at CreateQueue")
+
+
 def test_add_and_remove_permission_round_trip(as_key: Callable[[str], Any], rid: str) -> None:
     admin, other = as_key("admin"), as_key("other")
     name = f"perm-{rid}"
@@ -440,6 +491,8 @@ def test_add_and_remove_permission_round_trip(as_key: Callable[[str], Any], rid:
     refused(other.send_message, QueueUrl=url, MessageBody="not yet")
     admin.add_permission(QueueUrl=url, Label="senders", AWSAccountIds=[ACCOUNT], Actions=["SendMessage", "GetQueueUrl"])
     doc = json.loads(policy_of(admin, url) or "{}")
+    # the document SQS writes (recorded against AWS by LocalStack's aws-validated test_sqs_permission_lifecycle)
+    assert (doc["Version"], doc["Id"]) == ("2008-10-17", f"{arn(name)}/SQSDefaultPolicy")
     assert doc["Statement"] == [
         {
             "Sid": "senders",

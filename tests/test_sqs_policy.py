@@ -138,3 +138,64 @@ def test_grants_match_iam_wildcards_and_queue_globs() -> None:
     assert not g.allows("ReceiveMessage", None), "an action with no queue needs the grant on every queue"
     with pytest.raises(UsageError, match="'sqs:Fly'"):
         Grant.parse(["sqs:Fly"], None)
+
+
+#: A statement AWS stored as written (LocalStack's aws-validated test_set_queue_policy): its Resource is
+#: no ARN at all, its condition on a key casque never has.
+AWS_STORED = {
+    "Effect": "Allow",
+    "Principal": {"AWS": "*"},
+    "Action": "sqs:SendMessage",
+    "Resource": "'$sqs_queue_arn'",
+    "Condition": {"ArnEquals": {"aws:SourceArn": "'$sns_topic_arn'"}},
+}
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        AWS_STORED,
+        AWS_STORED | {"Resource": "arn:aws:sqs:us-east-1:000000000000:q2", "Effect": "Deny"},
+        {"Effect": "Allow", "Principal": {"Service": "sns.amazonaws.com"}, "Action": "sqs:*", "Resource": "arn:x"},
+        {"Effect": "Allow", "NotPrincipal": {"AWS": ACCOUNT}, "Action": "sns:Publish", "Resource": ["q1", "q1*"]},
+    ],
+)
+def test_a_statement_naming_another_resource_is_stored_and_never_applies_here(statement: dict[str, Any]) -> None:
+    """What a statement can't name the queue with, AWS stores and never applies to it; casque keeps it
+    unchecked but for its form, and it decides nothing: a Deny refuses nothing, an Allow grants nothing."""
+    text = json.dumps({"Version": "2012-10-17", "Statement": [statement]})
+    policy = compile_policy(text, Q)
+    assert policy.statements == ()
+    for caller in (KEY, ANON):
+        assert policy.decide(caller, "SendMessage", Q, CTX) is None
+    with pytest.raises(SqsError):  # the same statement naming every queue is checked, and refused
+        compile_policy(json.dumps({"Statement": [statement | {"Resource": "*"}]}), Q)
+
+
+@pytest.mark.parametrize(
+    "resource",
+    ["*", Q, "arn:aws:sqs:*:*:q?", ["arn:aws:sqs:us-east-1:000000000000:other", "arn:aws:sqs:*:000000000000:*"]],
+)
+def test_a_statement_that_can_name_the_queue_is_checked_in_full(resource: Any) -> None:
+    with pytest.raises(SqsError) as err:
+        compile_policy(json.dumps({"Statement": [AWS_STORED | {"Resource": resource}]}), Q)
+    assert "aws:SourceArn" in err.value.message
+    unnamed = {"Effect": "Deny", "Principal": "*", "Action": "sqs:*", "NotResource": "arn:aws:sqs:*:*:other"}
+    with pytest.raises(SqsError):  # NotResource naming another queue applies here: checked too
+        compile_policy(json.dumps({"Statement": [unnamed | {"NotPrincipal": {"AWS": ACCOUNT}}]}), Q)
+    assert compile_policy(json.dumps({"Statement": [unnamed]}), Q).decide(KEY, "SendMessage", Q, CTX) == "Deny"
+
+
+def test_statements_on_other_resources_sit_beside_those_on_the_queue() -> None:
+    doc = {
+        "Statement": [
+            AWS_STORED | {"Sid": "elsewhere"},
+            {"Sid": "here", "Effect": "Allow", "Principal": {"AWS": ACCOUNT}, "Action": "sqs:Send*", "Resource": Q},
+        ]
+    }
+    policy = compile_policy(json.dumps(doc), Q)
+    assert [s.sid for s in policy.statements] == ["here"]
+    assert policy.decide(KEY, "SendMessage", Q, CTX) == "Allow" and policy.decide(ANON, "SendMessage", Q, CTX) is None
+    doc["Statement"][1]["Sid"] = "elsewhere"
+    with pytest.raises(SqsError, match="unique"):  # the form of every statement still counts
+        compile_policy(json.dumps(doc), Q)

@@ -110,7 +110,7 @@ class AccessControl:
         if not text:
             return None
         try:
-            return self.policies.get(text)
+            return self.policies.get(text, qattr.arn(self.settings.region, self.settings.account, queue))
         except SqsError as err:  # stored before casque enforced policies: the grants decide, as they did then
             if queue not in self._unenforceable:
                 self._unenforceable.add(queue)

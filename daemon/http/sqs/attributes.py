@@ -66,8 +66,9 @@ def queue_of_arn(value: Any) -> str | None:
     return m.group(1) if m and QUEUE_NAME.match(m.group(1)) else None
 
 
-def check(attrs: Any, fifo: bool = False) -> dict[str, str]:
-    """Validate attributes to set on a queue (``fifo``: a FIFO one); returns them as text. The FIFO
+def check(attrs: Any, fifo: bool = False, queue_arn: str | None = None) -> dict[str, str]:
+    """Validate attributes to set on a queue (``fifo``: a FIFO one; ``queue_arn``: its ARN, which
+    says which statements of a Policy can apply to it: policy.py); returns them as text. The FIFO
     attributes are checked by fifo.py: refused on a standard queue, as SQS does."""
     if attrs is None:
         return {}
@@ -99,7 +100,7 @@ def check(attrs: Any, fifo: bool = False) -> dict[str, str]:
         if name == "RedrivePolicy" and text:
             text = _redrive(text)
         if name == "Policy" and text:
-            compile_policy(text)  # refused unless casque can enforce it (access.py); kept as given
+            compile_policy(text, queue_arn)  # refused unless casque can enforce it (access.py); kept as given
         out[name] = text
     return out
 

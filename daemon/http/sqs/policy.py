@@ -7,6 +7,16 @@ condition keys casque never has): a policy is either enforced as written or not 
 (it wins over everything), "Allow" if an Allow statement does, else None (the key's grant
 decides; daemon/http/sqs/access.py).
 
+A statement whose ``Resource`` can't name the queue the policy is on (another queue's ARN, or any
+text, as AWS stores it: ``"'$sqs_queue_arn'"`` in a policy AWS accepted) never applies to a request
+on that queue, in AWS as here: it grants nothing and refuses nothing. Such a statement is kept as
+written but only its form is checked (an object, Allow or Deny, known elements): what casque could
+not enforce in it can't matter, as it is never evaluated. Whether a statement names the queue is
+decided against the queue's ARN (``queue_arn``) each time the policy is compiled, also when it is
+enforced: a statement that comes to name the queue (``sqs.region`` or ``sqs.account`` changed) is
+checked then, and a policy casque then can't enforce is ignored and logged (access.py), so no more
+than the key's own grant applies.
+
 Principals: every key belongs to the server's account (``sqs.account``), and key ``CQ...`` is
 ``arn:aws:iam::<account>:user/CQ...``; the account id and ``arn:aws:iam::<account>:root`` name
 every key of it; ``*`` (or ``{"AWS": "*"}``) names everyone, the anonymous caller of
@@ -30,7 +40,6 @@ MAX_STATEMENTS = 20
 MAX_PRINCIPALS = 50
 _ACCOUNT = re.compile(r"^[0-9]{12}$")
 _IAM = re.compile(r"^arn:aws:iam::([0-9]{12}):(root|user/[A-Za-z0-9+=,.@_-]{1,64})$")
-_RESOURCE = re.compile(r"^arn:[^:]*:sqs:[^:]*:[^:]*:.+$")
 _STATEMENT_KEYS = {
     "Sid",
     "Effect",
@@ -110,7 +119,9 @@ def load(text: str) -> dict[str, Any]:
     return doc
 
 
-def compile_policy(text: str) -> Policy:
+def compile_policy(text: str, queue_arn: str | None = None) -> Policy:
+    """The policy as casque enforces it on the queue ``queue_arn`` (None: every statement is taken
+    as naming the queue, so every one is checked)."""
     doc = load(text)
     unknown = set(doc) - {"Version", "Id", "Statement"}
     if unknown:
@@ -125,10 +136,10 @@ def compile_policy(text: str) -> Policy:
         raise refuse("Policy needs a Statement (an object or a non-empty list of them).")
     if len(raws) > MAX_STATEMENTS:
         raise refuse(f"Policy has {len(raws)} statements: at most {MAX_STATEMENTS}.")
-    statements = tuple(_statement(s, i) for i, s in enumerate(raws))
-    sids = [s.sid for s in statements if s.sid]
-    if len(set(sids)) != len(sids):
+    sids = [_form(s, i) for i, s in enumerate(raws)]
+    if len(set(sid for sid in sids if sid)) != len([sid for sid in sids if sid]):
         raise refuse("Statement ids (Sid) must be unique within a policy.")
+    statements = tuple(_statement(s, i) for i, s in enumerate(raws) if _names_queue(s, queue_arn))
     if sum(len(s.condition.tests) for s in statements) > MAX_CONDITIONS:
         raise refuse(f"Policy has more than {MAX_CONDITIONS} conditions.")
     if sum(len(s.principals) for s in statements) > MAX_PRINCIPALS:
@@ -136,25 +147,44 @@ def compile_policy(text: str) -> Policy:
     return Policy(statements)
 
 
-def _statement(raw: Any, index: int) -> Statement:
+def _form(raw: Any, index: int) -> str:
+    """What every statement must be, whatever it names: an object of known elements with a string
+    Sid and an Effect of Allow or Deny. Returns its Sid."""
     if not isinstance(raw, dict):
         raise refuse(f"Statement {index} must be an object.")
     unknown = set(raw) - _STATEMENT_KEYS
     if unknown:
         raise refuse(f"Unknown statement element {sorted(unknown)[0]}.")
+    sid = raw.get("Sid", "")
+    if not isinstance(sid, str):
+        raise refuse("Sid must be a string.")
+    if raw.get("Effect") not in ("Allow", "Deny"):
+        raise refuse(f"Statement {sid or index}: Effect must be Allow or Deny.")
+    return sid
+
+
+def _names_queue(raw: dict[str, Any], queue_arn: str | None) -> bool:
+    """Whether a statement can apply to a request on the queue ``queue_arn``: not when its Resource
+    names only other things (another queue, or text that is no ARN), which no request here matches.
+    A NotResource statement, or one without Resource (refused by ``_statement``), is checked."""
+    if queue_arn is None or "Resource" not in raw or "NotResource" in raw:
+        return True
+    values = raw["Resource"] if isinstance(raw["Resource"], list) else [raw["Resource"]]
+    if not values or not all(isinstance(v, str) for v in values):
+        return True  # malformed: _statement refuses it
+    return any(wildcard(v, False).match(queue_arn) for v in values)
+
+
+def _statement(raw: Any, index: int) -> Statement:
     if "NotPrincipal" in raw:
         raise refuse(
             "NotPrincipal is not supported by casque: name the principals in Principal (and use Deny for exceptions)."
         )
     sid = raw.get("Sid", "")
-    if not isinstance(sid, str):
-        raise refuse("Sid must be a string.")
-    effect = raw.get("Effect")
-    if effect not in ("Allow", "Deny"):
-        raise refuse(f"Statement {sid or index}: Effect must be Allow or Deny.")
+    effect = raw["Effect"]
     everyone, principals = _principals(raw.get("Principal"))
     actions, not_action = _pick(raw, "Action", "NotAction", _action)
-    resources, not_resource = _pick(raw, "Resource", "NotResource", _resource)
+    resources, not_resource = _pick(raw, "Resource", "NotResource", str)
     return Statement(
         sid,
         effect,
@@ -189,12 +219,6 @@ def _action(value: str) -> str:
     return norm
 
 
-def _resource(value: str) -> str:
-    if value != "*" and not _RESOURCE.match(value):
-        raise refuse(f"Resource {value} is not a queue ARN (arn:aws:sqs:REGION:ACCOUNT:QUEUE, wildcards allowed) or *.")
-    return value
-
-
 def _principals(raw: Any) -> tuple[bool, frozenset[str]]:
     if raw == "*":
         return True, frozenset()
@@ -220,15 +244,15 @@ def _principals(raw: Any) -> tuple[bool, frozenset[str]]:
 
 
 class PolicyCache:
-    """Compiled policies by their text: compiling is done once per distinct policy, not per request
-    (the text itself comes with the queue's cached attributes, engine/queues/attributes.py)."""
+    """Compiled policies by their text and queue: compiling is done once per distinct policy, not per
+    request (the text itself comes with the queue's cached attributes, engine/queues/attributes.py)."""
 
     def __init__(self, limit: int = 10_000) -> None:
-        self._lru: Lru[str, Policy] = Lru(limit)
+        self._lru: Lru[tuple[str, str], Policy] = Lru(limit)
 
-    def get(self, text: str) -> Policy:
-        hit = self._lru.get(text)
+    def get(self, text: str, queue_arn: str) -> Policy:
+        hit = self._lru.get((text, queue_arn))
         if hit is None:
-            hit = compile_policy(text)
-            self._lru.put(text, hit)
+            hit = compile_policy(text, queue_arn)
+            self._lru.put((text, queue_arn), hit)
         return hit

@@ -2,7 +2,8 @@
 
 AddPermission(Label, AWSAccountIds, Actions) appends the statement SQS writes: Sid = Label,
 Effect Allow, Principal ``arn:aws:iam::ID:root`` per account, Action ``SQS:X`` per action,
-Resource the queue's ARN (creating the policy if the queue has none). RemovePermission(Label)
+Resource the queue's ARN (creating the policy if the queue has none, as SQS writes it: Version
+2008-10-17, Id ``<queue ARN>/SQSDefaultPolicy``). RemovePermission(Label)
 removes it (and the policy with its last statement). The result is checked like any Policy
 (policy.py) and enforced on the next request (access.py). The read-modify-write of the Policy
 is not atomic: two concurrent edits of one queue's permissions can lose one (as concurrent
@@ -79,7 +80,9 @@ class PermissionActions(ActionGroup):
         """The queue's current policy (read fresh: this is a read-modify-write), statements as a list."""
         text = (await self.cq.extras.get(name, fresh=True)).attributes.get("Policy")
         if not text:
-            return {"Version": "2012-10-17", "Id": f"{self.arn(name)}/SQSDefaultPolicy", "Statement": []}
+            # SQS's own document: version 2008-10-17 and this Id (as AWS writes it, recorded by LocalStack's
+            # aws-validated test_sqs_permission_lifecycle); a Policy already there keeps its own.
+            return {"Version": "2008-10-17", "Id": f"{self.arn(name)}/SQSDefaultPolicy", "Statement": []}
         doc = policy.load(text)
         raw = doc.get("Statement")
         doc["Statement"] = raw if isinstance(raw, list) else [raw] if isinstance(raw, dict) else []
@@ -91,7 +94,7 @@ class PermissionActions(ActionGroup):
             await self.cq.extras.set(name, {}, {"Policy"}, now)
             return
         text = json.dumps(doc, separators=(",", ":"))
-        policy.compile_policy(text)  # the same check as SetQueueAttributes: stored only if enforceable
+        policy.compile_policy(text, self.arn(name))  # SetQueueAttributes' check: stored only if enforceable
         await self.cq.extras.set(name, {"Policy": text}, set(), now)
 
 

@@ -50,7 +50,7 @@ class QueueActions(ActionGroup):
         fifo = fifo_rules.creates_fifo(name, raw)
         if not params.QUEUE_NAME.match(name):
             raise invalid(fifo_rules.FIFO_NAME if fifo else fifo_rules.STANDARD_NAME)
-        attrs = qattr.encryption(qattr.check(raw, fifo=fifo), {})
+        attrs = qattr.encryption(qattr.check(raw, fifo=fifo, queue_arn=self.arn(name)), {})
         if fifo:
             fifo_rules.check_throughput(
                 attrs.get("DeduplicationScope", "queue"), attrs.get("FifoThroughputLimit", "perQueue")
@@ -180,7 +180,7 @@ class QueueActions(ActionGroup):
         qs = await self.cq.queue_settings(name, fresh=True)
         raw = call.params.get("Attributes") or {}
         current = (await self.cq.extras.get(name, fresh=True)).attributes
-        attrs = qattr.encryption(qattr.check(raw, fifo=qs.fifo), current)
+        attrs = qattr.encryption(qattr.check(raw, fifo=qs.fifo, queue_arn=self.arn(name)), current)
         if qs.fifo:  # the rule holds for the values the queue will have, whichever call set each
             fifo_rules.check_throughput(
                 attrs.get("DeduplicationScope", qs.dedup_scope), attrs.get("FifoThroughputLimit", qs.fifo_throughput)
