@@ -17,6 +17,7 @@ from daemon.base.clock import Clock, ManualClock
 from daemon.base.config import Settings
 from daemon.base.errors import UsageError
 from daemon.engine.client import Casque
+from daemon.engine.operations.queue_actions import purge
 from daemon.engine.queues.attributes import DEAD_LETTER
 from daemon.engine.storage.placement import group_id, tail_id
 from daemon.engine.take.fifo import choose
@@ -161,6 +162,35 @@ async def test_a_send_that_died_after_its_claim_is_written_by_its_retry(cq: Casq
     assert await cq.delete(got[0].receipt)
     again = await cq.send(q, "t", {"n": 1}, group="g", dedup_id="lost")
     assert again.duplicate and await cq.receive(q, max=10, wait=0) == [], "a deleted message came back"
+
+
+async def test_a_purge_releases_the_dedup_ids_claimed_before_it(cq: Casque, queue_name: str) -> None:
+    """As SQS's PurgeQueue: an id sent before a purge may be sent again after it, once; the purge
+    mark and the redirect (fifo_send.py), over two purges, and with a pre-purge send still writing."""
+    q = await _fifo(cq, queue_name)
+    sender = cq.stores.producer.fifo
+    assert sender is not None
+    first = await cq.send(q, "t", {"n": 1}, group="g", dedup_id="d-1")
+    assert (await cq.send(q, "t", {"n": 0}, group="g", dedup_id="d-1")).duplicate
+    stale = group_id(cq.clock.now_ms(), "g")  # a send claimed before the purge, its write still to come
+    await cq.db.run(sender._claim, [q, "", "late", stale, cq.clock.now_ms(), cq.db.next_timestamp()])
+    await purge(cq.stores, q)
+    second = await cq.send(q, "t", {"n": 2}, group="g", dedup_id="d-1")
+    assert not second.duplicate and second != first
+    again = await cq.send(q, "t", {"n": 3}, group="h", dedup_id="d-1")
+    assert again.duplicate and (again, again.sequence) == (second, second.sequence)
+    fresh = await cq.send(q, "t", {"n": 4}, group="g", dedup_id="late")
+    assert not fresh.duplicate and fresh != str(stale)
+    # the pre-purge sender marks its own claim written only: the id's claim past the purge is untouched
+    await cq.db.run(sender._written, [300, q, "", "late"])
+    assert (await cq.send(q, "t", {"n": 5}, group="g", dedup_id="late")) == fresh
+    got = await cq.receive(q, max=10, wait=0)
+    assert [d.message.payload["n"] for d in got] == [2, 4]
+    await purge(cq.stores, q)  # a second purge: the redirect of the first is itself from before it
+    third = await cq.send(q, "t", {"n": 6}, group="g", dedup_id="d-1")
+    assert not third.duplicate and third not in (first, second)
+    assert (await cq.send(q, "t", {"n": 7}, group="g", dedup_id="d-1")) == third
+    assert [d.message.payload["n"] for d in await cq.receive(q, max=10, wait=0)] == [6]
 
 
 async def test_a_retried_receive_with_its_attempt_id_gets_the_same_deliveries(cq: Casque, queue_name: str) -> None:

@@ -522,6 +522,33 @@ def test_dedup_and_attempt_ids_hold_across_two_servers(sqs: Any, qname: str) -> 
         other.stop()
 
 
+@pytest.mark.parametrize("scope", ["queue", "messageGroup"])
+def test_a_purge_clears_the_deduplication_window_for_every_server(sqs: Any, qname: str, scope: str) -> None:
+    """SQS's PurgeQueue ends the deduplication of what was sent before it: the same id sent again after
+    the purge is a new message (recorded against AWS by LocalStack's aws-validated
+    test_purge_queue_clears_fifo_deduplication_cache), then deduplicated as any other, through any
+    server (the purge mark in Cassandra, engine/send/fifo_send.py; no server's cache is involved)."""
+    other = sqsserver.start(TEST_KEYSPACE)
+    try:
+        b = make_client(other.url)
+        url = fifo(sqs, qname, DeduplicationScope=scope)
+        url_b = url.replace(url.split("/000000000000/")[0], other.url)
+        before = send(sqs, url, "message-1", "g", "d-1")
+        assert send(b, url_b, "message-1 again", "g", "d-1")["MessageId"] == before["MessageId"]
+        sqs.purge_queue(QueueUrl=url)
+        after = send(b, url_b, "message-2", "g", "d-1")
+        assert after["MessageId"] != before["MessageId"] and after["SequenceNumber"] > before["SequenceNumber"]
+        repeat = send(sqs, url, "message-2 again", "g", "d-1")
+        assert (repeat["MessageId"], repeat["SequenceNumber"]) == (after["MessageId"], after["SequenceNumber"])
+        got = receive_until(sqs, url, bool, VisibilityTimeout=60)
+        assert [m["Body"] for m in got] == ["message-2"]
+        sqs.delete_message(QueueUrl=url, ReceiptHandle=got[0]["ReceiptHandle"])
+        assert send(b, url_b, "message-2 once more", "g", "d-1")["MessageId"] == after["MessageId"]
+        assert counts(sqs, url) == (0, 0, 0), "a duplicate was written"
+    finally:
+        other.stop()
+
+
 @pytest.fixture
 def two_keys(settings: Any) -> Iterator[list[dict[str, str]]]:
     made = []

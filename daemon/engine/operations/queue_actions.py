@@ -33,8 +33,13 @@ async def purge(stores: Stores, queue: str, parallel: int = 16, sent_before_ms: 
 
     ``sent_before_ms``: delete only messages sent before then (by their ``enqueued_at``, the
     sender's clock): a message sent while the purge reads the rows survives it, whether its row
-    was read before or after it arrived (the SQS endpoint passes the PurgeQueue's start)."""
+    was read before or after it arrived (the SQS endpoint passes the PurgeQueue's start). On a
+    FIFO queue the deduplication ids claimed before then are released, as SQS's PurgeQueue does
+    (engine/send/fifo_send.py, the purge mark)."""
     qs = await stores.queues.get(queue, fresh=True)
+    if qs.fifo:  # first: a deduplication id sent before the purge may be sent again once it returns
+        cut_us = sent_before_ms * 1000 if sent_before_ms is not None else stores.db.next_timestamp()
+        await stores.fifo.mark_purged(queue, cut_us)
     sem = asyncio.Semaphore(parallel)
 
     async def one(bucket: int, shard: int) -> int:

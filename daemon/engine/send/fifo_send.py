@@ -23,6 +23,22 @@ from before the write).
 
 What order means across senders: sends to one group that overlap in time have no order between
 them (as in SQS); positions are in ms and a tie is broken by the id.
+
+A purge ends the deduplication window of everything sent before it (SQS: a message re-sent after a
+PurgeQueue with the same deduplication id is accepted). The ``fifo_dedup`` rows can't be listed per
+queue (one partition each), so the purge writes a *purge mark* instead: the queue's row under the
+empty scope and the empty id (no dedup id is empty), holding the purge's start (us, the same time
+the purge deletes messages sent before), written with that timestamp so the latest purge wins, and
+living 300 s like the claims (any claim older than a mark has expired by the time the mark does).
+Only a send that finds its id claimed reads the mark (one read; a send whose claim succeeds reads
+nothing more). A claim written before the mark is from before the purge: the send turns that row
+into a *redirect* (an LWT on the claim's ``wt``, so two senders do it once; ``due`` -1, ``wt`` the
+mark) and claims the id under the scope ``<scope>\x00<mark>``, where every later send of the id
+follows the redirect while it lives (300 s from the redirect). The id's new claim is a row of its
+own: the pre-purge sender, if it is still writing, only ever marks its own row written, never the
+new claim. Clocks: the claim's ``wt`` and the mark are wall-clock times of two servers, as are the
+message's ``enqueued_at`` and the purge's cut, so an id claimed within the clock skew of the purge's
+start is judged as the purge judges its message.
 """
 
 from __future__ import annotations
@@ -33,6 +49,7 @@ import math
 from typing import Any
 
 from daemon.base.clock import Clock
+from daemon.base.errors import StorageUnavailable
 from daemon.base.model import Message, QueueSettings
 from daemon.engine.storage.db import Database
 from daemon.engine.storage.placement import PLACEMENT_MASK, group_id, group_placement, row_of, tail_id
@@ -40,6 +57,8 @@ from daemon.engine.storage.table import MessageTable
 
 DEDUP_WINDOW_S = 300
 SETTLE_PAUSES_S = (0.05, 0.1, 0.2, 0.4, 0.8)
+#: A redirect row's ``due`` (a claim's is a position, never negative): the id was claimed again after a purge.
+REDIRECT = -1
 
 
 def content_dedup_id(body: bytes) -> str:
@@ -62,6 +81,18 @@ class FifoSender:
         self._written = db.prepare(
             f"UPDATE {t} USING TTL ? SET written = true WHERE queue = ? AND scope = ? AND dedup_id = ?"
         )
+        self._redirect = db.prepare(
+            f"UPDATE {t} SET id = null, due = {REDIRECT}, wt = ?, written = null"
+            " WHERE queue = ? AND scope = ? AND dedup_id = ? IF wt = ?"
+        )
+        self._mark = db.prepare(
+            f"UPDATE {t} USING TIMESTAMP ? SET wt = ? WHERE queue = ? AND scope = '' AND dedup_id = ''"
+        )
+        self._read_mark = db.prepare(f"SELECT wt FROM {t} WHERE queue = ? AND scope = '' AND dedup_id = ''")
+
+    async def mark_purged(self, queue: str, at_us: int) -> None:
+        """A purge of ``queue`` starting at ``at_us``: ids claimed before it may be sent again."""
+        await self.db.run(self._mark, [at_us, at_us, queue])
 
     async def send(self, qs: QueueSettings, m: Message) -> tuple[Message, bool]:
         """Write ``m`` (built with its group and dedup id, due = now + queue delay) in order.
@@ -74,10 +105,10 @@ class FifoSender:
         position = max(m.due_ms, (tail[0].enqueued_at or 0) + 1 if tail else 0)
         m.id, m.due_ms, m.bucket, m.shard = group_id(position, group), position, 0, shard
         ts = self.db.next_timestamp()
-        claim = await self.db.run(self._claim, [qs.name, scope, dedup, m.id, position, ts])
-        duplicate = bool(claim) and not claim[0].applied
+        scope, existing = await self._claim_id(qs.name, scope, dedup, [m.id, position, ts])
+        duplicate = existing is not None
         if duplicate:
-            first: Any = await self._settled(qs.name, scope, dedup, claim[0])
+            first: Any = await self._settled(qs.name, scope, dedup, existing)
             m.id, m.due_ms, ts = first.id, first.due, first.wt
             if first.written or (first.id.int & PLACEMENT_MASK) != group_placement(group):
                 # written; or claimed for another group (scope "queue"), whose row this send can't
@@ -88,6 +119,34 @@ class FifoSender:
         if remaining > 0:
             await self.db.run(self._written, [remaining, qs.name, scope, dedup])
         return m, duplicate
+
+    async def _claim_id(self, queue: str, scope: str, dedup: str, claim: list[Any]) -> tuple[str, Any | None]:
+        """Claim ``dedup`` for the message ``claim`` names ([id, position, write timestamp]). Returns
+        the scope the claim lives under (``scope``, or past a purge ``<scope>\x00<mark>``) and the
+        claim found there, if the id was claimed already since the queue's last purge (else None)."""
+        rows = await self.db.run(self._claim, [queue, scope, dedup, *claim])
+        if not rows or rows[0].applied:
+            return scope, None
+        existing, mark = rows[0], None
+        for _ in range(4):  # each turn is another sender's move on this row (a claim, a redirect): few
+            if mark is None:
+                marks = await self.db.run(self._read_mark, [queue])
+                mark = (marks[0].wt or 0) if marks else 0
+            if existing.wt >= mark and existing.due != REDIRECT:
+                return scope, existing  # claimed since the last purge: a duplicate
+            if existing.wt >= mark:  # the redirect of the last purge: the id's claim is past it
+                after = f"{scope}\x00{existing.wt}"
+                found = await self.db.run(self._claim, [queue, after, dedup, *claim])
+                return after, (None if not found or found[0].applied else found[0])
+            # claimed (or redirected) before the last purge: point the id past the purge, once
+            await self.db.run(self._redirect, [mark, queue, scope, dedup, existing.wt])
+            rows = await self.db.run(self._read_claim, [queue, scope, dedup])
+            if not rows:  # expired meanwhile: claim it afresh
+                rows = await self.db.run(self._claim, [queue, scope, dedup, *claim])
+                if not rows or rows[0].applied:
+                    return scope, None
+            existing = rows[0]
+        raise StorageUnavailable(f"the deduplication id {dedup!r} of {queue} kept changing under its claim; try again")
 
     async def _settled(self, queue: str, scope: str, dedup: str, claim: Any) -> Any:
         """A claim found not written yet: its sender may still be writing (two sends with one

@@ -153,6 +153,8 @@ TABLES: dict[str, str] = {
     # The row names the message the id was first sent as (its id, position and write timestamp), and
     # `written` says that message was written: a retry after a crash between the claim and the write
     # writes it then, at the same timestamp, so it can never resurrect a message already deleted.
+    # The row (queue, '', '') is the queue's purge mark (no dedup id is empty): ids claimed before it
+    # are claimed again past it, their old row turned into a redirect (due -1; fifo_send.py).
     "fifo_dedup": """
         CREATE TABLE IF NOT EXISTS {ks}.fifo_dedup (
             queue text, scope text, dedup_id text,
