@@ -29,7 +29,17 @@ from daemon.engine.client import Casque  # noqa: E402
 from daemon.engine.storage.db import Database  # noqa: E402
 from daemon.engine.storage.schema import apply_schema  # noqa: E402
 
-TEST_KEYSPACE = "casque_test"
+#: A keyspace per xdist worker (make test runs one per core): the keyspace-wide state of one worker's tests
+#: (heartbeats, leases, hint listeners, queue listings) never meets another's.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+TEST_KEYSPACE = f"casque_test_{_WORKER}" if _WORKER else "casque_test"
+#: Files that share a Cassandra node of their own (same name and ports) run on one worker, one after another; every
+#: other file is a group of its own, so its module fixtures (servers, rings) are set up once, on one worker.
+SHARED_GROUPS = {
+    "test_catch_faults.py": "std_stall",
+    "test_sqs_standard_faults.py": "std_stall",
+    "test_sqs_loop_faults.py": "std_stall",
+}
 pytest_plugins = ["tests.support.sqsfixtures"]
 _counter = itertools.count()
 
@@ -94,3 +104,12 @@ async def slow_scout(settings: Settings) -> AsyncIterator[Casque]:
     client = await Casque.connect(s)
     yield client
     await client.close()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under ``--dist loadgroup`` (make test): a file's tests stay on one worker (``SHARED_GROUPS``; the bench's
+    tests share bench/out)."""
+    for item in items:
+        name = item.path.name
+        group = SHARED_GROUPS.get(name) or ("bench" if name.startswith("test_bench_") else name)
+        item.add_marker(pytest.mark.xdist_group(group))
