@@ -1,4 +1,4 @@
-"""Part "idle": what an idle daemon costs the cluster, in CQL requests per second (issue 15).
+"""Part "idle": what an idle daemon costs the cluster, in CQL requests per second.
 
 One daemon (the CLI, in its own process, default ``[worker]`` settings: what a user runs) serves
 one fresh 16-shard queue and nothing is sent to it. After a warm-up (start-up, the first visit of

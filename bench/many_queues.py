@@ -1,4 +1,4 @@
-"""The many-queues scenario (issue 17): per-user queues, most of them idle, each pulled by its owner.
+"""The many-queues scenario: per-user queues, most of them idle, each pulled by its owner.
 
     python -m bench many-queues [--quick] [--write-docs]
 

@@ -19,7 +19,7 @@ from .mq_sizes import FULL, Size
 
 #: rates the medium run measured on this box (bench/out/many-queues-medium.json, 2026-11-25 08:34 UTC, load
 #: average 2-12 from other engineers' runs), for the estimate printed before a run has measured its own.
-#: create: the LWT path (996/s that run); the bulk create path of issue 28 (>= 10,000/s) takes 16.7 min off
+#: create: the LWT path (996/s that run); the bulk create path (>= 10,000/s) takes 16.7 min off
 HERE = {
     "create_rate": 996.0,
     "fill_rate": 4_172.0,

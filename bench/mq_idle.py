@@ -1,5 +1,5 @@
 """The idle phase of the many-queues scenario (bench/many_queues.py): Cassandra reads per second while
-every queue sits idle, the server up and no client connected (issue 28: "≈ 0").
+every queue sits idle, the server up and no client connected ("≈ 0").
 
 Two counts over the same window, because each can hide what the other sees:
   * the node's own: the ``count`` of Cassandra 5's virtual tables ``system_views.local_read_latency``

@@ -1,5 +1,5 @@
 """The noisy-neighbour phase of the many-queues scenario (bench/many_queues.py): one user's backlog must
-not delay another user's single message (issue 28, "as SQS fair queues promise for noisy tenants").
+not delay another user's single message ("as SQS fair queues promise for noisy tenants").
 
 Two tiny queues of their own, served by the same ``casque serve`` as everything else: user A's queue
 gets a backlog of ``noisy_backlog`` messages, which A drains over SQS (``noisy_consumers`` receivers,

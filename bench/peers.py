@@ -195,9 +195,7 @@ async def run(cq: Casque, plan: Plan, best: dict[str, Any]) -> dict[str, Any]:
             name: sum(r.throughput for r in results if r.system == name) / sum(1 for r in results if r.system == name)
             for name in ["casque"] + [d.name for d in peers]
         }
-        slowest = min(
-            tp for name, tp in mean.items() if name != "casque"
-        )  # issue 15: half the slowest *peer's* maximum
+        slowest = min(tp for name, tp in mean.items() if name != "casque")  # half the slowest *peer's* maximum
         equal_rate = max(20.0, round(slowest / 2))
         progress(
             f"  equal load: every system offered {equal_rate:.0f} msg/s for {plan.equal_seconds:.0f}s (half the "

@@ -78,7 +78,7 @@ def latency_cdf(curves: dict[str, tuple[list[float], list[float]]], path: Path, 
     ax.set_xscale("log")
     ax.set_xlabel("send → handler start (ms, log scale)")
     ax.set_ylabel("fraction of messages")
-    for ms in (10, 100):  # issue 15's targets: p50 ≤ 10 ms at equal load, p99 ≤ 100 ms at half load
+    for ms in (10, 100):  # the targets: p50 ≤ 10 ms at equal load, p99 ≤ 100 ms at half load
         ax.axvline(ms, color="grey", linestyle=":", linewidth=1)
         ax.text(ms, 0.02, f" {ms} ms", color="grey", fontsize=8)
     ax.set_title(title, fontsize=10)

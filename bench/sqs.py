@@ -11,7 +11,7 @@ messages in memory; casque serve writes every send to the Cassandra node at LOCA
 rounds (3) of both, each server a fresh process, the first of each pair switching: the table gives each
 server's medians and the rounds' ratios (the box is shared and noisy: the ratio of one round, run in the
 same minutes, is the figure to quote). Results: bench/out/sqs/sqs.json. Then the table "CQL requests
-per SQS call" (bench/sqs_requests.py, before and after issue 27), unless --no-requests.
+per SQS call" (bench/sqs_requests.py), unless --no-requests.
 """
 
 from __future__ import annotations
@@ -365,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table(results))
     print()
     print(ratios(results))
-    if not args.no_requests:  # the server's CQL per call, before and after (bench/sqs_requests.py, its own process)
+    if not args.no_requests:  # the server's CQL per call (bench/sqs_requests.py, its own process)
         subprocess.run([sys.executable, "-m", "bench.sqs_requests"], cwd=ROOT, check=True)
     return 0
 

@@ -195,18 +195,6 @@ def summarize(calls: dict[str, list[list[list[Any]]]]) -> dict[str, Any]:
     return out
 
 
-#: Measured before issue 27's changes (git a76c4ae, this bench, 5 rounds, 2026-11-25): (standard, FIFO).
-BEFORE = {
-    "receive": ("28", "7"),
-    "receive_loop": ("-", "-"),
-    "receive_concurrent": ("-", "-"),
-    "long_poll": ("16 / 81", "1 / 2"),
-    "long_poll_again": ("-", "-"),
-    "delete": ("20", "20"),
-    "send": ("7", "40"),
-}
-
-
 def table(results: dict[str, dict[str, Any]]) -> str:
     names = {
         "receive": "ReceiveMessage (10) that returned messages",
@@ -217,12 +205,11 @@ def table(results: dict[str, dict[str, Any]]) -> str:
         "delete": "DeleteMessageBatch of 10",
         "send": "SendMessageBatch of 10",
     }
-    heads = [f"{q}: {'before' if i < 0 else 'after'}" for q in results for i in (-1, 0)]
+    heads = list(results)
     rows = ["| SQS call | " + " | ".join(heads) + " |", "| --- |" + " --- |" * len(heads)]
     for kind, label in names.items():
         cells = []
-        for n, r in enumerate(results.values()):
-            cells.append(BEFORE[kind][min(n, 1)])
+        for r in results.values():
             x = r.get(kind)
             if x is None:
                 cells.append("-")
@@ -254,8 +241,7 @@ def main(argv: list[str] | None = None) -> int:
             progress(f"CQL requests per SQS call: {label}, {args.rounds} rounds")
             results[label] = measure_queue(log, url, fifo, args.rounds, args.wait)
     (out_dir("sqs") / "sqs_requests.json").write_text(json.dumps({"args": vars(args), "results": results}, indent=2))
-    print("CQL requests per SQS call (median over the calls; counted in the server by bench/sqs_cql_serve.py;")
-    print("before: git a76c4ae, before issue 27's changes)")
+    print("CQL requests per SQS call (median over the calls; counted in the server by bench/sqs_cql_serve.py)")
     print(table(results))
     return 0
 

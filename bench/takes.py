@@ -1,4 +1,4 @@
-"""Part "takes": how many sequential CQL round trips a take costs (issue 15), at low load.
+"""Part "takes": how many sequential CQL round trips a take costs, at low load.
 
 One daemon (default ``[worker]`` settings) on a fresh 16-shard queue; messages are offered one at
 a time at a low rate, so nearly every take finds one message that just became due: the path the

@@ -86,7 +86,7 @@ def section_many_queues(R: dict[str, Any], img: str) -> str:
         ],
     ]
     out = [
-        "## Many queues (issues 17 and 28)",
+        "## Many queues",
         "",
         f"Run: **{z['name']} size**, {R['started']}, `python -m bench "
         f"many-queues{_flag(z['name'])}`. Machine: "
@@ -164,7 +164,7 @@ def _mq_baseline(B: dict[str, Any] | None) -> str:
         return ""
     at, by = B["rss"].get("rss_mb_at", {}), B["reads"]
     return (
-        f"The grey line: the same bench on the engine before issue 17's changes ({B['engine']}, {B['started']}; "
+        f"The grey line: the same bench on an earlier engine ({B['engine']}, {B['started']}; "
         f"{_n(B['queues'])} queues "
         "of 1 shard × 4 buckets, unbounded settings cache, 0.5 s scout polls): RSS "
         f"{_n(at.get('25%'), 1)} / {_n(at.get('50%'), 1)} / {_n(at.get('75%'), 1)} / {_n(at.get('100%'), 1)} MB at "

@@ -192,7 +192,7 @@ def section_sqs_fifo(R: dict[str, Any], img: str) -> str:
     subset = "" if len(R["systems"]) == 2 else " --systems " + ",".join(R["systems"])
     command = R.get("command") or f"python -m bench --only sqs-fifo{quick}{subset}"
     out = [
-        "## FIFO queues beside ElasticMQ (issue 25)",
+        "## FIFO queues beside ElasticMQ",
         "",
         f"Run: **{z['name']} size**, {mach.get('date', '?')}, `{command}`. Machine: {mach.get('cpu', '?')}, load "
         "average "
