@@ -33,12 +33,19 @@ from daemon.engine.storage.schema import apply_schema  # noqa: E402
 #: (heartbeats, leases, hint listeners, queue listings) never meets another's.
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 TEST_KEYSPACE = f"casque_test_{_WORKER}" if _WORKER else "casque_test"
-#: Files that share a Cassandra node of their own (same name and ports) run on one worker, one after another; every
-#: other file is a group of its own, so its module fixtures (servers, rings) are set up once, on one worker.
-SHARED_GROUPS = {
-    "test_catch_faults.py": "std_stall",
-    "test_sqs_standard_faults.py": "std_stall",
-    "test_sqs_loop_faults.py": "std_stall",
+#: Files that start Cassandra nodes of their own (rings, a node to freeze, auth and TLS nodes) run on one worker, one
+#: after another: their ports and memory are planned for one at a time. Every other file is a group of its own, so its
+#: module fixtures (servers) are set up once, on one worker.
+OWN_NODES = {
+    "test_catch_faults.py",
+    "test_cursor_keeper.py",
+    "test_devnode.py",
+    "test_node_faults.py",
+    "test_node_stalls.py",
+    "test_security.py",
+    "test_sqs_fifo_faults.py",
+    "test_sqs_loop_faults.py",
+    "test_sqs_standard_faults.py",
 }
 pytest_plugins = ["tests.support.sqsfixtures"]
 _counter = itertools.count()
@@ -107,9 +114,9 @@ async def slow_scout(settings: Settings) -> AsyncIterator[Casque]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under ``--dist loadgroup`` (make test): a file's tests stay on one worker (``SHARED_GROUPS``; the bench's
-    tests share bench/out)."""
+    """Under ``--dist loadgroup`` (make test): a file's tests stay on one worker (``OWN_NODES``; the bench's tests
+    share bench/out)."""
     for item in items:
         name = item.path.name
-        group = SHARED_GROUPS.get(name) or ("bench" if name.startswith("test_bench_") else name)
+        group = "own_nodes" if name in OWN_NODES else "bench" if name.startswith("test_bench_") else name
         item.add_marker(pytest.mark.xdist_group(group))

@@ -164,7 +164,7 @@ async def test_schema_apply_creates_the_new_tables_on_an_existing_keyspace_and_f
     def old_keyspace() -> None:
         db = Database(cassandra).connect()
         try:
-            apply_schema(db, MIGRATION_KEYSPACE, settings.schema)
+            apply_schema(db, MIGRATION_KEYSPACE, settings.schema, backfill=backfill)
             for table in new_tables:
                 db.execute(f"DROP TABLE IF EXISTS {MIGRATION_KEYSPACE}.{table}")
             db.execute(f"TRUNCATE {MIGRATION_KEYSPACE}.queues")
@@ -181,7 +181,7 @@ async def test_schema_apply_creates_the_new_tables_on_an_existing_keyspace_and_f
     def migrate() -> tuple[set[str], list[Any], list[Any]]:
         db = Database(cassandra).connect()
         try:
-            apply_schema(db, MIGRATION_KEYSPACE, settings.schema)
+            apply_schema(db, MIGRATION_KEYSPACE, settings.schema, backfill=backfill)
             tables = {
                 r.table_name
                 for r in db.execute(

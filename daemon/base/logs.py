@@ -139,7 +139,13 @@ class _Logger:
         self._configured = structlog.get_logger(name, **values)  # structlog's lazy proxy: reads the config per use
         self._library: Any = None
 
+    def __reduce__(self) -> tuple[Any, tuple[str, dict[str, Any]]]:
+        """Pickled by name (Spark ships the pipeline's functions, and the loggers they close over, to its workers)."""
+        return _Logger, (self._name, self._values)
+
     def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("_"):  # a slot not set yet, or a protocol lookup (copy, pickle): never the logger's
+            raise AttributeError(attr)
         if structlog.is_configured():
             return getattr(self._configured, attr)
         if self._library is None:

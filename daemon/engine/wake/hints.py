@@ -258,11 +258,15 @@ class HintSender:
             metrics.HINTS_SEND_FAILED.labels("socket").inc()
             log.debug("hint_not_sent", address=address, error=str(exc))
 
+    async def settled(self, timeout_s: float = 1.0) -> None:
+        """Wait, at most ``timeout_s``, for the hints still waiting for the directory (its read included) to go out."""
+        if self._pending:
+            await asyncio.wait(list(self._pending), timeout=timeout_s)
+
     async def close(self, timeout_s: float = 1.0) -> None:
         """Let hints still waiting for the directory go out (a CLI ``casque send`` exits right
         after its send), for at most ``timeout_s``; then close the sockets."""
-        if self._pending:
-            await asyncio.wait(list(self._pending), timeout=timeout_s)
+        await self.settled(timeout_s)
         self.flush()
         for sock in self._sockets.values():
             sock.close()
