@@ -43,11 +43,11 @@ $(JS): tests/js/package-lock.json
 demo: setup
 	$(BIN)/casque demo
 
-# The whole suite against a real Cassandra node (and real 3-node clusters for the cluster tests), one worker per
-# core (at most 4), each with a keyspace of its own (tests/conftest.py).
+# The whole suite against a real Cassandra node (and real 3-node clusters for the cluster tests), a file per core at
+# a time (at most 4), each worker with a keyspace of its own (tests/conftest.py).
 test: setup sdks browser
 	$(BIN)/casque cassandra start
-	$(BIN)/python -m pytest --numprocesses auto --maxprocesses 4 --dist loadgroup $(PYTEST_ARGS)
+	$(BIN)/python -m pytest --numprocesses auto --maxprocesses 4 --dist loadfile $(PYTEST_ARGS)
 
 # The style checks alone (they also run within `make test`, as tests/test_code_style.py): settings in pyproject.toml.
 lint: setup

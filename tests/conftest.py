@@ -29,24 +29,11 @@ from daemon.engine.client import Casque  # noqa: E402
 from daemon.engine.storage.db import Database  # noqa: E402
 from daemon.engine.storage.schema import apply_schema  # noqa: E402
 
-#: A keyspace per xdist worker (make test runs one per core): the keyspace-wide state of one worker's tests
-#: (heartbeats, leases, hint listeners, queue listings) never meets another's.
+#: A keyspace per xdist worker (make test runs a file per core at a time): the keyspace-wide state of one worker's
+#: tests (heartbeats, leases, hint listeners, queue listings) never meets another's. A file that starts Cassandra nodes
+#: of its own gives them ports no other file uses (tests/test_suite_layout.py).
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 TEST_KEYSPACE = f"casque_test_{_WORKER}" if _WORKER else "casque_test"
-#: Files that start Cassandra nodes of their own (rings, a node to freeze, auth and TLS nodes) run on one worker, one
-#: after another: their ports and memory are planned for one at a time. Every other file is a group of its own, so its
-#: module fixtures (servers) are set up once, on one worker.
-OWN_NODES = {
-    "test_catch_faults.py",
-    "test_cursor_keeper.py",
-    "test_devnode.py",
-    "test_node_faults.py",
-    "test_node_stalls.py",
-    "test_security.py",
-    "test_sqs_fifo_faults.py",
-    "test_sqs_loop_faults.py",
-    "test_sqs_standard_faults.py",
-}
 pytest_plugins = ["tests.support.sqsfixtures"]
 _counter = itertools.count()
 
@@ -111,12 +98,3 @@ async def slow_scout(settings: Settings) -> AsyncIterator[Casque]:
     client = await Casque.connect(s)
     yield client
     await client.close()
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under ``--dist loadgroup`` (make test): a file's tests stay on one worker (``OWN_NODES``; the bench's tests
-    share bench/out)."""
-    for item in items:
-        name = item.path.name
-        group = "own_nodes" if name in OWN_NODES else "bench" if name.startswith("test_bench_") else name
-        item.add_marker(pytest.mark.xdist_group(group))

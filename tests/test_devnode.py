@@ -368,7 +368,7 @@ def test_cli_reports_errors_in_one_line(tmp_path: Path) -> None:
 
 # --------------------------------------------------------------------------- cluster
 
-RING = ClusterSpec(name="ring", nodes=3, native_port=9142, storage_port=7100, jmx_base=7299)
+RING = ClusterSpec(name="ring", nodes=3, native_port=9142, storage_port=7100, jmx_base=8450)
 
 
 @pytest.mark.cluster

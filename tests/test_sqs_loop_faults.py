@@ -34,10 +34,10 @@ from urllib.parse import urlparse
 import pytest
 
 from daemon.base.config import Settings
-from daemon.devnode import status
+from daemon.devnode import ClusterSpec, status
 from tests.support import sqsserver
 from tests.support.sqs_clients import Clients, Producer, Receiver, client, drain, poll, run_clients
-from tests.support.stall_node import STALL_KEYSPACE, STALL_NODE, servers_on_own_node
+from tests.support.stall_node import servers_on_own_node
 from tests.support.standard_ledger import Ledger, Outcome
 from tests.test_sqs_standard_faults import VIOLATIONS
 
@@ -49,6 +49,10 @@ VISIBILITY_S = 5
 KEPT = "casque_locks_kept_total"
 #: How long the node is frozen: past the servers' 2 s request timeout, so the take's batch fails in doubt.
 FREEZE_S = 4.0
+
+#: This file's own node (tests/support/stall_node.py), on ports of its own: it may run beside the other fault files.
+STALL_NODE = ClusterSpec(name="loop_stall", native_port=10142, storage_port=8750, jmx_base=8850)
+STALL_KEYSPACE = "casque_loop_stall"
 
 
 @pytest.fixture
