@@ -149,9 +149,6 @@ def versions() -> dict[str, str]:
             ["git", "log", "-1", "--format=%h", "--", "daemon"], cwd=ROOT, capture_output=True, text=True
         ).stdout.strip()
         out["casque"] += f" (git {rev}, engine as of {engine}{', with uncommitted changes' if dirty else ''})"
-        # Where the bench's queues keep messages in flight (queue_defaults.in_flight: docs/design.md,
-        # "Messages in flight in place").
-        out["casque"] += f", in flight: {bench_settings().queue_defaults.in_flight}"
     except OSError:
         pass
     for pkg in (

@@ -45,8 +45,6 @@ def test_settings() -> Settings:
     s.queue_defaults.shards = 4
     s.queue_defaults.buckets = 4
     s.queue_defaults.bucket_seconds = 60
-    # Run any test file against in-place queues: CASQUE_TEST_IN_FLIGHT=in_place (engine/take/flights.py).
-    s.queue_defaults.in_flight = os.environ.get("CASQUE_TEST_IN_FLIGHT", "copy")
     return s
 
 

@@ -1,43 +1,22 @@
-"""A drained row stays readable: its stored cursor follows the peeks past the tombstones its takes left
-ahead of it, and a cold reader behind a pile over the node's tombstone threshold walks across it.
+"""A drained row stays readable: its stored cursor follows the peeks past the tombstones its takes left ahead of it.
 
-Every message a take delivers is written again as its timeout column at ``take + timeout``; the ack deletes
-it, leaving a tombstone ahead of the cursor. Once a row is drained no take commits, so the stored cursor stayed
-behind all of them: after 100,000 drained over SQS, every cold receive of the queue failed with
-READ_TOO_MANY_TOMBSTONES (docs/benchmarks.md, "Many queues"). engine/consume/cursor_keeper.py is the fix; these
-tests make the pile and read it the way a cold process does.
+A take writes a check entry due at ``take + timeout`` (engine/take/flights.py), and a drain within the clock tolerance
+leaves its acked messages' tombstones at or ahead of the cursor its takes committed. Once a row is drained no take
+commits, so the stored cursor stayed behind all of them: after 100,000 drained over SQS (in the copy layout, whose
+acks left a tombstone each ahead of the cursor), every cold receive of the queue failed with READ_TOO_MANY_TOMBSTONES
+(docs/benchmarks.md, "Many queues"). engine/consume/cursor_keeper.py is the fix; these tests make the pile and read it
+the way a cold process does.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
-from typing import Any
-
-import pytest
+from collections.abc import Callable
 
 from daemon.base.config import Settings
-from daemon.base.errors import StorageUnavailable
-from daemon.devnode import ClusterSpec, start, stop
 from daemon.engine.client import Casque
-from daemon.engine.consume.cursor_keeper import too_many_tombstones
 from daemon.engine.send.producer import Job
-from daemon.engine.storage.db import Database
-from daemon.engine.storage.schema import apply_schema
 from tests.test_tombstones import drain, traced_tombstones
-
-KEYSPACE = "casque_cursor_walk"
-#: A node of its own whose tombstone threshold a few thousand messages pass (the default is 100,000).
-THRESHOLD = 500
-#: Messages sent to one millisecond: a pile crossed by due slices, whose finest is a millisecond.
-SPREAD = 2 * THRESHOLD // 5
-SPEC = ClusterSpec(
-    name="tombs",
-    native_port=9842,
-    storage_port=7850,
-    jmx_base=8150,
-    extra_yaml={"tombstone_failure_threshold": THRESHOLD, "tombstone_warn_threshold": 100},
-)
 
 
 async def until_clock_passes(cq: Casque, at_ms: int) -> None:
@@ -45,18 +24,6 @@ async def until_clock_passes(cq: Casque, at_ms: int) -> None:
     tolerance): a known time, not a hope."""
     await asyncio.sleep(max(0.0, (at_ms - cq.clock.now_ms()) / 1000) + 0.05)
     assert cq.clock.now_ms() > at_ms
-
-
-async def send_spread(cq: Casque, queue: str, n: int, per_ms: int) -> None:
-    """Send ``n`` messages, ``per_ms`` to a millisecond of send time. One ``send_many`` places its messages at one
-    due time, and a walk by due slices splits no finer than a millisecond: 2,000 at one due (one send_many) made a
-    pile no walk crosses, and the drain failed in its own peeks in some runs (CI of 2026-11-25); a pile in a real
-    queue arises over time. More than the threshold in one millisecond is a gap of its own (docs/design.md,
-    "The tombstones ahead of the cursor")."""
-    for first in range(0, n, per_ms):
-        at = cq.clock.now_ms()
-        await cq.send_many(queue, [Job("t", i) for i in range(first, min(n, first + per_ms))])
-        await until_clock_passes(cq, at)  # the next one lands in a later millisecond
 
 
 #: The longest a round of the race test waits after its last take for a peek to store the cursor past it.
@@ -92,63 +59,6 @@ async def test_a_drained_row_s_stored_cursor_follows_its_peeks_past_the_tombston
     assert behind >= n // 2, "the pile was there, ahead of the cursor the last take committed"
     assert stored > pile_until - consumer.tolerance_ms
     assert after <= 10
-
-
-@pytest.fixture(scope="module")
-async def node() -> AsyncIterator[Settings]:
-    await asyncio.to_thread(start, SPEC)
-    s = Settings()
-    s.cassandra.port = SPEC.native_port
-    s.cassandra.keyspace = KEYSPACE
-    s.worker.clock_tolerance_ms = 1_000
-    db = Database(s.cassandra).connect()
-    try:
-        apply_schema(db, KEYSPACE, s.schema)
-    finally:
-        db.close()
-    try:
-        yield s
-    finally:
-        await asyncio.to_thread(stop, SPEC)
-
-
-@pytest.mark.slow
-async def test_a_cold_receive_walks_across_a_pile_over_the_node_s_tombstone_threshold(
-    node: Settings, queue_name: str
-) -> None:
-    n = 4 * THRESHOLD
-    drainer = await Casque.connect(node)
-    try:
-        await drainer.create_queue(queue_name, shards=1, buckets=1, timeout=3)
-        await send_spread(drainer, queue_name, n, SPREAD)
-        consumer = drainer.consumer(queue_name)
-        # Drained once the clock tolerance has passed since the last send, so its takes' cursor may pass what they
-        # took: a drain within the tolerance reads every take from the cursor across the deletes of all taken so far,
-        # and 2,000 of them pass this node's threshold (the drain failed so in CI of 2026-11-25, its takes faster
-        # with TCP_NODELAY). The pile this test is about is the timeout columns' deletes, ahead of the cursor.
-        await until_clock_passes(drainer, drainer.clock.now_ms() + consumer.tolerance_ms)
-        await drain(consumer, drainer, n)
-        pile_until = drainer.clock.now_ms() + 3_000  # no timeout column of the drain is due later than this
-        tolerance = consumer.tolerance_ms
-    finally:
-        await drainer.close()  # the drainer goes away before any peek of its crossed the pile
-    cold = await Casque.connect(node)
-    try:
-        await until_clock_passes(cold, pile_until + tolerance)
-        behind = await stored_cursor(cold, queue_name)
-        with pytest.raises(StorageUnavailable) as refused:  # a read from there fails on the node's threshold
-            await cold.db.run(cold.stores.table.peek, [queue_name, 0, 0, 0, behind, cold.clock.now_ms()])
-        assert too_many_tombstones(refused.value), str(refused.value)
-        assert await cold.receive(queue_name, max=10, wait=0) == []  # the cold receive walks, and answers
-        walked = await stored_cursor(cold, queue_name)
-        assert walked > pile_until
-        rows: list[Any] = await cold.db.run(cold.stores.table.peek, [queue_name, 0, 0, 0, walked, cold.clock.now_ms()])
-        assert rows == []  # the stored cursor is past the pile: a read from it passes the threshold
-        sent = await cold.send(queue_name, "t", "after the walk")
-        got = await cold.receive(queue_name, max=10, wait=5)
-        assert [str(d.message.id) for d in got] == [str(sent)]
-    finally:
-        await cold.close()
 
 
 async def test_cursors_stored_by_peeks_while_senders_and_receivers_race_lose_nothing(

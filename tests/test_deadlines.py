@@ -132,9 +132,9 @@ async def test_a_sync_handler_past_its_timeout_is_not_run_again_while_its_thread
 
 
 async def test_a_late_retry_writes_no_second_copy_next_to_another_consumers_take(manual, queue_name: str) -> None:
-    """A retry written after the timeout column may already be due on a faster clock would leave a
-    second live copy beside the one another consumer took: it is not written (the message comes
-    back through its timeout column, which counts the attempt)."""
+    """A retry written once the message's visibility may already have ended on a faster clock would rewrite the
+    delivery another consumer took (make it visible again while that one runs): it is not written (the message
+    came back at its timeout, which counted the attempt)."""
     import time
 
     from daemon import Backoff, Handler
@@ -149,13 +149,12 @@ async def test_a_late_retry_writes_no_second_copy_next_to_another_consumers_take
     dispatcher = Dispatcher(cq, Registry(), cq.settings.worker, [queue_name])
     mid = await cq.send(queue_name, "t", None)
     [m] = await drain(dispatcher.consumers[queue_name])
-    clock.advance(
-        m.copy_due_ms - clock.now_ms()
-    )  # its column falls due (as a clock ahead by the tolerance sees sooner)
+    clock.advance(m.invisible_until - clock.now_ms())  # its visibility ends (as a clock ahead by the tolerance sees)
     [taken] = await drain(cq.consumer(queue_name))  # another consumer takes it
     spec = TaskSpec("t", Handler, queue_name, None, None, Backoff(), None)
     await dispatcher.outcomes.retry_or_poison(
         dispatcher.consumers[queue_name], spec, m, dispatcher_log(), 0.0, RuntimeError("late"), time.monotonic()
     )
-    copies = [x for x in await cq.peek(queue_name, 10) if str(x.id) == mid]
-    assert [(x.state, x.due_ms) for x in copies] == [(1, taken.copy_due_ms)]  # only the other consumer's timeout column
+    rows = await cq.stores.db.run(cq.stores.table.read_id, [queue_name, m.bucket, m.shard, m.id])
+    assert str(taken.id) == mid and taken.attempt == 2
+    assert [(x.state, x.attempt, x.visible_at) for x in rows] == [(1, 2, taken.visible_at)], "the other's delivery"

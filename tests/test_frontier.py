@@ -39,7 +39,7 @@ async def traced(settings: Settings) -> AsyncIterator[tuple[Casque, list[int]]]:
     client = await Casque.connect(settings)
     scanned: list[int] = []
     t = client.stores.table
-    lanes = (t.copy_reads, t.in_place_reads)  # either, as the queue keeps its messages in flight
+    lanes = (t.fifo_reads, t.in_place_reads)  # a FIFO queue's or a standard queue's
     reads = {id(s) for r in lanes for s in (r.read_due, r.read_due_after, r.peek, r.peek_after, r.peek_rows)}
     run = client.db.run
 

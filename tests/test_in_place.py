@@ -1,16 +1,15 @@
-"""A queue that keeps its messages in flight in place (``in_flight = "in_place"``, engine/take/flights.py).
+"""Messages in flight stay where they were sent: every standard queue's one layout (engine/take/flights.py).
 
 What the layout promises, read from the rows themselves: a take marks its messages in flight where they were
 sent and writes one check entry for them; the payload is never written again; what outlives its visibility comes
 back exactly once (through the entry, or an escape the scan wrote); a ghost (what a stale delivery's delete leaves)
-is never delivered and is dropped; the sweep leaves messages in flight alone. The clock is a ManualClock shared by
-producer and consumer: "comes back then" is checked by moving it, never by sleeping. The same engine tests run
-against this layout too (``CASQUE_TEST_IN_FLIGHT=in_place``, tests/conftest.py).
+is never delivered and is dropped; the sweep leaves messages in flight alone; a purge removes them. A queue created
+with the copy layout (before it was removed) is refused with what to do. The clock is a ManualClock shared by
+producer and consumer: "comes back then" is checked by moving it, never by sleeping.
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -48,8 +47,18 @@ async def finished(cq: Casque, clock: ManualClock, c: Consumer, queue: str, acke
 
 
 async def in_place_queue(cq: Casque, queue: str, **options: Any) -> None:
-    await cq.create_queue(queue, shards=1, buckets=1, in_flight="in_place", **options)
-    assert (await cq.stores.queues.get(queue)).in_place
+    await cq.create_queue(queue, shards=1, buckets=1, **options)
+    assert (await cq.stores.queues.read_row(queue)).in_flight == "in_place", "what its row says, for good"
+
+
+async def all_taken(cq: Casque, queue: str, n: int) -> tuple[Consumer, list[Message]]:
+    """An in-place queue (timeout 300 s) with ``n`` messages sent, every one of them taken."""
+    await in_place_queue(cq, queue, timeout=300)
+    await cq.send_many(queue, [Job("t", {"n": i}) for i in range(n)])
+    c = cq.consumer(queue)
+    got = await drain(c)
+    assert len(got) == n
+    return c, got
 
 
 async def test_a_take_marks_its_messages_in_flight_where_they_are_with_one_check_entry(
@@ -140,11 +149,7 @@ async def test_a_ghost_is_never_delivered_and_is_dropped(manual: Pair, queue_nam
 
 async def test_the_sweep_leaves_messages_in_flight_below_the_cursor_alone(manual: Pair, queue_name: str) -> None:
     cq, clock = manual
-    await in_place_queue(cq, queue_name, timeout=300)
-    await cq.send_many(queue_name, [Job("t", {"n": i}) for i in range(20)])
-    c = cq.consumer(queue_name)
-    got = await drain(c)
-    assert len(got) == 20
+    c, got = await all_taken(cq, queue_name, 20)
     clock.advance(120_000)
     assert await drain(c) == []  # the cursor moves on past them (they lie behind it, in flight)
     sweeper = Sweeper(c, lag_ms=1_000)
@@ -170,26 +175,52 @@ async def test_a_range_longer_than_a_scan_is_finished_by_follow_ups(
     await finished(cq, clock, c, queue_name, again)
 
 
-async def test_in_flight_is_fixed_at_creation(cq: Casque, queue_name: str) -> None:
-    from daemon.base.errors import UsageError
+async def test_a_copy_layout_queue_is_refused_with_what_to_do_and_can_be_deleted(cq: Casque, queue_name: str) -> None:
+    """A standard queue created before the copy layout was removed (its row's ``in_flight`` null, the old default,
+    or "copy") keeps messages in flight as timeout columns this casque would never find: it is refused, naming what
+    to do; it can still be deleted; once its row says in place it is served. FIFO queues always were in place."""
+    from daemon.engine.queues.store import CopyLayoutQueue
 
+    st = cq.stores
     await in_place_queue(cq, queue_name)
-    with pytest.raises(UsageError, match="fixed at its creation"):
-        await cq.admin.update(queue_name, in_flight="copy")
-    with pytest.raises(UsageError, match="in_flight must be copy or in_place"):
-        await cq.create_queue(queue_name + "b", in_flight="moved")
-    with pytest.raises(UsageError, match="FIFO queue keeps its messages in place"):
-        await cq.create_queue(queue_name + ".fifo", fifo=True, in_flight="in_place")
+    await cq.send(queue_name, "t", "waiting")
+    for old in (None, "copy"):
+        await st.db.run(f"UPDATE {TEST_KEYSPACE}.queues SET in_flight = %s WHERE name = %s", [old, queue_name])
+        with pytest.raises(CopyLayoutQueue, match="copy layout, which this casque no longer serves") as refused:
+            await st.queues.get(queue_name, fresh=True)
+        assert f"SET in_flight = 'in_place' WHERE name = '{queue_name}'" in str(refused.value)
+        with pytest.raises(CopyLayoutQueue):
+            await cq.send(queue_name, "t", "x")
+    await st.db.run(f"UPDATE {TEST_KEYSPACE}.queues SET in_flight = 'in_place' WHERE name = %s", [queue_name])
+    c = cq.consumer(queue_name)
+    assert [m.payload for m in await drain(c)] == ["waiting"], "marked in place: served, its waiting message kept"
+    await cq.create_queue(queue_name + "x")
+    await st.db.run(f"UPDATE {TEST_KEYSPACE}.queues SET in_flight = null WHERE name = %s", [queue_name + "x"])
+    await cq.admin.delete(queue_name + "x")
+    assert (await st.queues.read_row(queue_name + "x")) is None, "a copy-layout queue can be deleted"
+    await cq.create_queue(queue_name + ".fifo", fifo=True)
+    await st.db.run(f"UPDATE {TEST_KEYSPACE}.queues SET in_flight = null WHERE name = %s", [queue_name + ".fifo"])
+    assert (await st.queues.get(queue_name + ".fifo", fresh=True)).fifo, "a FIFO queue is served whatever it says"
+
+
+async def test_a_purge_removes_messages_in_flight_behind_the_cursor(manual: Pair, queue_name: str) -> None:
+    """PurgeQueue and ``casque purge`` remove messages in flight too, as SQS's PurgeQueue does: behind the cursor,
+    found through their check entries (engine/operations/queue_actions.py)."""
+    cq, clock = manual
+    c, got = await all_taken(cq, queue_name, 10)
+    await cq.stores.acker.retry(got[0], 600_000, "later")
+    await cq.send(queue_name, "t", "waiting")
+    assert await cq.admin.purge(queue_name) == 11, "the 9 in flight, the one in backoff and the one waiting"
+    assert (await cq.observe.stats(queue_name)).in_flight == 0
+    clock.advance(700_000)
+    assert await drain(c) == [], "none comes back after its timeout"
 
 
 async def test_the_counts_see_messages_in_flight_behind_the_cursor(manual: Pair, queue_name: str) -> None:
     """A message in flight lies behind the cursor, where the counts don't read: they count it through its entry
     (engine/observe/behind.py), in ``casque stats`` and in the depth SQS's Approximate* counts come from."""
     cq, clock = manual
-    await in_place_queue(cq, queue_name, timeout=300)
-    await cq.send_many(queue_name, [Job("t", {"n": i}) for i in range(20)])
-    c = cq.consumer(queue_name)
-    got = await drain(c)
+    c, got = await all_taken(cq, queue_name, 20)
     await cq.stores.acker.ack(got[:5])
     await cq.stores.acker.retry(got[5], 600_000, "later")
     clock.advance(120_000)
@@ -205,24 +236,27 @@ async def test_the_counts_see_messages_in_flight_behind_the_cursor(manual: Pair,
     assert (await cq.observe.stats(queue_name)).in_flight == 0
 
 
-async def test_cli_creates_and_shows_an_in_place_queue_and_refuses_a_bad_value(
+async def test_cli_creates_an_in_place_queue_and_the_layout_options_are_gone(
     tmp_path: Path, settings: Settings, queue_name: str, cq: Casque
 ) -> None:
     cfg = tmp_path / "c.toml"
     cfg.write_text(f'[cassandra]\nkeyspace = "{TEST_KEYSPACE}"\n')
-    made = casque("queue", "create", queue_name, "--in-flight", "in_place", config=cfg)
+    made = casque("queue", "create", queue_name, config=cfg)
     assert made.returncode == 0, made.stderr
-    assert (await cq.stores.queues.get(queue_name, fresh=True)).in_place
-    shown = casque("queue", "show", queue_name, config=cfg)
-    rows = dict(re.split(r"\s{2,}", line.strip(), maxsplit=1) for line in shown.stdout.splitlines()[1:])
-    assert rows["in flight"] == "in place"
-    wrong = casque("queue", "create", queue_name + "x", "--in-flight", "moved", config=cfg)
-    assert wrong.returncode == 2 and "invalid choice: 'moved'" in wrong.stderr
+    assert (await cq.stores.queues.read_row(queue_name)).in_flight == "in_place"
+    gone = casque("queue", "create", queue_name + "x", "--in-flight", "copy", config=cfg)
+    assert gone.returncode == 2 and "unrecognized arguments: --in-flight" in gone.stderr
     changed = casque("queue", "update", queue_name, "--timeout", "1m", config=cfg)
     assert changed.returncode == 0, changed.stderr
-    assert (await cq.stores.queues.get(queue_name, fresh=True)).in_place, (
-        "an update keeps where messages in flight live"
-    )
+    assert (await cq.stores.queues.read_row(queue_name)).in_flight == "in_place", "an update keeps it"
+    old = tmp_path / "old.toml"
+    old.write_text(cfg.read_text() + '[queue_defaults]\nin_flight = "copy"\n')
+    accepted = casque("queue", "create", queue_name + "y", config=old)
+    assert accepted.returncode == 0, "a removed key still loads, with no effect: " + accepted.stderr
+    assert (await cq.stores.queues.read_row(queue_name + "y")).in_flight == "in_place"
+    from daemon.base.config import load_settings
+
+    assert load_settings(cfg, env={"CASQUE_QUEUE_DEFAULTS__IN_FLIGHT": "copy"}), "and from the environment"
 
 
 async def test_takes_of_one_second_share_one_entry_and_every_message_stays_covered(

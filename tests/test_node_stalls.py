@@ -176,9 +176,8 @@ async def test_node_stalls_while_a_backlog_is_taken_lose_nothing(node: Casque, q
     assert duplicated <= acks_failed + 10 * failed
 
 
-@pytest.mark.parametrize("in_flight", ["copy", "in_place"])  # in place: the narrow in-flight write (take/flights.py)
 async def test_node_frozen_between_the_in_flight_write_and_the_ack_loses_nothing(
-    node: Casque, queue_name: str, tmp_path: Path, in_flight: str
+    node: Casque, queue_name: str, tmp_path: Path
 ) -> None:
     """Issue 27's other in-flight fault: the daemon freezes itself just before its first ack write
     (``CASQUE_PAUSE_AT=ack.write``: those messages' handlers ran, their in-flight state is written), the node
@@ -186,7 +185,7 @@ async def test_node_frozen_between_the_in_flight_write_and_the_ack_loses_nothing
     request timeout. Whatever the ack did or did not delete, every message runs and none is lost; a message
     runs twice only if its ack failed (it comes back after its timeout) or a take failed."""
     cq = node
-    await cq.create_queue(queue_name, shards=2, timeout=3, in_flight=in_flight)
+    await cq.create_queue(queue_name, shards=2, timeout=3)
     sent = await cq.send_many(queue_name, [Job("test.record", i) for i in range(300)])
     record = tmp_path / "record.txt"
     cfg = write_config(tmp_path / "ack.toml", KEYSPACE, [queue_name], consumers=2, batch_size=20, in_flight=100)

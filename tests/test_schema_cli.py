@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 from daemon.base.config import Settings
@@ -157,17 +158,18 @@ def test_a_keyspace_older_than_casque_gets_one_line_naming_schema_apply_and_then
     cfg = tmp_path / "c.toml"
     cfg.write_text(f'[cassandra]\nkeyspace = "{keyspace}"\n')
     assert casque("schema", "apply", config=cfg).returncode == 0
-    assert casque("queue", "create", "older", "--if-missing", config=cfg).returncode == 0
+    name = f"older_{uuid.uuid4().hex[:8]}"  # the keyspace outlives a run: a queue of an older release may be there
+    assert casque("queue", "create", name, config=cfg).returncode == 0
     db = Database(settings.cassandra).connect()
     try:
         for column in ("lock_ttl_before_ms", "lock_ttl_changed_at"):
             db.execute(f"ALTER TABLE {keyspace}.queues DROP {column}")
     finally:
         db.close()
-    old = casque("queue", "show", "older", config=cfg)
+    old = casque("queue", "show", name, config=cfg)
     assert old.returncode != 0
     assert old.stderr.strip().count("\n") == 0, old.stderr
     assert "lock_ttl_before_ms" in old.stderr and "run 'casque schema apply'" in old.stderr, old.stderr
     assert casque("schema", "apply", config=cfg).returncode == 0
-    shown = casque("queue", "show", "older", config=cfg)
+    shown = casque("queue", "show", name, config=cfg)
     assert shown.returncode == 0, shown.stderr

@@ -48,10 +48,6 @@ class QueueSettings:
     dedup_scope: str = "queue"
     #: FIFO only: "perQueue" or "perMessageGroupId" (high throughput: groups spread over more shards).
     fifo_throughput: str = "perQueue"
-    #: Standard queues only: "copy" (a take writes each message again as its timeout column) or "in_place" (a
-    #: take marks the message in flight where it is: its payload is written once; engine/take/flights.py).
-    #: Fixed at creation, as ``fifo`` is: the two keep in-flight messages in different places.
-    in_flight: str = "copy"
     #: The lock TTL before its last change and when that was (wall ms): consumers read lock columns back to the longer
     #: of the two until no holder can still keep a column written under the old one (engine/take/locking.py).
     lock_ttl_before_ms: int = 0
@@ -65,11 +61,6 @@ class QueueSettings:
     def shared(self) -> bool:
         """Pull clients consume this queue: a daemon takes only the tasks it has handlers for and leaves the rest."""
         return self.consumers in ("pull", "both")
-
-    @property
-    def in_place(self) -> bool:
-        """A standard queue whose messages stay where they were sent while in flight (``in_flight``)."""
-        return self.in_flight == "in_place" and not self.fifo
 
     @property
     def bucket_ms(self) -> int:

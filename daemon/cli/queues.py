@@ -23,12 +23,6 @@ def _queue_options(p: argparse.ArgumentParser, create: bool) -> None:
             "--expire-after",
             help="delete the queue after this long without a send or receive, e.g. 30d (default: never)",
         )
-        p.add_argument(
-            "--in-flight",
-            choices=["copy", "in_place"],
-            help="standard queues: where a message in flight lives; in_place writes its payload once (default: "
-            "queue_defaults.in_flight)",
-        )
     p.add_argument(
         "--consumers",
         choices=["push", "pull", "both"],
@@ -165,7 +159,6 @@ async def cmd_queue_create(cq: Casque, args: argparse.Namespace) -> int:
         max_payload_bytes=args.max_payload_bytes,
         history=args.history,
         fifo=args.fifo,
-        in_flight=args.in_flight,
         consumers=args.consumers,
         **_fifo_args(args),
         **_durations(args),
@@ -187,7 +180,6 @@ async def cmd_queue_show(cq: Casque, args: argparse.Namespace) -> int:
     rows = [
         ["name", qs.name],
         ["type", "FIFO" if qs.fifo else "standard"],
-        ["in flight", "in place" if qs.fifo or qs.in_place else "copy"],
         ["consumers", (qs.consumers or "push") + ("" if qs.consumers else " (until a client pulls)")],
         ["layout", f"{qs.shards} shards x {qs.buckets} buckets of {qs.bucket_seconds}s"],
         ["timeout", format_duration(qs.timeout_ms / 1000)],
@@ -314,7 +306,6 @@ async def cmd_queues_create_many(cq: Casque, args: argparse.Namespace) -> int:
             max_attempts=args.max_attempts,
             max_payload_bytes=args.max_payload_bytes,
             history=args.history,
-            in_flight=args.in_flight,
             consumers=args.consumers,
             **_durations(args),
         )

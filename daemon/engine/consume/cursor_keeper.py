@@ -1,18 +1,18 @@
 """Keeps a row's stored cursor close behind its in-memory one, and walks a cursor across a pile of tombstones.
 
-A take writes each message it takes again as its timeout column, due at ``now + timeout`` (engine/take/step.py),
-and the ack deletes it: every message acked leaves a tombstone *ahead* of the cursor, where the cursor arrives
-only ``timeout`` later. A take commits the cursor, but once a row has been drained nothing is due, no take runs,
-and the stored cursor stays behind every tombstone its last takes left ahead. Peeks move this process's cursor
-across them in memory (engine/consume/row_peek.py, engine/delivery/idle_look.py), a few seconds' worth each time;
-a process that starts cold (a restart, a consumer evicted from the LRU of ``casque serve``) read them all again
-from the stored cursor in one request. A tiny queue drained of 100,000 over SQS failed every later receive with
-READ_TOO_MANY_TOMBSTONES.
+A take writes a check entry due at ``now + timeout`` (engine/take/flights.py), which the take that scans it deletes:
+every take leaves a tombstone *ahead* of the cursor, where the cursor arrives only ``timeout`` later (and a FIFO take's
+messages, in flight at their positions, are deleted there by their acks). A take commits the cursor, but once a row has
+been drained nothing is due, no take runs, and the stored cursor stays behind every tombstone its last takes left ahead.
+Peeks move this process's cursor across them in memory (engine/consume/row_peek.py, engine/delivery/idle_look.py), a few
+seconds' worth each time; a process that starts cold (a restart, a consumer evicted from the LRU of ``casque serve``)
+read them all again from the stored cursor in one request. A tiny queue drained of 100,000 over SQS failed every later
+receive with READ_TOO_MANY_TOMBSTONES.
 
 Two things here keep that from happening:
 
 - ``store``: once a peek has moved a lane's cursor ``STEP_MS`` past where it is stored, and this process's takes
-  left timeout columns beyond the stored one (``RowState.pile_until``), the new cursor is written (one narrow
+  left entries beyond the stored one (``RowState.pile_until``), the new cursor is written (one narrow
   write per row and step, only while such a pile is ahead: an idle row costs nothing). No lock is needed: a peek
   moves a cursor only up to the first live message it read at ``cassandra.consistency``, never past
   ``now - clock_tolerance``; a take's own commit, racing this write, sets a value that is safe too, and either may

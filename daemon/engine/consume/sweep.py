@@ -86,6 +86,8 @@ SWEEP_CONCURRENCY = 8
 STRETCH_PIECE_MS = 600_000
 #: A row found holding messages is peeked for emptiness again only after this, or once its cursors moved.
 HELD_REPEEK_MS = 300_000
+#: The most check entries a lane may hold for ``Sweeper._spent`` to look at them (more: a busy lane, not settling).
+SPENT_LOOK = 20
 _END = 1 << 62  # a due time past every message's
 
 
@@ -191,16 +193,39 @@ class Sweeper:
 
     async def _empty(self, qs: QueueSettings, bucket: int, shard: int, cursors: dict[int, int], now: int) -> bool:
         """Nothing live at or above any lane's cursor: a peek per lane. A row found holding something
-        is peeked again only once its cursors moved or ``HELD_REPEEK_MS`` passed (it is swept meanwhile)."""
+        is peeked again only once its cursors moved or ``HELD_REPEEK_MS`` passed (it is swept meanwhile).
+        A standard queue's lane that holds only spent check entries (``_spent``) is emptied of them."""
         c = self.consumer
         held = self._held.get((bucket, shard))
         if held is not None and held[1] == cursors and now - held[0] < HELD_REPEEK_MS:
             return False
         for rank in qs.ranks():
-            if await c.db.run(c.table.reads(qs).peek, [qs.name, bucket, shard, rank, cursors.get(rank, 0), _END]):
+            at = [qs.name, bucket, shard, rank, cursors.get(rank, 0), _END]
+            if await c.db.run(c.table.reads(qs).peek, at) and (qs.fifo or not await self._spent(qs, at)):
                 self._held[(bucket, shard)] = (now, cursors)
                 return False
         self._held.pop((bucket, shard), None)
+        return True
+
+    async def _spent(self, qs: QueueSettings, at: list[Any]) -> bool:
+        """Whether a standard queue's lane (``at``: queue, bucket, shard, rank, from, to) holds nothing but check
+        entries whose ranges hold no message in flight or in backoff (its messages all deleted: an entry outlives
+        them until a take reads it, which an idle queue never runs), and if so delete them: the row may settle, as
+        it would once its last message was deleted. No lock is needed: a message comes into an entry's range only
+        through a take that delivers it, and that take covers it with an entry of its own."""
+        c = self.consumer
+        queue, bucket, shard, rank = at[:4]
+        rows = await c.db.run(c.table.reads(qs).read_due, [*at, SPENT_LOOK])
+        if not rows or len(rows) >= SPENT_LOOK or not all(is_entry(r) for r in rows):
+            return False
+        for e in rows:
+            flights = await c.db.run(c.table.count_flights, [queue, bucket, shard, rank, e.moved_to, e.visible_at])
+            if any(r.task is not None for r in flights):
+                return False
+        batch = c.db.batch()
+        for e in rows:
+            batch.add(c.table.delete_row(queue, bucket, shard, e))
+        await c.db.run(batch, timestamp=after(*(e.wt or 0 for e in rows), now_us=c.db.next_timestamp()))
         return True
 
     async def _expiring(self, qs: QueueSettings, bucket: int, shard: int, cursors: dict[int, int], now: int) -> bool:
@@ -260,7 +285,7 @@ class Sweeper:
     async def _strays(self, qs: QueueSettings, bucket: int, shard: int, rank: int, low: int, upper: int) -> list[Any]:
         """Rows of [low, upper) that lie below the cursor read with them."""
         c = self.consumer
-        # In place, messages in flight lie below the cursor too: the read sees only what waits (engine/take/flights.py).
+        # Messages in flight lie below the cursor too: the read sees only what waits (engine/take/flights.py).
         rows = await c.db.run(c.table.reads(qs).read_below, [qs.name, bucket, shard, rank, low, upper, SWEEP_LIMIT])
         return [r for r in rows if r.due < dict(r.cursors or {}).get(rank, 0)]
 
@@ -279,7 +304,7 @@ class Sweeper:
             entries: list[Any] = []
             for r in strays:
                 cursor = dict(r.cursors or {}).get(rank, 0)
-                if is_entry(r):  # an in-place queue's check entry: moved as it is (engine/take/flights.py)
+                if is_entry(r):  # a standard queue's check entry: moved as it is (engine/take/flights.py)
                     batch.add(c.table.delete_row(qs.name, bucket, shard, r))
                     batch.add(
                         c.table.insert_entry(

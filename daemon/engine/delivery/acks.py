@@ -1,17 +1,17 @@
 """Finishing a delivered message: ack, retry later, poison, or extend its timeout.
 
 Each of these touches only the message's own row, so each is one single-partition write (acks of
-many messages are grouped into one batch per row). Every write is timestamped after the timeout
-column it replaces (``write_ts``), so a writer whose clock lags can't lose to the row it deletes.
+many messages are grouped into one batch per row). Every write is timestamped after the delivery's
+own (``write_ts``), so a writer whose clock lags can't lose to the write it follows.
 
-An ack of a message whose timeout already expired deletes a column that is gone: it has no effect,
-and the redelivered copy (at another position) is untouched. That is the at-least-once contract.
+A message in flight stays where it was sent (docs/design.md, "In flight"): an ack deletes it there, so an ack
+that comes after its timeout passed and another delivery took it deletes the redelivered message too. That is
+at-least-once still: the handler ran.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
 
 from daemon.base.clock import Clock
 from daemon.base.crashpoints import crash_point, pause_point
@@ -22,7 +22,7 @@ from daemon.engine.send import chain
 from daemon.engine.send.keys import KeyStore
 from daemon.engine.storage.db import Database
 from daemon.engine.storage.in_flight import in_place_change
-from daemon.engine.storage.table import STATE_BACKOFF, STATE_WAITING, MessageTable, after
+from daemon.engine.storage.table import STATE_BACKOFF, MessageTable, after
 
 
 class Acker:
@@ -37,7 +37,7 @@ class Acker:
         self.clock = clock
 
     async def ack(self, messages: list[Message], release_keys: bool = True) -> None:
-        """Delete the timeout columns (one batch per row), then free the keys of finished messages."""
+        """Delete the messages (one batch per row), then free the keys of finished messages."""
         crash_point("ack.write")  # the window between a message's in-flight write and its ack (the fault tests)
         pause_point("ack.write")
         rows: dict[tuple[str, int, int], list[Message]] = defaultdict(list)
@@ -66,28 +66,18 @@ class Acker:
             await self.keys.release(m.queue, m.key or "", m.id)
 
     async def retry(self, m: Message, delay_ms: int, error: str) -> None:
-        """Put the message back as WAITING, due after ``delay_ms``, in the same batch that removes its
-        timeout column. The attempt count stays: the next take counts the next attempt."""
+        """Make the message visible again after ``delay_ms``, where it is. The attempt count stays: the next take
+        counts the next attempt. A standard queue's: BACKOFF, narrow, with an escape entry that finds it then
+        (engine/take/flights.py); a FIFO one's stays in flight (its group waits) until the retry."""
         qs = await self.queues.get(m.queue)
         now = self.clock.now_ms()
-        old_due = _copy_due(m)
         m.last_error = error[:500]
-        if qs.in_place:  # narrow: BACKOFF where it is, and an escape entry that finds it then (engine/take/flights.py)
-            m.visible_at, m.state = now + delay_ms, STATE_BACKOFF
-            await self._write_in_place(m, now, qs.retention_s, escape=True)
+        m.visible_at = now + delay_ms
+        if qs.fifo:
+            await self._rewrite(m, now, qs.retention_s)
             return
-        if (
-            m.visible_at is not None
-        ):  # FIFO: stays at its place in the group, in flight (the group waits) until the retry
-            m.visible_at = now + delay_ms
-        else:
-            m.due_ms = now + delay_ms
-            m.state = STATE_WAITING
-        batch = self._move(m, old_due, now, qs.retention_s)
-        ts = after(m.write_ts, now_us=self.db.next_timestamp())
-        await self.db.run(batch, timestamp=ts)
-        m.write_ts = ts
-        m.copy_due_ms = None if m.visible_at is None else m.due_ms
+        m.state = STATE_BACKOFF
+        await self._write_in_place(m, now, qs.retention_s, escape=True)
 
     async def poison(self, m: Message, reason: str, error_type: str = "", error: str = "", tb: str = "") -> None:
         """Record in the poison queue first, then remove from the row: a crash in between leaves
@@ -97,46 +87,32 @@ class Acker:
         await self.ack([m])
 
     async def extend_ms(self, m: Message, run_ms: int) -> None:
-        """Move the timeout column to now + ``run_ms`` (for long work), in one batch."""
+        """Move the message's visibility to now + ``run_ms`` (for long work), in one write. Later only, on a standard
+        queue: the entry that covers it comes first, and moves it on (engine/take/flights.py)."""
         qs = await self.queues.get(m.queue)
         now = self.clock.now_ms()
-        old_due, old_visible = _copy_due(m), m.visible_at
-        if qs.in_place:  # later only: the entry that covers it comes first, and moves it on (engine/take/flights.py)
-            m.visible_at = now + run_ms
-            try:
-                await self._write_in_place(m, now, qs.retention_s, escape=False)
-            except BaseException:
-                m.visible_at = old_visible
-                raise
-            return
-        if m.visible_at is not None:  # FIFO: in place
-            m.visible_at = now + run_ms
-        else:
-            m.due_ms = m.copy_due_ms = now + run_ms
-        batch = self._move(m, old_due, now, qs.retention_s)
-        ts = after(m.write_ts, now_us=self.db.next_timestamp())
+        old_visible = m.visible_at
+        m.visible_at = now + run_ms
         try:
-            await self.db.run(batch, timestamp=ts)
-        except BaseException:  # not known to be moved: assume the earlier due time (the safe side)
-            m.due_ms = m.copy_due_ms = old_due
+            if qs.fifo:
+                await self._rewrite(m, now, qs.retention_s)
+            else:
+                await self._write_in_place(m, now, qs.retention_s, escape=False)
+        except BaseException:  # not known to be written: assume the earlier time (the safe side)
             m.visible_at = old_visible
             raise
-        m.write_ts = ts
 
     async def _write_in_place(self, m: Message, now: int, retention_s: int, escape: bool) -> None:
-        """An in-place message's new delivery state (``in_flight.in_place_change``), timestamped after its last."""
+        """A standard message's new delivery state (``in_flight.in_place_change``), timestamped after its last."""
         ts = after(m.write_ts, now_us=self.db.next_timestamp())
         await self.db.run(in_place_change(self.db, self.table, m, now, retention_s, escape), timestamp=ts)
         m.write_ts = ts
 
-    def _move(self, m: Message, old_due: int, now: int, retention_s: int) -> Any:
-        """One batch that moves the row from ``old_due`` to ``m.due_ms``. Same position: a plain
-        overwrite (a delete and an insert of one key in one batch would let the delete win)."""
-        batch = self.db.batch()
-        if old_due != m.due_ms:
-            batch.add(self.table.delete_message(m, old_due))
-        batch.add(self.table.insert_message(m, now, retention_s))
-        return batch
+    async def _rewrite(self, m: Message, now: int, retention_s: int) -> None:
+        """A FIFO message written again at its position (an overwrite), timestamped after its last."""
+        ts = after(m.write_ts, now_us=self.db.next_timestamp())
+        await self.db.run(self.table.insert_message(m, now, retention_s), timestamp=ts)
+        m.write_ts = ts
 
 
 def _copy_due(m: Message) -> int:

@@ -1,16 +1,17 @@
 """Receipt handles: the token a puller gets with each message, to delete it or change its visibility.
 
 A receipt names one *delivery*: the queue, the message id, its row and lane, the position of the
-timeout column that the take wrote (due = take time + visibility) and the attempt number. The
+message in flight (where it was sent: it stays there while in flight) and the attempt number. The
 position makes delete and change-visibility point reads, never scans; the attempt tells a current
 delivery from an older one of the same message (a receipt whose visibility expired and whose
 message was delivered again no longer matches anything).
 
 Version 2 also carries what a delete needs to be a blind write (engine/delivery/settle.py
 ``delete_batch``): the write timestamp of the delivery (the take batch's), and whether the message
-has a lookup key (a keyed message is deleted by the checked path, which releases its key) or lives
-in place (a FIFO message). Version 1 receipts (issued before) are still read; they carry none of
-that, so their deletes take the checked path (a point read, then the delete).
+has a lookup key (a keyed message is deleted by the checked path, which releases its key) and whether
+the delivery is its message in place (every delivery now; one issued in the copy layout, before it was
+removed, is not, and is refused as stale by engine/delivery/settle.py). Version 1 receipts (issued before)
+are still read; they carry none of that, so their deletes take the checked path (a point read, then the delete).
 
 The token is signed with HMAC-SHA256 (truncated to 128 bits) under a key shared through Cassandra
 (engine/access/secrets.py), so a client can neither forge a receipt for a message it never received nor
@@ -53,7 +54,7 @@ class Receipt:
     write_ts: int | None = None
     #: The message has a lookup key (its delete must release it).
     keyed: bool = False
-    #: A FIFO message: the delivery is the message at its position (no timeout column).
+    #: The delivery is the message at its position (every delivery since the copy layout was removed).
     in_place: bool = False
 
 

@@ -5,7 +5,7 @@
         ...                                   # d.message.payload, d.message.attempt
         await cq.delete(d.receipt)            # or: await cq.change_visibility(d.receipt, 0)
 
-A receive is the engine's take (engine/consume/consumer.py) with the timeout column placed at
+A receive is the engine's take (engine/consume/consumer.py) with the visibility ending at
 ``now + visibility``: a pulled message that is not deleted comes back exactly like a handler's that
 timed out, with its attempt (= SQS's ApproximateReceiveCount) counted up, and goes to the poison
 queue after the queue's ``max_attempts`` deliveries.
@@ -313,11 +313,11 @@ class Receiver:
 
     @staticmethod
     def _caught(consumer: Consumer, caught: list[Message]) -> list[Message]:
-        """Messages a send wrote in flight for this poll: counted as taken, their timeout columns (tombstones once
-        deleted) known to the rows' cursor keeping, as a take's are (engine/take/step.py)."""
+        """Messages a send wrote in flight for this poll: counted as taken, their check entries (tombstones once
+        processed) known to the rows' cursor keeping, as a take's are (engine/take/step.py)."""
         for m in caught:
             state = consumer.rows.setdefault((m.bucket, m.shard), RowState())
-            state.pile_until = max(state.pile_until, m.due_ms)
+            state.pile_until = max(state.pile_until, m.visible_at or m.due_ms)
         consumer.stats.taken += len(caught)
         return caught
 

@@ -1,25 +1,24 @@
 """Settling a pulled delivery: delete it, or change its visibility, from its receipt.
 
 The pull API's other half (the receive is engine/delivery/receive.py). Delete and change-visibility
-locate the delivery from the receipt (engine/delivery/receipts.py) with one point read: the timeout
-column at the receipt's position and, in the same read, a "moved" marker (kind 2) if a visibility
-change moved that column. A change writes the column at its new position, deletes the old one and
-points the marker at the new one, in one single-partition batch; so a receipt stays valid across any
-number of changes, as SQS clients expect. A delivery matches only if its attempt equals the
-receipt's: a receipt whose visibility expired (the message was taken again) deletes nothing and
-can't change anything.
+locate the delivery from the receipt (engine/delivery/receipts.py) with one point read: a message in flight
+stays where it was sent, the receipt's position. A visibility change writes its new ``visible_at`` there
+(a standard queue's: narrow, with an escape entry, engine/take/flights.py), so a receipt stays valid across any
+number of changes, as SQS clients expect. A delivery matches only if its attempt equals the receipt's: a receipt
+whose visibility expired (the message was taken again) can't change anything. A receipt issued for a delivery in
+the copy layout (before it was removed) names a position where nothing is: it is stale (docs/sqs.md).
 
-``delete_batch`` (the SQS face's DeleteMessage and DeleteMessageBatch) deletes without reading the
-deliveries: one read of the receipts' moved markers (kind 2, all in one request) and one unlogged
-batch of deletes, each at its receipt's position *with the write timestamp of that delivery*
-(the receipt carries it, engine/delivery/receipts.py). A newer delivery of the message (the receipt
-went stale, the message was taken again) was written later, so a delete at the older timestamp
-can't touch it, wherever it lies; a tie goes to the delete, Cassandra's rule, and only the
-delivery's own writes carry its timestamp. A visibility change wrote the delivery again, later, at
-a new position (a FIFO message: at its own), and left a marker naming the delivery (its attempt) and
-the new position at the change's timestamp: the delete follows it with that timestamp. A marker of
-another delivery is not followed. Keyed messages, version 1 receipts and markers written before
-markers named their delivery take the checked path (``delete``), which reads first.
+``delete_batch`` (the SQS face's DeleteMessage and DeleteMessageBatch): one read for the batch, then one unlogged
+batch of deletes, each at its receipt's position *with the write timestamp of that delivery* (the receipt carries
+it, engine/delivery/receipts.py). On a standard queue a newer delivery is a narrow update of the same row, so a
+delete at an older timestamp would still remove the message (the ghost, engine/take/flights.py): the read is of the
+receipts' messages' attempts, and a receipt whose message was received again since deletes nothing, as in SQS.
+(A take between that read and the delete, in the few ms between them, is the one case where a stale receipt
+finishes the message: its first receiver did process it; docs/sqs.md.) A FIFO delivery is rewritten whole, so a
+delete at the older timestamp can't touch a newer one; a FIFO visibility change rewrote it later and left a "moved"
+marker (kind 2) naming the delivery (its attempt) at the change's timestamp, which the read finds: the delete
+follows it with that timestamp. A marker of another delivery is not followed. Keyed messages, version 1 receipts
+and markers written before markers named their delivery take the checked path (``delete``), which reads first.
 """
 
 from __future__ import annotations
@@ -107,19 +106,17 @@ class Settler:
         m, marker, _ = await self.locate(r)
         if m is None:
             return False
-        if m.visible_at is not None and not (await self.queues.get(r.queue)).in_place:  # FIFO: see _delete_in_place
-            await self._delete_in_place(m, r if marker else None)
+        if (await self.queues.get(r.queue)).fifo:
+            await self._delete_fifo(m, r if marker else None)
             return True
-        batch = self.db.batch()
-        batch.add(self.table.delete_message(m, m.due_ms))
-        if marker:
-            batch.add(self.table.unmark_moved.bind([r.queue, r.bucket, r.shard, r.rank, r.due_ms, r.id]))
-        await self.db.run(batch, timestamp=after(m.write_ts, now_us=self.db.next_timestamp()))
+        await self.db.run(
+            self.table.delete_message(m, m.due_ms), timestamp=after(m.write_ts, now_us=self.db.next_timestamp())
+        )
         if m.key:
             await self.keys.release(m.queue, m.key, m.id)
         return True
 
-    async def _delete_in_place(self, m: Message, marked: Receipt | None = None) -> None:
+    async def _delete_fifo(self, m: Message, marked: Receipt | None = None) -> None:
         """A FIFO delivery is its message at its position: deleted with the write timestamp of
         that delivery exactly. A take that received it again meanwhile wrote it later, so this
         can't delete the newer delivery; a tie goes to the delete (Cassandra's rule). Then its
@@ -163,36 +160,21 @@ class Settler:
                 f"visibility {seconds:g}s would end {(new_due - received) / 1000:.0f}s after the receive: "
                 f"at most {MAX_VISIBILITY_S}s from the receive"
             )
-        if qs.in_place:  # narrow, with an escape entry at the new time (engine/take/flights.py): no marker
-            m.visible_at = new_due
+        m.visible_at = new_due
+        if not qs.fifo:  # narrow, with an escape entry at the new time (engine/take/flights.py): no marker
             batch = in_place_change(self.db, self.table, m, now, qs.retention_s, escape=True)
             await self.db.run(batch, timestamp=after(m.write_ts, now_us=self.db.next_timestamp()))
             self.consumer_of(r.queue).expect(r.bucket, r.shard, new_due)
             self.wakeups.notify(r.queue, new_due)
             return new_due
-        if m.visible_at is not None:  # FIFO: the message stays at its position, its visibility changes
-            m.visible_at = new_due
-            batch = self.db.batch()
-            batch.add(self.table.insert_message(m, now, qs.retention_s))
-            # The marker names this delivery and, by its write timestamp, the rewrite: a blind delete
-            # (``delete_batch``) deletes the message at that timestamp, not the take's.
-            ttl = ttl_for(max(m.due_ms, new_due), now, qs.retention_s)
-            batch.add(self.table.mark_moved_by.bind(_pk(r) + [r.due_ms, m.attempt, ttl]))
-            await self.db.run(batch, timestamp=after(m.write_ts, now_us=self.db.next_timestamp()))
-            self._unblock(m, new_due)
-            return new_due
-        batch = self.db.batch()
-        if new_due != m.due_ms:
-            batch.add(self.table.delete_message(m, m.due_ms))
-        m.due_ms = m.copy_due_ms = new_due
+        batch = self.db.batch()  # FIFO: the message written again at its position, its visibility changed
         batch.add(self.table.insert_message(m, now, qs.retention_s))
-        # Always a marker, even back at the receipt's own position (moved_to = due): the column was
-        # written again at this batch's timestamp, which a blind delete must use (``delete_batch``).
-        ttl = ttl_for(max(new_due, r.due_ms), now, qs.retention_s)
-        batch.add(self.table.mark_moved_by.bind(_pk(r) + [new_due, m.attempt, ttl]))
+        # The marker names this delivery and, by its write timestamp, the rewrite: a blind delete
+        # (``delete_batch``) deletes the message at that timestamp, not the take's.
+        ttl = ttl_for(max(m.due_ms, new_due), now, qs.retention_s)
+        batch.add(self.table.mark_moved_by.bind(_pk(r) + [r.due_ms, m.attempt, ttl]))
         await self.db.run(batch, timestamp=after(m.write_ts, now_us=self.db.next_timestamp()))
-        self.consumer_of(r.queue).expect(r.bucket, r.shard, new_due)
-        self.wakeups.notify(r.queue, new_due)
+        self._unblock(m, new_due)
         return new_due
 
     async def delete_many(self, receipts: Iterable[str], queue: str | None = None) -> list[bool | Exception]:
@@ -216,6 +198,8 @@ class Settler:
                 out.append(exc)
                 continue
             out.append(None)
+            if _copy_layout(r):  # stale: nothing to delete
+                continue
             if r.write_ts is None or r.keyed:  # a version 1 receipt, or a key to release: the checked path
                 checked.append(r)
             else:
@@ -226,33 +210,37 @@ class Settler:
         return out
 
     async def _delete_blind(self, rs: list[Receipt]) -> None:
-        """One queue's receipts: read their markers (one request), then one batch of deletes at
-        the deliveries' own write timestamps; a receipt whose marker predates markers naming
-        their delivery is deleted by the checked path."""
+        """One queue's receipts: one read at their positions (one request), then one batch of deletes at the
+        deliveries' own write timestamps. A standard queue's read is of the messages' attempts: a receipt whose
+        message was received again since (another attempt) or is gone deletes nothing. A FIFO queue's is of the
+        visibility changes' markers; a receipt whose marker predates markers naming their delivery is deleted by
+        the checked path."""
         q = rs[0].queue
-        in_place = (await self.queues.get(q)).in_place  # no markers: a visibility change writes none there
-        marks = (
-            []
-            if in_place
-            else await self.db.run(
+        fifo = (await self.queues.get(q)).fifo
+        found = {
+            (x.bucket, x.shard, x.rank, x.due, x.id): x
+            for x in await self.db.run(
                 self.table.read_marks,
                 [
                     q,
                     sorted({r.bucket for r in rs}),
                     sorted({r.shard for r in rs}),
-                    [(KIND_MOVED, r.rank, r.due_ms, r.id) for r in rs],
+                    [(KIND_MOVED if fifo else KIND_MESSAGE, r.rank, r.due_ms, r.id) for r in rs],
                 ],
             )
-        )
-        found = {(x.bucket, x.shard, x.rank, x.due, x.id): x for x in marks}
+        }
         batch = self.db.batch()
         older: list[Receipt] = []
         for r in rs:
             mark = found.get((r.bucket, r.shard, r.rank, r.due_ms, r.id))
+            at = [r.queue, r.bucket, r.shard, KIND_MESSAGE, r.rank]
+            if not fifo:  # ``mark`` is the message itself: deleted only under its current delivery
+                if mark is not None and mark.attempt == r.attempt:
+                    batch.add(self.table.delete_at.bind([r.write_ts, *at, r.due_ms, r.id]))
+                continue
             if mark is not None and mark.attempt is None:
                 older.append(r)
                 continue
-            at = [r.queue, r.bucket, r.shard, KIND_MESSAGE, r.rank]
             batch.add(self.table.delete_at.bind([r.write_ts, *at, r.due_ms, r.id]))
             if mark is not None and mark.attempt == r.attempt and mark.moved_to is not None:
                 batch.add(self.table.delete_at.bind([mark.wt, *at, mark.moved_to, r.id]))
@@ -265,7 +253,7 @@ class Settler:
         await asyncio.gather(*jobs)
         now = self.clock.now_ms()
         for r in rs:
-            if r.in_place and not in_place and r not in older:  # its FIFO group may move on
+            if fifo and r not in older:  # its FIFO group may move on
                 self._unblock(r, now)
 
     async def change_visibility_many(
@@ -274,15 +262,14 @@ class Settler:
         return await _each(changes, lambda c: self.change_visibility(c[0], c[1], queue))
 
     async def locate(self, r: Receipt) -> tuple[Message | None, bool, bool]:
-        """The current delivery a receipt names (None if its delivery is over), whether a moved
-        marker points to it, and whether any message is there at all (so a deleted or re-received
+        """The current delivery a receipt names (None if its delivery is over), whether a FIFO visibility change
+        marked it, and whether any message is there at all (so a deleted or re-received
         message is told apart from one still there under another attempt or state)."""
+        if _copy_layout(r):
+            return None, False, False
         rows = await self.db.run(self.table.read_at, [r.queue, r.bucket, r.shard, r.rank, r.due_ms, r.id])
         row = next((x for x in rows if x.kind == KIND_MESSAGE), None)
-        marker = next((x for x in rows if x.kind == KIND_MOVED), None)
-        if marker is not None and marker.moved_to is not None and marker.moved_to != r.due_ms:
-            moved = await self.db.run(self.table.read_at, [r.queue, r.bucket, r.shard, r.rank, marker.moved_to, r.id])
-            row = next((x for x in moved if x.kind == KIND_MESSAGE), None)
+        marker = next((x for x in rows if x.kind == KIND_MOVED), None)  # a FIFO visibility change's
         if row is None or row.task is None or row.state != STATE_IN_FLIGHT or (row.attempt or 0) != r.attempt:
             return None, marker is not None, row is not None and row.task is not None  # no task: a ghost, deleted
         m = message_from_row(r.queue, r.bucket, r.shard, row)
@@ -293,7 +280,13 @@ class Settler:
         """Whether the receipt's message is anywhere in its row (received again since, say), as
         opposed to deleted. A filtered read of the row: only a stale receipt's error path pays it."""
         rows = await self.db.run(self.table.read_id, [r.queue, r.bucket, r.shard, r.id])
-        return any(x.task is not None for x in rows)  # no task: an in-place queue's ghost, deleted (take/flights.py)
+        return any(x.task is not None for x in rows)  # no task: a standard queue's ghost, deleted (take/flights.py)
+
+
+def _copy_layout(r: Receipt) -> bool:
+    """A version 2 receipt issued for a delivery in the copy layout (before it was removed): it names a timeout
+    column no take writes any more, so it is stale (docs/sqs.md). Every delivery since is its message in place."""
+    return r.write_ts is not None and not r.in_place
 
 
 def _pk(r: Receipt) -> list[Any]:

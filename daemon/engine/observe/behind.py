@@ -1,12 +1,11 @@
-"""An in-place queue's messages in flight behind the cursor, for the counts (engine/take/flights.py).
+"""A standard queue's messages in flight behind the cursor, for the counts (engine/take/flights.py).
 
-The counts read each lane from its cursor (engine/operations/stats.py, engine/observe/depth_estimate.py): on a copy
-queue a message in flight is its timeout column, ahead of the cursor, and is counted there. In place it stays where
-it was sent, which the cursor passed in the take batch; what says where it is is a check entry, which lies at or
-ahead of the cursor, so the counts see it. Here the entries' ranges behind the cursor are merged into stretches and
-each stretch is read once, filtered to messages in flight or in backoff (tombstones of acked messages are crossed,
-once per count; a stretch is at most what the row took within one visibility timeout). Nothing is read for a copy
-queue: it has no entries.
+The counts read each lane from its cursor (engine/operations/stats.py, engine/observe/depth_estimate.py). A message in
+flight stays where it was sent, which the cursor passed in the take batch; what says where it is is a check entry, which
+lies at or ahead of the cursor, so the counts see it. Here the entries' ranges behind the cursor are merged into
+stretches and each stretch is read once, filtered to messages in flight or in backoff (tombstones of acked messages are
+crossed, once per count; a stretch is at most what the row took within one visibility timeout). Nothing is read for a
+FIFO queue: its messages in flight lie at or ahead of the cursor, and it has no entries.
 """
 
 from __future__ import annotations

@@ -170,7 +170,7 @@ def classify(rows: list[Any], now: int) -> Counts:
     due, else delayed. ``casque stats`` counts in flight by state alone (it is for people)."""
     c = Counts()
     for r in rows:
-        if r.task is None:  # an in-place queue's check entry or ghost (engine/take/flights.py), not a message
+        if r.task is None:  # a standard queue's check entry or ghost (engine/take/flights.py), not a message
             continue
         visible = (
             r.visible_at if r.visible_at is not None else r.due

@@ -24,7 +24,7 @@ from daemon.base.model import QueueSettings
 from daemon.engine.delivery.poison import PoisonRecord
 from daemon.engine.send.producer import Job
 from daemon.engine.storage.placement import KEY_SHARDS
-from daemon.engine.storage.table import after, all_rows, message_from_row
+from daemon.engine.storage.table import STATE_WAITING, after, all_rows, is_entry, message_from_row
 from daemon.engine.stores import Stores
 
 
@@ -59,7 +59,7 @@ async def _purge_row(
     deleted = 0
     for rank in qs.ranks():
         read = stores.table.read_rank.bind([qs.name, bucket, shard, rank, cursors.get(rank, 0), 1 << 30])
-        rows = await stores.db.run_all(read)
+        rows = await _with_flights(stores, qs, bucket, shard, rank, await stores.db.run_all(read))
         if sent_before_ms is not None:
             rows = [r for r in rows if (r.enqueued_at or 0) < sent_before_ms]
         for chunk in range(0, len(rows), 100):
@@ -73,11 +73,24 @@ async def _purge_row(
     return deleted
 
 
+async def _with_flights(stores: Stores, qs: QueueSettings, bucket: int, shard: int, rank: int, read: list[Any]) -> Any:
+    """The messages of a lane read from its cursor, and those in flight or in backoff behind it, found through the
+    check entries read (engine/take/flights.py): a purge removes messages in flight too, as SQS's PurgeQueue does.
+    The entries stay: one whose messages are gone is passed by the next take that reads it."""
+    found = {(r.due, r.id): r for r in read if r.task is not None}
+    for e in (r for r in read if is_entry(r)):
+        span = stores.table.read_range.bind([qs.name, bucket, shard, rank, e.moved_to, e.visible_at, 1 << 30])
+        for r in await stores.db.run_all(span):
+            if r.task is not None and r.state != STATE_WAITING:
+                found.setdefault((r.due, r.id), r)
+    return list(found.values())
+
+
 async def delete_queue(stores: Stores, queue: str, parallel: int = 16) -> int:
     """Remove the queue's settings row (new sends and receives fail from now on, or within the 5 s
     settings cache elsewhere), then drop each of its partitions whole. Returns the number of
     partition tombstones written (no tombstone per message: docs/design.md, "Many queues")."""
-    qs = await stores.queues.get(queue, fresh=True)
+    qs = await stores.queues.get(queue, fresh=True, any_layout=True)
     linked = await stores.attributes.forget_source(queue)
     await stores.queues.delete(queue)
     sem = asyncio.Semaphore(parallel)

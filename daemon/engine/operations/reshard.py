@@ -69,7 +69,7 @@ async def reshard(
 
 
 async def misplaced(stores: Stores, qs: QueueSettings) -> int:
-    """Live messages (waiting, scheduled or in flight) not in their current-layout row. On an in-place queue a
+    """Live messages (waiting, scheduled or in flight) not in their current-layout row. On a standard queue a
     message in flight lies behind the cursor, in the range of a check entry at or after it: read through the entry
     (engine/take/flights.py)."""
     left: set[tuple[int, int, Any]] = set()

@@ -141,7 +141,7 @@ async def live_rows(
             seen[r] = max(seen.get(r, 0), value)
         if not rows:  # nothing live in this lane: the consumers' own rule moves its cursor to now - tolerance
             seen[rank] = max(seen.get(rank, 0), safe)
-        out += [r for r in rows if r.task is not None]  # not an in-place queue's check entry or ghost (take/flights.py)
+        out += [r for r in rows if r.task is not None]  # not a standard queue's check entry or ghost (take/flights.py)
         out += await in_flight_behind(
             stores.db, stores.table, (qs.name, bucket, shard, rank), cursors.get(rank, 0), rows
         )

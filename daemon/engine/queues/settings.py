@@ -19,8 +19,6 @@ MIN_EXPIRE_S = 60
 #: spread groups (high-throughput mode: more of them).
 FIFO_SHARDS = {"perQueue": 1, "perMessageGroupId": 16}
 DEDUP_SCOPES = ("queue", "messageGroup")
-#: Where a standard queue keeps a message in flight (``QueueSettings.in_flight``).
-IN_FLIGHT = ("copy", "in_place")
 #: Who consumes a queue (``QueueSettings.consumers``; None: push until a pull client uses it).
 CONSUMERS = (None, "push", "pull", "both")
 #: 1 shard x 1 bucket is valid: a tiny queue (one user's) is a single row, and an idle receive on it
@@ -49,7 +47,6 @@ def settings_from_defaults(name: str, d: QueueDefaults, **overrides: Any) -> Que
         content_dedup=bool(o.get("content_dedup", False)),
         dedup_scope=str(o.get("dedup_scope", "queue")),
         fifo_throughput=str(o.get("fifo_throughput", "perQueue")),
-        in_flight=str(o.get("in_flight", "copy" if o.get("fifo") else d.in_flight)),
         consumers=o.get("consumers"),
     )
     if qs.fifo:  # one bucket always; the shards follow the throughput mode unless given
@@ -57,8 +54,8 @@ def settings_from_defaults(name: str, d: QueueDefaults, **overrides: Any) -> Que
     return check_settings(qs)
 
 
-#: A take copies a payload into its timeout column (twice for a schedule's next occurrence): one
-#: message at this size still makes a batch far below Cassandra's 16 MiB request/mutation limits.
+#: A take writes a payload again for a FIFO message (rewritten at its position) and for a schedule's next
+#: occurrence: one message at this size still makes a batch far below Cassandra's 16 MiB request/mutation limits.
 MAX_PAYLOAD_BYTES = 4 * 1024 * 1024
 
 
@@ -78,10 +75,6 @@ def check_settings(qs: QueueSettings) -> QueueSettings:
             f"queue {qs.name}: expire_after must be 0 (never) or at least {MIN_EXPIRE_S}s, got {qs.expire_after_s}s"
         )
     check_fifo(qs)
-    if qs.in_flight not in IN_FLIGHT:
-        raise UsageError(f"queue {qs.name}: in_flight must be copy or in_place, got {qs.in_flight!r}")
-    if qs.fifo and qs.in_flight != "copy":
-        raise UsageError(f"queue {qs.name}: a FIFO queue keeps its messages in place already: leave in_flight out")
     if qs.consumers not in CONSUMERS:
         raise UsageError(f"queue {qs.name}: consumers must be push, pull or both, got {qs.consumers!r}")
     if not 64 <= qs.max_payload_bytes <= MAX_PAYLOAD_BYTES:
@@ -129,5 +122,4 @@ def defaults_of(qs: QueueSettings) -> QueueDefaults:
         max_attempts=qs.max_attempts,
         retention=qs.retention_s,
         max_payload_bytes=qs.max_payload_bytes,
-        in_flight=qs.in_flight,
     )

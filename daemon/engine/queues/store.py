@@ -34,9 +34,24 @@ _COLUMNS = (
     "max_payload_bytes, priorities, history, "
     "expire_after_s, fifo, in_flight, consumers"
 )
+#: What every queue row created since the copy layout was removed says in ``in_flight``: its messages in flight
+#: stay where they were sent (engine/take/flights.py). A standard queue's row without it is a copy-layout queue's.
+IN_PLACE = "in_place"
 _READ = _COLUMNS + ", draining, lock_ttl_before_ms, lock_ttl_changed_at"
 #: The whole row a request may need: settings and the SQS attributes (engine/queues/attributes.py), read once.
 _ROW = _READ + ", attributes, tags, created_at, updated_at"
+
+
+class CopyLayoutQueue(UsageError):
+    """A standard queue created before the copy layout was removed (its row's ``in_flight`` is not "in_place"): its
+    messages in flight are timeout columns this casque would never find, so it is not served (docs/design.md,
+    "Messages in flight")."""
+
+
+def copy_layout(r: Any) -> bool:
+    """Whether a queue row is a copy-layout queue's: a standard queue (FIFO queues always were in place) whose
+    ``in_flight`` is null (the old default) or "copy"."""
+    return not getattr(r, "fifo", None) and getattr(r, "in_flight", None) != IN_PLACE
 
 
 class QueueStore:
@@ -95,13 +110,22 @@ class QueueStore:
             on_existing=on_existing,
         )
 
-    async def get(self, name: str, fresh: bool = False) -> QueueSettings:
+    async def get(self, name: str, fresh: bool = False, any_layout: bool = False) -> QueueSettings:
+        """The queue's settings (cached for ``CACHE_SECONDS``). A queue created with the copy in-flight layout is
+        refused (``CopyLayoutQueue``) unless ``any_layout`` (its delete)."""
         hit = self._cache.get(name)
         if hit and not fresh and time.monotonic() - hit[0] < CACHE_SECONDS:
             return hit[1]
         row = await self.read_row(name)
         if row is None or row.shards is None:  # no row, or only cells written after a delete
             raise QueueNotFound(f"queue '{name}' does not exist: create it with 'casque queue create {name}'")
+        if not any_layout and copy_layout(row):
+            raise CopyLayoutQueue(
+                f"queue '{name}' keeps messages in flight in the copy layout, which this casque no longer serves: "
+                f"with the release that created it, stop its senders, let its consumers run until 'casque stats "
+                f"{name}' shows 0 in flight and stop them, then run UPDATE {self.ks}.queues SET in_flight = "
+                f"'in_place' WHERE name = '{name}' (or delete the queue and create it again)"
+            )
         return _from_row(row)
 
     async def read_row(self, name: str) -> Any | None:
@@ -110,7 +134,7 @@ class QueueStore:
         not once per cache (two of the four reads of each long poll in the full many-queues run)."""
         rows = await self.db.run(self.db.prepare(f"SELECT {_ROW} FROM {self.ks}.queues WHERE name = ?"), [name])
         row = rows[0] if rows else None
-        if row is None or row.shards is None:
+        if row is None or row.shards is None or copy_layout(row):  # a copy-layout queue: refused at every get
             self._cache.pop(name)
         else:
             self._cache.put(name, (time.monotonic(), _from_row(row)))
@@ -168,10 +192,6 @@ class QueueStore:
     async def update(self, name: str, **changes: Any) -> QueueSettings:
         """Change settings that are safe to change on a live queue (not shards/buckets: they move rows)."""
         moving = {"shards", "buckets", "bucket_seconds"} & {k for k, v in changes.items() if v is not None}
-        if changes.get("in_flight") is not None:
-            raise UsageError(
-                f"queue {name}: where a queue keeps messages in flight is fixed at its creation: create another queue"
-            )
         if changes.get("fifo") is not None:
             raise UsageError(
                 f"queue {name}: a queue is FIFO or not from its creation: create another queue to change it"
@@ -188,7 +208,6 @@ class QueueStore:
             "content_dedup": current.content_dedup,
             "dedup_scope": current.dedup_scope,
             "fifo_throughput": current.fifo_throughput,
-            "in_flight": current.in_flight,
         }
         merged = settings_from_defaults(
             name,
@@ -294,7 +313,7 @@ def _values(qs: QueueSettings) -> list[Any]:
         qs.history,
         qs.expire_after_s,
         _fifo_json(qs),
-        None if qs.in_flight == "copy" else qs.in_flight,
+        IN_PLACE,
         qs.consumers,
     ]
 
@@ -343,7 +362,6 @@ def _from_row(r: Any) -> QueueSettings:
         expire_after_s=int(getattr(r, "expire_after_s", None) or 0),
         draining=tuple(tuple(layout[:3]) for layout in json.loads(r.draining)) if getattr(r, "draining", None) else (),
         **_fifo_of(r),
-        in_flight=getattr(r, "in_flight", None) or "copy",
         lock_ttl_before_ms=int(getattr(r, "lock_ttl_before_ms", None) or 0),
         lock_ttl_changed_ms=int(getattr(r, "lock_ttl_changed_at", None) or 0),
         consumers=getattr(r, "consumers", None),

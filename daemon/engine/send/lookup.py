@@ -43,8 +43,7 @@ class Lookup:
                 continue
             tried.add((bucket, shard))
             rows = await self.db.run(self.table.read_id, [qs.name, bucket, shard, message_id])
-            if qs.in_place:  # no task: a ghost, a message already deleted (engine/take/flights.py)
-                rows = [r for r in rows if r.task is not None]
+            rows = [r for r in rows if r.task is not None]  # no task: a ghost, a deleted message (take/flights.py)
             if rows:
                 return message_from_row(qs.name, bucket, shard, rows[0])
         return None

@@ -180,7 +180,7 @@ class Producer:
         rows: dict[tuple[int, int], list[Message]] = defaultdict(list)
         for m in messages:
             m.payload = decode_payload(m.raw_payload)  # as a take reads it back: JSON's types, not the sender's
-            into_flight(m, now, now + catch.visibility_ms, fifo=qs.in_place, pulled=True)
+            into_flight(m, now, now + catch.visibility_ms, pulled=True)
             rows[(m.bucket, m.shard)].append(m)
         ts = self.db.next_timestamp()
         try:
@@ -274,7 +274,7 @@ class Producer:
                 await self.db.run(chunk, timestamp=timestamp)
                 chunk, size = self.db.batch(), 0
             chunk.add(self._insert(qs, m))
-            if qs.in_place and m.visible_at is not None:  # caught in flight in place: its check entry, atomically
+            if m.visible_at is not None:  # caught in flight: its check entry, atomically
                 m.copy_due_ms = m.due_ms  # (``_insert`` may have moved a late one to now)
                 now = self.clock.now_ms()
                 chunk.add(self.table.insert_escape(m, m.rank, m.due_ms, m.id, m.visible_at, now, qs.retention_s))

@@ -1,6 +1,6 @@
 """When a pulled message was received: the first receive and the latest, kept with the message.
 
-A pull (engine/delivery/receive.py) rewrites the message anyway (its timeout column), so the times ride
+A pull (engine/delivery/receive.py) writes the message's in-flight state anyway, so the times ride
 along in one small header, ``casque.received = "<first ms>,<latest ms>"``: no extra write, no
 extra read. SQS needs both: ApproximateFirstReceiveTimestamp is the first (on every later receive
 too), and a visibility change may not reach past 12 h from the latest receive.

@@ -32,8 +32,8 @@ TABLES: dict[str, str] = {
         )""",
     # The shard rows. Partition = (queue, rolling time bucket, concurrency shard). Clustering:
     #   kind 0 = lock columns (due = lock time), kind 1 = messages (rank = -priority, due, id).
-    # A message lives in one row for its whole life; its timeout copy is written in the same row, so
-    # "release lock + remove taken + write timeout columns" is one single-partition (atomic) batch.
+    # A message lives where it was sent for its whole life; it is marked in flight there, so "release lock +
+    # mark taken in flight + check entry + cursor" is one single-partition (atomic) batch (engine/take/flights.py).
     # cursors (static): per rank, a due time before which every message is consumed; reads start
     # there, so tombstones of consumed messages are never scanned again (docs/design.md).
     # gc_grace_seconds 300: we only ever delete rows a consumer has already read, so a delete that
@@ -273,8 +273,8 @@ MIGRATIONS: list[tuple[str, str, str]] = [
     # SQS queue attributes with no casque equivalent (DelaySeconds, RedrivePolicy, ...) and tags.
     ("queues", "attributes", "map<text, text>"),
     ("queues", "tags", "map<text, text>"),
-    # kind 2 rows ("moved" markers): a visibility change moves a timeout column; the marker at the
-    # receipt's original position names where it went (engine/delivery/receive.py).
+    # kind 2 rows ("moved" markers): a FIFO visibility change rewrites the message; the marker at its position
+    # names the delivery (engine/delivery/settle.py). On kind 1: a check entry's range start (engine/take/flights.py).
     ("messages", "moved_to", "bigint"),
     # Idle expiry: seconds without a send or receive after which the queue is deleted (0: never).
     ("queues", "expire_after_s", "int"),
@@ -288,7 +288,8 @@ MIGRATIONS: list[tuple[str, str, str]] = [
     # Queue creation's claims (engine/queues/bulk_create.py): TTL'd ids of creators about to write
     # the row, so creators race with plain writes and still never both create one name.
     ("queues", "claims", "set<uuid>"),
-    # Where a standard queue keeps messages in flight (null: "copy"; "in_place": engine/take/flights.py).
+    # "in_place" in every queue row created since the copy layout went (engine/take/flights.py); a standard queue
+    # whose row has null or "copy" is a copy-layout queue, refused (engine/queues/store.py, ``CopyLayoutQueue``).
     ("queues", "in_flight", "text"),
     # The lock TTL before its last change, and when (engine/take/locking.py ``lock_read_back_ms``).
     ("queues", "lock_ttl_before_ms", "int"),

@@ -29,7 +29,7 @@ from daemon.engine.storage.stored_trigger import parse_stored
 KIND_MESSAGE, KIND_MOVED = 1, 2
 #: The anchor row (kind -1, sorts before every other row): see ``write_anchor``.
 KIND_ANCHOR = -1
-#: BACKOFF: an in-place message a handler failed, waiting for its retry where it is (engine/take/flights.py).
+#: BACKOFF: a standard queue's message a handler failed, waiting for its retry where it is (engine/take/flights.py).
 STATE_WAITING, STATE_IN_FLIGHT, STATE_BACKOFF = 0, 1, 2
 LOCK_PENDING, LOCK_ACQUIRED = 0, 1
 MAX_TTL = 630_720_000  # Cassandra's ceiling: 20 years
@@ -43,18 +43,18 @@ _MSG_COLS = (
 # WRITETIME lets a take or an ack write *after* the row it replaces even when the writer's clock
 # lags the producer's (a delete with an older timestamp than the insert would silently lose).
 _SELECT = _MSG_COLS + ", WRITETIME(task) AS wt"
-# An in-place queue's rows (engine/take/flights.py): a message's newest write is the narrow update that put it in
+# A standard queue's rows (engine/take/flights.py): a message's newest write is the narrow update that put it in
 # flight, which always writes ``state``; a check entry is told apart by ``moved_to`` (the start of its range).
 _IN_PLACE_SELECT = _MSG_COLS + ", moved_to, WRITETIME(state) AS wt"
-#: Filtered reads of an in-place lane see only what is waiting (messages and check entries, state 0): a message in
-#: flight stays where it was sent, and is found through its check entry, never by a read from the cursor.
+#: Filtered reads of a standard queue's lane see only what is waiting (messages and check entries, state 0): a
+#: message in flight stays where it was sent, and is found through its check entry, never by a read from the cursor.
 _WAITING = "AND state = 0"
 _LANE = f"{_PK} AND kind = 1 AND rank = ?"
 
 
 @dataclass(frozen=True)
 class LaneReads:
-    """The reads that look for what is due in a lane, one set per ``QueueSettings.in_flight``."""
+    """The reads that look for what is due in a lane: a standard queue's set (filtered) and a FIFO queue's."""
 
     peek: PreparedStatement
     read_due: PreparedStatement
@@ -66,7 +66,7 @@ class LaneReads:
 
 def _lane_reads(prepare: Callable[[str], PreparedStatement], t: str, cols: str, below: str, waiting: bool) -> LaneReads:
     """The reads of a lane for one place of messages in flight: ``cols`` the columns of a message read, ``below`` the
-    sweep's; ``waiting``: filtered to waiting rows (an in-place queue's). ``*_after`` read from just after a (due, id)
+    sweep's; ``waiting``: filtered to waiting rows (a standard queue's). ``*_after`` read from just after a (due, id)
     position, not from the cursor: a daemon sharing the queue with pull readers reads past the messages it left them
     (engine/consume/consumer.py ``accepts``), and a drain past its frontier. ``peek_rows`` is an empty receive's look
     (engine/delivery/idle_look.py): the first message of every row it names, from one lower bound, in one request.
@@ -169,8 +169,9 @@ class MessageTable:
         )
         self.delete = p(f"DELETE FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due = ? AND id = ?")
         self._insert, self._delete = Binder(self.insert), Binder(self.delete)
-        self.copy_reads = _lane_reads(p, t, _SELECT, f"moved_to, {_SELECT}", waiting=False)
-        r = self.copy_reads
+        # A FIFO queue's lane reads: unfiltered (engine/take/fifo.py reads its groups' messages in flight too).
+        self.fifo_reads = _lane_reads(p, t, _SELECT, f"moved_to, {_SELECT}", waiting=False)
+        r = self.fifo_reads
         self.peek, self.read_due, self.peek_after, self.read_due_after = (
             r.peek,
             r.read_due,
@@ -182,8 +183,8 @@ class MessageTable:
             f"SELECT moved_to, {_SELECT} FROM {t} WHERE {_PK} AND kind = 1 AND rank = ? AND due >= ? LIMIT ?"
         )
         self.read_id = p(f"SELECT {_SELECT} FROM {t} WHERE {_PK} AND kind = 1 AND id = ? ALLOW FILTERING")
-        # A receipt's position: the message (kind 1) and, if its visibility was changed, the
-        # "moved" marker (kind 2) naming where its timeout column went (engine/delivery/receive.py).
+        # A receipt's position: the message (kind 1) and, on a FIFO queue whose message's visibility was changed,
+        # the "moved" marker (kind 2) naming the delivery (engine/delivery/settle.py).
         self.read_at = p(
             f"SELECT kind, moved_to, {_SELECT} FROM {t} WHERE {_PK} AND kind IN (1, 2) AND rank = ? AND due = ? "
             "AND id = ?"
@@ -222,10 +223,11 @@ class MessageTable:
             f"INSERT INTO {t} (queue, bucket, shard, kind, rank, due, id, enqueued_at) VALUES (?,?,?,3,0,0,?,?) "
             "USING TIMESTAMP ? AND TTL ?"
         )
-        # Blind deletes from receipts (engine/delivery/settle.py ``delete_batch``): the moved markers of many
-        # receipts in one read (their rows by IN, their positions by a multi-column IN: a cartesian product of
-        # which only the receipts' own positions can exist), a marker that names the delivery it belongs to
-        # (its attempt), and a delete of one position at a given write timestamp.
+        # Deletes from receipts (engine/delivery/settle.py ``delete_batch``): the messages' attempts (a standard
+        # queue's) or the moved markers (a FIFO queue's) of many receipts in one read (their rows by IN, their
+        # positions by a multi-column IN: a cartesian product of which only the receipts' own positions can exist),
+        # a marker that names the delivery it belongs to (its attempt), and a delete of one position at a given
+        # write timestamp.
         self.read_marks = p(
             f"SELECT bucket, shard, rank, due, id, attempt, moved_to, WRITETIME(moved_to) AS wt FROM {t} "
             "WHERE queue = ? AND bucket IN ? AND shard IN ? AND (kind, rank, due, id) IN ?"
@@ -241,7 +243,7 @@ class MessageTable:
         self._prepare_in_place(t)
 
     def _prepare_in_place(self, t: str) -> None:
-        """An in-place queue's statements (engine/take/flights.py): filtered reads of what waits, the read of a
+        """A standard queue's statements (engine/take/flights.py): filtered reads of what waits, the read of a
         check entry's range, the narrow in-flight update and the check entry's insert."""
         p = self.db.prepare
         lane = _LANE
@@ -269,11 +271,11 @@ class MessageTable:
         )
 
     def reads(self, qs: QueueSettings) -> LaneReads:
-        """The lane reads for where this queue keeps messages in flight (``QueueSettings.in_flight``)."""
-        return self.in_place_reads if qs.in_place else self.copy_reads
+        """The lane reads of this queue: a standard queue's filtered to what waits, a FIFO queue's whole."""
+        return self.fifo_reads if qs.fifo else self.in_place_reads
 
     def update_in_flight(self, m: Message, now_ms: int, retention_s: int, pulled: bool = False) -> BoundStatement:
-        """Bind the narrow write of an in-place message's delivery state at its own position (``m.copy_due_ms``):
+        """Bind the narrow write of a standard queue's message's delivery state at its own position (``m.copy_due_ms``):
         state, attempt, ``visible_at``, last error, and its trigger (a schedule's successor is recorded there) and
         headers (a receive's times) when it has them. Never the payload."""
         position = m.copy_due_ms if m.copy_due_ms is not None else m.due_ms
@@ -308,7 +310,7 @@ class MessageTable:
         retention_s: int,
         after_id: uuid.UUID | None = None,
     ) -> BoundStatement:
-        """Bind a check entry of an in-place lane: at ``due_ms``, look at positions [lo, hi] of lane ``rank``
+        """Bind a check entry of a standard queue's lane: at ``due_ms``, look at positions [lo, hi] of lane ``rank``
         (engine/take/flights.py), or only those after (lo, ``after_id``): a range a scan did not finish, whose
         last row read may share its due time with many. ``m`` names the row (anything with queue, bucket, shard)."""
         return self._insert_entry.bind(
@@ -363,12 +365,12 @@ class MessageTable:
         return self._delete.bind([m.queue, m.bucket, m.shard, m.rank, due_ms, m.id])
 
     def delete_row(self, queue: str, bucket: int, shard: int, r: Any) -> BoundStatement:
-        """Bind the delete of a read row of a lane (anything with rank, due, id): an in-place queue's check entry
+        """Bind the delete of a read row of a lane (anything with rank, due, id): a standard queue's check entry
         or ghost (engine/take/flights.py)."""
         return self._delete.bind([queue, bucket, shard, r.rank, r.due, r.id])
 
 
-_ESCAPE = 1 << 127  # an in-place message's escape entries (engine/take/flights.py)
+_ESCAPE = 1 << 127  # a standard queue's message's escape entries (engine/take/flights.py)
 
 
 def escape_id(message_id: uuid.UUID) -> uuid.UUID:

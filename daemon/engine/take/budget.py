@@ -1,7 +1,8 @@
-"""The byte budget of one take: how many messages, and how many payload bytes, one take batch may copy.
+"""The byte budget of one take: how many messages, and how many payload bytes, one take batch may write.
 
-Every taken payload is copied into its timeout column (and a schedule's once more, into its next
-occurrence), all in one single-partition batch. Cassandra refuses a request or mutation past 16 MiB
+A standard queue's take marks its messages in flight narrow, but a FIFO take rewrites each message whole and a
+schedule's take writes its next occurrence, payload and all, in one single-partition batch; the budget counts every
+payload as written (the bound holds for the worst).  Cassandra refuses a request or mutation past 16 MiB
 whole, which would stall the row for good: so a take is bounded by bytes as well as by count.
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-#: Payload bytes one take may copy into timeout columns (a schedule's next occurrence counts too):
+#: Payload bytes one take may write (a FIFO message rewritten; a schedule's next occurrence counts too):
 #: a quarter of Cassandra's 16 MiB native request and mutation limits, so a take is never refused.
 TAKE_BYTES = 4 << 20
 #: What a stored message costs in a take besides its payload (ids, task, headers, error, trigger).
@@ -47,7 +48,7 @@ class TakeBudget:
 
 
 def take_bytes(r: Any) -> int:
-    """What taking stored row ``r`` adds to the batch: its payload copied into the timeout column,
+    """What taking stored row ``r`` may add to the batch: its payload (a FIFO message rewritten at its position),
     and once more for a schedule's next occurrence written in the same batch."""
     payload = len(r.payload or b"")
     return payload * (2 if r.trigger else 1) + len(r.last_error or "") + len(r.trigger or "") + MESSAGE_OVERHEAD

@@ -1,13 +1,12 @@
-"""An in-place queue's messages in flight: the check entries that find what timed out, and the scan they start.
+"""A standard queue's messages in flight: the check entries that find what timed out, and the scan they start.
 
-In a queue created with ``in_flight = "in_place"`` a take does not write a message again as its timeout column: it
-marks it in flight where it was sent (one narrow update: state, attempt, ``visible_at``), and the ack deletes it. The
-payload is written once, at the send. What that takes away is the copy a read from the cursor used to find when a
-timeout passed: the message now lies behind the cursor, which moved past it in the take batch. So every take batch
+A take marks a message in flight where it was sent (one narrow update: state, attempt, ``visible_at``), and the ack
+deletes it. The payload is written once, at the send. Once taken, the message lies behind the cursor, which moved
+past it in the take batch, so no read from the cursor finds it when its timeout passes. So every take batch
 that delivers messages also writes a narrow **check entry**: a row of the same lane, due at the earliest
 ``visible_at`` it set, holding the range of positions it took from (``moved_to`` .. ``visible_at`` columns: lo, hi)
-and no task. Reads of an in-place lane see only rows in state WAITING, and an entry is one, so the take that reads
-the lane when the entry comes due finds it with its due messages, under the row lock, and scans its range here:
+and no task. Reads of a standard queue's lane see only rows in state WAITING, and an entry is one, so the take that
+reads the lane when the entry comes due finds it with its due messages, under the row lock, and scans its range here:
 
 * a message in flight (or in backoff) whose visibility passed is delivered again in place by that take, and gets a
   check entry of its own at its new ``visible_at`` (an *escape*: the range is its own position);

@@ -37,10 +37,10 @@ class TakeRead:
     skips: Skips
     frontier: Skips = field(default_factory=dict)
     sealed: set[int] = field(default_factory=set)  # lanes whose frontier is sealed (``RowState.sealed``)
-    flights: Flights = field(default_factory=Flights)  # an in-place queue's check entries processed (flights.py)
+    flights: Flights = field(default_factory=Flights)  # the check entries processed (flights.py)
 
     def anything(self) -> bool:
-        """Whether the take has something to commit: messages, or an in-place queue's entries processed."""
+        """Whether the take has something to commit: messages, or check entries processed."""
         return bool(self.found or self.flights)
 
 
@@ -76,9 +76,9 @@ class TakeReader:
         skips: Skips = {}
         frontier: Skips = {}
         read_limit = limit if len(due) == len(rows) else limit + 1
-        found = self._keep(budget, moves, skips, ranks[0], due, read_limit, now, from_skip, opts, qs.in_place)
+        found = self._keep(budget, moves, skips, ranks[0], due, read_limit, now, from_skip, opts)
         _frontier(frontier, sealed, ranks[0], found, now, self.tolerance_ms, opts)
-        entries = _not_messages(due) if qs.in_place else []
+        entries = _not_messages(due)
         for rank in ranks[1:] if not opts.top_lane_only else ():
             if budget.full():
                 break
@@ -86,10 +86,10 @@ class TakeReader:
             more, from_skip = await self._read_due(qs, lock, rank, state, due_by, budget.count_left(), opts)
             if not from_skip:
                 sealed.add(rank)
-            kept = self._keep(budget, moves, skips, rank, more, budget.count_left(), now, from_skip, opts, qs.in_place)
+            kept = self._keep(budget, moves, skips, rank, more, budget.count_left(), now, from_skip, opts)
             _frontier(frontier, sealed, rank, kept, now, self.tolerance_ms, opts)
             found += kept
-            entries += _not_messages(more) if qs.in_place else []
+            entries += _not_messages(more)
         flights = await self._flights(qs, lock, entries, budget, due_by, opts) if entries else Flights()
         found += flights.rescued
         if not found:  # nothing to take: what was read is all left for the pull readers, read past it now
@@ -106,9 +106,9 @@ class TakeReader:
         due_by: int,
         opts: TakeOptions,
     ) -> Flights:
-        """An in-place queue's rows read that are not messages (all due by ``due_by``, now + the take-ahead): the check
+        """A lane's rows read that are not messages (all due by ``due_by``, now + the take-ahead): the check
         entries are scanned (flights.py), ghosts dropped. A message visible again by ``due_by`` is delivered, as a
-        copy queue's timeout column due by then is: the take-ahead applies to redeliveries too. (An entry left for its
+        waiting message due by then is: the take-ahead applies to redeliveries too. (An entry left for its
         due time instead set the row's wake there, and a daemon's take-ahead took the row again until it came.)"""
         due = [r for r in rows if is_entry(r)]
         ghosts = [r for r in rows if is_ghost(r)]
@@ -208,18 +208,16 @@ class TakeReader:
         now: int,
         from_skip: bool,
         opts: TakeOptions,
-        in_place: bool = False,
     ) -> list[Any]:
         """The rows of one lane that fit the take, and (in ``moves``) where the lane's cursor may go
         *if* the take commits: past every row kept, never past the first row left behind. Shared
         with pull readers (``accepts``), a task not accepted is left behind too (the cursor stops at
         it), and ``skips`` gets the position after the last row read that was kept or left to them.
-        ``in_place``: rows without a task are an in-place queue's check entries (flights.py): read past, not kept
+        Rows without a task are check entries (flights.py): read past, not kept
         (the take processes the due ones; one due later lies past now - tolerance, where no cursor goes)."""
         accepts = opts.accepts
         read = rows
-        if in_place:
-            rows = [r for r in rows if r.task is not None]
+        rows = [r for r in rows if r.task is not None]
         ours = rows if accepts is None else [r for r in rows if accepts(r.task)]
         kept = budget.fit(ours)
         safe = now - self.tolerance_ms
@@ -275,7 +273,7 @@ def _passed(rows: list[Any], kept: int, accepts: Callable[[str], bool]) -> Any |
 
 
 def _not_messages(rows: list[Any]) -> list[Any]:
-    """An in-place lane's rows read that have no task: check entries (and ghosts, which filtered reads never return
+    """A lane's rows read that have no task: check entries (and ghosts, which filtered reads never return
     but a row written by hand could be), for ``TakeReader._flights``."""
     return [r for r in rows if r.task is None]
 

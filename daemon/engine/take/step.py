@@ -5,8 +5,9 @@
 ``take`` / ``take_held`` below run it top to bottom; the read and keep are engine/take/read.py's.
 
 A take (under the lock, see locking.py) is one single-partition batch: delete our lock column,
-delete each taken message, write its timeout column (a copy due at now + timeout, attempt + 1, state
-IN_FLIGHT) and move the cursor. Messages that are corrupt or out of attempts go to the poison queue
+mark each taken message in flight where it was sent (attempt + 1, state IN_FLIGHT, ``visible_at`` at now +
+timeout: the narrow update, never the payload again), write the check entries that find it once its timeout
+passed (flights.py) and move the cursor. Messages that are corrupt or out of attempts go to the poison queue
 first, then leave the row in that same batch. A row this process holds (holds.py) is taken from
 the same way, the batch keeping the hold column (``take_held``).
 
@@ -224,11 +225,11 @@ class Take:
         keep_lock: bool = False,
         flights: Flights | None = None,
     ) -> list[Message]:
-        """The take: one single-partition batch (release lock, remove taken, write timeout columns,
-        move the cursors). The in-memory cursors follow only once the batch is written.
+        """The take: one single-partition batch (release lock, mark the taken in flight where they are, remove the
+        poisoned, move the cursors). The in-memory cursors follow only once the batch is written.
         ``opts.visibility_ms`` replaces the messages' own timeout (a pulled message's visibility timeout).
-        An in-place queue's messages are marked in flight where they are instead, with the check entries
-        (``flights``: what its scan found, engine/take/flights.py) in the same batch."""
+        A standard queue's check entries (``flights``: what its scan found, engine/take/flights.py) ride in the same
+        batch."""
         now = self.clock.now_ms()
         batch = self.db.batch()
         if not keep_lock:
@@ -238,7 +239,7 @@ class Take:
         chained: list[tuple[Message, Message]] = []
         for m in messages:
             reason = poison_reason(m, qs)
-            if reason or not (qs.fifo or qs.in_place):  # FIFO and in place: it stays at its position while it lives
+            if reason:  # a message stays at its position while it lives (engine/take/flights.py)
                 batch.add(self.table.delete_message(m, m.due_ms))
             if reason:
                 doomed.append((m, reason))
@@ -249,10 +250,10 @@ class Take:
                 chain.record_successor(m, nxt)  # stored with m's timeout column (engine/send/chain.py)
                 chained.append((m, nxt))
             self._deliver(qs, m, now, opts)
-            if qs.in_place:  # the narrow update: never the payload again
-                batch.add(self.table.update_in_flight(m, now, qs.retention_s, pulled=opts.visibility_ms is not None))
-            else:
+            if qs.fifo:
                 batch.add(self.table.insert_message(m, now, qs.retention_s))
+            else:  # the narrow update: never the payload again
+                batch.add(self.table.update_in_flight(m, now, qs.retention_s, pulled=opts.visibility_ms is not None))
             m.max_attempts = m.max_attempts or qs.max_attempts  # bound above as stored (0: follow the queue)
             delivered.append(m)
         cursors = dict(state.cursors)
@@ -266,7 +267,7 @@ class Take:
             self.stats.poisoned += 1
             log.error("message_poisoned", queue=qs.name, task=m.task, id=str(m.id), attempt=m.attempt, reason=reason)
         written = [m.write_ts for m in messages]
-        if qs.in_place:
+        if not qs.fifo:
             spans, token = state.entry_spans, self.token
             written += check_entries(self.table, batch, qs, lock, delivered, flights or Flights(), now, spans, token)
         ts = after(*written, now_us=self.db.next_timestamp())
@@ -275,7 +276,7 @@ class Take:
         merge(state.cursors, cursors)  # committed: only now may later reads start past what was read
         merge(state.stored, cursors)
         state.anchored = True
-        if delivered and not qs.fifo:  # their timeout columns (in place: check entries), tombstones once done
+        if delivered and not qs.fifo:  # their check entries, tombstones once done
             state.pile_until = max(state.pile_until, max(m.visible_at or m.due_ms for m in delivered))
         for m in delivered:
             m.write_ts = ts
@@ -285,7 +286,7 @@ class Take:
         return delivered
 
     def _deliver(self, qs: QueueSettings, m: Message, now: int, opts: TakeOptions) -> None:
-        """Turn ``m`` into its timeout column: attempt + 1, IN_FLIGHT, invisible until its timeout
+        """Mark ``m`` in flight where it is: attempt + 1, IN_FLIGHT, invisible until its timeout
         (or the pull's visibility) plus the hold."""
         if m.state == STATE_IN_FLIGHT:
             self.stats.timed_out += 1
@@ -298,7 +299,7 @@ class Take:
                 reason="timeout passed before an ack",
             )
         invisible_until = now + (m.timeout_ms if opts.visibility_ms is None else opts.visibility_ms) + opts.hold_ms
-        into_flight(m, now, invisible_until, qs.fifo or qs.in_place, pulled=opts.visibility_ms is not None)
+        into_flight(m, now, invisible_until, pulled=opts.visibility_ms is not None)
 
     async def _chain(self, qs: QueueSettings, chained: list[tuple[Message, Message]], ts: int, now: int) -> None:
         """After the batch: each schedule's key follows to the next occurrence written with it

@@ -4,9 +4,9 @@ that poll, and no take runs.
 Why. A long poll woken by a send takes the message by the lock protocol: the look, the acquired write, the re-check,
 the read and the take batch, five round trips after the send's own write, most of an SQS send-to-receive time.
 When a poll of the queue is parked in this process it has looked and found nothing due, and it is waiting for
-exactly this: so the send writes the message straight into flight for it (the timeout column a take
-would have written: attempt 1, IN_FLIGHT, due at now + the poll's visibility timeout, in the row the send would have
-used) and hands it over in memory. One write, no read, no lock.
+exactly this: so the send writes the message straight into flight for it (what a take would have written:
+attempt 1, IN_FLIGHT, visible again at now + the poll's visibility timeout, with its check entry, in the row the send
+would have used) and hands it over in memory. One write, no read, no lock.
 
 What it rests on.
   - Nobody else can take it: it is never written due. Like any message in flight, it comes back when its visibility
