@@ -378,7 +378,7 @@ def test_three_node_cluster_start_status_stop() -> None:
         st = start(RING, timeout=START_TIMEOUT)
         assert st.ready and [n.address for n in st.nodes] == ["127.0.0.1", "127.0.0.2", "127.0.0.3"]
         assert len({n.pid for n in st.nodes}) == 3
-        assert [n.jmx_port for n in st.nodes] == [7299, 7300, 7301]
+        assert [n.jmx_port for n in st.nodes] == [8450, 8451, 8452]
 
         peers = sorted(r[0] for r in _query("127.0.0.1", 9142, "SELECT peer FROM system.peers"))
         assert [str(p) for p in peers] == ["127.0.0.2", "127.0.0.3"]
