@@ -35,7 +35,7 @@ class MessageActions(ActionGroup):
         qs = await self.cq.queue_settings(name)
         extras = await self.cq.extras.get(name)
         job, result = self._job(call.params, qs, extras, call.trace_header)
-        sent = (await self._send(name, [job]))[0]
+        sent = (await self._send(qs, [job]))[0]
         return self._sent(result, sent, qs)
 
     async def send_message_batch(self, call: Call) -> dict[str, Any]:
@@ -63,17 +63,18 @@ class MessageActions(ActionGroup):
                 ok.append((e["Id"], job, result))
             except SqsError as err:
                 failed.append({"Id": e["Id"], "SenderFault": True, "Code": err.query_code, "Message": err.message})
-        sent = await self._send(name, [job for _, job, _ in ok]) if ok else []
+        sent = await self._send(qs, [job for _, job, _ in ok]) if ok else []
         successful = [{"Id": eid, **self._sent(result, s, qs)} for (eid, _, result), s in zip(ok, sent)]
         return {"Successful": successful, "Failed": failed}
 
-    async def _send(self, queue: str, jobs: list[Job]) -> list[Any]:
+    async def _send(self, qs: Any, jobs: list[Job]) -> list[Any]:
         """The engine's send for one message, ``send_many`` for a batch; each answer is a ``Sent``
         (the id, and on a FIFO queue its sequence and whether it was a duplicate). A send over SQS
         waits for a pull client, as in SQS: the queue is marked as one they consume, before the write,
         so a daemon serving it leaves the tasks it has no handler for (docs/design.md, "Push and pull
         on one queue")."""
-        await self.cq.stores.queues.mark_pulled(await self.cq.queue_settings(queue))
+        await self.cq.stores.queues.mark_pulled(qs)  # the request's settings: no second look-up
+        queue = qs.name
         if len(jobs) == 1:
             return [await self.cq.send_job(queue, jobs[0])]
         return list(await self.cq.send_many(queue, jobs))
