@@ -411,6 +411,95 @@ def test_a_group_waits_while_its_message_is_in_flight_then_goes_on_in_order(sqs:
     assert m["Body"] == "a3"
 
 
+# ---- which group a receive serves first (AWS's orders: LocalStack's aws-validated FIFO tests) ------------
+def bodies(got: list[dict[str, Any]]) -> list[str]:
+    return [m["Body"] for m in got]
+
+
+def send_all(sqs: Any, url: str, *names: str) -> None:
+    """``g1-m1``-style bodies, one send each in this order, the group the part before the dash."""
+    for body in names:
+        send(sqs, url, body, body.split("-")[0])
+
+
+def wait_counts(sqs: Any, url: str, visible: int, in_flight: int) -> None:
+    """Poll the counts until ``visible`` messages wait and ``in_flight`` are in flight (a visibility ran out)."""
+    end = time.monotonic() + 30
+    while counts(sqs, url)[:2] != (visible, in_flight):
+        assert time.monotonic() < end, "the visibility did not end"
+        time.sleep(0.1)
+
+
+def test_a_receive_returns_as_many_of_one_group_as_it_can_before_the_next(
+    sqs: Any, server: sqsserver.SqsServer, qname: str
+) -> None:
+    # AWS developer guide, "FIFO queue delivery logic": "SQS first attempts to return as many messages with the
+    # same message group ID as possible"; the order AWS answered: test_fifo_receive_message_group_id_ordering
+    url = fifo(sqs, qname)
+    send_all(sqs, url, "g1-m1", "g2-m1", "g1-m2", "g1-m3")
+    assert bodies(receive(sqs, url, MaxNumberOfMessages=10)) == ["g1-m1", "g1-m2", "g1-m3", "g2-m1"]
+    # the query protocol, the same order
+    url = fifo(sqs, qname + "-q")
+    send_all(sqs, url, "g1-m1", "g2-m1", "g1-m2", "g1-m3")
+    status, root = query(url, "ReceiveMessage", {"MaxNumberOfMessages": "10", "WaitTimeSeconds": "2"})
+    assert status == 200
+    got = [text(m, "q:Body") for m in root.findall("q:ReceiveMessageResult/q:Message", NS)]
+    assert got == ["g1-m1", "g1-m2", "g1-m3", "g2-m1"]
+
+
+def test_a_group_visible_again_after_its_timeout_comes_after_the_groups_waiting_longer(sqs: Any, qname: str) -> None:
+    # AWS: test_fifo_receive_message_visibility_timeout_shared_in_group
+    url = fifo(sqs, qname, VisibilityTimeout="1")
+    send_all(sqs, url, "g1-m1", "g1-m2", "g1-m3", "g1-m4", "g2-m1", "g3-m1")
+    assert bodies(receive(sqs, url, MaxNumberOfMessages=2)) == ["g1-m1", "g1-m2"]
+    assert bodies(receive(sqs, url, MaxNumberOfMessages=1)) == ["g2-m1"], "group 1 is in flight as a whole"
+    wait_counts(sqs, url, 6, 0)
+    got = receive(sqs, url, MaxNumberOfMessages=10, VisibilityTimeout=0)
+    assert bodies(got) == ["g3-m1", "g1-m1", "g1-m2", "g1-m3", "g1-m4", "g2-m1"], (
+        "g3 waits since its send, g1 since its timeout ended, g2 since its own ended later"
+    )
+
+
+def test_a_receive_with_visibility_zero_puts_its_groups_behind_the_others(sqs: Any, qname: str) -> None:
+    # AWS: test_fifo_receive_message_with_zero_visibility_timeout
+    url = fifo(sqs, qname)
+    send_all(sqs, url, "g1-m1", "g2-m1", "g2-m2", "g3-m1", "g1-m2")
+    got = receive(sqs, url, MaxNumberOfMessages=3, VisibilityTimeout=0)
+    assert bodies(got) == ["g1-m1", "g1-m2", "g2-m1"]
+    got = receive(sqs, url, MaxNumberOfMessages=10, VisibilityTimeout=0)
+    assert bodies(got) == ["g3-m1", "g1-m1", "g1-m2", "g2-m1", "g2-m2"]
+
+
+@pytest.mark.parametrize("visibility", [0, 1])
+def test_a_message_made_visible_again_comes_after_a_group_waiting_and_its_group_still_waits_behind_it(
+    sqs: Any, qname: str, visibility: int
+) -> None:
+    # AWS: test_fifo_message_group_visibility_after_terminate_visibility_timeout (0) and
+    # test_fifo_message_group_visibility_after_change_message_visibility (1)
+    url = fifo(sqs, qname, VisibilityTimeout="30")
+    send_all(sqs, url, "g1-m1", "g1-m2", "g2-m1")
+    first = receive(sqs, url, MaxNumberOfMessages=2)
+    assert bodies(first) == ["g1-m1", "g1-m2"]
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=first[0]["ReceiptHandle"], VisibilityTimeout=visibility)
+    wait_counts(sqs, url, 2, 1)  # g2-m1 and g1-m1 visible, g1-m2 still in flight
+    assert bodies(receive(sqs, url, MaxNumberOfMessages=3)) == ["g2-m1", "g1-m1"], "g1-m2 keeps its 30 s"
+
+
+def test_a_group_unblocked_by_deletes_takes_its_place_by_its_next_messages_send(sqs: Any, qname: str) -> None:
+    # AWS: test_fifo_message_group_visibility_after_delete and ..._after_partial_delete
+    for partial in (True, False):
+        url = fifo(sqs, f"{qname}-{partial}")
+        send_all(sqs, url, "g1-m1", "g2-m1", "g1-m2", "g2-m2", "g1-m3", "g1-m4", "g3-m1")
+        got = receive(sqs, url, MaxNumberOfMessages=2)
+        assert bodies(got) == ["g1-m1", "g1-m2"]
+        for m in got[:1] if partial else got:
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+        expected = ["g2-m1", "g2-m2", "g3-m1"] if partial else ["g2-m1", "g2-m2", "g1-m3", "g1-m4", "g3-m1"]
+        assert bodies(receive(sqs, url, MaxNumberOfMessages=10)) == expected, (
+            "a partial delete leaves group 1 in flight; a whole one puts it where g1-m3 was sent"
+        )
+
+
 def test_a_send_repeated_within_the_window_is_one_message(sqs: Any, qname: str) -> None:
     url = fifo(sqs, qname)
     one = send(sqs, url, "first", "g", "d1")

@@ -300,15 +300,22 @@ class Receiver:
     ) -> list[Message]:
         """A take from one row, topped up from the next rows while they yield (a few more takes at
         most): a client asking for 10 gets the 3 + 4 + 3 spread over three shards in one answer.
-        ``rows``: where the look found work (the first take goes there, without a peek)."""
+        ``rows``: where the look found work (the first take goes there, without a peek). With visibility 0
+        there is no top-up: what the first take took is visible again at once, and a second take would take
+        it again (one receive answering a message twice, its receive count up by two)."""
         taken = await consumer.fetch(limit, slot, visibility_ms=visibility_ms, rows=rows, linger=linger)
-        for _ in range(FILL_ROUNDS):
+        for _ in range(FILL_ROUNDS if visibility_ms > 0 else 0):
             if not taken or len(taken) >= limit:
                 break
             more = await consumer.fetch(limit - len(taken), slot, visibility_ms=visibility_ms, linger=linger)
-            if not more:
+            at = {m.id: i for i, m in enumerate(taken)}
+            for m in more:  # taken again (its visibility ended while we filled): the newer delivery is the one
+                if m.id in at:
+                    taken[at[m.id]] = m
+                else:
+                    taken.append(m)
+            if not more or len(at) + len(more) > len(taken):
                 break
-            taken += more
         return taken
 
     @staticmethod

@@ -5,8 +5,8 @@ placement bits, engine/storage/placement.py ``group_id``; the queue has one buck
 group's messages were sent (their positions, engine/send/fifo_send.py). Unlike a standard queue's, a
 FIFO message is never moved while it lives: a take marks it in flight *in place* (state, attempt,
 ``visible_at``), a delete removes it, a visibility change or a retry rewrites ``visible_at``. So the
-row, read from its cursor, is the whole truth about every group in it, in order, and the rule of a
-take is a single pass:
+row, read from its cursor, is the whole truth about every group in it, in order, and a take is
+one pass over it and a sort of the groups it found:
 
 * a group whose first live message is in flight and not yet visible again, or still within the
   queue's delay, is *blocked*: nothing after it in that group is delivered (``visible_at`` is
@@ -16,7 +16,14 @@ take is a single pass:
   group's first live message: everything before it was deleted);
 * a waiting message of a group not blocked is delivered, and the group's next ones after it
   too (SQS returns several of one group in order), unless the caller asked for one per group
-  (a daemon runs a group's messages one after another: ``one_per_group``).
+  (a daemon runs a group's messages one after another: ``one_per_group``);
+* the groups are served one after another, whole (SQS "first attempts to return as many messages
+  with the same message group ID as possible"), in the order their first deliverable message became
+  visible: its ``visible_at`` (the end of a visibility timeout, a visibility changed to 0, the end
+  of the queue's delay), else its position (sent, never received). So a group whose visibility ran
+  out waits behind groups that were waiting before, and a group unblocked by a delete comes in the
+  order of its next message's send: the orders AWS answered in LocalStack's aws-validated
+  test_fifo_message_group_visibility_after_* and test_fifo_receive_message_with_zero_visibility_timeout.
 
 All of it runs under the row's lock (engine/take/locking.py, or a held row), so two takes never see the
 row in between each other's writes, and the commit is one single-partition batch.
@@ -63,8 +70,9 @@ def choose(
     spent: Callable[[Any], bool] = lambda r: False,
     ours: Callable[[Any], bool] = lambda r: True,
 ) -> FifoChoice:
-    """One pass over a row's messages in position order (see the module docstring). ``fits(row)``
-    asks the take's budget for room (and counts the row if there is): the pass stops at the first
+    """One pass over a row's messages in position order finds each group's deliverable run (see
+    the module docstring); the runs are then kept group by group, oldest visible first. ``fits(row)``
+    asks the take's budget for room (and counts the row if there is): keeping stops at the first
     row it can't hold, so no group's later message is taken before an earlier one. A row
     ``spent`` (out of receives: the commit moves it to the dead letters) is kept without counting
     against the budget, and its group goes on to its next message in the same take. A row not
@@ -72,7 +80,7 @@ def choose(
     for) blocks its group for this take: nothing after it in the group is taken before it."""
     out = FifoChoice()
     blocked: set[str] = set()
-    taken: set[str] = set()
+    runs: dict[str, _Run] = {}
     for r in rows:
         g = group_of(r)
         in_flight = r.state == STATE_IN_FLIGHT
@@ -85,20 +93,35 @@ def choose(
             out.blocked += in_flight
             out.wake = _min(out.wake, visible)
             continue
+        run = runs.setdefault(g, _Run())
         if in_flight and spent(r):
+            run.rows.append((r, True))
+            continue
+        if not ours(r) or (one_per_group and run.since is not None):
+            blocked.add(g)
+            continue
+        if run.since is None:
+            run.since = (visible, r.due)
+        run.rows.append((r, False))
+    for run in sorted(runs.values(), key=_Run.order):
+        for r, dead in run.rows:
+            if not dead and not fits(r):
+                return out
             out.kept.append(r)
-            continue
-        if not ours(r):
-            blocked.add(g)
-            continue
-        if one_per_group and g in taken:
-            blocked.add(g)
-            continue
-        if not fits(r):
-            break
-        out.kept.append(r)
-        taken.add(g)
     return out
+
+
+@dataclass
+class _Run:
+    """A group's rows one take may keep, in order, each with whether it is spent; ``since``: when
+    its first deliverable row became visible, and its position (the group's place in the take)."""
+
+    rows: list[tuple[Any, bool]] = field(default_factory=list)
+    since: tuple[int, int] | None = None
+
+    def order(self) -> tuple[int, int]:
+        # a run of spent rows only costs no budget: first, so the dead letters leave whatever the budget
+        return self.since if self.since is not None else (-1, -1)
 
 
 def cursor_target(choice: FifoChoice, rows: list[Any], read_limit: int, safe: int) -> int:
