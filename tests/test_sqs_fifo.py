@@ -500,6 +500,49 @@ def test_a_group_unblocked_by_deletes_takes_its_place_by_its_next_messages_send(
         )
 
 
+def test_a_delete_after_the_visibility_ended_is_refused_on_fifo_and_deletes_nothing(
+    sqs: Any, server: sqsserver.SqsServer, qname: str
+) -> None:
+    # AWS's answers as users recorded them: DeleteMessage InvalidParameterValue "... Reason: The receipt handle has
+    # expired." (aws/aws-sdk-js#1279), a DeleteMessageBatch entry ReceiptHandleIsInvalid (smaskalik/sqsmover#54)
+    url = fifo(sqs, qname)
+    send_all(sqs, url, "g1-m1", "g1-m2")
+    (m,) = receive(sqs, url, MaxNumberOfMessages=1, VisibilityTimeout=1)
+    wait_counts(sqs, url, 2, 0)  # its visibility ran out: not received again yet
+    handle = m["ReceiptHandle"]
+    refused(
+        lambda: sqs.delete_message(QueueUrl=url, ReceiptHandle=handle),
+        "InvalidParameterValue",
+        f"Value {handle} for parameter ReceiptHandle is invalid. Reason: The receipt handle has expired.",
+    )
+    out = sqs.delete_message_batch(QueueUrl=url, Entries=[{"Id": "a", "ReceiptHandle": handle}])
+    assert out.get("Successful", []) == [] and out["Failed"] == [
+        {"Id": "a", "SenderFault": True, "Code": "ReceiptHandleIsInvalid", "Message": "The receipt handle has expired"}
+    ]
+    status, root = query(url, "DeleteMessage", {"ReceiptHandle": handle})
+    assert (status, text(root, "q:Error/q:Code")) == (400, "InvalidParameterValue")
+    assert counts(sqs, url) == (2, 0, 0), "nothing was deleted"
+    # received again: the old receipt stays refused, the new one deletes
+    (again,) = receive(sqs, url, MaxNumberOfMessages=1, VisibilityTimeout=30)
+    assert again["Body"] == "g1-m1"
+    refused(lambda: sqs.delete_message(QueueUrl=url, ReceiptHandle=handle), "InvalidParameterValue")
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=again["ReceiptHandle"])
+    # a visibility changed to 0 ends it too (AWS: "handles with a VisibilityTimeout of 0 cannot be deleted",
+    # aws/aws-sdk-js#1750)
+    (m2,) = receive(sqs, url, MaxNumberOfMessages=1, VisibilityTimeout=30)
+    assert m2["Body"] == "g1-m2"
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=m2["ReceiptHandle"], VisibilityTimeout=0)
+    refused(lambda: sqs.delete_message(QueueUrl=url, ReceiptHandle=m2["ReceiptHandle"]), "InvalidParameterValue")
+    assert counts(sqs, url) == (1, 0, 0)
+    # a standard queue's delete after the visibility ended still deletes (SQS: "might not be deleted", no error)
+    std = sqs.create_queue(QueueName=qname + "-std")["QueueUrl"]
+    sqs.send_message(QueueUrl=std, MessageBody="s")
+    (s1,) = receive(sqs, std, VisibilityTimeout=1)
+    wait_counts(sqs, std, 1, 0)
+    sqs.delete_message(QueueUrl=std, ReceiptHandle=s1["ReceiptHandle"])
+    assert counts(sqs, std) == (0, 0, 0)
+
+
 def test_a_send_repeated_within_the_window_is_one_message(sqs: Any, qname: str) -> None:
     url = fifo(sqs, qname)
     one = send(sqs, url, "first", "g", "d1")

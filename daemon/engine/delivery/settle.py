@@ -19,6 +19,10 @@ delete at the older timestamp can't touch a newer one; a FIFO visibility change 
 marker (kind 2) naming the delivery (its attempt) at the change's timestamp, which the read finds: the delete
 follows it with that timestamp. A marker of another delivery is not followed. Keyed messages, version 1 receipts
 and markers written before markers named their delivery take the checked path (``delete``), which reads first.
+A FIFO receipt whose visibility has ended (its timeout ran out, or was changed to 0, whether or not the message was
+received again since) deletes nothing and is refused (``ReceiptExpired``), as SQS refuses it on a FIFO queue: the
+FIFO read is of the message too (the same request), whose ``visible_at`` and attempt say so. A visibility that ends
+between that read and the delete's write (a few ms) is the bound: that delete still lands.
 """
 
 from __future__ import annotations
@@ -61,6 +65,12 @@ class NotInFlight(CasqueError):
     def __init__(self, message: str, gone: bool = False) -> None:
         super().__init__(message)
         self.gone = gone
+
+
+class ReceiptExpired(CasqueError):
+    """A FIFO delivery's delete after its visibility ended: SQS refuses it (another receiver may have the message)."""
+
+    exit_code = 4
 
 
 class VisibilityTooLong(UsageError):
@@ -181,15 +191,18 @@ class Settler:
         """Each receipt's outcome, in order: True/False as ``delete``, or the error for that one."""
         return await _each(receipts, lambda h: self.delete(h, queue))
 
-    async def delete_batch(self, receipts: list[str], queue: str | None = None) -> list[InvalidReceipt | None]:
+    async def delete_batch(
+        self, receipts: list[str], queue: str | None = None
+    ) -> list[InvalidReceipt | ReceiptExpired | None]:
         """Delete each receipt's delivery without reading it (module doc): None for each receipt
-        taken, or the InvalidReceipt refusing it. Whether a delivery was still current is not
-        known (SQS's DeleteMessage answers the same either way). Two requests for a batch of one
-        queue's receipts: the markers' read, then one unlogged batch of deletes (a FIFO delivery
-        also wakes its group's consumers, as ``delete`` does)."""
+        taken, or the InvalidReceipt refusing it, or ReceiptExpired for a FIFO delivery whose
+        visibility ended. Whether a standard delivery was still current is not known (SQS's
+        DeleteMessage answers the same either way). Two requests for a batch of one queue's
+        receipts: the markers' read, then one unlogged batch of deletes (a FIFO delivery also
+        wakes its group's consumers, as ``delete`` does)."""
         signer = await self.signer()
-        out: list[InvalidReceipt | None] = []
-        blind: dict[str, list[Receipt]] = {}
+        out: list[InvalidReceipt | ReceiptExpired | None] = []
+        blind: dict[str, list[tuple[int, Receipt]]] = {}  # each queue's receipts, with their place in ``out``
         checked: list[Receipt] = []
         for handle in receipts:
             try:
@@ -203,41 +216,53 @@ class Settler:
             if r.write_ts is None or r.keyed:  # a version 1 receipt, or a key to release: the checked path
                 checked.append(r)
             else:
-                blind.setdefault(r.queue, []).append(r)
-        await asyncio.gather(
-            *(self._delete_blind(rs) for rs in blind.values()), *(self._delete_opened(r) for r in checked)
+                blind.setdefault(r.queue, []).append((len(out) - 1, r))
+        expired, _ = await asyncio.gather(
+            asyncio.gather(*(self._delete_blind([r for _, r in rs]) for rs in blind.values())),
+            asyncio.gather(*(self._delete_opened(r) for r in checked)),
         )
+        late: set[Receipt] = set().union(*expired)
+        for i, r in (x for rs in blind.values() for x in rs):
+            if r in late:
+                out[i] = ReceiptExpired("the receipt's visibility ended: receive the message again to delete it")
         return out
 
-    async def _delete_blind(self, rs: list[Receipt]) -> None:
+    async def _delete_blind(self, rs: list[Receipt]) -> set[Receipt]:
         """One queue's receipts: one read at their positions (one request), then one batch of deletes at the
         deliveries' own write timestamps. A standard queue's read is of the messages' attempts: a receipt whose
         message was received again since (another attempt) or is gone deletes nothing. A FIFO queue's is of the
-        visibility changes' markers; a receipt whose marker predates markers naming their delivery is deleted by
-        the checked path."""
+        visibility changes' markers and of the messages; a receipt whose marker predates markers naming their
+        delivery is deleted by the checked path. Returns the FIFO receipts refused: their visibility ended."""
         q = rs[0].queue
         fifo = (await self.queues.get(q)).fifo
+        kinds = (KIND_MOVED, KIND_MESSAGE) if fifo else (KIND_MESSAGE,)
         found = {
-            (x.bucket, x.shard, x.rank, x.due, x.id): x
+            (x.kind, x.bucket, x.shard, x.rank, x.due, x.id): x
             for x in await self.db.run(
                 self.table.read_marks,
                 [
                     q,
                     sorted({r.bucket for r in rs}),
                     sorted({r.shard for r in rs}),
-                    [(KIND_MOVED if fifo else KIND_MESSAGE, r.rank, r.due_ms, r.id) for r in rs],
+                    [(k, r.rank, r.due_ms, r.id) for r in rs for k in kinds],
                 ],
             )
         }
         batch = self.db.batch()
         older: list[Receipt] = []
+        expired: set[Receipt] = set()
+        now = self.clock.now_ms()
         for r in rs:
-            mark = found.get((r.bucket, r.shard, r.rank, r.due_ms, r.id))
             at = [r.queue, r.bucket, r.shard, KIND_MESSAGE, r.rank]
-            if not fifo:  # ``mark`` is the message itself: deleted only under its current delivery
-                if mark is not None and mark.attempt == r.attempt:
+            msg = found.get((KIND_MESSAGE, r.bucket, r.shard, r.rank, r.due_ms, r.id))
+            if not fifo:  # the message itself: deleted only under its current delivery
+                if msg is not None and msg.attempt == r.attempt:
                     batch.add(self.table.delete_at.bind([r.write_ts, *at, r.due_ms, r.id]))
                 continue
+            if msg is not None and (msg.attempt != r.attempt or _visible(msg, now)):
+                expired.add(r)  # its visibility ended (received again since, or not yet): SQS refuses the delete
+                continue
+            mark = found.get((KIND_MOVED, r.bucket, r.shard, r.rank, r.due_ms, r.id))
             if mark is not None and mark.attempt is None:
                 older.append(r)
                 continue
@@ -251,10 +276,10 @@ class Settler:
         if len(batch):
             jobs.append(self.db.run(batch))
         await asyncio.gather(*jobs)
-        now = self.clock.now_ms()
         for r in rs:
-            if fifo and r not in older:  # its FIFO group may move on
+            if fifo and r not in older and r not in expired:  # its FIFO group may move on
                 self._unblock(r, now)
+        return expired
 
     async def change_visibility_many(
         self, changes: Iterable[tuple[str, float]], queue: str | None = None
@@ -281,6 +306,11 @@ class Settler:
         opposed to deleted. A filtered read of the row: only a stale receipt's error path pays it."""
         rows = await self.db.run(self.table.read_id, [r.queue, r.bucket, r.shard, r.id])
         return any(x.task is not None for x in rows)  # no task: a standard queue's ghost, deleted (take/flights.py)
+
+
+def _visible(row: Any, now: int) -> bool:
+    """A FIFO message row read by ``_delete_blind``: no longer in flight, or its visibility ended."""
+    return row.state != STATE_IN_FLIGHT or (row.visible_at is not None and row.visible_at <= now)
 
 
 def _copy_layout(r: Receipt) -> bool:

@@ -224,12 +224,13 @@ class MessageTable:
             "USING TIMESTAMP ? AND TTL ?"
         )
         # Deletes from receipts (engine/delivery/settle.py ``delete_batch``): the messages' attempts (a standard
-        # queue's) or the moved markers (a FIFO queue's) of many receipts in one read (their rows by IN, their
-        # positions by a multi-column IN: a cartesian product of which only the receipts' own positions can exist),
-        # a marker that names the delivery it belongs to (its attempt), and a delete of one position at a given
-        # write timestamp.
+        # queue's) or the moved markers and the messages' visibility (a FIFO queue's) of many receipts in one read
+        # (their rows by IN, their positions by a multi-column IN: a cartesian product of which only the receipts'
+        # own positions can exist), a marker that names the delivery it belongs to (its attempt), and a delete of
+        # one position at a given write timestamp.
         self.read_marks = p(
-            f"SELECT bucket, shard, rank, due, id, attempt, moved_to, WRITETIME(moved_to) AS wt FROM {t} "
+            "SELECT kind, bucket, shard, rank, due, id, attempt, state, visible_at, moved_to, "
+            f"WRITETIME(moved_to) AS wt FROM {t} "
             "WHERE queue = ? AND bucket IN ? AND shard IN ? AND (kind, rank, due, id) IN ?"
         )
         self.mark_moved_by = p(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from daemon.engine.delivery.receive import Delivery, InvalidReceipt, NotInFlight, VisibilityTooLong
+from daemon.engine.delivery.settle import ReceiptExpired
 from daemon.engine.send.producer import Job
 from daemon.http.sqs import attributes as qattr
 from daemon.http.sqs import fifo as fifo_rules
@@ -17,6 +18,17 @@ from daemon.http.sqs.errors import SqsError, invalid, missing
 
 def _invalid_handle(handle: str) -> SqsError:
     return SqsError("ReceiptHandleIsInvalid", f'The input receipt handle "{handle}" is not a valid receipt handle.')
+
+
+def _refused_delete(handle: str, refused: Exception, batch: bool) -> SqsError:
+    """A delete's refusal. A FIFO receipt past its visibility: AWS's answers as users recorded them, DeleteMessage
+    InvalidParameterValue (aws/aws-sdk-js#1279, aws/aws-sdk-java#2164), a DeleteMessageBatch entry
+    ReceiptHandleIsInvalid (smaskalik/sqsmover#54)."""
+    if not isinstance(refused, ReceiptExpired):
+        return _invalid_handle(handle)
+    if batch:
+        return SqsError("ReceiptHandleIsInvalid", "The receipt handle has expired")
+    return invalid(f"Value {handle} for parameter ReceiptHandle is invalid. Reason: The receipt handle has expired.")
 
 
 class MessageActions(ActionGroup):
@@ -195,7 +207,7 @@ class MessageActions(ActionGroup):
         await self.cq.queue_settings(name)
         refused = (await self.cq.settler.delete_batch([str(handle)], name))[0]
         if refused is not None:
-            raise _invalid_handle(str(handle))
+            raise _refused_delete(str(handle), refused, batch=False)
         return {}
 
     async def delete_message_batch(self, call: Call) -> dict[str, Any]:
@@ -208,8 +220,9 @@ class MessageActions(ActionGroup):
         refused = dict(zip(map(id, entries), await self.cq.settler.delete_batch(handles, name)))
 
         async def one(e: dict[str, Any]) -> None:
-            if refused[id(e)] is not None:
-                raise _invalid_handle(str(e.get("ReceiptHandle") or ""))
+            no = refused[id(e)]
+            if no is not None:
+                raise _refused_delete(str(e.get("ReceiptHandle") or ""), no, batch=True)
 
         return await params.batch(entries, one)
 
