@@ -188,9 +188,18 @@ def test_visibility_timeout_expiry_redelivers_with_receive_count(sqs: Any, qname
     assert second["MessageId"] == first["MessageId"] and second["Attributes"]["ApproximateReceiveCount"] == "2"
     sqs.delete_message(QueueUrl=url, ReceiptHandle=first["ReceiptHandle"])  # stale: succeeds, deletes nothing
     sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=second["ReceiptHandle"], VisibilityTimeout=60)
-    with pytest.raises(sqs.exceptions.MessageNotInflight):
-        sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=first["ReceiptHandle"], VisibilityTimeout=0)
-    sqs.delete_message(QueueUrl=url, ReceiptHandle=second["ReceiptHandle"])
+    # the first receipt changes the message's current delivery, as AWS does (getmoto/moto#4655, checked against
+    # AWS): visible at once, received a third time
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=first["ReceiptHandle"], VisibilityTimeout=0)
+    (third,) = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=5, AttributeNames=["All"])["Messages"]
+    assert third["MessageId"] == first["MessageId"] and third["Attributes"]["ApproximateReceiveCount"] == "3"
+    # and a timeout: the first receipt hides it for 60 s (nothing to receive at once)
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=first["ReceiptHandle"], VisibilityTimeout=60)
+    assert sqs.receive_message(QueueUrl=url, WaitTimeSeconds=1).get("Messages", []) == []
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=first["ReceiptHandle"], VisibilityTimeout=0)
+    (fourth,) = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=5, AttributeNames=["All"])["Messages"]
+    assert fourth["Attributes"]["ApproximateReceiveCount"] == "4", "the 60 s ended by the first receipt again"
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=fourth["ReceiptHandle"])
     attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessagesNotVisible"])[
         "Attributes"
     ]

@@ -154,14 +154,16 @@ class Settler:
         time (ms). NotInFlight if the receipt's delivery is over."""
         check_number("visibility", seconds, 0, MAX_VISIBILITY_S)
         r = (await self.signer()).open(receipt, queue)
-        m, marker, present = await self.locate(r)
+        qs = await self.queues.get(r.queue)
+        # A standard queue's earlier receipt of a message received again changes the current delivery, as SQS
+        # does (checked against AWS in getmoto/moto#4655); a FIFO queue's names only its own delivery.
+        m, marker, present = await self.locate(r, any_attempt=not qs.fifo)
         if m is None:
             raise NotInFlight(
                 "the message is not in flight under this receipt: it was deleted, or its visibility timeout expired; "
                 "receive it again",
                 gone=not present and not await self._still_there(r),
             )
-        qs = await self.queues.get(r.queue)
         now = self.clock.now_ms()
         new_due = now + int(seconds * 1000)
         _, received = times(m.headers)
@@ -286,16 +288,18 @@ class Settler:
     ) -> list[int | Exception]:
         return await _each(changes, lambda c: self.change_visibility(c[0], c[1], queue))
 
-    async def locate(self, r: Receipt) -> tuple[Message | None, bool, bool]:
+    async def locate(self, r: Receipt, any_attempt: bool = False) -> tuple[Message | None, bool, bool]:
         """The current delivery a receipt names (None if its delivery is over), whether a FIFO visibility change
         marked it, and whether any message is there at all (so a deleted or re-received
-        message is told apart from one still there under another attempt or state)."""
+        message is told apart from one still there under another attempt or state). ``any_attempt``: the
+        message's current delivery, if it is in flight, whichever receive the receipt came from."""
         if _copy_layout(r):
             return None, False, False
         rows = await self.db.run(self.table.read_at, [r.queue, r.bucket, r.shard, r.rank, r.due_ms, r.id])
         row = next((x for x in rows if x.kind == KIND_MESSAGE), None)
         marker = next((x for x in rows if x.kind == KIND_MOVED), None)  # a FIFO visibility change's
-        if row is None or row.task is None or row.state != STATE_IN_FLIGHT or (row.attempt or 0) != r.attempt:
+        stale = not any_attempt and (row is None or (row.attempt or 0) != r.attempt)
+        if row is None or row.task is None or row.state != STATE_IN_FLIGHT or stale:
             return None, marker is not None, row is not None and row.task is not None  # no task: a ghost, deleted
         m = message_from_row(r.queue, r.bucket, r.shard, row)
         m.copy_due_ms = m.due_ms
