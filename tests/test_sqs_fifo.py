@@ -754,6 +754,23 @@ def test_a_fifo_dead_letter_queue_takes_the_message_and_the_group_moves_on(sqs: 
     assert sqs.list_message_move_tasks(SourceArn=dlq_arn)["Results"][0]["Status"] == "COMPLETED"
 
 
+def test_a_fifo_dead_letter_keeps_its_id_body_attributes_and_receive_count(sqs: Any, qname: str) -> None:
+    # AWS keeps them (LocalStack's localstack/localstack#10425): a source with content-based deduplication
+    dlq = fifo(sqs, qname + "-dlq", ContentBasedDeduplication="true")
+    policy = json.dumps({"deadLetterTargetArn": attributes(sqs, dlq, "QueueArn")["QueueArn"], "maxReceiveCount": 1})
+    url = fifo(sqs, qname, RedrivePolicy=policy, ContentBasedDeduplication="true")
+    color = {"color": {"DataType": "String", "StringValue": "red"}}
+    mid = sqs.send_message(QueueUrl=url, MessageBody="poison", MessageGroupId="g", MessageAttributes=color)["MessageId"]
+    (m,) = receive(sqs, url, VisibilityTimeout=0, MessageSystemAttributeNames=["All"])
+    assert m["MessageId"] == mid and m["Attributes"]["ApproximateReceiveCount"] == "1"
+    assert receive(sqs, url, wait=1) == [], "the receive past maxReceiveCount moves it (SQS: at that receive)"
+    (d,) = receive_until(sqs, dlq, bool, MessageSystemAttributeNames=["All"], MessageAttributeNames=["All"])
+    assert (d["MessageId"], d["Body"], d["MessageAttributes"]) == (mid, "poison", color)
+    assert d["Attributes"]["ApproximateReceiveCount"] == "2", "its receive in the source, and this one"
+    assert d["Attributes"]["SentTimestamp"] == m["Attributes"]["SentTimestamp"]
+    assert d["Attributes"]["MessageGroupId"] == "g"
+
+
 def test_the_queues_delay_seconds_delays_every_fifo_message(sqs: Any, qname: str) -> None:
     url = fifo(sqs, qname, DelaySeconds="2")
     sent_at = time.monotonic()

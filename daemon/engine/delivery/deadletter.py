@@ -3,9 +3,12 @@
 By default that is the queue's poison table (engine/delivery/poison.py). A queue whose attributes name a
 dead-letter queue (``casque.dead_letter``, set by the SQS endpoint from a RedrivePolicy) sends such
 messages to that *real second queue* instead, as new messages (due now, attempt 0) with the same
-task, payload, priority and headers, plus ``casque.dead_letter_from`` (the source queue) and
-``casque.original_id``: anything that consumes the dead-letter queue (an SQS client, a handler
-daemon) gets them, and a redrive moves them back to their source.
+task, payload, priority, headers and send time (``enqueued_at``: SQS keeps a dead letter's enqueue
+timestamp), plus ``casque.dead_letter_from`` (the source queue), ``casque.original_id`` (the id it was
+sent with, kept through a chain of dead-letter queues) and ``casque.receives`` (its receives before,
+summed along the chain): the SQS face answers those as the dead letter's MessageId and adds them to its
+ApproximateReceiveCount, as SQS keeps both. Anything that consumes the dead-letter queue (an SQS client,
+a handler daemon) gets them, and a redrive moves them back to their source.
 
 The write to the dead-letter queue comes first and the removal from the source after it (in the
 take batch), so a crash in between leaves a copy in both: a duplicate, never a loss. A message
@@ -28,9 +31,10 @@ from daemon.engine.storage.db import Database
 from daemon.engine.storage.received import RECEIVED_HEADER
 from daemon.engine.storage.table import MessageTable
 
-__all__ = ["DEAD_LETTER", "FROM_HEADER", "ID_HEADER", "PoisonRouter"]
+__all__ = ["DEAD_LETTER", "FROM_HEADER", "ID_HEADER", "RECEIVES_HEADER", "PoisonRouter"]
 FROM_HEADER = "casque.dead_letter_from"
 ID_HEADER = "casque.original_id"
+RECEIVES_HEADER = "casque.receives"
 log = get_logger("casque.deadletter")
 
 
@@ -72,7 +76,12 @@ class PoisonRouter:
             )
             return False
         headers = {k: v for k, v in m.headers.items() if k not in (RECEIVED_HEADER, GROUP_HEADER, DEDUP_HEADER)}
-        headers |= {FROM_HEADER: m.queue, ID_HEADER: str(m.id)}
+        before = int(m.headers.get(RECEIVES_HEADER, "0"))
+        headers |= {
+            FROM_HEADER: m.queue,
+            ID_HEADER: m.headers.get(ID_HEADER, str(m.id)),
+            RECEIVES_HEADER: str(before + m.attempt),
+        }
         # A new message there: never received, and (max_attempts 0) under the dead-letter queue's own policy.
         # Into a FIFO dead-letter queue (a FIFO source's, as SQS requires): in its group, deduplicated
         # by the original id, so a crash between this write and the removal from the source can't
@@ -88,6 +97,7 @@ class PoisonRouter:
             dedup_id=str(m.id) if fifo else None,
         )
         copy = build_message(qs, job, now_ms)
+        copy.enqueued_at = m.enqueued_at
         if fifo:
             assert self.fifo is not None
             await self.fifo.send(qs, copy)

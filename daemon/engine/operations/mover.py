@@ -33,7 +33,7 @@ from daemon.base.logs import get_logger
 from daemon.base.model import DEDUP_HEADER, GROUP_HEADER
 from daemon.engine.cluster.lease import Lease
 from daemon.engine.cluster.move_tasks import CANCELLED, COMPLETED, ENDED, FAILED, MoveTask
-from daemon.engine.delivery.deadletter import FROM_HEADER, ID_HEADER
+from daemon.engine.delivery.deadletter import FROM_HEADER, ID_HEADER, RECEIVES_HEADER
 from daemon.engine.delivery.receive import Delivery
 from daemon.engine.send.producer import Job, Sent
 from daemon.engine.stores import Stores
@@ -254,7 +254,8 @@ def _job(m: Any, fifo: bool) -> Job:
     """The copy sent to the destination. Into a FIFO queue: in the message's group, deduplicated by
     the dead letter's own id (a runner killed between the send and the delete moves it again,
     which the destination then drops as a duplicate within 5 minutes)."""
-    headers = {k: v for k, v in m.headers.items() if k not in (FROM_HEADER, ID_HEADER, GROUP_HEADER, DEDUP_HEADER)}
+    dropped = (FROM_HEADER, ID_HEADER, RECEIVES_HEADER, GROUP_HEADER, DEDUP_HEADER)
+    headers = {k: v for k, v in m.headers.items() if k not in dropped}
     group = m.group or (m.queue if fifo else None)
     return Job(
         m.task,

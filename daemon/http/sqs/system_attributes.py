@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from daemon.base.model import Message
-from daemon.engine.delivery.deadletter import FROM_HEADER
+from daemon.engine.delivery.deadletter import FROM_HEADER, RECEIVES_HEADER
 from daemon.engine.storage.received import times
 from daemon.http.sqs.errors import invalid
 
@@ -69,7 +69,7 @@ def values(m: Message, received_ms: int, sender: str, arn_of: Callable[[str], st
     out = {
         "SenderId": sender,
         "SentTimestamp": str(m.enqueued_at),
-        "ApproximateReceiveCount": str(m.attempt),
+        "ApproximateReceiveCount": str(m.attempt + int(m.headers.get(RECEIVES_HEADER, "0"))),  # a dead letter's too
         "ApproximateFirstReceiveTimestamp": str(first if first is not None else received_ms),
     }
     if TRACE_HEADER in m.headers:

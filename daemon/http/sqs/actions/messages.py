@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from daemon.engine.delivery.deadletter import ID_HEADER
 from daemon.engine.delivery.receive import Delivery, InvalidReceipt, NotInFlight, VisibilityTooLong
 from daemon.engine.delivery.settle import ReceiptExpired
 from daemon.engine.send.producer import Job
@@ -185,7 +186,7 @@ class MessageActions(ActionGroup):
         m = d.message
         body = msg.body_of(m)
         out: dict[str, Any] = {
-            "MessageId": str(m.id),
+            "MessageId": m.headers.get(ID_HEADER, str(m.id)),  # a dead letter keeps the id it was sent with
             "ReceiptHandle": d.receipt,
             "MD5OfBody": msg.md5_hex(body.encode("utf-8")),
             "Body": body,
