@@ -82,15 +82,17 @@ def run(
     visibility_s: int,
     fault: Callable[[Clients[Ledger]], None],
     live: Callable[[], list[str]] | None = None,
-    receivers_after: float = 0.2,
+    receivers_after: float = 0.5,
     deadline_s: float = 240,
 ) -> Outcome:
     """The traffic of one test: PRODUCERS threads send PER_PRODUCER messages each in batches of 10
     (each batch to the next server in turn); RECEIVERS_PER_SERVER threads per server receive and
     delete, each starting on its server (retrying on the other). Receivers start once
     ``receivers_after`` of the messages were sent (a backlog: their receives take at once, and
-    together); ``fault(clients)`` then runs in this thread. Ends when every message was sent and
-    every message the run knows of had its latest delivery deleted, then drains the queue."""
+    together; half, so that it outlasts many rounds of takes even when other tests slow the clients,
+    and the receives share takes before the fault); ``fault(clients)`` then runs in this thread.
+    Ends when every message was sent and every message the run knows of had its latest delivery
+    deleted, then drains the queue."""
     started = time.monotonic()
     name = f"sf-{uuid.uuid4().hex[:10]}"
     made = client(urls[0]).create_queue(
@@ -125,12 +127,19 @@ def check(out: Outcome) -> None:
 def sharing(c: Clients[Ledger], servers: list[sqsserver.SqsServer]) -> list[float]:
     """Wait until each of ``servers`` answered SHARED_BEFORE_FAULT receives from their shares of
     joint takes; returns their ``casque_receives_joined_total``."""
-    poll(
-        lambda: all(s.metric(JOINED) >= SHARED_BEFORE_FAULT and s.metric(KEPT) >= 1 for s in servers),
-        60,
-        "receives sharing takes, and a take's lock kept for them, on each server",
-        c.threads,
-    )
+    try:
+        poll(
+            lambda: all(s.metric(JOINED) >= SHARED_BEFORE_FAULT and s.metric(KEPT) >= 1 for s in servers),
+            60,
+            "receives sharing takes, and a take's lock kept for them, on each server",
+            c.threads,
+        )
+    except AssertionError as exc:
+        seen = [(s.metric(JOINED), s.metric(KEPT)) for s in servers]
+        raise AssertionError(
+            f"{exc}: (joined, kept) per server {seen}; sent {len(c.ledger.sent)}, seen {len(c.ledger.seen)}, "
+            f"deleted {len(c.ledger.deleted)}, all processed: {c.ledger.all_processed()}"
+        ) from None
     return [s.metric(JOINED) for s in servers]
 
 
