@@ -31,6 +31,16 @@ def test_ids_are_version_7_layout_and_unique() -> None:
     assert all(i.version == 7 and i.variant == uuid.RFC_4122 for i in ids)
 
 
+def test_ids_of_one_due_millisecond_count_up_in_the_order_made() -> None:
+    """The unique bits (the id without its placement bits) increase, whatever placement each id has: a row orders
+    them as made (tests/test_sqs_order.py, a batch's messages through SQS)."""
+    shared = placements(20, 32)[0]
+    ids = [new_id(1_700_000_000_007, placement=shared if i % 2 else None) for i in range(20)]
+    uniques = [i.int >> 32 for i in ids]
+    assert uniques == sorted(uniques) and len(set(uniques)) == 20
+    assert [shard_of(i, 1 << 16) for i in ids[1::2]] == [shard_of(ids[1], 1 << 16)] * 10
+
+
 def test_seeded_ids_are_deterministic() -> None:
     a = new_id(1_700_000_000_000, seed=b"digest:42|1700000000000")
     b = new_id(1_700_000_000_000, seed=b"digest:42|1700000000000")
