@@ -604,6 +604,35 @@ def test_deduplication_scope_message_group_keeps_ids_apart_per_group(sqs: Any, q
     assert counts(sqs, per_group)[0] == 2 and counts(sqs, per_queue)[0] == 1
 
 
+@pytest.mark.parametrize("created", ["queue", "messageGroup"])
+def test_a_deduplication_scope_changed_after_creation_deduplicates_as_the_creation_did(
+    sqs: Any, qname: str, created: str
+) -> None:
+    """AWS's answers as LocalStack's aws-validated test_fifo_change_to_high_throughput_after_creation and
+    test_fifo_change_to_regular_throughput_after_creation recorded them: the new scope is answered by
+    GetQueueAttributes, and the sends after the change, of an id sent before or of a new one, are deduplicated by
+    the scope the queue was created with."""
+    high = {"DeduplicationScope": "messageGroup", "FifoThroughputLimit": "perMessageGroupId"}
+    regular = {"DeduplicationScope": "queue", "FifoThroughputLimit": "perQueue"}
+    url = fifo(sqs, qname, **(high if created == "messageGroup" else regular))
+    before = [send(sqs, url, f"m{g}", f"g{g}", "same")["MessageId"] for g in (1, 2)]
+    sqs.set_queue_attributes(QueueUrl=url, Attributes=regular if created == "messageGroup" else high)
+    assert attributes(sqs, url, *high) == (regular if created == "messageGroup" else high)
+    after = [send(sqs, url, f"m{g}", f"g{g}", dedup)["MessageId"] for g, dedup in ((3, "same"), (4, "new"), (5, "new"))]
+    if created == "queue":  # one id per queue, before the change and after it
+        assert before[1] == before[0] and after[0] == before[0] and after[2] == after[1] != before[0]
+        expected = ["m1", "m4"]
+    else:  # one id per group, before the change and after it
+        assert len(set(before + after)) == 5
+        expected = ["m1", "m2", "m3", "m4", "m5"]
+    bodies: list[str] = []
+    while len(bodies) < len(expected):
+        for m in receive_until(sqs, url, bool, MaxNumberOfMessages=10):
+            bodies.append(m["Body"])
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+    assert sorted(bodies) == expected and counts(sqs, url) == (0, 0, 0), "each message once, no duplicate written"
+
+
 def test_a_retried_receive_with_the_same_attempt_id_returns_the_same_receipts(sqs: Any, qname: str) -> None:
     url = fifo(sqs, qname)
     for g in ("a", "b", "c"):

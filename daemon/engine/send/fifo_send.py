@@ -98,7 +98,7 @@ class FifoSender:
         """Write ``m`` (built with its group and dedup id, due = now + queue delay) in order.
         Returns the message as stored (its id and position set) and whether it was a duplicate."""
         group, dedup = m.group or "", m.dedup_id or ""
-        scope = group if qs.dedup_scope == "messageGroup" else ""
+        scope = group if qs.dedup_by == "messageGroup" else ""
         _, shard = row_of(group_id(0, group), qs.bucket_ms, qs.buckets, qs.shards)
         tail = await self.db.run(self.table.read_tail, [qs.name, 0, shard, tail_id(group)])
         m.visible_at = m.due_ms  # deliverable from now + the queue's delay, whatever the position
