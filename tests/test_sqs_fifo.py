@@ -447,6 +447,24 @@ def test_a_receive_returns_as_many_of_one_group_as_it_can_before_the_next(
     assert got == ["g1-m1", "g1-m2", "g1-m3", "g2-m1"]
 
 
+def test_the_groups_of_one_batch_come_in_the_order_sent(sqs: Any, qname: str) -> None:
+    """Sent together, the groups became visible at once: the batch's order decides (moto's
+    test_fifo_send_message_batch expects it). Several rounds: one that happened to come in order proves nothing."""
+    url = fifo(sqs, qname)
+    for r in range(5):
+        sent = [f"r{r}g{i}-m" for i in range(10)]
+        entries = [
+            {"Id": str(i), "MessageBody": b, "MessageGroupId": b.split("-")[0], "MessageDeduplicationId": b}
+            for i, b in enumerate(sent)
+        ]
+        assert len(sqs.send_message_batch(QueueUrl=url, Entries=entries)["Successful"]) == 10
+        got = receive(sqs, url, MaxNumberOfMessages=10)
+        assert bodies(got) == sent, f"round {r}"
+        sqs.delete_message_batch(
+            QueueUrl=url, Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(got)]
+        )
+
+
 def test_a_group_visible_again_after_its_timeout_comes_after_the_groups_waiting_longer(sqs: Any, qname: str) -> None:
     # AWS: test_fifo_receive_message_visibility_timeout_shared_in_group
     url = fifo(sqs, qname, VisibilityTimeout="1")

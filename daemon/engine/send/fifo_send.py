@@ -52,7 +52,7 @@ from daemon.base.clock import Clock
 from daemon.base.errors import StorageUnavailable
 from daemon.base.model import Message, QueueSettings
 from daemon.engine.storage.db import Database
-from daemon.engine.storage.placement import PLACEMENT_MASK, group_id, group_placement, row_of, tail_id
+from daemon.engine.storage.placement import PLACEMENT_MASK, group_id, group_placement, row_of, tail_id, unique_of
 from daemon.engine.storage.table import MessageTable
 
 DEDUP_WINDOW_S = 300
@@ -103,7 +103,7 @@ class FifoSender:
         tail = await self.db.run(self.table.read_tail, [qs.name, 0, shard, tail_id(group)])
         m.visible_at = m.due_ms  # deliverable from now + the queue's delay, whatever the position
         position = max(m.due_ms, (tail[0].enqueued_at or 0) + 1 if tail else 0)
-        m.id, m.due_ms, m.bucket, m.shard = group_id(position, group), position, 0, shard
+        m.id, m.due_ms, m.bucket, m.shard = group_id(position, group, unique_of(m.id)), position, 0, shard
         ts = self.db.next_timestamp()
         scope, existing = await self._claim_id(qs.name, scope, dedup, [m.id, position, ts])
         duplicate = existing is not None

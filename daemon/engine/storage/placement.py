@@ -91,9 +91,17 @@ def group_placement(group: str) -> int:
     return int.from_bytes(hashlib.blake2b(group.encode("utf-8"), digest_size=4).digest(), "big")
 
 
-def group_id(due_ms: int, group: str) -> uuid.UUID:
-    """A fresh id for a message of ``group``: random unique bits, the group's placement bits."""
-    return compose_id(due_ms, int.from_bytes(os.urandom(6), "big"), group_placement(group))
+def group_id(due_ms: int, group: str, unique: int | None = None) -> uuid.UUID:
+    """An id for a message of ``group``: the group's placement bits; ``unique``: the unique bits of the id it was
+    built with (``unique_of``: made in send order, so groups placed at one position keep the batch's order), else
+    random ones."""
+    bits = int.from_bytes(os.urandom(6), "big") if unique is None else unique
+    return compose_id(due_ms, bits, group_placement(group))
+
+
+def unique_of(message_id: uuid.UUID) -> int:
+    """The 42 unique bits of an id (``compose_id``'s ``unique``)."""
+    return (message_id.int >> 64 & 0xFFF) << 30 | (message_id.int >> 32 & ((1 << 30) - 1))
 
 
 def tail_id(group: str) -> uuid.UUID:
