@@ -25,7 +25,8 @@ What order means across senders: sends to one group that overlap in time have no
 them (as in SQS); positions are in ms and a tie is broken by the id.
 
 A purge ends the deduplication window of everything sent before it (SQS: a message re-sent after a
-PurgeQueue with the same deduplication id is accepted). The ``fifo_dedup`` rows can't be listed per
+PurgeQueue with the same deduplication id is accepted), and so does a delete of the queue (a queue created again
+under its name is a new queue). The ``fifo_dedup`` rows can't be listed per
 queue (one partition each), so the purge writes a *purge mark* instead: the queue's row under the
 empty scope and the empty id (no dedup id is empty), holding the purge's start (us, the same time
 the purge deletes messages sent before), written with that timestamp so the latest purge wins, and
