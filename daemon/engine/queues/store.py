@@ -337,14 +337,10 @@ def lock_change_settled_ms(qs: QueueSettings) -> int:
 def _fifo_json(qs: QueueSettings) -> str | None:
     if not qs.fifo:
         return None
-    return json.dumps(
-        {
-            "content_dedup": qs.content_dedup,
-            "dedup_scope": qs.dedup_scope,
-            "dedup_by": qs.dedup_by,
-            "fifo_throughput": qs.fifo_throughput,
-        }
-    )
+    opts = {"content_dedup": qs.content_dedup, "dedup_scope": qs.dedup_scope, "fifo_throughput": qs.fifo_throughput}
+    if qs.dedup_by != qs.dedup_scope:  # only then: a server older than dedup_by reads every other row as before
+        opts["dedup_by"] = qs.dedup_by
+    return json.dumps(opts)
 
 
 def _fifo_of(r: Any) -> dict[str, Any]:
@@ -352,7 +348,7 @@ def _fifo_of(r: Any) -> dict[str, Any]:
     if not raw:
         return {}
     opts = json.loads(raw)
-    opts.setdefault("dedup_by", opts.get("dedup_scope", "queue"))  # a row written before dedup_by was kept
+    opts.setdefault("dedup_by", opts.get("dedup_scope", "queue"))  # written only where the scope changed since
     return {"fifo": True, **opts}
 
 
