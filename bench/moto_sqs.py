@@ -42,9 +42,8 @@ from .env import ROOT, bench_settings, out_dir
 from .many_queues import free_port
 
 # (cause, class, regex over "test id + first error line"), first match wins. Class: a = casque differs from SQS,
-# b = FIFO (not supported yet), c = moto-specific or not reasonable to hold casque to. Test names appear where the
-# first error line alone does not tell the cause (read from moto's test code; docs/sqs-moto.md says why each is
-# where it is).
+# c = moto-specific, or casque answers as AWS was recorded answering. Test names appear where the first error line
+# alone does not tell the cause (read from moto's test code; docs/sqs-moto.md says why each is where it is).
 CAUSES: list[tuple[str, str, str]] = [
     (
         "other AWS services (STS GetCallerIdentity in moto's account_id fixture, CloudFormation, AssumeRole) sent to "
@@ -52,7 +51,6 @@ CAUSES: list[tuple[str, str, str]] = [
         "c",
         r"GetCallerIdentity|CreateStack|AssumeRole|test_sqs_cloudformation|test_sqs_integration",
     ),
-    ("FIFO queues (UnsupportedOperation in casque)", "b", r"(?i)FIFO queues are not supported|fifo"),
     (
         "moto's server address (localhost:5000) or account id (123456789012) expected in URLs/ARNs",
         "c",
@@ -65,21 +63,28 @@ CAUSES: list[tuple[str, str, str]] = [
         r"test_message_retention_period|test_message_delay_is_more_than_15_minutes",
     ),
     (
-        "a message whose visibility timeout expired is not counted in ApproximateNumberOfMessages until redelivered",
-        "a",
-        r"::(test_message_becomes_inflight_when_received|test_receive_message_with_explicit_visibility_timeout"
-        r"|test_change_message_visibility) ",
+        "moto expects of FIFO queues what AWS does not answer (FifoQueue on a standard queue: AWS's 'Unknown Attribute "
+        "FifoQueue.'; a batch entry without MessageGroupId: AWS's InvalidParameterValue for the request)",
+        "c",
+        r"test_create_queue_with_different_attributes_fail|test_create_fifo_queue_with_dlq"
+        r"|test_send_messages_to_fifo_without_message_group_id",
     ),
     (
-        "an older receipt handle of a message received again neither deletes it nor changes its visibility",
-        "a",
-        r"test_delete_message_using_old_receipt_handle|test_batch_change_message_visibility_on_old_message"
-        r"|test_change_message_visibility_on_old_message",
+        "moto refuses what AWS accepts or words it otherwise than AWS was recorded (a non-ASCII attribute name; the "
+        "attribute type's text; AddPermission's Version 2008-10-17)",
+        "c",
+        r"test_message_with_invalid_attributes|test_message_with_attributes_invalid_datatype|::test_permissions ",
     ),
     (
-        "two messages sent one after the other come back in the other order in one receive (best-effort order)",
+        "moto's receipt-handle error text (casque answers AWS's: 'The input receipt handle \"...\" is not a valid "
+        "receipt handle.')",
+        "c",
+        r"test_change_message_visibility_on_unknown_receipt_handle|test_delete_message_errors",
+    ),
+    (
+        "a DeleteMessage with an older receipt handle of a message received again succeeds and deletes nothing",
         "a",
-        r"test_send_receive_message_with",
+        r"test_delete_message_using_old_receipt_handle",
     ),
     (
         "a queue Policy statement without Resource/NotResource is refused (moto stores it)",
@@ -93,10 +98,9 @@ CAUSES: list[tuple[str, str, str]] = [
         r"test_(add|remove)_permission_errors",
     ),
     (
-        "moto's receipt-handle error text (casque answers AWS's: 'The input receipt handle \"...\" is not a valid "
-        "receipt handle.')",
-        "c",
-        r"test_change_message_visibility_on_unknown_receipt_handle|test_delete_message_errors",
+        "an empty QueueName is MissingParameter (moto: InvalidParameterValue)",
+        "a",
+        r"test_create_fifo_queue_invalid_name\[\]",
     ),
     ("error message wording differs (code and status match)", "a", r"assert 'The |assert 'Id |assert 'There should"),
 ]

@@ -108,6 +108,21 @@ async def test_a_dedup_id_sent_twice_within_5_minutes_is_one_message(cq: Casque,
     assert [d.message.payload for d in got] == [{"n": 1}]
 
 
+async def test_a_queue_deleted_and_created_again_forgets_the_dedup_ids_of_the_first(
+    cq: Casque, queue_name: str
+) -> None:
+    """A queue of the same name is a new queue: a dedup id the deleted one saw within 5 minutes is a new message
+    (moto's test_dedupe_fifo, which reuses one queue name, counted 0 messages on a run within 5 minutes of the last)."""
+    q = await _fifo(cq, queue_name)
+    first = await cq.send(q, "t", {"n": 1}, group="g", dedup_id="d-1")
+    await cq.admin.delete(q)
+    await _fifo(cq, queue_name)
+    again = await cq.send(q, "t", {"n": 2}, group="g", dedup_id="d-1")
+    assert again != first and not again.duplicate
+    assert [d.message.payload for d in await cq.receive(q, max=10, wait=0)] == [{"n": 2}]
+    assert (await cq.send(q, "t", {"n": 3}, group="g", dedup_id="d-1")).duplicate, "then deduplicated as any other"
+
+
 async def test_content_dedup_and_group_scope(cq: Casque, queue_name: str) -> None:
     q = await _fifo(cq, queue_name, content_dedup=True, dedup_scope="messageGroup", fifo_throughput="perMessageGroupId")
     qs = await cq.stores.queues.get(q)

@@ -10,6 +10,7 @@ import pytest
 
 from daemon.engine.storage.placement import (
     bucket_of,
+    compose_id,
     id_due_ms,
     key_shard,
     new_id,
@@ -17,6 +18,7 @@ from daemon.engine.storage.placement import (
     placements,
     row_of,
     shard_of,
+    unique_of,
 )
 
 
@@ -29,6 +31,21 @@ def test_ids_are_version_7_layout_and_unique() -> None:
     ids = {new_id(1_700_000_000_000) for _ in range(10_000)}
     assert len(ids) == 10_000
     assert all(i.version == 7 and i.variant == uuid.RFC_4122 for i in ids)
+
+
+def test_ids_of_one_due_millisecond_count_up_in_the_order_made() -> None:
+    """The unique bits (the id without its placement bits) increase, whatever placement each id has: a row orders
+    them as made (tests/test_sqs_order.py, a batch's messages through SQS)."""
+    shared = placements(20, 32)[0]
+    ids = [new_id(1_700_000_000_007, placement=shared if i % 2 else None) for i in range(20)]
+    uniques = [i.int >> 32 for i in ids]
+    assert uniques == sorted(uniques) and len(set(uniques)) == 20
+    assert [shard_of(i, 1 << 16) for i in ids[1::2]] == [shard_of(ids[1], 1 << 16)] * 10
+
+
+def test_unique_of_gives_back_the_unique_bits_an_id_was_composed_with() -> None:
+    for unique in (0, 1, (1 << 30) - 1, 1 << 30, (1 << 42) - 1, 0x2AB_CDEF_0123):
+        assert unique_of(compose_id(1_700_000_000_000, unique, 0xFFFF_FFFF)) == unique
 
 
 def test_seeded_ids_are_deterministic() -> None:

@@ -568,6 +568,34 @@ def test_batch_errors_are_worded_as_sqs_words_them(sqs: Any, qname: str) -> None
     assert "Messages" not in sqs.receive_message(QueueUrl=url, WaitTimeSeconds=0)
 
 
+def test_a_delay_out_of_range_is_worded_as_aws_words_it_and_sends_nothing(sqs: Any, qname: str) -> None:
+    """AWS's text as the Ballerina SQS connector's tests and a Go SDK user's tests recorded it against AWS; in a
+    batch only that entry fails (moto's test_send_message_batch_reports_an_invalid_delay_per_entry)."""
+    url = sqs.create_queue(QueueName=qname)["QueueUrl"]
+    for delay in (-1, 901):
+        with pytest.raises(ClientError) as err:
+            sqs.send_message(QueueUrl=url, MessageBody="b", DelaySeconds=delay)
+        assert (code(err.value), err.value.response["Error"]["Message"]) == (
+            "InvalidParameterValue",
+            f"Value {delay} for parameter DelaySeconds is invalid. Reason: DelaySeconds must be >= 0 and <= 900.",
+        )
+    sent = sqs.send_message_batch(
+        QueueUrl=url,
+        Entries=[{"Id": "ok", "MessageBody": "ok"}, {"Id": "late", "MessageBody": "late", "DelaySeconds": 901}],
+    )
+    assert [e["Id"] for e in sent["Successful"]] == ["ok"]
+    assert sent["Failed"] == [
+        {
+            "Id": "late",
+            "SenderFault": True,
+            "Code": "InvalidParameterValue",
+            "Message": "Value 901 for parameter DelaySeconds is invalid. Reason: DelaySeconds must be >= 0 and <= 900.",
+        }
+    ]
+    got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=2)["Messages"]
+    assert [m["Body"] for m in got] == ["ok"]
+
+
 def test_tag_errors_are_refused_as_sqs_and_leave_the_tags(sqs: Any, qname: str) -> None:
     url = sqs.create_queue(QueueName=qname, tags={"k1": "v1"})["QueueUrl"]
     with pytest.raises(ClientError) as err:

@@ -447,6 +447,24 @@ def test_a_receive_returns_as_many_of_one_group_as_it_can_before_the_next(
     assert got == ["g1-m1", "g1-m2", "g1-m3", "g2-m1"]
 
 
+def test_the_groups_of_one_batch_come_in_the_order_sent(sqs: Any, qname: str) -> None:
+    """Sent together, the groups became visible at once: the batch's order decides (moto's
+    test_fifo_send_message_batch expects it). Several rounds: one that happened to come in order proves nothing."""
+    url = fifo(sqs, qname)
+    for r in range(5):
+        sent = [f"r{r}g{i}-m" for i in range(10)]
+        entries = [
+            {"Id": str(i), "MessageBody": b, "MessageGroupId": b.split("-")[0], "MessageDeduplicationId": b}
+            for i, b in enumerate(sent)
+        ]
+        assert len(sqs.send_message_batch(QueueUrl=url, Entries=entries)["Successful"]) == 10
+        got = receive(sqs, url, MaxNumberOfMessages=10)
+        assert bodies(got) == sent, f"round {r}"
+        sqs.delete_message_batch(
+            QueueUrl=url, Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(got)]
+        )
+
+
 def test_a_group_visible_again_after_its_timeout_comes_after_the_groups_waiting_longer(sqs: Any, qname: str) -> None:
     # AWS: test_fifo_receive_message_visibility_timeout_shared_in_group
     url = fifo(sqs, qname, VisibilityTimeout="1")
@@ -602,6 +620,35 @@ def test_deduplication_scope_message_group_keeps_ids_apart_per_group(sqs: Any, q
     q1, q2 = (send(sqs, per_queue, b, g, "same") for b, g in (("1", "g1"), ("2", "g2")))
     assert q1["MessageId"] == q2["MessageId"], "scope queue: one id across groups"
     assert counts(sqs, per_group)[0] == 2 and counts(sqs, per_queue)[0] == 1
+
+
+@pytest.mark.parametrize("created", ["queue", "messageGroup"])
+def test_a_deduplication_scope_changed_after_creation_deduplicates_as_the_creation_did(
+    sqs: Any, qname: str, created: str
+) -> None:
+    """AWS's answers as LocalStack's aws-validated test_fifo_change_to_high_throughput_after_creation and
+    test_fifo_change_to_regular_throughput_after_creation recorded them: the new scope is answered by
+    GetQueueAttributes, and the sends after the change, of an id sent before or of a new one, are deduplicated by
+    the scope the queue was created with."""
+    high = {"DeduplicationScope": "messageGroup", "FifoThroughputLimit": "perMessageGroupId"}
+    regular = {"DeduplicationScope": "queue", "FifoThroughputLimit": "perQueue"}
+    url = fifo(sqs, qname, **(high if created == "messageGroup" else regular))
+    before = [send(sqs, url, f"m{g}", f"g{g}", "same")["MessageId"] for g in (1, 2)]
+    sqs.set_queue_attributes(QueueUrl=url, Attributes=regular if created == "messageGroup" else high)
+    assert attributes(sqs, url, *high) == (regular if created == "messageGroup" else high)
+    after = [send(sqs, url, f"m{g}", f"g{g}", dedup)["MessageId"] for g, dedup in ((3, "same"), (4, "new"), (5, "new"))]
+    if created == "queue":  # one id per queue, before the change and after it
+        assert before[1] == before[0] and after[0] == before[0] and after[2] == after[1] != before[0]
+        expected = ["m1", "m4"]
+    else:  # one id per group, before the change and after it
+        assert len(set(before + after)) == 5
+        expected = ["m1", "m2", "m3", "m4", "m5"]
+    bodies: list[str] = []
+    while len(bodies) < len(expected):
+        for m in receive_until(sqs, url, bool, MaxNumberOfMessages=10):
+            bodies.append(m["Body"])
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+    assert sorted(bodies) == expected and counts(sqs, url) == (0, 0, 0), "each message once, no duplicate written"
 
 
 def test_a_retried_receive_with_the_same_attempt_id_returns_the_same_receipts(sqs: Any, qname: str) -> None:

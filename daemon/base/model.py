@@ -46,6 +46,9 @@ class QueueSettings:
     content_dedup: bool = False
     #: FIFO only: "queue" (a dedup id is unique in the queue) or "messageGroup" (within its group).
     dedup_scope: str = "queue"
+    #: FIFO only: the scope sends are deduplicated by, ``dedup_scope`` as the queue was created. A later change of
+    #: ``dedup_scope`` is kept and shown but deduplicates as before: AWS answers so (docs/sqs.md, DeduplicationScope).
+    dedup_by: str = "queue"
     #: FIFO only: "perQueue" or "perMessageGroupId" (high throughput: groups spread over more shards).
     fifo_throughput: str = "perQueue"
     #: The lock TTL before its last change and when that was (wall ms): consumers read lock columns back to the longer

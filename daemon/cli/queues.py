@@ -63,7 +63,8 @@ def _fifo_options(p: argparse.ArgumentParser, create: bool) -> None:
     p.add_argument(
         "--dedup-scope",
         choices=["queue", "messageGroup"],
-        help="FIFO: dedup ids are unique per queue (default) or per group",
+        help="FIFO: dedup ids are unique per queue (default) or per group; the creation's scope stays in force "
+        "(a later change is kept and shown, as AWS does)",
     )
     p.add_argument(
         "--fifo-throughput",
@@ -86,7 +87,7 @@ def fifo_summary(qs: Any) -> str:
     if not qs.fifo:
         return "-"
     dedup = "by content" if qs.content_dedup else "by id"
-    return f"fifo, dedup {dedup} per {qs.dedup_scope}, throughput {qs.fifo_throughput}"
+    return f"fifo, dedup {dedup} per {qs.dedup_by}, throughput {qs.fifo_throughput}"
 
 
 def add_cli(sub: Any) -> None:

@@ -89,10 +89,14 @@ async def _with_flights(stores: Stores, qs: QueueSettings, bucket: int, shard: i
 async def delete_queue(stores: Stores, queue: str, parallel: int = 16) -> int:
     """Remove the queue's settings row (new sends and receives fail from now on, or within the 5 s
     settings cache elsewhere), then drop each of its partitions whole. Returns the number of
-    partition tombstones written (no tombstone per message: docs/design.md, "Many queues")."""
+    partition tombstones written (no tombstone per message: docs/design.md, "Many queues"). A FIFO
+    queue's deduplication ids are released as a purge releases them (its mark): a queue created
+    again under the name starts with none, as a new SQS queue does."""
     qs = await stores.queues.get(queue, fresh=True, any_layout=True)
     linked = await stores.attributes.forget_source(queue)
     await stores.queues.delete(queue)
+    if qs.fifo:
+        await stores.fifo.mark_purged(queue, stores.db.next_timestamp())
     sem = asyncio.Semaphore(parallel)
 
     async def drop(bucket: int, shard: int) -> None:

@@ -46,6 +46,7 @@ def settings_from_defaults(name: str, d: QueueDefaults, **overrides: Any) -> Que
         fifo=bool(o.get("fifo", False)),
         content_dedup=bool(o.get("content_dedup", False)),
         dedup_scope=str(o.get("dedup_scope", "queue")),
+        dedup_by=str(o.get("dedup_by", o.get("dedup_scope", "queue"))),
         fifo_throughput=str(o.get("fifo_throughput", "perQueue")),
         consumers=o.get("consumers"),
     )
@@ -94,7 +95,7 @@ def check_fifo(qs: QueueSettings) -> None:
             + ("add the suffix" if qs.fifo else "create it with fifo=True (--fifo)")
         )
     if not qs.fifo:
-        if qs.content_dedup or qs.dedup_scope != "queue" or qs.fifo_throughput != "perQueue":
+        if qs.content_dedup or {qs.dedup_scope, qs.dedup_by} != {"queue"} or qs.fifo_throughput != "perQueue":
             raise UsageError(
                 f"queue {qs.name}: content_dedup, dedup_scope and fifo_throughput apply to FIFO queues only"
             )
@@ -103,7 +104,7 @@ def check_fifo(qs: QueueSettings) -> None:
         raise UsageError(
             f"queue {qs.name}: a FIFO queue has one bucket (a group's messages share one row), got {qs.buckets}"
         )
-    if qs.dedup_scope not in DEDUP_SCOPES:
+    if not {qs.dedup_scope, qs.dedup_by} <= set(DEDUP_SCOPES):
         raise UsageError(f"queue {qs.name}: dedup_scope must be queue or messageGroup, got {qs.dedup_scope!r}")
     if qs.fifo_throughput not in FIFO_SHARDS:
         raise UsageError(

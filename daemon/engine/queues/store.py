@@ -207,6 +207,7 @@ class QueueStore:
             "fifo": current.fifo,
             "content_dedup": current.content_dedup,
             "dedup_scope": current.dedup_scope,
+            "dedup_by": current.dedup_by,  # fixed at creation, whatever dedup_scope becomes
             "fifo_throughput": current.fifo_throughput,
         }
         merged = settings_from_defaults(
@@ -336,14 +337,19 @@ def lock_change_settled_ms(qs: QueueSettings) -> int:
 def _fifo_json(qs: QueueSettings) -> str | None:
     if not qs.fifo:
         return None
-    return json.dumps(
-        {"content_dedup": qs.content_dedup, "dedup_scope": qs.dedup_scope, "fifo_throughput": qs.fifo_throughput}
-    )
+    opts = {"content_dedup": qs.content_dedup, "dedup_scope": qs.dedup_scope, "fifo_throughput": qs.fifo_throughput}
+    if qs.dedup_by != qs.dedup_scope:  # only then: a server older than dedup_by reads every other row as before
+        opts["dedup_by"] = qs.dedup_by
+    return json.dumps(opts)
 
 
 def _fifo_of(r: Any) -> dict[str, Any]:
     raw = getattr(r, "fifo", None)
-    return {"fifo": True, **json.loads(raw)} if raw else {}
+    if not raw:
+        return {}
+    opts = json.loads(raw)
+    opts.setdefault("dedup_by", opts.get("dedup_scope", "queue"))  # written only where the scope changed since
+    return {"fifo": True, **opts}
 
 
 def _from_row(r: Any) -> QueueSettings:

@@ -25,7 +25,8 @@ What order means across senders: sends to one group that overlap in time have no
 them (as in SQS); positions are in ms and a tie is broken by the id.
 
 A purge ends the deduplication window of everything sent before it (SQS: a message re-sent after a
-PurgeQueue with the same deduplication id is accepted). The ``fifo_dedup`` rows can't be listed per
+PurgeQueue with the same deduplication id is accepted), and so does a delete of the queue (a queue created again
+under its name is a new queue). The ``fifo_dedup`` rows can't be listed per
 queue (one partition each), so the purge writes a *purge mark* instead: the queue's row under the
 empty scope and the empty id (no dedup id is empty), holding the purge's start (us, the same time
 the purge deletes messages sent before), written with that timestamp so the latest purge wins, and
@@ -52,7 +53,7 @@ from daemon.base.clock import Clock
 from daemon.base.errors import StorageUnavailable
 from daemon.base.model import Message, QueueSettings
 from daemon.engine.storage.db import Database
-from daemon.engine.storage.placement import PLACEMENT_MASK, group_id, group_placement, row_of, tail_id
+from daemon.engine.storage.placement import PLACEMENT_MASK, group_id, group_placement, row_of, tail_id, unique_of
 from daemon.engine.storage.table import MessageTable
 
 DEDUP_WINDOW_S = 300
@@ -98,12 +99,12 @@ class FifoSender:
         """Write ``m`` (built with its group and dedup id, due = now + queue delay) in order.
         Returns the message as stored (its id and position set) and whether it was a duplicate."""
         group, dedup = m.group or "", m.dedup_id or ""
-        scope = group if qs.dedup_scope == "messageGroup" else ""
+        scope = group if qs.dedup_by == "messageGroup" else ""
         _, shard = row_of(group_id(0, group), qs.bucket_ms, qs.buckets, qs.shards)
         tail = await self.db.run(self.table.read_tail, [qs.name, 0, shard, tail_id(group)])
         m.visible_at = m.due_ms  # deliverable from now + the queue's delay, whatever the position
         position = max(m.due_ms, (tail[0].enqueued_at or 0) + 1 if tail else 0)
-        m.id, m.due_ms, m.bucket, m.shard = group_id(position, group), position, 0, shard
+        m.id, m.due_ms, m.bucket, m.shard = group_id(position, group, unique_of(m.id)), position, 0, shard
         ts = self.db.next_timestamp()
         scope, existing = await self._claim_id(qs.name, scope, dedup, [m.id, position, ts])
         duplicate = existing is not None

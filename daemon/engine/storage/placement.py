@@ -1,4 +1,4 @@
-"""Where a message lives: pure functions, unit-tested without a database.
+"""Where a message lives: functions of their arguments (``new_id`` also counts), unit-tested without a database.
 
 A message id is a UUIDv7-layout UUID whose 48-bit millisecond field is the message's *original* due
 time. Its row is a pure function of the id and the queue's settings:
@@ -7,7 +7,9 @@ time. Its row is a pure function of the id and the queue's settings:
     shard  = (low 32 bits of the id)  mod shards   (the concurrency shard)
 
 Id layout (128 bits): 48 due ms | 4 version (7) | 12 unique | 2 variant | 30 unique | 32 placement.
-The 42 "unique" bits and the 32 "placement" bits are random for a plain message. The occurrences of
+The 32 "placement" bits are random for a plain message, and so are its 42 "unique" bits, except that the ids a
+process makes for one due millisecond count up from the first (``new_id``), so a row returns them in the order
+made: one SQS SendMessageBatch's messages come back in send order, SQS's best-effort order. The occurrences of
 a schedule keep the origin's due field and placement bits (so they all live in its row) and number
 themselves in the unique bits (so they are distinct and deterministic).
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import uuid
 import zlib
 
@@ -32,15 +35,28 @@ UNIQUE_BITS = 42
 PLACEMENT_MASK = 0xFFFF_FFFF
 
 
+#: (due ms, unique bits) of the last random id this process made, under its lock (``new_id``).
+_last = [-1, 0]
+_last_lock = threading.Lock()
+
+
 def new_id(due_ms: int, seed: bytes | None = None, placement: int | None = None) -> uuid.UUID:
     """A UUIDv7-layout id carrying ``due_ms``. With ``seed`` the id is deterministic: the same
     (queue, key, first fire) always gives the same id, so a duplicate insert overwrites one cell.
     ``placement``: the 32 placement bits to use instead of random ones (messages sent together that
-    should share a row, ``placements``)."""
+    should share a row, ``placements``). Without a seed, an id due in the same millisecond as this
+    process's last one has the next unique bits (RFC 9562's monotonic counter): a row orders ids of one
+    due time by their bits, so what is sent together comes back in the order sent."""
     rand = hashlib.blake2b(seed, digest_size=10).digest() if seed is not None else os.urandom(10)
     r = int.from_bytes(rand, "big")
     bits = r & PLACEMENT_MASK if placement is None else placement
-    return compose_id(due_ms, r >> 32 & ((1 << UNIQUE_BITS) - 1), bits)
+    unique = r >> 32 & ((1 << UNIQUE_BITS) - 1)
+    if seed is None:
+        with _last_lock:
+            # a fresh millisecond starts in the lower half, so counting up never wraps past the top
+            unique = _last[1] + 1 if _last[0] == due_ms else unique >> 1
+            _last[:] = [due_ms, unique]
+    return compose_id(due_ms, unique, bits)
 
 
 def placements(count: int, per_row: int) -> list[int]:
@@ -75,9 +91,17 @@ def group_placement(group: str) -> int:
     return int.from_bytes(hashlib.blake2b(group.encode("utf-8"), digest_size=4).digest(), "big")
 
 
-def group_id(due_ms: int, group: str) -> uuid.UUID:
-    """A fresh id for a message of ``group``: random unique bits, the group's placement bits."""
-    return compose_id(due_ms, int.from_bytes(os.urandom(6), "big"), group_placement(group))
+def group_id(due_ms: int, group: str, unique: int | None = None) -> uuid.UUID:
+    """An id for a message of ``group``: the group's placement bits; ``unique``: the unique bits of the id it was
+    built with (``unique_of``: made in send order, so groups placed at one position keep the batch's order), else
+    random ones."""
+    bits = int.from_bytes(os.urandom(6), "big") if unique is None else unique
+    return compose_id(due_ms, bits, group_placement(group))
+
+
+def unique_of(message_id: uuid.UUID) -> int:
+    """The 42 unique bits of an id (``compose_id``'s ``unique``)."""
+    return (message_id.int >> 64 & 0xFFF) << 30 | (message_id.int >> 32 & ((1 << 30) - 1))
 
 
 def tail_id(group: str) -> uuid.UUID:

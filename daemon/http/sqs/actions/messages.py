@@ -128,7 +128,15 @@ class MessageActions(ActionGroup):
                 queue_delay=float(queue_delay) or None,
             )
         else:
-            delay = params.integer(p, "DelaySeconds", queue_delay, 0, 900)
+            # AWS's text (the Ballerina connector's and Go SDK users' tests recorded it against AWS)
+            delay = params.integer(
+                p,
+                "DelaySeconds",
+                queue_delay,
+                0,
+                900,
+                "Value {v} for parameter DelaySeconds is invalid. Reason: DelaySeconds must be >= 0 and <= 900.",
+            )
             job = Job(task, body, delay=delay or None, headers=headers, max_attempts=qattr.FOLLOW_QUEUE, group=group)
         result: dict[str, Any] = {"MD5OfMessageBody": msg.md5_hex(body.encode("utf-8"))}
         digest = msg.md5_of_attributes(attrs)
