@@ -3,7 +3,7 @@
 A row's cursor stays a clock tolerance (5 s) behind now, so a queue drained within seconds of the
 sends had every take read from the cursor across the tombstones of everything taken before it
 (receive+delete over SQS: reads of 7 ms in a 4,000-message drain). A committed take now records
-how far it took (``RowState.frontier``) and later reads start after it. These tests run the real
+how far it took (``ReadStart.frontier``) and later reads start after it. These tests run the real
 engine with every message read of one client traced by Cassandra (tombstone cells scanned, read
 from the node's own trace), and check what the skip must not cost: a message written behind the
 frontier by a producer whose clock lags (within the tolerance) is still delivered, at once when a
@@ -27,7 +27,7 @@ from daemon.engine.client import Casque
 from daemon.engine.consume.consumer import Consumer
 from daemon.engine.send.producer import Job
 from daemon.engine.storage.placement import id_due_ms
-from daemon.engine.take import row_state
+from daemon.engine.take import read_start
 from tests.test_tombstones import tombstones_in
 
 N = 2_000
@@ -61,7 +61,7 @@ async def fill_and_drain(cq: Casque, queue: str) -> list[int]:
     await cq.create_queue(queue, shards=1, buckets=1, timeout=30)
     for i in range(0, N, 10):
         await cq.send_many(queue, [Job("t", j) for j in range(i, i + 10)])
-    await asyncio.sleep((row_state.FRONTIER_LAG_MS + 100) / 1000)  # every message is older than the lag
+    await asyncio.sleep((read_start.FRONTIER_LAG_MS + 100) / 1000)  # every message is older than the lag
     consumer = cq.consumer(queue)
     seen: dict[int, int] = {}
     while len(seen) < N:
@@ -81,7 +81,7 @@ async def test_a_drain_reads_past_what_it_took_not_across_its_tombstones(
     assert sorted(set(counts)) == [1], "a message delivered twice"
     with_frontier = (max(scanned), sum(scanned), len(scanned))
     scanned.clear()
-    monkeypatch.setattr(row_state, "FRONTIER_MS", 0)  # forgotten at once: every read starts at the cursor
+    monkeypatch.setattr(read_start, "FRONTIER_MS", 0)  # forgotten at once: every read starts at the cursor
     counts = await fill_and_drain(cq, queue_name + "_cursor")
     assert sorted(set(counts)) == [1]
     without = (max(scanned), sum(scanned), len(scanned))
@@ -108,10 +108,10 @@ async def frontier_set(cq: Casque, queue: str) -> tuple[Consumer, tuple[int, Any
     """Fill a 1 x 1 queue, take all of it: its consumer and the row's frontier, checked set."""
     await cq.create_queue(queue, shards=1, buckets=1, timeout=30)
     await cq.send_many(queue, [Job("t", i) for i in range(50)])
-    await asyncio.sleep((row_state.FRONTIER_LAG_MS + 100) / 1000)
+    await asyncio.sleep((read_start.FRONTIER_LAG_MS + 100) / 1000)
     consumer = cq.consumer(queue)
     assert len(await consumer.fetch(100, 0)) == 50
-    frontier = consumer.rows[(0, 0)].frontier.get(0)
+    frontier = consumer.rows[(0, 0)].start.frontier.get(0)
     assert frontier is not None, "the take set no frontier"
     return consumer, frontier
 
@@ -135,9 +135,9 @@ async def test_a_lagging_producer_s_message_behind_the_frontier_comes_within_the
     consumer, frontier = await frontier_set(cq, queue_name)
     due = await send_late(settings, queue_name)
     assert due < frontier[0], "the message was written behind the frontier"
-    took = await take_until(cq, consumer, "late", within_s=row_state.FRONTIER_MS / 1000 + 3)
+    took = await take_until(cq, consumer, "late", within_s=read_start.FRONTIER_MS / 1000 + 3)
     print(f"unannounced message behind the frontier delivered after {took:.2f} s")
-    assert took <= row_state.FRONTIER_MS / 1000 + 1
+    assert took <= read_start.FRONTIER_MS / 1000 + 1
 
 
 async def test_a_wake_up_for_a_message_behind_the_frontier_makes_the_next_read_start_at_the_cursor(
@@ -148,7 +148,7 @@ async def test_a_wake_up_for_a_message_behind_the_frontier_makes_the_next_read_s
     assert due < frontier[0]
     assert [m.payload for m in await consumer.fetch(100, 0)] == [], "read from the frontier: not seen yet"
     consumer.hint(due, None)  # what a wake hint from the producer's process does
-    assert consumer.rows[(0, 0)].frontier == {}, "the wake-up left the frontier in place"
+    assert consumer.rows[(0, 0)].start.frontier == {}, "the wake-up left the frontier in place"
     msgs = await consumer.fetch(100, 0)
     await cq.stores.acker.ack(msgs)
     assert [m.payload for m in msgs] == ["late"], "the next read did not start at the cursor"
@@ -161,7 +161,7 @@ async def test_a_receive_that_finds_nothing_past_the_frontier_looks_from_the_cur
     nothing must not be the one it parks on, or a lagging producer's unannounced message would wait that long."""
     await cq.create_queue(queue_name, shards=1, buckets=1, timeout=30)
     await cq.send_many(queue_name, [Job("t", i) for i in range(50)])
-    await asyncio.sleep((row_state.FRONTIER_LAG_MS + 100) / 1000)
+    await asyncio.sleep((read_start.FRONTIER_LAG_MS + 100) / 1000)
     got = await cq.receive(queue_name, max=50, wait=0, visibility=60)
     assert len(got) == 50
     due = await send_late(settings, queue_name)

@@ -91,7 +91,7 @@ async def test_tombstones_scanned_per_poll_stay_bounded_over_200k_messages(jumpi
         now = clock.now_ms()
         worst = worst_naive = 0
         for (bucket, shard), state in list(consumer.rows.items()):
-            worst = max(worst, traced_tombstones(cq, peek, [queue_name, bucket, shard, state.cursors.get(0, 0), now]))
+            worst = max(worst, traced_tombstones(cq, peek, [queue_name, bucket, shard, state.start.cursor(0), now]))
             worst = max(
                 worst,
                 traced_tombstones(cq, locks, [queue_name, bucket, shard, now - qs.lock_ttl_ms - consumer.tolerance_ms]),

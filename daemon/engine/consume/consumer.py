@@ -24,7 +24,7 @@ A daemon's consumer (``handles``: the tasks it has handlers for) of a queue that
 (``QueueSettings.shared``, read with the queue row) takes only the tasks it ``accepts`` and leaves the rest in
 the row, the cursor never past them. So that
 what it left is not read on every take, it remembers per lane where the last message it read and
-left lies (``RowState.skips``) and reads on from just after it, forgetting that every rescan
+left lies (``ReadStart.skips``) and reads on from just after it, forgetting that every rescan
 interval (docs/design.md, "Push and pull on one queue").
 """
 
@@ -147,7 +147,7 @@ class Consumer:
             self.accepts = accepts
             if accepts is None:  # what was left for pull clients is read again from the cursors, and taken
                 for state in self.rows.values():
-                    state.skips.clear()
+                    state.start.forget_skips()
             log.info(
                 "queue_consumers",
                 queue=self.queue,
@@ -192,7 +192,7 @@ class Consumer:
         Left to the first visits, a cold start's reads (cursors and a peek of every row) come in
         front of the first takes. Rows with something due are visited first."""
         qs = await self.settings()
-        rows = [row for row in all_rows(qs) if not self.rows.get(row, RowState()).loaded]
+        rows = [row for row in all_rows(qs) if not self.rows.get(row, RowState()).start.loaded]
         for i in range(0, len(rows), parallel):
             await self.peek.rows(qs, self.rows, rows[i : i + parallel], self.accepts)
 

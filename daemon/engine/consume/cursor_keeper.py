@@ -12,7 +12,7 @@ receive with READ_TOO_MANY_TOMBSTONES.
 Two things here keep that from happening:
 
 - ``store``: once a peek has moved a lane's cursor ``STEP_MS`` past where it is stored, and this process's takes
-  left entries beyond the stored one (``RowState.pile_until``), the new cursor is written (one narrow
+  left entries beyond the stored one (``ReadStart.pile_until``), the new cursor is written (one narrow
   write per row and step, only while such a pile is ahead: an idle row costs nothing). No lock is needed: a peek
   moves a cursor only up to the first live message it read at ``cassandra.consistency``, never past
   ``now - clock_tolerance``; a take's own commit, racing this write, sets a value that is safe too, and either may
@@ -64,10 +64,11 @@ class CursorKeeper:
     def lagging(state: RowState) -> dict[int, int]:
         """The lanes whose in-memory cursor is ``STEP_MS`` past the stored one while tombstones of this
         process's takes may lie ahead of the stored one."""
+        start = state.start
         return {
             rank: value
-            for rank, value in state.cursors.items()
-            if state.stored.get(rank, 0) < state.pile_until and value - state.stored.get(rank, 0) >= STEP_MS
+            for rank, value in start.cursors.items()
+            if start.stored.get(rank, 0) < start.pile_until and value - start.stored.get(rank, 0) >= STEP_MS
         }
 
     async def store(self, qs: QueueSettings, bucket: int, shard: int, state: RowState, lanes: dict[int, int]) -> None:
@@ -87,15 +88,14 @@ class CursorKeeper:
         except StorageUnavailable as exc:
             log.warning("cursor_store_failed", queue=qs.name, bucket=bucket, shard=shard, error=str(exc))
             return
-        for rank, value in lanes.items():
-            state.stored[rank] = max(state.stored.get(rank, 0), value)
+        state.start.stored_at(lanes)
 
     async def walk(
         self, qs: QueueSettings, bucket: int, shard: int, state: RowState, rank: int, horizon: int
     ) -> tuple[list[Any], bool]:
         """The lane's first row in [cursor, horizon] read slice by slice, and whether the walk reached
         an answer (False: it stopped at its read budget, the cursor moved and stored as far as it got)."""
-        lo = state.cursors.get(rank, 0)
+        lo = state.start.cursor(rank)
         span = max(min((horizon - lo) // 2, FIRST_SLICE_MS), MIN_SLICE_MS)
         failed = 0
         for _ in range(WALK_READS):
@@ -120,8 +120,7 @@ class CursorKeeper:
     async def _passed(self, qs: QueueSettings, bucket: int, shard: int, state: RowState, rank: int, lo: int) -> None:
         """Nothing live before ``lo``: the lane's cursor moves there (never past now - tolerance) and is stored."""
         target = min(lo, self.clock.now_ms() - self.tolerance_ms)
-        if target > state.cursors.get(rank, 0):
-            state.cursors[rank] = target
+        if state.start.move(rank, target):
             await self.store(qs, bucket, shard, state, {rank: target})
 
     @staticmethod
@@ -132,6 +131,6 @@ class CursorKeeper:
             bucket=bucket,
             shard=shard,
             rank=rank,
-            cursor=state.cursors.get(rank, 0),
+            cursor=state.start.cursor(rank),
             slices_refused=failed,
         )

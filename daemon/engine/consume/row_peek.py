@@ -16,7 +16,7 @@ from daemon.base.model import QueueSettings
 from daemon.engine.consume.cursor_keeper import CursorKeeper, too_many_tombstones
 from daemon.engine.storage.db import Database
 from daemon.engine.storage.table import MessageTable
-from daemon.engine.take.row_state import ConsumerStats, RowState, loaded_from_store, next_rescan, trip
+from daemon.engine.take.row_state import ConsumerStats, RowState, next_rescan, trip
 
 Accepts = Callable[[str], bool] | None
 Row = tuple[int, int]  # (bucket, shard)
@@ -50,10 +50,10 @@ class RowPeek:
     ) -> bool:
         """Is anything due (within the take-ahead) in this row? Loads its cursors on a first visit.
         ``count``: False when the caller counts one round trip for many rows peeked at once."""
-        if not state.loaded:
+        if not state.start.loaded:
             trip(count)
             rows = await self.db.run(self.table.read_cursors, [qs.name, bucket, shard])
-            loaded_from_store(state, dict(rows[0].cursors or {}) if rows else {})
+            state.start.loaded_from_store(dict(rows[0].cursors or {}) if rows else {})
         now = self.clock.now_ms()
         if state.wake <= now + self.ahead_ms:
             state.wake = RowState.wake
@@ -94,7 +94,7 @@ class RowPeek:
             *(
                 self.db.run(
                     reads.peek,
-                    [qs.name, b, s, top, states.get((b, s), RowState()).cursors.get(top, 0), horizon],
+                    [qs.name, b, s, top, states.get((b, s), RowState()).start.cursor(top), horizon],
                 )
                 for b, s in rows
             )
@@ -112,16 +112,16 @@ class RowPeek:
         slice that ran on far past now would scan the tombstones of acked timeout columns ahead of
         it. A lane with nothing due moves its cursor up to now - tolerance; a message seen coming
         within the lookahead sets the row's wake time."""
-        if qs.fifo and state.fifo_idle_until > now:
+        if qs.fifo and state.fifo.resting(now):
             return False
         state.named = False
         ranks = qs.ranks()
         horizon = now + max(self.lookahead_ms, self.ahead_ms)
-        skips = [state.skip(r, accepts, self.clock, self.rescan_ms) for r in ranks]
+        skips = [state.start.skip(r, accepts, self.clock, self.rescan_ms) for r in ranks]
         reads = self.table.reads(qs)
         results = await asyncio.gather(
             *(
-                self.db.run(reads.peek, [qs.name, bucket, shard, r, state.cursors.get(r, 0), horizon])
+                self.db.run(reads.peek, [qs.name, bucket, shard, r, state.start.cursor(r), horizon])
                 if skip is None
                 else self.db.run(reads.peek_after, [qs.name, bucket, shard, r, skip[0], skip[1], horizon])
                 for r, skip in zip(ranks, skips)
@@ -151,6 +151,4 @@ class RowPeek:
     def _advance(self, state: RowState, rank: int, first_unconsumed: int | None, now: int) -> None:
         """A lane's cursor moves up to the first unconsumed message seen, never past now - tolerance."""
         safe = now - self.tolerance_ms
-        target = safe if first_unconsumed is None else min(first_unconsumed, safe)
-        if target > state.cursors.get(rank, 0):
-            state.cursors[rank] = target
+        state.start.move(rank, safe if first_unconsumed is None else min(first_unconsumed, safe))

@@ -77,9 +77,14 @@ class IdleLook:
         states = [consumer.rows.get(row) for row in rows]
         ranks = qs.ranks()
         safe = now - consumer.tolerance_ms
-        if any(st is None or not st.loaded or st.busy for st in states):
+        if any(st is None or not st.start.loaded or st.busy for st in states):
             return None
-        low = min(_start(st, rank, consumer, self.clock) for st in states if st is not None for rank in ranks)
+        # From where each lane's own read would start (past a skip or frontier): a drained row's look does not
+        # cross the tombstones of what was just taken.
+        starts = [st.start for st in states if st is not None]
+        low = min(
+            start.at(rank, consumer.accepts, self.clock, consumer.rescan_ms) for start in starts for rank in ranks
+        )
         if low < safe - STALE_MS:
             return None
         one_lane = len(ranks) == 1
@@ -97,12 +102,12 @@ class IdleLook:
         due = sorted((row for row in rows if first.get(row, horizon + 1) <= horizon), key=lambda row: first[row])
         if due and not one_lane:  # lanes: the fetch's own order (highest lane first, the top-lane check)
             return None
-        if not due and any(st.frontier for st in states if st is not None):
+        if not due and any(st.start.frontier for st in states if st is not None):
             # Read from past a frontier and found nothing: a message written behind it with no wake-up (a lagging
             # producer's) would wait for the next look, up to a parked poll's safety interval. Look from the cursors.
             for st in states:
                 if st is not None:
-                    st.forget_frontier()
+                    st.start.forget_frontier()
             return await self.due_rows(consumer, qs)
         if due:  # taken from at once (no peek), oldest first; named, so the top-ups go to the others next
             for bucket, shard in due:
@@ -120,8 +125,8 @@ class IdleLook:
                 st.wake = min(st.wake, coming)
             target = safe if coming is None else min(coming, safe)
             for rank in ranks:
-                if target > st.cursors.get(rank, 0) >= low:  # read from its cursor, not from past a frontier
-                    st.cursors[rank] = target
+                if st.start.cursor(rank) >= low:  # read from its cursor, not from past a frontier
+                    st.start.move(rank, target)
             st.named = False
             st.next_check = min(next_rescan(now, consumer.rescan_ms), st.wake - consumer.ahead_ms)
         for shard in range(qs.span()[0]):  # what named them is covered: their rows were rescan-due, so read
@@ -150,10 +155,3 @@ class IdleLook:
         if any(st.busy or st.next_check <= now or st.wake <= horizon for st in consumer.rows.values()):
             return None
         return at
-
-
-def _start(st: RowState, rank: int, consumer: Consumer, clock: Clock) -> int:
-    """Where a lane's own read would start: its cursor, or the due time of its skip or take frontier
-    (``RowState.skip``), so a drained row's look does not cross the tombstones of what was just taken."""
-    skip = st.skip(rank, consumer.accepts, clock, consumer.rescan_ms)
-    return st.cursors.get(rank, 0) if skip is None else skip[0]

@@ -15,7 +15,7 @@ from daemon.engine.consume.consumer import Consumer
 from daemon.engine.delivery.idle_look import IdleLook
 from daemon.engine.storage.db import Database
 from daemon.engine.storage.table import MessageTable
-from daemon.engine.take.row_state import RowState, loaded_from_store
+from daemon.engine.take.row_state import RowState
 from daemon.engine.wake.wakeups import Wakeups
 
 
@@ -79,17 +79,15 @@ class PulledConsumers:
         for bucket in range(buckets):
             for shard in range(shards):
                 state = consumer.rows.setdefault((bucket, shard), RowState())
-                state.loaded = True
                 cursors = found.get((bucket, shard))
+                state.start.loaded_from_store(cursors or {})
                 if cursors is None:
                     state.next_check = max(state.next_check, rescan_at)
                     # Empty now: whatever is written later falls due at or after now - tolerance (the
                     # cursor rule), so its lanes' cursors may start there (the one-request look reads
                     # every row from the lowest cursor, engine/delivery/idle_look.py).
                     for rank in qs.ranks():
-                        state.cursors[rank] = max(state.cursors.get(rank, 0), now - consumer.tolerance_ms)
-                    continue
-                loaded_from_store(state, cursors)
+                        state.start.move(rank, now - consumer.tolerance_ms)
 
     def __len__(self) -> int:
         return len(self._consumers)

@@ -324,7 +324,7 @@ class Receiver:
         processed) known to the rows' cursor keeping, as a take's are (engine/take/step.py)."""
         for m in caught:
             state = consumer.rows.setdefault((m.bucket, m.shard), RowState())
-            state.pile_until = max(state.pile_until, m.visible_at or m.due_ms)
+            state.start.piled(m.visible_at or m.due_ms)
         consumer.stats.taken += len(caught)
         return caught
 

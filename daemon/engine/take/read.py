@@ -22,7 +22,8 @@ from daemon.engine.take.budget import TAKE_BYTES, TakeBudget
 from daemon.engine.take.flights import Flights, is_entry, is_ghost, scan
 from daemon.engine.take.locking import HeldLock
 from daemon.engine.take.options import TakeOptions
-from daemon.engine.take.row_state import FRONTIER_LAG_MS, RowState, trip
+from daemon.engine.take.read_start import FRONTIER_LAG_MS
+from daemon.engine.take.row_state import RowState, trip
 
 Skips = dict[int, tuple[int, Any]]
 
@@ -30,13 +31,13 @@ Skips = dict[int, tuple[int, Any]]
 @dataclass
 class TakeRead:
     """What a take read: the rows to take, where each lane's cursor may go if it commits, skips, and
-    where each lane's later reads may start if it commits (``RowState.frontier``)."""
+    where each lane's later reads may start if it commits (``ReadStart.frontier``)."""
 
     found: list[Any]
     moves: dict[int, int]
     skips: Skips
     frontier: Skips = field(default_factory=dict)
-    sealed: set[int] = field(default_factory=set)  # lanes whose frontier is sealed (``RowState.sealed``)
+    sealed: set[int] = field(default_factory=set)  # lanes whose frontier is sealed (``ReadStart.sealed``)
     flights: Flights = field(default_factory=Flights)  # the check entries processed (flights.py)
 
     def anything(self) -> bool:
@@ -62,7 +63,7 @@ class TakeReader:
         ranks = qs.ranks()
         due_by = now + opts.ahead_ms
         limit = opts.limit
-        state.reading()
+        state.start.reading()
         trip()
         rows, from_skip = await self._read_due(
             qs, lock, ranks[0], state, now + max(self.lookahead_ms, opts.ahead_ms), limit, opts
@@ -93,7 +94,7 @@ class TakeReader:
         flights = await self._flights(qs, lock, entries, budget, due_by, opts) if entries else Flights()
         found += flights.rescued
         if not found:  # nothing to take: what was read is all left for the pull readers, read past it now
-            state.skip_to(skips, opts.accepts, self.clock.elapsed_ms())
+            state.start.skip_to(skips, opts.accepts, self.clock.elapsed_ms())
             skips = {}
         return TakeRead(found, moves, skips, frontier, sealed & frontier.keys(), flights)
 
@@ -136,7 +137,7 @@ class TakeReader:
         while the pages so far leave the take room: a receive of 10 from one group's backlog reads
         a few dozen rows, not a thousand. Nothing deliverable: the row rests until the earliest
         visibility end seen, or a wake-up names it."""
-        named = state.fifo_named
+        named = state.fifo.named
         limit, accepts = opts.limit, opts.accepts
         until = now + max(self.lookahead_ms, opts.ahead_ms)
         spent = lambda r: out_of_attempts(r.attempt or 0, r.max_attempts or qs.max_attempts)  # noqa: E731
@@ -152,7 +153,7 @@ class TakeReader:
                 )
             else:
                 more = await self.db.run(
-                    self.table.read_due, [qs.name, lock.bucket, lock.shard, 0, state.cursors.get(0, 0), until, page]
+                    self.table.read_due, [qs.name, lock.bucket, lock.shard, 0, state.start.cursor(0), until, page]
                 )
             rows += more
             budget = TakeBudget(limit, TAKE_BYTES)
@@ -170,9 +171,9 @@ class TakeReader:
             page = min(4 * page, fifo.FIFO_SCAN - len(rows))
         if choice.wake is not None:
             state.wake = min(state.wake, choice.wake)
-        if not choice.kept and state.fifo_named == named:  # named meanwhile: what was read may be stale
-            state.fifo_idle_until = min(choice.wake if choice.wake is not None else RowState.wake, now + self.rescan_ms)
-            state.next_check = min(max(state.next_check, state.fifo_idle_until), state.wake - opts.ahead_ms)
+        if not choice.kept and state.fifo.named == named:  # named meanwhile: what was read may be stale
+            state.fifo.until = min(choice.wake if choice.wake is not None else RowState.wake, now + self.rescan_ms)
+            state.next_check = min(max(state.next_check, state.fifo.until), state.wake - opts.ahead_ms)
         full_read = len(more) >= page  # more may follow the last row read
         return TakeRead(
             choice.kept,
@@ -186,13 +187,13 @@ class TakeReader:
         """The lane's rows from its cursor (or just after its skip) up to ``until`` (inclusive), at
         most ``limit``; and whether the read started at a skip that keeps the cursor where it is (a
         sealed frontier does not: the read moves the cursor as one from the cursor would)."""
-        skip = state.skip(rank, opts.accepts, self.clock, self.rescan_ms)
+        skip = state.start.skip(rank, opts.accepts, self.clock, self.rescan_ms)
         if skip is not None:
             return await self.db.run(
                 self.table.reads(qs).read_due_after,
                 [qs.name, lock.bucket, lock.shard, rank, skip[0], skip[1], until, limit],
-            ), rank not in state.sealed or skip != state.frontier.get(rank)
-        start = state.cursors.get(rank, 0)
+            ), state.start.keeps_cursor(rank, skip)
+        start = state.start.cursor(rank)
         return await self.db.run(
             self.table.reads(qs).read_due, [qs.name, lock.bucket, lock.shard, rank, start, until, limit]
         ), False
@@ -244,7 +245,7 @@ def _frontier(
 ) -> None:
     """The lane's frontier if the take commits: the last row kept that was due ``FRONTIER_LAG_MS`` before the
     read. Every row read before it was kept too (with no pull readers, a take keeps the leading rows it read),
-    so what lies behind it is what this take took, or tombstones: later reads start after it (RowState.skip).
+    so what lies behind it is what this take took, or tombstones: later reads start after it (ReadStart.skip).
     It stays *sealed* (in ``sealed``) if the read started at the cursor or a sealed frontier and it is due
     before now - tolerance: nothing can be written behind it any more (docs/design.md, "The take's frontier")."""
     if opts.accepts is not None:

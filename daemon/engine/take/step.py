@@ -19,8 +19,8 @@ Two rules keep a take from losing what it read:
 
 Which row to take from is the consumer's choice (engine/consume/consumer.py); what a take needs besides the row
 comes in one value (``TakeOptions``), and what happened goes back as one (``TakeResult``). The
-row's ``RowState`` is the one thing a take updates in place: its cursors (after a commit), its
-wake time, rescan time and skips, which the consumer's next choice reads.
+row's ``RowState`` is the one thing a take updates in place: where its reads start (``RowState.start``: cursors
+after a commit, skips, frontier), its wake time and rescan time, which the consumer's next choice reads.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from daemon.engine.take.holds import RowHolds
 from daemon.engine.take.locking import HeldLock, ShardLocker
 from daemon.engine.take.options import TakeOptions, TakeResult
 from daemon.engine.take.read import TakeRead, TakeReader
-from daemon.engine.take.row_state import ConsumerStats, RowState, loaded_from_store, merge, next_rescan, trip
+from daemon.engine.take.row_state import ConsumerStats, RowState, next_rescan, trip
 
 log = get_logger("casque.consumer")
 
@@ -110,7 +110,7 @@ class Take:
         self, qs: QueueSettings, state: RowState, lock: HeldLock, opts: TakeOptions, checked: bool
     ) -> TakeResult:
         """``checked``: the lock was re-checked as it was acquired (a direct lock)."""
-        merge(state.cursors, lock.cursors)
+        state.start.caught_up(lock.cursors)
         now = self.clock.now_ms()
         # The re-check must finish before the messages are read. Read together, the message read
         # could be served before a racer's take batch and the re-check after it (the racer's lock
@@ -146,12 +146,12 @@ class Take:
         row = (lock.bucket, lock.shard)
         self.holds.enter(row)
         try:
-            if not state.loaded:
-                loaded_from_store(state, lock.cursors)  # read with the hold's lock columns
+            if not state.start.loaded:
+                state.start.loaded_from_store(lock.cursors)  # read with the hold's lock columns
             now = self.clock.now_ms()
             if state.wake <= now + opts.ahead_ms:
                 state.wake = RowState.wake
-            if qs.fifo and state.fifo_idle_until > now:
+            if qs.fifo and state.fifo.resting(now):
                 return TakeResult()
             lingering = self.holds.lingering(row)
             read = await self.reader.read(qs, lock, state, now, opts)
@@ -206,8 +206,8 @@ class Take:
 
     def _committed(self, state: RowState, read: TakeRead, opts: TakeOptions) -> None:
         """A committed take: later reads may start past what it read (skips) and took (frontier)."""
-        state.skip_to(read.skips, opts.accepts, self.clock.elapsed_ms())
-        state.advance(read.frontier, read.sealed, self.clock)
+        state.start.skip_to(read.skips, opts.accepts, self.clock.elapsed_ms())
+        state.start.advance(read.frontier, read.sealed, self.clock)
 
     def _contended(self, qs: QueueSettings, state: RowState) -> None:
         self.stats.contention += 1
@@ -256,11 +256,10 @@ class Take:
                 batch.add(self.table.update_in_flight(m, now, qs.retention_s, pulled=opts.visibility_ms is not None))
             m.max_attempts = m.max_attempts or qs.max_attempts  # bound above as stored (0: follow the queue)
             delivered.append(m)
-        cursors = dict(state.cursors)
-        merge(cursors, moves)
+        cursors = state.start.moved(moves)
         for rank, value in cursors.items():
             batch.add(self.table.set_cursor.bind([rank, value, qs.name, lock.bucket, lock.shard]))
-        if not state.anchored:  # once per row and process: cursor reads stop at it, not at the tombstones
+        if not state.start.anchored:  # once per row and process: cursor reads stop at it, not at the tombstones
             batch.add(self.table.write_anchor.bind([qs.name, lock.bucket, lock.shard]))
         for m, reason in doomed:  # into the poison queue before the batch removes them from the row
             await self.poison.add(m, reason, "Poisoned", m.last_error or reason, "", now, qs.retention_s)
@@ -273,11 +272,9 @@ class Take:
         ts = after(*written, now_us=self.db.next_timestamp())
         trip()
         await self.db.run(batch, timestamp=ts)
-        merge(state.cursors, cursors)  # committed: only now may later reads start past what was read
-        merge(state.stored, cursors)
-        state.anchored = True
+        state.start.committed(cursors)  # committed: only now may later reads start past what was read
         if delivered and not qs.fifo:  # their check entries, tombstones once done
-            state.pile_until = max(state.pile_until, max(m.visible_at or m.due_ms for m in delivered))
+            state.start.piled(max(m.visible_at or m.due_ms for m in delivered))
         for m in delivered:
             m.write_ts = ts
         await self._chain(qs, chained, ts, now)
