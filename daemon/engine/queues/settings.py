@@ -58,6 +58,9 @@ def settings_from_defaults(name: str, d: QueueDefaults, **overrides: Any) -> Que
 #: A take writes a payload again for a FIFO message (rewritten at its position) and for a schedule's next
 #: occurrence: one message at this size still makes a batch far below Cassandra's 16 MiB request/mutation limits.
 MAX_PAYLOAD_BYTES = 4 * 1024 * 1024
+#: A take commits only while more than a second of its lock's life is left (engine/take's expiry margin): under
+#: 2 s every take would be abandoned and the queue would stall.
+MIN_LOCK_TTL_MS = 2000
 
 
 def check_settings(qs: QueueSettings) -> QueueSettings:
@@ -65,8 +68,10 @@ def check_settings(qs: QueueSettings) -> QueueSettings:
         value = getattr(qs, key)
         if not lo <= value <= hi:
             raise UsageError(f"queue {qs.name}: {key} must be between {lo} and {hi}, got {value}")
-    if qs.lock_ttl_ms < 1000:
-        raise UsageError(f"queue {qs.name}: lock timeout must be at least 1s, got {qs.lock_ttl_ms}ms")
+    if qs.lock_ttl_ms < MIN_LOCK_TTL_MS:
+        raise UsageError(
+            f"queue {qs.name}: lock timeout must be at least {MIN_LOCK_TTL_MS // 1000}s, got {qs.lock_ttl_ms}ms"
+        )
     if qs.timeout_ms < 100:
         raise UsageError(f"queue {qs.name}: message timeout must be at least 100ms, got {qs.timeout_ms}ms")
     if qs.retention_s < 60:
