@@ -538,7 +538,10 @@ async def test_every_kind_of_console_response_forbids_framing_and_sniffing(
         assert wrong == {}, root
     assert len(await cq.peek(queue_name)) == 1  # the purge was refused both times
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=serve), base_url="http://sqs") as c:
+        bare = await c.get(CONSOLE_PATH)  # the console's root without its slash: the console's, not SQS's
         sqs = await c.post("/", data={"Action": "ListQueues", "QueueNamePrefix": queue_name})
+    assert (bare.status_code, bare.headers.get("location")) == (307, CONSOLE_PATH + "/")
+    assert framing_headers(bare) == SECURITY_HEADERS
     assert sqs.status_code == 200 and f"/{queue_name}</QueueUrl>" in sqs.text
     assert framing_headers(sqs) == dict.fromkeys(SECURITY_HEADERS)
 
