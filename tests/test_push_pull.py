@@ -30,7 +30,11 @@ from botocore.config import Config
 
 from daemon.base.clock import ManualClock
 from daemon.base.config import Settings
+from daemon.base.logs import get_logger
 from daemon.engine.client import Casque
+from daemon.service.hooks import Hooks
+from daemon.service.outcomes import Outcomes
+from daemon.service.visibility import Visibility
 from daemon.testing.daemonproc import records, start_daemon, until, write_config
 from tests.conftest import TEST_KEYSPACE
 from tests.support import sqsserver
@@ -398,3 +402,36 @@ async def test_who_consumes_a_queue_is_its_setting_and_an_operators_choice_stand
         text=True,
     )
     assert bad.returncode != 0 and "--consumers" in bad.stderr
+
+
+async def test_an_unknown_task_taken_under_settings_cached_before_the_first_receive_is_left_for_the_receiver(
+    cq: Casque, settings: Settings, queue_name: str
+) -> None:
+    """The settings cache's window (5 s): a daemon's consumer read the queue row (push: it takes every task) just
+    before a pull client's first receive made the queue shared, and takes a task it has no handler for. Before
+    poisoning it the daemon reads the row fresh (service/outcomes.py ``left_for_pull_clients``): shared, so the
+    message is put back visible now, and the receiver gets it; nothing poisoned."""
+    await cq.create_queue(queue_name, shards=1)
+    consumer = cq.consumer(queue_name)
+    consumer.handles = lambda task: task == SHARED_TASK
+    assert (await consumer.settings()).consumers is None and consumer.accepts is None  # push, cached
+    puller = await Casque.connect(settings)
+    try:
+        assert await puller.receive(queue_name, max=1, wait=0) == []  # the first receive: the queue is shared now
+        assert (await puller.stores.queues.get(queue_name, fresh=True)).shared  # (cq's cache stays as it was)
+        mid = await cq.send(queue_name, "sqs", {"for": "the receiver"})
+        taken = await consumer.fetch(10, 0)
+        assert [str(m.id) for m in taken] == [mid], "the consumer's cached settings (push) must take the unknown task"
+        outcomes = Outcomes(cq, Hooks([]), Visibility(cq.stores.acker, cq.clock, 0), [queue_name])
+        assert await outcomes.left_for_pull_clients(consumer, taken[0], get_logger("casque.test"))
+        # a receiver that starts now (the puller's last empty look is trusted for its wait: delivery/idle_look.py)
+        receiver = await Casque.connect(settings)
+        try:
+            got = await receiver.receive(queue_name, max=1, wait=5)
+            assert [str(d.message.id) for d in got] == [mid]
+            await receiver.delete_many([d.receipt for d in got])
+        finally:
+            await receiver.close()
+        assert await cq.stores.poison.count(queue_name) == 0
+    finally:
+        await puller.close()
