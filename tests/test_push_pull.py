@@ -40,6 +40,7 @@ from tests.conftest import TEST_KEYSPACE
 from tests.support import sqsserver
 from tests.support.ledger import drain_ids as drain
 from tests.support.ledger import ledger
+from tests.support.longpoll import parked
 
 SHARED_TASK = "test.sleep"  # the daemon has a handler for it; SQS receivers take it too
 PLAIN = 150  # plain SQS messages: task "sqs", which no daemon handler is registered under
@@ -405,33 +406,66 @@ async def test_who_consumes_a_queue_is_its_setting_and_an_operators_choice_stand
 
 
 async def test_an_unknown_task_taken_under_settings_cached_before_the_first_receive_is_left_for_the_receiver(
-    cq: Casque, settings: Settings, queue_name: str
+    settings: Settings, queue_name: str
 ) -> None:
     """The settings cache's window (5 s): a daemon's consumer read the queue row (push: it takes every task) just
     before a pull client's first receive made the queue shared, and takes a task it has no handler for. Before
     poisoning it the daemon reads the row fresh (service/outcomes.py ``left_for_pull_clients``): shared, so the
-    message is put back visible now, and the receiver gets it; nothing poisoned."""
-    await cq.create_queue(queue_name, shards=1)
-    consumer = cq.consumer(queue_name)
-    consumer.handles = lambda task: task == SHARED_TASK
-    assert (await consumer.settings()).consumers is None and consumer.accepts is None  # push, cached
-    puller = await Casque.connect(settings)
+    message is put back visible now and announced like a send, and the pull client's long poll, parked in another
+    process meanwhile, gets it at once; nothing poisoned."""
+    daemon_side, puller = await Casque.connect(settings), await Casque.connect(settings)
     try:
+        await puller.listen_for_hints([queue_name])  # as casque serve does
+        await daemon_side.create_queue(queue_name, shards=1)
+        consumer = daemon_side.consumer(queue_name)
+        consumer.handles = lambda task: task == SHARED_TASK
+        assert (await consumer.settings()).consumers is None and consumer.accepts is None  # push, cached
         assert await puller.receive(queue_name, max=1, wait=0) == []  # the first receive: the queue is shared now
-        assert (await puller.stores.queues.get(queue_name, fresh=True)).shared  # (cq's cache stays as it was)
-        mid = await cq.send(queue_name, "sqs", {"for": "the receiver"})
+        assert (await puller.stores.queues.get(queue_name, fresh=True)).shared  # (the daemon's cache stays as it was)
+        mid = await daemon_side.send(queue_name, "sqs", {"for": "the receiver"})
         taken = await consumer.fetch(10, 0)
         assert [str(m.id) for m in taken] == [mid], "the consumer's cached settings (push) must take the unknown task"
-        outcomes = Outcomes(cq, Hooks([]), Visibility(cq.stores.acker, cq.clock, 0), [queue_name])
+        poll = asyncio.create_task(puller.receive(queue_name, max=1, wait=10))
+        await parked(puller, queue_name)
+        outcomes = Outcomes(daemon_side, Hooks([]), Visibility(daemon_side.stores.acker, daemon_side.clock, 0), [])
+        left_at = time.monotonic()
         assert await outcomes.left_for_pull_clients(consumer, taken[0], get_logger("casque.test"))
-        # a receiver that starts now (the puller's last empty look is trusted for its wait: delivery/idle_look.py)
-        receiver = await Casque.connect(settings)
-        try:
-            got = await receiver.receive(queue_name, max=1, wait=5)
-            assert [str(d.message.id) for d in got] == [mid]
-            await receiver.delete_many([d.receipt for d in got])
-        finally:
-            await receiver.close()
-        assert await cq.stores.poison.count(queue_name) == 0
+        got = await poll
+        waited = time.monotonic() - left_at
+        assert [str(d.message.id) for d in got] == [mid]
+        # woken by the announcement: the poll's safety re-read (30 s here) and its timer (the message's visibility end,
+        # 30 s) come later than its 10 s wait
+        assert waited < 5, waited
+        await puller.delete_many([d.receipt for d in got])
+        assert await daemon_side.stores.poison.count(queue_name) == 0
     finally:
         await puller.close()
+        await daemon_side.close()
+
+
+async def test_a_daemon_s_ack_announces_only_a_fifo_group_s_next_message(cq: Casque, queue_name: str) -> None:
+    """An ack on a FIFO queue frees its group's next message: announced like a send (parked polls and other daemons
+    take it at once). On a standard queue an ack frees nothing: no announcement, which would send every consumer to
+    look at the row again for nothing."""
+    fifo = queue_name + ".fifo"
+    await cq.create_queue(queue_name, shards=1)
+    await cq.create_queue(fifo, fifo=True)
+    outcomes = Outcomes(cq, Hooks([]), Visibility(cq.stores.acker, cq.clock, 0), [queue_name, fifo])
+    heard: list[str] = []
+    unsubscribe = [
+        cq.stores.wakeups.subscribe(q, lambda due, placement, q=q: heard.append(q)) for q in (queue_name, fifo)
+    ]
+    try:
+        await cq.send(queue_name, "t", 1)
+        await cq.send(fifo, "t", 1, group="g", dedup_id="1")
+        await cq.send(fifo, "t", 2, group="g", dedup_id="2")
+        heard.clear()  # the sends' own announcements
+        [standard] = await cq.consumer(queue_name).fetch(10, 0)
+        [first] = await cq.consumer(fifo).fetch(10, 0)
+        await cq.stores.acker.ack([standard, first])
+        for m in (standard, first):
+            outcomes.finished(m)
+        assert heard == [fifo] and outcomes.fifo_finished == 1
+    finally:
+        for u in unsubscribe:
+            u()

@@ -110,8 +110,8 @@ class Message:
     write_ts: int = 0  # the stored row's write timestamp (us): later writes must exceed it
     scheduled_ms: int = 0  # for a delivered message: the due time it was taken at (lateness = start - this)
     started_ms: int = 0  # when its handler started (set by the dispatcher)
-    #: A FIFO message in flight stays at its position (its order in the group); this is when it
-    #: becomes visible again (engine/take/fifo.py). None for every other message.
+    #: A message in flight stays at its position (engine/storage/in_flight.py); this is when it
+    #: becomes visible again. None while it waits.
     visible_at: int | None = None
 
     @property

@@ -262,11 +262,11 @@ class Casque:
         self.announcer.announce(queue, list({(id_due_ms(u), u.int & PLACEMENT_MASK) for u in due}))
         return ids
 
-    def finished_in_group(self, m: Message) -> None:
-        """A FIFO message was acked or poisoned (a daemon's outcome, service/dispatcher.py): its
-        group's next message is deliverable now, in this process and the others."""
-        if m.visible_at is not None:
-            self.announcer.unblocked(m.queue, self.clock.now_ms(), m.id.int)
+    def deliverable_now(self, m: Message) -> None:
+        """Something in ``m``'s row became deliverable without a send (a daemon's outcome, service/outcomes.py): the
+        next message of ``m``'s FIFO group (``m`` acked or poisoned), or ``m`` itself (put back for pull clients).
+        Announced like a send, so consumers and long polls here and in other processes take it at once."""
+        self.announcer.unblocked(m.queue, self.clock.now_ms(), m.id.int)
 
     # ---- reading and cancelling -------------------------------------------------------------
     async def get(self, queue: str, id: str | uuid.UUID | None = None, key: str | None = None) -> Message | None:

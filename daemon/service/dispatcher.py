@@ -14,7 +14,7 @@ memory stays bounded however deep the queue. An ack lost in a crash only means a
 A FIFO queue (engine/take/fifo.py): a take gives the daemon at most one message per group, and the
 group stays blocked while it is in flight, also through a retry's backoff (engine/delivery/acks.py retries
 it in place). Once its ack (or poison) is written, the group's next message is announced like a
-send (``Casque.finished_in_group``), so it is taken at once, not at the row's next rescan.
+send (``Casque.deliverable_now``), so it is taken at once, not at the row's next rescan.
 """
 
 from __future__ import annotations

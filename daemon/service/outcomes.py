@@ -8,7 +8,7 @@ second live copy), and a failed write is only logged, since the message comes ba
 timeout anyway (at-least-once).
 
 A FIFO message's group stays blocked until its ack or poison is written; then the group's next
-message is announced like a send (``Casque.finished_in_group``), so it is taken at once.
+message is announced like a send (``Casque.deliverable_now``), so it is taken at once.
 """
 
 from __future__ import annotations
@@ -41,11 +41,13 @@ class Outcomes:
         self.fifo_finished = 0
 
     def finished(self, m: Message) -> None:
-        """``m``'s ack or poison is written. A FIFO group waits for it: its next message is free only
-        now, so announce it like a send (this process and the others), and count it for burst mode."""
-        if m.visible_at is not None:
+        """``m``'s ack or poison is written. On a FIFO queue its group waits for it: the group's next message is free
+        only now, so announce it like a send (this process and the others), and count it for burst mode. (Not on a
+        standard queue: an announcement there would send every consumer to look for what an ack freed, nothing.)"""
+        qs = self.cq.stores.queues.cached(m.queue)  # read by the take that delivered m
+        if qs is not None and qs.fifo:
             self.fifo_finished += 1
-            self.cq.finished_in_group(m)
+            self.cq.deliverable_now(m)
 
     def count(self, m: Message, name: str) -> None:
         setattr(self.counters, name, getattr(self.counters, name) + 1)
@@ -124,6 +126,7 @@ class Outcomes:
         except CasqueError as exc:  # not written: it comes back when its timeout column falls due
             mlog.warning("left_for_pull_clients_failed", error=str(exc), comes_back_at_ms=m.invisible_until)
             return True
+        self.cq.deliverable_now(m)
         self.finished(m)
         mlog.info("message_left_for_pull_clients")
         return True

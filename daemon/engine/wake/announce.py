@@ -31,5 +31,6 @@ class Announcer:
             self.hints.announce(queue, entries, tuple(s for s, _, _ in qs.layouts()) if qs else ())
 
     def unblocked(self, queue: str, due_ms: int, placement: int) -> None:
-        """A FIFO group in that row may move on (engine/delivery/settle.py): like a send, announce it."""
+        """Something in that row became deliverable without a send (a FIFO group moved on; a message a daemon left for
+        pull clients): like a send, announce it."""
         self.announce(queue, [(due_ms, placement & PLACEMENT_MASK)])
