@@ -130,8 +130,9 @@ class Take:
         return TakeResult(taken)
 
     async def take_held(self, qs: QueueSettings, state: RowState, lock: HeldLock, opts: TakeOptions) -> TakeResult:
-        """A take from a row this process holds (holds.py): read, then one batch that keeps the
-        hold column. Nothing due: the row's wake time and cursors come from the same read."""
+        """A take under a lock this process keeps (holds.py: a held row, or a lock lingering after a take): read,
+        then one batch that keeps the column (a lingering lock's only while ``_lingers``). Nothing due: the row's
+        wake time and cursors come from the same read."""
         row = (lock.bucket, lock.shard)
         self.holds.enter(row)
         try:
