@@ -16,7 +16,7 @@ from daemon.base.metrics import REGISTRY
 from daemon.engine.client import Casque
 from daemon.engine.consume.consumer import Consumer
 from daemon.engine.send.producer import Job
-from daemon.engine.take.locking import HeldLock, ShardLocker
+from daemon.engine.take.row_lock import HeldLock, RowLock
 from daemon.testing.daemonproc import Daemon, records, start_daemon, until, write_config
 
 from .conftest import TEST_KEYSPACE
@@ -74,7 +74,7 @@ async def test_nobody_else_takes_from_a_held_row_until_it_is_released(cq: Casque
 
 
 async def test_a_row_found_busy_is_locked_the_long_way_until_a_take_succeeds(cq: Casque, queue_name: str) -> None:
-    """A direct lock (locking.py ``acquire_direct``: the acquired write, then the re-check) is for a row with no
+    """A direct lock (row_lock.py ``RowLock.acquire``: the acquired write, then the re-check) is for a row with no
     contention since its last take. Once the row was found busy, its next take writes a pending column first and
     lets the earliest column win (7 round trips, so two racers don't both back off again); after that take, the
     row is locked directly again (5)."""
@@ -134,14 +134,14 @@ async def test_a_hold_kept_while_the_lock_timeout_is_raised_lapses_with_its_colu
     locked: list[HeldLock] = []
 
     async def other_locked() -> bool:
-        lock = await other.locker.acquire_direct(raised, *row)
+        lock = await other.row_lock.acquire(raised, *row)
         if lock is not None:
             locked.append(lock)
         return lock is not None
 
     await until(other_locked, 10, "another consumer locks the row once the hold's column expired")
     assert owner.holds.valid(raised, row) is None, "the owner still trusts a hold whose column Cassandra expired"
-    await other.locker.release(locked[0])
+    await other.row_lock.release(locked[0])
 
 
 async def test_a_lowered_lock_timeout_keeps_others_out_of_a_row_held_under_the_old_one(
@@ -150,7 +150,7 @@ async def test_a_lowered_lock_timeout_keeps_others_out_of_a_row_held_under_the_o
     """The lock timeout lowered from 30 s to 2 s while a row is held, its column older than the new TTL and the
     clock tolerance: an owner that has not re-read the settings yet still trusts its hold (its column lives 30 s).
     A consumer with the new settings must not lock the row: until the change settles it reads lock columns back to
-    the old TTL, not the new one (engine/take/locking.py ``lock_read_back_ms``). Once the owner re-reads, it stops
+    the old TTL, not the new one (engine/take/row_lock.py ``lock_read_back_ms``). Once the owner re-reads, it stops
     trusting the old column."""
     owner, row = await tiny_queue(cq, queue_name, lock_ttl=30)
     other = cq.consumer(queue_name)
@@ -161,9 +161,9 @@ async def test_a_lowered_lock_timeout_keeps_others_out_of_a_row_held_under_the_o
     lowered = await cq.stores.queues.update(queue_name, lock_ttl=2)
     assert (lowered.lock_ttl_ms, lowered.lock_ttl_before_ms) == (2_000, 30_000)
     assert owner.holds.valid(before, row) is not None, "the owner, on its old settings, no longer holds the row"
-    lock = await other.locker.acquire_direct(lowered, *row)
+    lock = await other.row_lock.acquire(lowered, *row)
     if lock is not None:
-        await other.locker.release(lock)
+        await other.row_lock.release(lock)
     assert lock is None, "another consumer locked a row whose owner still trusts its hold"
     assert owner.holds.valid(lowered, row) is None, "the owner, on the new settings, still trusts the old column"
     await owner.holds.release_all(before)
@@ -183,8 +183,8 @@ async def test_a_hold_taken_under_a_raised_lock_timeout_yields_to_processes_that
     held = owner.holds.valid(raised, row)
     assert held is not None and held.ttl_ms == 30_000
     await asyncio.sleep(3.0)  # the column's age: past what the stale process reads back (2 s + 0.5 s)
-    stale = ShardLocker(cq.db, owner.locker.table, cq.clock, tolerance_ms=500)
-    lock = await stale.acquire_direct(before, *row)
+    stale = RowLock(cq.db, owner.row_lock.table, cq.clock, tolerance_ms=500)
+    lock = await stale.acquire(before, *row)
     assert lock is not None, "the stale process saw the hold's column: the rest proves nothing"
     await stale.release(lock)
     assert owner.holds.valid(raised, row) is None, "the owner trusts a hold that a stale process could not see"

@@ -52,7 +52,7 @@ class QueueSettings:
     #: FIFO only: "perQueue" or "perMessageGroupId" (high throughput: groups spread over more shards).
     fifo_throughput: str = "perQueue"
     #: The lock TTL before its last change and when that was (wall ms): consumers read lock columns back to the longer
-    #: of the two until no holder can still keep a column written under the old one (engine/take/locking.py).
+    #: of the two until no holder can still keep a column written under the old one (engine/take/row_lock.py).
     lock_ttl_before_ms: int = 0
     lock_ttl_changed_ms: int = 0
     #: Who consumes the queue: "push" (daemons only: a task without a handler is poisoned), "pull" (SQS receivers and

@@ -9,7 +9,7 @@ Bottom up: each package imports only from those above it in this list (tests/tes
 - ``cluster``: heartbeats, marks, activity, lease, move_tasks
 - ``wake``: wakeups, hints, hint_directory
 - ``send``: producer, fifo_send, fairness, keys, lookup, chain
-- ``take``: step, options, read, budget, locking, holds, fifo, row_state, read_start
+- ``take``: step, options, read, budget, row_lock, holds, fifo, row_state, read_start
 - ``consume``: consumer, row_peek, shard_names, sweep
 - ``delivery``: receive, receipts, receive_attempts, acks, poison, deadletter
 - ``observe``: samples, depth_estimate, fifo_groups, history

@@ -44,7 +44,7 @@ from daemon.engine.send.keys import KeyStore
 from daemon.engine.storage.db import Database
 from daemon.engine.storage.table import MessageTable, all_rows
 from daemon.engine.take.holds import RowHolds
-from daemon.engine.take.locking import HeldLock, ShardLocker
+from daemon.engine.take.row_lock import HeldLock, RowLock
 from daemon.engine.take.row_state import TRIPS, ConsumerStats, Rows, RowState, rows_to_check
 from daemon.engine.take.step import Poisoner, Take, TakeOptions
 
@@ -94,8 +94,8 @@ class Consumer:
         self.tolerance_ms = tolerance_ms
         self.rescan_ms = rescan_ms
         self.lookahead_ms = lookahead_ms
-        self.locker = ShardLocker(db, table, clock, tolerance_ms)
-        self.holds = RowHolds(db, table, self.locker, clock)
+        self.row_lock = RowLock(db, table, clock, tolerance_ms)
+        self.holds = RowHolds(self.row_lock)
         #: Take a message up to this long before it is due (the dispatcher starts its handler at
         #: the due time): a timer fires on time although the take costs round trips.
         self.ahead_ms = ahead_ms
@@ -129,7 +129,7 @@ class Consumer:
             poison,
             keys,
             clock,
-            self.locker,
+            self.row_lock,
             self.holds,
             self.stats,
             self.names.expect,

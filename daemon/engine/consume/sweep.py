@@ -242,7 +242,7 @@ class Sweeper:
             if not await c.db.run(c.table.reads(qs).read_due, [qs.name, bucket, shard, rank, start, horizon, 1]):
                 continue
             calm = False
-            lock = await c.locker.acquire_direct(qs, bucket, shard)  # re-checked: two sweeps never both move a row
+            lock = await c.row_lock.acquire(qs, bucket, shard)  # re-checked: two sweeps never both move a row
             if lock is None:
                 continue  # busy: someone is taking from this row; the next pass looks again
             try:
@@ -262,12 +262,12 @@ class Sweeper:
                         qs.retention_s,
                     )
                 batch = c.db.batch()
-                batch.add(c.locker.release_statement(lock))
+                batch.add(c.row_lock.release_statement(lock))
                 for m in doomed:
                     batch.add(c.table.delete_message(m, m.due_ms))
                 await c.db.run(batch, timestamp=after(*(m.write_ts for m in doomed), now_us=c.db.next_timestamp()))
             except BaseException:
-                await c.locker.release(lock)
+                await c.row_lock.release(lock)
                 raise
             for m in doomed:
                 metrics.POISONED.labels(qs.name, m.task).inc()
@@ -292,14 +292,14 @@ class Sweeper:
     async def _repair(self, qs: QueueSettings, bucket: int, shard: int, rank: int, low: int, upper: int) -> int | None:
         """Under the row lock: re-read the strays and move them to max(now, cursor), one batch."""
         c = self.consumer
-        lock = await c.locker.acquire_direct(qs, bucket, shard)  # re-checked: two sweeps never both move a row
+        lock = await c.row_lock.acquire(qs, bucket, shard)  # re-checked: two sweeps never both move a row
         if lock is None:
             return None
         try:
             strays = await self._strays(qs, bucket, shard, rank, low, upper)
             now = c.clock.now_ms()
             batch = c.db.batch()
-            batch.add(c.locker.release_statement(lock))
+            batch.add(c.row_lock.release_statement(lock))
             moved: list[tuple[Message, int, int]] = []
             entries: list[Any] = []
             for r in strays:
@@ -322,7 +322,7 @@ class Sweeper:
             written = [m.write_ts for m, _, _ in moved] + [r.wt or 0 for r in entries]
             await c.db.run(batch, timestamp=after(*written, now_us=c.db.next_timestamp()))
         except BaseException:
-            await c.locker.release(lock)
+            await c.row_lock.release(lock)
             raise
         if entries:
             c.expect(bucket, shard, now)

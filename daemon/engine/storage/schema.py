@@ -291,7 +291,7 @@ MIGRATIONS: list[tuple[str, str, str]] = [
     # "in_place" in every queue row created since the copy layout went (engine/take/flights.py); a standard queue
     # whose row has null or "copy" is a copy-layout queue, refused (engine/queues/store.py, ``CopyLayoutQueue``).
     ("queues", "in_flight", "text"),
-    # The lock TTL before its last change, and when (engine/take/locking.py ``lock_read_back_ms``).
+    # The lock TTL before its last change, and when (engine/take/row_lock.py ``lock_read_back_ms``).
     ("queues", "lock_ttl_before_ms", "int"),
     ("queues", "lock_ttl_changed_at", "bigint"),
     # Who consumes the queue: push, pull or both (null: push until pulled; QueueSettings.consumers).

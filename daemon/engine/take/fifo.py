@@ -25,7 +25,7 @@ one pass over it and a sort of the groups it found:
   order of its next message's send: the orders AWS answered in LocalStack's aws-validated
   test_fifo_message_group_visibility_after_* and test_fifo_receive_message_with_zero_visibility_timeout.
 
-All of it runs under the row's lock (engine/take/locking.py, or a held row), so two takes never see the
+All of it runs under the row's lock (engine/take/row_lock.py, or a kept one), so two takes never see the
 row in between each other's writes, and the commit is one single-partition batch.
 
 The cursor may pass only rows that are gone (deleted, or leaving in this batch): it stops at the

@@ -1,17 +1,21 @@
-"""Held rows: a daemon keeps the lock of the rows it serves, so a take is one read and one batch.
+"""Kept row locks: which rows' locks this process keeps past a take, and for how long.
 
-The row lock (locking.py) costs four round trips before a take can read (write, read, write,
-re-check) and is given up by every take. A daemon that serves a queue alone, or that owns some
-of its shards, pays that on every take although nobody else wants the row. A *hold* is the same
-lock column, acquired once by the same protocol and then kept:
+Two keep policies of the row lock (row_lock.py ``RowLock``), each a ``Hold``:
+  - *held*: a row this process owns (service/ownership.py), acquired once and renewed until released;
+  - *lingering*: a take's lock kept for the next take of the row (``adopt``), given up by the first take that does
+    not keep it, by a take that finds nothing, or after ``LINGER_MS`` unused.
 
-1. Acquire: locking.py's steps 1-5 (PENDING, read, ACQUIRED, re-check). Mutual exclusion comes
+The row lock costs two to four round trips before a take can read (the re-check among them) and is given up by
+every take. A daemon that serves a queue alone, or that owns some of its shards, pays that on every take although
+nobody else wants the row. A *hold* is the same lock column, acquired once by the same protocol and then kept:
+
+1. Acquire: row_lock.py's steps 1-5 (PENDING, read, ACQUIRED, re-check). Mutual exclusion comes
    from that protocol, unchanged: of two racers at least one sees the other's ACQUIRED column.
 2. Keep: every ``renew_ms`` write a *new* ACQUIRED column (due = now, new id, the lock TTL) before
    the last one expires. A new column, not the old one rewritten: other consumers read only lock
    columns younger than lock TTL + clock tolerance, so an old ``due`` would fall out of their
    window. While any of our columns lives, another consumer's lock attempt sees a foreign ACQUIRED
-   column and backs off (steps 3 and 5 of locking.py).
+   column and backs off (steps 3 and 5 of row_lock.py).
 3. Take: read the due messages, then one batch (delete them, write their timeout columns, move
    the cursor), as an ordinary take, but the batch leaves the hold column in place.
 4. Validity is counted as for any lock, on the monotonic clock from *before* the newest column
@@ -32,18 +36,14 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from daemon.base import metrics
-from daemon.base.clock import Clock
 from daemon.base.crashpoints import crash_point
 from daemon.base.errors import CasqueError
 from daemon.base.logs import get_logger
 from daemon.base.model import QueueSettings
-from daemon.engine.storage.db import Database
-from daemon.engine.storage.table import LOCK_ACQUIRED, MessageTable, lock_ttl_seconds
-from daemon.engine.take.locking import HeldLock, ShardLocker
+from daemon.engine.take.row_lock import HeldLock, RowLock
 
 log = get_logger("casque.holds")
 Row = tuple[int, int]  # (bucket, shard)
@@ -66,11 +66,8 @@ class RowHolds:
     """The rows of one queue this process holds. Used by the consumer (takes) and by the
     ownership loop (acquire, renew, release); never shared across processes."""
 
-    def __init__(self, db: Database, table: MessageTable, locker: ShardLocker, clock: Clock) -> None:
-        self.db = db
-        self.table = table
-        self.locker = locker
-        self.clock = clock
+    def __init__(self, row_lock: RowLock) -> None:
+        self.row_lock = row_lock
         self._held: dict[Row, Hold] = {}
         self._busy: set[Row] = set()  # rows the consumer is taking from right now
         #: Rows whose hold is being acquired: set when the acquisition ends, however it ended.
@@ -79,7 +76,7 @@ class RowHolds:
     def valid(self, qs: QueueSettings, row: Row) -> HeldLock | None:
         """The lock of a row we hold and may still commit under, else None."""
         hold = self._held.get(row)
-        if hold is None or self.locker.expired(qs, hold.lock):
+        if hold is None or self.row_lock.expired(qs, hold.lock):
             return None
         return hold.lock
 
@@ -136,23 +133,20 @@ class RowHolds:
 
     async def keep(self, qs: QueueSettings, wanted: set[Row], renew_ms: int) -> None:
         """Hold exactly ``wanted``: acquire what is missing, renew what is older than ``renew_ms`` (or a third of
-        its column's life, ``locking.lock_life_ms``, when a change of the lock timeout makes that shorter),
+        its column's life, ``RowLock.life_ms``, when a change of the lock timeout makes that shorter),
         release the rest. A row a take is running on is neither released nor acquired now (an
         acquisition would collide with that take's lock); the next call does it. Rows run
         concurrently."""
         jobs = [self.release(qs, row) for row in list(self._held) if row not in wanted and row not in self._busy]
         for row in wanted:
             hold = self._held.get(row)
-            if hold is None or self.locker.expired(qs, hold.lock):
+            if hold is None or self.row_lock.expired(qs, hold.lock):
                 self._held.pop(row, None)
                 if row not in self._busy and row not in self._acquiring:
                     jobs.append(self._acquire(qs, row))
-            elif self._age_ms(hold) >= min(renew_ms, self.locker.life_ms(qs, hold.lock) // 3):
+            elif self.row_lock.age_ms(hold.lock) >= min(renew_ms, self.row_lock.life_ms(qs, hold.lock) // 3):
                 jobs.append(self._renew(qs, row, hold))
         await asyncio.gather(*jobs)
-
-    def _age_ms(self, hold: Hold) -> int:
-        return self.clock.elapsed_ms() - hold.lock.started_ms
 
     async def release_all(self, qs: QueueSettings) -> None:
         await asyncio.gather(*(self.release(qs, row) for row in list(self._held)))
@@ -160,13 +154,9 @@ class RowHolds:
     async def _acquire(self, qs: QueueSettings, row: Row) -> None:
         done = self._acquiring[row] = asyncio.Event()
         try:
-            lock = await self.locker.acquire(qs, *row)
-            if lock is None:
-                return
-            if not await self.locker.recheck(qs, lock):
-                await self.locker.release(lock)
-                return
-            self._held[row] = Hold(lock)
+            lock = await self.row_lock.acquire(qs, *row, contended=True)  # the earliest of racing holders wins
+            if lock is not None:
+                self._held[row] = Hold(lock)
         except CasqueError as exc:
             log.info("hold_not_acquired", queue=qs.name, bucket=row[0], shard=row[1], error=str(exc))
         finally:
@@ -174,33 +164,20 @@ class RowHolds:
             done.set()
 
     async def _renew(self, qs: QueueSettings, row: Row, hold: Hold) -> None:
-        fresh = replace(
-            hold.lock,
-            lock_due=self.clock.now_ms(),
-            lock_id=uuid.uuid4(),
-            started_ms=self.clock.elapsed_ms(),
-            ttl_ms=qs.lock_ttl_ms,
-        )
         try:
-            await self.db.run(
-                self.table.lock_write,
-                [qs.name, row[0], row[1], fresh.lock_due, fresh.lock_id, LOCK_ACQUIRED, lock_ttl_seconds(qs)],
-            )
+            fresh = await self.row_lock.renew(qs, hold.lock)
         except CasqueError as exc:  # in doubt: the old column still counts until it lapses
             log.info("hold_not_renewed", queue=qs.name, bucket=row[0], shard=row[1], error=str(exc))
             return
         if self._held.get(row) is hold:
-            hold.older = [lk for lk in [hold.lock, *hold.older] if not self.locker.expired(qs, lk, margin_ms=-2000)]
+            hold.older = [lk for lk in [hold.lock, *hold.older] if not self.row_lock.expired(qs, lk, margin_ms=-2000)]
             hold.lock = fresh
 
     async def release(self, qs: QueueSettings, row: Row) -> None:
         hold = self._held.pop(row, None)
         if hold is None:
             return
-        try:
-            await asyncio.gather(*(self.locker.release(lk) for lk in [hold.lock, *hold.older]))
-        except CasqueError:
-            pass  # the columns expire with their TTL
+        await asyncio.gather(*(self.row_lock.release_quietly(lk) for lk in [hold.lock, *hold.older]))
 
 
 def owned_shards(me: str, daemons: list[str], queue: str, shards: int) -> set[int]:

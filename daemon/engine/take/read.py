@@ -20,9 +20,9 @@ from daemon.engine.storage.table import MessageTable
 from daemon.engine.take import fifo
 from daemon.engine.take.budget import TAKE_BYTES, TakeBudget
 from daemon.engine.take.flights import Flights, is_entry, is_ghost, scan
-from daemon.engine.take.locking import HeldLock
 from daemon.engine.take.options import TakeOptions
 from daemon.engine.take.read_start import FRONTIER_LAG_MS
+from daemon.engine.take.row_lock import HeldLock
 from daemon.engine.take.row_state import RowState, trip
 
 Skips = dict[int, tuple[int, Any]]

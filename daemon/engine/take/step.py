@@ -4,12 +4,12 @@
 
 ``take`` / ``take_held`` below run it top to bottom; the read and keep are engine/take/read.py's.
 
-A take (under the lock, see locking.py) is one single-partition batch: delete our lock column,
+A take (under the lock, see row_lock.py) is one single-partition batch: delete our lock column,
 mark each taken message in flight where it was sent (attempt + 1, state IN_FLIGHT, ``visible_at`` at now +
 timeout: the narrow update, never the payload again), write the check entries that find it once its timeout
 passed (flights.py) and move the cursor. Messages that are corrupt or out of attempts go to the poison queue
-first, then leave the row in that same batch. A row this process holds (holds.py) is taken from
-the same way, the batch keeping the hold column (``take_held``).
+first, then leave the row in that same batch. A row whose lock this process keeps (holds.py: held, or lingering
+after a take) is taken from the same way, the batch keeping the lock column (``take_held``).
 
 Two rules keep a take from losing what it read:
   - the cursor moves (in memory and in the row) only with a take batch that committed: a take that
@@ -42,9 +42,9 @@ from daemon.engine.storage.in_flight import into_flight
 from daemon.engine.storage.table import STATE_IN_FLIGHT, MessageTable, after, message_from_row
 from daemon.engine.take.flights import Flights, check_entries
 from daemon.engine.take.holds import RowHolds
-from daemon.engine.take.locking import HeldLock, ShardLocker
 from daemon.engine.take.options import TakeOptions, TakeResult
 from daemon.engine.take.read import TakeRead, TakeReader
+from daemon.engine.take.row_lock import HeldLock, RowLock
 from daemon.engine.take.row_state import ConsumerStats, RowState, next_rescan, trip
 
 log = get_logger("casque.consumer")
@@ -72,7 +72,7 @@ class Take:
         poison: Poisoner,
         keys: KeyStore,
         clock: Clock,
-        locker: ShardLocker,
+        row_lock: RowLock,
         holds: RowHolds,
         stats: ConsumerStats,
         expect: Callable[[int, int, int], None],
@@ -81,56 +81,45 @@ class Take:
         lookahead_ms: int,
     ) -> None:
         self.db, self.table, self.poison, self.keys, self.clock = db, table, poison, keys, clock
-        self.locker, self.holds, self.stats = locker, holds, stats
+        self.row_lock, self.holds, self.stats = row_lock, holds, stats
         self.expect = expect  # a due time this take wrote (a schedule's next occurrence): the consumer's hint
         self.rescan_ms = rescan_ms
         self.reader = TakeReader(db, table, clock, tolerance_ms, rescan_ms, lookahead_ms)
         self.token = uuid.uuid4()  # names this consumer's check entries in place (engine/take/flights.py slot_id)
 
     async def take(self, qs: QueueSettings, bucket: int, shard: int, state: RowState, opts: TakeOptions) -> TakeResult:
-        """Lock the row, re-check, read, keep, commit. A row with no contention since its last take
-        is locked directly, the re-check its second round trip (locking.py ``acquire_direct``)."""
+        """Lock the row (directly, or the long way if it was found busy since its last take: row_lock.py), read,
+        keep, commit."""
         self.holds.enter((bucket, shard))  # no hold is acquired on the row while we lock it
         try:
-            direct = state.backoff_ms == 0
-            trip(2 if direct else 3)  # acquired write, re-check | lock write, lock read, acquired write
-            lock = await (self.locker.acquire_direct if direct else self.locker.acquire)(qs, bucket, shard)
+            lock = await self.row_lock.acquire(qs, bucket, shard, contended=state.backoff_ms > 0)
             if lock is None:
                 self._contended(qs, state)
                 return TakeResult(contended=True)
             try:
-                return await self._take_locked(qs, state, lock, opts, checked=direct)
+                return await self._take_locked(qs, state, lock, opts)
             except BaseException:
-                await asyncio.shield(self._release_quietly(lock))
+                await asyncio.shield(self.row_lock.release_quietly(lock))
                 raise
         finally:
             self.holds.leave((bucket, shard))
 
-    async def _take_locked(
-        self, qs: QueueSettings, state: RowState, lock: HeldLock, opts: TakeOptions, checked: bool
-    ) -> TakeResult:
-        """``checked``: the lock was re-checked as it was acquired (a direct lock)."""
+    async def _take_locked(self, qs: QueueSettings, state: RowState, lock: HeldLock, opts: TakeOptions) -> TakeResult:
+        """Under a lock that ``acquire`` re-checked: the message read starts only now. Read together with the
+        re-check, it could be served before a racer's take batch and the re-check after it (the racer's lock column
+        already deleted by that batch): both would take the same messages (tests/test_races.py; docs/design.md,
+        "Why two racers never both take")."""
         state.start.caught_up(lock.cursors)
         now = self.clock.now_ms()
-        # The re-check must finish before the messages are read. Read together, the message read
-        # could be served before a racer's take batch and the re-check after it (the racer's lock
-        # column already deleted by that batch): both would take the same messages (tests/test_races.py;
-        # docs/design.md, "Why two racers never both take").
-        if not checked:
-            trip()
-            if not await self.locker.recheck(qs, lock):
-                self._contended(qs, state)
-                await self.locker.release(lock)
-                return TakeResult(contended=True)
         state.took()
         read = await self.reader.read(qs, lock, state, now, opts)
         if read.found:
             pause_point("take.read")
-        if self.locker.expired(qs, lock):
+        if self.row_lock.expired(qs, lock):
             log.warning(
                 "lock_expired_before_take", queue=qs.name, bucket=lock.bucket, shard=lock.shard, read=len(read.found)
             )
-            await self.locker.release(lock)
+            await self.row_lock.release(lock)
             return TakeResult()
         messages = [message_from_row(qs.name, lock.bucket, lock.shard, r) for r in read.found]
         keep = self._lingers(qs, lock, opts, len(messages))
@@ -141,8 +130,9 @@ class Take:
         return TakeResult(taken)
 
     async def take_held(self, qs: QueueSettings, state: RowState, lock: HeldLock, opts: TakeOptions) -> TakeResult:
-        """A take from a row this process holds (holds.py): read, then one batch that keeps the
-        hold column. Nothing due: the row's wake time and cursors come from the same read."""
+        """A take under a lock this process keeps (holds.py: a held row, or a lock lingering after a take): read,
+        then one batch that keeps the column (a lingering lock's only while ``_lingers``). Nothing due: the row's
+        wake time and cursors come from the same read."""
         row = (lock.bucket, lock.shard)
         self.holds.enter(row)
         try:
@@ -200,7 +190,7 @@ class Take:
         return (
             opts.linger is not None
             and taken >= opts.limit
-            and self.clock.elapsed_ms() - lock.started_ms < self.locker.life_ms(qs, lock) // 2
+            and self.row_lock.age_ms(lock) < self.row_lock.life_ms(qs, lock) // 2
             and opts.linger()
         )
 
@@ -233,7 +223,7 @@ class Take:
         now = self.clock.now_ms()
         batch = self.db.batch()
         if not keep_lock:
-            batch.add(self.locker.release_statement(lock))
+            batch.add(self.row_lock.release_statement(lock))
         delivered: list[Message] = []
         doomed: list[tuple[Message, str]] = []
         chained: list[tuple[Message, Message]] = []
@@ -309,12 +299,6 @@ class Take:
             self.expect(nxt.bucket, nxt.shard, nxt.due_ms)  # written after our read: nothing else would tell us
             await chain.move_key(self.db, self.table, self.keys, qs, m, nxt, now)
         crash_point("schedule.key_moved")
-
-    async def _release_quietly(self, lock: HeldLock) -> None:
-        try:
-            await self.locker.release(lock)
-        except Exception:  # the lock's TTL frees the row anyway
-            pass
 
 
 def poison_reason(m: Message, qs: QueueSettings) -> str | None:
