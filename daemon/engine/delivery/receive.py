@@ -28,7 +28,7 @@ it is younger than its window (``known_empty``: no read), else make that one loo
 receive (tests/test_many_queues.py counts them; docs/design.md "Many queues"): 1 x 1 2 cold / 0 warm
 (3 / 0 if it held messages once); 4 x 4 5 / 0.
 
-A message available now wakes one parked poll of its queue (engine/wake/wakeups.py ``wake_one``);
+A message available now wakes one parked poll of its queue (engine/wake/wakeups.py ``QueueWaiter.wake``);
 a poll that took a full batch wakes the next, as does a woken poll that leaves without looking.
 """
 

@@ -10,7 +10,7 @@ A parked poll reads nothing while it waits. In case a hint was lost, the one *sc
 queue's parked polls re-reads Cassandra at the slow safety cadence ``sqs.poll_interval`` (15 s by
 default); the others only wait.
 
-A message available now wakes *one* parked poll of its queue (``wake_one``), not all of them, and
+A message available now wakes *one* parked poll of its queue (``wake(1)``), not all of them, and
 not the polls of any other queue (a waiter per queue): N polls parked on N queues, one send, one
 poll reads. A poll that took a full batch passes the wake on to the next parked one (there may be
 more), and so does a woken poll that leaves without looking (cancelled); a timer (a due time this
@@ -48,11 +48,13 @@ class QueueWaiter:
         self._handle: asyncio.TimerHandle | None = None
         self._handle_due: int | None = None
 
-    async def park(self, generation: int, timeout_s: float, scout: bool = False, catch: Catch | None = None) -> None:
-        """Sleep until woken, claimed (``catch.claimed``: a send hands it messages) or ``timeout_s``; return at once
-        if a wake came after ``generation``. ``scout``: this is the scout's park (a single wake goes to another poll
-        first)."""
-        if generation != self.generation or timeout_s <= 0:
+    async def park(
+        self, generation: int, timeout_s: float | None, scout: bool = False, catch: Catch | None = None
+    ) -> None:
+        """Sleep until woken, claimed (``catch.claimed``: a send hands it messages) or ``timeout_s`` (None: until
+        woken); return at once if a wake came after ``generation``. ``scout``: this is the scout's park (a single
+        wake goes to another poll first)."""
+        if generation != self.generation or (timeout_s is not None and timeout_s <= 0):
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._parked.append(fut)
@@ -88,19 +90,18 @@ class QueueWaiter:
         fut.set_result(None)
         return found
 
-    def wake(self) -> None:
-        """Something may be available: every parked poll looks again."""
+    def wake(self, n: int | None = None) -> None:
+        """Something may be available: ``n`` parked polls look again, oldest first (None: every one). One message
+        wakes one poll (``n=1``), and a poll between its look and its park looks again: the generation moved."""
         self.generation += 1
-        parked, self._parked = self._parked, []
-        for fut in parked:
-            if not fut.done():
-                fut.set_result(None)
-
-    def wake_one(self) -> None:
-        """One message may be available: one parked poll looks (and a poll between its look and
-        its park looks again: the generation moved)."""
-        self.generation += 1
-        self.handoff()
+        if n is None:
+            parked, self._parked = self._parked, []
+            for fut in parked:
+                if not fut.done():
+                    fut.set_result(None)
+            return
+        for _ in range(n):
+            self.handoff()
 
     def handoff(self) -> None:
         """Wake one parked poll: the scout left (the one woken becomes the next), or one message may
@@ -199,7 +200,7 @@ class Wakeups:
         w = self._waiters.get(queue)
         if w is not None:
             if due_ms <= self.clock.now_ms():
-                w.wake_one()
+                w.wake(1)
             else:
                 w.at(due_ms)
         for listener in self._listeners.get(queue, ()):
