@@ -7,7 +7,8 @@ poll is only the safety poll (``max_poll_interval``). Durations are ms here (loo
 asyncio takes seconds at the sleep.
 
 The other consumers park on the engine's ``QueueWaiter`` (engine/wake/wakeups.py), the one the long
-polls park on: one way to park and to wake one, n or all. The daemon has a waiter of its own per
+polls park on: one way to park, to wake one, n or all, and to hold the scout role (its ``scout`` is
+the slot of the consumer that keeps watch). The daemon has a waiter of its own per
 queue, not the receives' (``Wakeups.enter``): a send must both wake one parked poll and kick this
 scout, as two waiters do; one shared waiter would give its one wake to a poll or a consumer, not both.
 """
@@ -37,7 +38,6 @@ class IdleWatch:
         self.slots = settings.consumers
         #: Wake-ups seen within this window mean the producers announce their sends (two safety polls).
         self.flowing_ms = 2 * settings.max_poll_interval_ms
-        self.scouts: dict[str, int] = {}  # per queue: the slot of the consumer that keeps watch
         self.idle: dict[tuple[str, int], bool] = {}  # per (queue, slot): its last fetch found nothing
         self.delay_ms: dict[str, int] = {}  # per queue: the scout's poll delay, poll_interval..max_poll_interval
         self._poll_at_ms: dict[str, float] = {}  # per queue: when the next poll of every row is due (loop ms)

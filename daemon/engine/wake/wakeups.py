@@ -40,10 +40,10 @@ class QueueWaiter:
         self.clock = clock
         self.generation = 0  # bumped by every wake: a poll that saw gen N parks only if still N
         self.receivers = 0
-        self.scouted = False
+        self.scout: object | None = None  # who keeps watch: a receive, or a daemon's consumer (its slot)
         self._parked: list[asyncio.Future[None]] = []
         self._catches: dict[asyncio.Future[None], Catch] = {}  # parked polls that take handed messages
-        self._scout: asyncio.Future[None] | None = None  # the scout's park, while it is parked
+        self._scout_park: asyncio.Future[None] | None = None  # the scout's park, while it is parked
         self._timers: list[int] = []
         self._handle: asyncio.TimerHandle | None = None
         self._handle_due: int | None = None
@@ -61,7 +61,7 @@ class QueueWaiter:
         if catch is not None:
             self._catches[fut] = catch
         if scout:
-            self._scout = fut
+            self._scout_park = fut
         try:
             await asyncio.wait_for(fut, timeout_s)
         except TimeoutError:
@@ -74,8 +74,19 @@ class QueueWaiter:
             self._catches.pop(fut, None)
             if fut in self._parked:
                 self._parked.remove(fut)
-            if self._scout is fut:
-                self._scout = None
+            if self._scout_park is fut:
+                self._scout_park = None
+
+    def claim_scout(self, who: object) -> bool:
+        """``who`` keeps watch if nobody does; True if ``who`` is the scout."""
+        if self.scout is None:
+            self.scout = who
+        return self.scout == who
+
+    def resign_scout(self, who: object) -> None:
+        """``who`` stops keeping watch (if it did); the next to claim the role takes it."""
+        if self.scout == who:
+            self.scout = None
 
     def catch(self) -> Catch | None:
         """Claim a parked poll that takes handed messages (not the scout while another is parked, as ``handoff``):
@@ -83,7 +94,7 @@ class QueueWaiter:
         live = [f for f in self._parked if not f.done() and f in self._catches]
         if not live:
             return None
-        fut = next((f for f in live if f is not self._scout), live[0])
+        fut = next((f for f in live if f is not self._scout_park), live[0])
         self._parked.remove(fut)
         found = self._catches.pop(fut)
         found.claimed = True
@@ -111,7 +122,7 @@ class QueueWaiter:
         if not live:
             self._parked = []
             return
-        fut = next((f for f in live if f is not self._scout), live[0])
+        fut = next((f for f in live if f is not self._scout_park), live[0])
         self._parked = [f for f in live if f is not fut]
         fut.set_result(None)
 
