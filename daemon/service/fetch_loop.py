@@ -59,7 +59,7 @@ class FetchLoop:
             # scout, woken by a send, visits the rows named, and so does every other consumer
             # while wake-ups name them.
             polling = watch.poll_due(queue, always=burst)
-            scout = watch.scouts.get(queue) == slot
+            scout = watch.waiters[queue].scout == slot
             finished_before = self._fifo_finished()
             full = polling or (not scout and not consumer.hints_flowing(watch.flowing_ms))
             messages = await self._fetch(queue, consumer, slot, asked, scout or polling, full)
@@ -80,7 +80,7 @@ class FetchLoop:
                 if watch.all_idle() and not self.room.tasks and not self.busy_consumers:
                     self.stopping.set()
                     return
-            if watch.scouts.setdefault(queue, slot) != slot:
+            if not watch.waiters[queue].claim_scout(slot):
                 await watch.wait_for_work(queue)  # another consumer of this queue keeps watch
                 continue
             await watch.sleep(queue, watch.until_poll_ms(queue, consumer))
@@ -116,11 +116,10 @@ class FetchLoop:
         named = consumer.pending_hints()
         flowing = consumer.hints_flowing(watch.flowing_ms)
         if named or (not flowing and got >= max(4, asked // 50)):
-            if watch.scouts.get(queue) == slot:
-                del watch.scouts[queue]
+            watch.waiters[queue].resign_scout(slot)
             watch.wake(queue, named - 1 if flowing else None)
             return
-        if watch.scouts.setdefault(queue, slot) == slot:
+        if watch.waiters[queue].claim_scout(slot):
             await watch.sleep(queue, watch.until_poll_ms(queue, consumer))
 
     async def _wait_in_flight(self) -> None:

@@ -5,6 +5,12 @@ its next poll of every row, until a wake-up (engine/wake/wakeups.py: a send in t
 from another) kicks it, or until a message known to be coming falls due. While wake-ups flow the
 poll is only the safety poll (``max_poll_interval``). Durations are ms here (loop time in ms too);
 asyncio takes seconds at the sleep.
+
+The other consumers park on the engine's ``QueueWaiter`` (engine/wake/wakeups.py), the one the long
+polls park on: one way to park, to wake one, n or all, and to hold the scout role (its ``scout`` is
+the slot of the consumer that keeps watch). The daemon has a waiter of its own per
+queue, not the receives' (``Wakeups.enter``): a send must both wake one parked poll and kick this
+scout, as two waiters do; one shared waiter would give its one wake to a poll or a consumer, not both.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from typing import Any
 from daemon.base.config import WorkerSettings
 from daemon.engine.client import Casque
 from daemon.engine.consume.consumer import Consumer
+from daemon.engine.wake.wakeups import QueueWaiter
 
 
 class IdleWatch:
@@ -31,17 +38,18 @@ class IdleWatch:
         self.slots = settings.consumers
         #: Wake-ups seen within this window mean the producers announce their sends (two safety polls).
         self.flowing_ms = 2 * settings.max_poll_interval_ms
-        self.scouts: dict[str, int] = {}  # per queue: the slot of the consumer that keeps watch
         self.idle: dict[tuple[str, int], bool] = {}  # per (queue, slot): its last fetch found nothing
         self.delay_ms: dict[str, int] = {}  # per queue: the scout's poll delay, poll_interval..max_poll_interval
         self._poll_at_ms: dict[str, float] = {}  # per queue: when the next poll of every row is due (loop ms)
-        self._waiting: dict[str, list[asyncio.Future[None]]] = {}  # per queue: consumers waiting, oldest first
+        self.waiters = {q: QueueWaiter(cq.clock) for q in consumers}  # per queue: the consumers waiting
         self.kick = {q: asyncio.Event() for q in consumers}  # a send named something due: the scout looks now
         self._unsubscribe = [cq.stores.wakeups.subscribe(q, self._hinted(q)) for q in consumers]
 
     def close(self) -> None:
         for unsubscribe in self._unsubscribe:
             unsubscribe()
+        for waiter in self.waiters.values():
+            waiter.close()
 
     def _hinted(self, queue: str) -> Any:
         """A wake-up for ``queue``: tell the consumer which row, and wake its scout so it looks now,
@@ -95,27 +103,24 @@ class IdleWatch:
         """Wait until the scout (or a wake-up) calls this consumer in. No timeout: the scout is a
         coroutine of this process and never stops while we run (with a timeout, every idle
         consumer would go round every shard on its own, reading for nothing)."""
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiting.setdefault(queue, []).append(waiter)
+        waiter = self.waiters[queue]
+        # The generation is read here, not before the fetch: a wake while no consumer waited is not
+        # kept (the scout's next poll finds its work). Read before the park's task starts, so a wake
+        # in between still ends the park.
+        park = asyncio.ensure_future(waiter.park(waiter.generation, None))
         stop = asyncio.ensure_future(self.stopping.wait())
         try:
-            both: list[asyncio.Future[Any]] = [waiter, stop]
+            both: list[asyncio.Future[Any]] = [park, stop]
             await asyncio.wait(both, return_when=asyncio.FIRST_COMPLETED)
         finally:
             stop.cancel()
-            if not waiter.done():
-                waiter.cancel()
-                self._waiting[queue].remove(waiter)
+            park.cancel()
 
     def wake(self, queue: str, n: int | None = None) -> None:
         """Wake ``n`` waiting consumers of ``queue`` (None: all). One per row with known work:
         waking every consumer for a small take sends each round every row, a burst of reads that
         delays the takes and so makes the next one bigger."""
-        waiting = self._waiting.get(queue, [])
-        count = len(waiting) if n is None else min(n, len(waiting))
-        for waiter in waiting[:count]:
-            waiter.set_result(None)
-        del waiting[:count]
+        self.waiters[queue].wake(n)
 
     def all_idle(self) -> bool:
         expected = len(self.consumers) * self.slots

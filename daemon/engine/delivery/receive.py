@@ -28,7 +28,7 @@ it is younger than its window (``known_empty``: no read), else make that one loo
 receive (tests/test_many_queues.py counts them; docs/design.md "Many queues"): 1 x 1 2 cold / 0 warm
 (3 / 0 if it held messages once); 4 x 4 5 / 0.
 
-A message available now wakes one parked poll of its queue (engine/wake/wakeups.py ``wake_one``);
+A message available now wakes one parked poll of its queue (engine/wake/wakeups.py ``QueueWaiter.wake``);
 a poll that took a full batch wakes the next, as does a woken poll that leaves without looking.
 """
 
@@ -167,7 +167,7 @@ class Receiver:
             await self.pulled.warm(consumer, qs)
         waiter = self.wakeups.enter(queue)
         self._taking(queue, 1)
-        scout = False
+        me = object()  # this receive, as the waiter's scout
         deadline = time.monotonic() + wait_s
         settings_until = time.monotonic() + SETTINGS_REUSE_S
         slot = next(self._slots) % 64
@@ -227,8 +227,7 @@ class Receiver:
                 coming = consumer.next_due()
                 if coming is not None and coming > self.clock.now_ms():
                     waiter.at(coming)
-                if not waiter.scouted:
-                    waiter.scouted = scout = True
+                scout = waiter.claim_scout(me)
                 safety = max(PARK_SLACK_S, self.poll_interval_s - (self.clock.now_ms() - looked_at) / 1000)
                 looked_at = None  # woken or timed out: the next look reads
                 catch = None if qs.fifo else Catch(limit, visibility_ms)  # a send may hand it messages
@@ -247,9 +246,8 @@ class Receiver:
                 if waiter.generation == generation and time.monotonic() >= deadline - PARK_SLACK_S:
                     return []
         finally:
-            if scout:
-                waiter.scouted = False
-            if not waiter.scouted or owed:  # someone must keep polling / look for what woke us
+            waiter.resign_scout(me)
+            if waiter.scout is None or owed:  # someone must keep polling / look for what woke us
                 waiter.handoff()
             self.wakeups.leave(queue, waiter)
             self._taking(queue, -1)

@@ -10,7 +10,7 @@ A parked poll reads nothing while it waits. In case a hint was lost, the one *sc
 queue's parked polls re-reads Cassandra at the slow safety cadence ``sqs.poll_interval`` (15 s by
 default); the others only wait.
 
-A message available now wakes *one* parked poll of its queue (``wake_one``), not all of them, and
+A message available now wakes *one* parked poll of its queue (``wake(1)``), not all of them, and
 not the polls of any other queue (a waiter per queue): N polls parked on N queues, one send, one
 poll reads. A poll that took a full batch passes the wake on to the next parked one (there may be
 more), and so does a woken poll that leaves without looking (cancelled); a timer (a due time this
@@ -40,26 +40,28 @@ class QueueWaiter:
         self.clock = clock
         self.generation = 0  # bumped by every wake: a poll that saw gen N parks only if still N
         self.receivers = 0
-        self.scouted = False
+        self.scout: object | None = None  # who keeps watch: a receive, or a daemon's consumer (its slot)
         self._parked: list[asyncio.Future[None]] = []
         self._catches: dict[asyncio.Future[None], Catch] = {}  # parked polls that take handed messages
-        self._scout: asyncio.Future[None] | None = None  # the scout's park, while it is parked
+        self._scout_park: asyncio.Future[None] | None = None  # the scout's park, while it is parked
         self._timers: list[int] = []
         self._handle: asyncio.TimerHandle | None = None
         self._handle_due: int | None = None
 
-    async def park(self, generation: int, timeout_s: float, scout: bool = False, catch: Catch | None = None) -> None:
-        """Sleep until woken, claimed (``catch.claimed``: a send hands it messages) or ``timeout_s``; return at once
-        if a wake came after ``generation``. ``scout``: this is the scout's park (a single wake goes to another poll
-        first)."""
-        if generation != self.generation or timeout_s <= 0:
+    async def park(
+        self, generation: int, timeout_s: float | None, scout: bool = False, catch: Catch | None = None
+    ) -> None:
+        """Sleep until woken, claimed (``catch.claimed``: a send hands it messages) or ``timeout_s`` (None: until
+        woken); return at once if a wake came after ``generation``. ``scout``: this is the scout's park (a single
+        wake goes to another poll first)."""
+        if generation != self.generation or (timeout_s is not None and timeout_s <= 0):
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._parked.append(fut)
         if catch is not None:
             self._catches[fut] = catch
         if scout:
-            self._scout = fut
+            self._scout_park = fut
         try:
             await asyncio.wait_for(fut, timeout_s)
         except TimeoutError:
@@ -72,8 +74,19 @@ class QueueWaiter:
             self._catches.pop(fut, None)
             if fut in self._parked:
                 self._parked.remove(fut)
-            if self._scout is fut:
-                self._scout = None
+            if self._scout_park is fut:
+                self._scout_park = None
+
+    def claim_scout(self, who: object) -> bool:
+        """``who`` keeps watch if nobody does; True if ``who`` is the scout."""
+        if self.scout is None:
+            self.scout = who
+        return self.scout == who
+
+    def resign_scout(self, who: object) -> None:
+        """``who`` stops keeping watch (if it did); the next to claim the role takes it."""
+        if self.scout == who:
+            self.scout = None
 
     def catch(self) -> Catch | None:
         """Claim a parked poll that takes handed messages (not the scout while another is parked, as ``handoff``):
@@ -81,26 +94,25 @@ class QueueWaiter:
         live = [f for f in self._parked if not f.done() and f in self._catches]
         if not live:
             return None
-        fut = next((f for f in live if f is not self._scout), live[0])
+        fut = next((f for f in live if f is not self._scout_park), live[0])
         self._parked.remove(fut)
         found = self._catches.pop(fut)
         found.claimed = True
         fut.set_result(None)
         return found
 
-    def wake(self) -> None:
-        """Something may be available: every parked poll looks again."""
+    def wake(self, n: int | None = None) -> None:
+        """Something may be available: ``n`` parked polls look again, oldest first (None: every one). One message
+        wakes one poll (``n=1``), and a poll between its look and its park looks again: the generation moved."""
         self.generation += 1
-        parked, self._parked = self._parked, []
-        for fut in parked:
-            if not fut.done():
-                fut.set_result(None)
-
-    def wake_one(self) -> None:
-        """One message may be available: one parked poll looks (and a poll between its look and
-        its park looks again: the generation moved)."""
-        self.generation += 1
-        self.handoff()
+        if n is None:
+            parked, self._parked = self._parked, []
+            for fut in parked:
+                if not fut.done():
+                    fut.set_result(None)
+            return
+        for _ in range(n):
+            self.handoff()
 
     def handoff(self) -> None:
         """Wake one parked poll: the scout left (the one woken becomes the next), or one message may
@@ -110,7 +122,7 @@ class QueueWaiter:
         if not live:
             self._parked = []
             return
-        fut = next((f for f in live if f is not self._scout), live[0])
+        fut = next((f for f in live if f is not self._scout_park), live[0])
         self._parked = [f for f in live if f is not fut]
         fut.set_result(None)
 
@@ -199,7 +211,7 @@ class Wakeups:
         w = self._waiters.get(queue)
         if w is not None:
             if due_ms <= self.clock.now_ms():
-                w.wake_one()
+                w.wake(1)
             else:
                 w.at(due_ms)
         for listener in self._listeners.get(queue, ()):
