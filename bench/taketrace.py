@@ -162,7 +162,7 @@ def _label(what: Any, names: dict[Any, str]) -> str:
 
 
 def sequence(steps: list[tuple[int, Any]], names: dict[Any, str]) -> str:
-    """'MessageTable.peek → ShardLocker… ‖ …': waves in order, requests of one wave joined by ‖."""
+    """'MessageTable.peek → RowLock… ‖ …': waves in order, requests of one wave joined by ‖."""
     waves: dict[int, list[str]] = {}
     for wave, what in steps:
         waves.setdefault(wave, []).append(_label(what, names))
