@@ -33,7 +33,7 @@ from tests.support import sqsserver
 from tests.support.answer_gate import AnswerGate
 from tests.support.sqs_clients import Clients, Producer, Receiver, Seen, client, drain, poll, run_clients
 from tests.support.stall_node import STALL_KEYSPACE, STALL_NODE, freeze_node, servers_on_own_node
-from tests.support.standard_ledger import Ledger, Outcome
+from tests.support.standard_ledger import VIOLATIONS, Ledger, Outcome
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]
 PRODUCERS = 2
@@ -46,17 +46,6 @@ KEPT = "casque_locks_kept_total"
 SHARED_BEFORE_FAULT = RECEIVERS_PER_SERVER
 #: How many of the victim's receive answers the kill test holds back before the kill: half its receivers.
 HELD_ANSWERS = RECEIVERS_PER_SERVER // 2
-
-#: The ledger's counts that must be 0 (tests/support/standard_ledger.py says what each one means).
-VIOLATIONS = (
-    "lost",
-    "unsent",
-    "deliveries_given_twice",
-    "early_redeliveries",
-    "processed_twice",
-    "delivered_after_delete",
-    "leftover",
-)
 
 
 @pytest.fixture

@@ -48,6 +48,17 @@ from dataclasses import dataclass, field
 
 from .sqs_clients import Key, Seen
 
+#: The counts that must be 0 (the module's docstring says what each one means).
+VIOLATIONS = (
+    "lost",
+    "unsent",
+    "deliveries_given_twice",
+    "early_redeliveries",
+    "processed_twice",
+    "delivered_after_delete",
+    "leftover",
+)
+
 #: Leeway of the early-redelivery check: timestamps in ms, a take's clock read a little after its
 #: receive began, and ``time.monotonic`` against the servers' wall clock over a few seconds.
 EARLY_SLACK_S = 0.5
