@@ -7,7 +7,7 @@ import time
 from collections import defaultdict
 
 from tests.support import standard_ledger
-from tests.support.sqs_clients import Seen
+from tests.support.sqs_clients import Key, Seen
 
 from .check import Duplicate, Findings, explainer, inside
 from .faults import Window
@@ -36,20 +36,38 @@ def check_sqs(f: Findings, traffic: SqsTraffic, fifo_leftover: int, seconds: flo
     f.counts["fifo groups out of order"] += fo.groups_out_of_order + fo.sequence_out_of_order
     for name, times in (("sqs-standard", traffic.std_times), ("sqs-fifo", traffic.fifo_times)):
         ledger = traffic.std if times is traffic.std_times else traffic.fifo
-        first: dict[tuple[str, int], Seen] = {}
-        later: dict[tuple[str, int], list[Seen]] = defaultdict(list)
-        for s in sorted(ledger.seen, key=lambda s: s.at):
-            if s.key in first:
-                later[s.key].append(s)
-            else:
-                first.setdefault(s.key, s)
-        for key, s in first.items():
-            sent = times.sent_at.get(key)
-            if sent is not None:
-                got = s.at + off
-                f.latencies.append((max(0.0, got - sent), inside(windows, sent, got)))
-            prev = s
-            for again in later[key]:
-                a, b = prev.began + off, again.began + off
-                f.duplicates.append(Duplicate(name, f"{key[0]}:{key[1]}", a, b, explainer(windows, 0, a, b)))
-                prev = again
+        _deliveries(f, name, ledger.seen, times.sent_at, getattr(ledger, "retried", set()), off, windows)
+
+
+def _deliveries(
+    f: Findings,
+    name: str,
+    seen: list[Seen],
+    sent_at: dict[Key, float],
+    retried: set[Key],
+    off: float,
+    windows: list[Window],
+) -> None:
+    """Latency to each body's first delivery; a message given again is a duplicate (explained by a fault over the
+    time its earlier delivery was in flight), and so is a copy of a body under a second message id, explained when
+    its send was retried (a standard queue's at-least-once send; the ledger flags a copy of a send never retried)."""
+    by_key: dict[Key, list[Seen]] = defaultdict(list)
+    for s in sorted(seen, key=lambda s: s.at):
+        by_key[s.key].append(s)
+    for key, given in by_key.items():
+        first = given[0]
+        sent = sent_at.get(key)
+        if sent is not None:
+            got = first.at + off
+            f.latencies.append((max(0.0, got - sent), inside(windows, sent, got)))
+        label = f"{key[0]}:{key[1]}"
+        last: dict[str, Seen] = {}
+        for s in given:
+            prev = last.get(s.message_id)
+            if prev is not None:
+                a, b = prev.began + off, s.began + off
+                f.duplicates.append(Duplicate(name, label, a, b, explainer(windows, 0, a, b)))
+            elif last:
+                why = "send retried" if key in retried else ""
+                f.duplicates.append(Duplicate(name, label, first.at + off, s.at + off, why))
+            last[s.message_id] = s

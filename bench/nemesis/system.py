@@ -107,10 +107,16 @@ class System:
         if s is not None and s.proc.poll() is None:
             s.proc.kill()
             s.proc.wait(30)
+            self._keep_log(j, s.stop())
+
+    def _keep_log(self, j: int, log: str) -> None:
+        with open(self.workdir / f"server-{j}.log", "a") as f:
+            f.write(log)
 
     def stop_processes(self) -> None:
         for i in range(len(self.daemons)):
             self.stop_daemon(i)
-        for s in self.servers:
+        for j, s in enumerate(self.servers):
             if s is not None:
-                s.stop()
+                self._keep_log(j, s.stop())
+                self.servers[j] = None

@@ -17,10 +17,11 @@ from tests.support.sqs_clients import Key, Producer, Receiver, Records, Seen, cl
 
 from .ledger import Send
 
-WORK = "nem_work"  # the daemons' own queue: what the settings faults change and reshard
-SHARED = "nem_shared"  # daemons and SQS receivers on one queue
-STD = "nem-std"
-FIFO = "nem-fifo.fifo"
+RUN = time.strftime("%m%d%H%M%S")  # each run's queues are its own: the ring's keyspace outlives a run
+WORK = f"nem_work_{RUN}"  # the daemons' own queue: what the settings faults change and reshard
+SHARED = f"nem_shared_{RUN}"  # daemons and SQS receivers on one queue
+STD = f"nem-std-{RUN}"
+FIFO = f"nem-fifo-{RUN}.fifo"
 TICK_S = 0.5  # the casque producer's pace
 SQS_EVERY_S = 2.0  # one batch of 10 standard and one of 4 FIFO messages this often
 CRON_KEYS = ("cron-a", "cron-b")

@@ -150,8 +150,12 @@ class Ledger:
 
     def all_processed(self) -> bool:
         """Whether every message the run knows of had its latest delivery deleted."""
+        return not self.unprocessed()
+
+    def unprocessed(self) -> set[str]:
+        """The messages the run knows of whose latest delivery was not deleted."""
         with self.lock:
-            return self._known() <= self._processed(self.seen)
+            return self._known() - self._processed(self.seen)
 
     def _known(self) -> set[str]:
         return (
