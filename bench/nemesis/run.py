@@ -53,6 +53,7 @@ class Campaign:
         self.windows: list[Window] = []
         self.notes: dict[str, Any] = {"partition": self.no_partition or "iptables on loopback, storage port"}
         self.fault_errors: list[str] = []
+        self.example = ""  # a message the drain still waits for
 
     async def lane(self, faults: list[Fault], t0: float, cq: Casque, traffic: SqsTraffic) -> None:
         for f in faults:
@@ -78,6 +79,7 @@ class Campaign:
         for s in _expected(producer.sends):
             if (s.id not in poisoned) if s.kind == "doomed" else (s.id not in done and s.label not in shared):
                 out[s.kind] += 1
+                self.example = s.line()
         std = traffic.std.unprocessed()
         fifo = set(traffic.fifo.sent) - traffic.fifo.processed_keys()
         out |= {k: v for k, v in (("sqs-standard", len(std)), ("sqs-fifo", len(fifo))) if v}
@@ -116,6 +118,8 @@ class Campaign:
             traffic.stop_sending.set()
             await sending
             traffic_end = time.time()
+            with open(self.workdir / "sends.txt", "w") as out:
+                out.writelines(s.line() + "\n" for s in producer.sends)
             print(
                 f"traffic stopped at {traffic_end - t0:.0f}s: {len(producer.sends)} casque sends; draining", flush=True
             )
@@ -123,7 +127,11 @@ class Campaign:
             while time.time() < traffic_end + DRAIN_S and left:
                 await asyncio.sleep(2)
                 left = await self.missing(cq, producer, traffic)
-                print(f"  {time.time() - traffic_end:5.0f}s into the drain, not yet processed: {left}", flush=True)
+                print(
+                    f"  {time.time() - traffic_end:5.0f}s into the drain, not yet processed: {left} "
+                    f"(e.g. {self.example})",
+                    flush=True,
+                )
             drained_at = time.time()
             self.notes["not_drained"] = left
             last_fault = max((w.end for w in self.windows), default=t0)
