@@ -90,7 +90,7 @@ class DaemonCheck:
         answered = [s for s in self.sends if s.id]
         failed_labels = {s.label for s in self.sends if s.error}
         for s in self.sends:
-            f.counts[f"sent {s.kind}"] += 1
+            f.counts[f"sent {s.kind}"] += bool(s.id)
             f.counts["send errors"] += bool(s.error)
         known = {s.id for s in answered}
         self._keyed(f, [s for s in answered if s.kind in ("replace", "keep")])
@@ -107,7 +107,11 @@ class DaemonCheck:
         for pid in self.poisoned - {s.id for s in answered if s.kind == "doomed"}:
             f.violate("poisoned", f"{pid} poisoned, though its handler never fails", self.context([pid]))
         for mid, rs in self.by_id.items():
-            if mid not in known and rs[0].what != "tick" and rs[0].label not in failed_labels:
+            if (
+                mid not in known
+                and rs[0].what not in ("tick", "fifo", "fifo-fail")
+                and rs[0].label not in failed_labels
+            ):
                 f.violate("unsent", f"{mid} ran, though no send answered it or failed", self.context([mid]))
         self._cron(f)
 

@@ -1,7 +1,8 @@
 """The ledger of what went through the daemons: every send by the casque client (what it was told, or the error),
 and every handler record the daemons wrote (a start and an end of ``nemesis.step``, a cron firing, a failed attempt
-of ``test.always_fail``). Times are wall-clock seconds: the daemons record theirs with ``time.time()`` on this
-machine (the clock skew of a skewed daemon is the engine's own offset, not its process's clock)."""
+of ``test.always_fail``, a FIFO group's step by ``test.fifo_step`` with its start and end). Times are wall-clock
+seconds: the daemons record theirs with ``time.time()`` on this machine (the clock skew of a skewed daemon is the
+engine's own offset, not its process's clock)."""
 
 from __future__ import annotations
 
@@ -41,8 +42,9 @@ class Run:
     pid: int
     at: float
     what: str
-    label: str = ""  # kind:n:v (nemesis.step), key (nemesis.tick)
+    label: str = ""  # kind:n:v (nemesis.step), key (nemesis.tick), group:n (test.fifo_step)
     occurrence: int = 0
+    until: float = 0.0  # a FIFO step's end (``at`` is its start)
 
     def line(self) -> str:
         extra = f" occurrence {self.occurrence}" if self.what == "tick" else ""
@@ -57,6 +59,12 @@ def runs(record: Path) -> list[Run]:
         return out
     for line in record.read_text().splitlines():
         f = line.split()
+        if len(f) == 8 and f[7] in ("ok", "fail"):  # test.fifo_step's: id attempt pid start end group n outcome
+            what = "fifo" if f[7] == "ok" else "fifo-fail"
+            out.append(
+                Run("test.fifo_step", f[0], int(f[1]), int(f[2]), float(f[3]), what, f"{f[5]}:{f[6]}", 0, float(f[4]))
+            )
+            continue
         if len(f) < 5:
             continue  # a line cut by a kill -9 mid-write
         base = (f[0], f[1], int(f[2]), int(f[3]), float(f[4]))

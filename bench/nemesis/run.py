@@ -16,11 +16,12 @@ from ..env import out_dir
 from . import report
 from .check import DaemonCheck, Findings
 from .faults import Window, apply, partition_works, unhook_partition
+from .fifocheck import check_daemon_fifo
 from .ledger import Send, runs
 from .schedule import Fault, lane_of, plan, save
 from .sqscheck import check_sqs, wall_offset
 from .system import System
-from .traffic import FIFO, SHARED, STD, WORK, CasqueProducer, SqsTraffic
+from .traffic import DFIFO, FIFO, SHARED, STD, WORK, CasqueProducer, SqsTraffic
 
 DRAIN_S = 300.0  # after the traffic stops, how long everything sent may take to be processed
 
@@ -49,7 +50,7 @@ class Campaign:
         self.workdir.mkdir(parents=True)
         self.no_partition = partition_works()
         self.plan = plan(seed, self.seconds, partition=not self.no_partition)
-        self.system = System(self.workdir, [WORK, SHARED])
+        self.system = System(self.workdir, [WORK, SHARED, DFIFO])
         self.windows: list[Window] = []
         self.notes: dict[str, Any] = {"partition": self.no_partition or "iptables on loopback, storage port"}
         self.fault_errors: list[str] = []
@@ -72,7 +73,7 @@ class Campaign:
     async def missing(self, cq: Casque, producer: CasqueProducer, traffic: SqsTraffic) -> dict[str, int]:
         """What is not yet processed, by kind: answered casque sends not handled (doomed ones: not poisoned), and SQS
         messages whose latest delivery was not deleted; empty once everything sent was."""
-        done = {r.id for r in runs(self.system.record) if r.what == "end"}
+        done = {r.id for r in runs(self.system.record) if r.what in ("end", "fifo")}
         shared = _shared_deleted(traffic)
         poisoned = {str(p.id) for p in await cq.admin.poisoned(WORK, limit=None)}
         out: dict[str, int] = defaultdict(int)
@@ -99,6 +100,7 @@ class Campaign:
         traffic: SqsTraffic | None = None
         try:
             await cq.create_queue(WORK, shards=4, timeout=10, max_attempts=50)
+            await cq.create_queue(DFIFO, fifo=True, timeout=10, max_attempts=50)
             for j in range(len(sys_.servers)):
                 await asyncio.to_thread(sys_.start_server, j)
             traffic = SqsTraffic(sys_.urls, self.seconds)
@@ -174,6 +176,7 @@ class Campaign:
         DaemonCheck(
             producer.sends, runs(self.system.record), poisoned, _shared_deleted(traffic), self.windows, traffic_end
         ).check(f)
+        check_daemon_fifo(f, producer.sends, runs(self.system.record), self.windows)
         check_sqs(f, traffic, fifo_leftover, self.seconds, self.windows)
         return f
 

@@ -20,6 +20,8 @@ from .ledger import Send
 RUN = time.strftime("%m%d%H%M%S")  # each run's queues are its own: the ring's keyspace outlives a run
 WORK = f"nem_work_{RUN}"  # the daemons' own queue: what the settings faults change and reshard
 SHARED = f"nem_shared_{RUN}"  # daemons and SQS receivers on one queue
+DFIFO = f"nem_dfifo_{RUN}.fifo"  # a FIFO queue the daemons consume: a group's steps one at a time, in order
+FIFO_GROUPS = 3
 STD = f"nem-std-{RUN}"
 FIFO = f"nem-fifo-{RUN}.fifo"
 TICK_S = 0.5  # the casque producer's pace
@@ -47,6 +49,27 @@ class CasqueProducer:
             s.error, s.answered = f"{type(exc).__name__}: {exc}", time.time()
         return s
 
+    async def send_fifo(self, n: int) -> None:
+        """Step ``n // FIFO_GROUPS`` of group ``n % FIFO_GROUPS``; a failed send is sent again with its dedup id (the
+        first attempt may have written it: the queue then answers the retry with its id), so a group's steps are
+        sent in order, each once."""
+        g, step = f"g{n % FIFO_GROUPS}", n // FIFO_GROUPS
+        payload = {"g": g, "n": step, "sleep": 0.05}
+        deadline = time.time() + 60
+        while True:
+            s = Send(DFIFO, "fifo", n, 0, time.time(), key=g)
+            self.sends.append(s)
+            try:
+                sid = await self.cq.send(DFIFO, "test.fifo_step", payload, group=g, dedup_id=f"{g}-{step}")
+                s.id, s.answered = str(sid), time.time()
+                s.due = s.answered
+                return
+            except CasqueError as exc:
+                s.error, s.answered = f"{type(exc).__name__}: {exc}", time.time()
+                if time.time() > deadline:
+                    return
+                await asyncio.sleep(0.5)
+
     async def start_cron(self) -> None:
         for key in CRON_KEYS:
             await self.send(WORK, "cron", 0, task="nemesis.tick", key=key, cron="* * * * * *", cron_format="croniter")
@@ -58,6 +81,7 @@ class CasqueProducer:
             await self.send(WORK, "delayed", n, delay=1 + n % 8)
             await self.send(WORK, "priority", n, priority=5)
             await self.send(SHARED, "shared", n)
+            await self.send_fifo(n)
             if n % 5 == 0:  # a key sent twice while its first message waits: the second replaces it, or is dropped
                 for policy in ("replace", "keep"):
                     for v in (1, 2):
