@@ -15,6 +15,8 @@ import subprocess
 import time
 from dataclasses import dataclass
 
+from cassandra import OperationTimedOut
+
 from daemon.base.errors import StorageUnavailable, UsageError
 from daemon.engine.client import Casque
 
@@ -99,7 +101,7 @@ async def _settings(f: Fault, cq: Casque, queue: str) -> str:
             if f.kind == "reshard" and tries > 1 and "nothing to change" in str(exc):
                 return f"{tries} tries, the timed-out one applied"
             raise
-        except StorageUnavailable:
+        except (StorageUnavailable, OperationTimedOut):  # the driver's own: Database.prepare lets it through
             if time.time() > deadline:
                 raise
             tries += 1
