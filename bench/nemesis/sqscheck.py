@@ -34,9 +34,34 @@ def check_sqs(f: Findings, traffic: SqsTraffic, fifo_leftover: int, seconds: flo
             if n:
                 f.violate(f"{name} {what}", f"{n} ({out.line()})", out.examples[:10])
     f.counts["fifo groups out of order"] += fo.groups_out_of_order + fo.sequence_out_of_order
+    if fo.groups_out_of_order:
+        f.violate(
+            "sqs-fifo order", "a group's deliveries, in the order their answers arrived:", _disorder(traffic, off)
+        )
     for name, times in (("sqs-standard", traffic.std_times), ("sqs-fifo", traffic.fifo_times)):
         ledger = traffic.std if times is traffic.std_times else traffic.fifo
         _deliveries(f, name, ledger.seen, times.sent_at, getattr(ledger, "retried", set()), off, windows)
+
+
+def _disorder(traffic: SqsTraffic, off: float) -> list[str]:
+    """The deliveries around the first place a group's order breaks (the ledger folds a redelivery into the delivery
+    it repeats, and wants 0, 1, 2, ...): each with when its receive began and its answer arrived, its receive count."""
+    per_group: dict[str, list[Seen]] = defaultdict(list)
+    for s in sorted(traffic.fifo.seen, key=lambda s: (s.at, s.index)):
+        per_group[s.key[0]].append(s)
+    for _, seen in sorted(per_group.items()):
+        folded: list[int] = []
+        for i, s in enumerate(seen):
+            if folded and folded[-1] == s.key[1]:
+                continue
+            if s.key[1] != len(folded):
+                return [
+                    f"{x.key[0]}:{x.key[1]} {x.message_id} receive count {x.receive_count} began {x.began + off:.3f} "
+                    f"answered {x.at + off:.3f}"
+                    for x in seen[max(0, i - 6) : i + 6]
+                ]
+            folded.append(s.key[1])
+    return []
 
 
 def _deliveries(
