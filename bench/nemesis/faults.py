@@ -58,7 +58,7 @@ def partition_works() -> str:
     """'' when this machine can cut loopback traffic with iptables (its own chain made and hooked into INPUT), else
     why not."""
     if shutil.which("iptables") is None:
-        return "no iptables on this machine (apt-get install iptables)"
+        return "no iptables on this machine (python -m bench setup installs it)"
     for args in (("-N", CHAIN), ("-F", CHAIN)):
         _iptables(*args)
     if _iptables("-C", "INPUT", "-j", CHAIN).returncode != 0:
