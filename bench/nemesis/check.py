@@ -130,7 +130,8 @@ class DaemonCheck:
         first = min([r.at for r in starts or ends] + ([sqs_at] if sqs_at is not None else []))
         if s.due and first < s.due - EARLY_SLACK_S:
             f.violate("ran early", f"{s.label} started {s.due - first:.1f}s before its due", self.context([s.id]))
-        f.latencies.append((max(0.0, first - s.due), inside(self.windows, s.due, first)))
+        ready = max(s.due, s.answered)  # a slow send's message can't be waited for before its send was answered
+        f.latencies.append((max(0.0, first - ready), inside(self.windows, ready, first)))
         deliveries = [(r.at, r.pid) for r in starts if any(e.attempt == r.attempt for e in ends)]
         deliveries += [(sqs_at, 0)] if sqs_at is not None else []
         deliveries.sort()

@@ -19,7 +19,7 @@ class Send:
     asked: float
     answered: float = 0.0
     id: str = ""  # what the send answered ('' when it failed)
-    due: float = 0.0  # when it may run (answered + delay)
+    due: float = 0.0  # when it may run (asked + delay)
     key: str = ""
     error: str = ""
 

@@ -62,6 +62,7 @@ def build(
         "violations": len(f.violations),
         "violation_kinds": dict(Counter(v.what for v in f.violations)),
         "first_violation": asdict(f.violations[0]) if f.violations else None,
+        "all_violations": [asdict(v) for v in f.violations[:50]],
         "windows": [
             {
                 "kind": w.fault.kind,
@@ -94,6 +95,7 @@ def markdown(r: dict[str, Any]) -> str:
         f"- other counts: {r['counts']}",
         f"- violations: **{r['violations']}** {r['violation_kinds'] or ''}",
     ]
+    lines += [f"  - {v['what']}: {v['detail'][:200]}" for v in r["all_violations"][:20]]
     v = r["first_violation"]
     if v:
         lines += ["", f"first violation ({v['what']}): {v['detail']}", "", "```", *v["context"][:40], "```"]

@@ -44,7 +44,7 @@ class CasqueProducer:
         try:
             sid = await self.cq.send(queue, task, {"g": kind, "n": n, "v": v}, **kw)
             s.id, s.answered = str(sid), time.time()
-            s.due = s.answered + float(kw.get("delay") or 0)
+            s.due = s.asked + float(kw.get("delay") or 0)  # the client builds the message (and its due) as it asks
         except CasqueError as exc:  # the send's outcome is unknown: written or not
             s.error, s.answered = f"{type(exc).__name__}: {exc}", time.time()
         return s
