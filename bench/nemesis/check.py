@@ -38,7 +38,7 @@ class Findings:
     violations: list[Violation] = field(default_factory=list)
     duplicates: list[Duplicate] = field(default_factory=list)
     lost: dict[str, int] = field(default_factory=lambda: defaultdict(int))
-    latencies: list[tuple[float, bool]] = field(default_factory=list)  # (seconds, inside a fault window)
+    latencies: list[tuple[float, bool, str]] = field(default_factory=list)  # (seconds, inside a fault window, kind)
     counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
     def violate(self, what: str, detail: str, context: list[str]) -> None:
@@ -131,7 +131,7 @@ class DaemonCheck:
         if s.due and first < s.due - EARLY_SLACK_S:
             f.violate("ran early", f"{s.label} started {s.due - first:.1f}s before its due", self.context([s.id]))
         ready = max(s.due, s.answered)  # a slow send's message can't be waited for before its send was answered
-        f.latencies.append((max(0.0, first - ready), inside(self.windows, ready, first)))
+        f.latencies.append((max(0.0, first - ready), inside(self.windows, ready, first), s.kind))
         deliveries = [(r.at, r.pid) for r in starts if any(e.attempt == r.attempt for e in ends)]
         deliveries += [(sqs_at, 0)] if sqs_at is not None else []
         deliveries.sort()

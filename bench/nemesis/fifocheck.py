@@ -59,6 +59,6 @@ def check_daemon_fifo(f: Findings, sends: list[Send], runs: list[Run], windows: 
             f.violate("lost", f"FIFO step {g}:{n} ({mid}) was answered but never run", _lines(fifo_sends, []))
             continue
         answered = min(s.answered for s in fifo_sends if s.id == mid)
-        f.latencies.append((max(0.0, done[0].at - answered), inside(windows, answered, done[0].at)))
+        f.latencies.append((max(0.0, done[0].at - answered), inside(windows, answered, done[0].at), "fifo"))
         for a, b in zip(done, done[1:]):
             f.duplicates.append(Duplicate("daemon-fifo", f"{g}:{n}", a.at, b.at, explainer(windows, a.pid, a.at, b.at)))

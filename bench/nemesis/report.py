@@ -22,6 +22,20 @@ def percentile(values: list[float], q: float) -> float | None:
     return s[min(len(s) - 1, int(q * len(s)))]
 
 
+def _latency(values: list[tuple[float, bool]]) -> dict[str, Any]:
+    """p50 and p99 (ms) of the latencies outside and inside fault windows."""
+    out: dict[str, Any] = {}
+    for name, flag in (("outside", False), ("inside", True)):
+        v = [s for s, i in values if i == flag]
+        p50, p99 = percentile(v, 0.5), percentile(v, 0.99)
+        out[name] = {
+            "n": len(v),
+            "p50_ms": None if p50 is None else round(p50 * 1000),
+            "p99_ms": None if p99 is None else round(p99 * 1000),
+        }
+    return out
+
+
 def build(
     seed: int,
     minutes: float,
@@ -33,15 +47,10 @@ def build(
 ) -> dict[str, Any]:
     explained = Counter(d.explained_by for d in f.duplicates if d.explained_by)
     unexplained = [d for d in f.duplicates if not d.explained_by]
-    lat: dict[str, Any] = {}
-    for name, flag in (("outside", False), ("inside", True)):
-        v = [s for s, i in f.latencies if i == flag]
-        p50, p99 = percentile(v, 0.5), percentile(v, 0.99)
-        lat[name] = {
-            "n": len(v),
-            "p50_ms": None if p50 is None else round(p50 * 1000),
-            "p99_ms": None if p99 is None else round(p99 * 1000),
-        }
+    lat = _latency([(s, i) for s, i, _ in f.latencies])
+    by_kind = {
+        k: _latency([(s, i) for s, i, w in f.latencies if w == k]) for k in sorted({w for _, _, w in f.latencies})
+    }
     return {
         "seed": seed,
         "minutes": minutes,
@@ -56,8 +65,11 @@ def build(
         "duplicates_explained": dict(explained),
         "duplicates_unexplained": len(unexplained),
         "unexplained_examples": [asdict(d) for d in unexplained[:10]],
-        "order_violations": f.counts.get("fifo groups out of order", 0),
+        "order_violations": f.counts.get("fifo groups out of order", 0)
+        + f.counts.get("daemon fifo groups out of order", 0)
+        + sum(v.what == "fifo in flight" for v in f.violations),
         "latency": lat,
+        "latency_by_kind": by_kind,
         "drain_after_last_fault_s": round(drain_s, 1),
         "violations": len(f.violations),
         "violation_kinds": dict(Counter(v.what for v in f.violations)),
@@ -87,11 +99,17 @@ def markdown(r: dict[str, Any]) -> str:
         f"- lost: **{r['lost']}** {r['lost_by_kind'] or ''}",
         f"- duplicates: {r['duplicates']} ({r['duplicates_by_where']}); explained {r['duplicates_explained']}; "
         f"unexplained **{r['duplicates_unexplained']}**",
-        f"- order violations (FIFO): **{r['order_violations']}**",
+        f"- order violations (FIFO groups out of order over SQS and in the daemons, two of a group in flight): "
+        f"**{r['order_violations']}**",
         f"- latency outside fault windows: p50 {lat['outside']['p50_ms']} ms, p99 {lat['outside']['p99_ms']} ms "
         f"({lat['outside']['n']}); inside: p50 {lat['inside']['p50_ms']} ms, p99 {lat['inside']['p99_ms']} ms "
         f"({lat['inside']['n']})",
         f"- drained {r['drain_after_last_fault_s']} s after the last fault ended",
+        "- latency by kind (p50/p99 ms outside | inside fault windows): "
+        + "; ".join(
+            f"{k} {v['outside']['p50_ms']}/{v['outside']['p99_ms']} | {v['inside']['p50_ms']}/{v['inside']['p99_ms']}"
+            for k, v in r["latency_by_kind"].items()
+        ),
         f"- other counts: {r['counts']}",
         f"- violations: **{r['violations']}** {r['violation_kinds'] or ''}",
     ]

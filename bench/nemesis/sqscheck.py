@@ -84,7 +84,7 @@ def _deliveries(
         sent = sent_at.get(key)
         if sent is not None:
             got = first.at + off
-            f.latencies.append((max(0.0, got - sent), inside(windows, sent, got)))
+            f.latencies.append((max(0.0, got - sent), inside(windows, sent, got), name))
         label = f"{key[0]}:{key[1]}"
         last: dict[str, Seen] = {}
         for s in given:
