@@ -20,12 +20,13 @@ from cassandra import OperationTimedOut
 from daemon.base.errors import StorageUnavailable, UsageError
 from daemon.engine.client import Casque
 
-from .schedule import Fault
+from .schedule import NODE_KINDS, Fault
 from .system import RING, System
 
 CHAIN = "CASQUE_NEMESIS"
 SETTINGS_RETRY_S = 60.0
 SERVER_RESTART_S = 120.0
+WHOLE_S = 180.0
 
 
 @dataclass
@@ -83,6 +84,16 @@ def _cut(node: int) -> None:
             r = _iptables("-A", CHAIN, *rule, "-j", "DROP")
             if r.returncode != 0:
                 raise RuntimeError(f"iptables: {r.stderr.strip()}")
+
+
+async def _until_whole(system: System) -> str:
+    """Wait (up to WHOLE_S) until every node sees every other up again: the fault lasts until then."""
+    started = time.time()
+    while not await asyncio.to_thread(system.whole):
+        if time.time() - started > WHOLE_S:
+            return f"ring not whole after {WHOLE_S:.0f}s"
+        await asyncio.sleep(1)
+    return f"ring whole {time.time() - started:.1f}s after"
 
 
 async def _restart_server(system: System, j: int) -> str:
@@ -166,4 +177,6 @@ async def apply(f: Fault, system: System, cq: Casque, queue: str) -> Window:
         note = await _settings(f, cq, queue)
     else:
         raise ValueError(f"unknown fault kind {f.kind}")
+    if f.kind in NODE_KINDS:
+        note = (note + " " + await _until_whole(system)).strip()
     return Window(f, t0, time.time(), note, pid)

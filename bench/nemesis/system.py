@@ -9,6 +9,11 @@ import signal
 import subprocess
 from pathlib import Path
 
+from cassandra import ConsistencyLevel, DriverException
+from cassandra.cluster import Cluster
+from cassandra.policies import WhiteListRoundRobinPolicy
+from cassandra.query import SimpleStatement
+
 from daemon.base.config import Settings
 from daemon.devnode import ClusterSpec, process, start_node, stop
 from daemon.testing.daemonproc import Daemon, start_daemon
@@ -55,6 +60,30 @@ class System:
 
     def start_node(self, index: int) -> None:
         start_node(RING, index, progress=lambda _: None)
+
+    def whole(self) -> bool:
+        """Whether every node, as coordinator, sees every replica up and answering: a read at ALL through each one
+        succeeds. A node back from a fault answers CQL before the others' gossip marks it up again; the next node
+        fault must wait for that, or two nodes are down at once in the coordinators' eyes."""
+        for i in range(1, RING.nodes + 1):
+            address = f"127.0.0.{i}"
+            cluster = Cluster(
+                [address],
+                port=RING.native_port,
+                load_balancing_policy=WhiteListRoundRobinPolicy([address]),
+                connect_timeout=5,
+            )
+            try:
+                session = cluster.connect()
+                read = SimpleStatement(
+                    f"SELECT name FROM {KEYSPACE}.queues LIMIT 1", consistency_level=ConsistencyLevel.ALL
+                )
+                session.execute(read, timeout=5)
+            except DriverException:
+                return False
+            finally:
+                cluster.shutdown()
+        return True
 
     def thaw_all(self) -> None:
         """SIGCONT every node (a freeze interrupted by an error must not outlive the run)."""
