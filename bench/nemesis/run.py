@@ -34,7 +34,9 @@ def _expected(sends: list[Send]) -> list[Send]:
 def _shared_deleted(traffic: SqsTraffic) -> dict[str, float]:
     off = wall_offset()
     with traffic.shared.lock:
-        seen = {(d.delivery.key, d.delivery.began + off) for d in traffic.shared.deleted}
+        seen = {
+            (d.delivery.key, d.delivery.at + off) for d in traffic.shared.deleted
+        }  # answered: began precedes the send
     out: dict[str, float] = {}
     for (g, n), at in seen:
         label = f"{g}:{n}:0"
