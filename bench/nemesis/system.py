@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 from cassandra import ConsistencyLevel, DriverException
-from cassandra.cluster import Cluster
+from cassandra.cluster import Cluster, NoHostAvailable
 from cassandra.policies import WhiteListRoundRobinPolicy
 from cassandra.query import SimpleStatement
 
@@ -79,7 +79,7 @@ class System:
                     f"SELECT name FROM {KEYSPACE}.queues LIMIT 1", consistency_level=ConsistencyLevel.ALL
                 )
                 session.execute(read, timeout=5)
-            except DriverException:
+            except (DriverException, NoHostAvailable):  # unavailable, timed out, or no coordinator at all
                 return False
             finally:
                 cluster.shutdown()
