@@ -31,9 +31,9 @@ from botocore.config import Config
 from daemon.base.clock import ManualClock
 from daemon.base.config import Settings
 from daemon.engine.client import Casque
+from daemon.testing import sqsserver
 from daemon.testing.daemonproc import records, start_daemon, until, write_config
 from tests.conftest import TEST_KEYSPACE
-from tests.support import sqsserver
 from tests.support.ledger import drain_ids as drain
 from tests.support.ledger import ledger
 

@@ -165,7 +165,7 @@ class Campaign:
     def _drain_sqs(self, traffic: SqsTraffic) -> int:
         """What the queues still hold once everything sent was processed: the standard one's drained into its ledger
         (lost or left over, the ledger tells), the FIFO one's counted (a FIFO leftover is a violation)."""
-        from tests.support.sqs_clients import drain
+        from daemon.testing.sqs_clients import drain
 
         drain(self.system.urls, traffic.paths[STD], 11, traffic.std)
         return len(drain(self.system.urls, traffic.paths[FIFO], 11))

@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 
-from tests.support import standard_ledger
-from tests.support.sqs_clients import Key, Seen
+from daemon.testing import standard_ledger
+from daemon.testing.sqs_clients import Key, Seen
 
 from .check import Duplicate, Findings, explainer, inside
 from .faults import Window

@@ -16,9 +16,9 @@ from cassandra.query import SimpleStatement
 
 from daemon.base.config import Settings
 from daemon.devnode import ClusterSpec, process, start_node, stop
+from daemon.testing import sqsserver
 from daemon.testing.daemonproc import Daemon, start_daemon
 from daemon.testing.nodes import kill9_node, ring_config, start_ring
-from tests.support import sqsserver
 
 RING = ClusterSpec(name="nemesis", nodes=3, native_port=10942, storage_port=9850, jmx_base=9950)
 KEYSPACE = "casque_nemesis"

@@ -1,5 +1,5 @@
 """The traffic: the casque client's producer (plain, delayed, prioritised, keyed replace and keep, doomed and shared
-messages, and per-second cron schedules by key), and the SQS clients of tests/support/sqs_clients.py on a standard
+messages, and per-second cron schedules by key), and the SQS clients of daemon/testing/sqs_clients.py on a standard
 and a FIFO queue and on the queue shared with the daemons, paced to last the run, each writing its ledger."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from urllib.parse import urlparse
 
 from daemon.base.errors import CasqueError
 from daemon.engine.client import Casque
-from tests.support import fifo_ledger, standard_ledger
-from tests.support.sqs_clients import Key, Producer, Receiver, Records, Seen, client
+from daemon.testing import fifo_ledger, standard_ledger
+from daemon.testing.sqs_clients import Key, Producer, Receiver, Records, Seen, client
 
 from .ledger import Send
 
