@@ -1,6 +1,7 @@
 """``python -m bench [--quick] [--only PARTS] [--compare FILE] [--report-only] [--no-docs]``; ``python -m bench
 setup``; ``python -m bench many-queues [--quick] [--write-docs] [--report-only]`` (bench/many_queues.py, a scenario of
-its own).
+its own); ``python -m bench nemesis [--minutes N] [--seed N]`` (bench/nemesis: random faults from a seed against a
+3-node ring, checked by a ledger).
 
 Runs the parts in order (each prints its progress; the list is bench/plan.py ``PARTS``), saves every result to
 bench/out/results-<mode>.json as soon as it is measured (so a failure later loses nothing, and ``--only`` can re-run
@@ -30,10 +31,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument(
         "command",
         nargs="?",
-        choices=["run", "setup", "many-queues"],
+        choices=["run", "setup", "many-queues", "nemesis"],
         default="run",
         help="setup: only install what the bench needs; many-queues: the per-user-queues scenario "
-        "(bench/many_queues.py)",
+        "(bench/many_queues.py); nemesis: faults at random from a seed, checked by a ledger (bench/nemesis)",
     )
     p.add_argument("--quick", action="store_true", help="the quick sizes of every part instead of the full ones")
     p.add_argument("--only", default="", help=f"comma-separated parts to run: {','.join(PARTS)} (default: all)")
@@ -52,6 +53,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
         help="many-queues only: a size of bench/many_queues.py (default: full, or quick with --quick); test and light "
         "never go to docs/",
     )
+    p.add_argument("--minutes", type=float, default=60.0, help="nemesis only: how long the faults go on")
+    p.add_argument("--seed", type=int, default=1, help="nemesis only: the seed of the fault schedule")
     p.add_argument("--write-docs", action="store_true", help="write docs/benchmarks.md even in quick mode")
     p.add_argument(
         "--systems",
@@ -317,6 +320,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
     if args.command == "many-queues":
         return many_queues(args)
+    if args.command == "nemesis":
+        from .nemesis import run
+
+        return run.main(args.minutes, args.seed)
     if args.command == "setup":
         from . import setup
 

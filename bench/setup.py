@@ -2,7 +2,8 @@
 
 * Python: bench/requirements.lock (hash-pinned, compiled against the project's lock so shared
   packages keep their versions) into the interpreter running the bench (``make bench``: .venv).
-* Debian: redis-server and postgresql for the peers (``apt-get update`` first, as root).
+* Debian: redis-server and postgresql for the peers, iptables for the nemesis's network partitions (``apt-get update``
+  first, as root).
 * Cassandra: the local node (``daemon.devnode``, the same one ``make test`` uses) and the
   ``casque_bench`` keyspace (the engine's own ``apply_schema``).
 * cassandra-stress: Apache publishes no 5.0 binary tarball on Maven Central, and no stress
@@ -26,7 +27,11 @@ from .env import KEYSPACE, ROOT, progress
 LOCK = ROOT / "bench" / "requirements.lock"
 STRESS_VERSION = "4.0-alpha2"
 STRESS_HOME = Path.home() / ".cache" / "casque" / f"apache-cassandra-{STRESS_VERSION}"
-APT_PACKAGES = {"redis-server": "/usr/bin/redis-server", "postgresql": "/usr/lib/postgresql"}
+APT_PACKAGES = {
+    "redis-server": "/usr/bin/redis-server",
+    "postgresql": "/usr/lib/postgresql",
+    "iptables": "/usr/sbin/iptables",
+}
 NEEDED_MODULES = ("celery", "redis", "arq", "dramatiq", "pgqueuer", "asyncpg", "procrastinate", "psycopg", "matplotlib")
 
 

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import os
-import signal
 import tempfile
 import time
 from pathlib import Path
@@ -20,14 +18,15 @@ from typing import Any
 
 from daemon.base.config import Settings
 from daemon.base.errors import StorageUnavailable
-from daemon.devnode import ClusterSpec, process, start, start_node, stop
+from daemon.devnode import ClusterSpec, start, start_node, stop
 from daemon.engine.client import Casque
 from daemon.engine.send.producer import Job
 from daemon.engine.storage.db import Database
 from daemon.engine.storage.schema import apply_schema
+from daemon.testing import nodes
 from daemon.testing.chaos import Outcome, count, finish, kill_chaos, race
-from daemon.testing.daemonproc import records, start_daemon, until, write_config
-from daemon.testing.nodes import settings_for
+from daemon.testing.daemonproc import records, start_daemon, until
+from daemon.testing.nodes import kill9_node, settings_for
 
 from .plan import Plan
 
@@ -109,27 +108,8 @@ class Tail:
 
 
 def ring_config(path: Path, queue: str) -> Path:
-    """A daemon config pointing at RING (as tests/test_node_faults.py does for its cluster)."""
-    cfg = write_config(path, RING_KEYSPACE, [queue], consumers=4, batch_size=50, max_poll_interval="500ms")
-    points = json.dumps([f"127.0.0.{i}" for i in range(1, RING.nodes + 1)])
-    cfg.write_text(
-        cfg.read_text().replace(
-            "[cassandra]", f"[cassandra]\ncontact_points = {points}\nport = {RING.native_port}\nrequest_timeout = 5"
-        )
-    )
-    return cfg
-
-
-def kill9_node(spec: ClusterSpec, index: int) -> None:
-    """kill -9 the node's JVM: no drain, no flush, as a lost machine would."""
-    node = spec.node(index)
-    pid = process.node_pid(node)
-    if pid is None:
-        raise RuntimeError(f"{node.name} of cluster '{spec.name}' is not running")
-    os.kill(pid, signal.SIGKILL)
-    while process.pid_alive(pid):
-        time.sleep(0.1)
-    process.remove_pidfile(node)
+    """A daemon config pointing at RING."""
+    return nodes.ring_config(path, RING, RING_KEYSPACE, [queue], consumers=4, batch_size=50, max_poll_interval="500ms")
 
 
 async def produce(cq: Casque, queue: str, n: int, sent: list[str], failures: list[str]) -> None:

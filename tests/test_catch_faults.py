@@ -25,8 +25,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 from daemon.base.config import Settings
 from daemon.base.crashpoints import CRASH_EXIT_CODE
 from daemon.devnode import ClusterSpec, status
-from tests.support import sqsserver
-from tests.support.sqs_clients import client, poll
+from daemon.testing import sqsserver
+from daemon.testing.sqs_clients import client, poll
 from tests.support.stall_node import servers_on_own_node
 
 pytestmark = [pytest.mark.reliability]

@@ -35,8 +35,9 @@ from daemon.engine.send.producer import Job
 from daemon.engine.storage.placement import PLACEMENT_MASK, id_due_ms, parse_id
 from daemon.engine.wake.hint_directory import listen_addresses, parse_address
 from daemon.engine.wake.hints import HINT_KEY, MAX_DATAGRAM, MAX_ENTRIES, HintListener, encode, pack
+from daemon.testing import sqsserver
 from daemon.testing.daemonproc import Daemon, records, start_daemon, until, write_config
-from tests.support import count_file, sqsserver
+from tests.support import count_file
 from tests.support.longpoll import parked
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -576,7 +576,7 @@ async def test_list_queues_next_token_walks_every_queue_once_with_boto3(
     import boto3
     from botocore.config import Config
 
-    from tests.support import sqsserver
+    from daemon.testing import sqsserver
 
     names = {f"{queue_name}_{i}" for i in range(25)}
     made += names

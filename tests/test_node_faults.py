@@ -5,7 +5,6 @@ daemon waits), and a single node restarted. Every test asserts that nothing sent
 from __future__ import annotations
 
 import asyncio
-import json
 import signal
 import time
 from collections.abc import AsyncIterator
@@ -17,10 +16,8 @@ import pytest
 from daemon.base.errors import StorageUnavailable
 from daemon.devnode import ClusterSpec, start, start_node, stop, stop_node
 from daemon.engine.client import Casque
-from daemon.engine.storage.db import Database
-from daemon.engine.storage.schema import apply_schema
-from daemon.testing.daemonproc import records, start_daemon, until, write_config
-from daemon.testing.nodes import settings_for
+from daemon.testing.daemonproc import records, start_daemon, until
+from daemon.testing.nodes import ring_config, start_ring
 
 pytestmark = [pytest.mark.reliability, pytest.mark.cluster, pytest.mark.slow]
 KEYSPACE = "casque_rel"
@@ -29,25 +26,11 @@ SOLO = ClusterSpec(name="solo", nodes=1, native_port=9242, storage_port=7200, jm
 
 
 def config_for(path: Path, spec: ClusterSpec, queue: str) -> Path:
-    cfg = write_config(path, KEYSPACE, [queue], consumers=2, max_poll_interval="500ms")
-    points = json.dumps([f"127.0.0.{i}" for i in range(1, spec.nodes + 1)])
-    cfg.write_text(
-        cfg.read_text().replace(
-            "[cassandra]", f"[cassandra]\ncontact_points = {points}\nport = {spec.native_port}\nrequest_timeout = 5"
-        )
-    )
-    return cfg
+    return ring_config(path, spec, KEYSPACE, [queue], consumers=2, max_poll_interval="500ms")
 
 
 async def cluster_client(spec: ClusterSpec) -> Casque:
-    await asyncio.to_thread(start, spec)
-    settings = settings_for(spec, KEYSPACE)
-    db = Database(settings.cassandra).connect()
-    try:
-        apply_schema(db, KEYSPACE, settings.schema)
-    finally:
-        db.close()
-    return await Casque.connect(settings)
+    return await Casque.connect(await asyncio.to_thread(start_ring, spec, KEYSPACE))
 
 
 @dataclass

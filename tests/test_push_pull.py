@@ -35,9 +35,9 @@ from daemon.engine.client import Casque
 from daemon.service.hooks import Hooks
 from daemon.service.outcomes import Outcomes
 from daemon.service.visibility import Visibility
+from daemon.testing import sqsserver
 from daemon.testing.daemonproc import records, start_daemon, until, write_config
 from tests.conftest import TEST_KEYSPACE
-from tests.support import sqsserver
 from tests.support.ledger import drain_ids as drain
 from tests.support.ledger import ledger
 from tests.support.longpoll import parked

@@ -10,7 +10,7 @@ import urllib.request
 from base64 import b64encode
 from typing import Any
 
-from tests.support import sqsserver
+from daemon.testing import sqsserver
 
 from .conftest import ROOT, TEST_KEYSPACE
 from .test_sqs import make_client

@@ -28,8 +28,8 @@ import pytest
 from daemon.base import metrics
 from daemon.engine.client import Casque
 from daemon.engine.operations.shard_growth import SendCounts, ShardGrowth
+from daemon.testing import sqsserver
 from daemon.testing.daemonproc import records, start_daemon, until, write_config
-from tests.support import sqsserver
 from tests.support.sqsfixtures import make_client
 
 #: A server that judges every second and grows a queue past 20 sends/s per shard (the default is

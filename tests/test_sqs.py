@@ -20,7 +20,7 @@ from botocore.exceptions import ClientError
 
 from daemon.engine.client import Casque
 from daemon.engine.operations.stats import queue_stats
-from tests.support import sqsserver
+from daemon.testing import sqsserver
 from tests.support.sqsfixtures import make_client
 
 

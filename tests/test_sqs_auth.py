@@ -19,8 +19,8 @@ from botocore.config import Config
 from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
+from daemon.testing import sqsserver
 from tests.conftest import ROOT, TEST_KEYSPACE
-from tests.support import sqsserver
 from tests.test_sqs import raw_post
 from tests.test_sqs_query import query, text
 

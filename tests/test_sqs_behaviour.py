@@ -24,8 +24,8 @@ from botocore.exceptions import ClientError
 from daemon.engine.client import Casque
 from daemon.engine.delivery.receive import VisibilityTooLong
 from daemon.engine.operations import queue_actions
+from daemon.testing import sqsserver
 from tests.conftest import TEST_KEYSPACE
-from tests.support import sqsserver
 from tests.test_sqs import code, make_client, raw_post, reference_md5_of_attributes
 from tests.test_sqs_query import NS, query, text
 

@@ -12,8 +12,8 @@ import sys
 import uuid
 from pathlib import Path
 
+from daemon.testing import sqsserver
 from tests.conftest import ROOT
-from tests.support import sqsserver
 
 JS = ROOT / "tests" / "js"
 

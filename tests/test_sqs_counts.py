@@ -17,7 +17,7 @@ from daemon.engine.observe.depth_estimate import BUDGET, HEAD, REFRESH_S
 from daemon.engine.operations.stats import queue_stats
 from daemon.engine.send.producer import Job
 from daemon.http.sqs.actions import Call, SqsService
-from tests.support import sqsserver
+from daemon.testing import sqsserver
 
 COUNTS = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible", "ApproximateNumberOfMessagesDelayed"]
 

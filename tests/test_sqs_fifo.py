@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from daemon.testing import sqsserver
 from tests.conftest import TEST_KEYSPACE
-from tests.support import sqsserver
 from tests.support.sqsfixtures import make_client
 from tests.test_sqs_auth import casque, client
 from tests.test_sqs_clients import JS

@@ -1,10 +1,10 @@
 """FIFO over SQS with the faults made to happen (issue 25): boto3 producers and receivers spread over
 two real ``casque serve`` processes, one FIFO queue, 1,000 message groups, counted from a ledger
-(tests/support/fifo_ledger.py): every group processed in the order sent, nothing lost, nothing
+(daemon/testing/fifo_ledger.py): every group processed in the order sent, nothing lost, nothing
 processed twice, one message per deduplication id.
 
 A message is *processed* when its receiver's DeleteMessageBatch entry succeeds. Clients behave as
-SDK users do (tests/support/sqs_clients.py): a request that fails is retried on the other server,
+SDK users do (daemon/testing/sqs_clients.py): a request that fails is retried on the other server,
 a send with the same MessageDeduplicationId, a delete with the same receipt handles.
 """
 
@@ -23,10 +23,10 @@ from daemon.base.config import Settings
 from daemon.devnode import ClusterSpec
 from daemon.engine.storage.db import Database
 from daemon.engine.storage.table import KIND_MESSAGE, STATE_IN_FLIGHT
-from tests.support import sqsserver
+from daemon.testing import sqsserver
+from daemon.testing.fifo_ledger import Ledger, Outcome
+from daemon.testing.sqs_clients import Clients, Producer, Receiver, Seen, client, drain, poll, run_clients
 from tests.support.answer_gate import AnswerGate
-from tests.support.fifo_ledger import Ledger, Outcome
-from tests.support.sqs_clients import Clients, Producer, Receiver, Seen, client, drain, poll, run_clients
 from tests.support.stall_node import freeze_node, servers_on_own_node
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]

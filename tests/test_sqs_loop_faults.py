@@ -17,7 +17,7 @@ Once A's loop keeps a lock, A is stopped at the worst step:
   frozen node and times out. In doubt (the node may apply it once it runs again), A drops the kept lock without
   deleting its column, so the row rests until the column expires, and the client's receive fails over to B.
 
-Counted from the ledger (tests/support/standard_ledger.py): nothing lost, nothing left over, no delivery handed out
+Counted from the ledger (daemon/testing/standard_ledger.py): nothing lost, nothing left over, no delivery handed out
 twice, nothing processed twice but what a passed visibility timeout allows.
 """
 
@@ -35,10 +35,10 @@ import pytest
 
 from daemon.base.config import Settings
 from daemon.devnode import ClusterSpec, status
-from tests.support import sqsserver
-from tests.support.sqs_clients import Clients, Producer, Receiver, client, drain, poll, run_clients
+from daemon.testing import sqsserver
+from daemon.testing.sqs_clients import Clients, Producer, Receiver, client, drain, poll, run_clients
+from daemon.testing.standard_ledger import Ledger, Outcome
 from tests.support.stall_node import servers_on_own_node
-from tests.support.standard_ledger import Ledger, Outcome
 from tests.test_sqs_standard_faults import VIOLATIONS
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]

@@ -22,8 +22,8 @@ from daemon.engine.client import Casque
 from daemon.engine.delivery.deadletter import FROM_HEADER, ID_HEADER
 from daemon.engine.operations.stats import queue_stats
 from daemon.engine.send.producer import Job
+from daemon.testing import sqsserver
 from tests.conftest import TEST_KEYSPACE
-from tests.support import sqsserver
 
 
 def client(url: str) -> Any:

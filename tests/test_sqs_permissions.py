@@ -17,8 +17,8 @@ import pytest
 from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
+from daemon.testing import sqsserver
 from tests.conftest import TEST_KEYSPACE
-from tests.support import sqsserver
 from tests.test_sqs_auth import casque, client
 from tests.test_sqs_query import query, text
 

@@ -15,7 +15,7 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from tests.support import sqsserver
+from daemon.testing import sqsserver
 from tests.test_sqs import reference_md5_of_attributes
 
 NS = {"q": "http://queue.amazonaws.com/doc/2012-11-05/"}

@@ -18,7 +18,8 @@ from daemon.base.config import load_settings
 from daemon.base.errors import ConfigError, QueueNotFound
 from daemon.engine.client import Casque
 from daemon.engine.operations.reshard import reshard
-from tests.support import sdkbuild, sqsserver
+from daemon.testing import sqsserver
+from tests.support import sdkbuild
 from tests.support.sqsfixtures import make_client
 
 from .conftest import TEST_KEYSPACE

@@ -23,7 +23,7 @@ from botocore.exceptions import ClientError
 from bench.sqs_requests import CallLog, parked_split
 from daemon.engine.client import Casque
 from daemon.engine.delivery import receipts
-from tests.support import sqsserver
+from daemon.testing import sqsserver
 from tests.support.sqsfixtures import make_client
 
 CALLS = Path(tempfile.mkdtemp()) / "calls.json"

@@ -22,7 +22,8 @@ from typing import Any
 
 import pytest
 
-from tests.support import sdkbuild, sqsserver
+from daemon.testing import sqsserver
+from tests.support import sdkbuild
 
 # What both programs must report: 3 messages received once each, all deleted, attributes and MD5s back.
 COMMON = {

@@ -1,6 +1,6 @@
 """A standard queue over SQS with the faults made to happen while its receives share takes: boto3
 producers and 8 receivers per server spread over two real ``casque serve`` processes, one standard
-queue, a few thousand messages, counted from a ledger (tests/support/standard_ledger.py): nothing
+queue, a few thousand messages, counted from a ledger (daemon/testing/standard_ledger.py): nothing
 lost, nothing left over, no delivery handed out twice, nothing processed twice but what a passed
 visibility timeout allows.
 
@@ -14,7 +14,7 @@ receivers per server most receives are answered from a share. Each server's
 for the group waiting on it (``casque_locks_kept_total``, engine/take/holds.py ``adopt``).
 
 A message is *processed* when a receiver's DeleteMessageBatch entry for its latest delivery
-succeeds. Clients behave as SDK users do (tests/support/sqs_clients.py): a request that fails is
+succeeds. Clients behave as SDK users do (daemon/testing/sqs_clients.py): a request that fails is
 retried on the other server, a send with the same entries, a delete with the same receipt handles.
 """
 
@@ -29,11 +29,11 @@ from urllib.parse import urlparse
 import pytest
 
 from daemon.base.config import Settings
-from tests.support import sqsserver
+from daemon.testing import sqsserver
+from daemon.testing.sqs_clients import Clients, Producer, Receiver, Seen, client, drain, poll, run_clients
+from daemon.testing.standard_ledger import VIOLATIONS, Ledger, Outcome
 from tests.support.answer_gate import AnswerGate
-from tests.support.sqs_clients import Clients, Producer, Receiver, Seen, client, drain, poll, run_clients
 from tests.support.stall_node import STALL_KEYSPACE, STALL_NODE, freeze_node, servers_on_own_node
-from tests.support.standard_ledger import Ledger, Outcome
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]
 PRODUCERS = 2
@@ -46,17 +46,6 @@ KEPT = "casque_locks_kept_total"
 SHARED_BEFORE_FAULT = RECEIVERS_PER_SERVER
 #: How many of the victim's receive answers the kill test holds back before the kill: half its receivers.
 HELD_ANSWERS = RECEIVERS_PER_SERVER // 2
-
-#: The ledger's counts that must be 0 (tests/support/standard_ledger.py says what each one means).
-VIOLATIONS = (
-    "lost",
-    "unsent",
-    "deliveries_given_twice",
-    "early_redeliveries",
-    "processed_twice",
-    "delivered_after_delete",
-    "leftover",
-)
 
 
 @pytest.fixture

@@ -41,8 +41,9 @@ from botocore.credentials import Credentials
 from daemon.engine.access.key_cache import MISS_REFRESH_S, REFRESH_S
 from daemon.engine.client import Casque
 from daemon.http.sqs.messages import body_of
+from daemon.testing import sqsserver
 from tests.conftest import TEST_KEYSPACE
-from tests.support import count_file, sqsserver
+from tests.support import count_file
 from tests.test_sqs_auth import casque, client
 
 NS = {"q": "http://queue.amazonaws.com/doc/2012-11-05/"}

@@ -11,7 +11,7 @@ import boto3
 import pytest
 from botocore.config import Config
 
-from tests.support import sqsserver
+from daemon.testing import sqsserver
 
 
 def make_client(url: str, **kw: Any) -> Any:

@@ -48,6 +48,17 @@ from dataclasses import dataclass, field
 
 from .sqs_clients import Key, Seen
 
+#: The counts that must be 0 (the module's docstring says what each one means).
+VIOLATIONS = (
+    "lost",
+    "unsent",
+    "deliveries_given_twice",
+    "early_redeliveries",
+    "processed_twice",
+    "delivered_after_delete",
+    "leftover",
+)
+
 #: Leeway of the early-redelivery check: timestamps in ms, a take's clock read a little after its
 #: receive began, and ``time.monotonic`` against the servers' wall clock over a few seconds.
 EARLY_SLACK_S = 0.5
@@ -139,8 +150,12 @@ class Ledger:
 
     def all_processed(self) -> bool:
         """Whether every message the run knows of had its latest delivery deleted."""
+        return not self.unprocessed()
+
+    def unprocessed(self) -> set[str]:
+        """The messages the run knows of whose latest delivery was not deleted."""
         with self.lock:
-            return self._known() <= self._processed(self.seen)
+            return self._known() - self._processed(self.seen)
 
     def _known(self) -> set[str]:
         return (

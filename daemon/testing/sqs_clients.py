@@ -2,7 +2,7 @@
 an SDK user writes them: a request that fails (connection refused or cut, a 5xx) is retried on the
 other server, a send with the same entries (a FIFO queue's with the same MessageDeduplicationId), a
 delete with the same receipt handles. What each one sent, saw and deleted goes to a ledger (``Records``:
-tests/support/fifo_ledger.py for a FIFO queue, tests/support/standard_ledger.py for a standard one).
+daemon/testing/fifo_ledger.py for a FIFO queue, daemon/testing/standard_ledger.py for a standard one).
 """
 
 from __future__ import annotations
