@@ -54,9 +54,7 @@ def _one(rng: random.Random, kind: str, at: float, daemons: int, servers: int, p
         skew = rng.randint(500, CLOCK_TOLERANCE_MS * 3 // 5) * rng.choice((-1, 1))
         return Fault(at, kind, rng.randrange(daemons), 0.0, skew)
     if kind == "queue_timeouts":
-        # No 1 s lock timeout, though a queue accepts one: a take is abandoned with less than 1 s of its lock's life
-        # left (take/locking.py EXPIRY_MARGIN_MS), so at 1 s every take is, and the queue is consumed no more (found
-        # by seed 3; reported, not yet fixed): a run must go on checking everything else.
+        # lock timeouts from the least a queue accepts (2 s: engine/queues/settings.py MIN_LOCK_TTL_MS)
         return Fault(at, kind, 0, 0.0, rng.choice((3, 5, 8, 12, 20)) * 1000, rng.choice((2, 3, 5, 8)) * 1000)
     return Fault(at, "reshard", 0, 0.0, rng.choice([n for n in (2, 4, 6, 8) if n != shards]))
 
