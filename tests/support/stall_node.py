@@ -18,9 +18,8 @@ from daemon.base.config import Settings
 from daemon.devnode import ClusterSpec, start, status, stop
 from daemon.engine.storage.db import Database
 from daemon.engine.storage.schema import apply_schema
-
-from . import sqsserver
-from .sqs_clients import Receiver, poll
+from daemon.testing import sqsserver
+from daemon.testing.sqs_clients import Receiver, poll
 
 REQUEST_TIMEOUT_S = 2
 #: The standard-queue fault tests' own node (tests/test_sqs_standard_faults.py, tests/test_catch_faults.py); the
