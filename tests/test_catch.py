@@ -125,3 +125,24 @@ async def test_a_poll_whose_handed_write_failed_looks_again(slow_scout: Casque, 
     sent = await cq.send(queue_name, "t", "y")
     (d,) = await poll
     assert str(d.message.id) == sent
+
+
+async def test_a_delay_sent_under_a_cold_poll_wakes_the_next_poll_across_a_bucket(
+    slow_scout: Casque, queue_name: str
+) -> None:
+    """A delayed send to a queue whose only poll is cold (warmed, looked, parked; no take yet) names its due time for
+    the queue's consumer, not only for the poll's timer, which ends with the poll. The next poll's look reads only
+    the current time bucket: a message due in the next one is known by that name alone (here, the flake of CI
+    stop 49)."""
+    cq = slow_scout
+    await cq.create_queue(queue_name, bucket_seconds=1, buckets=4)
+    while cq.clock.now_ms() % 1000 > 100:  # early in a second: the due time below falls in the next bucket
+        await asyncio.sleep(0.01)
+    first = asyncio.create_task(cq.receive(queue_name, wait=0.3, visibility=60))
+    await parked(cq, queue_name)
+    due_s = 1.4 - (cq.clock.now_ms() % 1000) / 1000  # 0.4 s into the next second
+    sent = await cq.send(queue_name, "t", "later", delay=due_s)
+    assert await first == [], "not due yet: the cold poll ends with nothing, and its timer with it"
+    assert cq.clock.now_ms() % 1000 < 900, "the next poll looks while the message's bucket is still the next one"
+    got = await cq.receive(queue_name, wait=5, visibility=60)
+    assert [str(d.message.id) for d in got] == [sent], "woken at its due time by the name its send gave"

@@ -164,8 +164,8 @@ class Consumer:
         self.names.expect(bucket, shard, due_ms)
 
     def hint(self, due_ms: int, placement: int | None) -> None:
-        """A send falls due at ``due_ms`` in the shard of ``placement`` (None: any); ignored before the
-        first fetch, but counted (``wakes``)."""
+        """A send falls due at ``due_ms`` in the shard of ``placement`` (None: any); counted (``wakes``), and named
+        once the queue's settings are known (a fetch, or a receive's warm-up): a name outlives a parked poll's timer."""
         self._hints += 1
         if self.last_settings is not None:
             self.names.hint(self.last_settings, due_ms, placement)

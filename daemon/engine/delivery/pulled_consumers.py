@@ -64,6 +64,7 @@ class PulledConsumers:
         read one after another as the consumer's visits come round. A row with no partition holds
         nothing: it is treated as one just peeked empty (looked at again at the next rescan, or
         at once if it is the current bucket's), so an idle queue is not peeked row by row."""
+        consumer.last_settings = qs  # from now on a send's wake-up names its row (``Consumer.hint``)
         shards, buckets = qs.span()
         results = await asyncio.gather(
             *(
