@@ -40,15 +40,10 @@ def bench_settings() -> Settings:
 
 def schema_settings() -> Settings:
     """``bench_settings()`` after applying the schema to casque_bench (idempotent)."""
-    from daemon.engine.storage.db import Database
-    from daemon.engine.storage.schema import apply_schema
+    from daemon.engine.storage.schema import ensure_schema
 
     settings = bench_settings()
-    db = Database(settings.cassandra).connect()
-    try:
-        apply_schema(db, settings.cassandra.keyspace, settings.schema)
-    finally:
-        db.close()
+    ensure_schema(settings)
     return settings
 
 

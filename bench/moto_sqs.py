@@ -112,16 +112,11 @@ KEYSPACE = "casque_moto"
 def prepare_keyspace() -> None:
     """casque_moto with the schema applied (idempotent): a keyspace of its own, so that emptying it
     before a run (``empty_queues``) touches no other bench's queues."""
-    from daemon.engine.storage.db import Database
-    from daemon.engine.storage.schema import apply_schema
+    from daemon.engine.storage.schema import ensure_schema
 
     settings = bench_settings()
     settings.cassandra.keyspace = KEYSPACE
-    db = Database(settings.cassandra).connect()
-    try:
-        apply_schema(db, KEYSPACE, settings.schema)
-    finally:
-        db.close()
+    ensure_schema(settings)
 
 
 # SQS (and casque) refuse to recreate a name within 60 s of its deletion (QueueDeletedRecently).

@@ -23,16 +23,11 @@ def settings_for(keyspace: str) -> Any:
     """The project's settings without this shell's CASQUE_* overrides, pointed at ``keyspace``, whose schema
     is applied (idempotent): what every phase and probe of the scenario connects with."""
     from daemon.base.config import load_settings
-    from daemon.engine.storage.db import Database
-    from daemon.engine.storage.schema import apply_schema
+    from daemon.engine.storage.schema import ensure_schema
 
     settings = load_settings(env={k: v for k, v in os.environ.items() if not k.startswith("CASQUE_")})
     settings.cassandra.keyspace = keyspace
-    db = Database(settings.cassandra).connect()
-    try:
-        apply_schema(db, keyspace, settings.schema)
-    finally:
-        db.close()
+    ensure_schema(settings)
     return settings
 
 

@@ -22,7 +22,7 @@ import sys
 import tarfile
 from pathlib import Path
 
-from .env import KEYSPACE, ROOT, progress
+from .env import ROOT, progress
 
 LOCK = ROOT / "bench" / "requirements.lock"
 STRESS_VERSION = "4.0-alpha2"
@@ -79,18 +79,12 @@ def debian_packages() -> None:
 def cassandra_node() -> None:
     """Start (or reuse) the local node and create the bench keyspace."""
     from daemon.devnode import ClusterSpec, start
-    from daemon.engine.storage.db import Database
-    from daemon.engine.storage.schema import apply_schema
+    from daemon.engine.storage.schema import ensure_schema
 
     from .env import bench_settings
 
     start(ClusterSpec(), progress=lambda line: progress(f"cassandra: {line}"))
-    s = bench_settings()
-    db = Database(s.cassandra).connect()
-    try:
-        apply_schema(db, KEYSPACE, s.schema)
-    finally:
-        db.close()
+    ensure_schema(bench_settings())
 
 
 def stress_tool() -> Path:

@@ -21,8 +21,7 @@ from daemon.base.errors import StorageUnavailable
 from daemon.devnode import ClusterSpec, start, start_node, stop
 from daemon.engine.client import Casque
 from daemon.engine.send.producer import Job
-from daemon.engine.storage.db import Database
-from daemon.engine.storage.schema import apply_schema
+from daemon.engine.storage.schema import ensure_schema
 from daemon.testing import nodes
 from daemon.testing.chaos import Outcome, count, finish, kill_chaos, race
 from daemon.testing.daemonproc import records, start_daemon, until
@@ -35,11 +34,7 @@ KEYSPACE = "casque_bench"
 
 async def connect(settings: Settings) -> Casque:
     """The schema applied (idempotent) to the settings' keyspace, then a client on it."""
-    db = Database(settings.cassandra).connect()
-    try:
-        apply_schema(db, settings.cassandra.keyspace, settings.schema)
-    finally:
-        db.close()
+    ensure_schema(settings)
     return await Casque.connect(settings)
 
 

@@ -26,8 +26,7 @@ from daemon.base.clock import Clock, ManualClock  # noqa: E402
 from daemon.base.config import Settings  # noqa: E402
 from daemon.devnode import ClusterSpec, start  # noqa: E402
 from daemon.engine.client import Casque  # noqa: E402
-from daemon.engine.storage.db import Database  # noqa: E402
-from daemon.engine.storage.schema import apply_schema  # noqa: E402
+from daemon.engine.storage.schema import ensure_schema  # noqa: E402
 
 #: A keyspace per xdist worker (make test runs a file per core at a time): the keyspace-wide state of one worker's
 #: tests (heartbeats, leases, hint listeners, queue listings) never meets another's. A file that starts Cassandra nodes
@@ -59,11 +58,7 @@ def cassandra_node() -> ClusterSpec:
 @pytest.fixture(scope="session")
 def settings(cassandra_node: ClusterSpec) -> Settings:
     s = test_settings()
-    db = Database(s.cassandra).connect()
-    try:
-        apply_schema(db, TEST_KEYSPACE, s.schema)
-    finally:
-        db.close()
+    ensure_schema(s)
     return s
 
 

@@ -30,8 +30,7 @@ from daemon.base.config import Settings
 from daemon.devnode import ClusterSpec, start, status, stop
 from daemon.engine.client import Casque
 from daemon.engine.send.producer import Job
-from daemon.engine.storage.db import Database
-from daemon.engine.storage.schema import apply_schema
+from daemon.engine.storage.schema import ensure_schema
 from daemon.testing.daemonproc import Daemon, records, start_daemon, until, write_config
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]
@@ -50,11 +49,7 @@ def stall_settings() -> Settings:
 async def node() -> AsyncIterator[Casque]:
     await asyncio.to_thread(start, SPEC)
     s = stall_settings()
-    db = Database(s.cassandra).connect()
-    try:
-        apply_schema(db, KEYSPACE, s.schema)
-    finally:
-        db.close()
+    ensure_schema(s)
     cq = await Casque.connect(s)
     try:
         yield cq

@@ -13,8 +13,7 @@ from daemon.base.errors import CasqueError
 from daemon.base.logs import get_logger
 from daemon.engine.client import Casque
 from daemon.engine.queues.index_backfill import backfill
-from daemon.engine.storage.db import Database
-from daemon.engine.storage.schema import apply_schema
+from daemon.engine.storage.schema import ensure_schema
 from daemon.service.worker import Worker
 
 log = get_logger("casque.demo")
@@ -25,11 +24,7 @@ def prepare(settings: Settings) -> None:
     from daemon.devnode import ClusterSpec, start
 
     start(ClusterSpec(native_port=settings.cassandra.port), progress=lambda line: print(line, file=sys.stderr))
-    db = Database(settings.cassandra).connect()
-    try:
-        apply_schema(db, settings.cassandra.keyspace, settings.schema, backfill=backfill)
-    finally:
-        db.close()
+    ensure_schema(settings, backfill=backfill)
 
 
 async def send_jobs(cq: Casque) -> int:

@@ -7,8 +7,7 @@ from typing import Any
 
 from daemon.base.terminal import settings_of
 from daemon.engine.queues.index_backfill import backfill
-from daemon.engine.storage.db import Database
-from daemon.engine.storage.schema import apply_schema
+from daemon.engine.storage.schema import ensure_schema
 
 
 def add_cli(sub: Any) -> None:
@@ -20,10 +19,6 @@ def add_cli(sub: Any) -> None:
 
 def cmd_schema_apply(args: argparse.Namespace) -> int:
     settings = settings_of(args)
-    db = Database(settings.cassandra).connect()
-    try:
-        tables = apply_schema(db, settings.cassandra.keyspace, settings.schema, backfill=backfill)
-    finally:
-        db.close()
+    tables = ensure_schema(settings, backfill=backfill)
     print(f"schema applied: {', '.join(tables)}")
     return 0

@@ -13,8 +13,7 @@ from typing import Any
 
 from daemon.base.config import Settings
 from daemon.devnode import ClusterSpec, process, start
-from daemon.engine.storage.db import Database
-from daemon.engine.storage.schema import apply_schema
+from daemon.engine.storage.schema import ensure_schema
 from daemon.testing.daemonproc import write_config
 
 
@@ -34,11 +33,7 @@ def start_ring(spec: ClusterSpec, keyspace: str) -> Settings:
     """``spec``'s nodes started (running ones reused) and ``keyspace`` made over them; settings reaching them."""
     start(spec)
     settings = settings_for(spec, keyspace)
-    db = Database(settings.cassandra).connect()
-    try:
-        apply_schema(db, keyspace, settings.schema)
-    finally:
-        db.close()
+    ensure_schema(settings)
     return settings
 
 

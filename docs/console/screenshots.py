@@ -27,8 +27,7 @@ sys.path.insert(0, str(ROOT))
 from daemon.base.config import Settings  # noqa: E402
 from daemon.engine.client import Casque  # noqa: E402
 from daemon.engine.send.producer import Job  # noqa: E402
-from daemon.engine.storage.db import Database  # noqa: E402
-from daemon.engine.storage.schema import apply_schema  # noqa: E402
+from daemon.engine.storage.schema import ensure_schema  # noqa: E402
 
 KEYSPACE, OUT, PASSWORD = "casque_shots", Path(__file__).resolve().parent, "shots"
 
@@ -66,9 +65,7 @@ async def main(minutes: float) -> None:
     s = Settings()
     s.cassandra.keyspace = KEYSPACE
     s.queue_defaults.shards, s.queue_defaults.buckets = 4, 6
-    db = Database(s.cassandra).connect()
-    apply_schema(db, KEYSPACE, s.schema)
-    db.close()
+    ensure_schema(s)
     cq = await Casque.connect(s)
     for name in ("emails", "thumbnails", "reports", "webhooks"):
         await cq.create_queue(name, if_missing=True)

@@ -16,8 +16,7 @@ from typing import Any
 
 from daemon.base.config import Settings
 from daemon.devnode import ClusterSpec, start, status, stop
-from daemon.engine.storage.db import Database
-from daemon.engine.storage.schema import apply_schema
+from daemon.engine.storage.schema import ensure_schema
 from daemon.testing import sqsserver
 from daemon.testing.sqs_clients import Receiver, poll
 
@@ -37,11 +36,7 @@ def servers_on_own_node(
     start(spec)
     s = Settings()
     s.cassandra.port, s.cassandra.keyspace = spec.native_port, keyspace
-    db = Database(s.cassandra).connect()
-    try:
-        apply_schema(db, keyspace, s.schema)
-    finally:
-        db.close()
+    ensure_schema(s)
     env = {"CASQUE_CASSANDRA__PORT": str(spec.native_port), "CASQUE_CASSANDRA__REQUEST_TIMEOUT": str(REQUEST_TIMEOUT_S)}
     servers: list[sqsserver.SqsServer] = []
     try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from daemon.base.config import SchemaSettings
+from daemon.base.config import SchemaSettings, Settings
 from daemon.base.errors import ConfigError
 from daemon.engine.storage.db import Database
 
@@ -371,3 +371,15 @@ def _add_column(db: Database, ks: str, table: str, column: str, ctype: str) -> N
     )
     if not list(existing):
         db.execute(f"ALTER TABLE {ks}.{table} ADD {column} {ctype}")
+
+
+def ensure_schema(
+    settings: Settings, backfill: Callable[[Database, str, list[str]], object] | None = None
+) -> list[str]:
+    """``apply_schema`` to the settings' keyspace over a connection of its own, closed after: for a process that has
+    none yet (``casque schema apply``, the demo, the suite's and the bench's setups)."""
+    db = Database(settings.cassandra).connect()
+    try:
+        return apply_schema(db, settings.cassandra.keyspace, settings.schema, backfill=backfill)
+    finally:
+        db.close()
