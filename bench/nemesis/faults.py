@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from cassandra import OperationTimedOut
 
 from daemon.base.errors import StorageUnavailable, UsageError
+from daemon.devnode import ClusterSpec
 from daemon.engine.client import Casque
 
 from .schedule import NODE_KINDS, Fault
-from .system import RING, System
+from .system import System
 
 CHAIN = "CASQUE_NEMESIS"
 SETTINGS_RETRY_S = 60.0
@@ -75,12 +76,12 @@ def unhook_partition() -> None:
     _iptables("-X", CHAIN)
 
 
-def _cut(node: int) -> None:
+def _cut(ring: ClusterSpec, node: int) -> None:
     """Drop the storage traffic between ``node`` and each other node, both ways (either end on the storage port)."""
     me = f"127.0.0.{node}"
-    for peer in (f"127.0.0.{i}" for i in range(1, RING.nodes + 1) if i != node):
+    for peer in (f"127.0.0.{i}" for i in range(1, ring.nodes + 1) if i != node):
         for src, dst in ((me, peer), (peer, me)):
-            rule = ["-s", src, "-d", dst, "-p", "tcp", "-m", "multiport", "--ports", str(RING.storage_port)]
+            rule = ["-s", src, "-d", dst, "-p", "tcp", "-m", "multiport", "--ports", str(ring.storage_port)]
             r = _iptables("-A", CHAIN, *rule, "-j", "DROP")
             if r.returncode != 0:
                 raise RuntimeError(f"iptables: {r.stderr.strip()}")
@@ -157,7 +158,7 @@ async def apply(f: Fault, system: System, cq: Casque, queue: str) -> Window:
         await asyncio.to_thread(system.start_node, f.target)
         note = f"restart took {time.time() - started:.1f}s"
     elif f.kind == "partition":
-        await asyncio.to_thread(_cut, f.target)
+        await asyncio.to_thread(_cut, system.ring, f.target)
         try:
             await asyncio.sleep(f.duration)
         finally:

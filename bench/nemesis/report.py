@@ -1,6 +1,6 @@
 """The run's report: faults by kind, messages by kind, lost, duplicates (explained and not), order violations,
 latency p50/p99 outside and inside fault windows, time to drain after the last fault; as JSON
-(bench/out/nemesis-<seed>.json) and as markdown, with the first violation and the seed that reproduces it."""
+(bench/out/nemesis/<seed>/report.json) and as markdown, with the first violation and the seed that reproduces it."""
 
 from __future__ import annotations
 

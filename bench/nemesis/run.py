@@ -1,5 +1,5 @@
 """``python -m bench nemesis [--minutes N] [--seed N]``: the ring, the daemons and servers, the traffic, the fault
-lanes for N minutes, then the drain, the checker and the report (bench/out/nemesis-<seed>.json, and markdown on
+lanes for N minutes, then the drain, the checker and the report (bench/out/nemesis/<seed>/report.json, and markdown on
 stdout). Everything it started is stopped at the end, the ring too, whatever happened."""
 
 from __future__ import annotations
@@ -8,8 +8,10 @@ import asyncio
 import shutil
 import time
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
+from daemon.devnode import ClusterSpec
 from daemon.engine.client import Casque
 
 from ..env import out_dir
@@ -20,7 +22,7 @@ from .fifocheck import check_daemon_fifo
 from .ledger import Send, runs
 from .schedule import Fault, lane_of, plan, save
 from .sqscheck import check_sqs, wall_offset
-from .system import System
+from .system import KEYSPACE, RING, System
 from .traffic import DFIFO, FIFO, SHARED, STD, WORK, CasqueProducer, SqsTraffic
 
 DRAIN_S = 300.0  # after the traffic stops, how long everything sent may take to be processed
@@ -45,14 +47,25 @@ def _shared_deleted(traffic: SqsTraffic) -> dict[str, float]:
 
 
 class Campaign:
-    def __init__(self, minutes: float, seed: int) -> None:
+    """``ring``: a ring someone else started (the suite's), left whole at the end instead of stopped; ``workdir``:
+    where the logs and ledgers go (bench/out/nemesis/<seed> by default)."""
+
+    def __init__(
+        self,
+        minutes: float,
+        seed: int,
+        ring: ClusterSpec | None = None,
+        keyspace: str = KEYSPACE,
+        workdir: Path | None = None,
+    ) -> None:
         self.minutes, self.seed, self.seconds = minutes, seed, minutes * 60
-        self.workdir = out_dir("nemesis", str(seed))
-        shutil.rmtree(self.workdir)
+        self.workdir = workdir or out_dir("nemesis", str(seed))
+        shutil.rmtree(self.workdir, ignore_errors=True)
         self.workdir.mkdir(parents=True)
         self.no_partition = partition_works()
         self.plan = plan(seed, self.seconds, partition=not self.no_partition)
-        self.system = System(self.workdir, [WORK, SHARED, DFIFO])
+        self.borrowed = ring is not None
+        self.system = System(self.workdir, [WORK, SHARED, DFIFO], ring or RING, keyspace)
         self.windows: list[Window] = []
         self.notes: dict[str, Any] = {"partition": self.no_partition or "iptables on loopback, storage port"}
         self.fault_errors: list[str] = []
@@ -95,7 +108,7 @@ class Campaign:
         )
         for f in self.plan:
             print("  " + f.line())
-        save(self.plan, out_dir() / f"nemesis-{self.seed}-schedule.json")
+        save(self.plan, self.workdir / "schedule.json")
         sys_ = self.system
         settings = await asyncio.to_thread(sys_.start_ring)
         cq = await Casque.connect(settings)
@@ -152,7 +165,7 @@ class Campaign:
             r = report.build(
                 self.seed, self.minutes, self.plan, self.windows, findings, drained_at - last_fault, self.notes
             )
-            report.write(r, out_dir() / f"nemesis-{self.seed}.json")
+            report.write(r, self.workdir / "report.json")
             return r
         finally:
             if traffic is not None:
@@ -160,7 +173,7 @@ class Campaign:
             sys_.stop_processes()
             await cq.close()
             unhook_partition()
-            await asyncio.to_thread(sys_.stop_ring)
+            await asyncio.to_thread(sys_.restore if self.borrowed else sys_.stop_ring)
 
     def _drain_sqs(self, traffic: SqsTraffic) -> int:
         """What the queues still hold once everything sent was processed: the standard one's drained into its ledger

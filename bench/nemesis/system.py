@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 from cassandra import ConsistencyLevel, DriverException
@@ -26,13 +27,21 @@ REQUEST_TIMEOUT_S = 5
 
 
 class System:
-    def __init__(self, workdir: Path, queues: list[str], daemons: int = 3, servers: int = 2) -> None:
-        self.workdir = workdir
+    def __init__(
+        self,
+        workdir: Path,
+        queues: list[str],
+        ring: ClusterSpec = RING,
+        keyspace: str = KEYSPACE,
+        daemons: int = 3,
+        servers: int = 2,
+    ) -> None:
+        self.workdir, self.ring, self.keyspace = workdir, ring, keyspace
         self.record = workdir / "record.txt"
         self.config = ring_config(
             workdir / "daemon.toml",
-            RING,
-            KEYSPACE,
+            ring,
+            keyspace,
             queues,
             handler_module="bench.nemesis.handlers",
             consumers=2,
@@ -47,36 +56,36 @@ class System:
 
     # ---- the ring ----------------------------------------------------------------------------
     def start_ring(self) -> Settings:
-        return start_ring(RING, KEYSPACE)
+        return start_ring(self.ring, self.keyspace)
 
     def node_pid(self, index: int) -> int:
-        pid = process.node_pid(RING.node(index))
+        pid = process.node_pid(self.ring.node(index))
         if pid is None:
             raise RuntimeError(f"node{index} of the nemesis ring is not running")
         return pid
 
     def kill_node(self, index: int) -> None:
-        kill9_node(RING, index)
+        kill9_node(self.ring, index)
 
     def start_node(self, index: int) -> None:
-        start_node(RING, index, progress=lambda _: None)
+        start_node(self.ring, index, progress=lambda _: None)
 
     def whole(self) -> bool:
         """Whether every node, as coordinator, sees every replica up and answering: a read at ALL through each one
         succeeds. A node back from a fault answers CQL before the others' gossip marks it up again; the next node
         fault must wait for that, or two nodes are down at once in the coordinators' eyes."""
-        for i in range(1, RING.nodes + 1):
+        for i in range(1, self.ring.nodes + 1):
             address = f"127.0.0.{i}"
             cluster = Cluster(
                 [address],
-                port=RING.native_port,
+                port=self.ring.native_port,
                 load_balancing_policy=WhiteListRoundRobinPolicy([address]),
                 connect_timeout=5,
             )
             try:
                 session = cluster.connect()
                 read = SimpleStatement(
-                    f"SELECT name FROM {KEYSPACE}.queues LIMIT 1", consistency_level=ConsistencyLevel.ALL
+                    f"SELECT name FROM {self.keyspace}.queues LIMIT 1", consistency_level=ConsistencyLevel.ALL
                 )
                 session.execute(read, timeout=5)
             except (DriverException, NoHostAvailable):  # unavailable, timed out, or no coordinator at all
@@ -87,14 +96,26 @@ class System:
 
     def thaw_all(self) -> None:
         """SIGCONT every node (a freeze interrupted by an error must not outlive the run)."""
-        for i in range(1, RING.nodes + 1):
-            pid = process.node_pid(RING.node(i))
+        for i in range(1, self.ring.nodes + 1):
+            pid = process.node_pid(self.ring.node(i))
             if pid is not None:
                 os.kill(pid, signal.SIGCONT)
 
+    def restore(self) -> None:
+        """A borrowed ring left as it was found: every node running and answering, every replica seen up."""
+        self.thaw_all()
+        for i in range(1, self.ring.nodes + 1):
+            if process.node_pid(self.ring.node(i)) is None:
+                start_node(self.ring, i, progress=lambda _: None)
+        deadline = time.time() + 120
+        while not self.whole():
+            if time.time() > deadline:
+                raise RuntimeError(f"the {self.ring.name} ring is not whole 120 s after the nemesis")
+            time.sleep(1)
+
     def stop_ring(self) -> None:
         self.thaw_all()
-        stop(RING)
+        stop(self.ring)
 
     # ---- daemons -------------------------------------------------------------------------------
     def start_daemon(self, i: int, skew_ms: int | None = None) -> None:
@@ -125,11 +146,11 @@ class System:
     def start_server(self, j: int) -> None:
         """``casque serve`` on its own port (the same after a restart: the clients keep their URLs)."""
         env = {
-            "CASQUE_CASSANDRA__CONTACT_POINTS": str([f"127.0.0.{i}" for i in range(1, RING.nodes + 1)]),
-            "CASQUE_CASSANDRA__PORT": str(RING.native_port),
+            "CASQUE_CASSANDRA__CONTACT_POINTS": str([f"127.0.0.{i}" for i in range(1, self.ring.nodes + 1)]),
+            "CASQUE_CASSANDRA__PORT": str(self.ring.native_port),
             "CASQUE_CASSANDRA__REQUEST_TIMEOUT": str(REQUEST_TIMEOUT_S),
         }
-        self.servers[j] = sqsserver.start(KEYSPACE, "--port", str(self.ports[j]), env=env)
+        self.servers[j] = sqsserver.start(self.keyspace, "--port", str(self.ports[j]), env=env)
 
     def kill_server(self, j: int) -> None:
         s = self.servers[j]
