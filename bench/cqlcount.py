@@ -16,6 +16,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+from types import FrameType
 from typing import Any
 
 _WS = re.compile(r"\s+")
@@ -100,7 +101,7 @@ def timed(kind: str, ms: float) -> None:
 
 def _caller() -> str:
     """The innermost daemon function (outside db.py) on the stack: who issued the request."""
-    f = sys._getframe(2)
+    f: FrameType | None = sys._getframe(2)
     while f is not None:
         mod = f.f_globals.get("__name__", "")
         if mod.startswith("daemon.") and mod != "daemon.engine.storage.db":
@@ -231,7 +232,7 @@ def install_wire() -> None:
         return original(self, msg, *args, **kwargs)
 
     send_msg._bench_counted = True  # type: ignore[attr-defined]
-    Connection.send_msg = send_msg  # type: ignore[method-assign]
+    Connection.send_msg = send_msg
 
 
 def totals() -> dict[str, Any]:

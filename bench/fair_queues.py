@@ -23,7 +23,7 @@ from .plan import Plan
 
 
 async def measure(
-    cq: Casque, queue: str, backlog: int, quiet_groups: int = 100, rounds: int = 4, receivers: int = 1, **shape: int
+    cq: Casque, queue: str, backlog: int, quiet_groups: int = 100, rounds: int = 4, receivers: int = 1, **shape: Any
 ) -> tuple[list[float], list[int]]:
     """Receivers drain ``queue`` (deleting in the background) while ``quiet_groups`` tenants send
     ``rounds`` messages each, one every 10 ms, after a noisy tenant's ``backlog``. Per quiet

@@ -48,7 +48,7 @@ async def create(cq: Any, names: list[str], size: Size) -> dict[str, Any]:
                 if_missing=True,
                 **chunked,  # the claim protocol's own chunk size and chunks in flight, measured on this box
                 **TINY,
-                progress=lambda done, _: done % step == 0 and progress(f"  {done:,} queues created"),
+                progress=lambda done, _: progress(f"  {done:,} queues created") if done % step == 0 else None,
             )
         else:
             await bounded(names, size.create_concurrency, lambda n: cq.create_queue(n, if_missing=True, **TINY))

@@ -79,7 +79,7 @@ def rss_kb(pid: int) -> int | None:
     return None
 
 
-async def bounded(items: Iterable[Any], concurrency: int, one: Callable[[Any], Awaitable[None]]) -> None:
+async def bounded(items: Iterable[Any], concurrency: int, one: Callable[[Any], Awaitable[object]]) -> None:
     it = iter(items)
 
     async def worker() -> None:

@@ -5,8 +5,18 @@ test and light presets, so that the phases, the CLI and the tests read one defin
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TypedDict
 
-TINY = {"shards": 1, "buckets": 1, "max_attempts": 1000}  # docs/design.md "Many queues": a tiny queue
+
+class QueueShape(TypedDict):
+    """``create_queue``'s shape options, as keywords."""
+
+    shards: int
+    buckets: int
+    max_attempts: int
+
+
+TINY: QueueShape = {"shards": 1, "buckets": 1, "max_attempts": 1000}  # docs/design.md "Many queues": a tiny queue
 
 
 @dataclass(frozen=True)

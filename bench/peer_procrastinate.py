@@ -28,7 +28,8 @@ POOL = (
     CONCURRENCY + 1
 )  # "Mind the size of your PostgreSQL pool": short jobs want one connection per sub-worker, plus one
 
-app = App(connector=PsycopgConnector(conninfo=DSN, max_size=POOL))
+connector = PsycopgConnector(conninfo=DSN, max_size=POOL)
+app = App(connector=connector)
 
 
 @app.task(name="noop")

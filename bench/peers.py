@@ -132,9 +132,9 @@ async def serving(peers: list[PeerDriver]) -> AsyncIterator[None]:
         for d in peers:
             await d.open()
             if d.database == "postgres":  # a backend per connection: read them when asked
-                d.server_pids = lambda pid=pg_pid: children_of(pid)  # type: ignore[method-assign]
+                d.server_pids = lambda: children_of(pg_pid)  # type: ignore[method-assign]
             else:
-                d.server_pids = lambda pid=redis_proc.pid: [pid]  # type: ignore[method-assign]
+                d.server_pids = lambda: [redis_proc.pid]  # type: ignore[method-assign]
         try:
             yield
         finally:

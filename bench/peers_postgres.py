@@ -82,6 +82,7 @@ class ProcrastinateDriver(PeerDriver):
         from . import peer_procrastinate
 
         self.app = peer_procrastinate.app
+        self.connector = peer_procrastinate.connector  # the app's, as its own type (App types it as any connector)
         self.task = peer_procrastinate.noop
         await self.app.open_async()
         if not await self._fetchval("SELECT to_regclass('procrastinate_jobs') IS NOT NULL"):
@@ -91,16 +92,17 @@ class ProcrastinateDriver(PeerDriver):
         await self.app.close_async()
 
     async def _fetchval(self, sql: str) -> Any:
-        async with self.app.connector.pool.connection() as conn:
+        async with self.connector.pool.connection() as conn:
             row = await (await conn.execute(sql)).fetchone()
         return row[0] if row else None
 
     async def reset(self) -> None:
-        async with self.app.connector.pool.connection() as conn:
+        async with self.connector.pool.connection() as conn:
             await conn.execute("TRUNCATE procrastinate_jobs CASCADE")
 
     async def send(self, count: int, t: float) -> None:
-        await self.task.batch_defer_async(*({"t": t} for _ in range(count)))
+        jobs: list[dict[str, Any]] = [{"t": t} for _ in range(count)]  # procrastinate's JSONDict
+        await self.task.batch_defer_async(*jobs)
 
     async def pending(self) -> int:
         return int(await self._fetchval("SELECT count(*) FROM procrastinate_jobs WHERE status IN ('todo', 'doing')"))

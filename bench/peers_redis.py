@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from .peers_driver import PeerDriver, _bin, _version
 from .services import redis_url
@@ -156,4 +158,6 @@ class DramatiqDriver(PeerDriver):
         await asyncio.to_thread(self._send_sync, count, t)
 
     async def pending(self) -> int:
-        return int(await asyncio.to_thread(self.broker.client.hlen, self.msgs))
+        # redis-py types its commands for both clients (Awaitable[int] | int); Dramatiq's is the synchronous one
+        hlen: Callable[[str], Any] = self.broker.client.hlen
+        return int(await asyncio.to_thread(hlen, self.msgs))

@@ -67,7 +67,7 @@ def latency_cdf(curves: dict[str, tuple[list[float], list[float]]], path: Path, 
         if not xs:
             continue
         system = name.split(" @")[0]
-        style = {"color": COLORS.get(system), "linewidth": 2 if system.startswith("casque") else 1.2}
+        style: dict[str, Any] = {"color": COLORS.get(system), "linewidth": 2 if system.startswith("casque") else 1.2}
         if name.startswith("casque @ full"):
             style.update(color="#08306b", linestyle="--")
         elif name.startswith("casque (half"):

@@ -26,6 +26,7 @@ import resource
 import signal
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from daemon import Context, Delivery, Handler, Middleware, register, use
@@ -92,7 +93,7 @@ class RowOfLate(Middleware):
 def _install_ack_counter() -> None:
     from daemon.engine.delivery import acks
 
-    original = acks.Acker.ack
+    original: Callable[..., Awaitable[Any]] = acks.Acker.ack  # wrapped as it is, whatever it returns
     if getattr(original, "_bench_counted", False):
         return
 

@@ -50,7 +50,7 @@ def cdf_points(samples_ms: Sequence[float], points: int = 400) -> tuple[list[flo
     return [float(s[i]) for i in idx], [(i + 1) / n for i in idx]
 
 
-def fmt_ms(value: float) -> str:
+def fmt_ms(value: float | None) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
     if value >= 1000:

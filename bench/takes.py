@@ -54,7 +54,7 @@ async def run(cq: Casque, plan: Plan) -> dict[str, Any]:
         keep=("takes",),
     )
     t = r.probe.get("takes") or {}
-    levels = {}
+    levels: dict[str, dict[str, Any]] = {}
     for level, v in (t.get("levels") or {}).items():
         levels[level] = {
             "unit": v["unit"],
@@ -66,7 +66,7 @@ async def run(cq: Casque, plan: Plan) -> dict[str, Any]:
             "take_ms": _dist(v["take_ms"]),
             "sequences": v["sequences"],
         }
-    out = {
+    out: dict[str, Any] = {
         "rate": rate,
         "n": n,
         "acked": r.cql.get("acked"),

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextvars
 import gc
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -180,7 +180,7 @@ def _engine_histogram() -> dict[str, Any] | None:
     for metric in REGISTRY.collect():
         if metric.name != HISTOGRAM:
             continue
-        buckets: Counter = Counter()
+        buckets: defaultdict[str, float] = defaultdict(float)  # sample values are floats
         total = count = 0.0
         for s in metric.samples:
             if s.name.endswith("_bucket"):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 #: CPU per message, daemon + node + producer, in the full run of 2026-11-23: the target is half of it.
 CPU_BEFORE_MS = 0.730
@@ -131,7 +131,7 @@ def write_figures(R: dict[str, Any]) -> dict[str, Any]:
     return f
 
 
-def finite(x: Any) -> bool:
+def finite(x: Any) -> TypeGuard[float]:
     return isinstance(x, (int, float)) and not (isinstance(x, float) and (math.isnan(x) or math.isinf(x)))
 
 

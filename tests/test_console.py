@@ -137,10 +137,14 @@ async def test_large_queues_show_their_daemons_depth_sample_on_the_list(
     )
     # searched by whole name: one point read finds it first, however many queues the keyspace holds
     page = await admin.get("/queues", params={"q": sampled})
-    row = re.search(rf'<tr data-queue="{sampled}">(.*?)</tr>', page.text, re.S).group(1)
+    found = re.search(rf'<tr data-queue="{sampled}">(.*?)</tr>', page.text, re.S)
+    assert found is not None
+    row = found.group(1)
     assert re.findall(r">~(\d+)</td>", row) == ["7", "3", "1"] and "counted it 10" in row
     page = await admin.get("/queues", params={"q": unsampled})
-    row = re.search(rf'<tr data-queue="{unsampled}">(.*?)</tr>', page.text, re.S).group(1)
+    found = re.search(rf'<tr data-queue="{unsampled}">(.*?)</tr>', page.text, re.S)
+    assert found is not None
+    row = found.group(1)
     assert re.findall(r'class="n (?:waiting|scheduled|in-flight)"[^>]*>([^<]*)<', row) == ["-", "-", "-"]
     exact = await admin.get(f"/queues/{unsampled}")  # its own page counts exactly
     assert '<b class="waiting">1</b>' in exact.text
@@ -405,6 +409,7 @@ def test_casque_web_makes_a_password_when_none_is_set_and_listens_on_loopback(se
         stderr=subprocess.PIPE,
         text=True,
     )
+    assert proc.stderr is not None  # stderr=PIPE
     try:
         line = proc.stderr.readline()
         found = re.search(r"log in as admin / (\S+)", line)

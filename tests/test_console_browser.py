@@ -23,6 +23,7 @@ import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -31,6 +32,10 @@ from daemon.testing.daemonproc import ROOT
 
 from .conftest import TEST_KEYSPACE
 from .test_console import poison_one
+
+if TYPE_CHECKING:  # typing only: without playwright the module is skipped (importorskip below)
+    from playwright.async_api import Browser
+    from playwright.async_api import Page as Tab
 
 CHROMIUM = "/usr/bin/chromium"
 pytestmark = [
@@ -126,7 +131,7 @@ def other_site(tmp_path_factory: pytest.TempPathFactory, console_url: str) -> It
 
 
 @pytest.fixture(scope="module")
-async def browser() -> AsyncIterator[object]:
+async def browser() -> AsyncIterator[Browser]:
     async with playwright_api.async_playwright() as p:
         b = await p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         yield b
@@ -136,8 +141,9 @@ async def browser() -> AsyncIterator[object]:
 class Page:
     """A logged-in tab that records every console error and uncaught exception."""
 
-    def __init__(self, page: object, url: str) -> None:
-        self.page, self.url, self.errors = page, url, []
+    def __init__(self, page: Tab, url: str) -> None:
+        self.page, self.url = page, url
+        self.errors: list[str] = []
         page.on("console", lambda m: self.errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
         page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
 
@@ -150,7 +156,7 @@ class Page:
             await self.page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=True)
 
 
-async def _logged_in(browser: object, url: str, user: str, password: str) -> AsyncIterator[Page]:
+async def _logged_in(browser: Browser, url: str, user: str, password: str) -> AsyncIterator[Page]:
     ctx = await browser.new_context(
         http_credentials={"username": user, "password": password}, viewport={"width": 1280, "height": 900}
     )
@@ -161,13 +167,13 @@ async def _logged_in(browser: object, url: str, user: str, password: str) -> Asy
 
 
 @pytest.fixture
-async def admin_page(browser: object, console_url: str) -> AsyncIterator[Page]:
+async def admin_page(browser: Browser, console_url: str) -> AsyncIterator[Page]:
     async for page in _logged_in(browser, console_url, "admin", ADMIN_PW):
         yield page
 
 
 @pytest.fixture
-async def viewer_page(browser: object, console_url: str) -> AsyncIterator[Page]:
+async def viewer_page(browser: Browser, console_url: str) -> AsyncIterator[Page]:
     async for page in _logged_in(browser, console_url, "viewer", VIEWER_PW):
         yield page
 
@@ -330,13 +336,17 @@ async def test_another_site_cannot_show_the_console_in_a_frame(admin_page: Page,
     console_answers: list[int] = []
     page.on("response", lambda r: console_answers.append(r.status) if r.url == p.url + "/queues" else None)
     await page.goto(f"{other_site}/frames.html")
-    own = await (await page.wait_for_selector("iframe#own")).content_frame()
+    own_element = await page.wait_for_selector("iframe#own")
+    assert own_element is not None  # None only when waiting for "hidden" or "detached"
+    own = await own_element.content_frame()
     assert own is not None and await own.inner_text("#own") == "a page of the other site"
     deadline = time.monotonic() + 15
     while not console_answers and time.monotonic() < deadline:
         await page.wait_for_timeout(50)
     assert console_answers == [200], "the console was not even asked: the test proves nothing"
-    framed = await (await page.query_selector("iframe#console")).content_frame()
+    framed_element = await page.query_selector("iframe#console")
+    assert framed_element is not None
+    framed = await framed_element.content_frame()
     assert framed is not None
     await page.wait_for_timeout(500)  # let the frame settle on whatever it shows
     shown = await framed.content()

@@ -85,7 +85,7 @@ async def test_send_returns_the_next_three_fire_times(cq: Casque, queue_name: st
     assert len(sent.next_fires) == 3 and isinstance(sent, str)
     assert all(t.hour == 9 and t.minute == 0 and t.weekday() < 5 for t in sent.next_fires)
     m = await cq.get(queue_name, key="weekday")
-    assert m is not None and str(m.id) == sent and m.trigger["cron"] == "0 9 * * MON-FRI"
+    assert m is not None and str(m.id) == sent and m.trigger is not None and m.trigger["cron"] == "0 9 * * MON-FRI"
     assert int(sent.next_fires[0].timestamp() * 1000) == m.due_ms
     capped = await cq.send(queue_name, "t", None, every="1h", times=2)
     assert [b - a for a, b in zip(capped.next_fires, capped.next_fires[1:])] == [

@@ -37,7 +37,9 @@ async def test_daemon_processes_delayed_priority_and_keyed_messages(
     # Lowest priority, so its place is last however long the daemon takes to start; that it waited
     # for its due time is checked against the time its handler started.
     delayed_id = await cq.send(queue_name, "test.record", "delayed", delay="2s", priority=-10)
-    delayed_due = (await cq.get(queue_name, id=delayed_id)).due_ms / 1000
+    delayed = await cq.get(queue_name, id=delayed_id)
+    assert delayed is not None
+    delayed_due = delayed.due_ms / 1000
     record = tmp_path / "record.txt"
     d = start_daemon(
         write_config(tmp_path / "c.toml", TEST_KEYSPACE, [queue_name], consumers=1, batch_size=1, in_flight=1),

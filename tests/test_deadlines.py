@@ -13,7 +13,9 @@ from __future__ import annotations
 import json
 import signal
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,7 +38,7 @@ def count_events(d: Daemon, *names: str) -> Counter[str]:
     return found
 
 
-def ledger(record: Path, ids: list[str], suffix: str | None = None) -> tuple[set[str], dict[str, int]]:
+def ledger(record: Path, ids: Iterable[str], suffix: str | None = None) -> tuple[set[str], dict[str, int]]:
     """(lost, duplicated) from the handlers' record: ids never recorded, ids recorded more than once."""
     done = Counter(r[1] for r in records(record) if suffix is None or r[-1] == suffix)
     return set(ids) - set(done), {i: n for i, n in done.items() if n > 1}
@@ -78,7 +80,7 @@ async def test_two_daemons_with_clocks_3s_apart_run_each_message_once(
     assert len(by_pid) == 2  # both daemons took part
 
 
-WAITS = {
+WAITS: dict[str, tuple[str, float, int, dict[str, Any]]] = {
     "concurrency_slot": ("test.sync_one_at_a_time", 0.5, 24, {"consumers": 1}),  # 12 s of work, one at a time
     "sync_thread": (
         "test.sync_sleep",

@@ -10,6 +10,7 @@ import asyncio
 import copy
 import json
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -17,6 +18,7 @@ from daemon.base.clock import Clock, ManualClock
 from daemon.base.config import Settings
 from daemon.base.errors import UsageError
 from daemon.engine.client import Casque
+from daemon.engine.delivery.receive import Delivery
 from daemon.engine.operations.queue_actions import purge
 from daemon.engine.queues.attributes import DEAD_LETTER
 from daemon.engine.storage.placement import group_id, tail_id
@@ -25,7 +27,7 @@ from daemon.engine.take.fifo import choose
 Pair = tuple[Casque, ManualClock]
 
 
-async def _fifo(cq: Casque, name: str, **options: object) -> str:
+async def _fifo(cq: Casque, name: str, **options: Any) -> str:
     queue = f"{name}.fifo"
     await cq.create_queue(queue, fifo=True, **options)
     return queue
@@ -137,10 +139,10 @@ async def test_content_dedup_and_group_scope(cq: Casque, queue_name: str) -> Non
 async def test_sequence_numbers_increase_within_a_group(cq: Casque, queue_name: str) -> None:
     q = await _fifo(cq, queue_name)
     sent = [await cq.send(q, "t", {"n": n}, group="g", dedup_id=str(n)) for n in range(30)]
-    seqs = [s.sequence for s in sent]
-    assert all(s is not None and len(s) == 20 and s.isdigit() for s in seqs)
+    seqs = [s.sequence for s in sent if s.sequence is not None]
+    assert len(seqs) == 30 and all(len(s) == 20 and s.isdigit() for s in seqs)
     assert seqs == sorted(seqs) and len(set(seqs)) == 30
-    got = []
+    got: list[Delivery] = []
     while len(got) < 30:
         batch = await cq.receive(q, max=10, wait=0)
         got += batch

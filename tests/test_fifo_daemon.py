@@ -123,7 +123,8 @@ async def test_two_daemons_share_a_fifo_queue_and_never_overlap_a_group(
     daemons = [start_daemon(cfg, record, tmp_path / f"log{i}") for i in range(2)]
     try:
         for d in daemons:
-            await until(lambda d=d: '"worker_ready"' in d.output(), 60, "daemon ready", d)
+            # mypy can't type a lambda whose default binds the loop's value (python/mypy#15459)
+            await until(lambda d=d: '"worker_ready"' in d.output(), 60, "daemon ready", d)  # type: ignore[misc]
         for n in range(steps):
             for g in groups:
                 await cq.send(name, "test.fifo_step", {"g": g, "n": n, "sleep": 0.1}, group=g, dedup_id=f"{n}")

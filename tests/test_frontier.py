@@ -46,6 +46,7 @@ async def traced(settings: Settings) -> AsyncIterator[tuple[Casque, list[int]]]:
     async def traced_run(stmt: Any, params: Any = None, timeout: Any = None, timestamp: Any = None) -> Any:
         if id(stmt) not in reads:
             return await run(stmt, params, timeout, timestamp)
+        assert client.db.session is not None
         rs = await asyncio.to_thread(client.db.session.execute, stmt, params, trace=True)
         scanned.append(tombstones_in(await asyncio.to_thread(rs.get_query_trace, max_wait_sec=10)))
         return list(rs.current_rows)

@@ -175,6 +175,7 @@ async def test_daemon_poisons_corrupt_rows_and_keeps_serving(cq: Casque, queue_n
     for what, (column, value) in CORRUPTIONS.items():
         mid = await cq.send(queue_name, "test.record", what)
         m = await cq.get(queue_name, id=mid)
+        assert m is not None
         bucket, shard = row_of(uuid.UUID(mid), qs.bucket_ms, qs.buckets, qs.shards)
         await cq.db.run(
             f"UPDATE {TEST_KEYSPACE}.messages SET {column} = {value} WHERE queue=%s AND bucket=%s AND shard=%s AND "

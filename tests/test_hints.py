@@ -381,7 +381,7 @@ async def hinted_daemon(
     queue_name: str,
     create: dict[str, Any] | None = None,
     env: dict[str, str] | None = None,
-    **worker: object,
+    **worker: Any,
 ) -> AsyncIterator[tuple[Daemon, Path, Casque]]:
     """A ``casque run`` daemon serving ``queue_name`` (its hint listener up; the queue made first with ``create``
     when given), the file its handlers record to, and a client whose sends hint it. At the end: the daemon stopped,

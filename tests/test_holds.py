@@ -9,6 +9,7 @@ import asyncio
 import json
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,7 +35,7 @@ async def one_take(cq: Casque, c: Consumer, queue: str) -> float:
     return trips(queue) - before
 
 
-async def tiny_queue(cq: Casque, name: str, **kw: object) -> tuple[Consumer, tuple[int, int]]:
+async def tiny_queue(cq: Casque, name: str, **kw: Any) -> tuple[Consumer, tuple[int, int]]:
     """One shard, one day-long bucket: every message of the test lands in the same row."""
     await cq.create_queue(name, shards=1, buckets=1, bucket_seconds=86400, **kw)
     return cq.consumer(name), (0, 0)
@@ -190,7 +191,7 @@ async def test_a_hold_taken_under_a_raised_lock_timeout_yields_to_processes_that
     assert owner.holds.valid(raised, row) is None, "the owner trusts a hold that a stale process could not see"
 
 
-def events(d: Daemon, name: str) -> list[dict[str, object]]:
+def events(d: Daemon, name: str) -> list[dict[str, Any]]:
     found = []
     for line in d.output().splitlines():
         try:

@@ -48,7 +48,8 @@ async def finished(cq: Casque, clock: ManualClock, c: Consumer, queue: str, acke
 
 async def in_place_queue(cq: Casque, queue: str, **options: Any) -> None:
     await cq.create_queue(queue, shards=1, buckets=1, **options)
-    assert (await cq.stores.queues.read_row(queue)).in_flight == "in_place", "what its row says, for good"
+    row = await cq.stores.queues.read_row(queue)
+    assert row is not None and row.in_flight == "in_place", "what its row says, for good"
 
 
 async def all_taken(cq: Casque, queue: str, n: int) -> tuple[Consumer, list[Message]]:
@@ -243,17 +244,20 @@ async def test_cli_creates_an_in_place_queue_and_the_layout_options_are_gone(
     cfg.write_text(f'[cassandra]\nkeyspace = "{TEST_KEYSPACE}"\n')
     made = casque("queue", "create", queue_name, config=cfg)
     assert made.returncode == 0, made.stderr
-    assert (await cq.stores.queues.read_row(queue_name)).in_flight == "in_place"
+    row = await cq.stores.queues.read_row(queue_name)
+    assert row is not None and row.in_flight == "in_place"
     gone = casque("queue", "create", queue_name + "x", "--in-flight", "copy", config=cfg)
     assert gone.returncode == 2 and "unrecognized arguments: --in-flight" in gone.stderr
     changed = casque("queue", "update", queue_name, "--timeout", "1m", config=cfg)
     assert changed.returncode == 0, changed.stderr
-    assert (await cq.stores.queues.read_row(queue_name)).in_flight == "in_place", "an update keeps it"
+    row = await cq.stores.queues.read_row(queue_name)
+    assert row is not None and row.in_flight == "in_place", "an update keeps it"
     old = tmp_path / "old.toml"
     old.write_text(cfg.read_text() + '[queue_defaults]\nin_flight = "copy"\n')
     accepted = casque("queue", "create", queue_name + "y", config=old)
     assert accepted.returncode == 0, "a removed key still loads, with no effect: " + accepted.stderr
-    assert (await cq.stores.queues.read_row(queue_name + "y")).in_flight == "in_place"
+    row = await cq.stores.queues.read_row(queue_name + "y")
+    assert row is not None and row.in_flight == "in_place"
     from daemon.base.config import load_settings
 
     assert load_settings(cfg, env={"CASQUE_QUEUE_DEFAULTS__IN_FLIGHT": "copy"}), "and from the environment"

@@ -21,7 +21,7 @@ import os
 import signal
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 
 import pytest
@@ -120,7 +120,7 @@ def stop_daemon(daemon: Daemon) -> None:
     daemon.wait(60)
 
 
-def lost_and_duplicated(sent: list[str], record: Path) -> tuple[Counter[str], int, int]:
+def lost_and_duplicated(sent: Iterable[str], record: Path) -> tuple[Counter[str], int, int]:
     """What the handlers ran (id -> runs), how many sent messages never ran, how many runs were repeats."""
     delivered = Counter(r[1] for r in records(record))
     return delivered, len(set(sent) - set(delivered)), sum(n - 1 for n in delivered.values())

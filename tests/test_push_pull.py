@@ -353,7 +353,7 @@ async def test_a_queue_stays_shared_after_its_first_receive_through_a_pause_and_
     outputs = []
     try:
         await until(lambda: "worker_ready" in d.output(), 60, "the daemon's start", d)
-        plain = {await cq.send(name, "sqs", f"plain {i}") for i in range(WAITING // 2)}
+        plain: set[str] = {await cq.send(name, "sqs", f"plain {i}") for i in range(WAITING // 2)}
         own = {await cq.send(name, "test.record", i) for i in range(OWN // 2)}
         await until(lambda: own <= {r[1] for r in records(record)}, 60, "the first daemon's tasks", d)
         d.signal(signal.SIGTERM)
@@ -453,7 +453,9 @@ async def test_a_daemon_s_ack_announces_only_a_fifo_group_s_next_message(cq: Cas
     outcomes = Outcomes(cq, Hooks([]), Visibility(cq.stores.acker, cq.clock, 0), [queue_name, fifo])
     heard: list[str] = []
     unsubscribe = [
-        cq.stores.wakeups.subscribe(q, lambda due, placement, q=q: heard.append(q)) for q in (queue_name, fifo)
+        # mypy can't type a lambda whose default binds the loop's value (python/mypy#15459)
+        cq.stores.wakeups.subscribe(q, lambda due, placement, q=q: heard.append(q))  # type: ignore[misc]
+        for q in (queue_name, fifo)
     ]
     try:
         await cq.send(queue_name, "t", 1)

@@ -22,6 +22,7 @@ import pytest
 
 from daemon.base.config import Settings
 from daemon.base.errors import UsageError
+from daemon.base.model import QueueSettings
 from daemon.engine.client import Casque
 from daemon.engine.queues.names import partition_of
 
@@ -171,6 +172,7 @@ async def test_a_queue_made_by_the_old_lwt_path_is_left_as_it_is(cq: Casque, que
     assert rows[0].applied
     assert await cq.create_queues([queue_name], shards=2, buckets=2, max_attempts=5) == 0
     row = await cq.stores.queues.read_row(queue_name)  # a copy-layout queue's row: read, not served (get refuses)
+    assert row is not None
     assert (row.shards, row.buckets, row.max_attempts, row.in_flight) == (1, 1, 3, None)
 
 
@@ -207,7 +209,7 @@ async def test_single_creates_racing_a_bulk_create_give_each_name_one_creator(
         assert await max_attempts_of(cq, name) == (1 if name in single_won else 2)
 
 
-def _tiny(cq: Casque, name: str, max_attempts: int) -> object:
+def _tiny(cq: Casque, name: str, max_attempts: int) -> QueueSettings:
     from daemon.engine.queues.settings import settings_from_defaults
 
     return settings_from_defaults(name, cq.settings.queue_defaults, shards=1, buckets=1, max_attempts=max_attempts)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from daemon.base import queue_metrics
 from daemon.base.clock import ManualClock
+from daemon.base.model import Message
 from daemon.engine.client import Casque
 from daemon.engine.operations.stats import queue_stats
 from daemon.engine.send.producer import Job, build_message
@@ -37,7 +38,7 @@ async def test_one_holder_publishes_exact_numbers_then_hands_over(manual: Pair, 
     cq, clock = manual
     await workload(cq, queue_name)
     consumer = cq.consumer(queue_name)
-    taken = []
+    taken: list[Message] = []
     while len(taken) < 2:
         taken += await consumer.fetch(2 - len(taken))
     clock.advance(7_000)
@@ -59,9 +60,9 @@ async def test_one_holder_publishes_exact_numbers_then_hands_over(manual: Pair, 
             queue_metrics.OLDEST_DUE_AGE,
         )
     ]
-    assert got == [3, 3, 2, 1, s.oldest_due_age_s] and s.oldest_due_age_s >= 7.0
+    assert got == [3, 3, 2, 1, s.oldest_due_age_s] and s.oldest_due_age_s is not None and s.oldest_due_age_s >= 7.0
     await cq.stores.acker.ack(taken)
-    more = []
+    more: list[Message] = []
     while not more:
         more = await consumer.fetch(1)
     clock.advance(1_000)
@@ -88,7 +89,9 @@ async def test_daemon_serves_queue_gauges(cq: Casque, queue_name: str, tmp_path:
     d = start_daemon(cfg, tmp_path / "record.txt", tmp_path / "log")
     try:
         await until(lambda: "metrics_listening" in d.output(), 60, "metrics server", d)
-        url = re.search(r'"url": "(http://[^"]+)/metrics"', d.output()).group(1)
+        found = re.search(r'"url": "(http://[^"]+)/metrics"', d.output())
+        assert found is not None
+        url = found.group(1)
 
         def gauge(name: str) -> float | None:
             for line in urllib.request.urlopen(url + "/metrics").read().decode().splitlines():

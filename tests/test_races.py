@@ -54,7 +54,7 @@ async def run_race(cq: Casque, queue: str, tmp_path: Path, offsets: list[int]) -
         stdout, _ = await proc.communicate()
         logs.append(stdout.decode())
         assert proc.returncode == 0, stdout.decode()[-3000:]
-    deliveries = Counter()
+    deliveries: Counter[str] = Counter()
     for out, _ in procs:
         for line in out.read_text().splitlines():
             deliveries[line.split()[0]] += 1

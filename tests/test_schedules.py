@@ -13,6 +13,7 @@ import pytest
 
 from daemon.base.clock import ManualClock
 from daemon.base.errors import KeyConflict
+from daemon.base.model import Message
 from daemon.engine.client import Casque
 from daemon.service.dispatcher import Dispatcher
 from daemon.service.registry import Registry
@@ -24,13 +25,19 @@ from .test_engine import drain
 Pair = tuple[Casque, ManualClock]
 
 
+def occurrence(m: Message) -> int:
+    """A schedule's message's occurrence number (its trigger's ``n``)."""
+    assert m.trigger is not None, m
+    return m.trigger["n"]
+
+
 async def fire_all(cq: Casque, consumer, clock: ManualClock, step_ms: int, steps: int) -> list[int]:
     """Advance the clock step by step; take and ack what is due; return occurrence numbers run."""
     ran: list[int] = []
     for _ in range(steps):
         clock.advance(step_ms)
         got = await drain(consumer)
-        ran += [m.trigger["n"] for m in got]
+        ran += [occurrence(m) for m in got]
         await cq.stores.acker.ack(got)
     return ran
 
@@ -62,13 +69,16 @@ async def test_cron_occurrences_fire_on_their_times_in_order(manual: Pair, queue
         clock.advance(10_000)
         got = await drain(consumer)
         assert len(got) == 1
-        fires.append(got[0].trigger["fire_ms"])
-        assert got[0].due_ms >= got[0].trigger["fire_ms"]
+        trigger = got[0].trigger
+        assert trigger is not None
+        fires.append(trigger["fire_ms"])
+        assert got[0].due_ms >= trigger["fire_ms"]
         await cq.stores.acker.ack(got)
     assert [b - a for a, b in zip(fires, fires[1:])] == [10_000] * 5
     assert all(f % 10_000 == 0 for f in fires)
     entry = await cq.get_key(queue_name, "tick")
-    assert entry is not None and entry.id != mid and entry.trigger["n"] == 7 and entry.last_run is not None
+    assert entry is not None and entry.id != mid and entry.trigger is not None and entry.trigger["n"] == 7
+    assert entry.last_run is not None
 
 
 async def test_schedule_key_replace_keep_error(manual: Pair, queue_name: str) -> None:
@@ -80,7 +90,8 @@ async def test_schedule_key_replace_keep_error(manual: Pair, queue_name: str) ->
         await cq.send(queue_name, "t", 3, cron="0 9 * * *", key="s", on_conflict="error")
     second = await cq.send(queue_name, "t", 4, cron="0 9 * * *", tz="Europe/Berlin", key="s")
     m = await cq.get(queue_name, key="s")
-    assert m is not None and str(m.id) == second and m.payload == 4 and m.trigger["cron"] == "0 9 * * *"
+    assert m is not None and str(m.id) == second and m.payload == 4
+    assert m.trigger is not None and m.trigger["cron"] == "0 9 * * *"
     assert await cq.get(queue_name, id=first) is None
     [(entry, current)] = await cq.schedules(queue_name)
     assert entry.key == "s" and current is not None and str(current.id) == second
@@ -133,7 +144,7 @@ async def test_misfire_after_daemons_were_down(manual: Pair, queue_name: str, po
         got = await drain(consumer)
         if not got:
             break
-        ran += [m.trigger["n"] for m in got]
+        ran += [occurrence(m) for m in got]
         await cq.stores.acker.ack(got)
     assert len(ran) == expected_runs
     [waiting] = await cq.peek(queue_name)
@@ -149,7 +160,7 @@ async def test_misfire_skip_does_not_run_a_late_occurrence(manual: Pair, queue_n
     dispatcher = Dispatcher(cq, Registry(), cq.settings.worker, [queue_name])
     assert await dispatcher.runner.still_wanted(late, dispatcher_log()) is False
     [nxt] = [m for m in await cq.peek(queue_name) if m.state == 0]  # besides the late one's timeout column
-    assert nxt.due_ms > clock.now_ms() and nxt.trigger["n"] == 5
+    assert nxt.due_ms > clock.now_ms() and occurrence(nxt) == 5
 
 
 @pytest.mark.slow

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 from daemon.base.config import Settings
 from daemon.engine.storage.db import Database
@@ -84,7 +85,8 @@ def test_cli_create_send_get_cancel(tmp_path: Path, settings: Settings, queue_na
         and data["priority"] == 3
         and data["state"] == "waiting"
     )
-    listed, after = [], []
+    listed: list[dict[str, Any]] = []
+    after: list[str] = []
     while True:  # `casque queues` shows a page; stderr names the next one
         page = casque("queues", "--json", "--limit", "1000", *after, config=cfg)
         listed += json.loads(page.stdout)

@@ -200,7 +200,7 @@ def config(
 
 def secret_source(
     source: str, password: str, tmp_path: Path, user: str = USER
-) -> tuple[dict[str, str], dict[str, str]]:
+) -> tuple[dict[str, Any], dict[str, str]]:
     """[cassandra] keys and environment that hand ``password`` to casque the way ``source`` says."""
     if source == "password_file":
         path = tmp_path / f"{user}-password.txt"

@@ -66,8 +66,8 @@ async def test_the_rule_grows_busy_queues_up_to_their_cap_only(cq: Casque) -> No
     await growth.tick()  # nothing left in the old rows: the drain is finished and the lease given up
     assert (await cq.queue_settings(busy, fresh=True)).draining == ()
     assert growth.draining == {}
-    other = ShardGrowth(cq.stores, SendCounts(), "another", rate=100, window_ms=1000)
-    assert await other._lease(busy).hold()  # free for whoever grows it next
+    another = ShardGrowth(cq.stores, SendCounts(), "another", rate=100, window_ms=1000)
+    assert await another._lease(busy).hold()  # free for whoever grows it next
 
 
 async def test_counting_is_off_until_a_grower_runs(cq: Casque) -> None:

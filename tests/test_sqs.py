@@ -148,7 +148,7 @@ def test_send_receive_delete_each_message_once(sqs: Any, qname: str) -> None:
 
 def test_message_attributes_round_trip_with_aws_md5(sqs: Any, qname: str) -> None:
     url = sqs.create_queue(QueueName=qname)["QueueUrl"]
-    attrs = {
+    attrs: dict[str, dict[str, Any]] = {
         "meta.color": {"DataType": "String", "StringValue": "red"},
         "n": {"DataType": "Number", "StringValue": "1.5e3"},
         "blob": {"DataType": "Binary", "BinaryValue": bytes(range(256))},

@@ -185,7 +185,7 @@ def test_aws_trace_header_is_kept_returned_and_digested_as_sqs_does(sqs: Any, qn
         QueueUrl=url, Entries=[{"Id": "t", "MessageBody": "c", "MessageSystemAttributes": system}]
     )
     assert batch["Successful"][0]["MD5OfMessageSystemAttributes"] == TRACE_MD5_FROM_AWS
-    got = {}
+    got: dict[str, dict[str, Any]] = {}
     while len(got) < 3:
         m = receive_one(sqs, url, AttributeNames=["AWSTraceHeader"], MessageAttributeNames=["All"])
         assert m is not None
@@ -447,7 +447,8 @@ def test_receive_filters_message_and_system_attribute_names_as_sqs(sqs: Any, qna
     }
     for names, want in system.items():
         for key in ("AttributeNames", "MessageSystemAttributeNames"):
-            m = receive_one(sqs, url, **{key: list(names)})
+            asked: dict[str, Any] = {key: list(names)}  # AttributeNames or MessageSystemAttributeNames
+            m = receive_one(sqs, url, **asked)
             assert m is not None and set(m.get("Attributes", {})) == want, (key, names)
     m = receive_one(sqs, url, MessageSystemAttributeNames=["All"], AttributeNames=["SenderId"])
     assert m is not None and set(m["Attributes"]) == every, "MessageSystemAttributeNames wins over AttributeNames"
@@ -488,7 +489,7 @@ def test_message_group_id_on_a_standard_queue_is_kept_and_deduplication_id_refus
     url = sqs.create_queue(QueueName=qname)["QueueUrl"]
     sqs.send_message(QueueUrl=url, MessageBody="fair", MessageGroupId="tenant-1")
     sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": "b", "MessageBody": "fair2", "MessageGroupId": "tenant-2"}])
-    groups = {}
+    groups: dict[str, str] = {}
     while len(groups) < 2:
         m = receive_one(sqs, url, AttributeNames=["All"])
         assert m is not None

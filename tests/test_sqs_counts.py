@@ -17,6 +17,7 @@ from daemon.engine.observe.depth_estimate import BUDGET, HEAD, REFRESH_S
 from daemon.engine.operations.stats import queue_stats
 from daemon.engine.send.producer import Job
 from daemon.http.sqs.actions import Call, SqsService
+from daemon.http.sqs.actions.queues import QueueActions
 from daemon.testing import sqsserver
 
 COUNTS = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible", "ApproximateNumberOfMessagesDelayed"]
@@ -66,7 +67,9 @@ async def test_a_big_queue_costs_bounded_reads_per_call_and_converges_to_the_exa
     local = await Casque.connect(settings)
     try:
         service = SqsService(local, settings.sqs)
-        depth = service.groups[0].depth
+        queues = service.groups[0]
+        assert isinstance(queues, QueueActions)
+        depth = queues.depth
         call = Call({"QueueUrl": url, "AttributeNames": COUNTS}, "http://x")
         costs = []
         for _ in range(3):

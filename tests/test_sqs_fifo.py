@@ -8,6 +8,7 @@ refused request is followed by a check that nothing was written (no queue, no me
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import shutil
@@ -255,9 +256,7 @@ def test_a_fifo_queue_dead_letters_only_to_a_fifo_queue_and_a_standard_only_to_a
         refused(create, "InvalidParameterValue", why)
         plain = fifo(sqs, qname + "-p") if source_fifo else sqs.create_queue(QueueName=qname + "-p")["QueueUrl"]
         refused(
-            lambda plain=plain, policy=policy: sqs.set_queue_attributes(
-                QueueUrl=plain, Attributes={"RedrivePolicy": policy}
-            ),
+            functools.partial(sqs.set_queue_attributes, QueueUrl=plain, Attributes={"RedrivePolicy": policy}),
             "InvalidParameterValue",
             why,
         )
@@ -319,7 +318,7 @@ def test_fifo_sends_refused_as_sqs_refuses_them_write_nothing(sqs: Any, qname: s
             ids = {"MessageGroupId": "g", "MessageDeduplicationId": "d", param: bad}
             cases.append(
                 (
-                    (lambda ids=ids: sqs.send_message(QueueUrl=url, MessageBody="x", **ids)),
+                    functools.partial(sqs.send_message, QueueUrl=url, MessageBody="x", **ids),
                     "InvalidParameterValue",
                     f"Value {bad} for parameter {param} is invalid. Reason: {param} can only include "
                     "alphanumeric and punctuation "
@@ -832,7 +831,7 @@ def test_a_fair_queue_group_is_kept_and_returned_on_a_standard_queue(sqs: Any, q
     r = sqs.send_message(QueueUrl=url, MessageBody="t1", MessageGroupId="tenant-1")
     assert "SequenceNumber" not in r
     sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": "b", "MessageBody": "t2", "MessageGroupId": "tenant-2"}])
-    groups = {}
+    groups: dict[str, dict[str, str]] = {}
     while len(groups) < 2:
         (m,) = receive_until(
             sqs, url, bool, MessageSystemAttributeNames=["MessageGroupId", "SequenceNumber", "MessageDeduplicationId"]
@@ -877,7 +876,7 @@ def test_fifo_over_the_query_protocol(server: sqsserver.SqsServer, qname: str) -
     status, root = query(url, "GetQueueAttributes", {"AttributeName.1": "All"})
     got = {text(a, "q:Name"): text(a, "q:Value") for a in root.findall("q:GetQueueAttributesResult/q:Attribute", NS)}
     assert got["FifoQueue"] == "true" and got["FifoThroughputLimit"] == "perQueue"
-    bodies = []
+    bodies: list[tuple[str, str, str]] = []
     while len(bodies) < 2:
         status, root = query(
             url,

@@ -186,7 +186,8 @@ def hold_answers_then_kill(c: FifoClients, victim: sqsserver.SqsServer, gate: An
             looked = time.monotonic()
             taken = in_flight(db, c.queue)
             poll(
-                lambda looked=looked: all(
+                # mypy can't type a lambda whose default binds the loop's value (python/mypy#15459)
+                lambda looked=looked: all(  # type: ignore[misc]
                     r.answered_began > looked or (r.ends.outstanding or ("", 0))[0] == gate.url for r in victims
                 ),
                 60,

@@ -10,6 +10,7 @@ import urllib.parse
 import urllib.request
 import uuid
 import xml.etree.ElementTree as ET
+from typing import Any
 
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
@@ -86,7 +87,10 @@ def test_query_protocol_full_cycle(server: sqsserver.SqsServer) -> None:
         },
     )
     assert status == 200
-    attrs = {"k": {"DataType": "String", "StringValue": "v"}, "b": {"DataType": "Binary", "BinaryValue": b"\x00\xff"}}
+    attrs: dict[str, dict[str, Any]] = {
+        "k": {"DataType": "String", "StringValue": "v"},
+        "b": {"DataType": "Binary", "BinaryValue": b"\x00\xff"},
+    }
     assert text(root, "q:SendMessageResult/q:MD5OfMessageBody") == hashlib.md5(b"hi <&> there").hexdigest()
     assert text(root, "q:SendMessageResult/q:MD5OfMessageAttributes") == reference_md5_of_attributes(attrs)
     mid = text(root, "q:SendMessageResult/q:MessageId")
@@ -127,7 +131,7 @@ def test_query_protocol_full_cycle(server: sqsserver.SqsServer) -> None:
     while len(handles) < 2:
         _, root = query(url, "ReceiveMessage", {"MaxNumberOfMessages": "10", "WaitTimeSeconds": "5"}, method="GET")
         handles += [text(m, "q:ReceiptHandle") for m in root.findall("q:ReceiveMessageResult/q:Message", NS)]
-    params = {}
+    params: dict[str, str] = {}
     for i, h in enumerate(handles + ["forged"], 1):
         params |= {
             f"DeleteMessageBatchRequestEntry.{i}.Id": f"d{i}",

@@ -131,7 +131,9 @@ async def test_metrics_history_and_daemon_stats_match_the_workload(cq: Casque, q
     d = start_daemon(cfg, record, tmp_path / "log")
     try:
         await until(lambda: "metrics_listening" in d.output(), 60, "metrics server", d)
-        url = re.search(r'"url": "(http://[^"]+)/metrics"', d.output()).group(1)
+        found = re.search(r'"url": "(http://[^"]+)/metrics"', d.output())
+        assert found is not None
+        url = found.group(1)
         await until(lambda: len(records(record)) == 14, 60, "14 handler runs", d)
         await until(
             lambda: (

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import Any
 
 from daemon.devnode import ClusterSpec
 
@@ -20,7 +21,9 @@ def specs() -> dict[str, list[tuple[str, set[tuple[int, int]]]]]:
         for node in ast.walk(ast.parse(path.read_text())):
             if not (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "ClusterSpec"):
                 continue
-            kw = {k.arg: k.value.value for k in node.keywords if isinstance(k.value, ast.Constant)}
+            kw: dict[str | None, Any] = {
+                k.arg: k.value.value for k in node.keywords if isinstance(k.value, ast.Constant)
+            }
             if not {"native_port", "storage_port", "jmx_base"} <= set(kw):
                 continue  # free ports chosen at run time, or the default dev node's (below)
             nodes = int(kw.get("nodes", 1))

@@ -34,7 +34,7 @@ BACKLOG_MS = 10_000  # the consumer looks this long after the sends: > clock_tol
 
 async def send_spread(cq: Casque, clock: ManualClock, queue: str, n: int) -> list[str]:
     """Send ``n`` messages 1 ms apart, as a live producer does: distinct due times in the row."""
-    sent = []
+    sent: list[str] = []
     for i in range(n):
         sent.append(await cq.send(queue, "t", i))
         clock.advance(1)

@@ -24,6 +24,7 @@ _READ = re.compile(r"Read (\d+) live rows and (\d+) tombstone cells")
 
 
 def traced_tombstones(cq: Casque, cql: str, params: list[Any]) -> int:
+    assert cq.db.session is not None
     rs = cq.db.session.execute(cq.db.prepare(cql), params, trace=True)
     return tombstones_in(rs.get_query_trace(max_wait_sec=10))
 

@@ -117,17 +117,21 @@ def test_misfire_all_runs_each_missed_occurrence_up_to_the_limit() -> None:
     fires = []
     while t.fire_ms <= now:
         fires.append(t.fire_ms)
-        t = following(t, now)
+        nxt = following(t, now)
+        assert nxt is not None
+        t = nxt
     assert fires == [1_000_000 + 10_000 * i for i in range(10)]
     capped = scheduled(make_trigger(every="10s", misfire="all", catchup=3), 1_000_000)
-    assert following(capped, now).fire_ms == 1_100_000  # more missed than the limit: coalesce
+    after = following(capped, now)
+    assert after is not None and after.fire_ms == 1_100_000  # more missed than the limit: coalesce
 
 
 def test_misfire_skip_does_not_run_the_late_occurrence() -> None:
     t = scheduled(make_trigger(every="10s", misfire="skip", grace="5s"), 1_000_000)
     assert should_run(t, 1_004_000) is True
     assert should_run(t, 1_006_000) is False
-    assert following(t, 1_006_000).fire_ms == 1_010_000
+    after = following(t, 1_006_000)
+    assert after is not None and after.fire_ms == 1_010_000
 
 
 def test_occurrence_ids_are_deterministic_distinct_and_in_the_origin_row() -> None:

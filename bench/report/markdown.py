@@ -24,7 +24,7 @@ def _lat(lat: dict[str, Any]) -> str:
     return " | ".join(fmt_ms(lat[k]) for k in ("p50", "p95", "p99", "max"))
 
 
-def _ms(x: float) -> str:
+def _ms(x: float | None) -> str:
     """A latency with its unit: '183 ms' or '2.07 s'."""
     text = fmt_ms(x)
     return text if text.endswith(" s") or text == "–" else text + " ms"

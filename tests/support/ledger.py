@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 
 from daemon.engine.consume.consumer import Consumer
 
@@ -19,7 +20,7 @@ async def drain_ids(consumer: Consumer, limit: int = 100, rounds: int = 3) -> li
     return out
 
 
-def ledger(sent: list[str], delivered: list[str]) -> tuple[int, int]:
+def ledger(sent: Iterable[str], delivered: Iterable[str]) -> tuple[int, int]:
     """(lost, duplicated): ids sent and never delivered, and deliveries beyond the first."""
     counts = Counter(delivered)
     return len(set(sent) - set(counts)), sum(n - 1 for n in counts.values())
