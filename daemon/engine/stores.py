@@ -39,7 +39,6 @@ from daemon.engine.send.keys import KeyStore
 from daemon.engine.send.lookup import Lookup
 from daemon.engine.send.producer import Producer
 from daemon.engine.storage.db import Database
-from daemon.engine.storage.placement import late_write_ms
 from daemon.engine.storage.table import MessageTable
 from daemon.engine.wake.hint_directory import HintDirectory
 from daemon.engine.wake.hints import HintSender
@@ -59,7 +58,7 @@ class Stores:
         self.keys = KeyStore(db, ks)
         self.poison = PoisonStore(db, ks)
         self.lookup = Lookup(db, self.queues, self.table, self.keys)
-        self.fifo = FifoSender(db, self.table, ks, clock, late_write_ms(self.tolerance_ms))
+        self.fifo = FifoSender(db, self.table, ks, clock, self.tolerance_ms)
         self.producer = Producer(
             db, self.queues, self.table, self.keys, self.lookup, clock, tolerance_ms=self.tolerance_ms, fifo=self.fifo
         )

@@ -3,13 +3,14 @@
 A send to group G of a FIFO queue:
 
 1. reads G's *tail* (a kind 3 row in G's shard row: the highest position written for G), and
-   places the message at ``max(now + queue delay, now, tail + 1)``: a send that starts after another
+   places the message at ``max(now + queue delay, tail + 1)``: a send that starts after another
    send to G returned is placed after it, whichever server each went through and however their
    clocks differ (both read and write at the configured consistency: the read sees the write);
 2. *reserves* that position: a row at the message's own key without a task (``_reserve``). A row's
    cursor never passes a live row, so the message, written there at any time while the reservation
    lives, is ahead of every cursor and comes in its group's order; a reservation that came back
-   later than a write may (``late_ms``) is deleted and the message placed again;
+   more than half the clock tolerance after its position (``late_ms``) is deleted and the message
+   placed again;
 3. claims its deduplication id with an LWT (``fifo_dedup``, ``IF NOT EXISTS``, TTL 300 s), storing
    the id, position and write timestamp the message will have. A claim that finds the id taken is
    a duplicate: the send deletes its own reservation, and the first send's id and position are
@@ -82,11 +83,13 @@ def content_dedup_id(body: bytes) -> str:
 
 
 class FifoSender:
-    def __init__(self, db: Database, table: MessageTable, keyspace: str, clock: Clock, late_ms: int) -> None:
+    def __init__(self, db: Database, table: MessageTable, keyspace: str, clock: Clock, tolerance_ms: int) -> None:
         self.db = db
         self.table = table
         self.clock = clock
-        self.late_ms = late_ms  # a reservation back later than this after its position may lie behind a cursor
+        #: A reservation back later than this after its position may lie behind a cursor: half the clock tolerance
+        #: is the reservation's (the time to place and write it), the other half the hosts' clocks'.
+        self.late_ms = tolerance_ms // 2
         t = f"{keyspace}.fifo_dedup"
         self._claim = db.prepare(
             f"INSERT INTO {t} (queue, scope, dedup_id, id, due, wt) VALUES (?,?,?,?,?,?) IF NOT EXISTS"
@@ -143,18 +146,19 @@ class FifoSender:
         if the reservation was visible before any cursor could pass the position: as every write checks its own
         time (docs/design.md, "Cursors"), one that came back more than ``late_ms`` after its position is deleted
         and the message placed again, before anything is claimed."""
-        deliverable = m.due_ms  # from now + the queue's delay, whatever the position
+        deliverable = earliest = m.due_ms  # deliverable from now + the queue's delay, whatever the position
         m.visible_at, unique = deliverable, unique_of(m.id)
         _, shard = row_of(group_id(0, group), qs.bucket_ms, qs.buckets, qs.shards)
         for _ in range(PLACE_TRIES):
             tail = await self.db.run(self.table.read_tail, [qs.name, 0, shard, tail_id(group)])
-            position = max(deliverable, self.clock.now_ms(), (tail[0].enqueued_at or 0) + 1 if tail else 0)
+            position = max(earliest, (tail[0].enqueued_at or 0) + 1 if tail else 0)
             m.id, m.due_ms, m.bucket, m.shard = group_id(position, group, unique), position, 0, shard
             pause_point("fifo.placed")  # placed, not reserved: tests/test_fifo_send_faults.py
             await self.db.run(self.table.reserve, [qs.name, 0, shard, position, m.id, RESERVED_S])
             if self.clock.now_ms() - position <= self.late_ms:
                 return
             await self.db.run(self.table.delete_message(m, position))  # it may lie behind a cursor: never used
+            earliest = max(deliverable, self.clock.now_ms())
         raise StorageUnavailable(f"a send to {qs.name} kept reaching Cassandra late (a node slow?): send it again")
 
     async def _claim_id(self, queue: str, scope: str, dedup: str, claim: list[Any]) -> tuple[str, Any | None]:

@@ -45,7 +45,7 @@ from daemon.engine.send.keys import KeyEntry, KeyStore
 from daemon.engine.send.lookup import Lookup
 from daemon.engine.storage.db import Database
 from daemon.engine.storage.in_flight import into_flight
-from daemon.engine.storage.placement import late_write_ms, new_id, placements, row_of
+from daemon.engine.storage.placement import new_id, placements, row_of
 from daemon.engine.storage.table import STATE_WAITING, MessageTable
 from daemon.engine.wake.catch import Catch
 
@@ -124,7 +124,7 @@ class Producer:
         self.noisy = NoisyGroups(clock)
         #: A message is written at the due time it was built with only while that is at most this
         #: old; later (a long send_many, a keyed send waiting on its LWTs) it is written at now.
-        self.late_ms = late_write_ms(tolerance_ms)
+        self.late_ms = tolerance_ms // 4
         self.queues = queues
         self.table = table
         self.keys = keys

@@ -116,12 +116,6 @@ def sibling_id(origin: uuid.UUID, n: int) -> uuid.UUID:
     return compose_id(id_due_ms(origin), base + n, origin.int & PLACEMENT_MASK)
 
 
-def late_write_ms(tolerance_ms: int) -> int:
-    """How long after its due time a message may still be written there: a write that reaches Cassandra later may land
-    behind a cursor (docs/design.md, "Cursors"), so it is placed at now instead (a FIFO send: placed again)."""
-    return tolerance_ms // 4
-
-
 def id_due_ms(message_id: uuid.UUID) -> int:
     """The original due time (ms) carried in an id."""
     return message_id.int >> 80
