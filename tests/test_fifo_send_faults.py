@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ import pytest
 from daemon.base.clock import Clock, ManualClock
 from daemon.engine.client import Casque
 from daemon.engine.consume.sweep import SWEEP_LAG_MS, Sweeper
+from daemon.engine.storage.placement import id_due_ms
 from daemon.testing.daemonproc import ROOT, stopped, wait_for
 
 from .conftest import TEST_KEYSPACE
@@ -146,4 +148,5 @@ async def test_a_fifo_send_whose_reservation_comes_late_places_its_message_again
         answered = _answer(sender)
     finally:
         _stop(sender)
+    assert id_due_ms(uuid.UUID(answered)) > seen + late_ms, "not placed again: still at its position before the freeze"
     await _group_g_in_order(cq, clock, q, answered)
