@@ -58,7 +58,7 @@ class Stores:
         self.keys = KeyStore(db, ks)
         self.poison = PoisonStore(db, ks)
         self.lookup = Lookup(db, self.queues, self.table, self.keys)
-        self.fifo = FifoSender(db, self.table, ks, clock)
+        self.fifo = FifoSender(db, self.table, ks, clock, self.tolerance_ms)
         self.producer = Producer(
             db, self.queues, self.table, self.keys, self.lookup, clock, tolerance_ms=self.tolerance_ms, fifo=self.fifo
         )

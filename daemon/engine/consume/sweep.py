@@ -250,7 +250,7 @@ class Sweeper:
                     c.table.reads(qs).read_due,
                     [qs.name, bucket, shard, rank, max(start, lock.cursors.get(rank, 0)), horizon, SWEEP_LIMIT],
                 )
-                doomed = [message_from_row(qs.name, bucket, shard, r) for r in rows if not is_entry(r)]
+                doomed = [message_from_row(qs.name, bucket, shard, r) for r in rows if r.task is not None]
                 for m in doomed:  # into the poison queue before the batch removes them from the row
                     await c.poison.add(
                         m,
@@ -287,7 +287,9 @@ class Sweeper:
         c = self.consumer
         # Messages in flight lie below the cursor too: the read sees only what waits (engine/take/flights.py).
         rows = await c.db.run(c.table.reads(qs).read_below, [qs.name, bucket, shard, rank, low, upper, SWEEP_LIMIT])
-        return [r for r in rows if r.due < dict(r.cursors or {}).get(rank, 0)]
+        # A row without a task and without a range is a FIFO send's reservation (engine/send/fifo_send.py), left
+        # behind by a send that placed its message again: it only lives out its TTL.
+        return [r for r in rows if r.due < dict(r.cursors or {}).get(rank, 0) and (r.task is not None or is_entry(r))]
 
     async def _repair(self, qs: QueueSettings, bucket: int, shard: int, rank: int, low: int, upper: int) -> int | None:
         """Under the row lock: re-read the strays and move them to max(now, cursor), one batch."""

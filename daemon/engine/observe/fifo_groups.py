@@ -52,6 +52,8 @@ async def fifo_groups(
         out.truncated |= full
         out.read += len(messages)
         for r in messages:
+            if r.task is None:  # a send's reservation (engine/send/fifo_send.py), not a message
+                continue
             g = counts.setdefault(group_of(r), GroupCount(group_of(r)))
             visible = r.visible_at if r.visible_at is not None else r.due
             if r.state == STATE_IN_FLIGHT and visible > now_ms:

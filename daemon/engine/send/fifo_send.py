@@ -6,11 +6,18 @@ A send to group G of a FIFO queue:
    places the message at ``max(now + queue delay, tail + 1)``: a send that starts after another
    send to G returned is placed after it, whichever server each went through and however their
    clocks differ (both read and write at the configured consistency: the read sees the write);
-2. claims its deduplication id with an LWT (``fifo_dedup``, ``IF NOT EXISTS``, TTL 300 s), storing
+2. *reserves* that position: a row at the message's own key without a task (``_reserve``). A row's
+   cursor never passes a live row, so the message, written there at any time while the reservation
+   lives, is ahead of every cursor and comes in its group's order; a reservation that came back
+   more than half the clock tolerance after its position (``late_ms``) is deleted and the message
+   placed again;
+3. claims its deduplication id with an LWT (``fifo_dedup``, ``IF NOT EXISTS``, TTL 300 s), storing
    the id, position and write timestamp the message will have. A claim that finds the id taken is
-   a duplicate: the first send's id and position are returned and nothing is delivered twice;
-3. writes the message and the new tail in one single-partition batch, then marks the claim
-   written.
+   a duplicate: the send deletes its own reservation, and the first send's id and position are
+   returned and nothing is delivered twice;
+4. writes the message and the new tail in one single-partition batch (the message replaces its
+   reservation), then marks the claim written: a claim marked written names a message written at
+   consistency, at a position no cursor passes while it lives.
 
 A crash between the claim and the write leaves a claim not marked written: a retry of the send
 (same dedup id) then writes the message at the claimed id, position and timestamp, once it has
@@ -19,7 +26,9 @@ sends of one dedup id at once; written together, their cells would tie and could
 timestamp is what makes that safe: if the first write did land and the message was since deleted,
 the delete's tombstone (at a later timestamp) still covers the retry's write; and the tombstone
 can't have been purged meanwhile (gc_grace 300 s starts after the delete, the claim lives 300 s
-from before the write).
+from before the write). The same position is what keeps the order: the first sender's reservation
+still holds it (it outlives the claim), so however late the retry, the message is read there, before
+the group's later messages. No write is sent once the claim is older than the window.
 
 What order means across senders: sends to one group that overlap in time have no order between
 them (as in SQS); positions are in ms and a tie is broken by the id.
@@ -50,6 +59,7 @@ import math
 from typing import Any
 
 from daemon.base.clock import Clock
+from daemon.base.crashpoints import crash_point, pause_point
 from daemon.base.errors import StorageUnavailable
 from daemon.base.model import Message, QueueSettings
 from daemon.engine.storage.db import Database
@@ -57,6 +67,11 @@ from daemon.engine.storage.placement import PLACEMENT_MASK, group_id, group_plac
 from daemon.engine.storage.table import MessageTable
 
 DEDUP_WINDOW_S = 300
+#: A reservation's life: the dedup window (a claim made after it ends before it), and a minute for the write that
+#: completes the claim to land.
+RESERVED_S = DEDUP_WINDOW_S + 60
+#: Placements a send tries whose reservation came back late, before it fails.
+PLACE_TRIES = 3
 SETTLE_PAUSES_S = (0.05, 0.1, 0.2, 0.4, 0.8)
 #: A redirect row's ``due`` (a claim's is a position, never negative): the id was claimed again after a purge.
 REDIRECT = -1
@@ -68,10 +83,13 @@ def content_dedup_id(body: bytes) -> str:
 
 
 class FifoSender:
-    def __init__(self, db: Database, table: MessageTable, keyspace: str, clock: Clock) -> None:
+    def __init__(self, db: Database, table: MessageTable, keyspace: str, clock: Clock, tolerance_ms: int) -> None:
         self.db = db
         self.table = table
         self.clock = clock
+        #: A reservation back later than this after its position may lie behind a cursor: half the clock tolerance
+        #: is the reservation's (the time to place and write it), the other half the hosts' clocks'.
+        self.late_ms = tolerance_ms // 2
         t = f"{keyspace}.fifo_dedup"
         self._claim = db.prepare(
             f"INSERT INTO {t} (queue, scope, dedup_id, id, due, wt) VALUES (?,?,?,?,?,?) IF NOT EXISTS"
@@ -100,26 +118,48 @@ class FifoSender:
         Returns the message as stored (its id and position set) and whether it was a duplicate."""
         group, dedup = m.group or "", m.dedup_id or ""
         scope = group if qs.dedup_by == "messageGroup" else ""
-        _, shard = row_of(group_id(0, group), qs.bucket_ms, qs.buckets, qs.shards)
-        tail = await self.db.run(self.table.read_tail, [qs.name, 0, shard, tail_id(group)])
-        m.visible_at = m.due_ms  # deliverable from now + the queue's delay, whatever the position
-        position = max(m.due_ms, (tail[0].enqueued_at or 0) + 1 if tail else 0)
-        m.id, m.due_ms, m.bucket, m.shard = group_id(position, group, unique_of(m.id)), position, 0, shard
-        ts = self.db.next_timestamp()
+        await self._reserve(qs, m, group)
+        position, ts = m.due_ms, self.db.next_timestamp()
         scope, existing = await self._claim_id(qs.name, scope, dedup, [m.id, position, ts])
+        crash_point("fifo.claimed")  # claimed, not written: tests/test_fifo_send_faults.py
+        pause_point("fifo.claimed")
         duplicate = existing is not None
         if duplicate:
+            await self.db.run(self.table.delete_message(m, position))  # our reservation: the first send holds its own
             first: Any = await self._settled(qs.name, scope, dedup, existing)
             m.id, m.due_ms, ts = first.id, first.due, first.wt
             if first.written or (first.id.int & PLACEMENT_MASK) != group_placement(group):
-                # written; or claimed for another group (scope "queue"), whose row this send can't
-                # write in: its own sender's retry (same group) writes it
+                # written (at consistency, before the claim was marked); or claimed for another group (scope
+                # "queue"), whose row this send can't write in: its own sender's retry (same group) writes it
                 return m, True
         await self._write(qs, m, group, ts)
         remaining = DEDUP_WINDOW_S - math.ceil((self.db.next_timestamp() - ts) / 1_000_000)
         if remaining > 0:
             await self.db.run(self._written, [remaining, qs.name, scope, dedup])
         return m, duplicate
+
+    async def _reserve(self, qs: QueueSettings, m: Message, group: str) -> None:
+        """Place ``m`` after its group's tail and reserve its position: a row at the message's own key, without a
+        task, living ``RESERVED_S`` (a claim made after it, and the write that completes the claim, end before it).
+        A row's cursor never passes a live row (engine/take/fifo.py), so wherever and however late the message is
+        written at its claimed position, by this send or by a retry, it is ahead of every cursor. That holds only
+        if the reservation was visible before any cursor could pass the position: as every write checks its own
+        time (docs/design.md, "Cursors"), one that came back more than ``late_ms`` after its position is deleted
+        and the message placed again, before anything is claimed."""
+        deliverable = earliest = m.due_ms  # deliverable from now + the queue's delay, whatever the position
+        m.visible_at, unique = deliverable, unique_of(m.id)
+        _, shard = row_of(group_id(0, group), qs.bucket_ms, qs.buckets, qs.shards)
+        for _ in range(PLACE_TRIES):
+            tail = await self.db.run(self.table.read_tail, [qs.name, 0, shard, tail_id(group)])
+            position = max(earliest, (tail[0].enqueued_at or 0) + 1 if tail else 0)
+            m.id, m.due_ms, m.bucket, m.shard = group_id(position, group, unique), position, 0, shard
+            pause_point("fifo.placed")  # placed, not reserved: tests/test_fifo_send_faults.py
+            await self.db.run(self.table.reserve, [qs.name, 0, shard, position, m.id, RESERVED_S])
+            if self.clock.now_ms() - position <= self.late_ms:
+                return
+            await self.db.run(self.table.delete_message(m, position))  # it may lie behind a cursor: never used
+            earliest = max(deliverable, self.clock.now_ms())
+        raise StorageUnavailable(f"a send to {qs.name} kept reaching Cassandra late (a node slow?): send it again")
 
     async def _claim_id(self, queue: str, scope: str, dedup: str, claim: list[Any]) -> tuple[str, Any | None]:
         """Claim ``dedup`` for the message ``claim`` names ([id, position, write timestamp]). Returns
@@ -166,6 +206,8 @@ class FifoSender:
         """The message and the group's tail, one single-partition batch at the claimed timestamp.
         The tail's own timestamp is its position (us), so the highest position wins whatever order
         the writes of concurrent senders arrive in."""
+        if self.db.now_us() - ts > DEDUP_WINDOW_S * 1_000_000:  # its reservation may be gone: not ahead of cursors
+            raise StorageUnavailable(f"a send to {qs.name} outlived its deduplication window: send it again")
         now = self.clock.now_ms()
         batch = self.db.batch()
         batch.add(self.table.insert_message(m, now, qs.retention_s))

@@ -223,6 +223,11 @@ class MessageTable:
             f"INSERT INTO {t} (queue, bucket, shard, kind, rank, due, id, enqueued_at) VALUES (?,?,?,3,0,0,?,?) "
             "USING TIMESTAMP ? AND TTL ?"
         )
+        # A FIFO send's reservation of its position (engine/send/fifo_send.py): the message's own key, no task; the
+        # message's write replaces it, and its delete removes both.
+        self.reserve = p(
+            f"INSERT INTO {t} (queue, bucket, shard, kind, rank, due, id) VALUES (?,?,?,1,0,?,?) USING TTL ?"
+        )
         # Deletes from receipts (engine/delivery/settle.py ``delete_batch``): the messages' attempts (a standard
         # queue's) or the moved markers and the messages' visibility (a FIFO queue's) of many receipts in one read
         # (their rows by IN, their positions by a multi-column IN: a cartesian product of which only the receipts'

@@ -29,7 +29,9 @@ All of it runs under the row's lock (engine/take/row_lock.py, or a kept one), so
 row in between each other's writes, and the commit is one single-partition batch.
 
 The cursor may pass only rows that are gone (deleted, or leaving in this batch): it stops at the
-first message that stays, in flight or waiting. What that costs: a take reads from the oldest live
+first message that stays, in flight or waiting, or at a send's *reservation* (a row without a task at the
+position a send claimed, engine/send/fifo_send.py), which is no group's message: so a message written late at its
+claimed position is still read, first in its group. What that costs: a take reads from the oldest live
 message of the row, so it scans the tombstones of messages deleted after it (bounded by the rate x
 the oldest live message's age, and purged by compaction after gc_grace, 300 s), and at most
 ``FIFO_SCAN`` rows: a row whose first ``FIFO_SCAN`` live messages all belong to blocked groups
@@ -82,9 +84,11 @@ def choose(
     blocked: set[str] = set()
     runs: dict[str, _Run] = {}
     for r in rows:
+        out.first_live = _min(out.first_live, r.due)
+        if r.task is None:  # a send's reservation (engine/send/fifo_send.py): it holds the cursor, nothing else
+            continue
         g = group_of(r)
         in_flight = r.state == STATE_IN_FLIGHT
-        out.first_live = _min(out.first_live, r.due)
         if g in blocked:
             continue
         visible = r.visible_at if r.visible_at is not None else r.due
