@@ -14,7 +14,10 @@ from .ledger import Run, Send
 #: A due message may start this early: the daemons' clocks are skewed within the 5 s tolerance, so one may take it
 #: up to that much before the wall clock says it is due (plus a second of the ledger's own rounding and scheduling).
 EARLY_SLACK_S = 6.0
-CRON_STALE_S = 15.0  # a cron schedule that has not fired for this long before the traffic stopped has stopped
+# A cron schedule that has not fired for this long before the traffic stopped has stopped. An occurrence in flight on
+# a killed daemon comes back after the queue's visibility timeout (up to 20 s in the schedule) and a row lock's
+# (up to 8 s), a node's restart takes ~20 s more: later than that is no longer a fault's delay.
+CRON_STALE_S = 60.0
 
 
 @dataclass
