@@ -30,7 +30,7 @@ from typing import Any
 
 from .env import ROOT, cpu_seconds, out_dir, progress
 from .sqs import casque_serve
-from .sqs_json import SqsJson
+from .sqs_json import ServerGone, SqsJson
 
 KEYSPACE = "casque_bench_cpu"
 KINDS = ("send", "batch", "receive")
@@ -46,18 +46,29 @@ def _request(kind: str, n: int) -> tuple[str, dict[str, Any]]:
     return "ReceiveMessage", {"WaitTimeSeconds": 0, "MaxNumberOfMessages": 10}
 
 
-async def drive(client: SqsJson, queue: str, kind: str, n: int, connections: int) -> None:
-    """``n`` requests of ``kind``, ``connections`` at a time; any error fails the run."""
+async def drive(client: SqsJson, queue: str, kind: str, n: int, connections: int) -> int:
+    """``n`` requests of ``kind``, ``connections`` at a time; a request the server could not serve (a 5xx: the
+    shared node overloaded) is retried, at most 3 times. Returns the retries."""
     counter = iter(range(n))
+    retries = 0
 
     async def one_connection() -> None:
+        nonlocal retries
         for i in counter:
             action, params = _request(kind, i)
-            out = await client.call(action, queue, **params)
+            for attempt in range(4):
+                try:
+                    out = await client.call(action, queue, **params)
+                    break
+                except ServerGone:
+                    if attempt == 3:
+                        raise
+                    retries += 1
             if kind == "batch" and len(out.get("Successful", [])) != 10:
                 raise RuntimeError(f"a batch was not sent whole: {out}")
 
     await asyncio.gather(*(one_connection() for _ in range(connections)))
+    return retries
 
 
 async def measure(url: str, pid: int, requests: int, connections: int) -> dict[str, Any]:
@@ -73,7 +84,7 @@ async def measure(url: str, pid: int, requests: int, connections: int) -> dict[s
             queue = queues["receive" if kind == "receive" else "send"]
             await drive(client, queue, kind, WARMUP, connections)
             c0, t0, mine0 = cpu_seconds([pid]), time.perf_counter(), time.process_time()
-            await drive(client, queue, kind, requests, connections)
+            retries = await drive(client, queue, kind, requests, connections)
             cpu, wall, mine = cpu_seconds([pid]) - c0, time.perf_counter() - t0, time.process_time() - mine0
             messages = requests * PER_REQUEST[kind]
             out[kind] = {
@@ -81,6 +92,7 @@ async def measure(url: str, pid: int, requests: int, connections: int) -> dict[s
                 "server_cpu_ms": 1000 * cpu / messages,
                 "client_cpu_ms": 1000 * mine / messages,
                 "per_s": messages / wall,
+                "retries": retries,
             }
         for q in queues.values():
             await client.call("DeleteQueue", q)
