@@ -198,7 +198,7 @@ def _defaults() -> dict[str, Any]:
 
 def separate(plan: Plan, args: argparse.Namespace, parts: list[str], R: dict[str, Any]) -> int:
     """The parts that run in processes of their own (plan ``SEPARATE``), in order; 1 if one found a fault."""
-    from . import moto_sqs, mq_parked, mq_settle, pipeline_load, soak
+    from . import moto_sqs, mq_parked, mq_settle, pipeline_load, soak, sqs_cpu
 
     run = {
         "settle": lambda: mq_settle.part(plan),
@@ -206,6 +206,7 @@ def separate(plan: Plan, args: argparse.Namespace, parts: list[str], R: dict[str
         "pipeline": lambda: pipeline_load.part(plan),
         "soak": lambda: soak.part(plan),
         "moto-sqs": lambda: moto_sqs.part(args.moto_checkout, args.moto_python),
+        "sqs-cpu": lambda: sqs_cpu.part(plan is QUICK),
     }
     rc = 0
     for name in SEPARATE:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 #: the parts whose results go to bench/out/results-<mode>.json and the report between the bench markers, in the
 #: order they run: measured against the engine with one client (``MEASURED``), then each in its own processes
 MEASURED = ("e2e", "takes", "idle", "sched", "tomb", "peers", "stress", "profile", "fair")
-SEPARATE = ("settle", "parked", "pipeline", "soak", "moto-sqs")
+SEPARATE = ("settle", "parked", "pipeline", "soak", "moto-sqs", "sqs-cpu")
 ENGINE_PARTS = MEASURED + SEPARATE
 #: each with its own results file and docs section: casque, pgqueuer and Dramatiq at three sizes (bench/sizes.py);
 #: the SQS endpoint and FIFO queues beside ElasticMQ (bench/sqs.py, bench/sqs_fifo.py)

@@ -48,6 +48,8 @@ COMPONENTS = [  # (name, substring of "/" + the frame's file), first match wins
     ("threading / queues", "threading.py"),
     ("threading / queues", "queue.py"),
     ("concurrent.futures", "/concurrent/"),
+    ("uvicorn / starlette (HTTP, casque serve)", "/uvicorn/"),
+    ("uvicorn / starlette (HTTP, casque serve)", "/starlette/"),
 ]
 
 

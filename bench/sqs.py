@@ -105,19 +105,25 @@ def elasticmq(pids: list[int] | None = None) -> Iterator[str]:
 
 
 @contextmanager
-def casque_serve(pids: list[int] | None = None, launcher: tuple[str, ...] = ("-m", "daemon.cli")) -> Iterator[str]:
-    """A ``casque serve`` on the bench keyspace; its URL.
+def casque_serve(
+    pids: list[int] | None = None,
+    launcher: tuple[str, ...] = ("-m", "daemon.cli"),
+    keyspace: str = KEYSPACE,
+    root: Path = ROOT,
+) -> Iterator[str]:
+    """A ``casque serve`` on the bench keyspace (or ``keyspace``); its URL.
 
     Its pid is appended to ``pids``, to read its CPU time or profile it. ``launcher``: what runs
-    ``serve ...`` (a wrapper such as bench/sqs_cql_serve.py).
+    ``serve ...`` (a wrapper such as bench/sqs_cql_serve.py). ``root``: the checkout whose code serves (another
+    worktree's, for an A/B in one run).
     """
-    env = dict(os.environ, CASQUE_CASSANDRA__KEYSPACE=KEYSPACE, CASQUE_LOG__LEVEL="warning")
+    env = dict(os.environ, CASQUE_CASSANDRA__KEYSPACE=keyspace, CASQUE_LOG__LEVEL="warning")
     subprocess.run(
-        [sys.executable, "-m", "daemon.cli", "schema", "apply"], cwd=ROOT, env=env, check=True, capture_output=True
+        [sys.executable, "-m", "daemon.cli", "schema", "apply"], cwd=root, env=env, check=True, capture_output=True
     )
     proc = subprocess.Popen(
         [sys.executable, *launcher, "serve", "--port", "0"],
-        cwd=ROOT,
+        cwd=root,
         env=env,
         stdout=subprocess.PIPE,
         text=True,
@@ -128,7 +134,7 @@ def casque_serve(pids: list[int] | None = None, launcher: tuple[str, ...] = ("-m
         proc.kill()
         raise SystemExit(f"bench: casque serve did not start: {line!r}")
     url = line.split()[-1]
-    progress(f"casque serve on {url} (pid {proc.pid}, keyspace {KEYSPACE})")
+    progress(f"casque serve on {url} (pid {proc.pid}, keyspace {keyspace}, code {root})")
     if pids is not None:
         pids.append(proc.pid)
     try:

@@ -11,7 +11,15 @@ from ..env import DOCS, out_dir
 from ..plan import PARTS
 from .engine import section_e2e, section_pickup, section_sched
 from .markdown import BEGIN, END
-from .parts import section_fair, section_moto, section_parked, section_pipeline, section_settle, section_soak
+from .parts import (
+    section_fair,
+    section_moto,
+    section_parked,
+    section_pipeline,
+    section_settle,
+    section_soak,
+    section_sqs_cpu,
+)
 from .peers import section_peers, section_profile, section_stress
 from .summary import header, summary
 from .tombstones import section_tomb
@@ -72,6 +80,9 @@ def repro() -> str:
             "node).",
             "- `moto-sqs` (13): moto's SQS test-suite against `casque serve` (moto's source distribution and a venv of "
             "its own in bench/out/moto/, made on first use).",
+            "- `sqs-cpu` (14): the server's CPU time per SQS request (SendMessage, SendMessageBatch of 10 per "
+            "message, an empty ReceiveMessage) from a lean client; `python -m bench.sqs_cpu --vs CHECKOUT` pairs two "
+            "checkouts.",
             "- `sizes` (7b), `sqs` (7), `sqs-fifo`: sections of their own below, between markers of their own.",
             "",
             "The Summary judges every target on this run alone; with `--compare FILE` (an earlier run's results file) "
@@ -114,6 +125,7 @@ def render(R: dict[str, Any], img: str, before: dict[str, Any] | None = None) ->
         section_pipeline(R),
         section_soak(R),
         section_moto(R),
+        section_sqs_cpu(R),
         repro(),
         END,
     ]

@@ -1,5 +1,6 @@
 """The sections of the parts after the profile: fair queues (8), the idle server settling (9), parked long polls
-(10), the bulk load (11), the reliability soak (12) and moto's SQS tests (13)."""
+(10), the bulk load (11), the reliability soak (12), moto's SQS tests (13) and the server's CPU per SQS request
+(14)."""
 
 from __future__ import annotations
 
@@ -137,6 +138,28 @@ def section_moto(R: dict[str, Any]) -> str:
             "reading):",
             "",
             _table(["cause", "tests", "which"], rows),
+            "",
+        ]
+    )
+
+
+def section_sqs_cpu(R: dict[str, Any]) -> str:
+    from ..sqs_cpu import table
+
+    C = R.get("sqs-cpu")
+    if not C:
+        return ""
+    ratio = C["A"]["single_over_batched"]["median"]
+    return "\n".join(
+        [
+            "## 14. The server's CPU per SQS request",
+            "",
+            f"One `casque serve` driven by {C['connections']} connections of the lean JSON client (bench/sqs_cpu.py), "
+            f"{_n(C['requests'])} requests of each kind per round after a warm-up, {C['rounds']} round(s), each a "
+            "fresh server; the figure is the server process's CPU time (/proc) per message: median (min-max). "
+            f"Target (issue 48): a single SendMessage at most 2x a batched message's cost; this run: **{ratio:.2f}x**.",
+            "",
+            table(C),
             "",
         ]
     )

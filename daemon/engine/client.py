@@ -230,12 +230,7 @@ class Casque:
     async def send_job(self, queue: str, job: Job) -> Sent:
         """Send one prepared ``Job`` (what ``send`` builds from its arguments)."""
         now = self.clock.now_ms()
-        sent = await self.stores.producer.send(queue, job)
-        self.stores.activity.touch(queue)
-        self.send_counts.add(queue)
-        mid = parse_id(sent)
-        if not sent.duplicate and not sent.caught:  # a message caught by a parked poll is in flight: nothing to take
-            self.announcer.announce(queue, [(id_due_ms(mid), mid.int & PLACEMENT_MASK)])
+        [sent] = await self.send_many(queue, [job])
         fires = upcoming(job.schedule, first_due(job, now)) if job.schedule is not None else []
         sent.next_fires = [datetime.fromtimestamp(ms / 1000, tz=UTC) for ms in fires]
         return sent
@@ -258,8 +253,10 @@ class Casque:
         ids = await self.stores.producer.send_many(queue, jobs)
         self.stores.activity.touch(queue)
         self.send_counts.add(queue, len(ids))
-        due = [parse_id(s) for s in ids if not s.caught]
-        self.announcer.announce(queue, list({(id_due_ms(u), u.int & PLACEMENT_MASK) for u in due}))
+        # a message caught by a parked poll is in flight, a duplicate's first send was announced: nothing to take
+        due = [parse_id(s) for s in ids if not s.caught and not s.duplicate]
+        if due:
+            self.announcer.announce(queue, list({(id_due_ms(u), u.int & PLACEMENT_MASK) for u in due}))
         return ids
 
     def deliverable_now(self, m: Message) -> None:

@@ -135,23 +135,7 @@ class Producer:
 
     async def send(self, queue: str, job: Job) -> Sent:
         """Write one message and return its id (for a keyed 'keep' conflict, the existing id)."""
-        qs = await self.queues.get(queue)
-        now = self.clock.now_ms()
-        m = build_message(qs, job, now)
-        if qs.fifo:
-            return await self._send_fifo(qs, m)
-        self._fair(qs, m)
-        qs = await self.queues.add_priority(qs, m.priority)
-        caught = False
-        if m.key is not None:
-            mid = await self._send_keyed(qs, m, job.on_conflict, now)
-        elif await self._hand_many(qs, [m], now):
-            mid, caught = m.id, True
-        else:
-            await self.db.run(self._insert(qs, m))
-            mid = m.id
-        metrics.SENT.labels(qs.name, m.task).inc()
-        return Sent(str(mid), caught=caught)
+        return (await self.send_many(queue, [job]))[0]
 
     @staticmethod
     def _catchable(qs: QueueSettings, m: Message, now: int) -> bool:
@@ -213,7 +197,10 @@ class Producer:
             for i in indexes:
                 out[i] = await self._send_fifo(qs, messages[i])
 
-        await asyncio.gather(*(one_group(ix) for ix in by_group.values()))
+        if len(by_group) == 1:  # one group (every single send): no task for the gather
+            await one_group(next(iter(by_group.values())))
+        else:
+            await asyncio.gather(*(one_group(ix) for ix in by_group.values()))
         return [s for s in out if s is not None]
 
     async def _send_fifo(self, qs: QueueSettings, m: Message) -> Sent:
@@ -249,7 +236,10 @@ class Producer:
                 rows[(m.bucket, m.shard)].append(m)
             else:
                 keyed.append((i, job, m))
-        await asyncio.gather(*(self._write_batch(qs, ms) for ms in rows.values()))
+        if len(rows) == 1:  # most calls (every single send): no task for the gather
+            await self._write_batch(qs, next(iter(rows.values())))
+        elif rows:
+            await asyncio.gather(*(self._write_batch(qs, ms) for ms in rows.values()))
         for i, job, m in keyed:
             ids[i] = Sent(str(await self._send_keyed(qs, m, job.on_conflict, now)))
         for _, m in built:
@@ -268,6 +258,9 @@ class Producer:
 
     async def _write_batch(self, qs: QueueSettings, messages: list[Message], timestamp: int | None = None) -> None:
         """One row's messages in batches bounded by rows and bytes; ``timestamp``: their write time (us)."""
+        if len(messages) == 1 and messages[0].visible_at is None:  # a lone INSERT needs no batch around it
+            await self.db.run(self._insert(qs, messages[0]), timestamp=timestamp)
+            return
         chunk, size = self.db.batch(), 0
         for m in messages:
             if len(chunk) and (len(chunk) >= BATCH_ROWS or size + len(m.raw_payload or b"") > BATCH_BYTES):

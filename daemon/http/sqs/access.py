@@ -58,9 +58,8 @@ class AccessControl:
                     caller, "ListQueues", "*", "no identity-based policy allows the sqs:ListQueues action"
                 )
             return
-        context = self._context(call, caller)
         for act, queue in self._targets(action, call):
-            await self._check(act, queue, rights, caller, context)
+            await self._check(act, queue, rights, caller, call)
 
     def filter(self, action: str, call: Call, result: dict[str, Any]) -> dict[str, Any]:
         """A listing keeps only the queues the key's grant covers for that action. Done on the
@@ -74,12 +73,11 @@ class AccessControl:
         out = {k: v for k, v in result.items() if k != field}
         return out | {field: kept} if kept or action != "ListQueues" else out
 
-    async def _check(
-        self, action: str, queue: str | None, rights: Grant, caller: Caller, context: dict[str, str]
-    ) -> None:
+    async def _check(self, action: str, queue: str | None, rights: Grant, caller: Caller, call: Call) -> None:
         resource = qattr.arn(self.settings.region, self.settings.account, queue) if queue else "*"
         policy = await self._policy(queue) if queue and params.QUEUE_NAME.match(queue) else None
-        verdict = policy.decide(caller, action, resource, context) if policy else None
+        # the condition keys only for a policy to read: most queues have none, and every request is checked here
+        verdict = policy.decide(caller, action, resource, self._context(call, caller)) if policy else None
         if verdict == "Deny":
             raise self._denied(caller, action, resource, "with an explicit deny in a resource-based policy")
         if verdict == "Allow" or rights.allows(action, queue):

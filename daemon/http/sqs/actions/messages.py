@@ -81,16 +81,13 @@ class MessageActions(ActionGroup):
         return {"Successful": successful, "Failed": failed}
 
     async def _send(self, qs: Any, jobs: list[Job]) -> list[Any]:
-        """The engine's send for one message, ``send_many`` for a batch; each answer is a ``Sent``
+        """The engine's ``send_many`` for one message or a batch; each answer is a ``Sent``
         (the id, and on a FIFO queue its sequence and whether it was a duplicate). A send over SQS
         waits for a pull client, as in SQS: the queue is marked as one they consume, before the write,
         so a daemon serving it leaves the tasks it has no handler for (docs/design.md, "Push and pull
         on one queue")."""
         await self.cq.stores.queues.mark_pulled(qs)  # the request's settings: no second look-up
-        queue = qs.name
-        if len(jobs) == 1:
-            return [await self.cq.send_job(queue, jobs[0])]
-        return list(await self.cq.send_many(queue, jobs))
+        return list(await self.cq.send_many(qs.name, jobs))
 
     @staticmethod
     def _sent(result: dict[str, Any], sent: Any, qs: Any) -> dict[str, Any]:
