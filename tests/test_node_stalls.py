@@ -11,6 +11,10 @@ Then the issue's stall, 4.5 s twice with 20 ms between, while the daemon works t
 more than ``clock_tolerance`` overdue: requests in flight fail, those sent meanwhile are answered
 late and the take finds its lock too old (``lock_expired_before_take``). Lost and duplicated are
 counted from the handlers' own record.
+
+And a node frozen while a process starts (issue 46): ``casque serve`` and ``casque run`` log each failed attempt
+(``cassandra_unavailable``) and start again with backoff until the node answers, then serve; a prepare the node does
+not answer fails within the request timeout as any request does, and a CLI command says so in one line.
 """
 
 from __future__ import annotations
@@ -19,19 +23,26 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 
 import pytest
+from cassandra import OperationTimedOut
 
 from daemon.base.config import Settings
+from daemon.base.errors import StorageUnavailable
 from daemon.devnode import ClusterSpec, start, status, stop
 from daemon.engine.client import Casque
 from daemon.engine.send.producer import Job
+from daemon.engine.storage.db import Database, describe_failure
 from daemon.engine.storage.schema import ensure_schema
-from daemon.testing.daemonproc import Daemon, records, start_daemon, until, write_config
+from daemon.testing import sqsserver
+from daemon.testing.daemonproc import ROOT, Daemon, records, start_daemon, stopped, until, write_config
+from daemon.testing.sqs_clients import client
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]
 KEYSPACE = "casque_stall"
@@ -101,15 +112,21 @@ async def stall(pid: int, seconds: float, times: int) -> None:
         os.kill(pid, signal.SIGCONT)
 
 
-async def freeze_node_at_the_pause(daemon: Daemon, what: str, seconds: float = 4.5) -> None:
+async def freeze_node_at_the_pause(
+    daemon: Daemon | sqsserver.SqsServer, what: str, seconds: float = 4.5, until_seen: Callable[[], bool] | None = None
+) -> None:
     """Wait for the daemon to freeze itself at its ``CASQUE_PAUSE_AT`` step, freeze the node, let the
-    daemon go: whatever it sends next goes to a node that answers nothing for ``seconds``."""
+    daemon go: whatever it sends next goes to a node that answers nothing for ``seconds``, or, with
+    ``until_seen``, until that holds (what the process did about it; its exit fails the test)."""
     await until(daemon.frozen, 60, what, daemon)
     pid = node_pid()
     os.kill(pid, signal.SIGSTOP)
     try:
         daemon.signal(signal.SIGCONT)
-        await asyncio.sleep(seconds)  # the fault itself: the node answers nothing this long
+        if until_seen is None:
+            await asyncio.sleep(seconds)  # the fault itself: the node answers nothing this long
+        else:
+            await until(until_seen, 60, "what the process does while the node is frozen", daemon)
     finally:
         os.kill(pid, signal.SIGCONT)
 
@@ -207,3 +224,129 @@ async def test_node_frozen_between_the_in_flight_write_and_the_ack_loses_nothing
     assert acks_failed >= 1, "the ack frozen with the node did not fail: the fault did not happen"
     assert lost == 0
     assert duplicated <= acks_failed + 20 * failed
+
+
+# ---- a node frozen while a process starts (issue 46) ----------------------------------------------------------------
+#: The request timeout of the other tests here; a connect to the frozen node gives up after 1 s.
+SERVE_ENV = {
+    "CASQUE_CASSANDRA__PORT": str(SPEC.native_port),
+    "CASQUE_CASSANDRA__REQUEST_TIMEOUT": "2",
+    "CASQUE_CASSANDRA__CONNECT_TIMEOUT": "1",
+}
+#: What a request the node does not answer in time fails with, a prepare's as a read's or a write's.
+TIMED_OUT = describe_failure(OperationTimedOut())
+
+
+def failed_starts(log: str) -> list[str]:
+    """The errors of the startup attempts a process logged as failed (``cassandra_unavailable``), in order."""
+    events = (json.loads(line) for line in log.splitlines() if line.startswith("{"))
+    return [e["error"] for e in events if e.get("event") == "cassandra_unavailable"]
+
+
+def serves(srv: sqsserver.SqsServer, queue: str) -> list[str]:
+    """A queue made, a message sent and received over SQS: the bodies received."""
+    sqs = client(srv.url)
+    url = sqs.create_queue(QueueName=queue)["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="after the freeze")
+    return [m["Body"] for m in sqs.receive_message(QueueUrl=url, WaitTimeSeconds=10).get("Messages", [])]
+
+
+async def test_serve_started_while_the_node_is_frozen_waits_for_it_then_serves(node: Casque, queue_name: str) -> None:
+    """The node is frozen before the server starts: each attempt to connect fails and is logged, the server stays
+    up (it exited at its first: the nemesis's symptom), and serves once the node is let go."""
+    pid = node_pid()
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        srv = sqsserver.launch(KEYSPACE, env=SERVE_ENV)
+        await until(lambda: len(failed_starts(srv.output())) >= 2, 60, "two failed starts logged", srv)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    try:
+        srv.listening(60)
+        received = serves(srv, queue_name)
+    finally:
+        log = srv.stop()
+    assert received == ["after the freeze"]
+    assert failed_starts(log)[0].startswith(f"Cassandra is not reachable at 127.0.0.1:{SPEC.native_port}"), log
+
+
+async def test_serve_whose_first_prepare_times_out_starts_again_then_serves(node: Casque, queue_name: str) -> None:
+    """The issue's case: the node freezes after the server connected, so its first request (a prepare) times out.
+    That is one logged failed start, not an ``OperationTimedOut`` traceback and an exit; then it serves."""
+    srv = sqsserver.launch(KEYSPACE, env=SERVE_ENV | {"CASQUE_PAUSE_AT": "client.connected"})
+    try:
+        await freeze_node_at_the_pause(
+            srv,
+            "the server paused between connecting and preparing",
+            until_seen=lambda: bool(failed_starts(srv.output())),
+        )
+        srv.listening(60)
+        received = serves(srv, queue_name)
+    finally:
+        log = srv.stop()
+    assert received == ["after the freeze"]
+    assert failed_starts(log)[:1] == [TIMED_OUT], log[-3000:]
+
+
+async def test_daemon_whose_first_prepare_times_out_starts_again_then_serves(
+    node: Casque, queue_name: str, tmp_path: Path
+) -> None:
+    """``casque run`` starts the same way (service/startup.py): its timed-out prepare is a logged failed start."""
+    await node.create_queue(queue_name)
+    sent = await node.send(queue_name, "test.record", 1)
+    record = tmp_path / "record.txt"
+    cfg = write_config(tmp_path / "start.toml", KEYSPACE, [queue_name])
+    cfg.write_text(
+        cfg.read_text().replace("[cassandra]", f"[cassandra]\nport = {SPEC.native_port}\nrequest_timeout = 2.0")
+    )
+    daemon = start_daemon(cfg, record, tmp_path / "log", env={"CASQUE_PAUSE_AT": "client.connected"})
+    try:
+        await freeze_node_at_the_pause(
+            daemon,
+            "the daemon paused between connecting and preparing",
+            until_seen=lambda: bool(failed_starts(daemon.output())),
+        )
+        await until(lambda: sent in {r[1] for r in records(record)}, 60, "the message handled", daemon)
+    finally:
+        stop_daemon(daemon)
+    assert failed_starts(daemon.output())[:1] == [TIMED_OUT], daemon.output()[-3000:]
+
+
+async def test_a_prepare_the_frozen_node_does_not_answer_fails_as_any_request_does(node: Casque) -> None:
+    """``Database.prepare`` let the driver's ``OperationTimedOut`` through, after the driver's own 10 s: now the
+    ``StorageUnavailable`` of any timed-out request, within the request timeout."""
+    s = stall_settings()
+    s.cassandra.request_timeout = 1.0
+    db = await asyncio.to_thread(Database(s.cassandra).connect, KEYSPACE)
+    pid = node_pid()
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        with pytest.raises(StorageUnavailable) as failed:
+            await asyncio.to_thread(db.prepare, f"SELECT name FROM {KEYSPACE}.queues WHERE name = ?")
+        waited = time.monotonic() - started
+    finally:
+        os.kill(pid, signal.SIGCONT)
+        await asyncio.to_thread(db.close)
+    assert str(failed.value) == TIMED_OUT
+    assert waited < 5, f"the prepare waited {waited:.1f} s, past its 1 s request timeout"
+
+
+async def test_a_command_whose_prepare_times_out_says_so_in_one_line(node: Casque, queue_name: str) -> None:
+    """Seen in ``casque queue reshard`` under a frozen node: a traceback. Now one line and exit 5, as for any
+    request that times out. The command pauses once connected; the node stays frozen until it has exited."""
+    await node.create_queue(queue_name)
+    env = dict(os.environ, CASQUE_CASSANDRA__KEYSPACE=KEYSPACE, CASQUE_PAUSE_AT="client.connected") | SERVE_ENV
+    command = [sys.executable, "-m", "daemon.cli", "queue", "reshard", queue_name, "--shards", "8"]
+    proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pid = node_pid()
+    try:
+        await until(lambda: stopped(proc.pid) or proc.poll() is not None, 60, "the command paused once connected")
+        os.kill(pid, signal.SIGSTOP)
+        proc.send_signal(signal.SIGCONT)
+        out, err = await asyncio.to_thread(proc.communicate, timeout=60)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+        if proc.poll() is None:
+            proc.kill()
+    assert (proc.returncode, err.splitlines()) == (5, [f"casque: {TIMED_OUT}"]), out + err

@@ -9,6 +9,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from daemon.base.config import Settings
 from daemon.engine.storage.db import Database
 from daemon.engine.storage.schema import apply_schema
@@ -20,8 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def casque(*args: str, config: Path | None = None) -> subprocess.CompletedProcess[str]:
     env_args = ["-c", str(config)] if config else []
-    return subprocess.run(
-        [sys.executable, "-m", "daemon.cli", *env_args, *args], cwd=ROOT, capture_output=True, text=True
+    return subprocess.run(  # a bound: a daemon or server waiting on an error it should exit on fails, not hangs
+        [sys.executable, "-m", "daemon.cli", *env_args, *args], cwd=ROOT, capture_output=True, text=True, timeout=120
     )
 
 
@@ -138,12 +140,14 @@ def test_cli_reports_cassandra_down_in_one_line(tmp_path: Path) -> None:
     ]
 
 
-def test_cli_names_a_missing_keyspace_in_one_line(tmp_path: Path, settings: Settings) -> None:
+@pytest.mark.parametrize("command", [["stats"], ["run", "--queues", "q"], ["serve", "--port", "0"]])
+def test_cli_names_a_missing_keyspace_in_one_line(tmp_path: Path, settings: Settings, command: list[str]) -> None:
     """The driver reports a keyspace it can't USE as NoHostAvailable with a list of hosts (not its
-    usual dict of host errors): that crashed the error's description with an AttributeError."""
+    usual dict of host errors): that crashed the error's description with an AttributeError. The daemon and the
+    server, which wait for a Cassandra that does not answer, exit on it at once: waiting can't create it."""
     cfg = tmp_path / "nokeyspace.toml"
     cfg.write_text('[cassandra]\nkeyspace = "casque_no_such_keyspace"\n')
-    done = casque("stats", config=cfg)
+    done = casque(*command, config=cfg)
     assert done.returncode == 5
     assert done.stderr.strip().splitlines() == [
         "casque: keyspace 'casque_no_such_keyspace' does not exist: run 'casque schema apply' first"

@@ -48,3 +48,9 @@ class StorageUnavailable(CasqueError):
     """Cassandra could not be reached or could not reach its consistency level."""
 
     exit_code = 5
+
+
+class StorageRefused(StorageUnavailable):
+    """Cassandra answered and refused the configuration: credentials it rejects, a keyspace that does not exist or
+    predates this casque. Waiting cannot fix it, so a starting daemon or server exits with the line instead of
+    retrying (a fixed password file or config is read by the restart)."""

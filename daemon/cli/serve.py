@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 import sys
 from typing import Any
 
@@ -19,6 +20,7 @@ from daemon.engine.operations.mover import MoveRunner
 from daemon.engine.operations.reaper import QueueReaper
 from daemon.engine.operations.shard_growth import ShardGrowth
 from daemon.engine.operations.stats import daemon_id
+from daemon.service.startup import start_when_ready
 
 
 def add_cli(sub: Any) -> None:
@@ -91,7 +93,11 @@ async def _serve(settings: Any) -> int:
 
     notifier = Notifier()
     metrics_server = await start_server(settings.metrics, ready=lambda: True)  # this server's counters
-    cq = await Casque.connect(settings)
+    cq = await _connect(settings, notifier)
+    if cq is None:
+        if metrics_server is not None:
+            await metrics_server.close()
+        return 0  # asked to stop while still waiting for Cassandra
     pinger = asyncio.create_task(_watchdog(notifier)) if notifier.watchdog_interval else None
     reaper = QueueReaper(cq.stores, daemon_id(), settings.worker.expiry_interval_ms)
     expiry = asyncio.create_task(reaper.run())  # lease: one per cluster
@@ -105,8 +111,6 @@ async def _serve(settings: Any) -> int:
     pulled = PulledSweeps(cq.receiver.consumers, cq.stores.wakeups.notify, activity=cq.stores.activity)
     sweeps = asyncio.create_task(pulled.run(), name="casque-sweep")
     try:
-        if settings.hints.listen:
-            await cq.listen_for_hints(["*"])  # other processes' sends wake parked SQS long polls at once
         app = build_serve_app(cq, settings.sqs, settings.console if settings.sqs.console else None)
         what = "SQS and the console" if settings.sqs.console else "SQS"
         await serve(
@@ -130,6 +134,26 @@ async def _serve(settings: Any) -> int:
             await metrics_server.close()
         await cq.close()
     return 0
+
+
+async def _connect(settings: Any, notifier: Any) -> Casque | None:
+    """Connected, with the hint listener registered: again with backoff while Cassandra does not answer, as the
+    daemon starts (service/startup.py); None when SIGTERM or SIGINT came meanwhile (uvicorn's handlers serve after)."""
+
+    async def first(cq: Casque) -> None:
+        if settings.hints.listen:
+            await cq.listen_for_hints(["*"])  # other processes' sends wake parked SQS long polls at once
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    signals = (signal.SIGTERM, signal.SIGINT)
+    for sig in signals:
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        return await start_when_ready(settings, first, stop, notifier)
+    finally:
+        for sig in signals:
+            loop.remove_signal_handler(sig)
 
 
 async def _watchdog(notifier: Any) -> None:

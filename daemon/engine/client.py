@@ -17,6 +17,7 @@ from typing import Any
 
 from daemon.base.clock import SYSTEM_CLOCK, Clock
 from daemon.base.config import Settings, load_settings
+from daemon.base.crashpoints import pause_point
 from daemon.base.errors import UsageError
 from daemon.base.model import Message, QueueSettings
 from daemon.engine.access.access_keys import AccessKeyStore
@@ -72,6 +73,7 @@ class Casque:
 
         def build() -> Casque:
             db = Database(settings.cassandra, clock).connect(settings.cassandra.keyspace)
+            pause_point("client.connected")  # a fault test freezes the node here: the stores' prepares time out
             try:
                 return cls(settings, db, clock)
             except Exception:
@@ -79,7 +81,11 @@ class Casque:
                 raise
 
         cq = await asyncio.to_thread(build)
-        await cq.check_clock()
+        try:
+            await cq.check_clock()
+        except BaseException:
+            await asyncio.to_thread(cq.db.close)  # a caller that retries keeps no session per attempt
+            raise
         return cq
 
     async def check_clock(self) -> int:

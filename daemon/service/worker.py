@@ -1,7 +1,8 @@
 """``casque run``: the daemon's life, from connecting to draining.
 
-    load config + handler modules -> connect (retrying with backoff while Cassandra is down)
-    -> create the served queues if missing -> READY=1 -> dispatch until a signal -> drain -> exit
+    load config + handler modules -> connect, create the served queues if missing, read their settings, warm
+    (again with backoff while Cassandra does not answer: service/startup.py) -> READY=1 -> dispatch until a signal
+    -> drain -> exit
 
 SIGTERM/SIGINT: stop pulling, let in-flight handlers finish within ``worker.drain_timeout``, write
 their acks, exit 0; a second signal cancels them at once (exit 1) and they come back after their
@@ -20,7 +21,7 @@ from daemon import __version__
 from daemon.base import metrics
 from daemon.base.clock import SYSTEM_CLOCK, Clock
 from daemon.base.config import Settings, load_settings
-from daemon.base.errors import CasqueError, ConfigError, StorageUnavailable
+from daemon.base.errors import CasqueError, ConfigError
 from daemon.base.logs import configure_logging, get_logger
 from daemon.base.metrics import MetricsServer, start_server
 from daemon.base.model import QueueSettings
@@ -38,9 +39,9 @@ from daemon.service.queue_gauges import QueueGauges
 from daemon.service.registry import Registry
 from daemon.service.registry import registry as default_registry
 from daemon.service.sdnotify import Notifier
+from daemon.service.startup import start_when_ready
 
 log = get_logger("casque.worker")
-CONNECT_BACKOFF_MAX = 30.0
 
 
 class Worker:
@@ -71,50 +72,20 @@ class Worker:
         self._depth_cursors: dict[str, Cursors] = {}  # remembered between counts: one read per row, not two
         self._depths: dict[str, tuple[int, int, int]] = {}  # finished counts not yet written to a sample
 
-    async def connect(self) -> Casque:
-        """Connect, retrying with capped exponential backoff: never spin, never crash-loop."""
-        delay = 1.0
-        while True:
-            try:
-                cq = await Casque.connect(self.settings, clock=self.clock)
-                for q in self.queues:
-                    if await cq.create_queues([q], concurrency=1, fifo=_fifo(q)):
-                        log.info("queue_created", queue=q)
-                return cq
-            except StorageUnavailable as exc:
-                log.error("cassandra_unavailable", error=str(exc), retry_in=delay)
-                self.notifier.status(f"waiting for Cassandra: {exc}")
-                try:
-                    await asyncio.wait_for(self._stop.wait(), timeout=delay)
-                    raise
-                except TimeoutError:
-                    delay = min(delay * 2, CONNECT_BACKOFF_MAX)
-
     async def run(self, burst: bool = False) -> int:
         self.registry.load_modules(self.settings.worker.handler_modules)
         self.queues = self.queues or served_queues(self.settings, self.registry)
         self._install_signals()
-        try:
-            self.cq = await self.connect()
-        except StorageUnavailable:
+        first = lambda cq: self._start_on(cq, burst)  # noqa: E731 - one attempt's first reads
+        cq = await start_when_ready(self.settings, first, self._stop, self.notifier, self.clock)
+        if cq is None:
             return 0  # asked to stop while still waiting for Cassandra
-        # the daemon's own records, written where the console and 'casque stats' read them (engine/stores.py)
-        st = self.cq.stores
-        self.history, self.samples, self.heartbeats = st.history, st.samples, st.heartbeats
-        self.heartbeat = this_process(self.queues, self.settings.worker.consumers, self.cq.clock.now_ms(), __version__)
-        self._queue_settings = {q: await self.cq.queue_settings(q) for q in self.queues}
-        own = [MetricsObserver(self.cq.clock), HistoryObserver(self.history, self.cq.clock, self._queue_settings.get)]
-        self.dispatcher = Dispatcher(
-            self.cq, self.registry, self.settings.worker, self.queues, hooks=Hooks(own + self.registry.middleware)
-        )
-        if self.settings.hints.listen:
-            await self.cq.listen_for_hints(self.queues)  # other processes' sends wake our consumers at once
+        assert self.dispatcher is not None and self.cq is cq
         metrics.bind_gauges(
             lambda: len(self.dispatcher.tasks) if self.dispatcher else 0,
             lambda: self.dispatcher.busy_consumers if self.dispatcher else 0,
         )
         server = await self._start_metrics()
-        await self.dispatcher.warm(burst)
         # What exists now (modules, the driver's metadata, prepared statements) lives as long as
         # the process: out of the collector's sight, a full collection walks only what serving
         # allocates, and a full collection holds up the loop (and the takes) for less time.
@@ -141,10 +112,10 @@ class Worker:
         ]
         if server is not None and self.settings.metrics.queue_gauges:
             m = self.settings.metrics
-            gauges = QueueGauges(self.cq, self.daemon, m.queue_gauges_interval, only=m.queue_gauges_queues)
+            gauges = QueueGauges(cq, self.daemon, m.queue_gauges_interval, only=m.queue_gauges_queues)
             background.append(asyncio.create_task(gauges.run(), name="casque-queue-gauges"))
         # one sweeper per cluster (a lease)
-        expiry = QueueReaper(self.cq.stores, self.daemon, self.settings.worker.expiry_interval_ms)
+        expiry = QueueReaper(cq.stores, self.daemon, self.settings.worker.expiry_interval_ms)
         background.append(asyncio.create_task(expiry.run(), name="casque-queue-expiry"))
         try:
             await self.dispatcher.run(burst=burst)
@@ -158,7 +129,30 @@ class Worker:
             await self.history.flush()
             if server is not None:
                 await server.close()
-            await self.cq.close()
+            await cq.close()
+
+    async def _start_on(self, cq: Casque, burst: bool) -> None:
+        """One startup attempt on a fresh connection (service/startup.py makes it again while Cassandra does not
+        answer): the served queues created if missing, their settings read, the dispatcher built and warmed."""
+        self.cq, self.dispatcher = cq, None
+        for q in self.queues:
+            if await cq.create_queues([q], concurrency=1, fifo=_fifo(q)):
+                log.info("queue_created", queue=q)
+        # the daemon's own records, written where the console and 'casque stats' read them (engine/stores.py)
+        st = cq.stores
+        self.history, self.samples, self.heartbeats = st.history, st.samples, st.heartbeats
+        self.heartbeat = this_process(self.queues, self.settings.worker.consumers, cq.clock.now_ms(), __version__)
+        self._queue_settings = {q: await cq.queue_settings(q) for q in self.queues}
+        own = [MetricsObserver(cq.clock), HistoryObserver(self.history, cq.clock, self._queue_settings.get)]
+        dispatcher = Dispatcher(
+            cq, self.registry, self.settings.worker, self.queues, hooks=Hooks(own + self.registry.middleware)
+        )
+        if self.settings.hints.listen:
+            await cq.listen_for_hints(self.queues)  # other processes' sends wake our consumers at once
+        await dispatcher.warm(burst)
+        self.dispatcher = dispatcher
+        if self._stop.is_set():  # a signal came during the attempt: the dispatcher starts stopping
+            dispatcher.stopping.set()
 
     async def _start_metrics(self) -> MetricsServer | None:
         return await start_server(self.settings.metrics, ready=lambda: self.serving)

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -47,6 +47,14 @@ def write_config(
     lines += ["", "[log]", 'level = "debug"', 'format = "json"', ""]
     path.write_text("\n".join(lines))
     return path
+
+
+class Watched(Protocol):
+    """A process a test waits on (a ``Daemon``, an ``SqsServer``): its exit ends the wait, with its log."""
+
+    proc: subprocess.Popen[Any]
+
+    def output(self) -> str: ...
 
 
 @dataclass
@@ -102,23 +110,22 @@ def records(path: Path) -> list[list[str]]:
     return [line.split() for line in path.read_text().splitlines() if line.strip()]
 
 
-def wait_for(condition: Callable[[], bool], timeout: float, what: str, daemon: Daemon | None = None) -> None:
+def wait_for(condition: Callable[[], bool], timeout: float, what: str, daemon: Watched | None = None) -> None:
     """Poll for a condition the test needs; fail with the daemon's log if it doesn't come."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if condition():
             return
         if daemon is not None and daemon.proc.poll() is not None:
-            raise AssertionError(
-                f"daemon exited ({daemon.proc.returncode}) while waiting for {what}:\n{daemon.output()[-4000:]}"
-            )
+            name, code = type(daemon).__name__, daemon.proc.returncode
+            raise AssertionError(f"{name} exited ({code}) while waiting for {what}:\n{daemon.output()[-4000:]}")
         time.sleep(0.05)
     raise AssertionError(
         f"timed out after {timeout}s waiting for {what}" + (f":\n{daemon.output()[-4000:]}" if daemon else "")
     )
 
 
-async def until(condition: Callable[[], Any], timeout: float, what: str, daemon: Daemon | None = None) -> None:
+async def until(condition: Callable[[], Any], timeout: float, what: str, daemon: Watched | None = None) -> None:
     """Async form of wait_for: the condition may be a coroutine function (e.g. a Cassandra read)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -128,9 +135,8 @@ async def until(condition: Callable[[], Any], timeout: float, what: str, daemon:
         if result:
             return
         if daemon is not None and daemon.proc.poll() is not None:
-            raise AssertionError(
-                f"daemon exited ({daemon.proc.returncode}) while waiting for {what}:\n{daemon.output()[-4000:]}"
-            )
+            name, code = type(daemon).__name__, daemon.proc.returncode
+            raise AssertionError(f"{name} exited ({code}) while waiting for {what}:\n{daemon.output()[-4000:]}")
         await asyncio.sleep(0.05)
     raise AssertionError(
         f"timed out after {timeout}s waiting for {what}" + (f":\n{daemon.output()[-4000:]}" if daemon else "")

@@ -8,7 +8,6 @@ logs more than a pipe holds (64 KiB) would otherwise block on its next log line 
 from __future__ import annotations
 
 import os
-import select
 import signal
 import socket
 import subprocess
@@ -27,11 +26,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @dataclass
 class SqsServer:
-    url: str
     proc: subprocess.Popen[str]
     metrics_url: str | None = None
+    url: str = ""  # known once it listens (``listening``)
     _log: list[str] = field(default_factory=list)
     _readers: list[threading.Thread] = field(default_factory=list)
+    _bound: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
         for pipe, keep in ((self.proc.stderr, True), (self.proc.stdout, False)):
@@ -44,6 +44,25 @@ class SqsServer:
         for line in pipe:
             if keep:
                 self._log.append(line)
+            elif line.startswith("casque: listening on "):
+                self.url = line.split()[-1]
+                self._bound.set()
+
+    def output(self) -> str:
+        """What it has written to stderr (its JSON log) so far."""
+        return "".join(self._log)
+
+    def listening(self, timeout: float = 60.0) -> SqsServer:
+        """Wait until it listens (its URL known); fails with its log if it exits or the time runs out first."""
+        deadline = time.monotonic() + timeout
+        while not self._bound.wait(0.05):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                if self.proc.poll() is None:
+                    self.proc.kill()
+                for reader in self._readers:
+                    reader.join(timeout=10)
+                raise AssertionError(f"casque serve did not start (exit {self.proc.poll()}): {self.output()}")
+        return self
 
     def metric(self, series: str) -> float:
         """One unlabelled series from the server's /metrics (0 while it has none)."""
@@ -53,6 +72,9 @@ class SqsServer:
                 if line.startswith(series + " "):
                     return float(line.split()[1])
         return 0.0
+
+    def signal(self, sig: int) -> None:
+        self.proc.send_signal(sig)
 
     def frozen(self) -> bool:
         return stopped(self.proc.pid)
@@ -79,8 +101,20 @@ def start(
     launcher: tuple[str, ...] = ("-m", "daemon.cli"),
     metrics: bool = False,
 ) -> SqsServer:
-    """``launcher``: what runs ``serve ...`` (a wrapper such as tests/support/counted_serve.py).
-    ``metrics``: /metrics on a free port of its own."""
+    """``launch``, then wait until it listens."""
+    return launch(keyspace, *args, env=env, launcher=launcher, metrics=metrics).listening(timeout)
+
+
+def launch(
+    keyspace: str,
+    *args: str,
+    env: dict[str, str] | None = None,
+    launcher: tuple[str, ...] = ("-m", "daemon.cli"),
+    metrics: bool = False,
+) -> SqsServer:
+    """The server process started, its log read from now on, not yet listening (a test of its startup watches it).
+    ``launcher``: what runs ``serve ...`` (a wrapper such as tests/support/counted_serve.py). ``metrics``: /metrics
+    on a free port of its own."""
     full_env = dict(os.environ, CASQUE_CASSANDRA__KEYSPACE=keyspace, CASQUE_LOG__FORMAT="json", **(env or {}))
     metrics_url = None
     if metrics:
@@ -95,18 +129,7 @@ def start(
         stderr=subprocess.PIPE,
         text=True,
     )
-    assert proc.stdout is not None
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([proc.stdout], [], [], 0.2)
-        if ready:
-            line = proc.stdout.readline()
-            if line.startswith("casque: listening on "):
-                return SqsServer(line.split()[-1], proc, metrics_url)
-            if not line and proc.poll() is not None:
-                break
-    proc.kill()
-    raise AssertionError(f"casque serve did not start: {proc.stderr.read() if proc.stderr else ''}")
+    return SqsServer(proc, metrics_url)
 
 
 def free_port() -> int:

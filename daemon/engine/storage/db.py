@@ -35,7 +35,7 @@ from cassandra.query import BatchStatement, BatchType, PreparedStatement, Statem
 
 from daemon.base.clock import SYSTEM_CLOCK, Clock
 from daemon.base.config import CassandraSettings
-from daemon.base.errors import ConfigError, StorageUnavailable
+from daemon.base.errors import ConfigError, StorageRefused, StorageUnavailable
 
 try:  # the compiled libev reactor is the fastest; fall back to the pure-Python one
     from cassandra.io.libevreactor import LibevConnection as _Connection
@@ -130,19 +130,22 @@ class Database:
         try:
             self.session = self.cluster.connect(keyspace)
         except NoHostAvailable as exc:
+            # "using keyspace" is the driver's word for pools that could not USE it: for a keyspace missing from the
+            # schema the control connection read, or for nodes that stopped answering meanwhile (a frozen node).
+            known = self.cluster.metadata.keyspaces
+            missing = bool(keyspace and "using keyspace" in str(exc) and known and keyspace not in known)
             self.close()
-            if keyspace and "using keyspace" in str(exc):  # the driver's word for a keyspace it could not USE
-                raise StorageUnavailable(
-                    f"keyspace '{keyspace}' does not exist: run 'casque schema apply' first"
-                ) from None
-            raise StorageUnavailable(_describe_no_host(s, exc)) from None
+            if missing:
+                raise StorageRefused(f"keyspace '{keyspace}' does not exist: run 'casque schema apply' first") from None
+            raise _no_host(s, exc) from None
         except Exception as exc:
             self.close()
             if "does not exist" in str(exc) or "Keyspace" in str(exc):
-                raise StorageUnavailable(
-                    f"keyspace '{keyspace}' does not exist: run 'casque schema apply' first"
-                ) from None
+                raise StorageRefused(f"keyspace '{keyspace}' does not exist: run 'casque schema apply' first") from None
             raise StorageUnavailable(f"cannot connect to Cassandra at {_where(s)}: {exc}") from None
+        # The driver's prepare waits its session's own timeout (10 s), not the profile's request_timeout: set to it,
+        # a prepare gives up when any other request would (no public setter while execution profiles are in use).
+        self.session._default_timeout = s.request_timeout
         return self
 
     def close(self) -> None:
@@ -161,10 +164,12 @@ class Database:
             except InvalidRequest as exc:
                 if "Undefined column name" not in str(exc):
                     raise  # a missing table is for the caller to judge: some serve on without it (hints)
-                raise StorageUnavailable(
+                raise StorageRefused(
                     f"keyspace '{self.session.keyspace}' predates this casque ({_server_message(exc)}): "
                     "run 'casque schema apply' to add what is missing"
                 ) from None
+            except (NoHostAvailable, DriverException) as exc:  # a timeout, no node: as from any other request
+                raise StorageUnavailable(describe_failure(exc)) from None
             self._prepared[cql] = stmt
             self._texts[stmt.query_id] = cql
         return stmt
@@ -213,7 +218,7 @@ class Database:
         assert self.session is not None, "not connected"
         try:
             return self.session.execute(stmt, params)
-        except (NoHostAvailable, DriverException, OperationTimedOut) as exc:
+        except (NoHostAvailable, DriverException) as exc:
             raise StorageUnavailable(describe_failure(exc)) from None
 
     async def run(
@@ -386,24 +391,27 @@ def _short(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:300] or type(exc).__name__
 
 
-def _describe_no_host(s: CassandraSettings, exc: NoHostAvailable) -> str:
+def _no_host(s: CassandraSettings, exc: NoHostAvailable) -> StorageUnavailable:
+    """Why no node took the connection, as the error to raise. Only rejected credentials are certain to be the
+    configuration (``StorageRefused``); a TLS failure or a dropped handshake may also be a node stalling or
+    restarting mid-handshake, so a starting process waits on those."""
     text = _short(exc)
     if "AuthenticationFailed" in text or "Bad credentials" in text or "password" in text.lower():
-        return (
+        return StorageRefused(
             f"Cassandra at {_where(s)} rejected the credentials for user '{s.username}': "
             "check cassandra.username and the password"
         )
     if "SSL" in text or "certificate" in text.lower():
-        return (
+        return StorageUnavailable(
             f"TLS handshake with Cassandra at {_where(s)} failed: "
             f"check cassandra.tls.ca_file/cert_file ({_host_errors(exc)})"
         )
     if not s.tls.enabled and _dropped_at_handshake(exc):
-        return (
+        return StorageUnavailable(
             f"Cassandra at {_where(s)} dropped the connection during the handshake: if it requires client encryption, "
             "set cassandra.tls.enabled = true and cassandra.tls.ca_file"
         )
-    return (
+    return StorageUnavailable(
         f"Cassandra is not reachable at {_where(s)}: "
         "start it ('casque cassandra start') or fix cassandra.contact_points/port"
     )
