@@ -26,7 +26,6 @@ from .system import System
 
 CHAIN = "CASQUE_NEMESIS"
 SETTINGS_RETRY_S = 60.0
-SERVER_RESTART_S = 120.0
 WHOLE_S = 180.0
 
 
@@ -97,22 +96,6 @@ async def _until_whole(system: System) -> str:
     return f"ring whole {time.time() - started:.1f}s after"
 
 
-async def _restart_server(system: System, j: int) -> str:
-    """Start the server again until it stays up, as systemd's Restart=on-failure would: ``casque serve`` exits when
-    Cassandra times out a request of its start (seen while a node was cut off)."""
-    deadline = time.time() + SERVER_RESTART_S
-    tries = 1
-    while True:
-        try:
-            await asyncio.to_thread(system.start_server, j)
-            return f"{tries} starts"
-        except AssertionError:  # sqsserver.start's: it exited before it listened
-            if time.time() > deadline:
-                raise
-            tries += 1
-            await asyncio.sleep(1)
-
-
 async def _settings(f: Fault, cq: Casque, queue: str) -> str:
     """Change the queue's timeouts or layout as an operator would: a change that timed out (a node frozen or cut off
     under the LWT) is tried again until it is answered; a reshard that finds the layout already changed was the
@@ -170,7 +153,7 @@ async def apply(f: Fault, system: System, cq: Casque, queue: str) -> Window:
     elif f.kind == "server_kill":
         await asyncio.to_thread(system.kill_server, f.target)
         await asyncio.sleep(f.duration)
-        note = await _restart_server(system, f.target)
+        await asyncio.to_thread(system.start_server, f.target)  # it waits for Cassandra itself
     elif f.kind == "daemon_skew":
         await asyncio.to_thread(system.stop_daemon, f.target)
         system.start_daemon(f.target, skew_ms=f.arg)

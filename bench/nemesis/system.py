@@ -150,7 +150,8 @@ class System:
             "CASQUE_CASSANDRA__PORT": str(self.ring.native_port),
             "CASQUE_CASSANDRA__REQUEST_TIMEOUT": str(REQUEST_TIMEOUT_S),
         }
-        self.servers[j] = sqsserver.start(self.keyspace, "--port", str(self.ports[j]), env=env)
+        # It retries its own start until Cassandra answers (a node frozen or cut off meanwhile): up to 2 minutes here
+        self.servers[j] = sqsserver.start(self.keyspace, "--port", str(self.ports[j]), env=env, timeout=120)
 
     def kill_server(self, j: int) -> None:
         s = self.servers[j]
