@@ -24,7 +24,6 @@ from daemon.engine.client import Casque
 from .schedule import NODE_KINDS, Fault
 from .system import System
 
-CHAIN = "CASQUE_NEMESIS"
 SETTINGS_RETRY_S = 60.0
 WHOLE_S = 180.0
 
@@ -55,24 +54,32 @@ def _iptables(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["iptables", *args], capture_output=True, text=True, check=False)
 
 
-def partition_works() -> str:
-    """'' when this machine can cut loopback traffic with iptables (its own chain made and hooked into INPUT), else
-    why not."""
+def chain(ring: ClusterSpec) -> str:
+    """The iptables chain of ``ring``'s cuts: a ring's own, so two nemeses (the suite's, the bench's) never undo each
+    other's."""
+    return f"CASQUE_NEMESIS_{ring.storage_port}"
+
+
+def partition_works(ring: ClusterSpec) -> str:
+    """'' when this machine can cut loopback traffic with iptables (the ring's own chain made and hooked into INPUT),
+    else why not."""
+    name = chain(ring)
     if shutil.which("iptables") is None:
         return "no iptables on this machine (python -m bench setup installs it)"
-    for args in (("-N", CHAIN), ("-F", CHAIN)):
+    for args in (("-N", name), ("-F", name)):
         _iptables(*args)
-    if _iptables("-C", "INPUT", "-j", CHAIN).returncode != 0:
-        r = _iptables("-I", "INPUT", "-j", CHAIN)
+    if _iptables("-C", "INPUT", "-j", name).returncode != 0:
+        r = _iptables("-I", "INPUT", "-j", name)
         if r.returncode != 0:
             return f"iptables refused a chain in INPUT: {r.stderr.strip()}"
     return ""
 
 
-def unhook_partition() -> None:
-    _iptables("-F", CHAIN)
-    _iptables("-D", "INPUT", "-j", CHAIN)
-    _iptables("-X", CHAIN)
+def unhook_partition(ring: ClusterSpec) -> None:
+    name = chain(ring)
+    _iptables("-F", name)
+    _iptables("-D", "INPUT", "-j", name)
+    _iptables("-X", name)
 
 
 def _cut(ring: ClusterSpec, node: int) -> None:
@@ -81,7 +88,7 @@ def _cut(ring: ClusterSpec, node: int) -> None:
     for peer in (f"127.0.0.{i}" for i in range(1, ring.nodes + 1) if i != node):
         for src, dst in ((me, peer), (peer, me)):
             rule = ["-s", src, "-d", dst, "-p", "tcp", "-m", "multiport", "--ports", str(ring.storage_port)]
-            r = _iptables("-A", CHAIN, *rule, "-j", "DROP")
+            r = _iptables("-A", chain(ring), *rule, "-j", "DROP")
             if r.returncode != 0:
                 raise RuntimeError(f"iptables: {r.stderr.strip()}")
 
@@ -145,7 +152,7 @@ async def apply(f: Fault, system: System, cq: Casque, queue: str) -> Window:
         try:
             await asyncio.sleep(f.duration)
         finally:
-            await asyncio.to_thread(_iptables, "-F", CHAIN)
+            await asyncio.to_thread(_iptables, "-F", chain(system.ring))
     elif f.kind == "daemon_kill":
         await asyncio.to_thread(system.kill_daemon, f.target)
         await asyncio.sleep(f.duration)

@@ -62,10 +62,10 @@ class Campaign:
         self.workdir = workdir or out_dir("nemesis", str(seed))
         shutil.rmtree(self.workdir, ignore_errors=True)
         self.workdir.mkdir(parents=True)
-        self.no_partition = partition_works()
-        self.plan = plan(seed, self.seconds, partition=not self.no_partition)
         self.borrowed = ring is not None
         self.system = System(self.workdir, [WORK, SHARED, DFIFO], ring or RING, keyspace)
+        self.no_partition = partition_works(self.system.ring)
+        self.plan = plan(seed, self.seconds, partition=not self.no_partition)
         self.windows: list[Window] = []
         self.notes: dict[str, Any] = {"partition": self.no_partition or "iptables on loopback, storage port"}
         self.fault_errors: list[str] = []
@@ -172,7 +172,7 @@ class Campaign:
                 traffic.finish()
             sys_.stop_processes()
             await cq.close()
-            unhook_partition()
+            unhook_partition(sys_.ring)
             await asyncio.to_thread(sys_.restore if self.borrowed else sys_.stop_ring)
 
     def _drain_sqs(self, traffic: SqsTraffic) -> int:
