@@ -139,9 +139,6 @@ class SqsSettings:
     region: str = "us-east-1"
     account: str = "000000000000"
     task: str = "sqs"
-    #: The safety poll of a parked long poll: sends from this process, wake hints and known due
-    #: times wake it at once; this slow re-read only backs them up (docs/design.md, "Many queues").
-    poll_interval: float = 15.0
     cert_file: str = ""
     key_file: str = ""
     console: bool = False  # casque serve also serves the console at /console
@@ -278,8 +275,9 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 #: Keys that were removed and are still accepted, with no effect, so a file written for an older release loads:
 #: ``queue_defaults.in_flight`` (every standard queue keeps its messages in flight in place: docs/design.md,
-#: "Messages in flight").
-_REMOVED = {"queue_defaults.in_flight"}
+#: "Messages in flight"); ``sqs.poll_interval`` (a parked long poll re-reads nothing: the due feed finds what a
+#: lost hint announced, docs/design.md "Long polls").
+_REMOVED = {"queue_defaults.in_flight", "sqs.poll_interval"}
 
 
 def _build(cls: type, data: Any, prefix: str, source: str) -> Any:

@@ -40,6 +40,7 @@ from daemon.engine.send.lookup import Lookup
 from daemon.engine.send.producer import Producer
 from daemon.engine.storage.db import Database
 from daemon.engine.storage.table import MessageTable
+from daemon.engine.wake.due_feed import DueFeed
 from daemon.engine.wake.hint_directory import HintDirectory
 from daemon.engine.wake.hints import HintSender
 from daemon.engine.wake.wakeups import Wakeups
@@ -70,6 +71,7 @@ class Stores:
         self.producer.catcher = self.wakeups.catch  # a send hands its messages to a parked poll (wake/catch.py)
         self.hint_directory = HintDirectory(db, ks)
         self.hints = HintSender(self.hint_directory, self.secrets, clock, settings.hints.refresh)
+        self.due_feed = DueFeed(db, ks, clock, self.tolerance_ms)  # what finds a message whose hint was lost
         self.dead_letters = PoisonRouter(
             db, self.queues, self.table, self.attributes, self.poison, self.wakeups.notify, fifo=self.fifo
         )

@@ -32,7 +32,7 @@ class Pulling:
             st.wakeups,
             st.clock,
             self.consumer,
-            poll_interval_s=settings.sqs.poll_interval,
+            st.due_feed,
             max_consumers=settings.cache.consumers,
             touch=self._received,
             attempts=st.receive_attempts,
