@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 
-from daemon.base import metrics
 from daemon.base.clock import Clock, ManualClock
 from daemon.base.config import Settings
 from daemon.base.errors import QueueNotFound, UsageError
@@ -41,13 +40,6 @@ async def fresh(settings: Settings, clock: Clock | None = None, **sections: dict
         for key, value in values.items():
             setattr(getattr(s, section), key, value)
     return await Casque.connect(s, clock=clock) if clock else await Casque.connect(s)
-
-
-@pytest.fixture
-async def small_caches(settings: Settings) -> AsyncIterator[Casque]:
-    client = await fresh(settings, cache={"queues": 8, "consumers": 4, "activity": 8})
-    yield client
-    await client.close()
 
 
 @pytest.fixture
@@ -339,24 +331,20 @@ def test_lru_drops_the_least_recently_used_and_tells_its_owner() -> None:
     assert gone == ["b"] and list(lru) == ["a", "c"]
 
 
-async def test_caches_stay_bounded_after_touching_more_queues_than_the_limit(
-    small_caches: Casque, cq: Casque, queue_name: str, made: list[str]
-) -> None:
-    """Settings, attributes, consumers and metric series follow the last queues used, not all 200."""
-    client = small_caches
-    names = [f"{queue_name}_{i}" for i in range(200)]
-    made += names
-    assert await cq.create_queues(names, shards=1, buckets=1) == 200
-    for name in names:
-        await client.send(name, "t", "x")
-        await client.receive(name, wait=0, visibility=60)
-        await client.stores.attributes.get(name)
-    assert client.stores.queues.cache_size() <= 8
-    assert len(client.stores.attributes._cache) <= 8
-    assert client.receiver.consumers_cached() <= 4
-    assert client.stores.wakeups.watched() == 0
-    mine = {k[0] for m in (metrics.SENT, metrics.EMPTY_POLLS) for k in m._metrics if k[0].startswith(queue_name)}
-    assert len(mine) <= 8 + 64, f"{len(mine)} queues still have metric series (limit 8, forgotten in batches of 64)"
+def test_an_lru_with_keep_keeps_every_entry_in_use_and_drops_idle_ones_past_its_limit() -> None:
+    """The per-queue caches size themselves to the queues in use (owners online), not to a count: an entry used
+    within ``keep_s`` is never dropped; idle past it, the next put drops the oldest down to the limit."""
+    now = [0.0]
+    gone: list[str] = []
+    lru: Lru[str, int] = Lru(2, lambda k, v: gone.append(k), keep_s=60.0, clock=lambda: now[0])
+    for i in range(5):
+        lru.put(f"q{i}", i)
+    assert len(lru) == 5 and gone == [], "all five in use"
+    now[0] = 30.0
+    assert lru.get("q1") == 1  # q1 used again: in use for another 60 s
+    now[0] = 61.0
+    lru.put("q5", 5)
+    assert gone == ["q0", "q2", "q3", "q4"] and list(lru) == ["q1", "q5"]
 
 
 async def test_queue_gauges_cover_the_queues_used_lately_and_a_bounded_number(

@@ -54,7 +54,7 @@ class Stores:
         self.db = db
         self.clock = clock
         self.keyspace = ks = settings.cassandra.keyspace
-        self.queues = QueueStore(db, ks, clock, cache_limit=settings.cache.queues)
+        self.queues = QueueStore(db, ks, clock)
         self.table = MessageTable(db, ks)
         self.keys = KeyStore(db, ks)
         self.poison = PoisonStore(db, ks)
@@ -64,9 +64,9 @@ class Stores:
             db, self.queues, self.table, self.keys, self.lookup, clock, tolerance_ms=self.tolerance_ms, fifo=self.fifo
         )
         self.secrets = SecretStore(db, ks, clock)
-        self.attributes = QueueAttributes(db, ks, cache_limit=settings.cache.queues)
+        self.attributes = QueueAttributes(db, ks)
         self.queues.row_seen, self.attributes.read_row = self.attributes.remember, self.queues.read_row  # one read
-        self.activity = ActivityMarks(db, ks, self.queues, clock, limit=settings.cache.activity)
+        self.activity = ActivityMarks(db, ks, self.queues, clock)
         self.wakeups = Wakeups(clock)
         self.producer.catcher = self.wakeups.catch  # a send hands its messages to a parked poll (wake/catch.py)
         self.hint_directory = HintDirectory(db, ks)

@@ -60,7 +60,7 @@ from daemon.engine.wake.catch import Catch
 from daemon.engine.wake.due_feed import DueFeed
 from daemon.engine.wake.wakeups import Wakeups
 
-MAX_CONSUMERS = 1024  # config: cache.consumers
+MAX_CONSUMERS = 1024  # idle queues' consumers kept, besides those of the owners online (pulled_consumers.py)
 FILL_ROUNDS = 3
 PARK_SLACK_S = 0.05
 #: How long a receive's look uses the settings the receive began with (SQS's longest poll).

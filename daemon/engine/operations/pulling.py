@@ -22,7 +22,6 @@ class Pulling:
 
     def __init__(self, stores: Stores, unblocked: Callable[[str, int, int], None]) -> None:
         self.st = st = stores
-        settings = st.settings
         self.receiver = Receiver(
             st.db,
             st.table,
@@ -33,7 +32,6 @@ class Pulling:
             st.clock,
             self.consumer,
             st.due_feed,
-            max_consumers=settings.cache.consumers,
             touch=self._received,
             attempts=st.receive_attempts,
             unblocked=unblocked,

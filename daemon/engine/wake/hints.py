@@ -9,7 +9,8 @@ listener that serves the queue (engine/wake/hint_directory.py says who listens);
 
 A hint is only ever a reason to look sooner. It carries no message and changes nothing in
 Cassandra: a lost, late or dropped hint costs latency (a daemon's safety poll or, for a parked long
-poll, the due feed finds the message: engine/wake/due_feed.py), never a message. That is why sending is fire-and-forget and can never delay or fail a send.
+poll, the due feed finds the message: engine/wake/due_feed.py), never a message. That is why
+sending is fire-and-forget and can never delay or fail a send.
 
 Datagram, version 1 (big-endian)::
 
