@@ -46,3 +46,19 @@ async def test_parked_polls_cost_no_read_and_no_timer_of_their_own(cq: Casque, q
     await asyncio.gather(*polls, return_exceptions=True)
     for q in names:
         await cq.stores.queues.delete(q)
+
+
+async def test_an_owner_polling_again_and_again_writes_its_bookkeeping_once(cq: Casque, queue_name: str) -> None:
+    """A queue's bookkeeping (the pull-reader mark, the activity marks) is written by its owner's first poll, and
+    not again by the next ones (the activity index at most every 10 minutes, idle expiry every 5)."""
+    await cq.create_queue(queue_name, shards=1, buckets=1, expire_after=3600)
+    writes = cq.db.requests - cq.db.reads
+    assert await cq.receive(queue_name, wait=0.2) == []
+    await cq.stores.activity.flush()
+    first = cq.db.requests - cq.db.reads - writes
+    assert 1 <= first <= 3, f"{first} writes: the pull-reader mark, the activity index, the expiry mark"
+    writes = cq.db.requests - cq.db.reads
+    for _ in range(8):
+        assert await cq.receive(queue_name, wait=0.2) == []
+    await cq.stores.activity.flush()
+    assert cq.db.requests - cq.db.reads == writes, "the next polls write nothing"
