@@ -14,6 +14,7 @@ import asyncio
 
 from daemon.engine.client import Casque
 from daemon.engine.wake.due_feed import READ_EVERY_S
+from daemon.engine.wake.wakeups import Deadlines
 from tests.support.longpoll import parked
 
 OWNERS = 40
@@ -62,3 +63,21 @@ async def test_an_owner_polling_again_and_again_writes_its_bookkeeping_once(cq: 
         assert await cq.receive(queue_name, wait=0.2) == []
     await cq.stores.activity.flush()
     assert cq.db.requests - cq.db.reads == writes, "the next polls write nothing"
+
+
+def test_the_shared_deadline_timer_under_uvloop_which_casque_serve_runs() -> None:
+    """uvloop's ``call_at`` of a time already passed returns a plain handle (no ``when``): a deadline added while one
+    such is armed must still be kept (it failed every receive of a loaded server with an AttributeError)."""
+    import uvloop
+
+    async def deadlines_end_in_order() -> list[int]:
+        deadlines, loop, ended = Deadlines(), asyncio.get_running_loop(), []
+        futs = [loop.create_future() for _ in range(3)]
+        for i, (fut, timeout_s) in enumerate(zip(futs, (0.0, 0.02, 0.01))):
+            deadlines.add(timeout_s, fut)
+            fut.add_done_callback(lambda _, i=i: ended.append(i))
+        await asyncio.wait_for(asyncio.gather(*futs), 5)
+        return ended
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        assert runner.run(deadlines_end_in_order()) == [0, 2, 1]

@@ -44,7 +44,8 @@ class Deadlines:
     def __init__(self) -> None:
         self._heap: list[tuple[float, int, asyncio.Future[None]]] = []
         self._count = 0
-        self._handle: asyncio.TimerHandle | None = None
+        self._handle: asyncio.Handle | None = None  # uvloop's call_at of a time passed is a plain Handle: no when()
+        self._armed_at = 0.0
 
     def add(self, timeout_s: float, fut: asyncio.Future[None]) -> None:
         """Resolve ``fut`` (if still pending) ``timeout_s`` from now."""
@@ -52,13 +53,16 @@ class Deadlines:
         at = loop.time() + timeout_s
         self._count += 1
         heapq.heappush(self._heap, (at, self._count, fut))
-        if self._handle is None or at < self._handle.when():
+        if self._handle is None or at < self._armed_at:
             self._arm(loop)
 
     def _arm(self, loop: asyncio.AbstractEventLoop) -> None:
         if self._handle is not None:
             self._handle.cancel()
-        self._handle = loop.call_at(self._heap[0][0], self._fire) if self._heap else None
+        self._handle = None
+        if self._heap:
+            self._armed_at = self._heap[0][0]
+            self._handle = loop.call_at(self._armed_at, self._fire)
 
     def _fire(self) -> None:
         self._handle = None
