@@ -11,7 +11,10 @@ not refused or timed out), how long it took to park them all, the open-files lim
 both processes' RSS with everything parked, and whether a send to one parked owner reaches that owner. Then the
 owners stay online and idle for ``IDLE_S`` (each polls again as soon as its poll is answered empty, no sends):
 the server's CQL reads and requests a second, its CPU (share of one core) and the statements it read, from the
-wrapper's counts (bench/many_queues_serve.py): what parked owners cost while nothing happens.
+wrapper's counts (bench/many_queues_serve.py): what parked owners cost while nothing happens. And, in this process
+through the engine (``in_process``): ``users`` receives with a 60 s wait parked at once, then the CQL requests and the
+CPU of the window after the last one parked (``PARKED_WINDOW_S``, longer than any per-queue re-read interval): what
+a parked poll costs between its look and its answer.
 The queues are deleted after; the keyspace is the caller's to drop.
 """
 
@@ -67,6 +70,7 @@ async def probe(users: int, wait_s: int, keyspace: str) -> dict[str, Any]:
         t = time.perf_counter()
         await cq.create_queues(iter(names), if_missing=True, concurrency=64, **TINY)
         R["create_s"] = time.perf_counter() - t
+        R["in_process"] = await engine_parked(cq, names[:users])
         await server.start()
         client = SqsJson(server.url, connections=users + 64, timeout_s=wait_s + 60)
         try:
@@ -105,6 +109,38 @@ async def wake_one(client: SqsJson, queue: str, wait_s: int) -> dict[str, Any]:
     except ServerGone as exc:  # not answered within the client's timeout: said, not raised
         return {"received": False, "error": str(exc), "after_ms": (time.perf_counter() - t) * 1000}
     return {"received": bool(r.get("Messages")), "send_to_receive_ms": (time.perf_counter() - t) * 1000}
+
+
+PARKED_WINDOW_S = 20.0
+
+
+async def engine_parked(cq: Any, names: list[str]) -> dict[str, Any]:
+    """A receive with a 60 s wait parked on each queue, then ``PARKED_WINDOW_S`` counted: CQL requests and reads a
+    second, this process's CPU (share of a core), and the event loop's pending timers while they are parked."""
+    progress(f"parking {len(names):,} receives in this process (engine), then {PARKED_WINDOW_S:.0f} s counted")
+    polls = [asyncio.create_task(cq.receive(q, wait=60)) for q in names]
+    loop = asyncio.get_running_loop()
+    while len(cq.stores.wakeups._waiters) < len(names) or any(
+        not w._parked for w in cq.stores.wakeups._waiters.values()
+    ):
+        await asyncio.sleep(0.1)
+    cpu0, requests, reads, t0 = time.process_time(), cq.db.requests, cq.db.reads, time.monotonic()
+    await asyncio.sleep(PARKED_WINDOW_S)
+    span = time.monotonic() - t0
+    R = {
+        "seconds": span,
+        "requests_per_s": (cq.db.requests - requests) / span,
+        "reads_per_s": (cq.db.reads - reads) / span,
+        "cpu_share": (time.process_time() - cpu0) / span,
+        "timers": sum(1 for h in loop._scheduled if not h.cancelled()),  # type: ignore[attr-defined]
+    }
+    for p in polls:
+        p.cancel()
+    await asyncio.gather(*polls, return_exceptions=True)
+    progress(
+        f"parked in process: {R['reads_per_s']:.1f} reads/s, {R['timers']} timers, CPU {100 * R['cpu_share']:.0f} %"
+    )
+    return R
 
 
 IDLE_S = 90.0  # longer than every periodic task of a server's (sweeps 30 s, the sweep's index read 2 min excepted)
