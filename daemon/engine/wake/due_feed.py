@@ -65,7 +65,7 @@ class DueFeed:
     def _flush(self) -> None:
         pending, self._pending = self._pending, {}
         now = self.clock.now_ms()
-        for slot in [s for s in self._written if s < now // SLOT_MS - KEEP_S]:
+        for slot in [s for s in self._written if s < now // SLOT_MS - 1]:  # a send's due is never in the past
             del self._written[slot]
         for slot, queues in pending.items():
             task = asyncio.ensure_future(self._write(slot, queues, now))
