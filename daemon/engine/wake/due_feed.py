@@ -10,7 +10,7 @@ not seen at an earlier read: a parked poll of that queue looks, as the hint woul
 Bound: a message due at t (its write acknowledged by then) whose hint was lost is received by a parked poll within
 ``SLOT_MS + READ_EVERY_S`` of t, plus a look. An entry written later than the window (a writer's clock more than the
 tolerance behind, a feed write that failed: logged) leaves the message to the owner's next receive, whose look reads
-it: at most one long poll's wait later. No guarantee rests on the feed, as none rests on hints: they shorten waits.
+it: within one or two long polls' waits. No guarantee rests on the feed, as none rests on hints: they shorten waits.
 
 Cost: per send, at most one write (one per queue, second of due time and process; the sends of one event-loop turn
 share one request per second of due time). Per second, one read per process while any poll is parked, none
@@ -81,7 +81,7 @@ class DueFeed:
             for queue in queues:
                 batch.add(stmt, [slot, queue, self.me, ttl])
             await self.db.run(batch)
-        except Exception as exc:  # the owner's next receive looks: the message waits at most one poll
+        except Exception as exc:  # the owner's next look finds the message: one or two waits later
             self._written.get(slot, set()).difference_update(queues)
             log.warning("due_feed_write_failed", queues=len(queues), error=str(exc))
 
