@@ -542,6 +542,7 @@ async def test_deleting_a_queue_writes_partition_tombstones_not_one_per_message(
 
             await cq.send_many(name, [Job("t", i) for i in range(n)])
         await cq.stores.activity.flush()  # the send's active-queue mark (a write of the send, not of the delete)
+        await cq.stores.due_feed.flush()  # and its due-feed entry
         requests, reads = cq.db.requests, cq.db.reads
         tombstones = await delete_queue(cq.stores, name)
         counts.append((tombstones, (cq.db.requests - requests) - (cq.db.reads - reads)))

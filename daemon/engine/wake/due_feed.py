@@ -121,9 +121,14 @@ class DueFeed:
             stmt = self._statements[cql] = await asyncio.to_thread(self.db.prepare, cql.format(t=self._table))
         return stmt
 
+    async def flush(self) -> None:
+        """Wait for the entries being written (tests, shutdown)."""
+        await asyncio.sleep(0)  # the entries of this turn: their requests are sent at the end of it
+        if self._flushes:
+            await asyncio.gather(*list(self._flushes), return_exceptions=True)
+
     async def close(self) -> None:
         if self._reader is not None:
             self._reader.cancel()
             await asyncio.gather(self._reader, return_exceptions=True)
-        if self._flushes:
-            await asyncio.gather(*list(self._flushes), return_exceptions=True)
+        await self.flush()
