@@ -34,7 +34,7 @@ from botocore.config import Config
 from .sqs import casque_serve
 
 CREDS = {"region_name": "us-east-1", "aws_access_key_id": "bench", "aws_secret_access_key": "bench"}
-#: A request after a pause this long in a call is one made while the poll waited (a scout's re-read).
+#: A request after a pause this long in a call is one made while the poll waited (a parked poll makes none).
 PARKED_GAP_MS = 1000.0
 
 

@@ -6,7 +6,6 @@ The session starts (or reuses) the "dev" node on 127.0.0.1:9042 and applies the 
 
 from __future__ import annotations
 
-import copy
 import itertools
 import os
 import sys
@@ -80,14 +79,4 @@ async def manual(settings: Settings) -> AsyncIterator[tuple[Casque, ManualClock]
     clock = ManualClock(Clock().now_ms())
     client = await Casque.connect(settings, clock=clock)
     yield client, clock
-    await client.close()
-
-
-@pytest.fixture
-async def slow_scout(settings: Settings) -> AsyncIterator[Casque]:
-    """A client whose long polls re-read Cassandra only every 30 s: any quicker return was a wake-up."""
-    s = copy.deepcopy(settings)
-    s.sqs.poll_interval = 30.0
-    client = await Casque.connect(s)
-    yield client
     await client.close()

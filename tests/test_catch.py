@@ -4,8 +4,7 @@ a receipt that deletes and changes visibility), it comes back after its visibili
 shared among the parked polls up to each one's limit, and what may not be handed over (FIFO, delayed, keyed) is taken
 as before. A poll whose handed write failed looks again.
 
-Long polls here use a scout cadence of 30 s (``slow_scout``): a poll that returns at once was handed its message or
-woken, never found by re-reading Cassandra.
+A parked poll re-reads nothing (engine/wake/wakeups.py): a poll that returns at once was handed its message or woken.
 """
 
 from __future__ import annotations
@@ -42,8 +41,7 @@ async def parked_polls(cq: Casque, queue: str, n: int) -> None:
     raise AssertionError(f"{n} polls never parked on {queue}")
 
 
-async def test_a_parked_poll_catches_a_send_in_one_write_and_no_take(slow_scout: Casque, queue_name: str) -> None:
-    cq = slow_scout
+async def test_a_parked_poll_catches_a_send_in_one_write_and_no_take(cq: Casque, queue_name: str) -> None:
     poll, consumer = await a_parked_poll(cq, queue_name, visibility=30)
     takes, requests, caught = (
         consumer.stats.takes,
@@ -62,10 +60,7 @@ async def test_a_parked_poll_catches_a_send_in_one_write_and_no_take(slow_scout:
     assert await cq.receive(queue_name, wait=0) == []
 
 
-async def test_a_caught_message_not_deleted_comes_back_after_its_visibility(
-    slow_scout: Casque, queue_name: str
-) -> None:
-    cq = slow_scout
+async def test_a_caught_message_not_deleted_comes_back_after_its_visibility(cq: Casque, queue_name: str) -> None:
     poll, _ = await a_parked_poll(cq, queue_name, visibility=1)
     sent = await cq.send(queue_name, "t", "x")
     (first,) = await poll
@@ -76,8 +71,7 @@ async def test_a_caught_message_not_deleted_comes_back_after_its_visibility(
     assert await cq.delete(again.receipt) is True
 
 
-async def test_a_batch_is_shared_among_parked_polls_up_to_their_limits(slow_scout: Casque, queue_name: str) -> None:
-    cq = slow_scout
+async def test_a_batch_is_shared_among_parked_polls_up_to_their_limits(cq: Casque, queue_name: str) -> None:
     await cq.create_queue(queue_name)
     polls = [asyncio.create_task(cq.receive(queue_name, max=3, wait=20, visibility=60)) for _ in range(2)]
     await parked_polls(cq, queue_name, 2)
@@ -93,8 +87,7 @@ async def test_a_batch_is_shared_among_parked_polls_up_to_their_limits(slow_scou
     assert sorted(str(d.message.id) for g in got for d in g) + sorted(rest) == sorted(sent[:6]) + sorted(sent[6:])
 
 
-async def test_fifo_delayed_and_keyed_messages_are_not_handed_over(slow_scout: Casque, queue_name: str) -> None:
-    cq = slow_scout
+async def test_fifo_delayed_and_keyed_messages_are_not_handed_over(cq: Casque, queue_name: str) -> None:
     poll, consumer = await a_parked_poll(cq, queue_name)
     takes = consumer.stats.takes
     delayed = await cq.send(queue_name, "t", "later", delay=0.5)
@@ -113,10 +106,9 @@ async def test_fifo_delayed_and_keyed_messages_are_not_handed_over(slow_scout: C
     assert str(d.message.id) == sent
 
 
-async def test_a_poll_whose_handed_write_failed_looks_again(slow_scout: Casque, queue_name: str) -> None:
+async def test_a_poll_whose_handed_write_failed_looks_again(cq: Casque, queue_name: str) -> None:
     """The send side of a failed write, as ``Producer._hand`` does it on an error: the claimed poll is told None,
     goes back to looking and takes what is then due."""
-    cq = slow_scout
     poll, _ = await a_parked_poll(cq, queue_name)
     catch = cq.stores.wakeups.catch(queue_name)
     assert catch is not None and catch.claimed
@@ -127,14 +119,11 @@ async def test_a_poll_whose_handed_write_failed_looks_again(slow_scout: Casque, 
     assert str(d.message.id) == sent
 
 
-async def test_a_delay_sent_under_a_cold_poll_wakes_the_next_poll_across_a_bucket(
-    slow_scout: Casque, queue_name: str
-) -> None:
+async def test_a_delay_sent_under_a_cold_poll_wakes_the_next_poll_across_a_bucket(cq: Casque, queue_name: str) -> None:
     """A delayed send to a queue whose only poll is cold (warmed, looked, parked; no take yet) names its due time for
     the queue's consumer, not only for the poll's timer, which ends with the poll. The next poll's look reads only
     the current time bucket: a message due in the next one is known by that name alone (here, the flake of CI
     stop 49)."""
-    cq = slow_scout
     await cq.create_queue(queue_name, bucket_seconds=1, buckets=4)
     while cq.clock.now_ms() % 1000 > 100:  # early in a second: the due time below falls in the next bucket
         await asyncio.sleep(0.01)

@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 
-from daemon.base import metrics
 from daemon.base.clock import Clock, ManualClock
 from daemon.base.config import Settings
 from daemon.base.errors import QueueNotFound, UsageError
@@ -28,6 +27,7 @@ from daemon.engine.delivery.idle_look import EMPTY_TRUST_MS
 from daemon.engine.operations.queue_actions import delete_queue
 from daemon.engine.operations.reaper import QueueReaper
 from daemon.engine.storage.db import Database
+from daemon.engine.wake.due_feed import READ_EVERY_S, SLOT_MS
 
 from .conftest import ROOT, TEST_KEYSPACE
 from .test_receive import parked
@@ -40,13 +40,6 @@ async def fresh(settings: Settings, clock: Clock | None = None, **sections: dict
         for key, value in values.items():
             setattr(getattr(s, section), key, value)
     return await Casque.connect(s, clock=clock) if clock else await Casque.connect(s)
-
-
-@pytest.fixture
-async def small_caches(settings: Settings) -> AsyncIterator[Casque]:
-    client = await fresh(settings, cache={"queues": 8, "consumers": 4, "activity": 8})
-    yield client
-    await client.close()
 
 
 @pytest.fixture
@@ -168,29 +161,18 @@ async def test_a_cold_receive_still_starts_at_the_stored_cursor(
         await client.close()
 
 
-async def test_an_empty_long_poll_reads_nothing_while_it_waits(cq: Casque, queue_name: str) -> None:
-    """Parked for 3 s with the default 15 s safety poll: the reads all happen before it parks."""
-    await cq.create_queue(queue_name, shards=1, buckets=1)
-    assert cq.settings.sqs.poll_interval == 15.0
-    poll = asyncio.create_task(cq.receive(queue_name, wait=3))
-    await parked(cq, queue_name)
-    at_park = cq.db.reads
-    assert await poll == []
-    assert cq.db.reads - at_park == 0
-
-
 async def test_a_parked_poll_reads_again_only_when_woken(cq: Casque, queue_name: str) -> None:
     await cq.create_queue(queue_name, shards=1, buckets=1)
     poll = asyncio.create_task(cq.receive(queue_name, wait=20, visibility=60))
     await parked(cq, queue_name)
-    at_park = cq.db.reads
+    at_park, feed_at_park = cq.db.reads, cq.stores.due_feed.reads
     mid = await cq.send(queue_name, "t", "x")  # wakes it (Wakeups.notify)
     (got,) = await poll
     assert str(got.message.id) == mid
     # settings cached; a peek, the take (lock read, re-check, due read), one top-up peek: 5 measured;
     # plus, when the send finds its list of wake-hint listeners older than hints.refresh (5 s), the
-    # one background read that refreshes it (engine/wake/hint_directory.py)
-    assert cq.db.reads - at_park <= 6
+    # one background read that refreshes it (engine/wake/hint_directory.py); the due feed's reads apart
+    assert cq.db.reads - at_park - (cq.stores.due_feed.reads - feed_at_park) <= 6
     assert await cq.delete(got.receipt)
 
 
@@ -206,17 +188,17 @@ async def test_a_send_of_this_process_voids_the_remembered_empty_look(cq: Casque
     assert await cq.delete(got.receipt)
 
 
-async def test_a_hintless_send_of_another_process_is_found_after_the_window_and_by_the_safety_poll(
+async def test_a_hintless_send_of_another_process_is_found_after_the_window_and_by_the_due_feed(
     settings: Settings, queue_name: str
 ) -> None:
     """What the 0-read answer can miss, bounded: a message of another process that sent no hint.
     A receive without a wait answers from the last empty look (0 reads) only within EMPTY_TRUST_MS
     of it (on the client's clock), and finds the message once that has passed. A long poll that
-    begins on a remembered look parks without a read, and its scout re-reads within the safety
-    poll (here 2 s) of that look: it finds the message."""
+    begins on a remembered look parks without a read, and the due feed wakes it: it finds the message
+    within the feed's bound of the send."""
     clock = ManualClock(Clock().now_ms())
     short = await fresh(settings, clock=clock)
-    longp = await fresh(settings, sqs={"poll_interval": 2.0})
+    longp = await fresh(settings)
     other = await fresh(settings, hints={"send": False})
     try:
         await short.create_queue(queue_name, shards=1, buckets=1)
@@ -231,12 +213,13 @@ async def test_a_hintless_send_of_another_process_is_found_after_the_window_and_
         assert await short.delete(got.receipt)
 
         assert await longp.receive(queue_name, wait=0) == []
-        looked = time.monotonic()
+        sent_at = time.monotonic()
         second = await other.send(queue_name, "t", "second")
         (got,) = await longp.receive(queue_name, wait=10, visibility=60)
-        found = time.monotonic() - looked
+        found = time.monotonic() - sent_at
+        bound = SLOT_MS / 1000 + READ_EVERY_S + 1.0  # the feed's, plus a look and a take
         assert str(got.message.id) == second
-        assert found < 2.0 + 1.5, f"found {found:.1f}s after the last look: not within the 2 s safety poll"
+        assert found < bound, f"found {found:.1f}s after the send: not within the due feed's {bound:.1f}s"
         assert await longp.delete(got.receipt)
     finally:
         for client in (short, longp, other):
@@ -309,15 +292,15 @@ async def test_a_send_wakes_one_of_the_polls_parked_on_its_queue(cq: Casque, que
 
 
 async def test_a_woken_poll_that_leaves_without_taking_passes_the_wake_on(cq: Casque, queue_name: str) -> None:
-    """Two polls parked, the scout first; one send wakes the other, which is cancelled (an SQS
-    client gone) the moment its look is sent. The wake is not lost with it: the scout looks and
-    takes the message at once, not at its 15 s safety poll. The send is keyed: an unkeyed one is
+    """Two polls parked; one send wakes the older, which is cancelled (an SQS client gone) the moment
+    its look is sent. The wake is not lost with it: the other looks and takes the message at once, not
+    at the end of its wait. The send is keyed: an unkeyed one is
     handed to the parked poll without a wake (engine/wake/catch.py), and a keyed one wakes it as
     another process's send (by its wake hint) does."""
     await cq.create_queue(queue_name, shards=1, buckets=1)
-    scout = asyncio.create_task(cq.receive(queue_name, max=10, wait=30, visibility=60))
-    await parked(cq, queue_name)
     other = asyncio.create_task(cq.receive(queue_name, max=10, wait=30, visibility=60))
+    await parked(cq, queue_name)
+    second = asyncio.create_task(cq.receive(queue_name, max=10, wait=30, visibility=60))
     end = time.monotonic() + 10
     while len(cq.stores.wakeups._waiters[queue_name]._parked) < 2 and time.monotonic() < end:
         await asyncio.sleep(0.01)
@@ -330,8 +313,8 @@ async def test_a_woken_poll_that_leaves_without_taking_passes_the_wake_on(cq: Ca
     with Database.observing(cancel_its_look):
         mid = await cq.send(queue_name, "t", "x", key="wakes")
         t0 = time.monotonic()
-        (got,) = await asyncio.wait_for(scout, 10)
-    assert cancelled == [True], "the woken poll was the other one, cancelled during its look"
+        (got,) = await asyncio.wait_for(second, 10)
+    assert cancelled == [True], "the woken poll was the older one, cancelled during its look"
     assert other.cancelled()
     assert str(got.message.id) == mid and time.monotonic() - t0 < 5
     assert await cq.delete(got.receipt)
@@ -348,24 +331,20 @@ def test_lru_drops_the_least_recently_used_and_tells_its_owner() -> None:
     assert gone == ["b"] and list(lru) == ["a", "c"]
 
 
-async def test_caches_stay_bounded_after_touching_more_queues_than_the_limit(
-    small_caches: Casque, cq: Casque, queue_name: str, made: list[str]
-) -> None:
-    """Settings, attributes, consumers and metric series follow the last queues used, not all 200."""
-    client = small_caches
-    names = [f"{queue_name}_{i}" for i in range(200)]
-    made += names
-    assert await cq.create_queues(names, shards=1, buckets=1) == 200
-    for name in names:
-        await client.send(name, "t", "x")
-        await client.receive(name, wait=0, visibility=60)
-        await client.stores.attributes.get(name)
-    assert client.stores.queues.cache_size() <= 8
-    assert len(client.stores.attributes._cache) <= 8
-    assert client.receiver.consumers_cached() <= 4
-    assert client.stores.wakeups.watched() == 0
-    mine = {k[0] for m in (metrics.SENT, metrics.EMPTY_POLLS) for k in m._metrics if k[0].startswith(queue_name)}
-    assert len(mine) <= 8 + 64, f"{len(mine)} queues still have metric series (limit 8, forgotten in batches of 64)"
+def test_an_lru_with_keep_keeps_every_entry_in_use_and_drops_idle_ones_past_its_limit() -> None:
+    """The per-queue caches size themselves to the queues in use (owners online), not to a count: an entry used
+    within ``keep_s`` is never dropped; idle past it, the next put drops the oldest down to the limit."""
+    now = [0.0]
+    gone: list[str] = []
+    lru: Lru[str, int] = Lru(2, lambda k, v: gone.append(k), keep_s=60.0, clock=lambda: now[0])
+    for i in range(5):
+        lru.put(f"q{i}", i)
+    assert len(lru) == 5 and gone == [], "all five in use"
+    now[0] = 30.0
+    assert lru.get("q1") == 1  # q1 used again: in use for another 60 s
+    now[0] = 61.0
+    lru.put("q5", 5)
+    assert gone == ["q0", "q2", "q3", "q4"] and list(lru) == ["q1", "q5"]
 
 
 async def test_queue_gauges_cover_the_queues_used_lately_and_a_bounded_number(
@@ -563,6 +542,7 @@ async def test_deleting_a_queue_writes_partition_tombstones_not_one_per_message(
 
             await cq.send_many(name, [Job("t", i) for i in range(n)])
         await cq.stores.activity.flush()  # the send's active-queue mark (a write of the send, not of the delete)
+        await cq.stores.due_feed.flush()  # and its due-feed entry
         requests, reads = cq.db.requests, cq.db.reads
         tombstones = await delete_queue(cq.stores, name)
         counts.append((tombstones, (cq.db.requests - requests) - (cq.db.reads - reads)))

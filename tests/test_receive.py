@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import copy
 import time
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -23,20 +21,10 @@ from daemon.engine.client import Casque
 from daemon.engine.delivery.receive import InvalidReceipt
 from daemon.engine.operations.queue_actions import purge
 from daemon.engine.operations.stats import queue_stats
+from daemon.engine.wake.due_feed import READ_EVERY_S, SLOT_MS
 from tests.support.longpoll import parked
 
 Pair = tuple[Casque, ManualClock]
-
-
-@pytest.fixture
-async def fast_scout(settings: Settings) -> AsyncIterator[Casque]:
-    """A client whose scout re-reads every 0.5 s (the default safety poll is 15 s): for the tests of
-    what that poll finds, another process's send that came with no wake hint."""
-    s = copy.deepcopy(settings)
-    s.sqs.poll_interval = 0.5
-    client = await Casque.connect(s)
-    yield client
-    await client.close()
 
 
 async def test_receive_delete_ledger_each_message_exactly_once(cq: Casque, queue_name: str) -> None:
@@ -172,8 +160,7 @@ async def test_bad_arguments_are_one_line_usage_errors(cq: Casque, queue_name: s
         await cq.receive(queue_name + "_missing", wait=0)
 
 
-async def test_long_poll_wakes_on_in_process_send(slow_scout: Casque, queue_name: str) -> None:
-    cq = slow_scout
+async def test_long_poll_wakes_on_in_process_send(cq: Casque, queue_name: str) -> None:
     await cq.create_queue(queue_name)
     poll = asyncio.create_task(cq.receive(queue_name, wait=20))
     await parked(cq, queue_name)
@@ -184,8 +171,7 @@ async def test_long_poll_wakes_on_in_process_send(slow_scout: Casque, queue_name
     assert time.monotonic() - t0 < 2.0, "woken by polling, not by the send"
 
 
-async def test_long_poll_wakes_when_a_delayed_message_falls_due(slow_scout: Casque, queue_name: str) -> None:
-    cq = slow_scout
+async def test_long_poll_wakes_when_a_delayed_message_falls_due(cq: Casque, queue_name: str) -> None:
     await cq.create_queue(queue_name)
     poll = asyncio.create_task(cq.receive(queue_name, wait=20))
     await parked(cq, queue_name)
@@ -197,8 +183,7 @@ async def test_long_poll_wakes_when_a_delayed_message_falls_due(slow_scout: Casq
     assert -0.05 < late < 1.0, f"delivered {late:.3f}s from its due time"
 
 
-async def test_long_poll_wakes_on_change_visibility_and_on_expiry(slow_scout: Casque, queue_name: str) -> None:
-    cq = slow_scout
+async def test_long_poll_wakes_on_change_visibility_and_on_expiry(cq: Casque, queue_name: str) -> None:
     await cq.create_queue(queue_name)
     await cq.send(queue_name, "t", "x")
     (d,) = await cq.receive(queue_name, wait=5, visibility=600)
@@ -215,12 +200,11 @@ async def test_long_poll_wakes_on_change_visibility_and_on_expiry(slow_scout: Ca
     assert await cq.delete(third.receipt)
 
 
-async def test_long_poll_sees_another_clients_send_within_the_poll_interval(
-    fast_scout: Casque, settings: Settings, queue_name: str
+async def test_long_poll_sees_another_clients_send_within_the_due_feeds_bound(
+    cq: Casque, settings: Settings, queue_name: str
 ) -> None:
-    """Another process's send, with no wake hint, is found by the scout's safety poll: within
-    sqs.poll_interval (0.5 s here; the default is 15 s)."""
-    cq = fast_scout
+    """Another process's send, with no wake hint (``cq`` does not listen), is found through the due feed
+    (engine/wake/due_feed.py): within a second of due time and a read's interval, plus a look."""
     other = await Casque.connect(settings)
     try:
         await cq.create_queue(queue_name)
@@ -230,16 +214,15 @@ async def test_long_poll_sees_another_clients_send_within_the_poll_interval(
         t0 = time.monotonic()
         got = await poll
         assert [str(d.message.id) for d in got] == [mid]
-        assert time.monotonic() - t0 < cq.settings.sqs.poll_interval + 1.0
+        assert time.monotonic() - t0 < (SLOT_MS / 1000 + READ_EVERY_S) + 1.0
     finally:
         await purge(cq.stores, queue_name)
         await other.close()
 
 
-async def test_many_parked_polls_one_scout_and_each_message_once(
-    fast_scout: Casque, settings: Settings, queue_name: str
+async def test_many_parked_polls_get_another_clients_messages_each_once(
+    cq: Casque, settings: Settings, queue_name: str
 ) -> None:
-    cq = fast_scout
     await cq.create_queue(queue_name)
     polls = [asyncio.create_task(cq.receive(queue_name, max=1, wait=15, visibility=60)) for _ in range(8)]
     await parked(cq, queue_name)

@@ -309,8 +309,27 @@ def _mq_parked(P: dict[str, Any] | None) -> str:
         f"queue: nothing cached); {_n(pk['empty'])} answers reached the client within "
         f"its timeout of the wait + 60 s, {_n(pk['gone'])} did not (the last at {_n(pk['last_answer_s'])} s): "
         f"arriving all at once, every first poll's cold reads wait their turn at the node. {wake}. Hence the "
-        "users' ramp online (`ramp_s`) at full size.\n"
+        "users' ramp online (`ramp_s`) at full size." + _parked_costs(P) + "\n"
     )
+
+
+def _parked_costs(P: dict[str, Any]) -> str:
+    """What parked and idle owners cost (bench/mq_parked.py ``engine_parked``, ``online_idle``), when measured."""
+    eng, idle = P.get("in_process"), P.get("idle")
+    out = ""
+    if eng:
+        out += (
+            f" Parked in one process through the engine ({_n(P['users'])} receives, {_n(eng['seconds'])} s): "
+            f"{_n(eng['reads_per_s'], 1)} CQL reads/s, {eng['timers']} loop timers, "
+            f"{_n(100 * eng['cpu_share'], 1)} % of a core."
+        )
+    if idle:
+        out += (
+            f" Online and idle over SQS ({_n(idle['seconds'])} s, each owner polling again at once): "
+            f"{_n(idle['cql_reads_per_s'], 1)} reads/s at {_n(idle['empty_polls_per_s'])} empty polls/s, server "
+            f"{_n(100 * idle['server_cpu_share'])} % of a core."
+        )
+    return out
 
 
 def _whose(t: dict[str, Any]) -> str:

@@ -139,9 +139,6 @@ class SqsSettings:
     region: str = "us-east-1"
     account: str = "000000000000"
     task: str = "sqs"
-    #: The safety poll of a parked long poll: sends from this process, wake hints and known due
-    #: times wake it at once; this slow re-read only backs them up (docs/design.md, "Many queues").
-    poll_interval: float = 15.0
     cert_file: str = ""
     key_file: str = ""
     console: bool = False  # casque serve also serves the console at /console
@@ -173,16 +170,6 @@ class HintSettings:
 
 
 @dataclass
-class CacheSettings:
-    """Per-queue memory of one process, bounded so it follows the queues active now, not the
-    queues that exist (least recently used entries are dropped first)."""
-
-    queues: int = 10000  # queue settings and attributes cached; also bounds per-queue metric series
-    consumers: int = 1024  # pull-API consumers (their row cursors) kept warm
-    activity: int = 10000  # queues whose last activity write this process remembers (expiry)
-
-
-@dataclass
 class Settings:
     cassandra: CassandraSettings = field(default_factory=CassandraSettings)
     schema: SchemaSettings = field(default_factory=SchemaSettings)
@@ -193,7 +180,6 @@ class Settings:
     console: ConsoleSettings = field(default_factory=ConsoleSettings)
     sqs: SqsSettings = field(default_factory=SqsSettings)
     hints: HintSettings = field(default_factory=HintSettings)
-    cache: CacheSettings = field(default_factory=CacheSettings)
     source: str = field(default="<defaults>", compare=False)
 
 
@@ -278,8 +264,10 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 #: Keys that were removed and are still accepted, with no effect, so a file written for an older release loads:
 #: ``queue_defaults.in_flight`` (every standard queue keeps its messages in flight in place: docs/design.md,
-#: "Messages in flight").
-_REMOVED = {"queue_defaults.in_flight"}
+#: "Messages in flight"); ``sqs.poll_interval`` (a parked long poll re-reads nothing: the due feed finds what a
+#: lost hint announced, docs/design.md "Long polls"); ``[cache]`` (the per-queue caches keep every queue in use,
+#: base/lru.py).
+_REMOVED = {"queue_defaults.in_flight", "sqs.poll_interval", "cache"}
 
 
 def _build(cls: type, data: Any, prefix: str, source: str) -> Any:

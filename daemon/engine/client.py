@@ -55,7 +55,7 @@ class Casque:
         self.observe = Observe(st)
         self.extras = Extras(st)
         self.hint_listener: HintListener | None = None
-        self.announcer = Announcer(st.wakeups, st.hints, st.queues, settings.hints.send)
+        self.announcer = Announcer(st.wakeups, st.hints, st.due_feed, st.queues, settings.hints.send)
         self.pulling = Pulling(st, self.announcer.unblocked)
         self.receiver = self.pulling.receiver
         self.settler = self.pulling.settler
@@ -110,6 +110,7 @@ class Casque:
         if self.hint_listener is not None:
             await self.hint_listener.close()
         await self.stores.hints.close()
+        await self.stores.due_feed.close()
         await self.stores.activity.flush()
         await asyncio.to_thread(self.db.close)
 

@@ -40,6 +40,7 @@ from daemon.engine.send.lookup import Lookup
 from daemon.engine.send.producer import Producer
 from daemon.engine.storage.db import Database
 from daemon.engine.storage.table import MessageTable
+from daemon.engine.wake.due_feed import DueFeed
 from daemon.engine.wake.hint_directory import HintDirectory
 from daemon.engine.wake.hints import HintSender
 from daemon.engine.wake.wakeups import Wakeups
@@ -53,7 +54,7 @@ class Stores:
         self.db = db
         self.clock = clock
         self.keyspace = ks = settings.cassandra.keyspace
-        self.queues = QueueStore(db, ks, clock, cache_limit=settings.cache.queues)
+        self.queues = QueueStore(db, ks, clock)
         self.table = MessageTable(db, ks)
         self.keys = KeyStore(db, ks)
         self.poison = PoisonStore(db, ks)
@@ -63,13 +64,14 @@ class Stores:
             db, self.queues, self.table, self.keys, self.lookup, clock, tolerance_ms=self.tolerance_ms, fifo=self.fifo
         )
         self.secrets = SecretStore(db, ks, clock)
-        self.attributes = QueueAttributes(db, ks, cache_limit=settings.cache.queues)
+        self.attributes = QueueAttributes(db, ks)
         self.queues.row_seen, self.attributes.read_row = self.attributes.remember, self.queues.read_row  # one read
-        self.activity = ActivityMarks(db, ks, self.queues, clock, limit=settings.cache.activity)
+        self.activity = ActivityMarks(db, ks, self.queues, clock)
         self.wakeups = Wakeups(clock)
         self.producer.catcher = self.wakeups.catch  # a send hands its messages to a parked poll (wake/catch.py)
         self.hint_directory = HintDirectory(db, ks)
         self.hints = HintSender(self.hint_directory, self.secrets, clock, settings.hints.refresh)
+        self.due_feed = DueFeed(db, ks, clock, self.tolerance_ms)  # what finds a message whose hint was lost
         self.dead_letters = PoisonRouter(
             db, self.queues, self.table, self.attributes, self.poison, self.wakeups.notify, fifo=self.fifo
         )

@@ -37,13 +37,13 @@ TURN_MS = 300_000  # ``hours`` reads the previous hour too for this long after t
 
 
 class ActivityMarks:
-    def __init__(self, db: Database, keyspace: str, queues: QueueStore, clock: Clock, limit: int = 10_000) -> None:
+    def __init__(self, db: Database, keyspace: str, queues: QueueStore, clock: Clock) -> None:
         self.queues = queues
         self.clock = clock
         self._mark = db.prepare(f"UPDATE {keyspace}.queue_expiry SET active_at = ? WHERE name = ?")
         self.db = db
-        self.marks = ThrottledMarks(self._write, "activity", limit)
-        self.active = ThrottledMarks(self._write_active, "active_queue", limit)
+        self.marks = ThrottledMarks(self._write, "activity", MARK_EVERY_MS / 1000)
+        self.active = ThrottledMarks(self._write_active, "active_queue", ACTIVE_EVERY_MS / 1000)
         self._active_table = f"{keyspace}.active_queues"
         self._statements: dict[str, Any] = {}
 

@@ -20,10 +20,14 @@ MAX_PENDING = 256  # mark writes in flight at once; beyond that a mark is skippe
 
 
 class ThrottledMarks:
-    def __init__(self, write: Callable[[str, int], Awaitable[None]], what: str, limit: int = 10_000) -> None:
+    def __init__(
+        self, write: Callable[[str, int], Awaitable[None]], what: str, keep_s: float, limit: int = 10_000
+    ) -> None:
         self._write = write
         self._what = what  # named in the warning a failed write logs
-        self._written: Lru[str, int] = Lru(limit)  # queue -> when this process last wrote its mark
+        # queue -> when this process last wrote its mark; kept ``keep_s`` (the longest interval), however many: a
+        # mark forgotten sooner would be written again at the next call
+        self._written: Lru[str, int] = Lru(limit, keep_s=keep_s)
         self._pending: set[asyncio.Task[None]] = set()
         self.writes = 0
 

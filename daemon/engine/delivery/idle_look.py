@@ -2,7 +2,7 @@
 
 By the consumer's round of shards, a receive on a standard queue finds out that nothing is due
 with one peek per shard, one after another (a request per shard before a long poll can park, and
-again at each of the scout's safety re-reads). The rows a fetch visits now are
+again at each wake-up). The rows a fetch visits now are
 known in memory (``rows_to_check``: every shard's current row, the previous one within the clock
 tolerance, the rows whose rescan has come), and so are their cursors. One read asks every one of
 them for its first message from the lowest of those cursors (``bucket IN`` x ``shard IN``,
@@ -26,11 +26,10 @@ An empty look is also remembered (``remember_empty``), so the next receive of th
 process may answer from it without a read (``known_empty``): only while nothing was said since (no
 send of this process, no wake hint, none of our own writes coming due: ``Consumer.wakes``), no row
 is due for a rescan or a known wake, the bucket is the same, and the look is younger than the
-caller's window (the longer of ``EMPTY_TRUST_MS`` and the receive's own wait, at most
-``sqs.poll_interval``; a long poll's scout then re-reads when that interval since the look runs
-out). What it can miss: a message of another process that sent no hint (hints off, lost, the
-Spark loader), or made visible again by another process; that is found by the first read after
-the window, as a parked long poll finds it at the scout's safety poll.
+caller's window (the longer of ``EMPTY_TRUST_MS`` and the receive's own wait). What it can miss: a
+message of another process whose hint was lost (the due feed tells it within about 2 s,
+engine/wake/due_feed.py) or that announced nothing (the Spark loader), or one made visible again by
+another process; that is found by the first read after the window.
 """
 
 from __future__ import annotations

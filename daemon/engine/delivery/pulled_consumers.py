@@ -1,7 +1,8 @@
-"""The consumers of the queues pulled from lately: one per queue, kept in an LRU (``cache.consumers``), not one per
-queue that ever was. Each is told of its queue's wake-ups while it is cached, and warmed on its first receive with one
-read per shard. Used by the receives (engine/delivery/receive.py) and the settles that tell a consumer what they
-changed (engine/delivery/settle.py)."""
+"""The consumers of the queues pulled from lately: one per queue, kept in an LRU that keeps every queue received from
+within ``ONLINE_S`` (its owner is online) and ``max_consumers`` idle ones besides, not one per queue that ever was.
+Each is told of its queue's wake-ups while it is cached, and warmed on its first receive with one read per shard.
+Used by the receives (engine/delivery/receive.py) and the settles that tell a consumer what they changed
+(engine/delivery/settle.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import asyncio
 from collections.abc import Callable
 
 from daemon.base.clock import Clock
-from daemon.base.lru import Lru
+from daemon.base.lru import ONLINE_S, Lru
 from daemon.base.model import QueueSettings
 from daemon.engine.consume.consumer import Consumer
 from daemon.engine.delivery.idle_look import IdleLook
@@ -34,7 +35,7 @@ class PulledConsumers:
     ) -> None:
         self.db, self.table, self.clock, self.wakeups, self.look = db, table, clock, wakeups, look
         self.consumer_of = consumer_of
-        self._consumers: Lru[str, Consumer] = Lru(max_consumers, self._evicted)
+        self._consumers: Lru[str, Consumer] = Lru(max_consumers, self._evicted, keep_s=ONLINE_S)
         self._unsubscribe: dict[str, Callable[[], None]] = {}
 
     def get(self, queue: str) -> Consumer:

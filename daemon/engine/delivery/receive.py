@@ -15,10 +15,10 @@ point read, and refuse a receipt whose visibility expired.
 
 Long polls: see engine/wake/wakeups.py. Within a process a poll returns as soon as a message is sent,
 falls due or is made visible again, or a wake hint from another process arrives (``Wakeups.notify``);
-while it waits it reads nothing from Cassandra. Only the scout among a queue's parked polls re-reads,
-at the slow safety cadence ``sqs.poll_interval`` (15 s), in case a hint was lost; a message made
-visible again by another process's visibility change or expiry is found within the consumer's
-``rescan_interval`` of the next read (docs/design.md, "Many queues").
+while it waits it reads nothing from Cassandra and arms no timer of its own. A message whose hint was
+lost is told by the due feed (engine/wake/due_feed.py: one read a second per process while polls are
+parked, whatever their number); one made visible again by another process's visibility change or
+expiry is found by the owner's next receive (docs/design.md, "Long polls").
 
 Cost of a receive on an idle queue: the first in a process (cold) reads the queue's settings and
 the cursors of all its rows in one request per shard; if no row has a partition that was the look,
@@ -57,9 +57,10 @@ from daemon.engine.storage.table import MessageTable
 from daemon.engine.take.holds import LINGER_MS
 from daemon.engine.take.row_state import RowState
 from daemon.engine.wake.catch import Catch
+from daemon.engine.wake.due_feed import DueFeed
 from daemon.engine.wake.wakeups import Wakeups
 
-MAX_CONSUMERS = 1024  # config: cache.consumers
+MAX_CONSUMERS = 1024  # idle queues' consumers kept, besides those of the owners online (pulled_consumers.py)
 FILL_ROUNDS = 3
 PARK_SLACK_S = 0.05
 #: How long a receive's look uses the settings the receive began with (SQS's longest poll).
@@ -86,7 +87,7 @@ class Receiver:
         wakeups: Wakeups,
         clock: Clock,
         consumer_of: Callable[[str], Consumer],
-        poll_interval_s: float = 15.0,
+        feed: DueFeed,
         max_consumers: int = MAX_CONSUMERS,
         touch: Callable[[str], None] | None = None,
         attempts: ReceiveAttempts | None = None,
@@ -99,7 +100,7 @@ class Receiver:
         self.secrets = secrets
         self.wakeups = wakeups
         self.clock = clock
-        self.poll_interval_s = poll_interval_s
+        self.feed = feed
         self.touch = touch  # records activity for idle expiry (engine/operations/reaper.py)
         self.attempts = attempts
         self._signer: ReceiptSigner | None = None
@@ -167,7 +168,6 @@ class Receiver:
             await self.pulled.warm(consumer, qs)
         waiter = self.wakeups.enter(queue)
         self._taking(queue, 1)
-        me = object()  # this receive, as the waiter's scout
         deadline = time.monotonic() + wait_s
         settings_until = time.monotonic() + SETTINGS_REUSE_S
         slot = next(self._slots) % 64
@@ -180,9 +180,8 @@ class Receiver:
         parallel = min(qs.span()[0], MAX_PARALLEL)  # takes of the queue at once: one per shard at most
         # The first look may be answered by this process's last empty look of the queue, if nothing was
         # said since (engine/delivery/idle_look.py ``known_empty``) and it is younger than the longer of
-        # 1 s and this receive's own wait, at most the scout's safety interval (the scout then re-reads
-        # when that interval since the look runs out): back-to-back 1 s polls still read once a second.
-        trust_ms = int(min(self.poll_interval_s * 1000, max(EMPTY_TRUST_MS, wait_s * 1000)))
+        # 1 s and this receive's own wait: back-to-back 1 s polls still read once a second.
+        trust_ms = int(max(EMPTY_TRUST_MS, wait_s * 1000))
         looked_at: int | None = self.look.known_empty(consumer, qs, trust_ms)
         owed = False
         try:
@@ -190,8 +189,8 @@ class Receiver:
                 generation = waiter.generation
                 # One request tells an idle queue from one with work (engine/delivery/idle_look.py);
                 # only work, or a look it can't make, costs the fetch's round of shards.
-                # The settings this receive began with, for as long as an SQS long poll lasts: a scout's safety look
-                # at 15 s costs no settings read (a fetch, on work, reads them as it always does).
+                # The settings this receive began with, for as long as an SQS long poll lasts: a look after a
+                # wake-up costs no settings read (a fetch, on work, reads them as it always does).
                 look_qs = qs if time.monotonic() < settings_until else await self.queues.get(queue)
                 due: list[tuple[int, int]] | None
                 if looked_at is None and joint is not None and self.joint.busy(joint, parallel):
@@ -227,13 +226,12 @@ class Receiver:
                 coming = consumer.next_due()
                 if coming is not None and coming > self.clock.now_ms():
                     waiter.at(coming)
-                scout = waiter.claim_scout(me)
-                safety = max(PARK_SLACK_S, self.poll_interval_s - (self.clock.now_ms() - looked_at) / 1000)
-                looked_at = None  # woken or timed out: the next look reads
+                looked_at = None  # woken: the next look reads
                 catch = None if qs.fifo else Catch(limit, visibility_ms)  # a send may hand it messages
                 self._taking(queue, -1)  # parked: no take of this receive is coming soon
+                self.feed.watch(self.wakeups.notify, lambda: self.wakeups.watched() > 0)  # finds a lost hint's message
                 try:
-                    await waiter.park(generation, min(remaining, safety) if scout else remaining, scout, catch)
+                    await waiter.park(generation, remaining, catch)
                 finally:
                     self._taking(queue, 1)
                 if catch is not None and catch.claimed:  # written in flight for this poll (wake/catch.py)
@@ -246,8 +244,7 @@ class Receiver:
                 if waiter.generation == generation and time.monotonic() >= deadline - PARK_SLACK_S:
                     return []
         finally:
-            waiter.resign_scout(me)
-            if waiter.scout is None or owed:  # someone must keep polling / look for what woke us
+            if owed:  # woken, and leaving without the look: the next parked poll looks for what woke us
                 waiter.handoff()
             self.wakeups.leave(queue, waiter)
             self._taking(queue, -1)

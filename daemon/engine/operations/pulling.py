@@ -22,7 +22,6 @@ class Pulling:
 
     def __init__(self, stores: Stores, unblocked: Callable[[str, int, int], None]) -> None:
         self.st = st = stores
-        settings = st.settings
         self.receiver = Receiver(
             st.db,
             st.table,
@@ -32,8 +31,7 @@ class Pulling:
             st.wakeups,
             st.clock,
             self.consumer,
-            poll_interval_s=settings.sqs.poll_interval,
-            max_consumers=settings.cache.consumers,
+            st.due_feed,
             touch=self._received,
             attempts=st.receive_attempts,
             unblocked=unblocked,

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from daemon.base.lru import Lru
+from daemon.base.lru import ONLINE_S, Lru
 from daemon.engine.queues.dead_letter_sources import DeadLetterSources
 from daemon.engine.storage.db import Database
 
@@ -45,7 +45,7 @@ class QueueAttributes:
         self._untag = p(f"UPDATE {t} SET tags = tags - ? WHERE name = ?")
         self._page_first = p(f"SELECT name FROM {t} LIMIT ?")
         self._page_after = p(f"SELECT name FROM {t} WHERE token(name) > token(?) LIMIT ?")
-        self._cache: Lru[str, tuple[float, QueueExtras]] = Lru(cache_limit)  # bounded: the queues used now
+        self._cache: Lru[str, tuple[float, QueueExtras]] = Lru(cache_limit, keep_s=ONLINE_S)  # the queues used now
         self.sources = DeadLetterSources(db, keyspace)
         #: Reads the whole ``queues`` row and caches its settings too (``QueueStore.read_row``, engine/stores.py).
         self.read_row: Callable[[str], Awaitable[Any]] | None = None

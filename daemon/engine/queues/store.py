@@ -17,7 +17,7 @@ from daemon.base import metrics
 from daemon.base.clock import Clock
 from daemon.base.errors import CasqueError, QueueNotFound, UsageError
 from daemon.base.logs import get_logger
-from daemon.base.lru import Lru
+from daemon.base.lru import ONLINE_S, Lru
 from daemon.base.model import QueueSettings, check_priority
 from daemon.engine.queues.bulk_create import CHUNK, CONCURRENCY, CREATED, BulkCreate, CreateCounts, OnExisting
 from daemon.engine.queues.names import QueueNames
@@ -26,7 +26,7 @@ from daemon.engine.storage.db import Database
 
 log = get_logger("casque.queues")
 CACHE_SECONDS = 5.0
-CACHE_LIMIT = 10_000  # queues whose settings one process keeps (config: cache.queues)
+CACHE_LIMIT = 10_000  # idle queues whose settings one process keeps, besides those in use
 FORGET_BATCH = 64  # evicted queues whose metric series are dropped together (one pass over the series)
 MIN_TOKEN = -(1 << 63)  # Murmur3Partitioner: tokens are signed 64-bit
 _COLUMNS = (
@@ -56,13 +56,14 @@ def copy_layout(r: Any) -> bool:
 
 class QueueStore:
     """Reads and writes queue rows, caching reads for a few seconds (settings rarely change) in an
-    LRU of ``cache_limit`` queues: a process's memory follows the queues it uses now."""
+    LRU that keeps every queue used within ``ONLINE_S`` and ``cache_limit`` idle ones besides: a process's
+    memory follows the queues it uses now."""
 
     def __init__(self, db: Database, keyspace: str, clock: Clock, cache_limit: int = CACHE_LIMIT) -> None:
         self.db = db
         self.ks = keyspace
         self.clock = clock
-        self._cache: Lru[str, tuple[float, QueueSettings]] = Lru(cache_limit, self._evicted)
+        self._cache: Lru[str, tuple[float, QueueSettings]] = Lru(cache_limit, self._evicted, keep_s=ONLINE_S)
         self._forget: set[str] = set()
         self.names = QueueNames(db, keyspace)
         self.bulk = BulkCreate(db, keyspace, _values, _from_row, self._cache.pop)
@@ -70,7 +71,7 @@ class QueueStore:
         self.row_seen: Callable[[str, Any], object] | None = None
 
     def _evicted(self, name: str, _: tuple[float, QueueSettings]) -> None:
-        """A queue this process has not used among its last ``cache_limit``: drop its metric
+        """A queue this process no longer keeps: drop its metric
         series too (in batches: one pass over the series per FORGET_BATCH queues)."""
         self._forget.add(name)
         if len(self._forget) >= FORGET_BATCH:

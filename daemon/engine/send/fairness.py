@@ -10,8 +10,9 @@ group still gets every turn the quiet ones leave. Order across a group's message
 a standard queue, so moving some of them to another lane breaks nothing.
 
 Each process judges by its own sends (no coordination): a tenant sending through several servers
-is noisy on each of them by the same measure. What is kept is bounded: ``MAX_QUEUES`` queues and
-``MAX_GROUPS`` groups per queue and window (past it, unseen groups count as quiet).
+is noisy on each of them by the same measure. What is kept is bounded: the queues sent to within the window
+(``MAX_QUEUES`` idle ones besides) and ``MAX_GROUPS`` groups per queue and window (past it, unseen groups count as
+quiet).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 from daemon.base.clock import Clock
 from daemon.base.lru import Lru
 
-MAX_QUEUES = 1024
+MAX_QUEUES = 1024  # idle queues whose windows are kept, besides those sent to within the window
 MAX_GROUPS = 10_000
 
 
@@ -40,7 +41,7 @@ class NoisyGroups:
         self.half_ms = window_ms // 2
         self.share = share
         self.floor = floor
-        self._queues: Lru[str, _Window] = Lru(MAX_QUEUES)
+        self._queues: Lru[str, _Window] = Lru(MAX_QUEUES, keep_s=window_ms / 1000)  # every queue sent to in the window
 
     def observe(self, queue: str, group: str) -> bool:
         """Count one send of ``group`` to ``queue``; True if the group is noisy now."""

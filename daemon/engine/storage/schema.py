@@ -198,6 +198,15 @@ TABLES: dict[str, str] = {
             PRIMARY KEY ((hour, part), name)
         ) WITH default_time_to_live = 10800 AND gc_grace_seconds = 3600
           AND comment = 'casque queues used in the last hours'""",
+    # The due feed (engine/wake/due_feed.py): a row per queue, second of due time and writing process, for every
+    # announced write; a process with long polls parked reads the last seconds' partitions once a second, so a
+    # message whose wake hint was lost is found without a read per queue. Rows expire 10 minutes after their second.
+    "due_queues": """
+        CREATE TABLE IF NOT EXISTS {ks}.due_queues (
+            slot bigint, name text, writer bigint,
+            PRIMARY KEY ((slot), name, writer)
+        ) WITH gc_grace_seconds = 600
+          AND comment = 'casque queues with something due, by second (lost wake hints)'""",
     # Secrets every server of a cluster must share, created once with an LWT: the key that signs
     # receipt handles (so a receipt issued by one `casque serve` is honoured by another, and none
     # can be forged). Tiny, never expires.

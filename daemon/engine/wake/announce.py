@@ -2,13 +2,15 @@
 
 A send (and a FIFO group moving on after a delete or an ack) is announced only after its write was
 acknowledged: locally through ``Wakeups.notify`` (engine/wake/wakeups.py), to the other processes
-listening for the queue through a fire-and-forget hint (engine/wake/hints.py).
+listening for the queue through a fire-and-forget hint (engine/wake/hints.py), and in the due feed,
+which finds it for their parked polls if the hint is lost (engine/wake/due_feed.py).
 """
 
 from __future__ import annotations
 
 from daemon.engine.queues.store import QueueStore
 from daemon.engine.storage.placement import PLACEMENT_MASK
+from daemon.engine.wake.due_feed import DueFeed
 from daemon.engine.wake.hints import HintSender
 from daemon.engine.wake.wakeups import Wakeups
 
@@ -16,9 +18,12 @@ from daemon.engine.wake.wakeups import Wakeups
 class Announcer:
     """``send_hints`` off (config hints.send): wake this process only."""
 
-    def __init__(self, wakeups: Wakeups, hints: HintSender, queues: QueueStore, send_hints: bool) -> None:
+    def __init__(
+        self, wakeups: Wakeups, hints: HintSender, feed: DueFeed, queues: QueueStore, send_hints: bool
+    ) -> None:
         self.wakeups = wakeups
         self.hints = hints
+        self.feed = feed
         self.queues = queues
         self.send_hints = send_hints
 
@@ -26,6 +31,7 @@ class Announcer:
         """Entries are (due ms, placement bits) of what was written."""
         for due, placement in entries:
             self.wakeups.notify(queue, due, placement)
+        self.feed.add(queue, (due for due, _ in entries))
         if self.send_hints:
             qs = self.queues.cached(queue)
             self.hints.announce(queue, entries, tuple(s for s, _, _ in qs.layouts()) if qs else ())

@@ -8,8 +8,9 @@ listener that serves the queue (engine/wake/hint_directory.py says who listens);
 ``Wakeups.notify`` for each entry, exactly as an in-process send does.
 
 A hint is only ever a reason to look sooner. It carries no message and changes nothing in
-Cassandra: a lost, late or dropped hint costs latency (the safety poll finds the message), never
-a message. That is why sending is fire-and-forget and can never delay or fail a send.
+Cassandra: a lost, late or dropped hint costs latency (a daemon's safety poll or, for a parked long
+poll, the due feed finds the message: engine/wake/due_feed.py), never a message. That is why
+sending is fire-and-forget and can never delay or fail a send.
 
 Datagram, version 1 (big-endian)::
 
@@ -129,7 +130,7 @@ def pack(entries: Iterable[Entry], shard_counts: tuple[int, ...] = ()) -> list[l
     """The entries of one send call, compacted and split into datagrams. Entries that land in the
     same row at the same due time wake the same consumer, so one of them stands for all (500
     messages due now on 16 shards are 16 entries); the earliest ``MAX_DATAGRAMS * MAX_ENTRIES`` are
-    kept, and the rest are left to the consumers' look-ahead and the safety poll."""
+    kept, and the rest are left to the consumers' look-ahead, the safety poll and the due feed."""
     seen: dict[tuple[int, int | tuple[int, ...]], Entry]
     ordered = list(entries)[::-1]  # a later duplicate is overwritten by an earlier one: the first seen stands
     if len(shard_counts) == 1:  # the usual case, kept cheap
@@ -216,7 +217,7 @@ class HintSender:
                 self._refresh = asyncio.get_running_loop().create_task(self._reload())
             await asyncio.shield(self._refresh)
             self._send(queue, entries, shard_counts)
-        except Exception as exc:  # noqa: BLE001 - counted; the safety poll finds the message
+        except Exception as exc:  # noqa: BLE001 - counted; the safety poll or the due feed finds it
             metrics.HINTS_SEND_FAILED.labels("directory").inc()
             log.debug("hint_directory_unavailable", queue=queue, error=str(exc))
 

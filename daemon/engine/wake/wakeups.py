@@ -4,11 +4,12 @@ A long poll that found nothing parks on its queue's ``QueueWaiter``. What wakes 
   - a send from this process (``Casque.send``/``send_many``), due now or, via a timer, when due;
   - a visibility change or a receive in this process (the message becomes visible again at a
     known time: a timer at that time);
-  - the consumer's own peeks, which see messages due within the lookahead (a timer at their due).
-  - a wake hint from another process (its ``notify`` calls arrive here).
-A parked poll reads nothing while it waits. In case a hint was lost, the one *scout* among the
-queue's parked polls re-reads Cassandra at the slow safety cadence ``sqs.poll_interval`` (15 s by
-default); the others only wait.
+  - the consumer's own peeks, which see messages due within the lookahead (a timer at their due);
+  - a wake hint from another process (its ``notify`` calls arrive here), or, when the hint was lost,
+    the due feed's entry for the queue (engine/wake/due_feed.py: one read a second per process).
+A parked poll reads nothing and arms no timer of its own while it waits: its deadline is an entry in
+the process's ``Deadlines``, which keeps one loop timer for all of them. A timer is armed only for a
+due time someone announced.
 
 A message available now wakes *one* parked poll of its queue (``wake(1)``), not all of them, and
 not the polls of any other queue (a waiter per queue): N polls parked on N queues, one send, one
@@ -20,7 +21,8 @@ A send of this process may hand its messages to a parked poll instead of waking 
 engine/wake/catch.py): the poll is taken off the parked list and gets the messages, written in flight for it.
 
 A waiter exists only while some receive is running on its queue, so memory is bounded by the
-number of concurrent long polls, never by the number of queues or messages sent.
+number of concurrent long polls, never by the number of queues or messages sent. A daemon's
+consumers park on waiters of their own (service/idle_watch.py), whose ``scout`` keeps watch.
 """
 
 from __future__ import annotations
@@ -35,37 +37,70 @@ from daemon.engine.wake.catch import Catch
 MAX_TIMERS = 1024
 
 
+class Deadlines:
+    """When parked polls give up, for every waiter of a process: one loop timer, armed for the earliest deadline,
+    instead of one per poll (a poll woken early leaves its entry, dropped when it comes round)."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, asyncio.Future[None]]] = []
+        self._count = 0
+        self._handle: asyncio.Handle | None = None  # uvloop's call_at of a time passed is a plain Handle: no when()
+        self._armed_at = 0.0
+
+    def add(self, timeout_s: float, fut: asyncio.Future[None]) -> None:
+        """Resolve ``fut`` (if still pending) ``timeout_s`` from now."""
+        loop = asyncio.get_running_loop()
+        at = loop.time() + timeout_s
+        self._count += 1
+        heapq.heappush(self._heap, (at, self._count, fut))
+        if self._handle is None or at < self._armed_at:
+            self._arm(loop)
+
+    def _arm(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+        self._handle = None
+        if self._heap:
+            self._armed_at = self._heap[0][0]
+            self._handle = loop.call_at(self._armed_at, self._fire)
+
+    def _fire(self) -> None:
+        self._handle = None
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        while self._heap and (self._heap[0][0] <= now or self._heap[0][2].done()):
+            _, _, fut = heapq.heappop(self._heap)
+            if not fut.done():
+                fut.set_result(None)
+        self._arm(loop)
+
+
 class QueueWaiter:
-    def __init__(self, clock: Clock) -> None:
+    def __init__(self, clock: Clock, deadlines: Deadlines | None = None) -> None:
         self.clock = clock
+        self.deadlines = deadlines or Deadlines()
         self.generation = 0  # bumped by every wake: a poll that saw gen N parks only if still N
         self.receivers = 0
-        self.scout: object | None = None  # who keeps watch: a receive, or a daemon's consumer (its slot)
+        self.scout: object | None = None  # who keeps watch among a daemon's consumers (its slot)
         self._parked: list[asyncio.Future[None]] = []
         self._catches: dict[asyncio.Future[None], Catch] = {}  # parked polls that take handed messages
-        self._scout_park: asyncio.Future[None] | None = None  # the scout's park, while it is parked
         self._timers: list[int] = []
         self._handle: asyncio.TimerHandle | None = None
         self._handle_due: int | None = None
 
-    async def park(
-        self, generation: int, timeout_s: float | None, scout: bool = False, catch: Catch | None = None
-    ) -> None:
+    async def park(self, generation: int, timeout_s: float | None, catch: Catch | None = None) -> None:
         """Sleep until woken, claimed (``catch.claimed``: a send hands it messages) or ``timeout_s`` (None: until
-        woken); return at once if a wake came after ``generation``. ``scout``: this is the scout's park (a single
-        wake goes to another poll first)."""
+        woken); return at once if a wake came after ``generation``."""
         if generation != self.generation or (timeout_s is not None and timeout_s <= 0):
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._parked.append(fut)
         if catch is not None:
             self._catches[fut] = catch
-        if scout:
-            self._scout_park = fut
+        if timeout_s is not None:
+            self.deadlines.add(timeout_s, fut)
         try:
-            await asyncio.wait_for(fut, timeout_s)
-        except TimeoutError:
-            pass
+            await fut
         except asyncio.CancelledError:
             if fut.done() and not fut.cancelled():  # woken, then cancelled before it could look: pass it on
                 self.handoff()
@@ -74,8 +109,6 @@ class QueueWaiter:
             self._catches.pop(fut, None)
             if fut in self._parked:
                 self._parked.remove(fut)
-            if self._scout_park is fut:
-                self._scout_park = None
 
     def claim_scout(self, who: object) -> bool:
         """``who`` keeps watch if nobody does; True if ``who`` is the scout."""
@@ -89,12 +122,11 @@ class QueueWaiter:
             self.scout = None
 
     def catch(self) -> Catch | None:
-        """Claim a parked poll that takes handed messages (not the scout while another is parked, as ``handoff``):
-        off the parked list at once, so nothing else reaches it. None: no such poll."""
-        live = [f for f in self._parked if not f.done() and f in self._catches]
-        if not live:
+        """Claim a parked poll that takes handed messages, the oldest: off the parked list at once, so nothing else
+        reaches it. None: no such poll."""
+        fut = next((f for f in self._parked if not f.done() and f in self._catches), None)
+        if fut is None:
             return None
-        fut = next((f for f in live if f is not self._scout_park), live[0])
         self._parked.remove(fut)
         found = self._catches.pop(fut)
         found.claimed = True
@@ -115,15 +147,12 @@ class QueueWaiter:
             self.handoff()
 
     def handoff(self) -> None:
-        """Wake one parked poll: the scout left (the one woken becomes the next), or one message may
-        be there. Not the scout while another is parked: a scout that answers must hand its role
-        on, which costs its successor a look."""
+        """Wake one parked poll, the oldest: one message may be there."""
         live = [fut for fut in self._parked if not fut.done()]
         if not live:
             self._parked = []
             return
-        fut = next((f for f in live if f is not self._scout_park), live[0])
-        self._parked = [f for f in live if f is not fut]
+        fut, self._parked = live[0], live[1:]
         fut.set_result(None)
 
     def at(self, due_ms: int) -> None:
@@ -133,7 +162,7 @@ class QueueWaiter:
             self.wake()
             return
         heapq.heappush(self._timers, due_ms)
-        if len(self._timers) > MAX_TIMERS:  # the latest ones are re-found by the scout's peeks
+        if len(self._timers) > MAX_TIMERS:  # the latest ones are re-found by the polls' peeks
             # trimmed to half, so the O(n log n) trim runs once per MAX_TIMERS / 2 new timers, not
             # on every delivery once full (bench/sqs_fifo.py)
             self._timers = heapq.nsmallest(MAX_TIMERS // 2, self._timers)
@@ -176,6 +205,7 @@ class Wakeups:
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
         self._waiters: dict[str, QueueWaiter] = {}
+        self.deadlines = Deadlines()  # one timer for every parked poll's deadline
         self._listeners: dict[str, list[Listener]] = {}
 
     def subscribe(self, queue: str, listener: Listener) -> Callable[[], None]:
@@ -195,7 +225,7 @@ class Wakeups:
     def enter(self, queue: str) -> QueueWaiter:
         w = self._waiters.get(queue)
         if w is None:
-            w = self._waiters[queue] = QueueWaiter(self.clock)
+            w = self._waiters[queue] = QueueWaiter(self.clock, self.deadlines)
         w.receivers += 1
         return w
 

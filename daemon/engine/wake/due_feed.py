@@ -1,0 +1,134 @@
+"""The due feed: what finds a message whose wake hint was lost, for every parked long poll of a process at once.
+
+A hint (engine/wake/hints.py) is UDP: it may be lost, or never sent (a listener the sender has not seen yet, a
+firewall, ``hints.send = false``). So every announced write (a send, a FIFO group moving on: engine/wake/announce.py)
+also writes one row to ``due_queues``: partition = the second its message falls due (``SLOT_MS``), clustering = the
+queue and the writing process. A process with long polls parked reads, every ``READ_EVERY_S``, the partitions of the
+last ``clock_tolerance`` (one request, ``slot IN``) and tells ``Wakeups.notify`` of each entry of another process
+not seen at an earlier read: a parked poll of that queue looks, as the hint would have made it.
+
+Bound: a message due at t (its write acknowledged by then) whose hint was lost is received by a parked poll within
+``SLOT_MS + READ_EVERY_S`` of t, plus a look. An entry written later than the window (a writer's clock more than the
+tolerance behind, a feed write that failed: logged) leaves the message to the owner's next receive, whose look reads
+it: within one or two long polls' waits. No guarantee rests on the feed, as none rests on hints: they shorten waits.
+
+Cost: per send, at most one write (one per queue, second of due time and process; the sends of one event-loop turn
+share one request per second of due time). Per second, one read per process while any poll is parked, none
+otherwise; it returns the queues sent to within the window cluster-wide. Neither grows with the parked owners.
+The statements are prepared on first use: a keyspace without the table still serves (the feed logs its failures
+until ``casque schema apply``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import random
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from daemon.base.clock import Clock
+from daemon.base.logs import get_logger
+from daemon.engine.storage.db import Database
+
+log = get_logger("casque.due_feed")
+SLOT_MS = 1000
+READ_EVERY_S = 1.0
+KEEP_S = 600  # an entry outlives its slot this long (any reader's window is far shorter)
+
+
+class DueFeed:
+    def __init__(self, db: Database, keyspace: str, clock: Clock, tolerance_ms: int) -> None:
+        self.db, self.clock, self.tolerance_ms = db, clock, tolerance_ms
+        self._table = f"{keyspace}.due_queues"
+        self.me = random.getrandbits(63)  # this process, as a writer: its own entries were announced here
+        self._statements: dict[str, Any] = {}
+        self._written: dict[int, set[str]] = {}  # slot -> queues this process entered for it
+        self._pending: dict[int, set[str]] = {}  # not yet written
+        self._flushes: set[asyncio.Task[None]] = set()
+        self._seen: dict[int, set[tuple[str, int]]] = {}  # slot -> entries read and told
+        self._reader: asyncio.Task[None] | None = None
+        self.reads = 0
+
+    # ---- writing ----------------------------------------------------------------------------
+    def add(self, queue: str, dues: Iterable[int]) -> None:
+        """Something of ``queue`` falls due at each of ``dues`` (ms): enter it, once per second of due time."""
+        for due in dues:
+            slot = due // SLOT_MS
+            if queue in self._written.setdefault(slot, set()):
+                continue
+            self._written[slot].add(queue)
+            if not self._pending:
+                asyncio.get_running_loop().call_soon(self._flush)
+            self._pending.setdefault(slot, set()).add(queue)
+
+    def _flush(self) -> None:
+        pending, self._pending = self._pending, {}
+        now = self.clock.now_ms()
+        for slot in [s for s in self._written if s < now // SLOT_MS - 1]:  # a send's due is never in the past
+            del self._written[slot]
+        for slot, queues in pending.items():
+            task = asyncio.ensure_future(self._write(slot, queues, now))
+            self._flushes.add(task)
+            task.add_done_callback(self._flushes.discard)
+
+    async def _write(self, slot: int, queues: set[str], now: int) -> None:
+        """One request per slot: the entries share its partition."""
+        try:
+            stmt = await self._prepared("INSERT INTO {t} (slot, name, writer) VALUES (?, ?, ?) USING TTL ?")
+            ttl = max(1, (slot * SLOT_MS - now) // 1000) + KEEP_S
+            batch = self.db.batch()
+            for queue in queues:
+                batch.add(stmt, [slot, queue, self.me, ttl])
+            await self.db.run(batch)
+        except Exception as exc:  # the owner's next look finds the message: one or two waits later
+            self._written.get(slot, set()).difference_update(queues)
+            log.warning("due_feed_write_failed", queues=len(queues), error=str(exc))
+
+    # ---- reading ----------------------------------------------------------------------------
+    def watch(self, notify: Callable[[str, int], None], parked: Callable[[], bool]) -> None:
+        """Read the feed every ``READ_EVERY_S`` while ``parked()``, telling ``notify(queue, due ms)`` what it finds."""
+        if self._reader is None or self._reader.done():  # the process's, not the calling request's (its context)
+            loop = asyncio.get_running_loop()
+            self._reader = loop.create_task(self._read_loop(notify, parked), context=contextvars.Context())
+
+    async def _read_loop(self, notify: Callable[[str, int], None], parked: Callable[[], bool]) -> None:
+        while parked():
+            try:
+                await self.read(notify)
+            except Exception as exc:  # a keyspace without the table, a node down: the next read tries again
+                log.warning("due_feed_read_failed", error=str(exc))
+            await asyncio.sleep(READ_EVERY_S)
+
+    async def read(self, notify: Callable[[str, int], None]) -> None:
+        """One read of the window: entries of other processes not told before are told now."""
+        now_slot = self.clock.now_ms() // SLOT_MS
+        slots = list(range(now_slot - self.tolerance_ms // SLOT_MS - 1, now_slot + 1))
+        for slot in [s for s in self._seen if s < slots[0]]:
+            del self._seen[slot]
+        stmt = await self._prepared("SELECT slot, name, writer FROM {t} WHERE slot IN ?")
+        self.reads += 1  # counted as sent, as the Database counts its requests
+        rows = await self.db.run(stmt, [slots])
+        for r in rows:
+            seen = self._seen.setdefault(r.slot, set())
+            if r.writer != self.me and (r.name, r.writer) not in seen:
+                seen.add((r.name, r.writer))
+                notify(r.name, r.slot * SLOT_MS)
+
+    async def _prepared(self, cql: str) -> Any:
+        stmt = self._statements.get(cql)
+        if stmt is None:
+            stmt = self._statements[cql] = await asyncio.to_thread(self.db.prepare, cql.format(t=self._table))
+        return stmt
+
+    async def flush(self) -> None:
+        """Wait for the entries being written (tests, shutdown)."""
+        await asyncio.sleep(0)  # the entries of this turn: their requests are sent at the end of it
+        if self._flushes:
+            await asyncio.gather(*list(self._flushes), return_exceptions=True)
+
+    async def close(self) -> None:
+        if self._reader is not None:
+            self._reader.cancel()
+            await asyncio.gather(self._reader, return_exceptions=True)
+        await self.flush()

@@ -1,0 +1,83 @@
+"""A parked long poll costs nothing between its start and its answer (engine/wake/wakeups.py), against the real node:
+N queues with a poll parked on each cost, over a window of several due-feed reads, no request but the feed's one read
+a second for the whole process (``cq.db.requests``), and no loop timer of their own (the event loop's scheduled
+handles do not grow with N). What finds a message whose wake hint was lost, the due feed (engine/wake/due_feed.py),
+is made to happen in tests/test_hints.py (``test_a_lost_hint_costs_only_latency_the_due_feed_finds_the_message``).
+
+A per-queue re-read at any interval needs a timer per queue, which the handle count sees at once; the request count
+sees one at any interval shorter than the window.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from daemon.engine.client import Casque
+from daemon.engine.wake.due_feed import READ_EVERY_S
+from daemon.engine.wake.wakeups import Deadlines
+from tests.support.longpoll import parked
+
+OWNERS = 40
+WINDOW_S = 4 * READ_EVERY_S
+
+
+def timers() -> int:
+    """The event loop's pending timers (cancelled ones wait in its heap until they come round: not counted)."""
+    return sum(1 for h in asyncio.get_running_loop()._scheduled if not h.cancelled())  # type: ignore[attr-defined]
+
+
+async def test_parked_polls_cost_no_read_and_no_timer_of_their_own(cq: Casque, queue_name: str) -> None:
+    names = [f"{queue_name}_{i}" for i in range(OWNERS)]
+    await cq.create_queues(iter(names), shards=1, buckets=1)
+    idle = timers()
+    polls = [asyncio.create_task(cq.receive(q, wait=60)) for q in names]
+    for q in names:
+        await parked(cq, q)
+    feed = cq.stores.due_feed
+    requests, reads = cq.db.requests, feed.reads
+    await asyncio.sleep(WINDOW_S)  # the window: what the parked polls cost meanwhile is counted, not hoped for
+    assert feed.reads - reads >= 1, "the feed reads (once a second) while polls are parked"
+    assert cq.db.requests - requests == feed.reads - reads, "nothing but the feed's reads: no look, no mark, no sweep"
+    assert timers() - idle <= 2, (
+        f"{timers() - idle} timers for {OWNERS} parked polls: one for the deadlines, the feed's"
+    )
+    assert not any(p.done() for p in polls)
+    for p in polls:
+        p.cancel()
+    await asyncio.gather(*polls, return_exceptions=True)
+    for q in names:
+        await cq.stores.queues.delete(q)
+
+
+async def test_an_owner_polling_again_and_again_writes_its_bookkeeping_once(cq: Casque, queue_name: str) -> None:
+    """A queue's bookkeeping (the pull-reader mark, the activity marks) is written by its owner's first poll, and
+    not again by the next ones (the activity index at most every 10 minutes, idle expiry every 5)."""
+    await cq.create_queue(queue_name, shards=1, buckets=1, expire_after=3600)
+    writes = cq.db.requests - cq.db.reads
+    assert await cq.receive(queue_name, wait=0.2) == []
+    await cq.stores.activity.flush()
+    first = cq.db.requests - cq.db.reads - writes
+    assert 1 <= first <= 3, f"{first} writes: the pull-reader mark, the activity index, the expiry mark"
+    writes = cq.db.requests - cq.db.reads
+    for _ in range(8):
+        assert await cq.receive(queue_name, wait=0.2) == []
+    await cq.stores.activity.flush()
+    assert cq.db.requests - cq.db.reads == writes, "the next polls write nothing"
+
+
+def test_the_shared_deadline_timer_under_uvloop_which_casque_serve_runs() -> None:
+    """uvloop's ``call_at`` of a time already passed returns a plain handle (no ``when``): a deadline added while one
+    such is armed must still be kept (it failed every receive of a loaded server with an AttributeError)."""
+    import uvloop
+
+    async def deadlines_end_in_order() -> list[int]:
+        deadlines, loop, ended = Deadlines(), asyncio.get_running_loop(), []
+        futs = [loop.create_future() for _ in range(3)]
+        for i, (fut, timeout_s) in enumerate(zip(futs, (0.0, 0.02, 0.01))):
+            deadlines.add(timeout_s, fut)
+            fut.add_done_callback(lambda _, i=i: ended.append(i))
+        await asyncio.wait_for(asyncio.gather(*futs), 5)
+        return ended
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        assert runner.run(deadlines_end_in_order()) == [0, 2, 1]
