@@ -11,6 +11,7 @@ sees one at any interval shorter than the window.
 from __future__ import annotations
 
 import asyncio
+import functools
 
 from daemon.engine.client import Casque
 from daemon.engine.wake.due_feed import READ_EVERY_S
@@ -23,7 +24,7 @@ WINDOW_S = 4 * READ_EVERY_S
 
 def timers() -> int:
     """The event loop's pending timers (cancelled ones wait in its heap until they come round: not counted)."""
-    return sum(1 for h in asyncio.get_running_loop()._scheduled if not h.cancelled())  # type: ignore[attr-defined]
+    return len([h for h in asyncio.get_running_loop()._scheduled if not h.cancelled()])  # type: ignore[attr-defined]
 
 
 async def test_parked_polls_cost_no_read_and_no_timer_of_their_own(cq: Casque, queue_name: str) -> None:
@@ -75,7 +76,7 @@ def test_the_shared_deadline_timer_under_uvloop_which_casque_serve_runs() -> Non
         futs = [loop.create_future() for _ in range(3)]
         for i, (fut, timeout_s) in enumerate(zip(futs, (0.0, 0.02, 0.01))):
             deadlines.add(timeout_s, fut)
-            fut.add_done_callback(lambda _, i=i: ended.append(i))
+            fut.add_done_callback(functools.partial(lambda i, _: ended.append(i), i))
         await asyncio.wait_for(asyncio.gather(*futs), 5)
         return ended
 
