@@ -14,6 +14,13 @@ is half-way to the replicas can't pass for a stray message), and moved to ``max(
 batch timestamped after the row it replaces. Each find is logged (``message_below_cursor``) and
 counted (``casque_swept``).
 
+A row this process holds (a daemon's, engine/take/holds.py) is re-read and moved under the hold: its
+column refuses every other locker, this sweep's included, so a message behind a held row's cursor was
+never swept (a FIFO queue's one row is held for as long as a daemon serves it). The move commits only
+while the hold is valid, as a take does, in turn with this process's takes (``RowHolds.turn``: they
+share the column, which keeps neither from the other), and a batch in doubt drops the hold. A row
+another process holds is left to that process's sweep: every daemon sweeps every queue it serves.
+
 A message written more than ``lag`` after its due time, farther back than the first stretch a
 process sweeps, is not found; ``lag`` (60 s) bounds how far beyond the tolerance clocks and writes
 may stray.
@@ -58,7 +65,9 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from daemon.base import metrics
@@ -68,6 +77,7 @@ from daemon.base.model import Message, QueueSettings
 from daemon.engine.cluster.activity import HOUR_MS, ActivityMarks
 from daemon.engine.consume.consumer import Consumer
 from daemon.engine.storage.table import after, all_rows, is_entry, message_from_row
+from daemon.engine.take.row_lock import HeldLock
 
 log = get_logger("casque.sweep")
 SWEEP_LAG_MS = 60_000
@@ -102,6 +112,16 @@ def recheck_ms(qs: QueueSettings, every_s: float) -> int:
     short, so that a message written to it unseen is still found (and the row swept every pass) before
     its poison window closes. 0: the queue never rests."""
     return max(0, min(SETTLED_RECHECK_MS, qs.retention_s * 1000 - expiry_margin_ms(qs) - int(2000 * every_s)))
+
+
+@dataclass
+class _Under:
+    """What a sweep's re-read and move of one row run under (``Sweeper._locked``)."""
+
+    lock: HeldLock
+    held: bool  # this process's hold of the row (kept), else a lock of the sweep's own (released by its batch)
+    cursors: dict[int, int]  # the row's cursors, read once the lock was ours
+    sent: bool = False  # the batch went out
 
 
 class Sweeper:
@@ -242,14 +262,15 @@ class Sweeper:
             if not await c.db.run(c.table.reads(qs).read_due, [qs.name, bucket, shard, rank, start, horizon, 1]):
                 continue
             calm = False
-            lock = await c.row_lock.acquire(qs, bucket, shard)  # re-checked: two sweeps never both move a row
-            if lock is None:
-                continue  # busy: someone is taking from this row; the next pass looks again
-            try:
+            async with self._locked(qs, bucket, shard) as under:
+                if under is None:
+                    continue  # busy, or another process holds the row (its sweep looks); the next pass looks again
                 rows = await c.db.run(
                     c.table.reads(qs).read_due,
-                    [qs.name, bucket, shard, rank, max(start, lock.cursors.get(rank, 0)), horizon, SWEEP_LIMIT],
+                    [qs.name, bucket, shard, rank, max(start, under.cursors.get(rank, 0)), horizon, SWEEP_LIMIT],
                 )
+                if not self._valid(qs, under):
+                    continue
                 doomed = [message_from_row(qs.name, bucket, shard, r) for r in rows if r.task is not None]
                 for m in doomed:  # into the poison queue before the batch removes them from the row
                     await c.poison.add(
@@ -262,13 +283,9 @@ class Sweeper:
                         qs.retention_s,
                     )
                 batch = c.db.batch()
-                batch.add(c.row_lock.release_statement(lock))
                 for m in doomed:
                     batch.add(c.table.delete_message(m, m.due_ms))
-                await c.db.run(batch, timestamp=after(*(m.write_ts for m in doomed), now_us=c.db.next_timestamp()))
-            except BaseException:
-                await c.row_lock.release(lock)
-                raise
+                await self._write(under, batch, [m.write_ts for m in doomed])
             for m in doomed:
                 metrics.POISONED.labels(qs.name, m.task).inc()
                 log.error(
@@ -282,6 +299,59 @@ class Sweeper:
                 )
         return calm
 
+    @asynccontextmanager
+    async def _locked(self, qs: QueueSettings, bucket: int, shard: int) -> AsyncIterator[_Under | None]:
+        """The lock a re-read and move of the row run under, so two sweeps never both move a row, nor a sweep and a
+        take. A row this process holds (holds.py): its hold, in turn with our takes (``RowHolds.turn``), and the
+        cursors read again (the hold's were read when it was acquired). The hold's column refuses every other
+        locker, this sweep's own included: a message behind a held row's cursor waited for its TTL. Else the row
+        lock, re-checked. None: the row is busy, or held by another process, whose own sweep moves it (every
+        daemon sweeps the queues it serves, service/worker.py); the next pass looks again."""
+        c = self.consumer
+        row = (bucket, shard)
+        if c.holds.valid(qs, row) is not None and not c.holds.lingering(row):  # a lingering one is gone within 50 ms
+            async with c.holds.turn(row):
+                lock = c.holds.valid(qs, row)
+                if lock is None:  # lapsed, or dropped in doubt by the take we waited for
+                    yield None
+                    return
+                static = await c.db.run(c.table.read_cursors, [qs.name, bucket, shard])
+                yield _Under(lock, True, dict(static[0].cursors or {}) if static else {})
+            return
+        lock = await c.row_lock.acquire(qs, bucket, shard)
+        if lock is None:
+            yield None
+            return
+        under = _Under(lock, False, lock.cursors)
+        try:
+            yield under
+        except BaseException:
+            await c.row_lock.release(lock)
+            raise
+        if not under.sent:  # given up before its batch: our column goes now, not at its TTL
+            await c.row_lock.release(lock)
+
+    def _valid(self, qs: QueueSettings, under: _Under) -> bool:
+        """Whether a move may still commit under its lock: the take's check (step.py), on the hold or on our own."""
+        c = self.consumer
+        if under.held:
+            return c.holds.valid(qs, (under.lock.bucket, under.lock.shard)) is not None
+        return not c.row_lock.expired(qs, under.lock)
+
+    async def _write(self, under: _Under, batch: Any, written: list[int]) -> None:
+        """The move's batch, timestamped after the rows it replaces. A lock of our own goes with it; a hold stays, and
+        a batch that failed under it is in doubt: the hold is dropped without its column (holds.py, step 5)."""
+        c = self.consumer
+        if not under.held:
+            batch.add(c.row_lock.release_statement(under.lock))
+        under.sent = True
+        try:
+            await c.db.run(batch, timestamp=after(*written, now_us=c.db.next_timestamp()))
+        except BaseException:
+            if under.held:
+                c.holds.drop((under.lock.bucket, under.lock.shard))
+            raise
+
     async def _strays(self, qs: QueueSettings, bucket: int, shard: int, rank: int, low: int, upper: int) -> list[Any]:
         """Rows of [low, upper) that lie below the cursor read with them."""
         c = self.consumer
@@ -294,14 +364,14 @@ class Sweeper:
     async def _repair(self, qs: QueueSettings, bucket: int, shard: int, rank: int, low: int, upper: int) -> int | None:
         """Under the row lock: re-read the strays and move them to max(now, cursor), one batch."""
         c = self.consumer
-        lock = await c.row_lock.acquire(qs, bucket, shard)  # re-checked: two sweeps never both move a row
-        if lock is None:
-            return None
-        try:
+        async with self._locked(qs, bucket, shard) as under:
+            if under is None:
+                return None
             strays = await self._strays(qs, bucket, shard, rank, low, upper)
+            if not self._valid(qs, under):
+                return None
             now = c.clock.now_ms()
             batch = c.db.batch()
-            batch.add(c.row_lock.release_statement(lock))
             moved: list[tuple[Message, int, int]] = []
             entries: list[Any] = []
             for r in strays:
@@ -310,7 +380,7 @@ class Sweeper:
                     batch.add(c.table.delete_row(qs.name, bucket, shard, r))
                     batch.add(
                         c.table.insert_entry(
-                            lock, rank, max(now, cursor), r.id, r.moved_to, r.visible_at, now, qs.retention_s
+                            under.lock, rank, max(now, cursor), r.id, r.moved_to, r.visible_at, now, qs.retention_s
                         )
                     )
                     entries.append(r)
@@ -321,11 +391,7 @@ class Sweeper:
                 batch.add(c.table.delete_message(m, old_due))
                 batch.add(c.table.insert_message(m, now, qs.retention_s))
                 moved.append((m, old_due, cursor))
-            written = [m.write_ts for m, _, _ in moved] + [r.wt or 0 for r in entries]
-            await c.db.run(batch, timestamp=after(*written, now_us=c.db.next_timestamp()))
-        except BaseException:
-            await c.row_lock.release(lock)
-            raise
+            await self._write(under, batch, [m.write_ts for m, _, _ in moved] + [r.wt or 0 for r in entries])
         if entries:
             c.expect(bucket, shard, now)
         for m, old_due, cursor in moved:

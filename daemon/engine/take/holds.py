@@ -17,7 +17,9 @@ nobody else wants the row. A *hold* is the same lock column, acquired once by th
    window. While any of our columns lives, another consumer's lock attempt sees a foreign ACQUIRED
    column and backs off (steps 3 and 5 of row_lock.py).
 3. Take: read the due messages, then one batch (delete them, write their timeout columns, move
-   the cursor), as an ordinary take, but the batch leaves the hold column in place.
+   the cursor), as an ordinary take, but the batch leaves the hold column in place. This process's
+   sweep (engine/consume/sweep.py) re-reads and moves what lies behind the cursor under the hold too
+   (nobody else can lock the row): one of them at a time (``turn``), since one column is theirs.
 4. Validity is counted as for any lock, on the monotonic clock from *before* the newest column
    was sent: a take commits only while ``lock TTL - margin`` has not passed since then (the margin
    covers the batch's way to the replicas and their clocks). A renewal whose write failed or timed
@@ -36,6 +38,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 from daemon.base import metrics
@@ -62,6 +66,12 @@ class Hold:
     lingering: bool = False
 
 
+@dataclass
+class _Turn:
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    users: int = 0  # waiting or in: the entry goes with the last
+
+
 class RowHolds:
     """The rows of one queue this process holds. Used by the consumer (takes) and by the
     ownership loop (acquire, renew, release); never shared across processes."""
@@ -72,6 +82,7 @@ class RowHolds:
         self._busy: set[Row] = set()  # rows the consumer is taking from right now
         #: Rows whose hold is being acquired: set when the acquisition ends, however it ended.
         self._acquiring: dict[Row, asyncio.Event] = {}
+        self._turns: dict[Row, _Turn] = {}  # rows a take or sweep commits under our hold of, and who waits
 
     def valid(self, qs: QueueSettings, row: Row) -> HeldLock | None:
         """The lock of a row we hold and may still commit under, else None."""
@@ -124,6 +135,26 @@ class RowHolds:
         pending = self._acquiring.get(row)
         if pending is not None:
             await pending.wait()
+
+    @asynccontextmanager
+    async def turn(self, row: Row) -> AsyncIterator[None]:
+        """One user at a time of a row's hold: a take (step.py ``take_held``) or the sweep's re-read and move
+        (engine/consume/sweep.py), which both commit under the same column, so nothing but this keeps them apart
+        (two coroutines of one consumer are kept apart by ``RowState.busy``; the sweep has no RowState). In turn
+        order; the row counts as busy meanwhile (``keep`` neither releases nor re-acquires it)."""
+        turn = self._turns.setdefault(row, _Turn())
+        turn.users += 1
+        try:
+            async with turn.lock:
+                self.enter(row)
+                try:
+                    yield
+                finally:
+                    self.leave(row)
+        finally:
+            turn.users -= 1
+            if not turn.users:
+                del self._turns[row]
 
     def enter(self, row: Row) -> None:
         self._busy.add(row)

@@ -134,8 +134,7 @@ class Take:
         then one batch that keeps the column (a lingering lock's only while ``_lingers``). Nothing due: the row's
         wake time and cursors come from the same read."""
         row = (lock.bucket, lock.shard)
-        self.holds.enter(row)
-        try:
+        async with self.holds.turn(row):  # our sweep may be moving strays under this hold: one at a time
             if not state.start.loaded:
                 state.start.loaded_from_store(lock.cursors)  # read with the hold's lock columns
             now = self.clock.now_ms()
@@ -179,8 +178,6 @@ class Take:
             except BaseException:
                 self.holds.drop(row)  # in doubt: the batch may still be applied
                 raise
-        finally:
-            self.holds.leave(row)
 
     def _lingers(self, qs: QueueSettings, lock: HeldLock, opts: TakeOptions, taken: int) -> bool:
         """Keep this take's lock for our next take: receives wait for it (``opts.linger``), the take filled its limit
