@@ -10,7 +10,7 @@ import time
 from typing import Any
 from urllib.parse import urlparse
 
-from daemon.base.errors import CasqueError
+from daemon.base.errors import CasqueError, StorageUnavailable
 from daemon.engine.client import Casque
 from daemon.testing import fifo_ledger, standard_ledger
 from daemon.testing.sqs_clients import Key, Producer, Receiver, Records, Seen, client
@@ -95,8 +95,17 @@ class CasqueProducer:
                 pass
 
     async def stop_cron(self) -> None:
+        """Cancel the schedules as an operator would: a cancel that timed out (its LWT on a ring just back from a
+        fault) is tried again."""
         for key in CRON_KEYS:
-            await self.cq.cancel(WORK, key=key)
+            for attempt in range(10):
+                try:
+                    await self.cq.cancel(WORK, key=key)
+                    break
+                except StorageUnavailable:
+                    if attempt == 9:
+                        raise
+                    await asyncio.sleep(1)
 
 
 class Paced(Producer):
