@@ -101,7 +101,10 @@ def test_delete_message_batch_of_ten_costs_at_most_two_requests(server: Any, log
     out, reqs = log.call(sqs.delete_message_batch, QueueUrl=url, Entries=entries)
     print(f"DeleteMessageBatch of 10 ({'FIFO' if fifo else 'standard'}): {len(reqs)} CQL requests: {reqs}")
     assert len(out["Successful"]) == 10 and not out.get("Failed")
-    assert len(reqs) <= 2, reqs
+    # A FIFO group moving on is announced; the due feed's entry for it (engine/wake/due_feed.py: one per queue, second
+    # and process, shared by the writes of a loop turn) may land within the call: the announcement's, not the delete's
+    own = [r for r in reqs if "INTO due_queues" not in r[1]]
+    assert len(own) <= 2 and len(reqs) - len(own) <= 1, reqs
     assert not any(in_flight(sqs, url, m["ReceiptHandle"]) for m in got), "a delete left its delivery in flight"
     assert not sqs.receive_message(QueueUrl=url, WaitTimeSeconds=0, VisibilityTimeout=0).get("Messages")
 
