@@ -10,8 +10,8 @@ join a group whose leader takes up to 100 for them all and hands out the shares.
 by CreateQueue with one row that never grows (``casque.max_shards`` 0: the send rate here would
 double it, and each row more lets one more take run at once instead of sharing), so with eight
 receivers per server most receives are answered from a share. Each server's
-``casque_receives_joined_total`` shows it, and the tests assert it before the fault; so is a take's lock kept
-for the group waiting on it (``casque_locks_kept_total``, engine/take/holds.py ``adopt``).
+``casque_receives_joined_total`` shows it, and the tests assert it before the fault; and that a take's lock was
+kept for the group waiting on it, on either server (``casque_locks_kept_total``, engine/take/holds.py ``adopt``).
 
 A message is *processed* when a receiver's DeleteMessageBatch entry for its latest delivery
 succeeds. Clients behave as SDK users do (daemon/testing/sqs_clients.py): a request that fails is
@@ -115,12 +115,17 @@ def check(out: Outcome) -> None:
 
 def sharing(c: Clients[Ledger], servers: list[sqsserver.SqsServer]) -> list[float]:
     """Wait until each of ``servers`` answered SHARED_BEFORE_FAULT receives from their shares of
-    joint takes; returns their ``casque_receives_joined_total``."""
+    joint takes, and one of them kept a take's lock for a group (a take keeps it only when it filled its
+    limit: a server whose receivers keep up with the sends may keep none); returns their
+    ``casque_receives_joined_total``."""
     try:
         poll(
-            lambda: all(s.metric(JOINED) >= SHARED_BEFORE_FAULT and s.metric(KEPT) >= 1 for s in servers),
+            lambda: (
+                all(s.metric(JOINED) >= SHARED_BEFORE_FAULT for s in servers)
+                and sum(s.metric(KEPT) for s in servers) >= 1
+            ),
             60,
-            "receives sharing takes, and a take's lock kept for them, on each server",
+            "receives sharing takes on each server, and a take's lock kept for them",
             c.threads,
         )
     except AssertionError as exc:
