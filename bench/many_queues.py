@@ -134,9 +134,7 @@ async def scenario(size: Size, keyspace: str = KEYSPACE, measure_table: bool = T
     extra: list[str] = []  # the noisy-neighbour phase's two queues
     cq = await Casque.connect(settings)
     workdir = out_dir("many-queues", stamp)
-    cache = dict(size.cache) if hasattr(settings, "cache") else {}  # an engine without LRU limits has no [cache]
-    R["server_cache"] = cache
-    server = Server(keyspace, workdir, cache)
+    server = Server(keyspace, workdir)
     progress(f"many-queues {size.name}: the full size would take about {full_estimate_min():.0f} min here")
     try:
         before = await asyncio.to_thread(table_stats, keyspace) if measure_table else {}

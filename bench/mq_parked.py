@@ -64,7 +64,7 @@ async def probe(users: int, wait_s: int, keyspace: str) -> dict[str, Any]:
     stamp = f"pk{int(time.time()) % 10_000_000}"
     names = [f"{stamp}_{i:06d}" for i in range(users + 1)]  # the last one: the owner woken while the rest wait
     cq = await Casque.connect(settings)
-    server = Server(keyspace, out_dir("many-queues", stamp), {})
+    server = Server(keyspace, out_dir("many-queues", stamp))
     R: dict[str, Any] = {"users": users, "wait_s": wait_s, "fd_limit": resource.getrlimit(resource.RLIMIT_NOFILE)}
     try:
         t = time.perf_counter()

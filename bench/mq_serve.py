@@ -33,8 +33,8 @@ class Server:
     """The ``casque serve`` process under test (wrapped by bench.many_queues_serve), on a fixed port
     so that it comes back at the same address after a kill."""
 
-    def __init__(self, keyspace: str, workdir: Path, cache: dict[str, int]) -> None:
-        self.keyspace, self.workdir, self.port, self.cache = keyspace, workdir, free_port(), cache
+    def __init__(self, keyspace: str, workdir: Path) -> None:
+        self.keyspace, self.workdir, self.port = keyspace, workdir, free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.incarnation = 0
         self.finished: list[dict[str, Any]] = []  # the last stats of each process that ended
@@ -56,7 +56,6 @@ class Server:
             CASQUE_LOG__FORMAT="json",
             PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
         )
-        env.update({f"CASQUE_CACHE__{k.upper()}": str(v) for k, v in self.cache.items()})
         # The child writes through its own copy of the descriptor: ours can close once it has started.
         with open(self.workdir / f"serve-{self.incarnation}.log", "wb") as log:
             self.proc = subprocess.Popen(

@@ -2,12 +2,11 @@
 --only settle``; reads while idle ≈ 0).
 
 The many-queues run's idle window opens a fixed time after its last request (``Size.settle_s``); this measures
-what that time must be. It creates tiny queues (2,048 quick; full: 24,576, the full size's ``[cache]`` consumers),
-sends one message to each through the engine, starts one ``casque serve`` with the full size's ``[cache]``
-(bench/mq_sizes.py ``FULL``), and receives and deletes every message over SQS, so the server keeps a pull consumer
-per queue whose row holds a cursor, as after the full run's drain. Then no client speaks to it, and the server's own
-CQL reads are counted every 10 s until 90 s in a row had at most two a second (its sweep has settled every row it
-keeps: engine/consume/sweep.py), or 15 minutes pass.
+what that time must be. It creates tiny queues (2,048 quick; full: 24,576), sends one message to each through the
+engine, starts one ``casque serve`` at its defaults, and receives and deletes every message over SQS, so the server
+keeps a pull consumer per queue whose row holds a cursor, as after the full run's drain. Then no client speaks to
+it, and the server's own CQL reads are counted every 10 s until 90 s in a row had at most two a second (its sweep
+has settled every row it keeps: engine/consume/sweep.py), or 15 minutes pass.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from daemon.engine.send.producer import Job
 from .env import KEYSPACE, out_dir, progress
 from .mq_host import bounded, settings_for
 from .mq_serve import Server
-from .mq_sizes import FULL, TINY
+from .mq_sizes import TINY
 from .plan import Plan
 from .sqs_json import SqsJson
 
@@ -66,10 +65,9 @@ async def main(queues: int, concurrency: int) -> dict[str, Any]:
     stamp = f"settle{int(time.time()) % 10_000_000}"
     names = [f"{stamp}_{i:06d}" for i in range(queues)]
     cq = await Casque.connect(settings)
-    cache = dict(FULL.cache)
-    server = Server(KEYSPACE, out_dir("many-queues", stamp), cache)
+    server = Server(KEYSPACE, out_dir("many-queues", stamp))
     try:
-        progress(f"settle: {queues:,} tiny queues, one message each; casque serve with [cache] {cache}")
+        progress(f"settle: {queues:,} tiny queues, one message each; casque serve at its defaults")
         await cq.create_queues(names, **TINY)
         await bounded(names, concurrency, lambda q: cq.send_many(q, [Job("t", {"q": q})]))
         await server.start()
@@ -85,7 +83,7 @@ async def main(queues: int, concurrency: int) -> dict[str, Any]:
         await bounded(names, concurrency, take)
         progress(f"settle: every queue received from and deleted over SQS in {time.time() - t0:.0f} s; now idle")
         await client.close()
-        R = {"queues": queues, "cache": cache, "touch_s": time.time() - t0, **await settle_curve(server)}
+        R = {"queues": queues, "touch_s": time.time() - t0, **await settle_curve(server)}
     finally:
         server.stop()
         await bounded(names, concurrency, lambda n: cq.stores.queues.delete(n))

@@ -33,9 +33,6 @@ class Size:
     zipf_s: float = 1.0
     drain_concurrency: int = 48
     kill: bool = True
-    #: the server's [cache] limits (engine's LRU bounds), lowered at small sizes so that the run
-    #: passes them and shows memory levelling off; empty: the defaults
-    cache: tuple[tuple[str, int], ...] = ()
     #: seconds over which the users' first long polls are spread (0: all at once)
     ramp_s: float = 0.0
     #: the noisy-neighbour phase (bench/mq_noisy.py): user A's backlog, A's concurrent receivers, and the
@@ -62,7 +59,6 @@ QUICK = Size(
     users=200,
     live_s=30,
     send_rate=40,
-    cache=(("queues", 1000), ("consumers", 250), ("activity", 1000)),
     noisy_backlog=10_000,
     idle_sample=2_000,
     idle_s=30,
@@ -94,7 +90,6 @@ FULL = Size(
     # sized to the owners online, as a deployment must be: with the default 1,024 consumers, 19,000 users' long
     # polls each found their consumer evicted and read cold (5 CQL reads a poll, ~4,750/s asked of the node; the
     # run of 2026-11-25 12:03 stalled in its live phase on it: reads p50 2.7 s, 2,175 sends served in 25 min)
-    cache=(("queues", 32_768), ("consumers", 24_576), ("activity", 32_768)),
     scaled=FULL_SCALED,
 )
 TEST = Size(
@@ -107,7 +102,6 @@ TEST = Size(
     wait_s=2,
     visibility_s=3,
     drain_concurrency=16,
-    cache=(("queues", 100), ("consumers", 50), ("activity", 100)),
     noisy_backlog=5_000,
     noisy_probes=20,
     idle_sample=400,

@@ -8,6 +8,7 @@ import asyncio
 import shutil
 import time
 from collections import defaultdict
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from .ledger import Send, runs
 from .schedule import Fault, lane_of, plan, save
 from .sqscheck import check_sqs, wall_offset
 from .system import KEYSPACE, RING, System
-from .traffic import DFIFO, FIFO, SHARED, STD, WORK, CasqueProducer, SqsTraffic
+from .traffic import DFIFO, FIFO, SHARED, STD, WORK, CasqueProducer, SqsTraffic, retried
 
 DRAIN_S = 300.0  # after the traffic stops, how long everything sent may take to be processed
 
@@ -95,7 +96,7 @@ class Campaign:
         messages whose latest delivery was not deleted; empty once everything sent was."""
         done = {r.id for r in runs(self.system.record) if r.what in ("end", "fifo")}
         shared = _shared_deleted(traffic)
-        poisoned = {str(p.id) for p in await cq.admin.poisoned(WORK, limit=None)}
+        poisoned = {str(p.id) for p in await retried(lambda: cq.admin.poisoned(WORK, limit=None))}
         out: dict[str, int] = defaultdict(int)
         for s in _expected(producer.sends):
             if (s.id not in poisoned) if s.kind == "doomed" else (s.id not in done and s.label not in shared):
@@ -119,8 +120,8 @@ class Campaign:
         cq = await Casque.connect(settings)
         traffic: SqsTraffic | None = None
         try:
-            await cq.create_queue(WORK, shards=4, timeout=10, max_attempts=50)
-            await cq.create_queue(DFIFO, fifo=True, timeout=10, max_attempts=50)
+            await retried(lambda: cq.create_queue(WORK, if_missing=True, shards=4, timeout=10, max_attempts=50))
+            await retried(lambda: cq.create_queue(DFIFO, if_missing=True, fifo=True, timeout=10, max_attempts=50))
             for j in range(len(sys_.servers)):
                 await asyncio.to_thread(sys_.start_server, j)
             traffic = SqsTraffic(sys_.urls, self.seconds)
@@ -192,7 +193,7 @@ class Campaign:
         self, cq: Casque, producer: CasqueProducer, traffic: SqsTraffic, traffic_end: float, fifo_leftover: int
     ) -> Findings:
         f = Findings()
-        poisoned = {str(p.id) for q in (WORK, SHARED) for p in await cq.admin.poisoned(q, limit=None)}
+        poisoned = {str(p.id) for q in (WORK, SHARED) for p in await retried(partial(cq.admin.poisoned, q, limit=None))}
         DaemonCheck(
             producer.sends, runs(self.system.record), poisoned, _shared_deleted(traffic), self.windows, traffic_end
         ).check(f)

@@ -7,7 +7,9 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import Any
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 from daemon.base.errors import CasqueError, StorageUnavailable
@@ -28,6 +30,7 @@ TICK_S = 0.5  # the casque producer's pace
 SQS_EVERY_S = 2.0  # one batch of 10 standard and one of 4 FIFO messages this often
 CRON_KEYS = ("cron-a", "cron-b")
 VISIBILITY_S = 10
+T = TypeVar("T")
 
 
 class CasqueProducer:
@@ -95,17 +98,23 @@ class CasqueProducer:
                 pass
 
     async def stop_cron(self) -> None:
-        """Cancel the schedules as an operator would: a cancel that timed out (its LWT on a ring just back from a
-        fault) is tried again."""
+        """Cancel the schedules as an operator would: retried while the ring answers with timeouts."""
         for key in CRON_KEYS:
-            for attempt in range(10):
-                try:
-                    await self.cq.cancel(WORK, key=key)
-                    break
-                except StorageUnavailable:
-                    if attempt == 9:
-                        raise
-                    await asyncio.sleep(1)
+            await retried(partial(self.cq.cancel, WORK, key=key))
+
+
+async def retried(call: Callable[[], Awaitable[T]], tries: int = 10) -> T:
+    """The harness's own requests (queues made, schedules cancelled, the poison queue read) retried while the ring,
+    just back from a fault, times them out, as an operator would: a harness that failed on its ring's faults would
+    report nothing about casque."""
+    for attempt in range(tries):
+        try:
+            return await call()
+        except StorageUnavailable:
+            if attempt == tries - 1:
+                raise
+            await asyncio.sleep(1)
+    raise AssertionError("unreachable")
 
 
 class Paced(Producer):

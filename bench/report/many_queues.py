@@ -64,8 +64,7 @@ def section_many_queues(R: dict[str, Any], img: str) -> str:
             else "no kill in this run",
         ],
         [
-            "server RSS vs queues it has served (last process); its [cache] limits: "
-            + (", ".join(f"{k} {v:,}" for k, v in R.get("server_cache", {}).items()) or "the defaults"),
+            "server RSS vs queues it has served (last process), at its defaults",
             f"{_n(at.get('25%'), 1)} / {_n(at.get('50%'), 1)} / {_n(at.get('75%'), 1)} / {_n(at.get('100%'), 1)} MB at "
             "25/50/75/100 % of "
             f"{_n(rss.get('queues_touched'))} queues: {_n(rss.get('growth_second_half_mb'), 1)} MB growth over the "

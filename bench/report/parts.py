@@ -37,7 +37,6 @@ def section_settle(R: dict[str, Any]) -> str:
     if not S:
         return ""
     curve = ", ".join(f"{t:.0f} s: {r:.1f}" for t, r in S["curve"][:: max(1, len(S["curve"]) // 12)])
-    cache = ", ".join(f"{k} = {v:,}" for k, v in S["cache"].items())
     state = (
         f"**settled {_n(S['settled_after_s'])} s after the last request**, then {_n(S['quiet_reads_per_s'], 2)} "
         "CQL reads/s"
@@ -49,7 +48,8 @@ def section_settle(R: dict[str, Any]) -> str:
             "## 9. An idle server settling: CQL reads once its queues go idle",
             "",
             f"{_n(S['queues'])} tiny queues, one message each, received and deleted over SQS through one `casque "
-            f"serve` with `[cache]` {cache} (bench/mq_settle.py; {_n(S['touch_s'])} s), then no client at all; "
+            "serve` at its defaults (bench/mq_settle.py; "
+            f" {_n(S['touch_s'])} s), then no client at all; "
             f"the server's own CQL reads counted every 10 s: {state}. Reads/s by seconds after the last request: "
             f"{curve}.",
             "",
