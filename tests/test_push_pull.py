@@ -271,6 +271,9 @@ async def test_a_shared_consumer_leaves_other_tasks_behind_its_cursor_and_reads_
 
 
 WAITING = 50  # plain SQS messages waiting for a receiver that starts late
+#: A receiver's pause: past every process's settings cache (5 s) and three of the daemons' rescans of the rows'
+#: tasks they skip (``rescan_interval``, 10 s), where a message not theirs could be taken, retried or poisoned.
+PAUSE_S = 30
 OWN = 20  # messages for the daemon's own task beside them
 
 
@@ -337,7 +340,7 @@ async def test_a_queue_stays_shared_after_its_first_receive_through_a_pause_and_
     tmp_path: Path, settings: Settings, cq: Casque, server: sqsserver.SqsServer
 ) -> None:
     """A queue made with ``casque queue create`` (push until pulled). An SQS receiver polls it once, which makes it
-    shared for good, and then pauses 90 s. Meanwhile a daemon serves it and is restarted while 50 plain messages
+    shared for good, and then pauses ``PAUSE_S``. Meanwhile a daemon serves it and is restarted while 50 plain messages
     wait (sent with the Python API, task "sqs", so no SQS send marks the queue). After the pause the receiver gets
     50 of 50, none poisoned, and the daemon (both runs) ran every message of its own task."""
     name = f"pp-{uuid.uuid4().hex[:10]}"
@@ -364,7 +367,7 @@ async def test_a_queue_stays_shared_after_its_first_receive_through_a_pause_and_
         own |= {await cq.send(name, "test.record", i) for i in range(OWN // 2, OWN)}
         d = start_daemon(cfg, record, tmp_path / "daemon2.log")
         await until(lambda: own <= {r[1] for r in records(record)}, 60, "the restarted daemon's tasks", d)
-        await asyncio.sleep(max(0.0, 90 - (time.monotonic() - paused)))  # the receiver's pause, by design
+        await asyncio.sleep(max(0.0, PAUSE_S - (time.monotonic() - paused)))  # the receiver's pause, by design
         got = await asyncio.to_thread(receive_all, sqs, queue_url, plain, 60)
     finally:
         d.signal(signal.SIGTERM)
@@ -372,7 +375,7 @@ async def test_a_queue_stays_shared_after_its_first_receive_through_a_pause_and_
         outputs.append(d.output())
     lost, duplicated = ledger(sorted(plain), got)
     poisoned = await cq.stores.poison.count(name)
-    print(f"after a 90 s pause and a daemon restart: got {len(set(got) & plain)} of {len(plain)}, poisoned {poisoned}")
+    print(f"after a {PAUSE_S} s pause and a restart: got {len(set(got) & plain)} of {len(plain)}, poisoned {poisoned}")
     assert (lost, duplicated, poisoned) == (0, 0, 0)
     assert all('"shared": true' in out and "unknown task" not in out for out in outputs)
 

@@ -112,6 +112,9 @@ def markdown(r: dict[str, Any]) -> str:
         ),
         f"- other counts: {r['counts']}",
         f"- violations: **{r['violations']}** {r['violation_kinds'] or ''}",
+        f"- faults planned {r['faults_planned']}, made {sum(r['faults_by_kind'].values())}, dropped "
+        f"{r['notes'].get('faults_dropped', 0)} (their lane ran past the run's end behind slow restarts), "
+        f"could not be made {len(r['notes'].get('fault_errors', []))}",
     ]
     lines += [f"  - {v['what']}: {v['detail'][:200]}" for v in r["all_violations"][:20]]
     v = r["first_violation"]

@@ -1,0 +1,97 @@
+"""The nemesis's checker (bench/nemesis/check.py) on ledgers made by hand: each violation it promises to find is
+shown to it once, beside a clean ledger it must pass. A checker that can't fail proves nothing."""
+
+from __future__ import annotations
+
+from bench.nemesis.check import CRON_STALE_S, DaemonCheck, Findings
+from bench.nemesis.faults import Window
+from bench.nemesis.ledger import Run, Send
+from bench.nemesis.schedule import Fault
+
+END = 1_000.0  # the traffic's end (wall s)
+
+
+def sent(kind: str, n: int, mid: str, at: float = 100.0, v: int = 0, key: str = "", delay: float = 0.0) -> Send:
+    return Send("q", kind, n, v, at, answered=at + 0.01, id=mid, due=at + delay, key=key)
+
+
+def handled(mid: str, kind: str, n: int, at: float, attempt: int = 1, pid: int = 7, v: int = 0) -> list[Run]:
+    label = f"{kind}:{n}:{v}"
+    return [
+        Run("nemesis.step", mid, attempt, pid, at, "start", label),
+        Run("nemesis.step", mid, attempt, pid, at + 0.05, "end", label),
+    ]
+
+
+def ticks(key: str, upto: float) -> list[Run]:
+    return [Run("nemesis.tick", f"t{n}", 1, 7, float(n), "tick", key, n) for n in range(1, int(upto) + 1, 5)]
+
+
+def check(
+    sends: list[Send], runs: list[Run], poisoned: frozenset[str] = frozenset(), windows: list[Window] | None = None
+) -> Findings:
+    f = Findings()
+    DaemonCheck(sends, runs, set(poisoned), {}, windows or [], END).check(f)
+    return f
+
+
+def kinds(f: Findings) -> list[str]:
+    return sorted(v.what for v in f.violations)
+
+
+def test_a_clean_ledger_has_no_violation_and_no_duplicate() -> None:
+    sends = [sent("plain", 0, "a"), sent("delayed", 0, "b", delay=5), sent("cron", 0, "c", key="cron-a")]
+    runs = handled("a", "plain", 0, 100.2) + handled("b", "delayed", 0, 105.1) + ticks("cron-a", END)
+    f = check(sends, runs)
+    assert (kinds(f), f.duplicates, dict(f.lost)) == ([], [], {})
+
+
+def test_a_message_answered_and_never_handled_is_lost() -> None:
+    f = check([sent("plain", 0, "a"), sent("plain", 1, "b")], handled("a", "plain", 0, 100.2))
+    assert kinds(f) == ["lost"] and f.lost == {"plain": 1}
+    assert "plain:1:0 (b)" in f.violations[0].detail
+
+
+def test_a_duplicate_is_explained_only_by_a_fault_that_could_end_its_first_delivery() -> None:
+    runs = handled("a", "plain", 0, 100.0, attempt=1, pid=7) + handled("a", "plain", 0, 120.0, attempt=2, pid=8)
+    alone = check([sent("plain", 0, "a")], runs)
+    killed_it = Window(Fault(0, "daemon_kill", 0, 1), 101.0, 103.0, pid=7)
+    killed_other = Window(Fault(0, "daemon_kill", 1, 1), 101.0, 103.0, pid=9)
+    resharded = Window(Fault(0, "reshard", 0, 0, 8), 101.0, 101.1)
+    assert [d.explained_by for d in alone.duplicates] == [""]
+    assert [d.explained_by for d in check([sent("plain", 0, "a")], runs, windows=[killed_it]).duplicates] == [
+        "daemon_kill"
+    ]
+    for w in (killed_other, resharded):
+        assert [d.explained_by for d in check([sent("plain", 0, "a")], runs, windows=[w]).duplicates] == [""]
+
+
+def test_the_same_attempt_twice_and_a_message_run_early_are_violations() -> None:
+    twice = handled("a", "plain", 0, 100.2) + handled("a", "plain", 0, 130.0)
+    assert kinds(check([sent("plain", 0, "a")], twice)) == ["same attempt twice"]
+    early = handled("b", "delayed", 0, 101.0)  # due at 108: started 7 s before, past the skew's slack
+    assert kinds(check([sent("delayed", 0, "b", delay=8)], early)) == ["ran early"]
+
+
+def test_replace_and_keep_broken_are_violations() -> None:
+    one, two = sent("replace", 0, "r1", v=1, key="k", delay=8), sent("replace", 0, "r2", v=2, key="k", delay=8)
+    ran_replaced = handled("r1", "replace", 0, 108.5, v=1) + handled("r2", "replace", 0, 108.5, v=2)
+    assert kinds(check([one, two], ran_replaced)) == ["replace"]
+    k1, k2 = sent("keep", 0, "k1", v=1, key="kk", delay=8), sent("keep", 0, "k2", v=2, key="kk", delay=8)
+    assert kinds(check([k1, k2], handled("k1", "keep", 0, 108.5, v=1))) == ["keep"]
+
+
+def test_poison_only_for_a_failing_handler_and_a_doomed_message_must_be_poisoned() -> None:
+    assert kinds(check([sent("plain", 0, "a")], handled("a", "plain", 0, 100.2), poisoned=frozenset({"a"}))) == [
+        "poisoned"
+    ]
+    f = check([sent("doomed", 0, "d")], [])
+    assert kinds(f) == ["lost"] and f.lost == {"doomed (not poisoned)": 1}
+
+
+def test_a_cron_that_stopped_firing_and_an_occurrence_fired_twice() -> None:
+    cron = [sent("cron", 0, "c", key="cron-a")]
+    assert kinds(check(cron, ticks("cron-a", END - CRON_STALE_S - 10))) == ["cron stopped"]
+    twice = ticks("cron-a", END) + [Run("nemesis.tick", "t1b", 1, 8, 1.5, "tick", "cron-a", 1)]
+    f = check(cron, twice)
+    assert kinds(f) == [] and [(d.where, d.label, d.explained_by) for d in f.duplicates] == [("cron", "cron-a#1", "")]
