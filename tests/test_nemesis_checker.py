@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from bench.nemesis.check import CRON_STALE_S, DaemonCheck, Findings
 from bench.nemesis.faults import Window
+from bench.nemesis.fifocheck import check_daemon_fifo
 from bench.nemesis.ledger import Run, Send
 from bench.nemesis.schedule import Fault
+from bench.nemesis.traffic import FIFO_GROUPS
 
 END = 1_000.0  # the traffic's end (wall s)
 
@@ -95,3 +97,37 @@ def test_a_cron_that_stopped_firing_and_an_occurrence_fired_twice() -> None:
     twice = ticks("cron-a", END) + [Run("nemesis.tick", "t1b", 1, 8, 1.5, "tick", "cron-a", 1)]
     f = check(cron, twice)
     assert kinds(f) == [] and [(d.where, d.label, d.explained_by) for d in f.duplicates] == [("cron", "cron-a#1", "")]
+
+
+def step(group: str, n: int, mid: str, start: float, end: float, pid: int = 7, ok: bool = True) -> Run:
+    return Run("test.fifo_step", mid, 1, pid, start, "fifo" if ok else "fifo-fail", f"{group}:{n}", 0, end)
+
+
+def fifo_sent(group: int, n: int, mid: str) -> Send:
+    """Step ``n`` of group ``g<group>``, as the producer numbers them (bench/nemesis/traffic.py ``send_fifo``)."""
+    return Send("f", "fifo", n * FIFO_GROUPS + group, 0, 100.0, answered=100.01, id=mid, key=f"g{group}")
+
+
+def fifo_check(sends: list[Send], runs: list[Run]) -> Findings:
+    f = Findings()
+    check_daemon_fifo(f, sends, runs, [])
+    return f
+
+
+def test_a_daemon_fifo_group_run_in_order_one_at_a_time_is_clean() -> None:
+    sends = [fifo_sent(0, 0, "s0"), fifo_sent(0, 1, "s1")]
+    f = fifo_check(sends, [step("g0", 0, "s0", 101.0, 101.1), step("g0", 1, "s1", 101.2, 101.3)])
+    assert (kinds(f), f.duplicates, dict(f.lost)) == ([], [], {})
+
+
+def test_a_daemon_fifo_group_two_in_flight_out_of_order_lost_or_answered_twice_is_a_violation() -> None:
+    sends = [fifo_sent(0, 0, "s0"), fifo_sent(0, 1, "s1")]
+    overlap = [step("g0", 0, "s0", 101.0, 101.5), step("g0", 1, "s1", 101.2, 101.3)]
+    assert kinds(fifo_check(sends, overlap)) == ["fifo in flight"]
+    reordered = [step("g0", 1, "s1", 101.0, 101.1), step("g0", 0, "s0", 101.2, 101.3)]
+    f = fifo_check(sends, reordered)
+    assert kinds(f) == ["fifo order"] and f.counts["daemon fifo groups out of order"] == 1
+    f = fifo_check(sends, [step("g0", 0, "s0", 101.0, 101.1)])
+    assert kinds(f) == ["lost"] and f.lost == {"fifo": 1}
+    twice = [fifo_sent(0, 0, "s0"), fifo_sent(0, 0, "s0b")]  # one dedup id, two message ids
+    assert "fifo dedup" in kinds(fifo_check(twice, [step("g0", 0, "s0", 101.0, 101.1)]))
