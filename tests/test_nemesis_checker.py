@@ -131,3 +131,13 @@ def test_a_daemon_fifo_group_two_in_flight_out_of_order_lost_or_answered_twice_i
     assert kinds(f) == ["lost"] and f.lost == {"fifo": 1}
     twice = [fifo_sent(0, 0, "s0"), fifo_sent(0, 0, "s0b")]  # one dedup id, two message ids
     assert "fifo dedup" in kinds(fifo_check(twice, [step("g0", 0, "s0", 101.0, 101.1)]))
+
+
+def test_a_doomed_send_that_failed_may_still_be_poisoned_but_only_once_per_failed_send() -> None:
+    """A send that timed out may have been written (WriteTimeout): its message fails its attempts and is poisoned under
+    an id the ledger never learnt (seed 46 had one)."""
+    failed = Send("q", "doomed", 0, 0, 100.0, answered=102.0, error="StorageUnavailable: WriteTimeout")
+    fails = [Run("test.always_fail", m, 1, 7, 103.0, "fail") for m in ("x", "y")]
+    f = check([failed], fails[:1], poisoned=frozenset({"x"}))
+    assert kinds(f) == [] and f.counts["doomed sends failed, written and poisoned"] == 1
+    assert kinds(check([failed], fails, poisoned=frozenset({"x", "y"}))) == ["poisoned", "unsent"]

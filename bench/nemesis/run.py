@@ -163,6 +163,7 @@ class Campaign:
             leftovers = self._drain_sqs(traffic)
             sys_.stop_processes()
             findings = await self._check(cq, producer, traffic, traffic_end, leftovers)
+            self._write_fifo_ledger(traffic)
             self.notes |= {
                 "fault_errors": self.fault_errors,
                 "client_errors": traffic.errors(),
@@ -180,6 +181,21 @@ class Campaign:
             await cq.close()
             unhook_partition(sys_.ring)
             await asyncio.to_thread(sys_.restore if self.borrowed else sys_.stop_ring)
+
+    def _write_fifo_ledger(self, traffic: SqsTraffic) -> None:
+        """The SQS FIFO clients' ledger, one line per send answer, delivery and delete (monotonic seconds), beside the
+        daemons' record: what a FIFO violation is traced from."""
+        led, off = traffic.fifo, wall_offset()
+        with led.lock, open(self.workdir / "sqs-fifo.txt", "w") as out:
+            for (g, n), ids in sorted(led.sent.items()):
+                out.write(f"sent {g}:{n} ids={','.join(sorted(ids))} seq={led.sequences.get((g, n), '')}\n")
+            for s in sorted(led.seen, key=lambda s: (s.at, s.index)):
+                out.write(
+                    f"seen {s.key[0]}:{s.key[1]} {s.message_id} count={s.receive_count} seq={s.sequence} "
+                    f"began={s.began + off:.3f} answered={s.at + off:.3f}\n"
+                )
+            for (g, n), mid in led.processed:
+                out.write(f"deleted {g}:{n} {mid}\n")
 
     def _drain_sqs(self, traffic: SqsTraffic) -> int:
         """What the queues still hold once everything sent was processed: the standard one's drained into its ledger

@@ -133,7 +133,8 @@ class Ledger:
                     folded.append(s.key[1])
             if folded != list(range(len(folded))):
                 out.groups_out_of_order += 1
-                out.examples.append(f"{group}: {folded[:12]}")
+                at = next(i for i, n in enumerate(folded) if n != i)  # where the order first breaks
+                out.examples.append(f"{group} from #{max(0, at - 3)}: {folded[max(0, at - 3) : at + 9]}")
             seqs = [self.sequences.get((group, n)) for n in range(len(folded))]
             if any(a is None or b is None or a >= b for a, b in zip(seqs, seqs[1:])):
                 out.sequence_out_of_order += 1
