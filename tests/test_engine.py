@@ -246,8 +246,12 @@ async def test_a_send_many_call_shares_rows_so_its_26_messages_are_one_write(man
     batches: list[int] = []  # the statements of each batch sent (a send writes messages in per-row batches)
 
     def record(db: Database, stmt: Any) -> None:
+        # the send's batches, not the due feed's entry (engine/wake/due_feed.py), which the warm-up's announcement
+        # may still be writing: a request of its own, one per queue and second
         if isinstance(stmt, BatchStatement):
-            batches.append(len(stmt))
+            texts = [db.statement_text(query_id) or "" for _, query_id, _ in stmt._statements_and_parameters]
+            if not any("due_queues" in t for t in texts):
+                batches.append(len(stmt))
 
     with Database.observing(record):
         ids = await cq.send_many(queue_name, [Job("t", i) for i in range(26)])
