@@ -206,6 +206,8 @@ class TaskRun:
         self.saved = time.monotonic()
 
     async def _end(self, status: str, failure: str | None = None) -> None:
+        # moved + what is left is at least moved, whatever the last recount (a lower bound) saw
+        self.task = replace(self.task, to_move=max(self.task.to_move, self.task.moved))
         self.task = await self.r.store.finish(self.task, status, self.st.clock.now_ms(), failure)
         log.info("move_task_ended", task=str(self.task.task_id), status=status, moved=self.task.moved, failure=failure)
 
