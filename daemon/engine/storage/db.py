@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import re
 import socket
 import ssl
 import threading
@@ -30,7 +31,12 @@ from cassandra import (
 )
 from cassandra.auth import PlainTextAuthProvider
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, NoHostAvailable, Session
-from cassandra.policies import DCAwareRoundRobinPolicy, ExponentialReconnectionPolicy, TokenAwarePolicy
+from cassandra.policies import (
+    DCAwareRoundRobinPolicy,
+    ExponentialReconnectionPolicy,
+    RetryPolicy,
+    TokenAwarePolicy,
+)
 from cassandra.query import BatchStatement, BatchType, PreparedStatement, Statement, _clean_column_name
 
 from daemon.base.clock import SYSTEM_CLOCK, Clock
@@ -49,6 +55,30 @@ _ROW_TYPES: dict[tuple[str, ...], Any] = {}
 #: in 4,096-byte pieces: the rest of any larger request (a take's or an ack's batch) would wait for the node's
 #: delayed ACK of the first piece, 40 ms, and every request queued behind it with it (tests/test_db_socket.py).
 SOCKOPTS = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+
+_CONDITIONAL = re.compile(r"\s*(INSERT|UPDATE|DELETE)\b.*\sIF\s", re.S | re.I)
+
+
+class ConditionalWritesNotResent(RetryPolicy):
+    """The driver's retry policy, except that a conditional write (an LWT) is never sent again after its
+    connection broke or its node answered an error. The driver re-sends such a request on the next host, but
+    the first may have applied: the second then answers "not applied" and shows our own row as if another
+    writer held it (a FIFO send took its own dedup claim for a duplicate's and deleted its message's place).
+    Raised instead, the outcome is unknown to the caller, as for an LWT's write timeout, and each LWT's
+    caller already handles that: its retry finds the first attempt's row and finishes it."""
+
+    def on_request_error(self, query: Any, consistency: Any, error: Any, retry_num: int) -> tuple[int, Any]:
+        if is_conditional(query):
+            return self.RETHROW, None
+        return super().on_request_error(query, consistency, error, retry_num)
+
+
+def is_conditional(query: Any) -> bool:
+    """Whether a statement is a conditional write (``INSERT ... IF NOT EXISTS``, ``UPDATE ... IF c = ?``)."""
+    prepared = getattr(query, "prepared_statement", None)
+    text = prepared.query_string if prepared is not None else getattr(query, "query_string", "")
+    return bool(_CONDITIONAL.match(text))
+
 
 #: Called with (database, statement) before each request through ``Database.run`` or ``run_all`` (the
 #: requests ``count_request`` counts; ``run_all`` pages count as one); may return a
@@ -106,6 +136,7 @@ class Database:
             load_balancing_policy=policy,
             consistency_level=self.cl,
             serial_consistency_level=self.serial_cl,
+            retry_policy=ConditionalWritesNotResent(),
             request_timeout=s.request_timeout,
             row_factory=row_factory,
         )
