@@ -10,7 +10,7 @@ import itertools
 import os
 import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -26,6 +26,7 @@ from daemon.base.config import Settings  # noqa: E402
 from daemon.devnode import ClusterSpec, start  # noqa: E402
 from daemon.engine.client import Casque  # noqa: E402
 from daemon.engine.storage.schema import ensure_schema  # noqa: E402
+from tests.support.stall_node import stop_stall_node  # noqa: E402
 
 #: A keyspace per xdist worker (make test runs a file per core at a time): the keyspace-wide state of one worker's
 #: tests (heartbeats, leases, hint listeners, queue listings) never meets another's. A file that starts Cassandra nodes
@@ -52,6 +53,13 @@ def cassandra_node() -> ClusterSpec:
     spec = ClusterSpec()
     start(spec, progress=lambda line: print(line, file=sys.stderr))
     return spec
+
+
+@pytest.fixture(scope="session", autouse=True)
+def stall_node_stopped_at_the_end() -> Iterator[None]:
+    """The fault tests' node of this worker (tests/support/stall_node.py) is shared by its files, and stopped here."""
+    yield
+    stop_stall_node()
 
 
 @pytest.fixture(scope="session")

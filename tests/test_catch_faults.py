@@ -24,15 +24,14 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from daemon.base.config import Settings
 from daemon.base.crashpoints import CRASH_EXIT_CODE
-from daemon.devnode import ClusterSpec, status
+from daemon.devnode import status
 from daemon.testing import sqsserver
 from daemon.testing.sqs_clients import client, poll
-from tests.support.stall_node import servers_on_own_node
+from tests.support.stall_node import STALL_NODE, servers_on_own_node
 
 pytestmark = [pytest.mark.reliability]
 
 #: This file's own node (tests/support/stall_node.py), on ports of its own: it may run beside the other fault files.
-STALL_NODE = ClusterSpec(name="catch_stall", native_port=10042, storage_port=8550, jmx_base=8650)
 STALL_KEYSPACE = "casque_catch_stall"
 
 

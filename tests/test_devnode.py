@@ -37,7 +37,6 @@ from daemon.devnode import (
     start_node,
     status,
     stop,
-    stop_node,
 )
 from daemon.devnode.config import to_yaml
 from daemon.devnode.download import cassandra_dir, is_installed
@@ -277,6 +276,10 @@ def test_concurrent_starts_share_one_node(scratch_spec: ClusterSpec) -> None:
     assert sum("reusing" in out for out in outputs) == 1, outputs
     st = status(scratch_spec)
     assert st.ready and st.node(1).pid is not None
+    dev_pid = status(ClusterSpec()).node(1).pid
+    stop(scratch_spec)
+    assert not status(scratch_spec).any_running and not scratch_spec.node(1).pidfile.exists()
+    assert status(ClusterSpec()).node(1).pid == dev_pid  # the shared dev node is another cluster: untouched
 
 
 @pytest.fixture(scope="session")
@@ -367,34 +370,6 @@ def test_cli_reports_errors_in_one_line(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------- cluster
-
-RING = ClusterSpec(name="ring", nodes=3, native_port=9142, storage_port=7100, jmx_base=8450)
-
-
-@pytest.mark.cluster
-def test_three_node_cluster_start_status_stop() -> None:
-    dev_pid = status(ClusterSpec()).node(1).pid
-    try:
-        st = start(RING, timeout=START_TIMEOUT)
-        assert st.ready and [n.address for n in st.nodes] == ["127.0.0.1", "127.0.0.2", "127.0.0.3"]
-        assert len({n.pid for n in st.nodes}) == 3
-        assert [n.jmx_port for n in st.nodes] == [8450, 8451, 8452]
-
-        peers = sorted(r[0] for r in _query("127.0.0.1", 9142, "SELECT peer FROM system.peers"))
-        assert [str(p) for p in peers] == ["127.0.0.2", "127.0.0.3"]
-
-        # Losing a node, as status tells it (tests/test_node_faults.py stops and starts nodes under load: a node
-        # that start_node did not bring back fails its sends' recovery there).
-        stop_node(RING, 3)
-        st = status(RING)
-        assert not st.node(3).running and st.node(1).cql_ready and st.node(2).cql_ready
-    finally:
-        stop(RING)
-    st = status(RING)
-    assert not st.any_running
-    assert not any(RING.node(i).pidfile.exists() for i in (1, 2, 3))
-    # The shared dev node is a different cluster and must be untouched.
-    assert status(ClusterSpec()).node(1).pid == dev_pid
 
 
 def test_bad_spec_values_are_rejected() -> None:

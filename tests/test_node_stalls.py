@@ -35,7 +35,7 @@ from cassandra import OperationTimedOut
 
 from daemon.base.config import Settings
 from daemon.base.errors import StorageUnavailable
-from daemon.devnode import ClusterSpec, start, status, stop
+from daemon.devnode import start, status
 from daemon.engine.client import Casque
 from daemon.engine.send.producer import Job
 from daemon.engine.storage.db import Database, describe_failure
@@ -43,10 +43,11 @@ from daemon.engine.storage.schema import ensure_schema
 from daemon.testing import sqsserver
 from daemon.testing.daemonproc import ROOT, Daemon, records, start_daemon, stopped, until, write_config
 from daemon.testing.sqs_clients import client
+from tests.support.stall_node import STALL_NODE, let_go
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]
 KEYSPACE = "casque_stall"
-SPEC = ClusterSpec(name="faults_engine", native_port=9642, storage_port=7650, jmx_base=7950)
+SPEC = STALL_NODE  # the fault tests' node of this worker (tests/support/stall_node.py)
 
 
 def stall_settings() -> Settings:
@@ -66,7 +67,7 @@ async def node() -> AsyncIterator[Casque]:
         yield cq
     finally:
         await cq.close()
-        await asyncio.to_thread(stop, SPEC)
+        let_go(SPEC)
 
 
 def _faults(log: str) -> tuple[int, int]:

@@ -20,14 +20,13 @@ from urllib.parse import urlparse
 import pytest
 
 from daemon.base.config import Settings
-from daemon.devnode import ClusterSpec
 from daemon.engine.storage.db import Database
 from daemon.engine.storage.table import KIND_MESSAGE, STATE_IN_FLIGHT
 from daemon.testing import sqsserver
 from daemon.testing.fifo_ledger import Ledger, Outcome
 from daemon.testing.sqs_clients import Clients, Producer, Receiver, Seen, client, drain, poll, run_clients
 from tests.support.answer_gate import AnswerGate
-from tests.support.stall_node import freeze_node, servers_on_own_node
+from tests.support.stall_node import STALL_NODE, freeze_node, servers_on_own_node
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]
 GROUPS = 1000
@@ -37,8 +36,6 @@ RECEIVERS = 4
 
 
 STALL_KEYSPACE = "casque_fifo_stall"
-#: The freeze test's own node (never the shared dev node, which other tests use meanwhile).
-STALL_NODE = ClusterSpec(name="fifo_stall", native_port=9742, storage_port=7750, jmx_base=8050)
 
 
 @pytest.fixture
@@ -52,7 +49,7 @@ def servers(settings: Settings) -> Iterator[list[sqsserver.SqsServer]]:
 
 @pytest.fixture
 def stall_servers() -> Iterator[list[sqsserver.SqsServer]]:
-    """A node of this test's own, and two servers on it whose Cassandra requests time out after
+    """The fault tests' node (never the shared dev node), and two servers on it whose Cassandra requests time out after
     2 s: a request the frozen node holds fails (the take may or may not have been applied)."""
     with servers_on_own_node(STALL_NODE, STALL_KEYSPACE) as pair:
         yield pair

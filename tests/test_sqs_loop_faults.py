@@ -37,11 +37,11 @@ from urllib.parse import urlparse
 import pytest
 
 from daemon.base.config import Settings
-from daemon.devnode import ClusterSpec, status
+from daemon.devnode import status
 from daemon.testing import sqsserver
 from daemon.testing.sqs_clients import Clients, Producer, Receiver, client, drain, poll, run_clients
 from daemon.testing.standard_ledger import Ledger, Outcome
-from tests.support.stall_node import servers_on_own_node
+from tests.support.stall_node import STALL_NODE, servers_on_own_node
 from tests.test_sqs_standard_faults import VIOLATIONS
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]
@@ -57,7 +57,6 @@ LOCK_TIMEOUT_S = 20
 FREEZE_S = 4.0
 
 #: This file's own node (tests/support/stall_node.py), on ports of its own: it may run beside the other fault files.
-STALL_NODE = ClusterSpec(name="loop_stall", native_port=10142, storage_port=8750, jmx_base=8850)
 STALL_KEYSPACE = "casque_loop_stall"
 
 

@@ -1,8 +1,11 @@
-"""A Cassandra node of a test's own, frozen (SIGSTOP) and let go (SIGCONT) under SQS traffic.
+"""A Cassandra node of the fault tests' own, frozen (SIGSTOP) and let go (SIGCONT) under traffic.
 
-Never the shared dev node: other tests use it meanwhile, and a frozen node stalls them all. The
-servers on it time their Cassandra requests out after 2 s, so a request the frozen node holds fails
-(a write may have been applied all the same) and its client retries, as an SDK user's does.
+Never the shared dev node: other tests use it meanwhile, and a frozen node stalls them all. One such node per
+pytest-xdist worker (``STALL_NODE``): the files that freeze it run one after another on their worker, each in its
+own keyspace, so they share its start (a JVM's start is the dearest thing a test does on this 2-core box); it is
+stopped when the worker's session ends (tests/conftest.py). The servers on it time their Cassandra requests out
+after 2 s, so a request the frozen node holds fails (a write may have been applied all the same) and its client
+retries, as an SDK user's does.
 """
 
 from __future__ import annotations
@@ -21,18 +24,31 @@ from daemon.testing import sqsserver
 from daemon.testing.sqs_clients import Receiver, poll
 
 REQUEST_TIMEOUT_S = 2
-#: The standard-queue fault tests' own node (tests/test_sqs_standard_faults.py, tests/test_catch_faults.py); the
-#: FIFO faults have one of their own.
-STALL_NODE = ClusterSpec(name="std_stall", native_port=9942, storage_port=8250, jmx_base=8350)
+#: The node of each xdist worker (gw0..gw3: the Makefile's --maxprocesses 4).
+_NODES = [
+    ClusterSpec(name="stall0", native_port=9942, storage_port=8250, jmx_base=8350),
+    ClusterSpec(name="stall1", native_port=9742, storage_port=7750, jmx_base=8050),
+    ClusterSpec(name="stall2", native_port=10042, storage_port=8550, jmx_base=8650),
+    ClusterSpec(name="stall3", native_port=10142, storage_port=8750, jmx_base=8850),
+]
+STALL_NODE = _NODES[int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)]
 STALL_KEYSPACE = "casque_std_stall"
+
+
+def stop_stall_node() -> None:
+    """Stop this worker's node if a test started it (at the end of the worker's session)."""
+    if status(STALL_NODE).any_running:
+        let_go(STALL_NODE)
+        stop(STALL_NODE)
 
 
 @contextmanager
 def servers_on_own_node(
     spec: ClusterSpec, keyspace: str, count: int = 2, metrics: bool = False, first_env: dict[str, str] | None = None
 ) -> Iterator[list[sqsserver.SqsServer]]:
-    """``spec``'s node started, ``keyspace`` made on it, and ``count`` servers on it; all stopped after (a stopped
-    one let go first). ``first_env``: more environment for the first server only (a fault's pause point)."""
+    """``spec``'s node started (or reused), ``keyspace`` made on it, and ``count`` servers on it; the servers stopped
+    after (a stopped one let go first), the node left for the next file. ``first_env``: more environment for the
+    first server only (a fault's pause point)."""
     start(spec)
     s = Settings()
     s.cassandra.port, s.cassandra.keyspace = spec.native_port, keyspace
@@ -44,11 +60,18 @@ def servers_on_own_node(
         servers += [sqsserver.start(keyspace, env=env, metrics=metrics) for _ in range(count - 1)]
         yield servers
     finally:
+        let_go(spec)  # whatever a failed test left frozen: the next file on this worker uses the node
         for srv in servers:
             if srv.proc.poll() is None:
                 srv.proc.send_signal(signal.SIGCONT)
             srv.stop()
-        stop(spec)
+
+
+def let_go(spec: ClusterSpec) -> None:
+    """SIGCONT ``spec``'s node (nothing if it runs)."""
+    pid = status(spec).nodes[0].pid
+    if pid is not None:
+        os.kill(pid, signal.SIGCONT)
 
 
 def freeze_node(
