@@ -255,21 +255,6 @@ def no_history(settings: Settings) -> Settings:
     return other
 
 
-async def test_stats_job_runs_without_a_history_table_and_says_so(
-    spark: Any, no_history: Settings, queue_name: str, tmp_path: Path
-) -> None:
-    cq = await Casque.connect(no_history)
-    try:
-        await cq.create_queue(queue_name, shards=2)
-        await cq.send_many(queue_name, [Job("t", i) for i in range(5)])
-        summary = await asyncio.to_thread(stats.run, spark, no_history, [queue_name], None, 3600.0, str(tmp_path / "s"))
-    finally:
-        await cq.close()
-    assert summary["queues"][queue_name]["waiting_due"] == 5
-    assert summary["history"]["available"] is False and "no history table" in summary["history"]["note"]
-    assert "No task statistics" in (tmp_path / "s" / "report.html").read_text()
-
-
 # ---- load -----------------------------------------------------------------------------------------
 async def test_load_places_rows_exactly_as_the_python_producer(
     spark: Any, settings: Settings, cq: Casque, tmp_path: Path
@@ -370,32 +355,34 @@ async def _stored(cq: Casque, q: str) -> dict[str, dict[str, Any]]:
     return out
 
 
-async def test_load_100k_rows_then_every_one_is_consumed_like_python_sends(
+async def test_load_20k_rows_then_every_one_is_consumed_like_python_sends(
     spark: Any, settings: Settings, cq: Casque, queue_name: str, tmp_path: Path
 ) -> None:
+    """20,000 rows: each of the two writers (local[2]) sends about five chunks of 2,000, the keyed rows go by key
+    shard, and the consumer reads 40 fetches of 500 across 16 shards; every row delivered once."""
     await cq.create_queue(queue_name, shards=16)
-    rows: list[dict[str, Any]] = [{"task": "t", "n": i, "p": (0, 0, 1, -1, 3)[i % 5]} for i in range(99_000)]
+    rows: list[dict[str, Any]] = [{"task": "t", "n": i, "p": (0, 0, 1, -1, 3)[i % 5]} for i in range(19_000)]
     rows += [
-        {"task": "t", "n": 99_000 + i, "p": 0, "key": f"key-{i % 300}"} for i in range(900)
+        {"task": "t", "n": 19_000 + i, "p": 0, "key": f"key-{i % 300}"} for i in range(900)
     ]  # 3 rows per key: the last wins
     rows += [
-        {"task": "tick", "n": 99_900 + i, "p": 0, "key": f"sched-{i}", "every": "1s", "times": 2} for i in range(100)
+        {"task": "tick", "n": 19_900 + i, "p": 0, "key": f"sched-{i}", "every": "1s", "times": 2} for i in range(100)
     ]
     src = write_jsonl(tmp_path / "in.jsonl", rows)
     maps = ["task=task", "payload=to_json(named_struct('n', n))", "priority=p", "key=key", "every=every", "times=times"]
     started = time.monotonic()
     summary = await asyncio.to_thread(load, spark, settings, spec(queue_name, src, tmp_path / "out", maps))
     seconds = time.monotonic() - started
-    assert (summary["rows"], summary["loaded"], summary["rejected"], summary["failed"]) == (100_000, 100_000, 0, 0)
+    assert (summary["rows"], summary["loaded"], summary["rejected"], summary["failed"]) == (20_000, 20_000, 0, 0)
     assert summary["replaced"] == summary["keys_conflicting"] == 600
-    print(f"\nload: 100,000 rows in {seconds:.1f}s ({summary['rows_per_s']} rows/s inside the write)")
+    print(f"\nload: 20,000 rows in {seconds:.1f}s ({summary['rows_per_s']} rows/s inside the write)")
     assert 3 in (await cq.stores.queues.get(queue_name, fresh=True)).priorities
-    delivered = await _consume(cq, queue_name, expected=99_000 + 300 + 200)
-    plain = Counter(m["n"] for m in delivered if m["n"] < 99_000)
-    assert len(plain) == 99_000 and set(plain.values()) == {1}
-    keyed = sorted(m["n"] for m in delivered if 99_000 <= m["n"] < 99_900)
-    assert keyed == list(range(99_600, 99_900))  # per key, the last row in input order replaced the two before it
-    ticks = Counter((m["key"], m["occurrence"]) for m in delivered if m["n"] >= 99_900)
+    delivered = await _consume(cq, queue_name, expected=19_000 + 300 + 200)
+    plain = Counter(m["n"] for m in delivered if m["n"] < 19_000)
+    assert len(plain) == 19_000 and set(plain.values()) == {1}
+    keyed = sorted(m["n"] for m in delivered if 19_000 <= m["n"] < 19_900)
+    assert keyed == list(range(19_600, 19_900))  # per key, the last row in input order replaced the two before it
+    ticks = Counter((m["key"], m["occurrence"]) for m in delivered if m["n"] >= 19_900)
     assert ticks == Counter({(f"sched-{i}", n): 1 for i in range(100) for n in (1, 2)})
     s = await queue_stats(cq.stores, queue_name)
     assert (s.waiting_due, s.scheduled, s.in_flight) == (0, 0, 0)
@@ -564,18 +551,26 @@ async def test_create_queues_job_creates_each_name_once_and_rejects_bad_ones(
 
 
 # ---- the cluster path: spark-submit with the entry script -----------------------------------------
-async def test_spark_submit_runs_a_job_through_the_entry_script(
-    settings: Settings, cq: Casque, queue_name: str, tmp_path: Path
+async def test_spark_submit_runs_the_stats_job_through_the_entry_script_and_it_says_there_is_no_history_table(
+    no_history: Settings, queue_name: str, tmp_path: Path
 ) -> None:
+    """The stats job through spark-submit and the entry script (its own JVM, as on a cluster), on a keyspace whose
+    schema predates the history table: the job runs, counts the queue and says why it has no task statistics.
+    One Spark start for both properties; and that keyspace holds only this test's queues, where the suite's own
+    (tables read whole by the job: queues, history) grows with every test file that ran before."""
     from pyspark import find_spark_home
 
     from daemon.devnode import find_java
     from pipeline.session import EXTENSIONS
 
-    await cq.create_queue(queue_name, shards=2)
-    await cq.send_many(queue_name, [Job("t", i) for i in range(6)])
+    cq = await Casque.connect(no_history)
+    try:
+        await cq.create_queue(queue_name, shards=2)
+        await cq.send_many(queue_name, [Job("t", i) for i in range(5)])
+    finally:
+        await cq.close()
     cfg = tmp_path / "casque.toml"
-    cfg.write_text(f'[cassandra]\nkeyspace = "{TEST_KEYSPACE}"\n')
+    cfg.write_text(f'[cassandra]\nkeyspace = "{NO_HISTORY_KEYSPACE}"\n')
     entry, jar_list = [
         (
             await asyncio.to_thread(
@@ -613,4 +608,7 @@ async def test_spark_submit_runs_a_job_through_the_entry_script(
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert queue_name in done.stdout
-    assert json.loads((tmp_path / "out" / "summary.json").read_text())["queues"][queue_name]["waiting_due"] == 6
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["queues"][queue_name]["waiting_due"] == 5
+    assert summary["history"]["available"] is False and "no history table" in summary["history"]["note"]
+    assert "No task statistics" in (tmp_path / "out" / "report.html").read_text()
