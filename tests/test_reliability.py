@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.reliability, pytest.mark.slow]
 
 
 async def test_kill_9_chaos_loses_nothing(cq: Casque, queue_name: str, tmp_path: Path) -> None:
-    out = await kill_chaos(cq, queue_name, tmp_path, TEST_KEYSPACE, n=20_000, kills=5)
+    out = await kill_chaos(cq, queue_name, tmp_path, TEST_KEYSPACE, n=10_000, kills=5)
     print(out.line())
     assert out.kills == 5
     assert out.lost == 0
@@ -24,7 +24,7 @@ async def test_kill_9_chaos_loses_nothing(cq: Casque, queue_name: str, tmp_path:
 
 
 async def test_contention_4_daemons_x_8_consumers_on_2_shards(cq: Casque, queue_name: str, tmp_path: Path) -> None:
-    out = await race(cq, queue_name, tmp_path, TEST_KEYSPACE, n=20_000, offsets=[0, 0, 0, 0], consumers=8, shards=2)
+    out = await race(cq, queue_name, tmp_path, TEST_KEYSPACE, n=10_000, offsets=[0, 0, 0, 0], consumers=8, shards=2)
     print(out.line())
     assert out.lost == 0
     assert out.duplicated == 0
@@ -34,7 +34,7 @@ async def test_contention_4_daemons_x_8_consumers_on_2_shards(cq: Casque, queue_
 async def test_daemons_with_skewed_clocks_lose_and_duplicate_nothing(
     cq: Casque, queue_name: str, tmp_path: Path
 ) -> None:
-    out = await race(cq, queue_name, tmp_path, TEST_KEYSPACE, n=20_000, offsets=[2000, -2000, 0], consumers=4, shards=4)
+    out = await race(cq, queue_name, tmp_path, TEST_KEYSPACE, n=10_000, offsets=[2000, -2000, 0], consumers=4, shards=4)
     print(out.line())
     assert out.lost == 0
     assert out.duplicated == 0
