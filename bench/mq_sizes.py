@@ -63,13 +63,9 @@ QUICK = Size(
     idle_sample=2_000,
     idle_s=30,
 )
-#: users: the issue asks 20,000, and this box's hard open-files limit (20,000 per process, which its root may not
-#: raise) already capped them at 19,000. What decides is the server's CPU, measured by a probe (2026-11-25 14:35,
-#: 50,000 queues, 19,000 users; git show 52829b5:docs/benchmarks.md, "Many queues, full size"): 19,000 users
-#: polling every 20 s ask 950 polls/s; the one `casque serve` process answered ~280/s at 83-90 % of a core (~2.7 ms
-#: of CPU a poll, half of it in the HTTP stack), and 87 of the ~9,000 sends asked in 90 s were served. 4,000 users
-#: with producers at 100 msg/s took 95 % of a core. 3,000 users (150 polls/s) with producers at 50 msg/s leave the
-#: server room, so send→receive measures casque, not a queue at one saturated core.
+#: users: one `casque serve` process on this box answers about 280 long polls a second at a full core (~2.7 ms of CPU
+#: a poll, half of it in the HTTP stack); 3,000 users polling every 20 s ask 150 a second, which leaves the server
+#: room, so send→receive measures casque, not a queue at one saturated core.
 FULL_SCALED = (
     "3,000 users long-polling and producers at 50 msg/s, not the issue's 20,000 users: one `casque serve` process "
     "on this box (2 cores, shared with the node and the bench's clients) answers about 280 long polls a second at a "
@@ -87,9 +83,6 @@ FULL = Size(
     visibility_s=30,
     drain_concurrency=128,
     ramp_s=60,
-    # sized to the owners online, as a deployment must be: with the default 1,024 consumers, 19,000 users' long
-    # polls each found their consumer evicted and read cold (5 CQL reads a poll, ~4,750/s asked of the node; the
-    # run of 2026-11-25 12:03 stalled in its live phase on it: reads p50 2.7 s, 2,175 sends served in 25 min)
     scaled=FULL_SCALED,
 )
 #: tests/test_bench_many_queues.py: each phase as short as its assertions allow. live_s: the kill at 2 s, with sends
