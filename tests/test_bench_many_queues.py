@@ -62,7 +62,7 @@ async def test_rss_is_sampled_against_the_queues_touched(result: dict, tmp_path:
 
 
 async def test_one_users_backlog_does_not_delay_anothers_single_message(result: dict) -> None:
-    """User A drains a backlog (2,500 at this size) from A's queue while user B, long-polling B's own queue on
+    """User A drains a backlog (5,000 at this size) from A's queue while user B, long-polling B's own queue on
     the same server, gets single messages; B's send→receive over A's drain is held against the same figure
     with A's queue empty, measured minutes before in the same run.
 
