@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cassandra.query import BatchStatement, BatchType, SimpleStatement
+from cassandra.query import BatchStatement, SimpleStatement
 
 from daemon.base.errors import StorageUnavailable
 from daemon.engine.client import Casque
@@ -56,12 +56,12 @@ async def bounded(jobs: list[Any], parallel: int = 64) -> list[Any]:
     return await asyncio.gather(*(one(j) for j in jobs))
 
 
-def batches(statements: list[Any], size: int = 200) -> list[BatchStatement]:
-    """Unlogged batches of ``size`` statements, for setup writes to one partition each (Cassandra applies a
-    single-partition batch as one mutation): a few dozen requests instead of thousands."""
+def batches(db: Database, statements: list[Any], size: int = 200) -> list[BatchStatement]:
+    """The database's own unlogged batches of ``size`` statements, for setup writes to one partition each
+    (Cassandra applies a single-partition batch as one mutation): a few dozen requests instead of thousands."""
     out = []
     for start in range(0, len(statements), size):
-        batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+        batch = db.batch()
         for stmt in statements[start : start + size]:
             batch.add(stmt)
         out.append(batch)
@@ -74,7 +74,7 @@ async def poison_many(cq: Casque, queue: str, count: int) -> None:
     now = cq.clock.now_ms()
     messages = [build_message(qs, Job("t", {"n": i}), now) for i in range(count)]
     adds = [cq.stores.poison.add_statement(m, "test", "Poison", "boom", "", now, 3600) for m in messages]
-    await bounded([cq.db.run(b) for b in batches(adds)])
+    await bounded([cq.db.run(b) for b in batches(cq.db, adds)])
 
 
 async def keyed_many(cq: Casque, queue: str, count: int) -> None:
@@ -92,7 +92,7 @@ async def keyed_many(cq: Casque, queue: str, count: int) -> None:
         k, mid = f"k{i:05d}", uuid.UUID(sent)
         row = row_of(mid, qs.bucket_ms, qs.buckets, qs.shards)
         per_partition.setdefault(key_shard(k), []).append(insert.bind([queue, key_shard(k), k, mid, *row, "t", 0]))
-    await bounded([cq.db.run(b) for stmts in per_partition.values() for b in batches(stmts)])
+    await bounded([cq.db.run(b) for stmts in per_partition.values() for b in batches(cq.db, stmts)])
 
 
 async def queued_payloads(cq: Casque, queue: str) -> list[int]:
