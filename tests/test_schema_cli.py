@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import uuid
@@ -13,7 +14,7 @@ import pytest
 
 from daemon.base.config import Settings
 from daemon.engine.storage.db import Database
-from daemon.engine.storage.schema import apply_schema
+from daemon.engine.storage.schema import GC_GRACE_S, apply_schema
 
 from .conftest import TEST_KEYSPACE
 
@@ -36,15 +37,35 @@ def test_schema_applies_twice_without_error(settings: Settings) -> None:
             r.table_name
             for r in db.execute("SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", [TEST_KEYSPACE])
         }
-        gc = db.execute(
-            "SELECT gc_grace_seconds FROM system_schema.tables WHERE keyspace_name = %s AND table_name = 'messages'",
-            [TEST_KEYSPACE],
-        ).one()
     finally:
         db.close()
     assert first == second
     assert {"queues", "messages", "keys", "poison"} <= tables
-    assert gc.gc_grace_seconds == 300
+
+
+def _gc_grace(db: Database, table: str) -> int:
+    row = db.execute(
+        "SELECT gc_grace_seconds FROM system_schema.tables WHERE keyspace_name = %s AND table_name = %s",
+        [TEST_KEYSPACE, table],
+    ).one()
+    return int(row.gc_grace_seconds)
+
+
+def test_deletes_outlive_the_hint_window_and_an_older_table_is_brought_to_it(settings: Settings) -> None:
+    """A delete's hints live as long as its table's gc_grace: shorter than the node's hint window, a replica down
+    between the two never gets the delete, and the acked message comes back once the tombstone is purged."""
+    db = Database(settings.cassandra).connect()
+    try:
+        window = db.execute("SELECT value FROM system_views.settings WHERE name = 'max_hint_window'").one().value
+        number, unit = re.fullmatch(r"(\d+)(ms|s|m|h)", window).groups()  # type: ignore[union-attr]
+        window_s = int(number) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[unit]
+        assert _gc_grace(db, "messages") == GC_GRACE_S >= window_s
+        assert _gc_grace(db, "keys") == GC_GRACE_S
+        db.execute(f"ALTER TABLE {TEST_KEYSPACE}.messages WITH gc_grace_seconds = 300")  # as an older casque made it
+        apply_schema(db, TEST_KEYSPACE, settings.schema)
+        assert _gc_grace(db, "messages") == GC_GRACE_S
+    finally:
+        db.close()
 
 
 def test_cli_schema_apply_is_idempotent(tmp_path: Path, settings: Settings) -> None:

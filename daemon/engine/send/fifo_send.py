@@ -25,7 +25,7 @@ waited ~1.5 s for the first sender (a claim not written may be a send still unde
 sends of one dedup id at once; written together, their cells would tie and could mix bodies). The same
 timestamp is what makes that safe: if the first write did land and the message was since deleted,
 the delete's tombstone (at a later timestamp) still covers the retry's write; and the tombstone
-can't have been purged meanwhile (gc_grace 300 s starts after the delete, the claim lives 300 s
+can't have been purged meanwhile (gc_grace, 3 h, starts after the delete; the claim lives 300 s
 from before the write). The same position is what keeps the order: the first sender's reservation
 still holds it (it outlives the claim), so however late the retry, the message is read there, before
 the group's later messages. No write is sent once the claim is older than the window.

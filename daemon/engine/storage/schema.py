@@ -19,6 +19,15 @@ _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,47}$")
 # A FIFO queue's name ends in ".fifo", counted in the 80 (SQS's rule).
 _QUEUE_NAME = re.compile(r"^(?=.{1,80}$)[A-Za-z0-9_-]+(\.fifo)?$")
 
+#: How long a delete's tombstone is kept, on every table whose rows are deleted: Cassandra's hint window
+#: (``max_hint_window``, 3 h by default). A replica that missed a delete gets it from a hint when it comes back
+#: within that window; the hints of a write live only as long as its table's gc_grace, so a shorter gc_grace
+#: drops them sooner, and once the tombstone is purged on the replicas that had it, the replica that missed it
+#: brings the deleted row back (an acked message delivered again). A node down longer than the hint window is
+#: repaired (``nodetool repair``) before it rejoins, Cassandra's own rule. Tables whose rows only expire (a
+#: default TTL) keep a short gc_grace: every replica expires them on its own.
+GC_GRACE_S = 3 * 3600
+
 TABLES: dict[str, str] = {
     # One row per queue: the settings every producer and consumer reads (Astyanax's createQueue).
     # Tiny and rarely written: default compaction, no TTL.
@@ -36,9 +45,8 @@ TABLES: dict[str, str] = {
     # mark taken in flight + check entry + cursor" is one single-partition (atomic) batch (engine/take/flights.py).
     # cursors (static): per rank, a due time before which every message is consumed; reads start
     # there, so tombstones of consumed messages are never scanned again (docs/design.md).
-    # gc_grace_seconds 300: we only ever delete rows a consumer has already read, so a delete that
-    # is lost with a node down longer than this can only resurrect a message (a redelivery), never
-    # hide one. Every write carries a TTL (due delay + retention), so nothing outlives retention.
+    # gc_grace_seconds: GC_GRACE_S, the hint window (above): a lost delete would deliver an acked message again.
+    # Every write carries a TTL (due delay + retention), so nothing outlives retention.
     # UnifiedCompactionStrategy (5.0's default recommendation) keeps recent rows in few SSTables;
     # TWCS is for append-only data and would keep these deletes from ever meeting their rows.
     "messages": """
@@ -51,7 +59,7 @@ TABLES: dict[str, str] = {
             attempt int, max_attempts int, timeout_ms int,
             key text, trigger text, enqueued_at bigint, last_error text,
             PRIMARY KEY ((queue, bucket, shard), kind, rank, due, id)
-        ) WITH gc_grace_seconds = 300
+        ) WITH gc_grace_seconds = {gc_grace}
           AND compaction = {{'class': 'UnifiedCompactionStrategy'}}
           AND comment = 'casque shard rows: lock columns, messages and timeout columns'""",
     # Lookup keys -> the message they name. Partition (queue, key_shard) spreads millions of keys
@@ -63,7 +71,7 @@ TABLES: dict[str, str] = {
             id uuid, bucket int, shard int,
             task text, trigger text, created_at bigint, last_run bigint,
             PRIMARY KEY ((queue, key_shard), key)
-        ) WITH gc_grace_seconds = 3600
+        ) WITH gc_grace_seconds = {gc_grace}
           AND comment = 'casque lookup keys'""",
     # Messages that failed for good, with the reason. Read by people (list/show/replay), so one
     # partition per queue; TTL = the queue's retention keeps it bounded.
@@ -74,7 +82,7 @@ TABLES: dict[str, str] = {
             attempt int, priority int, key text, trigger text,
             error_type text, error text, traceback text, reason text,
             PRIMARY KEY ((queue), id)
-        ) WITH gc_grace_seconds = 3600
+        ) WITH gc_grace_seconds = {gc_grace}
           AND comment = 'casque poison queue'""",
     # Each daemon's cumulative counters, written every 10 s (the "pipes" design's per-writer stats):
     # nothing is incremented per message on a shared row; readers sum the daemons. Append-only and
@@ -112,7 +120,7 @@ TABLES: dict[str, str] = {
             queue text, day text, at bigint, id uuid, event text,
             task text, attempt int, duration_ms double, lateness_ms double, error text, key text,
             PRIMARY KEY ((queue, day), at, id, event)
-        ) WITH gc_grace_seconds = 3600
+        ) WITH gc_grace_seconds = {gc_grace}
           AND compaction = {{'class': 'TimeWindowCompactionStrategy',
                              'compaction_window_unit': 'DAYS', 'compaction_window_size': 1}}
           AND comment = 'casque message history'""",
@@ -127,7 +135,7 @@ TABLES: dict[str, str] = {
             queue text, subject text, day text, at bigint, id uuid, event text,
             task text, attempt int, duration_ms double, lateness_ms double, error text, key text,
             PRIMARY KEY ((queue, subject, day), at, id, event)
-        ) WITH gc_grace_seconds = 3600
+        ) WITH gc_grace_seconds = {gc_grace}
           AND compaction = {{'class': 'TimeWindowCompactionStrategy',
                              'compaction_window_unit': 'DAYS', 'compaction_window_size': 1}}
           AND comment = 'casque message history by message and by key'""",
@@ -136,7 +144,7 @@ TABLES: dict[str, str] = {
     "leases": """
         CREATE TABLE IF NOT EXISTS {ks}.leases (
             name text PRIMARY KEY, holder text
-        ) WITH gc_grace_seconds = 3600
+        ) WITH gc_grace_seconds = {gc_grace}
           AND comment = 'casque single-holder duties'""",
     # Who listens for wake hints (engine/wake/hint_directory.py): one row per listening process, written
     # with a 15 s TTL and renewed every 5 s, so a dead listener is forgotten within seconds.
@@ -176,7 +184,7 @@ TABLES: dict[str, str] = {
     "queue_expiry": """
         CREATE TABLE IF NOT EXISTS {ks}.queue_expiry (
             name text PRIMARY KEY, expire_after_s int, active_at bigint
-        ) WITH gc_grace_seconds = 3600
+        ) WITH gc_grace_seconds = {gc_grace}
           AND comment = 'casque queues that expire when idle'""",
     # When each expiring queue can next expire (engine/queues/expiry_index.py): a row per queue at
     # the time (ms) its idle expiry falls due, partitioned by day, so the reaper reads only what is
@@ -186,7 +194,7 @@ TABLES: dict[str, str] = {
         CREATE TABLE IF NOT EXISTS {ks}.queue_expiry_due (
             day int, due_at bigint, name text,
             PRIMARY KEY ((day), due_at, name)
-        ) WITH gc_grace_seconds = 3600
+        ) WITH gc_grace_seconds = {gc_grace}
           AND comment = 'casque expiring queues by the time they fall due'""",
     # The queues used lately (engine/cluster/activity.py): a row per queue and hour it was sent to,
     # received from or served in, rewritten at most every 10 minutes per process, in 16 partitions
@@ -232,7 +240,7 @@ TABLES: dict[str, str] = {
             cancel_requested boolean,
             PRIMARY KEY ((source), started_at, task_id)
         ) WITH CLUSTERING ORDER BY (started_at DESC, task_id ASC)
-          AND gc_grace_seconds = 3600
+          AND gc_grace_seconds = {gc_grace}
           AND comment = 'casque SQS message move tasks'""",
     # The active move task of each source queue (at most one: claimed with an LWT on the source's
     # row), in one partition (slot 0) that every `casque serve` lists to find tasks to run. Rows
@@ -241,7 +249,7 @@ TABLES: dict[str, str] = {
         CREATE TABLE IF NOT EXISTS {ks}.move_tasks_active (
             slot int, source text, started_at bigint, task_id uuid,
             PRIMARY KEY ((slot), source)
-        ) WITH gc_grace_seconds = 3600
+        ) WITH gc_grace_seconds = {gc_grace}
           AND comment = 'casque SQS move tasks not yet ended'""",
     # Queue names by prefix (engine/queues/names.py): partition = the name's first 2 characters,
     # clustered by name, so ListQueues with a QueueNamePrefix reads one name range, however many
@@ -250,7 +258,7 @@ TABLES: dict[str, str] = {
         CREATE TABLE IF NOT EXISTS {ks}.queue_names (
             prefix text, name text,
             PRIMARY KEY ((prefix), name)
-        ) WITH gc_grace_seconds = 3600
+        ) WITH gc_grace_seconds = {gc_grace}
           AND comment = 'casque queue names by prefix (ListQueues)'""",
     # Dead-letter queue -> the queues whose RedrivePolicy names it (engine/queues/dead_letter_sources.py):
     # ListDeadLetterSourceQueues and StartMessageMoveTask's "is it a dead-letter queue" read one
@@ -259,7 +267,7 @@ TABLES: dict[str, str] = {
         CREATE TABLE IF NOT EXISTS {ks}.dead_letter_sources (
             target text, source text,
             PRIMARY KEY ((target), source)
-        ) WITH gc_grace_seconds = 3600
+        ) WITH gc_grace_seconds = {gc_grace}
           AND comment = 'casque dead-letter queue -> its source queues'""",
 }
 
@@ -352,12 +360,13 @@ def apply_schema(
     storage). None: only the queues created from now on enter them."""
     ks = validate_name(keyspace)
     statements = [f"CREATE KEYSPACE IF NOT EXISTS {ks} WITH replication = {replication_map(settings)}"]
-    statements += [" ".join(cql.format(ks=ks).split()) for cql in TABLES.values()]
+    statements += [" ".join(cql.format(ks=ks, gc_grace=GC_GRACE_S).split()) for cql in TABLES.values()]
     had = _tables(db, ks)
     for cql in statements:
         db.execute(cql)
     for table, column, ctype in MIGRATIONS:
         _add_column(db, ks, table, column, ctype)
+    _align_gc_grace(db, ks, statements)
     assert db.cluster is not None
     db.cluster.control_connection.wait_for_schema_agreement()
     new_indexes = [t for t in BACKFILLED if t not in had]
@@ -370,6 +379,19 @@ def _tables(db: Database, ks: str) -> set[str]:
     return {
         r.table_name for r in db.execute("SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", [ks])
     }
+
+
+def _align_gc_grace(db: Database, ks: str, statements: list[str]) -> None:
+    """A table created by an older casque keeps the gc_grace it was created with: set the one its CQL states."""
+    wanted = {}
+    for cql in statements:
+        found = re.search(rf"TABLE IF NOT EXISTS {ks}\.(\w+) .* gc_grace_seconds = (\d+)", cql)
+        if found:
+            wanted[found[1]] = int(found[2])
+    rows = db.execute("SELECT table_name, gc_grace_seconds FROM system_schema.tables WHERE keyspace_name = %s", [ks])
+    for r in rows:
+        if r.table_name in wanted and r.gc_grace_seconds != wanted[r.table_name]:
+            db.execute(f"ALTER TABLE {ks}.{r.table_name} WITH gc_grace_seconds = {wanted[r.table_name]}")
 
 
 def _add_column(db: Database, ks: str, table: str, column: str, ctype: str) -> None:

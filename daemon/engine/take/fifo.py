@@ -33,7 +33,7 @@ first message that stays, in flight or waiting, or at a send's *reservation* (a 
 position a send claimed, engine/send/fifo_send.py), which is no group's message: so a message written late at its
 claimed position is still read, first in its group. What that costs: a take reads from the oldest live
 message of the row, so it scans the tombstones of messages deleted after it (bounded by the rate x
-the oldest live message's age, and purged by compaction after gc_grace, 300 s), and at most
+the oldest live message's age, and purged by compaction after gc_grace, 3 h), and at most
 ``FIFO_SCAN`` rows: a row whose first ``FIFO_SCAN`` live messages all belong to blocked groups
 delivers nothing until one of them finishes (docs/design.md, "FIFO queues").
 """
