@@ -44,8 +44,8 @@ async def send_jobs(cq: Casque) -> int:
 async def run(settings: Settings, deadline_s: float = 90.0) -> int:
     settings.worker.queues = [QUEUE]
     async with await Casque.connect(settings) as cq:
+        since_ms = cq.clock.now_ms()  # the poison queue keeps earlier runs' records: this run's are poisoned after
         expected = await send_jobs(cq)
-        poisoned_before = await cq.admin.poison_count(QUEUE)
     log.info("demo_jobs_sent", queue=QUEUE, jobs=expected)
     worker = Worker(settings)
     runner = asyncio.create_task(worker.run())
@@ -58,15 +58,16 @@ async def run(settings: Settings, deadline_s: float = 90.0) -> int:
     worker.request_stop()
     code = await runner
     async with await Casque.connect(settings) as cq:
-        poison = await cq.admin.poisoned(QUEUE)
+        every = await cq.admin.poisoned(QUEUE)
         left = await cq.peek(QUEUE, 50)
+    poison = [p for p in every if p.poisoned_at >= since_ms]
     c = worker.dispatcher.counters if worker.dispatcher else None
     print("\n=== casque demo ===")
     if c:
         print(f"received {c.received} deliveries: {c.acked} acked, {c.retried} retried, {c.poisoned} poisoned")
     for p in poison[:10]:
         print(f"poison: {p.task:<12} {p.reason}")
-    print(f"messages still queued: {len(left)}   poison queue size: {len(poison)} (was {poisoned_before})")
+    print(f"messages still queued: {len(left)}   poisoned by this run: {len(poison)} (the poison queue: {len(every)})")
     ok = c is not None and c.acked + c.poisoned >= expected and code == 0
     print("demo finished: every job reached its end" if ok else "demo did not finish in time: see the log above")
     return 0 if ok else 1

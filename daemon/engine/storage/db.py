@@ -60,17 +60,35 @@ _CONDITIONAL = re.compile(r"\s*(INSERT|UPDATE|DELETE)\b.*\sIF\s", re.S | re.I)
 
 
 class ConditionalWritesNotResent(RetryPolicy):
-    """The driver's retry policy, except that a conditional write (an LWT) is never sent again after its
-    connection broke or its node answered an error. The driver re-sends such a request on the next host, but
-    the first may have applied: the second then answers "not applied" and shows our own row as if another
-    writer held it (a FIFO send took its own dedup claim for a duplicate's and deleted its message's place).
-    Raised instead, the outcome is unknown to the caller, as for an LWT's write timeout, and each LWT's
-    caller already handles that: its retry finds the first attempt's row and finishes it."""
+    """The driver's retry policy, except that a conditional write (an LWT) is never sent again, whatever the
+    driver was told. The driver re-sends a request on the next host after a broken connection, a node's error
+    answer or an Unavailable, and on the same host after some timeouts; but an LWT may have applied all the same
+    (Cassandra's Paxos answers Unavailable when its commit finds a replica down *after* a quorum accepted the
+    proposal). The re-sent one then answers "not applied" and shows our own row as if another writer held it: a
+    FIFO send took its own dedup claim for a duplicate's and deleted its message's place; a keyed send with "keep"
+    would answer with its own id and write nothing. Raised instead, the outcome is unknown to the caller, as for
+    an LWT's write timeout, and each LWT's caller handles that: its retry finds the first attempt's row."""
 
     def on_request_error(self, query: Any, consistency: Any, error: Any, retry_num: int) -> tuple[int, Any]:
         if is_conditional(query):
             return self.RETHROW, None
         return super().on_request_error(query, consistency, error, retry_num)
+
+    # The driver passes the node's answer by keyword (``**response.info``): passed on as it came.
+    def on_unavailable(self, query: Any, *args: Any, **kwargs: Any) -> tuple[int, Any]:
+        if is_conditional(query):
+            return self.RETHROW, None
+        return super().on_unavailable(query, *args, **kwargs)
+
+    def on_read_timeout(self, query: Any, *args: Any, **kwargs: Any) -> tuple[int, Any]:
+        if is_conditional(query):
+            return self.RETHROW, None
+        return super().on_read_timeout(query, *args, **kwargs)
+
+    def on_write_timeout(self, query: Any, *args: Any, **kwargs: Any) -> tuple[int, Any]:
+        if is_conditional(query):
+            return self.RETHROW, None
+        return super().on_write_timeout(query, *args, **kwargs)
 
 
 def is_conditional(query: Any) -> bool:
