@@ -302,3 +302,32 @@ def test_the_ledger_counts_each_violation_it_is_shown() -> None:
     assert (out.sent, out.processed, out.lost) == (9, 8, 1), out.line()
     assert (out.processed_twice, out.ids_per_dedup_over_one, out.groups_out_of_order) == (1, 1, 1), out.line()
     assert (out.sequence_out_of_order, out.redelivered, out.first_seen_redelivered) == (1, 1, 1), out.line()
+
+
+def test_a_run_whose_visibility_ran_out_comes_back_in_order_and_only_that() -> None:
+    """SQS redelivers a group's messages whose visibility ran out from the first of them, in order: the nemesis saw
+    g's 0-2 answered after their visibility had passed and g's 0-3 redelivered by a receive that began meanwhile. That
+    is order kept. Going back past a message not deleted (h), or delivering one deleted before the receive began (i),
+    is not."""
+    led = Ledger()
+    for g, n in [("g", 0), ("g", 1), ("g", 2), ("g", 3), ("h", 0), ("h", 1), ("i", 0), ("i", 1)]:
+        led.record_sent((g, n), f"{g}{n}", f"{n + 1:020d}", None)
+
+    def seen(g: str, n: int, at: float, began: float, count: int) -> Seen:
+        return Seen(at, n, (g, n), f"{g}{n}", count, "", began)
+
+    first = [seen("g", n, 12.0, 0.0, 1) for n in range(3)]  # answered 12 s on: visibility (10 s) already passed
+    again = [seen("g", n, 40.0, 2.0, 2) for n in range(3)] + [seen("g", 3, 40.0, 2.0, 1)]
+    h = [seen("h", 0, 1.0, 0.0, 1), seen("h", 1, 1.0, 0.0, 1), seen("h", 1, 30.0, 20.0, 2)]  # h0 deleted at 50
+    i = [seen("i", 0, 1.0, 0.0, 1), seen("i", 0, 30.0, 20.0, 2), seen("i", 1, 30.0, 20.0, 1)]  # i0 deleted at 2
+    led.record_seen(first + again + h + i)
+    for d in again:
+        led.record_processed(d, 41.0)
+    led.record_processed(h[0], 50.0)
+    led.record_processed(h[2], 31.0)
+    led.record_processed(i[0], 2.0)
+    led.record_processed(i[2], 31.0)
+    out = led.tally(leftover=0, seconds=0)
+    assert (out.lost, out.processed_twice, out.redelivered) == (0, 0, 5), out.line()
+    assert out.groups_out_of_order == 2, out.line()
+    assert [e.split(" ")[0] for e in out.examples] == ["h", "i"], out.line()

@@ -6,6 +6,12 @@ Every record is written by the client thread that saw it, under one lock. "Seen"
 monotonic time the receive's answer arrived (then its place in the answer): a group's next message
 can only be taken after its previous one was deleted, which happens after that answer arrived, so
 within a group this order is the order the queue delivered in, across threads and servers.
+
+A group's messages whose visibility ran out before they were deleted come back, from the first of them,
+in order (SQS's FIFO): so a group's deliveries are runs of consecutive numbers, each new message the one
+after the highest delivered, and a run that goes back starts where the group's deletes ended: every
+message before it deleted (by the time that answer arrived), none of its own deleted before that
+receive began.
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ class Ledger:
         self.sequences: dict[Key, str] = {}
         self.seen: list[Seen] = []
         self.processed: list[tuple[Key, str]] = []
+        self.deleted_at: dict[Key, float] = {}  # when a message's first successful delete answered (monotonic)
         self.outcome = Outcome()
         self.retries: list[tuple[Key, int]] = []
 
@@ -73,9 +80,10 @@ class Ledger:
             self.seen += items
 
     def record_processed(self, delivery: Seen, at: float = 0.0) -> None:
-        """``delivery``'s delete succeeded (``at``, monotonic: not used here)."""
+        """``delivery``'s delete succeeded; its answer arrived at ``at`` (monotonic)."""
         with self.lock:
             self.processed.append((delivery.key, delivery.message_id))
+            self.deleted_at.setdefault(delivery.key, at)
 
     def count(self, name: str, n: int = 1) -> None:
         with self.lock:
@@ -115,26 +123,42 @@ class Ledger:
         return out
 
     def _order(self, out: Outcome) -> None:
-        """Per group, the numbers seen in delivery order, a redelivery folded into the delivery it
-        repeats, must be 0, 1, 2, ... exactly; and its SequenceNumbers must increase with them."""
+        """Per group, in delivery order: runs of consecutive numbers (the module docstring), each new
+        number the one after the highest delivered; a run that goes back starts right after a deleted
+        message and redelivers none deleted before its receive began. And the SequenceNumbers increase
+        with the numbers."""
         per_group: dict[str, list[Seen]] = defaultdict(list)
         for s in sorted(self.seen, key=lambda s: (s.at, s.index)):
             per_group[s.key[0]].append(s)
         received: set[str] = set()
+        never = float("inf")
         for group, seen in per_group.items():
             folded: list[int] = []
+            top, broken = -1, None
             for s in seen:
                 if s.message_id in received:
                     out.redelivered += 1
                 else:
                     received.add(s.message_id)
                     out.first_seen_redelivered += s.receive_count > 1
-                if not folded or folded[-1] != s.key[1]:
-                    folded.append(s.key[1])
-            if folded != list(range(len(folded))):
+                n = s.key[1]
+                gone = self.deleted_at.get(s.key, never) < s.began  # came back once deleted
+                repeat = bool(folded) and folded[-1] == n  # the same message again at once: one delivery repeated
+                back = n <= top and not repeat and (not folded or n != folded[-1] + 1)  # a run that goes back
+                if (
+                    gone
+                    or n > top + 1
+                    or ((back or repeat) and n > 0 and self.deleted_at.get((group, n - 1), never) > s.at)
+                ):
+                    broken = len(folded) if broken is None else broken
+                if not repeat:
+                    folded.append(n)
+                top = max(top, n)
+            if broken is not None:
                 out.groups_out_of_order += 1
-                at = next(i for i, n in enumerate(folded) if n != i)  # where the order first breaks
+                at = broken
                 out.examples.append(f"{group} from #{max(0, at - 3)}: {folded[max(0, at - 3) : at + 9]}")
+            folded = list(range(top + 1))
             seqs = [self.sequences.get((group, n)) for n in range(len(folded))]
             if any(a is None or b is None or a >= b for a, b in zip(seqs, seqs[1:])):
                 out.sequence_out_of_order += 1
