@@ -195,7 +195,8 @@ class Campaign:
                     f"began={s.began + off:.3f} answered={s.at + off:.3f}\n"
                 )
             for (g, n), mid in led.processed:
-                out.write(f"deleted {g}:{n} {mid}\n")
+                at = led.deleted_at.get((g, n))
+                out.write(f"deleted {g}:{n} {mid}" + (f" first_answered={at + off:.3f}" if at else "") + "\n")
 
     def _drain_sqs(self, traffic: SqsTraffic) -> int:
         """What the queues still hold once everything sent was processed: the standard one's drained into its ledger
