@@ -27,6 +27,9 @@ _QUEUE_NAME = re.compile(r"^(?=.{1,80}$)[A-Za-z0-9_-]+(\.fifo)?$")
 #: repaired (``nodetool repair``) before it rejoins, Cassandra's own rule. Tables whose rows only expire (a
 #: default TTL) keep a short gc_grace: every replica expires them on its own.
 GC_GRACE_S = 3 * 3600
+#: A keyspace with one replica has no other replica to miss a delete: its tombstones go after 5 minutes, so a
+#: single dev node's churn is compacted away as it goes.
+ONE_REPLICA_GC_GRACE_S = 300
 
 TABLES: dict[str, str] = {
     # One row per queue: the settings every producer and consumer reads (Astyanax's createQueue).
@@ -359,8 +362,9 @@ def apply_schema(
     (engine/queues/index_backfill.py ``backfill``; ``casque schema apply`` passes it in, the queues being above the
     storage). None: only the queues created from now on enter them."""
     ks = validate_name(keyspace)
-    statements = [f"CREATE KEYSPACE IF NOT EXISTS {ks} WITH replication = {replication_map(settings)}"]
-    statements += [" ".join(cql.format(ks=ks, gc_grace=GC_GRACE_S).split()) for cql in TABLES.values()]
+    db.execute(f"CREATE KEYSPACE IF NOT EXISTS {ks} WITH replication = {replication_map(settings)}")
+    gc_grace = GC_GRACE_S if replicas(db, ks) > 1 else ONE_REPLICA_GC_GRACE_S
+    statements = [" ".join(cql.format(ks=ks, gc_grace=gc_grace).split()) for cql in TABLES.values()]
     had = _tables(db, ks)
     for cql in statements:
         db.execute(cql)
@@ -373,6 +377,12 @@ def apply_schema(
     if new_indexes and "queues" in had and backfill is not None:  # an existing keyspace: its queues enter them once
         backfill(db, ks, new_indexes)
     return [f"{ks}.{name}" for name in TABLES]
+
+
+def replicas(db: Database, ks: str) -> int:
+    """How many replicas the keyspace keeps of each row, in all its datacenters (as it exists, not as configured)."""
+    row = db.execute("SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = %s", [ks]).one()
+    return sum(int(str(v).split("/")[0]) for k, v in row.replication.items() if k != "class")  # "3/1": transient
 
 
 def _tables(db: Database, ks: str) -> set[str]:
