@@ -13,7 +13,10 @@ from .check import Duplicate, Findings, explainer, inside
 from .faults import Window
 from .traffic import VISIBILITY_S, SqsTraffic
 
-FIFO_VIOLATIONS = ("lost", "processed_twice", "ids_per_dedup_over_one", "groups_out_of_order", "sequence_out_of_order")
+#: A FIFO message processed twice is not one of them: its second delivery is a duplicate, explained by a fault or not
+#: (``_deliveries``), as SQS's FIFO delivers again a message whose visibility ran out before its delete. One delivered
+#: again after a delete of it was answered (a deleted message back) breaks its group's order (the ledger's ``_order``).
+FIFO_VIOLATIONS = ("lost", "ids_per_dedup_over_one", "groups_out_of_order", "sequence_out_of_order")
 
 
 def wall_offset() -> float:
