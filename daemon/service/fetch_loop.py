@@ -61,10 +61,10 @@ class FetchLoop:
             polling = watch.poll_due(queue, always=burst)
             scout = watch.waiters[queue].scout == slot
             finished_before = self._fifo_finished()
-            full = polling or (not scout and not consumer.hints_flowing(watch.flowing_ms))
+            full = polling or (not scout and not consumer.names.flowing(watch.flowing_ms))
             messages = await self._fetch(queue, consumer, slot, asked, scout or polling, full)
             if polling:
-                watch.polled(queue, bool(messages), consumer.hints_flowing(watch.flowing_ms))
+                watch.polled(queue, bool(messages), consumer.names.flowing(watch.flowing_ms))
             watch.idle[(queue, slot)] = not messages
             if messages:
                 for m in messages:
@@ -113,8 +113,8 @@ class FetchLoop:
         Any other consumer looks once more: it may wait only after a fetch that found nothing
         (its last fetch counts as idle, or burst mode would never end)."""
         watch = self.watch
-        named = consumer.pending_hints()
-        flowing = consumer.hints_flowing(watch.flowing_ms)
+        named = consumer.names.pending()
+        flowing = consumer.names.flowing(watch.flowing_ms)
         if named or (not flowing and got >= max(4, asked // 50)):
             watch.waiters[queue].resign_scout(slot)
             watch.wake(queue, named - 1 if flowing else None)

@@ -59,7 +59,7 @@ class IdleWatch:
         def listener(due_ms: int, placement: int | None) -> None:
             consumer.hint(due_ms, placement)
             kick.set()
-            if consumer.pending_hints() > 1:  # more named rows than the scout: call a helper in
+            if consumer.names.pending() > 1:  # more named rows than the scout: call a helper in
                 self.wake(queue, 1)
 
         return listener
@@ -94,7 +94,7 @@ class IdleWatch:
         """How long the scout may sleep: until its next poll, or a message known to be coming."""
         until = self._poll_at_ms.get(queue, 0.0) - _loop_ms()  # inf while another consumer polls
         delay = min(self.settings.max_poll_interval_ms, max(0.0, until))
-        upcoming = consumer.next_due()  # back off while idle, but wake exactly when it falls due
+        upcoming = consumer.names.next_due()  # back off while idle, but wake exactly when it falls due
         if upcoming is None:
             return delay
         return max(0.0, min(delay, upcoming - self.cq.clock.now_ms()))

@@ -71,7 +71,7 @@ class Outcomes:
             reason = f"timed out on its last attempt ({m.attempt} of {m.max_attempts})"
             await self.poison(consumer, m, mlog, reason, "TimeoutError", "", duration)
         else:
-            consumer.expect(m.bucket, m.shard, m.invisible_until)
+            consumer.names.expect(m.bucket, m.shard, m.invisible_until)
 
     async def retry_or_poison(
         self,
@@ -110,7 +110,7 @@ class Outcomes:
         except CasqueError as store_exc:
             mlog.error("retry_write_failed", error=str(store_exc), comes_back_at_ms=m.invisible_until)
             return
-        consumer.expect(m.bucket, m.shard, m.due_ms if m.visible_at is None else m.visible_at)
+        consumer.names.expect(m.bucket, m.shard, m.due_ms if m.visible_at is None else m.visible_at)
         self.count(m, "retried")
         await self.hooks.outcome("retried", m, duration, handled=True, error=exc, retry_in=delay)
         mlog.info("message_retried", error=error, retry_in=round(delay, 3), duration=round(duration, 4))

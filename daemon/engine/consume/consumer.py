@@ -85,7 +85,6 @@ class Consumer:
         ahead_ms: int = 0,
     ) -> None:
         self.db = db
-        self.keys = keys
         self.table = table
         self.queues = queues
         self.poison = poison
@@ -96,11 +95,10 @@ class Consumer:
         self.lookahead_ms = lookahead_ms
         self.row_lock = RowLock(db, table, clock, tolerance_ms)
         self.holds = RowHolds(self.row_lock)
-        #: Take a message up to this long before it is due (the dispatcher starts its handler at
-        #: the due time): a timer fires on time although the take costs round trips.
-        self.ahead_ms = ahead_ms
+        self.ahead_ms = ahead_ms  # these two: TakeOptions
         self.last_settings: QueueSettings | None = None
         self.rows = Rows()
+        #: Which shards to visit next: wake-ups, our own writes coming due (``expect``), what is still named.
         self.names = ShardNames(clock, self.rows, ahead_ms)
         self._hints = 0  # wake-ups told to this consumer, those before its first fetch included
         #: (when, ``wakes()`` then, bucket then) of the last look that read and found nothing due
@@ -113,14 +111,10 @@ class Consumer:
         self._lower_lanes_taken = False  # the last take handed out a lane below the queue's top one
         self._top_lane_checked = 0  # monotonic ms
         self._top_lane_found = False  # the last top-lane check took something: check again at once
-        #: How long past its timeout a taken message stays invisible: the dispatcher's margin for
-        #: clock skew (service/visibility.py); 0 for other consumers.
         self.hold_ms = hold_ms
         #: A daemon's consumer: the tasks it has handlers for (None: a pull client's, which takes every task).
         self.handles: Callable[[str], bool] | None = None
-        #: None: take every message. Else (``handles``, on a queue pull clients consume: ``settings``) take only
-        #: the tasks this accepts and leave the others in the row, the cursor never past them (docs/design.md,
-        #: "Push and pull on one queue").
+        #: ``handles`` on a queue pull clients consume (``settings``), else None (TakeOptions).
         self.accepts: Callable[[str], bool] | None = None
         self.peek = RowPeek(db, table, clock, self.stats, tolerance_ms, rescan_ms, lookahead_ms, ahead_ms)
         self.taker = Take(
@@ -159,10 +153,6 @@ class Consumer:
             )
         return qs
 
-    def expect(self, bucket: int, shard: int, due_ms: int) -> None:
-        """Something we wrote in this row becomes due at ``due_ms``: look before the next rescan (``ShardNames``)."""
-        self.names.expect(bucket, shard, due_ms)
-
     def hint(self, due_ms: int, placement: int | None) -> None:
         """A send falls due at ``due_ms`` in the shard of ``placement`` (None: any); counted (``wakes``), and named
         once the queue's settings are known (a fetch, or a receive's warm-up): a name outlives a parked poll's timer."""
@@ -174,18 +164,6 @@ class Consumer:
         """How many reasons to look this consumer was given (sends and hints told to it, our own
         writes coming due, takes that left more): unchanged since an empty look, nothing new was said."""
         return self._hints + self.names.named
-
-    def hints_flowing(self, window_ms: int) -> bool:
-        """Has a wake-up arrived within ``window_ms``? (``ShardNames.flowing``)"""
-        return self.names.flowing(window_ms)
-
-    def pending_hints(self) -> int:
-        """Shards named with something due that no fetch has visited since."""
-        return self.names.pending()
-
-    def next_due(self) -> int | None:
-        """When to fetch next for what this process knows is coming (``ShardNames.next_due``)."""
-        return self.names.next_due()
 
     async def warm(self, parallel: int = 64) -> None:
         """Before serving: load every row's cursors and peek it, ``parallel`` rows at a time.
@@ -313,15 +291,7 @@ class Consumer:
         """Take from the first of these rows that yields; name the shards of the rest, so other
         consumers are sent there (the dispatcher wakes one per named shard)."""
         for i, (bucket, shard) in enumerate(rows):
-            state = self.rows.setdefault((bucket, shard), RowState())
-            if state.busy:
-                self.names.name_now(shard)
-                continue
-            state.busy = True
-            try:
-                taken = await self._take_row(qs, bucket, shard, state, opts)
-            finally:
-                state.busy = False
+            taken = await self._take_row(qs, bucket, shard, opts, peeked=True)
             if taken:
                 now = self.clock.now_ms()
                 for _, other in rows[i + 1 :]:
@@ -354,20 +324,26 @@ class Consumer:
             if taken:
                 return taken
         for bucket in every:
-            taken = await self._visit_one(qs, bucket, shard, opts)
+            taken = await self._take_row(qs, bucket, shard, opts, peeked=False)
             if taken:
                 return taken
         return []
 
-    async def _visit_one(self, qs: QueueSettings, bucket: int, shard: int, opts: TakeOptions) -> list[Message]:
+    async def _take_row(
+        self, qs: QueueSettings, bucket: int, shard: int, opts: TakeOptions, peeked: bool
+    ) -> list[Message]:
+        """The take step (engine/take/step.py) on this row, one coroutine at a time (a busy row's shard is named
+        for later): from our hold if we have one, else under its lock, after a peek unless the caller ``peeked``."""
         state = self.rows.setdefault((bucket, shard), RowState())
         if state.busy:
             self.names.name_now(shard)
             return []
-        if state.backoff_until > self.clock.elapsed_ms():
+        if not peeked and state.backoff_until > self.clock.elapsed_ms():
             return []
         state.busy = True
         try:
+            if peeked:
+                return await self._take(qs, bucket, shard, state, opts)
             return await self._visit_row(qs, bucket, shard, state, opts)
         finally:
             state.busy = False
@@ -375,17 +351,16 @@ class Consumer:
     async def _visit_row(
         self, qs: QueueSettings, bucket: int, shard: int, state: RowState, opts: TakeOptions
     ) -> list[Message]:
-        lock = await self._held_lock(qs, bucket, shard)
-        if lock is not None:
-            return (await self.taker.take_held(qs, state, lock, opts)).messages
-        if not await self.peek.row(qs, bucket, shard, state, self.accepts):
+        """A visit (bench/taketrace.py times it): peek the row unless we hold it, and take what it found due."""
+        if await self._held_lock(qs, bucket, shard) is None and not await self.peek.row(
+            qs, bucket, shard, state, self.accepts
+        ):
             return []
-        return await self._take_row(qs, bucket, shard, state, opts)
+        return await self._take(qs, bucket, shard, state, opts)
 
-    async def _take_row(
+    async def _take(
         self, qs: QueueSettings, bucket: int, shard: int, state: RowState, opts: TakeOptions
     ) -> list[Message]:
-        """The take step (engine/take/step.py) on this row: from our hold if we have one, else under its lock."""
         lock = await self._held_lock(qs, bucket, shard)
         if lock is not None:
             return (await self.taker.take_held(qs, state, lock, opts)).messages

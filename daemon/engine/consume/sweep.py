@@ -393,9 +393,9 @@ class Sweeper:
                 moved.append((m, old_due, cursor))
             await self._write(under, batch, [m.write_ts for m, _, _ in moved] + [r.wt or 0 for r in entries])
         if entries:
-            c.expect(bucket, shard, now)
+            c.names.expect(bucket, shard, now)
         for m, old_due, cursor in moved:
-            c.expect(bucket, shard, m.due_ms)
+            c.names.expect(bucket, shard, m.due_ms)
             metrics.SWEPT.labels(qs.name).inc()
             log.warning(
                 "message_below_cursor",

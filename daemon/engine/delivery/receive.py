@@ -223,7 +223,7 @@ class Receiver:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return []
-                coming = consumer.next_due()
+                coming = consumer.names.next_due()
                 if coming is not None and coming > self.clock.now_ms():
                     waiter.at(coming)
                 looked_at = None  # woken: the next look reads
@@ -333,7 +333,7 @@ class Receiver:
                 m.copy_due_ms if m.copy_due_ms is not None else m.due_ms
             )  # where the delivery is (a FIFO message's own position)
             visible = m.visible_at if m.visible_at is not None else due
-            consumer.expect(m.bucket, m.shard, visible)  # visible again then, if not deleted by then
+            consumer.names.expect(m.bucket, m.shard, visible)  # visible again then, if not deleted by then
             self.wakeups.notify(queue, visible)
             r = Receipt(
                 queue,

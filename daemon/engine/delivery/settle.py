@@ -144,7 +144,7 @@ class Settler:
         self._unblock(m, self.clock.now_ms())
 
     def _unblock(self, m: Message | Receipt, due_ms: int) -> None:
-        self.consumer_of(m.queue).expect(m.bucket, m.shard, due_ms)
+        self.consumer_of(m.queue).names.expect(m.bucket, m.shard, due_ms)
         self.wakeups.notify(m.queue, due_ms)
         if self.unblocked is not None:
             self.unblocked(m.queue, due_ms, m.id.int)
@@ -176,7 +176,7 @@ class Settler:
         if not qs.fifo:  # narrow, with an escape entry at the new time (engine/take/flights.py): no marker
             batch = in_place_change(self.db, self.table, m, now, qs.retention_s, escape=True)
             await self.db.run(batch, timestamp=after(m.write_ts, now_us=self.db.next_timestamp()))
-            self.consumer_of(r.queue).expect(r.bucket, r.shard, new_due)
+            self.consumer_of(r.queue).names.expect(r.bucket, r.shard, new_due)
             self.wakeups.notify(r.queue, new_due)
             return new_due
         batch = self.db.batch()  # FIFO: the message written again at its position, its visibility changed
