@@ -40,6 +40,7 @@ class ShardNames:
         state = self.rows.setdefault((bucket, shard), RowState())
         state.wake = min(state.wake, due_ms)
         state.next_check = min(state.next_check, due_ms)
+        state.start.behind(due_ms)
         self.name(shard, due_ms)  # a fetch at the due time visits the shard (named shards only while wake-ups flow)
 
     def hint(self, qs: QueueSettings, due_ms: int, placement: int | None) -> None:
@@ -58,6 +59,7 @@ class ShardNames:
             if state is not None:  # the row it was written to is looked at again by then, rescan or not
                 state.next_check = min(state.next_check, due_ms)
                 state.named = True
+                state.start.behind(due_ms)
 
     def flowing(self, window_ms: int) -> bool:
         """Has a wake-up arrived within ``window_ms``, or does one name a due time within ``window_ms`` of now? Then

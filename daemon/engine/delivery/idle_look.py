@@ -78,7 +78,8 @@ class IdleLook:
         safe = now - consumer.tolerance_ms
         if any(st is None or not st.start.loaded or st.busy for st in states):
             return None
-        # From where each lane's own read would start (past a skip, on a queue shared with pull readers).
+        # From where each lane's own read would start (past a skip or frontier): a drained row's look does not
+        # cross the tombstones of what was just taken.
         starts = [st.start for st in states if st is not None]
         low = min(
             start.at(rank, consumer.accepts, self.clock, consumer.rescan_ms) for start in starts for rank in ranks
@@ -100,6 +101,13 @@ class IdleLook:
         due = sorted((row for row in rows if first.get(row, horizon + 1) <= horizon), key=lambda row: first[row])
         if due and not one_lane:  # lanes: the fetch's own order (highest lane first, the top-lane check)
             return None
+        if not due and any(st.start.frontier for st in states if st is not None):
+            # Read from past a frontier and found nothing: a message written behind it with no wake-up (a lagging
+            # producer's) would wait for the next look, up to a parked poll's safety interval. Look from the cursors.
+            for st in states:
+                if st is not None:
+                    st.start.forget_frontier()
+            return await self.due_rows(consumer, qs)
         if due:  # taken from at once (no peek), oldest first; named, so the top-ups go to the others next
             for bucket, shard in due:
                 consumer.rows[(bucket, shard)].next_check = now
@@ -116,7 +124,7 @@ class IdleLook:
                 st.wake = min(st.wake, coming)
             target = safe if coming is None else min(coming, safe)
             for rank in ranks:
-                if st.start.cursor(rank) >= low:  # read from its cursor, not from past a skip
+                if st.start.cursor(rank) >= low:  # read from its cursor, not from past a frontier
                     st.start.move(rank, target)
             st.named = False
             st.next_check = min(next_rescan(now, consumer.rescan_ms), st.wake - consumer.ahead_ms)

@@ -209,7 +209,7 @@ class Receiver:
                 )
                 if not taken and due is None and not qs.fifo:
                     # Joined a take, or took under a kept lock, without a look of its own, and got nothing: look
-                    # before parking.
+                    # before parking (the look reads from the cursors when a frontier hid nothing, idle_look.py).
                     due = await self.look.due_rows(consumer, look_qs)
                     looked_at = self.clock.now_ms()
                     if due:

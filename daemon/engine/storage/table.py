@@ -68,7 +68,7 @@ def _lane_reads(prepare: Callable[[str], PreparedStatement], t: str, cols: str, 
     """The reads of a lane for one place of messages in flight: ``cols`` the columns of a message read, ``below`` the
     sweep's; ``waiting``: filtered to waiting rows (a standard queue's). ``*_after`` read from just after a (due, id)
     position, not from the cursor: a daemon sharing the queue with pull readers reads past the messages it left them
-    (engine/consume/consumer.py ``accepts``). ``peek_rows`` is an empty receive's look
+    (engine/consume/consumer.py ``accepts``), and a drain past its frontier. ``peek_rows`` is an empty receive's look
     (engine/delivery/idle_look.py): the first message of every row it names, from one lower bound, in one request.
     ``read_below`` is the sweep's (engine/consume/sweep.py): a stretch below a cursor with the cursors *from the same
     read*, so a take batch (cursor move + deletes, atomic per replica) is seen whole or not at all."""

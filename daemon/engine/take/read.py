@@ -21,6 +21,7 @@ from daemon.engine.take import fifo
 from daemon.engine.take.budget import TAKE_BYTES, TakeBudget
 from daemon.engine.take.flights import Flights, is_entry, is_ghost, scan
 from daemon.engine.take.options import TakeOptions
+from daemon.engine.take.read_start import FRONTIER_LAG_MS
 from daemon.engine.take.row_lock import HeldLock
 from daemon.engine.take.row_state import RowState, trip
 
@@ -29,11 +30,14 @@ Skips = dict[int, tuple[int, Any]]
 
 @dataclass
 class TakeRead:
-    """What a take read: the rows to take, where each lane's cursor may go if it commits, and skips."""
+    """What a take read: the rows to take, where each lane's cursor may go if it commits, skips, and
+    where each lane's later reads may start if it commits (``ReadStart.frontier``)."""
 
     found: list[Any]
     moves: dict[int, int]
     skips: Skips
+    frontier: Skips = field(default_factory=dict)
+    sealed: set[int] = field(default_factory=set)  # lanes whose frontier is sealed (``ReadStart.sealed``)
     flights: Flights = field(default_factory=Flights)  # the check entries processed (flights.py)
 
     def anything(self) -> bool:
@@ -59,25 +63,32 @@ class TakeReader:
         ranks = qs.ranks()
         due_by = now + opts.ahead_ms
         limit = opts.limit
+        state.start.reading()
         trip()
         rows, from_skip = await self._read_due(
             qs, lock, ranks[0], state, now + max(self.lookahead_ms, opts.ahead_ms), limit, opts
         )
+        sealed = {ranks[0]} if not from_skip else set()
         due = [r for r in rows if r.due <= due_by]
         if len(due) < len(rows):
             state.wake = min(state.wake, rows[len(due)].due)
         budget = TakeBudget(limit, TAKE_BYTES)
         moves: dict[int, int] = {}
         skips: Skips = {}
+        frontier: Skips = {}
         read_limit = limit if len(due) == len(rows) else limit + 1
         found = self._keep(budget, moves, skips, ranks[0], due, read_limit, now, from_skip, opts)
+        _frontier(frontier, sealed, ranks[0], found, now, self.tolerance_ms, opts)
         entries = _not_messages(due)
         for rank in ranks[1:] if not opts.top_lane_only else ():
             if budget.full():
                 break
             trip()
             more, from_skip = await self._read_due(qs, lock, rank, state, due_by, budget.count_left(), opts)
+            if not from_skip:
+                sealed.add(rank)
             kept = self._keep(budget, moves, skips, rank, more, budget.count_left(), now, from_skip, opts)
+            _frontier(frontier, sealed, rank, kept, now, self.tolerance_ms, opts)
             found += kept
             entries += _not_messages(more)
         flights = await self._flights(qs, lock, entries, budget, due_by, opts) if entries else Flights()
@@ -85,7 +96,7 @@ class TakeReader:
         if not found:  # nothing to take: what was read is all left for the pull readers, read past it now
             state.start.skip_to(skips, opts.accepts, self.clock.elapsed_ms())
             skips = {}
-        return TakeRead(found, moves, skips, flights)
+        return TakeRead(found, moves, skips, frontier, sealed & frontier.keys(), flights)
 
     async def _flights(
         self,
@@ -174,13 +185,14 @@ class TakeReader:
         self, qs: QueueSettings, lock: HeldLock, rank: int, state: RowState, until: int, limit: int, opts: TakeOptions
     ) -> tuple[list[Any], bool]:
         """The lane's rows from its cursor (or just after its skip) up to ``until`` (inclusive), at
-        most ``limit``; and whether the read started at a skip (the cursor then stays where it is)."""
+        most ``limit``; and whether the read started at a skip that keeps the cursor where it is (a
+        sealed frontier does not: the read moves the cursor as one from the cursor would)."""
         skip = state.start.skip(rank, opts.accepts, self.clock, self.rescan_ms)
         if skip is not None:
             return await self.db.run(
                 self.table.reads(qs).read_due_after,
                 [qs.name, lock.bucket, lock.shard, rank, skip[0], skip[1], until, limit],
-            ), True
+            ), state.start.keeps_cursor(rank, skip)
         start = state.start.cursor(rank)
         return await self.db.run(
             self.table.reads(qs).read_due, [qs.name, lock.bucket, lock.shard, rank, start, until, limit]
@@ -226,6 +238,25 @@ class TakeReader:
         if not from_skip:  # read from a skip: the cursor stays where it is, behind what was left there
             moves[rank] = target
         return kept
+
+
+def _frontier(
+    frontier: Skips, sealed: set[int], rank: int, kept: list[Any], now: int, tolerance_ms: int, opts: TakeOptions
+) -> None:
+    """The lane's frontier if the take commits: the last row kept that was due ``FRONTIER_LAG_MS`` before the
+    read. Every row read before it was kept too (with no pull readers, a take keeps the leading rows it read),
+    so what lies behind it is what this take took, or tombstones: later reads start after it (ReadStart.skip).
+    It stays *sealed* (in ``sealed``) if the read started at the cursor or a sealed frontier and it is due
+    before now - tolerance: nothing can be written behind it any more (docs/design.md, "The take's frontier")."""
+    if opts.accepts is not None:
+        return  # pull readers' skips (``_passed``) say where reads may start
+    settled = now - FRONTIER_LAG_MS
+    for r in reversed(kept):
+        if r.due <= settled:
+            frontier[rank] = (r.due, r.id)
+            break
+    if rank in frontier and frontier[rank][0] >= now - tolerance_ms:
+        sealed.discard(rank)
 
 
 def _passed(rows: list[Any], kept: int, accepts: Callable[[str], bool]) -> Any | None:

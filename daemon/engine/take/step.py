@@ -20,7 +20,7 @@ Two rules keep a take from losing what it read:
 Which row to take from is the consumer's choice (engine/consume/consumer.py); what a take needs besides the row
 comes in one value (``TakeOptions``), and what happened goes back as one (``TakeResult``). The
 row's ``RowState`` is the one thing a take updates in place: where its reads start (``RowState.start``: cursors
-after a commit, skips), its wake time and rescan time, which the consumer's next choice reads.
+after a commit, skips, frontier), its wake time and rescan time, which the consumer's next choice reads.
 """
 
 from __future__ import annotations
@@ -192,8 +192,9 @@ class Take:
         )
 
     def _committed(self, state: RowState, read: TakeRead, opts: TakeOptions) -> None:
-        """A committed take: later reads may start past what it read and left for pull readers (skips)."""
+        """A committed take: later reads may start past what it read (skips) and took (frontier)."""
         state.start.skip_to(read.skips, opts.accepts, self.clock.elapsed_ms())
+        state.start.advance(read.frontier, read.sealed, self.clock)
 
     def _contended(self, qs: QueueSettings, state: RowState) -> None:
         self.stats.contention += 1
