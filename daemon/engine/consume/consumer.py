@@ -95,7 +95,7 @@ class Consumer:
         self.lookahead_ms = lookahead_ms
         self.row_lock = RowLock(db, table, clock, tolerance_ms)
         self.holds = RowHolds(self.row_lock)
-        self.ahead_ms = ahead_ms  # these two: TakeOptions
+        self.ahead_ms, self.hold_ms = ahead_ms, hold_ms  # what every take is asked (TakeOptions)
         self.last_settings: QueueSettings | None = None
         self.rows = Rows()
         #: Which shards to visit next: wake-ups, our own writes coming due (``expect``), what is still named.
@@ -111,7 +111,6 @@ class Consumer:
         self._lower_lanes_taken = False  # the last take handed out a lane below the queue's top one
         self._top_lane_checked = 0  # monotonic ms
         self._top_lane_found = False  # the last top-lane check took something: check again at once
-        self.hold_ms = hold_ms
         #: A daemon's consumer: the tasks it has handlers for (None: a pull client's, which takes every task).
         self.handles: Callable[[str], bool] | None = None
         #: ``handles`` on a queue pull clients consume (``settings``), else None (TakeOptions).
