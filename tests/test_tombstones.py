@@ -131,3 +131,43 @@ async def test_a_drained_tiny_queue_s_cursor_reads_scan_no_tombstones(cq: Casque
     print(f"tombstones: whole row {everything}, cold cursor read {distinct}, LIMIT 1 cursor read {limit_1}")
     assert everything >= n  # the tombstones are really there
     assert distinct <= 10 and limit_1 <= 10
+
+
+async def test_a_drained_row_s_stored_cursor_passes_its_pile_when_the_take_checks_its_last_takes(
+    cq: Casque, queue_name: str
+) -> None:
+    """A drain within the clock tolerance leaves what it acked at or ahead of the cursor its takes committed: a
+    cold process would read that pile from the stored cursor. The drain's takes also wrote check entries, due at the
+    end of their visibility; the take that processes them commits the cursor past the pile (the stored cursor, not
+    only this process's), so a cold read from it scans no tombstone."""
+    n = 2_000
+    await cq.create_queue(queue_name, shards=1, buckets=1, timeout=10)
+    await cq.send_many(queue_name, [Job("t", i) for i in range(n)])
+    consumer = cq.consumer(queue_name)
+    await drain(consumer, cq, n)
+    pile_until = cq.clock.now_ms() + 10_000  # no check entry of the drain is due later than this
+    committed = await stored_cursor(cq, queue_name)
+    peek = (
+        f"SELECT due FROM {cq.settings.cassandra.keyspace}.messages WHERE queue = ? AND bucket = 0 AND shard = 0"
+        " AND kind = 1 AND rank = 0 AND due >= ? AND due <= ? LIMIT 1"
+    )
+    behind = traced_tombstones(cq, peek, [queue_name, committed, cq.clock.now_ms()])
+    await until_clock_passes(cq, pile_until + consumer.tolerance_ms)
+    assert await consumer.fetch(100, 0) == []  # the take that processes the check entries: nothing to deliver
+    stored = await stored_cursor(cq, queue_name)
+    after = traced_tombstones(cq, peek, [queue_name, stored, cq.clock.now_ms()])
+    print(f"a cold read from the stored cursor scans {behind} tombstones after the drain, {after} after its check")
+    assert behind >= n // 2, "the pile was there, ahead of the cursor the drain's takes committed"
+    assert stored > pile_until - consumer.tolerance_ms
+    assert after <= 10
+
+
+async def stored_cursor(cq: Casque, queue: str) -> int:
+    rows = await cq.db.run(cq.stores.table.read_cursors, [queue, 0, 0])
+    return dict(rows[0].cursors or {}).get(0, 0) if rows else 0
+
+
+async def until_clock_passes(cq: Casque, at_ms: int) -> None:
+    """Wait for the clock to pass a computed instant: a known time, not a hope."""
+    await asyncio.sleep(max(0.0, (at_ms - cq.clock.now_ms()) / 1000) + 0.05)
+    assert cq.clock.now_ms() > at_ms

@@ -13,7 +13,6 @@ from collections.abc import Callable
 
 from daemon.base.clock import Clock
 from daemon.base.model import QueueSettings
-from daemon.engine.consume.cursor_keeper import CursorKeeper, too_many_tombstones
 from daemon.engine.storage.db import Database
 from daemon.engine.storage.table import MessageTable
 from daemon.engine.take.row_state import ConsumerStats, RowState, next_rescan, trip
@@ -43,7 +42,6 @@ class RowPeek:
             lookahead_ms,
             ahead_ms,
         )
-        self.keeper = CursorKeeper(db, table, clock, tolerance_ms)
 
     async def row(
         self, qs: QueueSettings, bucket: int, shard: int, state: RowState, accepts: Accepts, count: bool = True
@@ -59,7 +57,6 @@ class RowPeek:
             state.wake = RowState.wake
         trip(count)
         due = await self._anything_due(qs, bucket, shard, state, now, accepts)
-        await self.keeper.store(qs, bucket, shard, state, self.keeper.lagging(state))
         if not due:
             state.next_check = min(next_rescan(now, self.rescan_ms), state.wake - self.ahead_ms)
             return False
@@ -126,17 +123,10 @@ class RowPeek:
                 else self.db.run(reads.peek_after, [qs.name, bucket, shard, r, skip[0], skip[1], horizon])
                 for r, skip in zip(ranks, skips)
             ),
-            return_exceptions=True,
         )
         self.stats.peeks += len(ranks)
         due = False
         for rank, rows, skip in zip(ranks, results, skips):
-            if isinstance(rows, BaseException):
-                if skip is not None or not too_many_tombstones(rows):
-                    raise rows
-                rows, whole = await self.keeper.walk(qs, bucket, shard, state, rank, horizon)
-                if not whole:  # the walk goes on at the next visit, from where it stored the cursor
-                    continue
             first = rows[0].due if rows else None
             if skip is None:  # read from a skip, the lane's cursor stays: it must not pass what was left there
                 self._advance(state, rank, first, now)

@@ -34,14 +34,11 @@ another process; that is found by the first read after the window.
 
 from __future__ import annotations
 
-import asyncio
-
 from daemon.base.clock import Clock
 from daemon.base.errors import StorageUnavailable
 from daemon.base.model import QueueSettings
 from daemon.engine.consume.consumer import Consumer
-from daemon.engine.consume.cursor_keeper import too_many_tombstones
-from daemon.engine.storage.db import Database
+from daemon.engine.storage.db import Database, too_many_tombstones
 from daemon.engine.storage.table import MessageTable
 from daemon.engine.take.row_state import RowState, next_rescan, rows_to_check
 
@@ -96,7 +93,7 @@ class IdleLook:
         except StorageUnavailable as exc:
             if not too_many_tombstones(exc):
                 raise
-            return None  # the fetch's own peeks walk each row across its pile (engine/consume/cursor_keeper.py)
+            return None  # one read across many rows' tombstones: the fetch's own peeks read them one row each
         first = {(r.bucket, r.shard): r.due for r in found}
         due = sorted((row for row in rows if first.get(row, horizon + 1) <= horizon), key=lambda row: first[row])
         if due and not one_lane:  # lanes: the fetch's own order (highest lane first, the top-lane check)
@@ -130,9 +127,6 @@ class IdleLook:
             st.next_check = min(next_rescan(now, consumer.rescan_ms), st.wake - consumer.ahead_ms)
         for shard in range(qs.span()[0]):  # what named them is covered: their rows were rescan-due, so read
             consumer.names.visited(shard, horizon)
-        keeper = consumer.peek.keeper
-        lagging = [(row, st, keeper.lagging(st)) for row, st in zip(rows, states) if st is not None]
-        await asyncio.gather(*(keeper.store(qs, b, sh, st, lanes) for (b, sh), st, lanes in lagging if lanes))
         return []
 
     @staticmethod

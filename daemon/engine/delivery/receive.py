@@ -55,7 +55,6 @@ from daemon.engine.send.keys import KeyStore
 from daemon.engine.storage.db import Database
 from daemon.engine.storage.table import MessageTable
 from daemon.engine.take.holds import LINGER_MS
-from daemon.engine.take.row_state import RowState
 from daemon.engine.wake.catch import Catch
 from daemon.engine.wake.due_feed import DueFeed
 from daemon.engine.wake.wakeups import Wakeups
@@ -237,7 +236,8 @@ class Receiver:
                 if catch is not None and catch.claimed:  # written in flight for this poll (wake/catch.py)
                     caught = await catch.messages
                     if caught:
-                        return self._deliveries(queue, consumer, signer, self._caught(consumer, caught))
+                        consumer.stats.taken += len(caught)  # counted as a take's are
+                        return self._deliveries(queue, consumer, signer, caught)
                 owed = waiter.generation != generation  # woken: this poll owes the queue a look
                 # Timed out, never woken: nothing new to read. (The loop's timers may fire up to its clock
                 # resolution early: a poll woken that close to its end looked again for nothing.)
@@ -312,16 +312,6 @@ class Receiver:
             if not more or len(at) + len(more) > len(taken):
                 break
         return taken
-
-    @staticmethod
-    def _caught(consumer: Consumer, caught: list[Message]) -> list[Message]:
-        """Messages a send wrote in flight for this poll: counted as taken, their check entries (tombstones once
-        processed) known to the rows' cursor keeping, as a take's are (engine/take/step.py)."""
-        for m in caught:
-            state = consumer.rows.setdefault((m.bucket, m.shard), RowState())
-            state.start.piled(m.visible_at or m.due_ms)
-        consumer.stats.taken += len(caught)
-        return caught
 
     def _deliveries(
         self, queue: str, consumer: Consumer, signer: ReceiptSigner, taken: list[Message]

@@ -25,6 +25,7 @@ from cassandra import (
     DriverException,
     InvalidRequest,
     OperationTimedOut,
+    ReadFailure,
     ReadTimeout,
     Unavailable,
     WriteTimeout,
@@ -96,6 +97,11 @@ def is_conditional(query: Any) -> bool:
     prepared = getattr(query, "prepared_statement", None)
     text = prepared.query_string if prepared is not None else getattr(query, "query_string", "")
     return bool(_CONDITIONAL.match(text))
+
+
+def too_many_tombstones(exc: BaseException) -> bool:
+    """Whether a failed read failed on the replicas' side (READ_TOO_MANY_TOMBSTONES is what a pile causes)."""
+    return isinstance(exc, StorageUnavailable) and isinstance(exc.__cause__, ReadFailure)
 
 
 #: Called with (database, statement) before each request through ``Database.run`` or ``run_all`` (the

@@ -1,10 +1,9 @@
 """Where a read of one row's lanes starts: ``RowState.start``.
 
 A lane's read starts at its cursor, or just after a position past it: the last message left for pull readers (a
-skip), or the last one this process's committed takes took (the take's frontier). Kept with them, what is known of
-the cursors: whether they were loaded from the row, how far they are stored, and what tombstones of ours lie ahead
-of the stored ones. All of it is a hint for cost: a process that knows nothing reads every lane from its stored
-cursor. docs/design.md, "Where a read starts".
+skip), or the last one this process's committed takes took (the take's frontier). Kept with them, whether the
+cursors were loaded from the row. All of it is a hint for cost: a process that knows nothing reads every lane from
+its stored cursor. docs/design.md, "Where a read starts".
 """
 
 from __future__ import annotations
@@ -35,12 +34,6 @@ class ReadStart:
     cursors: dict[int, int] = field(default_factory=dict)
     #: The cursors were read from the row (or the row found to have none).
     loaded: bool = False
-    #: The lanes' cursors as this process knows them stored (read, committed by a take, or written by
-    #: engine/consume/cursor_keeper.py): how far the in-memory ones ran ahead.
-    stored: dict[int, int] = field(default_factory=dict)
-    #: The latest due time of a timeout column this process's takes wrote into the row: acked, each is a
-    #: tombstone ahead of the cursor, and the stored cursor is kept close behind peeks until past them.
-    pile_until: int = 0
     #: This process wrote the row's anchor (``MessageTable.write_anchor``) with a take that committed.
     anchored: bool = False
     #: Per lane, the position of the last message read that was left for pull readers (or taken
@@ -150,9 +143,8 @@ class ReadStart:
         merge(self.cursors, cursors)
 
     def loaded_from_store(self, cursors: dict[int, int]) -> None:
-        """The row's cursors as read from Cassandra: merged into what this process knows, and known stored."""
+        """The row's cursors as read from Cassandra: merged into what this process knows."""
         merge(self.cursors, cursors)
-        merge(self.stored, cursors)
         self.loaded = True
 
     def moved(self, moves: dict[int, int]) -> dict[int, int]:
@@ -164,17 +156,7 @@ class ReadStart:
     def committed(self, cursors: dict[int, int]) -> None:
         """A take's batch wrote these cursors, and the row's anchor: only now may later reads start past them."""
         merge(self.cursors, cursors)
-        merge(self.stored, cursors)
         self.anchored = True
-
-    def stored_at(self, lanes: dict[int, int]) -> None:
-        """These lanes' cursors were written (engine/consume/cursor_keeper.py)."""
-        merge(self.stored, lanes)
-
-    def piled(self, due_ms: int) -> None:
-        """A check entry of ours due at ``due_ms`` was written into the row: a tombstone ahead of the cursor once
-        processed, which the stored cursor is kept close behind peeks until past (``pile_until``)."""
-        self.pile_until = max(self.pile_until, due_ms)
 
 
 def merge(mine: dict[int, int], theirs: dict[int, int]) -> None:

@@ -260,8 +260,6 @@ class Take:
         trip()
         await self.db.run(batch, timestamp=ts)
         state.start.committed(cursors)  # committed: only now may later reads start past what was read
-        if delivered and not qs.fifo:  # their check entries, tombstones once done
-            state.start.piled(max(m.visible_at or m.due_ms for m in delivered))
         for m in delivered:
             m.write_ts = ts
         await self._chain(qs, chained, ts, now)
