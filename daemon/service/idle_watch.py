@@ -6,11 +6,13 @@ from another) kicks it, or until a message known to be coming falls due. While w
 poll is only the safety poll (``max_poll_interval``). Durations are ms here (loop time in ms too);
 asyncio takes seconds at the sleep.
 
-The other consumers park on the engine's ``QueueWaiter`` (engine/wake/wakeups.py), the one the long
-polls park on: one way to park, to wake one, n or all, and to hold the scout role (its ``scout`` is
-the slot of the consumer that keeps watch). The daemon has a waiter of its own per
-queue, not the receives' (``Wakeups.enter``): a send must both wake one parked poll and kick this
-scout, as two waiters do; one shared waiter would give its one wake to a poll or a consumer, not both.
+Every wait here is a park on the engine's ``QueueWaiter`` (engine/wake/wakeups.py), the one the long polls
+park on: one way to park, to wake one, n or all, with every deadline on one loop timer (``Deadlines``). Per queue
+the daemon has two waiters of its own, not the receives' (``Wakeups.enter``): ``waiters``, where the other
+consumers park until called in (its ``scout`` is the slot of the consumer that keeps watch), and ``alarms``, the
+scout's, which a wake-up kicks. A send must wake one parked poll, kick the scout and perhaps call a helper in: one
+shared waiter would give its one wake to one of them. A kick is kept while the scout fetches (the scout parks from
+the generation its last sleep ended at), a wake of a consumer is not (the scout's next poll finds its work).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 from daemon.base.config import WorkerSettings
 from daemon.engine.client import Casque
 from daemon.engine.consume.consumer import Consumer
-from daemon.engine.wake.wakeups import QueueWaiter
+from daemon.engine.wake.wakeups import Deadlines, QueueWaiter
 
 
 class IdleWatch:
@@ -41,24 +43,26 @@ class IdleWatch:
         self.idle: dict[tuple[str, int], bool] = {}  # per (queue, slot): its last fetch found nothing
         self.delay_ms: dict[str, int] = {}  # per queue: the scout's poll delay, poll_interval..max_poll_interval
         self._poll_at_ms: dict[str, float] = {}  # per queue: when the next poll of every row is due (loop ms)
-        self.waiters = {q: QueueWaiter(cq.clock) for q in consumers}  # per queue: the consumers waiting
-        self.kick = {q: asyncio.Event() for q in consumers}  # a send named something due: the scout looks now
+        deadlines = Deadlines()
+        self.waiters = {q: QueueWaiter(cq.clock, deadlines) for q in consumers}  # per queue: the consumers waiting
+        self.alarms = {q: QueueWaiter(cq.clock, deadlines) for q in consumers}  # per queue: the scout's sleep
+        self._slept = dict.fromkeys(consumers, 0)  # per queue: the alarm's generation when the scout last woke
         self._unsubscribe = [cq.stores.wakeups.subscribe(q, self._hinted(q)) for q in consumers]
 
     def close(self) -> None:
         for unsubscribe in self._unsubscribe:
             unsubscribe()
-        for waiter in self.waiters.values():
+        for waiter in [*self.waiters.values(), *self.alarms.values()]:
             waiter.close()
 
     def _hinted(self, queue: str) -> Any:
         """A wake-up for ``queue``: tell the consumer which row, and wake its scout so it looks now,
         or sleeps until just before the message is due."""
-        consumer, kick = self.consumers[queue], self.kick[queue]
+        consumer, alarm = self.consumers[queue], self.alarms[queue]
 
         def listener(due_ms: int, placement: int | None) -> None:
             consumer.hint(due_ms, placement)
-            kick.set()
+            alarm.wake()
             if consumer.names.pending() > 1:  # more named rows than the scout: call a helper in
                 self.wake(queue, 1)
 
@@ -105,16 +109,8 @@ class IdleWatch:
         consumer would go round every shard on its own, reading for nothing)."""
         waiter = self.waiters[queue]
         # The generation is read here, not before the fetch: a wake while no consumer waited is not
-        # kept (the scout's next poll finds its work). Read before the park's task starts, so a wake
-        # in between still ends the park.
-        park = asyncio.ensure_future(waiter.park(waiter.generation, None))
-        stop = asyncio.ensure_future(self.stopping.wait())
-        try:
-            both: list[asyncio.Future[Any]] = [park, stop]
-            await asyncio.wait(both, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stop.cancel()
-            park.cancel()
+        # kept (the scout's next poll finds its work).
+        await self._park(waiter, waiter.generation, None)
 
     def wake(self, queue: str, n: int | None = None) -> None:
         """Wake ``n`` waiting consumers of ``queue`` (None: all). One per row with known work:
@@ -127,21 +123,24 @@ class IdleWatch:
         return len(self.idle) == expected and all(self.idle.values())
 
     async def sleep(self, queue: str, ms: float) -> bool:
-        """Sleep ``ms``, or until stopping or the queue's kick is set; True if kicked."""
-        kick = self.kick[queue]
-        if kick.is_set():
-            kick.clear()
-            return True
-        waits = [asyncio.ensure_future(self.stopping.wait()), asyncio.ensure_future(kick.wait())]
+        """The scout sleeps ``ms``, or until stopping or a wake-up kicks it (also one that came while it fetched);
+        True if kicked."""
+        alarm, slept = self.alarms[queue], self._slept[queue]
+        await self._park(alarm, slept, ms / 1000)
+        self._slept[queue] = alarm.generation
+        return alarm.generation != slept
+
+    async def _park(self, waiter: QueueWaiter, generation: int, timeout_s: float | None) -> None:
+        """``waiter.park`` (at once if woken since ``generation``), ended early by stopping."""
+        # The park's task is made before anything else runs, so a wake from here on still ends it.
+        park = asyncio.ensure_future(waiter.park(generation, timeout_s))
+        stop = asyncio.ensure_future(self.stopping.wait())
         try:
-            await asyncio.wait(waits, timeout=ms / 1000, return_when=asyncio.FIRST_COMPLETED)
+            both: list[asyncio.Future[Any]] = [park, stop]
+            await asyncio.wait(both, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            for w in waits:
-                w.cancel()
-        if kick.is_set():
-            kick.clear()
-            return True
-        return False
+            stop.cancel()
+            park.cancel()
 
 
 def _loop_ms() -> float:
