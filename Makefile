@@ -43,14 +43,11 @@ $(JS): tests/js/package-lock.json
 demo: setup
 	$(BIN)/casque demo
 
-# The whole suite against a real Cassandra node (and real 3-node clusters for the cluster tests), a file per worker at
-# a time, each worker with a keyspace of its own (tests/conftest.py). One worker more than the cores (at most 4, the
-# stall nodes of tests/support/stall_node.py): much of the suite waits on nodes and clocks, and with one per core the
-# cores were idle 40 % of the run.
-WORKERS ?= $(shell $(PYTHON) -c 'import os; print(min(4, len(os.sched_getaffinity(0)) + 1))')
+# The whole suite against a real Cassandra node (and real 3-node clusters for the cluster tests), a file per core at
+# a time (at most 4), each worker with a keyspace of its own (tests/conftest.py).
 test: setup sdks browser
 	$(BIN)/casque cassandra start
-	$(BIN)/python -m pytest --numprocesses $(WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(BIN)/python -m pytest --numprocesses auto --maxprocesses 4 --dist loadfile $(PYTEST_ARGS)
 
 # The style checks alone (they also run within `make test`, as tests/test_code_style.py): settings in pyproject.toml.
 lint: setup

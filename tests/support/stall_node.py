@@ -24,7 +24,7 @@ from daemon.testing import sqsserver
 from daemon.testing.sqs_clients import Receiver, poll
 
 REQUEST_TIMEOUT_S = 2
-#: The node of each xdist worker (gw0..gw3: the Makefile's WORKERS, at most 4).
+#: The node of each xdist worker (gw0..gw3: the Makefile's --maxprocesses 4).
 _NODES = [
     ClusterSpec(name="stall0", native_port=9942, storage_port=8250, jmx_base=8350),
     ClusterSpec(name="stall1", native_port=9742, storage_port=7750, jmx_base=8050),
