@@ -117,24 +117,28 @@ async def frontier_set(cq: Casque, queue: str) -> tuple[Consumer, tuple[int, Any
     return consumer, frontier
 
 
-async def send_late(settings: Settings, queue: str) -> int:
-    """A message from a producer whose clock is 2 s behind (within the 5 s tolerance), that sends no
-    wake hint; its due time."""
+@pytest.fixture
+async def lagging(settings: Settings) -> AsyncIterator[Casque]:
+    """A producer whose clock is 2 s behind (within the 5 s tolerance), that sends no wake hint. Connected before
+    the test sets a frontier: a connect on a loaded box can take longer than the 2 s its sends land behind."""
     s = copy.deepcopy(settings)
     s.hints.send = False
     s.hints.listen = False
-    late = await Casque.connect(s, clock=Clock(-2_000))
-    try:
-        return id_due_ms(uuid.UUID(await late.send(queue, "t", "late")))
-    finally:
-        await late.close()
+    client = await Casque.connect(s, clock=Clock(-2_000))
+    yield client
+    await client.close()
+
+
+async def send_late(lagging: Casque, queue: str) -> int:
+    """The late producer's message; its due time."""
+    return id_due_ms(uuid.UUID(await lagging.send(queue, "t", "late")))
 
 
 async def test_a_lagging_producer_s_message_behind_the_frontier_comes_within_the_frontier_s_life(
-    settings: Settings, cq: Casque, queue_name: str
+    lagging: Casque, cq: Casque, queue_name: str
 ) -> None:
     consumer, frontier = await frontier_set(cq, queue_name)
-    due = await send_late(settings, queue_name)
+    due = await send_late(lagging, queue_name)
     assert due < frontier[0], "the message was written behind the frontier"
     took = await take_until(cq, consumer, "late", within_s=read_start.FRONTIER_MS / 1000 + 3)
     print(f"unannounced message behind the frontier delivered after {took:.2f} s")
@@ -142,13 +146,13 @@ async def test_a_lagging_producer_s_message_behind_the_frontier_comes_within_the
 
 
 async def test_a_wake_up_for_a_message_behind_the_frontier_makes_the_next_read_start_at_the_cursor(
-    settings: Settings, cq: Casque, queue_name: str, monkeypatch: pytest.MonkeyPatch
+    lagging: Casque, cq: Casque, queue_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The frontier must outlive the late producer's connect (over a second on a loaded box), or it ages out on its own
-    # and the first read below starts at the cursor: the wake-up, not the age, is what this test is about.
+    # The frontier must outlive the late send (slow on a loaded box), or it ages out on its own and the first read
+    # below starts at the cursor: the wake-up, not the age, is what this test is about.
     monkeypatch.setattr(read_start, "FRONTIER_MS", 600_000)
     consumer, frontier = await frontier_set(cq, queue_name)
-    due = await send_late(settings, queue_name)
+    due = await send_late(lagging, queue_name)
     assert due < frontier[0]
     assert [m.payload for m in await consumer.fetch(100, 0)] == [], "read from the frontier: not seen yet"
     consumer.hint(due, None)  # what a wake hint from the producer's process does
@@ -159,7 +163,7 @@ async def test_a_wake_up_for_a_message_behind_the_frontier_makes_the_next_read_s
 
 
 async def test_a_receive_that_finds_nothing_past_the_frontier_looks_from_the_cursor_before_it_parks(
-    settings: Settings, cq: Casque, queue_name: str
+    lagging: Casque, cq: Casque, queue_name: str
 ) -> None:
     """A parked long poll re-reads only at its safety interval (15 s): a look that read from a frontier and found
     nothing must not be the one it parks on, or a lagging producer's unannounced message would wait that long."""
@@ -168,7 +172,7 @@ async def test_a_receive_that_finds_nothing_past_the_frontier_looks_from_the_cur
     await asyncio.sleep((read_start.FRONTIER_LAG_MS + 100) / 1000)
     got = await cq.receive(queue_name, max=50, wait=0, visibility=60)
     assert len(got) == 50
-    due = await send_late(settings, queue_name)
+    due = await send_late(lagging, queue_name)
     assert due < max(d.message.due_ms for d in got), "written behind what the receive took"
     t0 = time.monotonic()
     late = await cq.receive(queue_name, max=10, wait=5)
