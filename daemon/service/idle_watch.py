@@ -122,13 +122,11 @@ class IdleWatch:
         expected = len(self.consumers) * self.slots
         return len(self.idle) == expected and all(self.idle.values())
 
-    async def sleep(self, queue: str, ms: float) -> bool:
-        """The scout sleeps ``ms``, or until stopping or a wake-up kicks it (also one that came while it fetched);
-        True if kicked."""
-        alarm, slept = self.alarms[queue], self._slept[queue]
-        await self._park(alarm, slept, ms / 1000)
+    async def sleep(self, queue: str, ms: float) -> None:
+        """The scout sleeps ``ms``, or until stopping or a wake-up kicks it (also one that came while it fetched)."""
+        alarm = self.alarms[queue]
+        await self._park(alarm, self._slept[queue], ms / 1000)
         self._slept[queue] = alarm.generation
-        return alarm.generation != slept
 
     async def _park(self, waiter: QueueWaiter, generation: int, timeout_s: float | None) -> None:
         """``waiter.park`` (at once if woken since ``generation``), ended early by stopping."""
