@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 import pytest
+from cassandra import ReadTimeout
 
 from daemon.base.clock import Clock
 from daemon.engine.client import Casque
@@ -24,8 +25,17 @@ _READ = re.compile(r"Read (\d+) live rows and (\d+) tombstone cells")
 
 
 def traced_tombstones(cq: Casque, cql: str, params: list[Any]) -> int:
+    """The tombstones one read scanned. The read is the test's probe, not casque's: on a box busy with
+    other tests a read that crosses 10,000 tombstones can pass the node's 5 s read timeout, so a timed-out
+    probe is asked again (twice at most)."""
     assert cq.db.session is not None
-    rs = cq.db.session.execute(cq.db.prepare(cql), params, trace=True)
+    for attempt in range(3):
+        try:
+            rs = cq.db.session.execute(cq.db.prepare(cql), params, trace=True, timeout=30)
+            break
+        except ReadTimeout:
+            if attempt == 2:
+                raise
     return tombstones_in(rs.get_query_trace(max_wait_sec=10))
 
 
@@ -82,7 +92,6 @@ async def test_tombstones_scanned_per_poll_stay_bounded_over_200k_messages(jumpi
         "AND due>=?"
     )
     ours: list[int] = []
-    naive: list[int] = []
     for r in range(ROUNDS):
         for _ in range(ROUND // 5000):
             await cq.send_many(queue_name, [Job("t", i) for i in range(5000)])
@@ -90,20 +99,20 @@ async def test_tombstones_scanned_per_poll_stay_bounded_over_200k_messages(jumpi
         clock.offset_ms += qs.timeout_ms + consumer.tolerance_ms + consumer.rescan_ms + 1000
         assert await consumer.fetch(100) == []  # one pass over every shard: nothing left, cursors move
         now = clock.now_ms()
-        worst = worst_naive = 0
+        worst = 0
         for (bucket, shard), state in list(consumer.rows.items()):
             worst = max(worst, traced_tombstones(cq, peek, [queue_name, bucket, shard, state.start.cursor(0), now]))
             worst = max(
                 worst,
                 traced_tombstones(cq, locks, [queue_name, bucket, shard, now - qs.lock_ttl_ms - consumer.tolerance_ms]),
             )
-            worst_naive = max(worst_naive, traced_tombstones(cq, peek, [queue_name, bucket, shard, 0, now]))
         ours.append(worst)
-        naive.append(worst_naive)
+    # The same peek from the row start, once at the end: tombstones only pile up over the rounds.
+    naive = max(traced_tombstones(cq, peek, [queue_name, b, s, 0, clock.now_ms()]) for b, s in list(consumer.rows))
     print("tombstones scanned by the worst poll read, per round of 20k: casque", ours, "from the row start", naive)
     assert consumer.stats.taken == ROUND * ROUNDS
     assert max(ours) <= 100, ours  # flat: consumed history is never scanned again
-    assert max(naive) >= 10_000, naive  # the history is really there for a cursor-less read to trip over
+    assert naive >= 10_000, naive  # the history is really there for a cursor-less read to trip over
 
 
 async def test_a_drained_tiny_queue_s_cursor_reads_scan_no_tombstones(cq: Casque, queue_name: str) -> None:
