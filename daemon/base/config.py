@@ -142,6 +142,7 @@ class SqsSettings:
     cert_file: str = ""
     key_file: str = ""
     console: bool = False  # casque serve also serves the console at /console
+    workers: int = 1  # server processes on the port (daemon/http/workers.py)
     #: The shape of a standard queue created over SQS that asks for none (casque.shards, ...: docs/sqs.md):
     #: tiny, one row, as a per-user queue should be (docs/design.md, "Many queues").
     queue_shards: int = 1

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import signal
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from daemon.base.errors import UsageError
@@ -20,6 +21,8 @@ from daemon.engine.operations.mover import MoveRunner
 from daemon.engine.operations.reaper import QueueReaper
 from daemon.engine.operations.shard_growth import ShardGrowth
 from daemon.engine.operations.stats import daemon_id
+from daemon.engine.wake.hint_directory import split_host
+from daemon.http.workers import run_workers
 from daemon.service.startup import start_when_ready
 
 
@@ -27,6 +30,11 @@ def add_cli(sub: Any) -> None:
     s = sub.add_parser("serve", help="serve the Amazon SQS-compatible HTTP API (foreground; systemd Type=notify)")
     s.add_argument("--host", help="address to listen on (default: sqs.host, 127.0.0.1)")
     s.add_argument("--port", type=int, help="port (default: sqs.port, 9324; 0 picks a free one)")
+    s.add_argument(
+        "--workers",
+        type=int,
+        help="server processes on the port (SO_REUSEPORT), one per core a busy box gives it (default: sqs.workers, 1)",
+    )
     s.add_argument("--auth", choices=["none", "sigv4"], help="request authentication (default: sqs.auth)")
     s.add_argument("--cert-file", help="TLS certificate (PEM); default: sqs.cert_file, or plain HTTP")
     s.add_argument("--key-file", help="TLS private key (PEM); default: sqs.key_file")
@@ -70,6 +78,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     sqs.cert_file = args.cert_file or sqs.cert_file
     sqs.key_file = args.key_file or sqs.key_file
     sqs.console = sqs.console if args.console is None else args.console
+    sqs.workers = sqs.workers if args.workers is None else args.workers
+    if not 1 <= sqs.workers <= 256:
+        raise UsageError(f"invalid --workers {sqs.workers}: use 1-256 (about one per core)")
     if not 0 <= sqs.port <= 65535:
         raise UsageError(f"invalid port {sqs.port}: use 0-65535 (0 picks a free one)")
     if sqs.auth == "none" and not is_loopback(sqs.host):
@@ -83,10 +94,26 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "--console needs a console password: set console.admin_password (or CASQUE_CONSOLE__ADMIN_PASSWORD), "
             "and console.viewer_password for a read-only user"
         )
-    return uvloop.run(_serve(settings))
+    if sqs.workers == 1:
+        return uvloop.run(_serve(settings))
+    if split_host(settings.hints.address)[1] if settings.hints.address else 0:
+        raise UsageError(
+            f"hints.address {settings.hints.address} names a port, and each of --workers {sqs.workers} needs its own: "
+            "leave the port out (each worker picks a free one)"
+        )
+
+    def worker(index: int, port: int, ready: Callable[[], None]) -> int:
+        settings.sqs.port = port
+        if settings.metrics.port:
+            settings.metrics.port += index  # each worker's own counters, on the ports after metrics.port
+        return uvloop.run(_serve(settings, ready))
+
+    return run_workers(sqs.workers, sqs.host, sqs.port, worker)
 
 
-async def _serve(settings: Any) -> int:
+async def _serve(settings: Any, worker_ready: Callable[[], None] | None = None) -> int:
+    """One server process; ``worker_ready``: it is one of ``--workers N`` (daemon/http/workers.py), which tells its
+    parent when it listens."""
     from daemon.http.app import build_serve_app
     from daemon.http.server import serve
     from daemon.service.sdnotify import Notifier
@@ -119,7 +146,8 @@ async def _serve(settings: Any) -> int:
             settings.sqs.port,
             settings.sqs.cert_file,
             settings.sqs.key_file,
-            on_ready=lambda url: notifier.ready(f"serving {what} on {url}"),
+            on_ready=lambda url: worker_ready() if worker_ready else notifier.ready(f"serving {what} on {url}"),
+            worker=worker_ready is not None,
         )
     finally:
         notifier.stopping("stopped serving")

@@ -19,6 +19,7 @@ from typing import Any
 import uvicorn
 
 from daemon.base.errors import UsageError
+from daemon.http.workers import reuse_port_socket
 
 
 def is_loopback(host: str) -> bool:
@@ -37,8 +38,11 @@ async def serve(
     cert_file: str = "",
     key_file: str = "",
     on_ready: Callable[[str], None] | None = None,
+    worker: bool = False,
 ) -> None:
-    """Serve until SIGINT/SIGTERM (uvicorn's own handlers: stop accepting, finish requests)."""
+    """Serve until SIGINT/SIGTERM (uvicorn's own handlers: stop accepting, finish requests). ``worker``: one of
+    ``casque serve --workers N`` (daemon/http/workers.py): it listens on the port with SO_REUSEPORT, and its
+    parent prints the listening line."""
     if bool(cert_file) != bool(key_file):
         raise UsageError("TLS needs both sqs.cert_file and sqs.key_file (or neither, behind a TLS reverse proxy)")
     config = uvicorn.Config(
@@ -55,13 +59,19 @@ async def serve(
         timeout_keep_alive=65,
     )
     server = _Server(config)
-    task = asyncio.create_task(server.serve())
+    sockets = None
+    if worker:
+        sock = reuse_port_socket(host, port)
+        sock.listen(config.backlog)
+        sockets = [sock]
+    task = asyncio.create_task(server.serve(sockets=sockets))
     while not server.started and not task.done():
         await asyncio.sleep(0.01)
     if server.started:
         bound = server.servers[0].sockets[0].getsockname()
         url = f"{'https' if cert_file else 'http'}://{_host(bound[0])}:{bound[1]}"
-        print(f"casque: listening on {url}", flush=True, file=sys.stdout)
+        if not worker:
+            print(f"casque: listening on {url}", flush=True, file=sys.stdout)
         if on_ready:
             on_ready(url)
     await task
