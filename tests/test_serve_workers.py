@@ -97,6 +97,7 @@ def test_a_send_through_one_worker_wakes_a_poll_held_by_the_other(
     by_worker: dict[int, Conn] = {}
     for _ in range(64):  # the kernel spreads connections over the workers: find one on each
         c = Conn(url)
+        c.call("ListQueues")  # answered: a worker has accepted the connection (till then no process holds it)
         by_worker.setdefault(socket_owner(server_port, c.local_port), c)
         if len(by_worker) == 2:
             break
