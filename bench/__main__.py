@@ -1,7 +1,8 @@
 """``python -m bench [--quick] [--only PARTS] [--compare FILE] [--report-only] [--no-docs]``; ``python -m bench
 setup``; ``python -m bench many-queues [--quick] [--write-docs] [--report-only]`` (bench/many_queues.py, a scenario of
 its own); ``python -m bench nemesis [--minutes N] [--seed N]`` (bench/nemesis: random faults from a seed against a
-3-node ring, checked by a ledger).
+3-node ring, checked by a ledger); ``python -m bench owners [--quick] [--write-docs]`` (bench/owners.py: owners
+long-polling their own queues, beside ElasticMQ).
 
 Runs the parts in order (each prints its progress; the list is bench/plan.py ``PARTS``), saves every result to
 bench/out/results-<mode>.json as soon as it is measured (so a failure later loses nothing, and ``--only`` can re-run
@@ -31,10 +32,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument(
         "command",
         nargs="?",
-        choices=["run", "setup", "many-queues", "nemesis"],
+        choices=["run", "setup", "many-queues", "nemesis", "owners"],
         default="run",
         help="setup: only install what the bench needs; many-queues: the per-user-queues scenario "
-        "(bench/many_queues.py); nemesis: faults at random from a seed, checked by a ledger (bench/nemesis)",
+        "(bench/many_queues.py); nemesis: faults at random from a seed, checked by a ledger (bench/nemesis); owners: "
+        "per-user queues long-polled by thousands of owners, beside ElasticMQ (bench/owners.py)",
     )
     p.add_argument("--quick", action="store_true", help="the quick sizes of every part instead of the full ones")
     p.add_argument("--only", default="", help=f"comma-separated parts to run: {','.join(PARTS)} (default: all)")
@@ -325,6 +327,10 @@ def main(argv: list[str] | None = None) -> int:
         from .nemesis import run
 
         return run.main(args.minutes, args.seed)
+    if args.command == "owners":
+        from . import owners
+
+        return owners.part(args.quick, to_docs=args.write_docs or not args.quick)
     if args.command == "setup":
         from . import setup
 

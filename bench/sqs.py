@@ -110,8 +110,9 @@ def casque_serve(
     launcher: tuple[str, ...] = ("-m", "daemon.cli"),
     keyspace: str = KEYSPACE,
     root: Path = ROOT,
+    args: tuple[str, ...] = (),
 ) -> Iterator[str]:
-    """A ``casque serve`` on the bench keyspace (or ``keyspace``); its URL.
+    """A ``casque serve`` on the bench keyspace (or ``keyspace``), with ``args`` after ``serve``; its URL.
 
     Its pid is appended to ``pids``, to read its CPU time or profile it. ``launcher``: what runs
     ``serve ...`` (a wrapper such as bench/sqs_cql_serve.py). ``root``: the checkout whose code serves (another
@@ -122,7 +123,7 @@ def casque_serve(
         [sys.executable, "-m", "daemon.cli", "schema", "apply"], cwd=root, env=env, check=True, capture_output=True
     )
     proc = subprocess.Popen(
-        [sys.executable, *launcher, "serve", "--port", "0"],
+        [sys.executable, *launcher, "serve", "--port", "0", *args],
         cwd=root,
         env=env,
         stdout=subprocess.PIPE,

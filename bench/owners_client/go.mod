@@ -1,0 +1,3 @@
+module casque.dev/bench/owners
+
+go 1.22
