@@ -116,6 +116,15 @@ class Clients:
             p.wait()
 
 
+def kinds(reports: list[dict[str, Any]]) -> dict[str, int]:
+    """The clients' errors by kind (timeout, refused, reset, HTTP 5xx, ...)."""
+    out: dict[str, int] = {}
+    for r in reports:
+        for kind, n in (r.get("error_kinds") or {}).items():
+            out[kind] = out.get(kind, 0) + n
+    return out
+
+
 def total(reports: list[dict[str, Any]], key: str) -> float:
     return float(sum(r[key] for r in reports))
 
@@ -185,6 +194,7 @@ def one(system: str, url: str, server_pid: int, owners: int, keyspace: str | Non
         "p50_ms": statistics.median(latencies) if latencies else float("nan"),
         "p99_ms": latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))] if latencies else float("nan"),
         "errors": int(total(done, "errors")),
+        "error_kinds": kinds(done),
     }
 
 
@@ -221,7 +231,7 @@ def line(r: dict[str, Any]) -> str:
     return (
         f"{r['system']} {r['owners']:,} owners: idle {i['server_cpu_pct']:.0f} % CPU, {i['reads_per_s']:.1f} reads/s; "
         f"live {v['server_cpu_pct']:.0f} % CPU, {v['cpu_ms_per_poll']:.2f} ms/poll, p50 {r['p50_ms']:.1f} / p99 "
-        f"{r['p99_ms']:.1f} ms, lost {r['lost']}, errors {r['errors']}"
+        f"{r['p99_ms']:.1f} ms, lost {r['lost']}, errors {r['errors']} {r['error_kinds'] or ''}"
     )
 
 

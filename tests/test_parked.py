@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from typing import Any
 
 from daemon.engine.client import Casque
 from daemon.engine.wake.due_feed import READ_EVERY_S
@@ -64,6 +65,50 @@ async def test_an_owner_polling_again_and_again_writes_its_bookkeeping_once(cq: 
         assert await cq.receive(queue_name, wait=0.2) == []
     await cq.stores.activity.flush()
     assert cq.db.requests - cq.db.reads == writes, "the next polls write nothing"
+
+
+async def test_an_owner_polling_again_and_again_looks_once_while_the_feed_covers_it(
+    cq: Casque, queue_name: str
+) -> None:
+    """An owner's polls answer from the last empty look of its queue while the process reads the due feed without a
+    break (engine/delivery/idle_look.py ``known_empty``): a warm poll reads no message row. The first poll warms the
+    consumer (its own peek); the second looks again if that peek came before the feed's reads began (a process whose
+    polls were parked just before has them going already), the next ones do not look at all."""
+    await cq.create_queue(queue_name, shards=1, buckets=1, bucket_seconds=3600)  # no new bucket (a look) meanwhile
+    consumer = cq.receiver.pulled.get(queue_name)
+    looks = []
+    for _ in range(6):
+        assert await cq.receive(queue_name, wait=1) == []
+        looks.append(consumer.stats.peeks)
+    assert looks[1] <= 1 and looks[2:] == [looks[1]] * 4, f"looks after each poll: {looks}"
+
+
+async def test_a_message_made_visible_again_by_another_process_reaches_a_poll_that_trusts_its_look(
+    cq: Casque, settings: Any, queue_name: str
+) -> None:
+    """Another process received the message and let its visibility end (or changed it to 0): that process entered the
+    queue in the due feed at the visibility's end, so this process's owner, answering from a trusted look, is woken
+    and receives it within the feed's bound (about 2 s), not at its next look a minute later."""
+    await cq.create_queue(queue_name, shards=1, buckets=1)
+    other = await Casque.connect(settings)
+    try:
+        for change in (None, 0):
+            await other.send(queue_name, "t", "again")
+            [taken] = await other.receive(queue_name, wait=5, visibility=8)
+            for _ in range(3):  # the owner's polls, until its look is trusted
+                assert await cq.receive(queue_name, wait=1) == []
+            visible_at = taken.message.visible_at
+            if change is not None:
+                await other.change_visibility(taken.receipt, change)
+                visible_at = cq.clock.now_ms()
+            got = await cq.receive(queue_name, wait=20)
+            assert [d.message.id for d in got] == [taken.message.id]
+            assert visible_at is not None
+            late_ms = cq.clock.now_ms() - visible_at
+            assert late_ms < 2 * READ_EVERY_S * 1000 + 2_000, f"received {late_ms} ms after it was visible again"
+            await cq.delete(got[0].receipt)
+    finally:
+        await other.close()
 
 
 def test_the_shared_deadline_timer_under_uvloop_which_casque_serve_runs() -> None:

@@ -57,7 +57,26 @@ var (
 	sentIDs  []int64
 	stdin    = bufio.NewScanner(os.Stdin)
 	stopping atomic.Bool
+	kinds    = map[string]int64{} // errors by kind (under mu)
 )
+
+// failed counts an error by its kind: the first words of its message, without addresses.
+func failed(err error) {
+	atomic.AddInt64(&c.Errors, 1)
+	kind := err.Error()
+	for _, k := range []string{"timeout", "refused", "reset", "EOF", "too many open files", "HTTP 5", "HTTP 4"} {
+		if strings.Contains(kind, k) {
+			kind = k
+			break
+		}
+	}
+	if len(kind) > 60 {
+		kind = kind[:60]
+	}
+	mu.Lock()
+	kinds[kind]++
+	mu.Unlock()
+}
 
 func call(action string, params map[string]any) (map[string]any, error) {
 	body, _ := json.Marshal(params)
@@ -98,7 +117,7 @@ func owner(i int) {
 			return
 		}
 		if err != nil {
-			atomic.AddInt64(&c.Errors, 1)
+			failed(err)
 			time.Sleep(time.Second)
 			continue
 		}
@@ -118,7 +137,7 @@ func owner(i int) {
 			mu.Unlock()
 			atomic.AddInt64(&c.Received, 1)
 			if _, err := call("DeleteMessage", map[string]any{"QueueUrl": q, "ReceiptHandle": mm["ReceiptHandle"]}); err != nil {
-				atomic.AddInt64(&c.Errors, 1)
+				failed(err)
 			} else {
 				atomic.AddInt64(&c.Deleted, 1)
 			}
@@ -163,10 +182,14 @@ func report(phase string, extra map[string]any) {
 	out := map[string]any{
 		"phase": phase, "polls": atomic.LoadInt64(&c.Polls), "empty": atomic.LoadInt64(&c.Empty),
 		"errors": atomic.LoadInt64(&c.Errors), "received": atomic.LoadInt64(&c.Received), "cpu_s": cpuSeconds(),
-		"goroutines": 0,
 	}
 	mu.Lock()
 	out["sent"], out["send_errors"] = c.Sent, c.SendErrors
+	errorKinds := map[string]int64{}
+	for k, v := range kinds {
+		errorKinds[k] = v
+	}
+	out["error_kinds"] = errorKinds
 	mu.Unlock()
 	for k, v := range extra {
 		out[k] = v

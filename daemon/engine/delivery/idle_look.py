@@ -26,10 +26,12 @@ An empty look is also remembered (``remember_empty``), so the next receive of th
 process may answer from it without a read (``known_empty``): only while nothing was said since (no
 send of this process, no wake hint, none of our own writes coming due: ``Consumer.wakes``), no row
 is due for a rescan or a known wake, the bucket is the same, and the look is younger than the
-caller's window (the longer of ``EMPTY_TRUST_MS`` and the receive's own wait). What it can miss: a
-message of another process whose hint was lost (the due feed tells it within about 2 s,
-engine/wake/due_feed.py) or that announced nothing (the Spark loader), or one made visible again by
-another process; that is found by the first read after the window.
+caller's window (the longer of ``EMPTY_TRUST_MS`` and the receive's own wait). While the process has
+read the due feed without a break since the look, the window is ``COVERED_TRUST_MS`` and rescans do
+not end it: the feed tells every process what another one sent or made visible again (its hint lost or
+not, engine/wake/due_feed.py), which is what a rescan of an idle row would find. What it can miss: a
+message no process announced (the Spark loader), or whose feed entry was lost (a failed write, a clock
+further behind than the tolerance); that is found by the first read after the window.
 """
 
 from __future__ import annotations
@@ -47,6 +49,9 @@ from daemon.engine.take.row_state import RowState, next_rescan, rows_to_check
 STALE_MS = 30_000
 #: How long a receive that does not wait may answer from this process's last empty look of the queue.
 EMPTY_TRUST_MS = 1_000
+#: How long, while the process reads the due feed without a break, an owner polling again and again answers from
+#: its last empty look: a look a minute per queue online.
+COVERED_TRUST_MS = 60_000
 
 
 Row = tuple[int, int]  # (bucket, shard)
@@ -134,17 +139,24 @@ class IdleLook:
         """A read at ``now`` found nothing due in any row ``consumer`` would visit."""
         consumer.empty_look = (now, consumer.wakes(), now // qs.bucket_ms)
 
-    def known_empty(self, consumer: Consumer, qs: QueueSettings, window_ms: int) -> int | None:
+    def known_empty(
+        self, consumer: Consumer, qs: QueueSettings, window_ms: int, covered_since: int | None = None
+    ) -> int | None:
         """When the remembered empty look was made, if it still answers now without a read (see
-        the module's docstring); None: look."""
+        the module's docstring); None: look. ``covered_since``: since when the process has read the due feed
+        without a break (engine/wake/due_feed.py); a look made since is trusted up to ``COVERED_TRUST_MS``."""
         seen = consumer.empty_look
         now = self.clock.now_ms()
         if seen is None or qs.fifo:
             return None
         at, wakes, epoch = seen
-        if now - at >= window_ms or wakes != consumer.wakes() or epoch != now // qs.bucket_ms:
+        covered = covered_since is not None and at >= covered_since
+        if now - at >= (max(window_ms, COVERED_TRUST_MS) if covered else window_ms):
+            return None
+        if wakes != consumer.wakes() or epoch != now // qs.bucket_ms:
             return None
         horizon = now + consumer.ahead_ms
-        if any(st.busy or st.next_check <= now or st.wake <= horizon for st in consumer.rows.values()):
+        rescan = not covered  # covered: the feed told what a rescan would find (the module's docstring)
+        if any(st.busy or (rescan and st.next_check <= now) or st.wake <= horizon for st in consumer.rows.values()):
             return None
         return at

@@ -16,15 +16,16 @@ point read, and refuse a receipt whose visibility expired.
 Long polls: see engine/wake/wakeups.py. Within a process a poll returns as soon as a message is sent,
 falls due or is made visible again, or a wake hint from another process arrives (``Wakeups.notify``);
 while it waits it reads nothing from Cassandra and arms no timer of its own. A message whose hint was
-lost is told by the due feed (engine/wake/due_feed.py: one read a second per process while polls are
-parked, whatever their number); one made visible again by another process's visibility change or
-expiry is found by the owner's next receive (docs/design.md, "Long polls").
+lost, or made visible again by another process, is told by the due feed (engine/wake/due_feed.py: one
+read a second per process while polls are parked, whatever their number; a receive enters the
+visibility end of what it took).
 
 Cost of a receive on an idle queue: the first in a process (cold) reads the queue's settings and
 the cursors of all its rows in one request per shard; if no row has a partition that was the look,
 else one request looks at the current bucket's rows and the rows that exist (engine/delivery/
 idle_look.py). Later ones (warm) answer from the last empty look while nothing was said since and
-it is younger than its window (``known_empty``: no read), else make that one look. Requests per idle
+it is younger than its window (``known_empty``: no read; a minute while the due feed covers it), else
+make that one look. Requests per idle
 receive (tests/test_many_queues.py counts them; docs/design.md "Many queues"): 1 x 1 2 cold / 0 warm
 (3 / 0 if it held messages once); 4 x 4 5 / 0.
 
@@ -181,7 +182,7 @@ class Receiver:
         # said since (engine/delivery/idle_look.py ``known_empty``) and it is younger than the longer of
         # 1 s and this receive's own wait: back-to-back 1 s polls still read once a second.
         trust_ms = int(max(EMPTY_TRUST_MS, wait_s * 1000))
-        looked_at: int | None = self.look.known_empty(consumer, qs, trust_ms)
+        looked_at: int | None = self.look.known_empty(consumer, qs, trust_ms, self.feed.covered_since())
         owed = False
         try:
             while True:
@@ -318,6 +319,7 @@ class Receiver:
     ) -> list[Delivery]:
         now = self.clock.now_ms()
         out = []
+        visibles: set[int] = set()
         for m in taken:
             due = (
                 m.copy_due_ms if m.copy_due_ms is not None else m.due_ms
@@ -325,6 +327,7 @@ class Receiver:
             visible = m.visible_at if m.visible_at is not None else due
             consumer.names.expect(m.bucket, m.shard, visible)  # visible again then, if not deleted by then
             self.wakeups.notify(queue, visible)
+            visibles.add(visible)
             r = Receipt(
                 queue,
                 m.id,
@@ -338,6 +341,7 @@ class Receiver:
                 m.visible_at is not None,
             )
             out.append(Delivery(m, signer.issue(r), now))
+        self.feed.add(queue, visibles)  # other processes' polls learn when these are visible again
         return out
 
     def consumers_cached(self) -> int:

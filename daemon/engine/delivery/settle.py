@@ -176,8 +176,7 @@ class Settler:
         if not qs.fifo:  # narrow, with an escape entry at the new time (engine/take/flights.py): no marker
             batch = in_place_change(self.db, self.table, m, now, qs.retention_s, escape=True)
             await self.db.run(batch, timestamp=after(m.write_ts, now_us=self.db.next_timestamp()))
-            self.consumer_of(r.queue).names.expect(r.bucket, r.shard, new_due)
-            self.wakeups.notify(r.queue, new_due)
+            self._unblock(m, new_due)  # other processes too: their polls may trust an empty look (idle_look.py)
             return new_due
         batch = self.db.batch()  # FIFO: the message written again at its position, its visibility changed
         batch.add(self.table.insert_message(m, now, qs.retention_s))

@@ -1,11 +1,15 @@
 """The due feed: what finds a message whose wake hint was lost, for every parked long poll of a process at once.
 
 A hint (engine/wake/hints.py) is UDP: it may be lost, or never sent (a listener the sender has not seen yet, a
-firewall, ``hints.send = false``). So every announced write (a send, a FIFO group moving on: engine/wake/announce.py)
-also writes one row to ``due_queues``: partition = the second its message falls due (``SLOT_MS``), clustering = the
+firewall, ``hints.send = false``). So every announced write (a send, a FIFO group moving on, a visibility change:
+engine/wake/announce.py), and every receive at the visibility end of what it took, also writes one row to
+``due_queues``: partition = the second its message falls due (``SLOT_MS``), clustering = the
 queue and the writing process. A process with long polls parked reads, every ``READ_EVERY_S``, the partitions of the
 last ``clock_tolerance`` (one request, ``slot IN``) and tells ``Wakeups.notify`` of each entry of another process
 not seen at an earlier read: a parked poll of that queue looks, as the hint would have made it.
+
+A process that has read without a break (``covered_since``) has been told every entry since: its receives trust
+an empty look for a minute (engine/delivery/idle_look.py).
 
 Bound: a message due at t (its write acknowledged by then) whose hint was lost is received by a parked poll within
 ``SLOT_MS + READ_EVERY_S`` of t, plus a look. An entry written later than the window (a writer's clock more than the
@@ -49,6 +53,7 @@ class DueFeed:
         self._seen: dict[int, set[tuple[str, int]]] = {}  # slot -> entries read and told
         self._reader: asyncio.Task[None] | None = None
         self.reads = 0
+        self._covered: tuple[int, int] | None = None  # (first, last) read of the unbroken run of reads, clock ms
 
     # ---- writing ----------------------------------------------------------------------------
     def add(self, queue: str, dues: Iterable[int]) -> None:
@@ -108,12 +113,25 @@ class DueFeed:
             del self._seen[slot]
         stmt = await self._prepared("SELECT slot, name, writer FROM {t} WHERE slot IN ?")
         self.reads += 1  # counted as sent, as the Database counts its requests
+        at = self.clock.now_ms()
         rows = await self.db.run(stmt, [slots])
         for r in rows:
             seen = self._seen.setdefault(r.slot, set())
             if r.writer != self.me and (r.name, r.writer) not in seen:
                 seen.add((r.name, r.writer))
                 notify(r.name, r.slot * SLOT_MS)
+        # The windows of two reads overlap if the second began within a tolerance of the first: nothing entered
+        # between them was missed.
+        run = self._covered
+        self._covered = (run[0], at) if run is not None and at - run[1] < self.tolerance_ms else (at, at)
+
+    def covered_since(self) -> int | None:
+        """Since when (clock ms) this process has read the feed without a break, up to a tolerance ago: every entry
+        of that time was told (its hint lost or not). None: not reading now."""
+        run = self._covered
+        if run is None or self.clock.now_ms() - run[1] >= self.tolerance_ms:
+            return None
+        return run[0]
 
     async def _prepared(self, cql: str) -> Any:
         stmt = self._statements.get(cql)
