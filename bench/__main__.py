@@ -1,8 +1,8 @@
 """``python -m bench [--quick] [--only PARTS] [--compare FILE] [--report-only] [--no-docs]``; ``python -m bench
 setup``; ``python -m bench many-queues [--quick] [--write-docs] [--report-only]`` (bench/many_queues.py, a scenario of
 its own); ``python -m bench nemesis [--minutes N] [--seed N]`` (bench/nemesis: random faults from a seed against a
-3-node ring, checked by a ledger); ``python -m bench owners [--quick] [--write-docs]`` (bench/owners.py: owners
-long-polling their own queues, beside ElasticMQ).
+3-node ring, checked by a ledger); ``python -m bench owners [--quick] [--write-docs] [--report-only]``
+(bench/owners.py: owners long-polling their own queues, beside ElasticMQ).
 
 Runs the parts in order (each prints its progress; the list is bench/plan.py ``PARTS``), saves every result to
 bench/out/results-<mode>.json as soon as it is measured (so a failure later loses nothing, and ``--only`` can re-run
@@ -330,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "owners":
         from . import owners
 
-        return owners.part(args.quick, to_docs=args.write_docs or not args.quick)
+        return owners.part(args.quick, to_docs=args.write_docs or not args.quick, report_only=args.report_only)
     if args.command == "setup":
         from . import setup
 

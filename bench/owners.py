@@ -243,9 +243,9 @@ def save(results: list[dict[str, Any]], quick: bool) -> Path:
 
 def table(results: list[dict[str, Any]]) -> str:
     head = (
-        "| owners | server | server CPU idle / live | CPU per poll (live) | node reads/s idle | reads per poll idle "
-        "| send → receive p50 / p99 ms | lost / dup | errors | clients' CPU live |\n"
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+        "| owners | server | polls answered/s idle | server CPU idle / live | CPU per poll (live) | node reads/s idle "
+        "| reads per poll idle | send → receive p50 / p99 ms | lost / dup | errors | node / clients' CPU live |\n"
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
     )
     rows = []
     for r in results:
@@ -253,9 +253,10 @@ def table(results: list[dict[str, Any]]) -> str:
         server = r["system"] + (f" ({r['workers']} workers)" if r["workers"] > 1 else "")
         reads = ("—", "—") if r["system"] != "casque" else (f"{i['reads_per_s']:.1f}", f"{i['reads_per_poll']:.2f}")
         rows.append(
-            f"| {r['owners']:,} | {server} | {i['server_cpu_pct']:.0f} % / {v['server_cpu_pct']:.0f} % "
-            f"| {v['cpu_ms_per_poll']:.2f} ms | {reads[0]} | {reads[1]} | {r['p50_ms']:.1f} / {r['p99_ms']:.1f} "
-            f"| {r['lost']} / {r['duplicated']} | {r['errors']} | {v['clients_cpu_pct']:.0f} % |"
+            f"| {r['owners']:,} | {server} | {i['polls_per_s']:.0f} | {i['server_cpu_pct']:.0f} % / "
+            f"{v['server_cpu_pct']:.0f} % | {v['cpu_ms_per_poll']:.2f} ms | {reads[0]} | {reads[1]} "
+            f"| {r['p50_ms']:.1f} / {r['p99_ms']:.1f} | {r['lost']} / {r['duplicated']} | {r['errors']} "
+            f"| {v['node_cpu_pct']:.0f} % / {v['clients_cpu_pct']:.0f} % |"
         )
     return head + "\n" + "\n".join(rows)
 
@@ -276,11 +277,18 @@ def section(results: list[dict[str, Any]], at: str) -> str:
     )
 
 
-def part(quick: bool, to_docs: bool) -> int:
+def part(quick: bool, to_docs: bool, report_only: bool = False) -> int:
+    """Measure (unless ``report_only``: the saved results), then write the section (docs/benchmarks.md between its
+    markers, or bench/out/report-owners.md); 1 if casque lost a message."""
     from .report.markdown import _write_section
 
-    results = run(quick)
-    body = section(results, time.strftime("%Y-%m-%d %H:%M"))
+    path = out_dir() / f"owners-{'quick' if quick else 'full'}.json"
+    if report_only:
+        saved = json.loads(path.read_text())
+        results, at = saved["results"], saved["at"]
+    else:
+        results, at = run(quick), time.strftime("%Y-%m-%d %H:%M")
+    body = section(results, at)
     target = _write_section(body, "report-owners.md", None, BEGIN, END, to_docs)
     progress(f"owners: written to {target}")
     return 1 if any(r["lost"] for r in results if r["system"] == "casque") else 0
