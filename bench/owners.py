@@ -8,8 +8,8 @@ CPU is reported beside the servers'. For each size and server, in the same run:
 - *idle*: every owner parked, nothing sent, ``IDLE_S`` seconds: the server's CPU, the node's reads (the local reads
   and scans of the keyspace, from ``system_views``), and what each answered poll cost;
 - *live*: the producer sends for ``LIVE_S`` seconds: CPU per poll answered, send -> receive p50/p99 (timed by the
-  receiving client from the body), then ``DRAIN_S`` seconds for the last messages; lost (sent, never received),
-  duplicated, errors (failed or refused calls).
+  receiving client from the body), then ``DRAIN_S`` seconds for the last messages; not received (sent, not received
+  by the end of the drain: still in its queue, or lost), duplicated, errors (failed or refused calls).
 
 casque serves with one worker up to ``ONE_WORKER_MAX`` owners and with two above: a process on this box may hold
 20,000 file descriptors, fewer than 20,000 open polls and the node's connections (``casque serve --workers``). Both
@@ -231,7 +231,7 @@ def line(r: dict[str, Any]) -> str:
     return (
         f"{r['system']} {r['owners']:,} owners: idle {i['server_cpu_pct']:.0f} % CPU, {i['reads_per_s']:.1f} reads/s; "
         f"live {v['server_cpu_pct']:.0f} % CPU, {v['cpu_ms_per_poll']:.2f} ms/poll, p50 {r['p50_ms']:.1f} / p99 "
-        f"{r['p99_ms']:.1f} ms, lost {r['lost']}, errors {r['errors']} {r['error_kinds'] or ''}"
+        f"{r['p99_ms']:.1f} ms, not received {r['lost']}, errors {r['errors']} {r['error_kinds'] or ''}"
     )
 
 
@@ -244,7 +244,8 @@ def save(results: list[dict[str, Any]], quick: bool) -> Path:
 def table(results: list[dict[str, Any]]) -> str:
     head = (
         "| owners | server | polls answered/s idle | server CPU idle / live | CPU per poll (live) | node reads/s idle "
-        "| reads per poll idle | send → receive p50 / p99 ms | lost / dup | errors | node / clients' CPU live |\n"
+        "| reads per poll idle | send → receive p50 / p99 ms | not received / dup | errors "
+        "| node / clients' CPU live |\n"
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
     )
     rows = []
@@ -270,7 +271,7 @@ def section(results: list[dict[str, Any]], at: str) -> str:
             f"random owners for {LIVE_S:.0f} s after {IDLE_S:.0f} s with every owner parked and nothing sent. CPU "
             "is % of one core over each window; reads are the node's local reads and scans of casque's keyspace. "
             "casque runs two workers where one process could not hold the polls' sockets (this box allows a "
-            "process 20,000). Targets for casque at 20,000 owners: p99 <= 250 ms, 0 lost, server CPU <= 100 %, "
+            "process 20,000). Targets for casque at 20,000 owners: p99 <= 250 ms, all received, server CPU <= 100 %, "
             "<= 1 ms per poll, no reads for a parked owner.",
             table(results),
         ]
@@ -279,7 +280,7 @@ def section(results: list[dict[str, Any]], at: str) -> str:
 
 def part(quick: bool, to_docs: bool, report_only: bool = False) -> int:
     """Measure (unless ``report_only``: the saved results), then write the section (docs/benchmarks.md between its
-    markers, or bench/out/report-owners.md); 1 if casque lost a message."""
+    markers, or bench/out/report-owners.md); 1 if a message sent to casque was not received."""
     from .report.markdown import _write_section
 
     path = out_dir() / f"owners-{'quick' if quick else 'full'}.json"
