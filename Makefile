@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | sha1
 JS     := tests/js/node_modules/.installed-$(shell sha1sum < tests/js/package-lock.json | cut -c1-12)
 PYTEST_ARGS ?=
 
-.PHONY: setup browser sdks demo test lint format cassandra stop bench lock clean
+.PHONY: setup browser faults sdks demo test lint format cassandra stop bench lock clean
 
 setup: $(STAMP)
 
@@ -23,6 +23,11 @@ sdks: $(STAMP) $(JS)
 browser:
 	@[ -x /usr/bin/chromium ] || { if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium; \
 	  else echo "casque: the console's browser tests need Chromium (skipped without it): sudo apt-get install -y chromium" >&2; fi; }
+
+# The node-fault tests cut a ring's loopback traffic with iptables (bench/nemesis/faults.py: network partitions).
+faults:
+	@[ -x /usr/sbin/iptables ] || command -v iptables >/dev/null || { if [ "$$(id -u)" = 0 ]; then apt-get update -qq && \
+	  apt-get install -y -qq iptables; else echo "casque: the fault tests need iptables: sudo apt-get install iptables" >&2; fi; }
 
 $(STAMP): requirements.lock pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "casque needs Python 3.11 or newer: install python3.11 and run make PYTHON=python3.11")'
@@ -45,7 +50,7 @@ demo: setup
 
 # The whole suite against a real Cassandra node (and real 3-node clusters for the cluster tests), a file per core at
 # a time (at most 4), each worker with a keyspace of its own (tests/conftest.py).
-test: setup sdks browser
+test: setup sdks browser faults
 	$(BIN)/casque cassandra start
 	$(BIN)/python -m pytest --numprocesses auto --maxprocesses 4 --dist loadfile $(PYTEST_ARGS)
 
