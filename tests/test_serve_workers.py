@@ -13,6 +13,7 @@ import http.client
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -78,22 +79,35 @@ def hints_received(metrics_port: int) -> float:
     return 0.0
 
 
+def two_free_ports() -> int:
+    """A port free now, with the next one free too (worker 1 serves its metrics on metrics.port + 1)."""
+    while True:
+        port = sqsserver.free_port()
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + 1))
+                return port
+            except OSError:
+                continue
+
+
 @pytest.fixture
-def workers(settings: Any) -> Iterator[sqsserver.SqsServer]:
-    srv = sqsserver.start(settings.cassandra.keyspace, "--workers", "2", metrics=True)
-    yield srv
+def workers(settings: Any) -> Iterator[tuple[sqsserver.SqsServer, int]]:
+    metrics = two_free_ports()
+    env = {"CASQUE_METRICS__ENABLED": "true", "CASQUE_METRICS__PORT": str(metrics)}
+    srv = sqsserver.start(settings.cassandra.keyspace, "--workers", "2", env=env)
+    yield srv, metrics
     srv.stop()
 
 
 def test_a_send_through_one_worker_wakes_a_poll_held_by_the_other(
-    workers: sqsserver.SqsServer, queue_name: str
+    workers: tuple[sqsserver.SqsServer, int], queue_name: str
 ) -> None:
-    url = workers.url
+    server, metrics_port = workers
+    url = server.url
     server_port = int(url.rsplit(":", 1)[1])
-    assert workers.metrics_url is not None
-    metrics_port = int(workers.metrics_url.split(":")[2].split("/")[0])
     pids = {socket_owner(metrics_port + i, None): metrics_port + i for i in range(2)}
-    assert len(pids) == 2 and workers.proc.pid not in pids, "two workers, each with its own counters"
+    assert len(pids) == 2 and server.proc.pid not in pids, "two workers, each with its own counters"
     by_worker: dict[int, Conn] = {}
     for _ in range(64):  # the kernel spreads connections over the workers: find one on each
         c = Conn(url)
