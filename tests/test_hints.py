@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import json
 import os
 import signal
@@ -213,6 +214,37 @@ async def test_a_lost_hint_costs_only_latency_the_due_feed_finds_the_message(
         assert took < bound, f"found {took:.1f}s after the send: the due feed must find it within {bound:.1f}s"
         await purge(producer.stores, queue_name)
     finally:
+        await client.close()
+
+
+async def test_a_second_send_within_the_second_the_feed_already_told_still_wakes_a_parked_poll(
+    settings: Settings, queue_name: str
+) -> None:
+    """A writer enters a queue in the due feed once per second of due time. Two sends from another process whose hints
+    are lost (hints.send off), both due within one second: the first wakes a poll through the feed, and a poll that
+    parks after it must still be woken for the second, which wrote no entry of its own. The reader tells the entries of
+    the last three seconds at every read (engine/wake/due_feed.py); it told each entry once before, and the second
+    poll waited out its 20 s."""
+    quiet = dataclasses.replace(settings, hints=dataclasses.replace(settings.hints, send=False, listen=False))
+    sender, client = await Casque.connect(quiet), await Casque.connect(quiet)
+    try:
+        await sender.create_queue(queue_name, shards=1, buckets=1)
+        second = (client.clock.now_ms() // 1000 + 3) * 1000  # both messages fall due within this second
+        first = asyncio.create_task(client.receive(queue_name, wait=20))
+        await parked(client, queue_name)
+        await sender.send(queue_name, "t", "one", at=(second + 100) / 1000)
+        [one] = await asyncio.wait_for(first, 20)
+        then = asyncio.create_task(client.receive(queue_name, wait=20))
+        await parked(client, queue_name)
+        await sender.send(queue_name, "t", "two", at=(second + 900) / 1000)
+        got = await asyncio.wait_for(then, 25)
+        late_ms = client.clock.now_ms() - (second + 900)
+        assert [d.message.payload for d in got] == ["two"], f"the second poll got {got} ({late_ms} ms after due)"
+        assert late_ms < 2 * SLOT_MS + READ_EVERY_S * 1000 + 2_000, f"woken {late_ms} ms after due"
+        await client.delete(one.receipt)
+        await client.delete(got[0].receipt)
+    finally:
+        await sender.close()
         await client.close()
 
 

@@ -10,6 +10,7 @@ the others down with a non-zero exit, so systemd restarts the unit.
 from __future__ import annotations
 
 import http.client
+import itertools
 import json
 import os
 import signal
@@ -17,6 +18,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -119,15 +121,24 @@ def test_a_send_through_one_worker_wakes_a_poll_held_by_the_other(
     (sender_pid, sender), (poller_pid, poller) = by_worker.items()
     queue_url = sender.call("CreateQueue", QueueName=queue_name)["QueueUrl"]
     hints_before = hints_received(pids[poller_pid])
-    got: list[dict[str, Any]] = []
-    poll = threading.Thread(
-        target=lambda: got.append(poller.call("ReceiveMessage", QueueUrl=queue_url, WaitTimeSeconds=20)), daemon=True
-    )
-    poll.start()
-    sender.call("SendMessage", QueueUrl=queue_url, MessageBody="across workers")
-    poll.join(30)
-    assert got and [m["Body"] for m in got[0].get("Messages", [])] == ["across workers"]
-    assert hints_received(pids[poller_pid]) > hints_before, "the send's hint reached the poll's worker"
+    # A worker learns the other hint listeners at its first send and then every HintSender.refresh_s (5 s): one that
+    # sent before its sibling registered (a move task resumed at start) hints it only from its next refresh. Each
+    # round's message arrives either way (the due feed); the hint must come within two refreshes.
+    deadline = time.monotonic() + 2 * 5.0 + 5.0
+    for n in itertools.count():
+        got: list[dict[str, Any]] = []
+        poll = threading.Thread(
+            target=lambda got=got: got.append(poller.call("ReceiveMessage", QueueUrl=queue_url, WaitTimeSeconds=20)),
+            daemon=True,
+        )
+        poll.start()
+        sender.call("SendMessage", QueueUrl=queue_url, MessageBody=f"across workers {n}")
+        poll.join(30)
+        assert got and [m["Body"] for m in got[0].get("Messages", [])] == [f"across workers {n}"]
+        poller.call("DeleteMessage", QueueUrl=queue_url, ReceiptHandle=got[0]["Messages"][0]["ReceiptHandle"])
+        if hints_received(pids[poller_pid]) > hints_before:
+            break
+        assert time.monotonic() < deadline, f"no hint reached the poll's worker in {n + 1} sends"
 
 
 def test_sigterm_stops_every_worker_and_a_killed_worker_stops_the_rest(settings: Any) -> None:

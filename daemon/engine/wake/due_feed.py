@@ -18,7 +18,9 @@ it: within one or two long polls' waits. No guarantee rests on the feed, as none
 
 Cost: per send, at most one write (one per queue, second of due time and process; the sends of one event-loop turn
 share one request per second of due time). Per second, one read per process while any poll is parked, none
-otherwise; it returns the queues sent to within the window cluster-wide. Neither grows with the parked owners.
+otherwise; it returns the queues sent to within the window cluster-wide. Neither grows with the parked owners. An
+entry of the last three seconds is told at every read (a send later in the same second writes no new entry), so a poll
+parked on a queue another process writes to looks two or three times per such entry.
 The statements are prepared on first use: a keyspace without the table still serves (the feed logs its failures
 until ``casque schema apply``).
 """
@@ -115,9 +117,12 @@ class DueFeed:
         self.reads += 1  # counted as sent, as the Database counts its requests
         at = self.clock.now_ms()
         rows = await self.db.run(stmt, [slots])
+        # A writer enters a queue once per second of due time: a second send within that second, after a read told the
+        # first, is not entered again. So the entries of the last three seconds are told at every read.
+        recent = now_slot - 2
         for r in rows:
             seen = self._seen.setdefault(r.slot, set())
-            if r.writer != self.me and (r.name, r.writer) not in seen:
+            if r.writer != self.me and ((r.name, r.writer) not in seen or r.slot >= recent):
                 seen.add((r.name, r.writer))
                 notify(r.name, r.slot * SLOT_MS)
         # The windows of two reads overlap if the second began within a tolerance of the first: nothing entered
