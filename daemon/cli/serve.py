@@ -108,7 +108,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             settings.metrics.port += index  # each worker's own counters, on the ports after metrics.port
         return uvloop.run(_serve(settings, ready))
 
-    return run_workers(sqs.workers, sqs.host, sqs.port, worker)
+    return run_workers(sqs.workers, sqs.host, sqs.port, worker, tls=bool(sqs.cert_file))
 
 
 async def _serve(settings: Any, worker_ready: Callable[[], None] | None = None) -> int:

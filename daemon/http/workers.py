@@ -41,7 +41,9 @@ def reuse_port_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def run_workers(n: int, host: str, port: int, worker: Callable[[int, int, Callable[[], None]], int]) -> int:
+def run_workers(
+    n: int, host: str, port: int, worker: Callable[[int, int, Callable[[], None]], int], tls: bool = False
+) -> int:
     """Fork ``n`` workers, each ``worker(index, port, ready)`` (``ready()`` once it listens); the first exit status
     of a worker (0 when stopped by a signal)."""
     reserved = reuse_port_socket(host, port)
@@ -69,7 +71,7 @@ def run_workers(n: int, host: str, port: int, worker: Callable[[int, int, Callab
                 os._exit(code)
         pids.append(pid)
     os.close(ready_w)
-    return _supervise(pids, ready_r, f"http://{_host(host)}:{port}", n)
+    return _supervise(pids, ready_r, f"{'https' if tls else 'http'}://{_host(host)}:{port}", n)
 
 
 def _supervise(pids: list[int], ready_r: int, url: str, n: int) -> int:
