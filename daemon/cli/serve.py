@@ -96,7 +96,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
     if sqs.workers == 1:
         return uvloop.run(_serve(settings))
-    if split_host(settings.hints.address)[1] if settings.hints.address else 0:
+    if settings.hints.address and split_host(settings.hints.address)[1]:
         raise UsageError(
             f"hints.address {settings.hints.address} names a port, and each of --workers {sqs.workers} needs its own: "
             "leave the port out (each worker picks a free one)"

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import ipaddress
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -19,7 +20,16 @@ from typing import Any
 import uvicorn
 
 from daemon.base.errors import UsageError
-from daemon.http.workers import reuse_port_socket
+
+
+def reuse_port_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` with SO_REUSEPORT (``casque serve --workers``: daemon/http/workers.py)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    return sock
 
 
 def is_loopback(host: str) -> bool:
@@ -69,7 +79,7 @@ async def serve(
         await asyncio.sleep(0.01)
     if server.started:
         bound = server.servers[0].sockets[0].getsockname()
-        url = f"{'https' if cert_file else 'http'}://{_host(bound[0])}:{bound[1]}"
+        url = f"{'https' if cert_file else 'http'}://{url_host(bound[0])}:{bound[1]}"
         if not worker:
             print(f"casque: listening on {url}", flush=True, file=sys.stdout)
         if on_ready:
@@ -97,5 +107,5 @@ class _Server(uvicorn.Server):
                 signal.signal(sig, handler)
 
 
-def _host(host: str) -> str:
+def url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host

@@ -18,27 +18,17 @@ from __future__ import annotations
 import os
 import select
 import signal
-import socket
 import sys
 import time
 import traceback
 from collections.abc import Callable
 
 from daemon.base.errors import CasqueError
+from daemon.http.server import reuse_port_socket, url_host
 from daemon.service.sdnotify import Notifier
 
 #: The environment a worker must not inherit: only the parent speaks to systemd.
 _SYSTEMD = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")
-
-
-def reuse_port_socket(host: str, port: int) -> socket.socket:
-    """A TCP socket bound to ``host:port`` with SO_REUSEPORT (not listening: a worker listens on its own)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    sock.bind((host, port))
-    return sock
 
 
 def run_workers(
@@ -71,7 +61,7 @@ def run_workers(
                 os._exit(code)
         pids.append(pid)
     os.close(ready_w)
-    return _supervise(pids, ready_r, f"{'https' if tls else 'http'}://{_host(host)}:{port}", n)
+    return _supervise(pids, ready_r, f"{'https' if tls else 'http'}://{url_host(host)}:{port}", n)
 
 
 def _supervise(pids: list[int], ready_r: int, url: str, n: int) -> int:
@@ -119,10 +109,6 @@ def _kill(pid: int, signum: int) -> None:
         os.kill(pid, signum)
     except ProcessLookupError:
         pass
-
-
-def _host(host: str) -> str:
-    return f"[{host}]" if ":" in host else host
 
 
 def _tell(fd: int) -> None:
