@@ -13,6 +13,7 @@ import base64
 import time
 
 import pytest
+from cassandra.query import BatchStatement
 
 from daemon.base.clock import ManualClock
 from daemon.base.config import Settings
@@ -21,6 +22,7 @@ from daemon.engine.client import Casque
 from daemon.engine.delivery.receive import InvalidReceipt
 from daemon.engine.operations.queue_actions import purge
 from daemon.engine.operations.stats import queue_stats
+from daemon.engine.storage.db import Database
 from daemon.engine.wake.due_feed import READ_EVERY_S, SLOT_MS
 from tests.support.longpoll import parked
 
@@ -198,6 +200,39 @@ async def test_long_poll_wakes_on_change_visibility_and_on_expiry(cq: Casque, qu
     (third,) = await cq.receive(queue_name, wait=20, visibility=60)
     assert third.message.attempt == 3 and 0.5 < time.monotonic() - t1 < 2.5
     assert await cq.delete(third.receipt)
+
+
+async def test_a_visibility_end_that_passes_while_a_poll_takes_still_wakes_it(cq: Casque, queue_name: str) -> None:
+    """A take's check entry comes due at its second's start, before the visibility it covers ends: the poll woken
+    then takes nothing (the message is still in flight) and learns the end. If that end passes while the poll is
+    still reading, it must look again rather than park with no timer left to wake it (it waited out its whole wait:
+    found by tests/test_sqs.py's expiry test, about one run in 300). Here the process stalls (a GC pause, a busy
+    loop) on the poll's next request after the take's batch, every time, until past the end."""
+    await cq.create_queue(queue_name, shards=1, buckets=1, bucket_seconds=3600)
+    await cq.send(queue_name, "t", "x")
+    await asyncio.sleep((0.5 - time.time() % 1) % 1)  # mid-second: the entry comes ~500 ms before the end
+    (first,) = await cq.receive(queue_name, wait=5, visibility=1)
+    end = first.message.visible_at
+    assert end is not None
+    scan = cq.stores.table.read_range
+    seen: list[str] = []
+
+    def stall(_: object, stmt: object) -> None:
+        if stmt is scan:
+            seen.append("scan")
+        elif seen and seen[-1] == "scan" and isinstance(stmt, BatchStatement):
+            seen.append("batch")
+        elif seen and seen[-1] == "batch" and cq.clock.now_ms() < end:
+            seen.append("stalled")
+            time.sleep((end - cq.clock.now_ms()) / 1000 + 0.02)
+
+    with Database.observing(stall):
+        t0 = time.monotonic()
+        (again,) = await cq.receive(queue_name, wait=5, visibility=60)
+    assert seen[:3] == ["scan", "batch", "stalled"], f"{seen}: the order under test did not happen"
+    assert again.message.id == first.message.id and again.message.attempt == 2
+    assert time.monotonic() - t0 < 2.0, "woken at the end, not at the poll's deadline"
+    assert await cq.delete(again.receipt)
 
 
 async def test_long_poll_sees_another_clients_send_within_the_due_feeds_bound(

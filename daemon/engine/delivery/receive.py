@@ -187,6 +187,7 @@ class Receiver:
         try:
             while True:
                 generation = waiter.generation
+                began = self.clock.now_ms()
                 # One request tells an idle queue from one with work (engine/delivery/idle_look.py);
                 # only work, or a look it can't make, costs the fetch's round of shards.
                 # The settings this receive began with, for as long as an SQS long poll lasts: a look after a
@@ -224,9 +225,14 @@ class Receiver:
                 if remaining <= 0:
                     return []
                 coming = consumer.names.next_due()
+                looked_at = None  # woken: the next look reads
                 if coming is not None and coming > self.clock.now_ms():
                     waiter.at(coming)
-                looked_at = None  # woken: the next look reads
+                elif coming is not None and coming > began:
+                    # Came due while this poll looked and took (a visibility end its take's scan left for later):
+                    # no timer would ever say so, so look again now, not park. One that came before the look was
+                    # seen by it (a stale name): parking is right.
+                    continue
                 catch = None if qs.fifo else Catch(limit, visibility_ms)  # a send may hand it messages
                 self._taking(queue, -1)  # parked: no take of this receive is coming soon
                 self.feed.watch(self.wakeups.notify, lambda: self.wakeups.watched() > 0)  # finds a lost hint's message
