@@ -127,3 +127,28 @@ def test_the_shared_deadline_timer_under_uvloop_which_casque_serve_runs() -> Non
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         assert runner.run(deadlines_end_in_order()) == [0, 2, 1]
+
+
+def test_the_shared_deadline_timer_fires_about_once_per_deadline_under_uvloop() -> None:
+    """uvloop fires a timer up to a millisecond early. A timer that found its deadline not yet come and re-armed for
+    the same instant fired again and again until it came: a busy loop, over a hundred fires per deadline."""
+    import uvloop
+
+    fires = 0
+
+    class Counted(Deadlines):
+        def _fire(self) -> None:
+            nonlocal fires
+            fires += 1
+            super()._fire()
+
+    async def deadlines_end() -> None:
+        deadlines, loop = Counted(), asyncio.get_running_loop()
+        futs = [loop.create_future() for _ in range(200)]
+        for i, fut in enumerate(futs):
+            deadlines.add(0.005 + i * 0.0021, fut)  # none shares a millisecond with another
+        await asyncio.wait_for(asyncio.gather(*futs), 5)
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(deadlines_end())
+    assert fires <= 2 * 200, f"{fires} fires for 200 deadlines"

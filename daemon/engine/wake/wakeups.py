@@ -35,6 +35,9 @@ from daemon.base.clock import Clock
 from daemon.engine.wake.catch import Catch
 
 MAX_TIMERS = 1024
+#: uvloop fires a timer up to its millisecond resolution early: a deadline within it counts as come (otherwise the
+#: timer is re-armed for the same instant and fires again and again until the clock gets there, a busy loop).
+RESOLUTION_S = 0.001
 
 
 class Deadlines:
@@ -67,7 +70,7 @@ class Deadlines:
     def _fire(self) -> None:
         self._handle = None
         loop = asyncio.get_running_loop()
-        now = loop.time()
+        now = loop.time() + RESOLUTION_S
         while self._heap and (self._heap[0][0] <= now or self._heap[0][2].done()):
             _, _, fut = heapq.heappop(self._heap)
             if not fut.done():
