@@ -14,9 +14,10 @@ import asyncio
 import functools
 from typing import Any
 
+from daemon.base.clock import Clock
 from daemon.engine.client import Casque
 from daemon.engine.wake.due_feed import READ_EVERY_S
-from daemon.engine.wake.wakeups import Deadlines
+from daemon.engine.wake.wakeups import Deadlines, QueueWaiter
 from tests.support.longpoll import parked
 
 OWNERS = 40
@@ -152,3 +153,27 @@ def test_the_shared_deadline_timer_fires_about_once_per_deadline_under_uvloop() 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         runner.run(deadlines_end())
     assert fires <= 2 * 200, f"{fires} fires for 200 deadlines"
+
+
+def test_a_queue_timer_that_fires_early_under_uvloop_does_not_wake_the_polls_early() -> None:
+    """A queue's timer (a due time this process knows) wakes its parked polls once, at the due time: one that uvloop
+    fired a millisecond early woke them to look for nothing, then again."""
+    import uvloop
+
+    async def wakes_for(timers: int) -> int:
+        clock, waiter, woken = Clock(), QueueWaiter(Clock()), 0
+        wake = waiter.wake
+
+        def counted(n: int | None = None) -> None:
+            nonlocal woken
+            woken += 1
+            wake(n)
+
+        waiter.wake = counted  # type: ignore[method-assign]
+        for _ in range(timers):
+            waiter.at(clock.now_ms() + 3)
+            await asyncio.sleep(0.006)  # come and gone: each timer fires alone
+        return woken
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        assert runner.run(wakes_for(500)) == 500

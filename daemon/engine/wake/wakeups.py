@@ -185,6 +185,9 @@ class QueueWaiter:
     def _fire(self) -> None:
         self._handle = self._handle_due = None
         now = self.clock.now_ms()
+        if self._timers and self._timers[0] > now:  # fired early (RESOLUTION_S): a wake now would look for nothing
+            self._arm(now)
+            return
         while self._timers and self._timers[0] <= now:
             heapq.heappop(self._timers)
         self.wake()
