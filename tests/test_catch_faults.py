@@ -26,6 +26,7 @@ from daemon.base.config import Settings
 from daemon.base.crashpoints import CRASH_EXIT_CODE
 from daemon.devnode import status
 from daemon.testing import sqsserver
+from daemon.testing.daemonproc import freeze
 from daemon.testing.sqs_clients import client, poll
 from tests.support.stall_node import STALL_NODE, servers_on_own_node
 
@@ -176,7 +177,7 @@ def test_a_node_frozen_under_a_caught_send_loses_and_duplicates_nothing() -> Non
                 body = f"m{i}"
                 sent.append(body)
                 poll(lambda: poller.polling_for(1.0), 30, "a long poll parked", [poller])
-                os.kill(pid, signal.SIGSTOP)
+                freeze(pid)
                 try:
                     client(srv.url).send_message(QueueUrl=q, MessageBody=body)  # held by the frozen node
                     failed = False

@@ -75,6 +75,25 @@ def test_the_same_attempt_twice_and_a_message_run_early_are_violations() -> None
     assert kinds(check([sent("delayed", 0, "b", delay=8)], early)) == ["ran early"]
 
 
+def test_a_cron_fork_a_fault_began_explains_its_continuation_and_nothing_past_a_gap() -> None:
+    """Occurrences 20-22 of a per-second schedule each run twice as first deliveries, from a node frozen at 19-20.5
+    (only 20's first delivery meets the window); 25 runs twice too, after 23 and 24 ran once: not that fork."""
+    cron = [sent("cron", 0, "c", key="cron-a")]
+    one = [Run("nemesis.tick", f"t{n}", 1, 7, float(n), "tick", "cron-a", n) for n in range(1, int(END) + 1)]
+    twice = [Run("nemesis.tick", f"t{n}", 1, 8, n + 0.5, "tick", "cron-a", n) for n in (20, 21, 22, 25)]
+    frozen = Window(Fault(0, "node_stop", 1, 1.5), 19.0, 20.5)
+    f = check(cron, one + twice, windows=[frozen])
+    assert [(d.label, d.explained_by) for d in f.duplicates] == [
+        ("cron-a#20", "node_stop"),
+        ("cron-a#21", "node_stop"),
+        ("cron-a#22", "node_stop"),
+        ("cron-a#25", ""),
+    ]
+    redelivered = [Run("nemesis.tick", "t23", 2, 8, 23.5, "tick", "cron-a", 23)]  # not a fork: a redelivery
+    f = check(cron, one + twice[:3] + redelivered, windows=[frozen])
+    assert [(d.label, d.explained_by) for d in f.duplicates][2:] == [("cron-a#22", "node_stop"), ("cron-a#23", "")]
+
+
 def test_replace_and_keep_broken_are_violations() -> None:
     one, two = sent("replace", 0, "r1", v=1, key="k", delay=8), sent("replace", 0, "r2", v=2, key="k", delay=8)
     ran_replaced = handled("r1", "replace", 0, 108.5, v=1) + handled("r2", "replace", 0, 108.5, v=2)

@@ -41,7 +41,7 @@ from daemon.engine.send.producer import Job
 from daemon.engine.storage.db import Database, describe_failure
 from daemon.engine.storage.schema import ensure_schema
 from daemon.testing import sqsserver
-from daemon.testing.daemonproc import ROOT, Daemon, records, start_daemon, stopped, until, write_config
+from daemon.testing.daemonproc import ROOT, Daemon, freeze, records, start_daemon, stopped, until, write_config
 from daemon.testing.sqs_clients import client
 from tests.support.stall_node import STALL_NODE, let_go
 
@@ -105,7 +105,7 @@ async def stall(pid: int, seconds: float, times: int) -> None:
     """SIGSTOP the node for ``seconds``, SIGCONT for 20 ms, ``times`` times; always left running."""
     try:
         for _ in range(times):
-            os.kill(pid, signal.SIGSTOP)
+            freeze(pid)
             await asyncio.sleep(seconds)
             os.kill(pid, signal.SIGCONT)
             await asyncio.sleep(0.02)
@@ -121,7 +121,7 @@ async def freeze_node_at_the_pause(
     ``until_seen``, until that holds (what the process did about it; its exit fails the test)."""
     await until(daemon.frozen, 60, what, daemon)
     pid = node_pid()
-    os.kill(pid, signal.SIGSTOP)
+    freeze(pid)
     try:
         daemon.signal(signal.SIGCONT)
         if until_seen is None:
@@ -256,7 +256,7 @@ async def test_serve_started_while_the_node_is_frozen_waits_for_it_then_serves(n
     """The node is frozen before the server starts: each attempt to connect fails and is logged, the server stays
     up (it exited at its first: the nemesis's symptom), and serves once the node is let go."""
     pid = node_pid()
-    os.kill(pid, signal.SIGSTOP)
+    freeze(pid)
     try:
         srv = sqsserver.launch(KEYSPACE, env=SERVE_ENV)
         await until(lambda: len(failed_starts(srv.output())) >= 2, 60, "two failed starts logged", srv)
@@ -320,7 +320,7 @@ async def test_a_prepare_the_frozen_node_does_not_answer_fails_as_any_request_do
     s.cassandra.request_timeout = 1.0
     db = await asyncio.to_thread(Database(s.cassandra).connect, KEYSPACE)
     pid = node_pid()
-    os.kill(pid, signal.SIGSTOP)
+    freeze(pid)
     try:
         started = time.monotonic()
         with pytest.raises(StorageUnavailable) as failed:
@@ -343,7 +343,7 @@ async def test_a_command_whose_prepare_times_out_says_so_in_one_line(node: Casqu
     pid = node_pid()
     try:
         await until(lambda: stopped(proc.pid) or proc.poll() is not None, 60, "the command paused once connected")
-        os.kill(pid, signal.SIGSTOP)
+        freeze(pid)
         proc.send_signal(signal.SIGCONT)
         out, err = await asyncio.to_thread(proc.communicate, timeout=60)
     finally:

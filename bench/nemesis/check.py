@@ -1,7 +1,12 @@
 """The checker: the ledgers read after the run drained, every promise checked, each violation with the ledger lines
 around it. A duplicate is explained when a fault window overlaps the time its first delivery was in flight (from its
 start to the later delivery's) and could have ended it: its daemon killed or restarted, a node frozen, killed or
-cut off, a server killed, the queue's timeouts changed (faults.Window.explains)."""
+cut off, a server killed, the queue's timeouts changed (faults.Window.explains).
+
+A cron occurrence run twice, both times as a first delivery, right after an occurrence of the same schedule so
+explained, continues that fault's fork: a take batch in doubt, applied after the occurrence was taken again, leaves
+two copies of the next occurrence, and while the daemons lag past the next fire time each copy writes its own
+successor where its take ran (engine/schedules/triggers.py)."""
 
 from __future__ import annotations
 
@@ -190,9 +195,13 @@ class DaemonCheck:
                 continue
             numbers = sorted(occ)
             f.counts["cron occurrences skipped"] += numbers[-1] - numbers[0] + 1 - len(numbers)
-            for n, rs in occ.items():
-                rs.sort(key=lambda r: r.at)
+            forked: dict[int, str] = {}  # occurrence -> the fault whose fork ran it twice, both first deliveries
+            for n in numbers:
+                rs = sorted(occ[n], key=lambda r: r.at)
                 for a, b in zip(rs, rs[1:]):
-                    f.duplicates.append(
-                        Duplicate("cron", f"{key}#{n}", a.at, b.at, explainer(self.windows, a.pid, a.at - 1, b.at))
-                    )
+                    why = explainer(self.windows, a.pid, a.at - 1, b.at)
+                    if not why and a.attempt == b.attempt == 1:
+                        why = forked.get(n - 1, "")
+                    if why and a.attempt == b.attempt == 1:
+                        forked[n] = why
+                    f.duplicates.append(Duplicate("cron", f"{key}#{n}", a.at, b.at, why))

@@ -20,6 +20,7 @@ from cassandra import OperationTimedOut
 from daemon.base.errors import StorageUnavailable, UsageError
 from daemon.devnode import ClusterSpec
 from daemon.engine.client import Casque
+from daemon.testing.daemonproc import freeze
 
 from .schedule import NODE_KINDS, Fault
 from .system import System
@@ -138,7 +139,7 @@ async def apply(f: Fault, system: System, cq: Casque, queue: str) -> Window:
         pid = d.proc.pid if d is not None else 0
     if f.kind == "node_stop":
         pid = system.node_pid(f.target)
-        os.kill(pid, signal.SIGSTOP)
+        freeze(pid)
         try:
             await asyncio.sleep(f.duration)
         finally:

@@ -81,6 +81,8 @@ def build(
                 "target": w.fault.target,
                 "planned_at": w.fault.at,
                 "took_s": round(w.end - w.start, 1),
+                "start": round(w.start, 2),
+                "end": round(w.end, 2),
                 "note": w.note,
             }
             for w in windows
@@ -117,6 +119,13 @@ def markdown(r: dict[str, Any]) -> str:
         f"could not be made {len(r['notes'].get('fault_errors', []))}",
     ]
     lines += [f"  - {v['what']}: {v['detail'][:200]}" for v in r["all_violations"][:20]]
+    if r["unexplained_examples"]:  # enough to trace each: when both deliveries ran, beside when each fault did
+        lines += ["", "unexplained duplicates (first and second delivery, wall clock s):"]
+        lines += [
+            f"  - {d['where']} {d['label']}: {d['first']:.2f} / {d['second']:.2f}" for d in r["unexplained_examples"]
+        ]
+        lines += ["fault windows:"]
+        lines += [f"  - {w['kind']} {w['target']}: {w['start']:.2f} - {w['end']:.2f} {w['note']}" for w in r["windows"]]
     v = r["first_violation"]
     if v:
         lines += ["", f"first violation ({v['what']}): {v['detail']}", "", "```", *v["context"][:40], "```"]

@@ -80,9 +80,29 @@ class Daemon:
 
 
 def stopped(pid: int) -> bool:
-    """True while the process is stopped (state T in /proc): a ``CASQUE_PAUSE_AT`` step was reached."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    return stat.rsplit(")", 1)[1].split()[0] in ("T", "t")
+    """True while every thread of the process is stopped (state T in /proc): a ``CASQUE_PAUSE_AT`` step was
+    reached, or ``freeze`` took effect."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except FileNotFoundError:  # a thread that ended meanwhile
+            continue
+        if stat.rsplit(")", 1)[1].split()[0] not in ("T", "t", "Z", "X"):
+            return False
+    return True
+
+
+def freeze(pid: int, timeout: float = 10.0) -> None:
+    """SIGSTOP ``pid`` and return once every thread of it is stopped. ``kill`` returns once the signal is queued,
+    and each thread stops when it next runs: on a busy machine a thread of a frozen node still answered a request
+    milliseconds later (a take's batch committed 4 ms after ``kill`` returned). A fault placed between two steps
+    needs the freeze in force before the next step."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + timeout
+    while not stopped(pid):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"process {pid} not stopped {timeout} s after SIGSTOP")
+        time.sleep(0.001)
 
 
 def spawn(config: Path, env: dict[str, str], out: IO[bytes], *args: str) -> subprocess.Popen[bytes]:

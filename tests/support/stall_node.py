@@ -21,6 +21,7 @@ from daemon.base.config import Settings
 from daemon.devnode import ClusterSpec, start, status, stop
 from daemon.engine.storage.schema import ensure_schema
 from daemon.testing import sqsserver
+from daemon.testing.daemonproc import freeze
 from daemon.testing.sqs_clients import Receiver, poll
 
 REQUEST_TIMEOUT_S = 2
@@ -89,7 +90,7 @@ def freeze_node(
     assert pid is not None, "the test's own node is not running"
     for n in range(1, tries + 1):
         poll(lambda: any(r.ends.outstanding is not None for r in receivers), 60, "a receive under way", threads)
-        os.kill(pid, signal.SIGSTOP)
+        freeze(pid)
         try:
             time.sleep(seconds)  # the fault itself: the node is frozen this long
         finally:

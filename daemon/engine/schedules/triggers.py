@@ -20,7 +20,11 @@ run the late occurrence at all and continues after now.
 Every occurrence of a schedule lives in the row of its first occurrence, and occurrence ``n`` has a
 deterministic id (the schedule's origin id + n), so the next occurrence is written in the very batch
 that takes the current one (under the row lock): each occurrence fires once, whatever the number of
-daemons, and a duplicate write of it would only overwrite the same cell.
+daemons, and a duplicate write of it would only overwrite the same cell. A take later than the next
+fire time writes it at the take's time instead (nothing may be written behind a cursor): after a
+take batch in doubt that was applied once the occurrence had been taken again, two copies of the
+next occurrence run, and each writes its own successor, until a take comes before the next fire
+time and both write the same cell again. At least once, as every delivery under a fault.
 """
 
 from __future__ import annotations

@@ -159,6 +159,8 @@ class Take:
                     bucket=lock.bucket,
                     shard=lock.shard,
                     read=len(read.found),
+                    age_ms=self.row_lock.age_ms(lock),
+                    life_ms=self.row_lock.life_ms(qs, lock),
                 )
                 if lingering:  # its column is ours and still lives: gone, so the next take can lock the row
                     await self.holds.release(qs, row)
