@@ -170,7 +170,7 @@ async def test_a_parked_poll_reads_again_only_when_woken(cq: Casque, queue_name:
     (got,) = await poll
     assert str(got.message.id) == mid
     # settings cached; a peek, the take (lock read, re-check, due read), one top-up peek: 5 measured;
-    # plus, when the send finds its list of wake-hint listeners older than hints.refresh (5 s), the
+    # plus, when the send finds its list of wake-hint listeners older than hints.refresh (1 s), the
     # one background read that refreshes it (engine/wake/hint_directory.py); the due feed's reads apart
     assert cq.db.reads - at_park - (cq.stores.due_feed.reads - feed_at_park) <= 6
     assert await cq.delete(got.receipt)

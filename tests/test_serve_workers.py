@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from daemon.base.config import HintSettings
 from daemon.testing import sqsserver
 
 ACCOUNT = "000000000000"
@@ -121,10 +122,10 @@ def test_a_send_through_one_worker_wakes_a_poll_held_by_the_other(
     (sender_pid, sender), (poller_pid, poller) = by_worker.items()
     queue_url = sender.call("CreateQueue", QueueName=queue_name)["QueueUrl"]
     hints_before = hints_received(pids[poller_pid])
-    # A worker learns the other hint listeners at its first send and then every HintSender.refresh_s (5 s): one that
+    # A worker learns the other hint listeners at its first send and then every hints.refresh (1 s): one that
     # sent before its sibling registered (a move task resumed at start) hints it only from its next refresh. Each
     # round's message arrives either way (the due feed); the hint must come within two refreshes.
-    deadline = time.monotonic() + 2 * 5.0 + 5.0
+    deadline = time.monotonic() + 2 * HintSettings().refresh + 5.0
     for n in itertools.count():
         got: list[dict[str, Any]] = []
         poll = threading.Thread(

@@ -167,7 +167,7 @@ class HintSettings:
     send: bool = True  # every client hints the listeners of a queue after each acknowledged send
     address: str = ""  # bind host[:port]; empty: the address that reaches Cassandra (127.0.0.1 if local), a free port
     advertise: str = ""  # host[:port] producers should send to, when it differs from the bound one (NAT)
-    refresh: float = 5.0  # how long a producer trusts its list of listeners
+    refresh: float = 1.0  # how long a producer trusts its list of listeners (a consumer started since: no hints)
 
 
 @dataclass
