@@ -114,13 +114,19 @@ def _install_ack_counter() -> None:
     acks.Acker.ack = ack  # type: ignore[method-assign]
 
 
+_progress_lock = threading.Lock()
+
+
 def _write_progress() -> None:
-    """The ack count so far, for a parent that checkpoints a long run (bench/tombstones.py)."""
+    """The ack count so far, for a parent that checkpoints a long run (bench/tombstones.py). Under a lock: the
+    progress thread and the exit's ``_dump`` share the temporary file, and a rename of it by one left the other's
+    rename failing (the run then had no result file)."""
     if OUT:
-        tmp = OUT + ".progress.tmp"
-        with open(tmp, "w") as f:
-            f.write(str(_state["acked"]))
-        os.replace(tmp, OUT + ".progress")
+        with _progress_lock:
+            tmp = OUT + ".progress.tmp"
+            with open(tmp, "w") as f:
+                f.write(str(_state["acked"]))
+            os.replace(tmp, OUT + ".progress")
 
 
 def _write_live_counts() -> None:
