@@ -201,9 +201,8 @@ async def run(cq: Casque, plan: Plan, best: dict[str, Any]) -> dict[str, Any]:
             f"  equal load: every system offered {equal_rate:.0f} msg/s for {plan.equal_seconds:.0f}s (half the "
             "slowest peer's mean)"
         )
-        # casque's last: right after its own full-load run (casque_run("last")) the box is still digesting it (its
-        # p99 at equal load 47-99 ms in the first second, 9-10 ms after a 10 s pause); each peer's comes long after
-        # its own full-load run, so every system is measured at least one equal phase after any full load.
+        # casque's last: right after its own full-load run (casque_run("last")) the box is still busy with it, and each
+        # peer's comes long after its own, so every system is measured at least one equal phase after any full load.
         equal: list[RunResult] = []
         for d in peers:
             r = await run_peer(d, int(equal_rate * plan.equal_seconds), rate=equal_rate, label=f"{d.name}_equal")

@@ -94,9 +94,8 @@ def stopped(pid: int) -> bool:
 
 def freeze(pid: int, timeout: float = 10.0) -> None:
     """SIGSTOP ``pid`` and return once every thread of it is stopped. ``kill`` returns once the signal is queued,
-    and each thread stops when it next runs: on a busy machine a thread of a frozen node still answered a request
-    milliseconds later (a take's batch committed 4 ms after ``kill`` returned). A fault placed between two steps
-    needs the freeze in force before the next step."""
+    and each thread stops when it next runs: on a busy machine a "frozen" node can still answer a request for some
+    milliseconds. A fault placed between two steps needs the freeze in force before the next step."""
     os.kill(pid, signal.SIGSTOP)
     deadline = time.monotonic() + timeout
     while not stopped(pid):
