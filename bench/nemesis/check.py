@@ -199,9 +199,8 @@ class DaemonCheck:
             for n in numbers:
                 rs = sorted(occ[n], key=lambda r: r.at)
                 for a, b in zip(rs, rs[1:]):
-                    why = explainer(self.windows, a.pid, a.at - 1, b.at)
-                    if not why and a.attempt == b.attempt == 1:
-                        why = forked.get(n - 1, "")
-                    if why and a.attempt == b.attempt == 1:
+                    first = a.attempt == b.attempt == 1
+                    why = explainer(self.windows, a.pid, a.at - 1, b.at) or (forked.get(n - 1, "") if first else "")
+                    if why and first:
                         forked[n] = why
                     f.duplicates.append(Duplicate("cron", f"{key}#{n}", a.at, b.at, why))

@@ -155,7 +155,7 @@ class HintSender:
     (the later sends of the same event loop turn share one, ``_enqueue``); nothing waits for them.
     With no listener of the queue, nothing is sent."""
 
-    def __init__(self, directory: HintDirectory, secrets: SecretStore, clock: Clock, refresh_s: float = 1.0) -> None:
+    def __init__(self, directory: HintDirectory, secrets: SecretStore, clock: Clock, refresh_s: float) -> None:
         self.directory = directory
         self.secrets = secrets
         self.clock = clock
