@@ -48,7 +48,7 @@ def test_env_overrides_every_level(tmp_path: Path) -> None:
         ("[worker]\nconsumrs = 3\n", "unknown key 'worker.consumrs' in {path}"),
         ("[worker]\nconsumers = 'many'\n", "worker.consumers in {path} must be an integer, got 'many'"),
         ("[worker]\ndrain_timeout = 'soon'\n", "worker.drain_timeout in {path} must be a duration"),
-        ("[sqs]\ngrow_settle = '10s'\n", "sqs.grow_settle in {path} must be at least 30s, got '10s'"),
+        ("[sqs]\ngrow_settle = '10s'\n", "sqs.grow_settle in {path} must be at least 90s, got '10s'"),
         ("[log]\nlevel = 'loud'\n", "log.level in {path} must be one of debug, error, info, warning"),
         ("[cassandra\nport = 1\n", "config file {path} is not valid TOML"),
         ("[nonsense]\n", "unknown key 'nonsense' in {path}"),

@@ -8,13 +8,17 @@ and both caches last 5 s, so a long poll every 20 s missed both: two reads of th
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 import pytest
 
 from daemon.base.errors import QueueNotFound
 from daemon.engine.client import Casque
+from daemon.engine.queues.store import CACHE_SECONDS
 from daemon.engine.storage.db import Database
+from daemon.engine.wake.due_feed import READ_EVERY_S
 
 
 def queue_row_reads(queue: str) -> tuple[list[str], Any]:
@@ -64,3 +68,53 @@ async def test_a_deleted_queue_s_row_read_fresh_is_not_found_by_either(cq: Casqu
     assert len(seen) == 1
     with pytest.raises(QueueNotFound):  # and the settings' cache kept nothing of the deleted queue
         await st.queues.get(queue_name)
+
+
+async def _until(cond: Any, seconds: float, what: str) -> float:
+    """Wait until ``cond()`` (polled, with a deadline); how long it took."""
+    start = time.monotonic()
+    while not cond():
+        assert time.monotonic() - start < seconds, what
+        await asyncio.sleep(0.05)
+    return time.monotonic() - start
+
+
+async def test_a_process_the_due_feed_covers_trusts_a_queue_row_for_a_minute_and_forgets_it_when_told(
+    cq: Casque, settings: Any, queue_name: str
+) -> None:
+    """While a process reads the due feed without a break (a poll parked), a queue row it read is trusted past the
+    5 s cache (an owner polling every 20 s reads its row once a minute), because every write to the row is announced
+    there: a change made by another process reaches it at its next feed read, far sooner than its trust would end.
+    Without the feed, a read older than 5 s is made again."""
+    await cq.create_queue(queue_name, shards=1, buckets=1, timeout=30)
+    await cq.create_queue(queue_name + "_parked", shards=1, buckets=1)
+    st, feed = cq.stores, cq.stores.due_feed
+    poll = asyncio.create_task(cq.receive(queue_name + "_parked", wait=60))
+    other = await Casque.connect(settings)
+    try:
+        await _until(lambda: feed.covered_since() is not None, 10, "the feed is read while a poll is parked")
+        await st.queues.get(queue_name, fresh=True)
+        await asyncio.sleep(CACHE_SECONDS + 0.5)
+        seen, observe = queue_row_reads(queue_name)
+        with Database.observing(observe):
+            assert (await st.queues.get(queue_name)).timeout_ms == 30_000
+            assert (await st.attributes.get(queue_name)).attributes == {}
+        assert seen == [], "a row read while the feed covered is trusted past the 5 s cache"
+
+        await other.stores.queues.update(queue_name, timeout=45)
+        await other.extras.set(queue_name, {"DelaySeconds": "4"}, set(), other.clock.now_ms())
+        told = await _until(lambda: st.queues.cached(queue_name) is None, 3 * READ_EVERY_S + 1, "never told")
+        assert told < CACHE_SECONDS
+        assert (await st.queues.get(queue_name)).timeout_ms == 45_000
+        assert (await st.attributes.get(queue_name)).attributes == {"DelaySeconds": "4"}
+    finally:
+        poll.cancel()
+        await asyncio.gather(poll, return_exceptions=True)
+        await other.close()
+    await _until(lambda: feed.covered_since() is None, 10, "the feed stops being read once no poll is parked")
+    await st.queues.get(queue_name, fresh=True)
+    await asyncio.sleep(CACHE_SECONDS + 0.5)
+    seen, observe = queue_row_reads(queue_name)
+    with Database.observing(observe):
+        await st.queues.get(queue_name)
+    assert len(seen) == 1, "uncovered, a row read more than 5 s ago is read again"

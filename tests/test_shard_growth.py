@@ -35,7 +35,7 @@ from tests.support.sqsfixtures import make_client
 #: A server that judges every second and grows a queue past 20 sends/s per shard (the default is
 #: 150/s over 10 s: the test's rates are kept low, the box has two cores shared with other tests),
 #: and drops its old layouts at the shortest settle allowed (30 s, not the default 60 s).
-GROWING = {"CASQUE_SQS__GROW_WINDOW": "1s", "CASQUE_SQS__GROW_RATE": "20", "CASQUE_SQS__GROW_SETTLE": "30s"}
+GROWING = {"CASQUE_SQS__GROW_WINDOW": "1s", "CASQUE_SQS__GROW_RATE": "20", "CASQUE_SQS__GROW_SETTLE": "90s"}
 
 
 async def _queue(cq: Casque, name: str, max_shards: str | None, **options: Any) -> None:
@@ -202,8 +202,8 @@ async def test_a_busy_tiny_queue_grows_and_a_quiet_one_does_not(growing: sqsserv
     _check(ledger)
     _check(quiet_ledger)
     assert (await cq.queue_settings(quiet, fresh=True)).shards == 1
-    # the old layouts drain and are finished once senders can no longer hold them cached (the settle, 30 s)
-    await _until(cq, busy, lambda qs: not qs.draining, 150, "the old layouts were never finished")
+    # the old layouts drain and are finished once senders can no longer hold them cached (the settle, 90 s)
+    await _until(cq, busy, lambda qs: not qs.draining, 210, "the old layouts were never finished")
     assert (await cq.queue_settings(busy, fresh=True)).shards == 4
     assert growing.metric("casque_queues_grown_total") == 2
     stderr = growing.stop()
@@ -212,8 +212,8 @@ async def test_a_busy_tiny_queue_grows_and_a_quiet_one_does_not(growing: sqsserv
     assert [r["event"] for r in log].count("queue_growth_finished") == 1
     grown = max(datetime.fromisoformat(r["timestamp"]) for r in log if r["event"] == "queue_grown")
     [finished] = [datetime.fromisoformat(r["timestamp"]) for r in log if r["event"] == "queue_growth_finished"]
-    # the settle held the old layout at least sqs.grow_settle (30 s), and the setting reached the server (default 60 s)
-    assert 30 <= (finished - grown).total_seconds() < 60
+    # the settle held the old layout at least sqs.grow_settle (90 s), and the setting reached the server (default 120 s)
+    assert 90 <= (finished - grown).total_seconds() < 120
     assert not _growth_log(stderr, quiet)
 
 
@@ -237,7 +237,7 @@ async def test_a_server_killed_after_growing_a_queue_loses_nothing(settings: Any
         assert (qs.shards, qs.draining) == (2, ((1, 1, 300),))
         second = sqsserver.start(ks, env=GROWING)  # sends through it: it sees the queue busy and draining
         producer = _start([threading.Thread(target=_produce, args=(second.url, path, ledger, 1_000_000, 30))])
-        await _until(cq, name, lambda qs: not qs.draining, 150, "the drain the killed server left was never finished")
+        await _until(cq, name, lambda qs: not qs.draining, 210, "the drain the killed server left was never finished")
         ledger.sending.clear()
         _join(producer)
         ledger.done.set()

@@ -153,9 +153,9 @@ class SqsSettings:
     #: Sends per second per shard, over ``grow_window``, past which a queue grows (engine/operations/shard_growth.py).
     grow_rate: float = 150.0
     grow_window_ms: int = 10_000
-    #: How long after a growth its old layout may be dropped: every sender's cached settings (5 s) and a long
-    #: poll's (20 s) must have expired, so at least 30 s (engine/operations/reshard.py ``SETTLE_MS``).
-    grow_settle_ms: int = 60_000
+    #: How long after a growth its old layout may be dropped: every sender's cached settings (at most 60 s old) and a
+    #: long poll's (20 s more) must have expired, so at least 90 s (engine/operations/reshard.py ``SETTLE_MS``).
+    grow_settle_ms: int = 120_000
 
 
 @dataclass
@@ -203,7 +203,7 @@ _DURATION_FIELDS = {
     "grow_settle",
 }
 #: Durations with a floor a guarantee rests on (seconds), by key as ``_RANGES``.
-_MIN_SECONDS = {"sqs.grow_settle": 30}
+_MIN_SECONDS = {"sqs.grow_settle": 90}
 #: Integer settings with bounds of their own (a queue's shape: engine/queues/settings.py has the same limits).
 _RANGES = {
     "sqs.queue_shards": (1, 4096),

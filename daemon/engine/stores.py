@@ -72,11 +72,20 @@ class Stores:
         self.hint_directory = HintDirectory(db, ks)
         self.hints = HintSender(self.hint_directory, self.secrets, clock, settings.hints.refresh)
         self.due_feed = DueFeed(db, ks, clock, self.tolerance_ms)  # what finds a message whose hint was lost
+        # Queue rows: trusted a minute while the feed covers, every write to one announced through it, and forgotten
+        # when another process's is told (engine/queues/store.py).
+        self.queues.covered_since, self.queues.announce = self.due_feed.covered_since, self.due_feed.changed
+        self.attributes.trusted, self.attributes.changed = self.queues.trusted, self.queues.changed
+        self.due_feed.forget = self._forget_row
         self.dead_letters = PoisonRouter(
             db, self.queues, self.table, self.attributes, self.poison, self.wakeups.notify, fifo=self.fifo
         )
         self.receive_attempts = ReceiveAttempts(db, ks)
         self.acker = Acker(db, self.table, self.queues, self.keys, self.dead_letters, clock)  # type: ignore[arg-type]
+
+    def _forget_row(self, queue: str) -> None:
+        self.queues.forget(queue)
+        self.attributes.forget(queue)
 
     async def check_clock(self) -> int:
         """Compare our clock with the coordinator's; warn when the difference eats into the clock

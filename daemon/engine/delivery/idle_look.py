@@ -40,6 +40,7 @@ from daemon.base.clock import Clock
 from daemon.base.errors import StorageUnavailable
 from daemon.base.model import QueueSettings
 from daemon.engine.consume.consumer import Consumer
+from daemon.engine.queues.store import COVERED_TRUST_MS
 from daemon.engine.storage.db import Database, too_many_tombstones
 from daemon.engine.storage.table import MessageTable
 from daemon.engine.take.row_state import RowState, next_rescan, rows_to_check
@@ -49,9 +50,6 @@ from daemon.engine.take.row_state import RowState, next_rescan, rows_to_check
 STALE_MS = 30_000
 #: How long a receive that does not wait may answer from this process's last empty look of the queue.
 EMPTY_TRUST_MS = 1_000
-#: How long, while the process reads the due feed without a break, an owner polling again and again answers from
-#: its last empty look: a look a minute per queue online.
-COVERED_TRUST_MS = 60_000
 
 
 Row = tuple[int, int]  # (bucket, shard)

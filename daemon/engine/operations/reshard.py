@@ -31,7 +31,10 @@ from daemon.engine.storage.placement import row_of
 from daemon.engine.storage.table import all_rows, is_entry
 from daemon.engine.stores import Stores
 
-SETTLE_MS = 60_000  # every client's cached settings (5 s) have expired long before this (casque serve: sqs.grow_settle)
+#: How long after a layout change its old rows may be dropped: every client's cached settings (at most
+#: ``COVERED_TRUST_MS``, 60 s, old, engine/queues/store.py) and a long poll's (20 s more) have expired before this
+#: (casque serve: sqs.grow_settle).
+SETTLE_MS = 120_000
 
 
 async def reshard(
@@ -65,6 +68,7 @@ async def reshard(
         raise UsageError(
             f"queue {queue} was resharded by someone else meanwhile: look at 'casque queues' and try again"
         )
+    await stores.queues.changed(queue)
     return await stores.queues.get(queue, fresh=True)
 
 
@@ -110,5 +114,6 @@ async def finish(stores: Stores, queue: str, settle_ms: int = SETTLE_MS) -> int:
     rows = await stores.db.run(drop, [queue, row.updated_at])
     if not (rows and rows[0].applied):
         raise UsageError(f"queue {queue} was changed meanwhile: run --finish again")
+    await stores.queues.changed(queue)
     await stores.queues.get(queue, fresh=True)
     return 0

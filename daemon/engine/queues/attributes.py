@@ -3,8 +3,8 @@
 
 casque's own settings (visibility = message timeout, retention, max attempts) stay in their typed
 columns; what has no casque meaning (SQS's DelaySeconds, ReceiveMessageWaitTimeSeconds,
-RedrivePolicy, MaximumMessageSize, ...) is kept here as text. Reads are cached for a few seconds,
-like queue settings: they are read on every send and receive of the SQS endpoint.
+RedrivePolicy, MaximumMessageSize, ...) is kept here as text. Reads are cached and trusted as queue settings are
+(``QueueStore.trusted``, engine/queues/store.py): they are read on every send and receive of the SQS endpoint.
 """
 
 from __future__ import annotations
@@ -21,8 +21,6 @@ from daemon.engine.storage.db import Database
 
 #: The attribute naming a queue's dead-letter queue (engine/delivery/deadletter.py imports it from here).
 DEAD_LETTER = "casque.dead_letter"
-
-CACHE_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -49,10 +47,14 @@ class QueueAttributes:
         self.sources = DeadLetterSources(db, keyspace)
         #: Reads the whole ``queues`` row and caches its settings too (``QueueStore.read_row``, engine/stores.py).
         self.read_row: Callable[[str], Awaitable[Any]] | None = None
+        #: Whether a copy read at a monotonic time still answers (``QueueStore.trusted``); alone: 5 s.
+        self.trusted: Callable[[float], bool] = lambda at: time.monotonic() - at < 5.0
+        #: Tells the other processes of a write to the row (``QueueStore.changed``, engine/stores.py).
+        self.changed: Callable[[str], Awaitable[None]] | None = None
 
     async def get(self, queue: str, fresh: bool = False) -> QueueExtras:
         hit = self._cache.get(queue)
-        if hit and not fresh and time.monotonic() - hit[0] < CACHE_SECONDS:
+        if hit and not fresh and self.trusted(hit[0]):
             return hit[1]
         if self.read_row is not None:  # the whole row, which fills the settings' cache too (and this one)
             return self.remember(queue, await self.read_row(queue))
@@ -79,7 +81,7 @@ class QueueAttributes:
             await self.db.run(self._put, [put, now_ms, queue])
         if drop:
             await self.db.run(self._drop, [drop, now_ms, queue])
-        self._cache.pop(queue)
+        await self._changed(queue)
         if moving:
             new = put.get(DEAD_LETTER) or None
             if old and old != new:
@@ -100,7 +102,12 @@ class QueueAttributes:
             await self.db.run(self._tag, [put, queue])
         if drop:
             await self.db.run(self._untag, [drop, queue])
+        await self._changed(queue)
+
+    async def _changed(self, queue: str) -> None:
         self._cache.pop(queue)
+        if self.changed is not None:
+            await self.changed(queue)
 
     async def names_page(self, after: str | None, limit: int) -> list[str]:
         """Up to ``limit`` queue names in token order after ``after``: one bounded read, whatever

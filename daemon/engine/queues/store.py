@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -25,7 +25,11 @@ from daemon.engine.queues.settings import check_settings, defaults_of, settings_
 from daemon.engine.storage.db import Database
 
 log = get_logger("casque.queues")
+#: How long a process trusts a queue row it read: ``CACHE_SECONDS``, or ``COVERED_TRUST_MS`` while it has read the due
+#: feed without a break since (engine/wake/due_feed.py), which tells it of every change to a row (``changed``). The
+#: same window bounds how long a covered process trusts an empty look of a queue (engine/delivery/idle_look.py).
 CACHE_SECONDS = 5.0
+COVERED_TRUST_MS = 60_000
 CACHE_LIMIT = 10_000  # idle queues whose settings one process keeps, besides those in use
 FORGET_BATCH = 64  # evicted queues whose metric series are dropped together (one pass over the series)
 MIN_TOKEN = -(1 << 63)  # Murmur3Partitioner: tokens are signed 64-bit
@@ -55,9 +59,14 @@ def copy_layout(r: Any) -> bool:
 
 
 class QueueStore:
-    """Reads and writes queue rows, caching reads for a few seconds (settings rarely change) in an
-    LRU that keeps every queue used within ``ONLINE_S`` and ``cache_limit`` idle ones besides: a process's
-    memory follows the queues it uses now."""
+    """Reads and writes queue rows, caching reads (settings rarely change) in an LRU that keeps every queue used
+    within ``ONLINE_S`` and ``cache_limit`` idle ones besides: a process's memory follows the queues it uses now.
+
+    A row read is trusted ``CACHE_SECONDS``, or ``COVERED_TRUST_MS`` while the process reads the due feed without a
+    break (``covered_since``): every write to a row is announced there (``changed``), and a reader forgets the row
+    it is told of. So an owner long-polling its queue reads its row once a minute, not at every poll. A change whose
+    announcement was lost (a failed write, logged; a writer's clock further behind than the tolerance) or made
+    outside casque (CQL) reaches a covered process within that minute."""
 
     def __init__(self, db: Database, keyspace: str, clock: Clock, cache_limit: int = CACHE_LIMIT) -> None:
         self.db = db
@@ -69,6 +78,10 @@ class QueueStore:
         self.bulk = BulkCreate(db, keyspace, _values, _from_row, self._cache.pop)
         #: Told of every row ``read_row`` read (None when there was none): the attributes' cache fills from it.
         self.row_seen: Callable[[str, Any], object] | None = None
+        #: Since when (clock ms) this process has read the due feed without a break; None: not reading now.
+        self.covered_since: Callable[[], int | None] = lambda: None
+        #: Announces a write to a queue's row to the other processes (the due feed, engine/stores.py).
+        self.announce: Callable[[str], Awaitable[None]] | None = None
 
     def _evicted(self, name: str, _: tuple[float, QueueSettings]) -> None:
         """A queue this process no longer keeps: drop its metric
@@ -112,10 +125,10 @@ class QueueStore:
         )
 
     async def get(self, name: str, fresh: bool = False, any_layout: bool = False) -> QueueSettings:
-        """The queue's settings (cached for ``CACHE_SECONDS``). A queue created with the copy in-flight layout is
+        """The queue's settings (cached: ``trusted``). A queue created with the copy in-flight layout is
         refused (``CopyLayoutQueue``) unless ``any_layout`` (its delete)."""
         hit = self._cache.get(name)
-        if hit and not fresh and time.monotonic() - hit[0] < CACHE_SECONDS:
+        if hit and not fresh and self.trusted(hit[0]):
             return hit[1]
         row = await self.read_row(name)
         if row is None or row.shards is None:  # no row, or only cells written after a delete
@@ -142,6 +155,24 @@ class QueueStore:
         if self.row_seen is not None:
             self.row_seen(name, row)
         return row
+
+    def trusted(self, read_at: float) -> bool:
+        """Whether a row read at ``read_at`` (monotonic s) still answers without a read (the class's docstring)."""
+        age_ms = (time.monotonic() - read_at) * 1000
+        if age_ms < CACHE_SECONDS * 1000:
+            return True
+        since = self.covered_since() if age_ms < COVERED_TRUST_MS else None
+        return since is not None and age_ms <= self.clock.now_ms() - since
+
+    async def changed(self, name: str) -> None:
+        """A write to ``name``'s row was acknowledged: forget our copy and tell the other processes."""
+        self.forget(name)
+        if self.announce is not None:
+            await self.announce(name)
+
+    def forget(self, name: str) -> None:
+        """Read the settings again at the next use."""
+        self._cache.pop(name)
 
     def cached(self, name: str) -> QueueSettings | None:
         """The last settings read for ``name``, however old, without a read (None if never read)."""
@@ -254,7 +285,7 @@ class QueueStore:
                 name,
             ],
         )
-        self._cache.pop(name)
+        await self.changed(name)
         return merged
 
     async def mark_pulled(self, qs: QueueSettings) -> QueueSettings:
@@ -273,6 +304,8 @@ class QueueStore:
             return qs
         # Not applied: the answer carries what the row says (an operator's choice, or another mark).
         marked = replace(qs, consumers="both" if rows[0].applied else rows[0].consumers)
+        if rows[0].applied:
+            await self.changed(qs.name)
         self._cache.put(qs.name, (time.monotonic(), marked))
         return marked
 
@@ -286,6 +319,7 @@ class QueueStore:
             self.db.prepare(f"UPDATE {self.ks}.queues SET priorities = priorities + ? WHERE name = ?"),
             [{priority}, qs.name],
         )
+        await self.changed(qs.name)
         updated = replace(qs, priorities=qs.priorities | {priority})
         self._cache.put(qs.name, (time.monotonic(), updated))
         return updated
@@ -294,7 +328,7 @@ class QueueStore:
         await self.db.run(self.db.prepare(f"DELETE FROM {self.ks}.queues WHERE name = ?"), [name])
         await self.db.run(self.db.prepare(f"DELETE FROM {self.ks}.queue_expiry WHERE name = ?"), [name])
         await self.names.remove(name)
-        self._cache.pop(name)
+        await self.changed(name)
 
     def cache_size(self) -> int:
         return len(self._cache)
@@ -331,8 +365,9 @@ def _lock_ttl_change(current: QueueSettings, ttl_ms: int, now_ms: int) -> tuple[
 
 def lock_change_settled_ms(qs: QueueSettings) -> int:
     """When no holder can still keep a lock column written under the TTL before the last change: every process has
-    re-read the settings (``CACHE_SECONDS``), and a column written just before that has lived out the old TTL."""
-    return qs.lock_ttl_changed_ms + int(CACHE_SECONDS * 1000) + qs.lock_ttl_before_ms
+    re-read the settings (``COVERED_TRUST_MS`` at most), and a column written just before that has lived out the old
+    TTL."""
+    return qs.lock_ttl_changed_ms + COVERED_TRUST_MS + qs.lock_ttl_before_ms
 
 
 def _fifo_json(qs: QueueSettings) -> str | None:

@@ -316,6 +316,8 @@ MIGRATIONS: list[tuple[str, str, str]] = [
     ("queues", "lock_ttl_changed_at", "bigint"),
     # Who consumes the queue: push, pull or both (null: push until pulled; QueueSettings.consumers).
     ("queues", "consumers", "text"),
+    # A due-feed entry that says the queue's row was written: readers forget their copy (engine/wake/due_feed.py).
+    ("due_queues", "changed", "boolean"),
 ]
 
 

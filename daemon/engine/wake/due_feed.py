@@ -8,8 +8,10 @@ queue and the writing process. A process with long polls parked reads, every ``R
 last ``clock_tolerance`` (one request, ``slot IN``) and tells ``Wakeups.notify`` of each entry of another process
 not seen at an earlier read: a parked poll of that queue looks, as the hint would have made it.
 
-A process that has read without a break (``covered_since``) has been told every entry since: its receives trust
-an empty look for a minute (engine/delivery/idle_look.py).
+A write to a queue's row (its settings, attributes, tags, layout, its delete: ``QueueStore.changed``) enters the
+queue too, as a *change* (``changed``): a reader forgets its copy of the row. So a process that has read without a
+break (``covered_since``) has been told every entry since, and trusts for a minute what it read since: an empty look
+(engine/delivery/idle_look.py), a queue row (engine/queues/store.py).
 
 Bound: a message due at t (its write acknowledged by then) whose hint was lost is received by a parked poll within
 ``SLOT_MS + READ_EVERY_S`` of t, plus a look. An entry written later than the window (a writer's clock more than the
@@ -52,10 +54,12 @@ class DueFeed:
         self._written: dict[int, set[str]] = {}  # slot -> queues this process entered for it
         self._pending: dict[int, set[str]] = {}  # not yet written
         self._flushes: set[asyncio.Task[None]] = set()
-        self._seen: dict[int, set[tuple[str, int]]] = {}  # slot -> entries read and told
+        self._seen: dict[int, set[tuple[str, int, bool]]] = {}  # slot -> entries read and told
         self._reader: asyncio.Task[None] | None = None
         self.reads = 0
         self._covered: tuple[int, int] | None = None  # (first, last) read of the unbroken run of reads, clock ms
+        #: Told of each queue whose row another process changed (engine/stores.py: forget the cached row).
+        self.forget: Callable[[str], None] = lambda queue: None
 
     # ---- writing ----------------------------------------------------------------------------
     def add(self, queue: str, dues: Iterable[int]) -> None:
@@ -79,10 +83,21 @@ class DueFeed:
             self._flushes.add(task)
             task.add_done_callback(self._flushes.discard)
 
-    async def _write(self, slot: int, queues: set[str], now: int) -> None:
+    async def changed(self, queue: str) -> None:
+        """``queue``'s row was written: tell every reader to forget its copy (awaited: the write is announced when
+        the caller answers)."""
+        now = self.clock.now_ms()
+        await self._write(now // SLOT_MS, {queue}, now, changed=True)
+
+    async def _write(self, slot: int, queues: set[str], now: int, changed: bool = False) -> None:
         """One request per slot: the entries share its partition."""
         try:
-            stmt = await self._prepared("INSERT INTO {t} (slot, name, writer) VALUES (?, ?, ?) USING TTL ?")
+            if changed:
+                stmt = await self._prepared(
+                    "INSERT INTO {t} (slot, name, writer, changed) VALUES (?, ?, ?, true) USING TTL ?"
+                )
+            else:
+                stmt = await self._prepared("INSERT INTO {t} (slot, name, writer) VALUES (?, ?, ?) USING TTL ?")
             ttl = max(1, (slot * SLOT_MS - now) // 1000) + KEEP_S
             batch = self.db.batch()
             for queue in queues:
@@ -113,7 +128,7 @@ class DueFeed:
         slots = list(range(now_slot - self.tolerance_ms // SLOT_MS - 1, now_slot + 1))
         for slot in [s for s in self._seen if s < slots[0]]:
             del self._seen[slot]
-        stmt = await self._prepared("SELECT slot, name, writer FROM {t} WHERE slot IN ?")
+        stmt = await self._prepared("SELECT slot, name, writer, changed FROM {t} WHERE slot IN ?")
         self.reads += 1  # counted as sent, as the Database counts its requests
         at = self.clock.now_ms()
         rows = await self.db.run(stmt, [slots])
@@ -122,8 +137,11 @@ class DueFeed:
         recent = now_slot - 2
         for r in rows:
             seen = self._seen.setdefault(r.slot, set())
-            if r.writer != self.me and ((r.name, r.writer) not in seen or r.slot >= recent):
-                seen.add((r.name, r.writer))
+            entry = (r.name, r.writer, bool(r.changed))  # a change entered where a send was is told again
+            if r.writer != self.me and (entry not in seen or r.slot >= recent):
+                seen.add(entry)
+                if r.changed:
+                    self.forget(r.name)
                 notify(r.name, r.slot * SLOT_MS)
         # The windows of two reads overlap if the second began within a tolerance of the first: nothing entered
         # between them was missed.

@@ -14,8 +14,9 @@ CreateQueue/GetQueueUrl the named one; for StartMessageMoveTask/ListMessageMoveT
 queue (and SendMessage on the DestinationArn's, when given); CancelMessageMoveTask and ListQueues
 have no queue (the grant must cover the action; ListQueues and ListDeadLetterSourceQueues then
 show only the queues the grant covers for them, without reading each listed queue's Policy). The batch actions are
-authorized as their single forms. Policies come from the queue's attributes (cached ``attributes.CACHE_SECONDS``, 5 s,
-per server): a policy change is honoured by every server within that.
+authorized as their single forms. Policies come from the queue's attributes, cached per server as its queue row is
+(``QueueStore.trusted``): a change made through casque reaches a server that reads the due feed at its next read (about
+a second), any other within 5 s; one made in CQL, or whose announcement was lost, within a minute.
 """
 
 from __future__ import annotations
