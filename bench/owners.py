@@ -5,6 +5,11 @@ Each owner long-polls its own queue (WaitTimeSeconds 20) in a loop, as a user's 
 HTTP, the standard library), a process per ``PER_CLIENT`` owners, so that the clients do not bound the run; their
 CPU is reported beside the servers'. For each size and server, in the same run:
 
+- *warm*: the owners come online over ``START_S`` seconds, then poll with nothing sent for ``WARM_S``, not measured:
+  each owner's first minute online (its queue row and rows read, its bookkeeping written, its queue swept once),
+  which a server pays once per owner it sees. Spread over a minute, as owners come online, what each owner reads
+  once a minute (its look and row, engine/queues/store.py) is spread as in the steady state, so a window of any length
+  sees its share of it;
 - *idle*: every owner parked, nothing sent, ``IDLE_S`` seconds: the server's CPU, the node's reads (the local reads
   and scans of the keyspace, from ``system_views``), and what each answered poll cost;
 - *live*: the producer sends for ``LIVE_S`` seconds: CPU per poll answered, send -> receive p50/p99 (timed by the
@@ -33,7 +38,7 @@ from .env import KEYSPACE, ROOT, cpu_seconds, node_pid, out_dir, progress
 
 CLIENT_SRC = ROOT / "bench" / "owners_client"
 SIZES, QUICK_SIZES = (500, 2_000, 5_000, 20_000), (500, 2_000)
-RATE, IDLE_S, LIVE_S, DRAIN_S = 20.0, 20.0, 30.0, 10.0
+RATE, START_S, WARM_S, IDLE_S, LIVE_S, DRAIN_S = 20.0, 60.0, 60.0, 20.0, 30.0, 10.0
 PER_CLIENT = 7_000
 ONE_WORKER_MAX = 5_000
 BEGIN, END = "<!-- owners:begin -->", "<!-- owners:end -->"
@@ -84,7 +89,14 @@ class Clients:
         for k in range(n):
             first, count = k * owners // n, (k + 1) * owners // n - k * owners // n
             args = [f"-url={url}", f"-prefix={prefix}", f"-owners={owners}", f"-first={first}", f"-count={count}"]
-            args += ["-create", f"-idle={IDLE_S}", f"-live={LIVE_S}", f"-drain={DRAIN_S}"]
+            args += [
+                "-create",
+                f"-start={START_S}",
+                f"-warm={WARM_S}",
+                f"-idle={IDLE_S}",
+                f"-live={LIVE_S}",
+                f"-drain={DRAIN_S}",
+            ]
             args += [f"-rate={RATE}"] if k == 0 else []
             self.procs.append(
                 subprocess.Popen([str(exe), *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -149,7 +161,9 @@ def one(system: str, url: str, server_pid: int, owners: int, keyspace: str | Non
         create_s = max(r.get("create_s", 0.0) for r in created)
         progress(f"  {system}, {owners:,} owners: queues created in {create_s:.1f} s; parking them")
         clients.go()
-        parked = sample(clients.phase("parked"))
+        clients.phase("parked")
+        clients.go()
+        parked = sample(clients.phase("warm"))
         clients.go()
         idle = sample(clients.phase("idle"))
         clients.go()
@@ -268,7 +282,9 @@ def section(results: list[dict[str, Any]], at: str) -> str:
             "## Owners: per-user queues long-polled (`python -m bench owners`)",
             f"Written by the run of {at}. Each owner long-polls its own queue (WaitTimeSeconds 20) from a Go client "
             f"(raw HTTP, a process per {PER_CLIENT:,} owners); a producer sends {RATE:.0f} messages a second to "
-            f"random owners for {LIVE_S:.0f} s after {IDLE_S:.0f} s with every owner parked and nothing sent. CPU "
+            f"random owners for {LIVE_S:.0f} s after {IDLE_S:.0f} s with every owner parked and nothing sent, which "
+            f"follow the owners' coming online over {START_S:.0f} s and {WARM_S:.0f} s of polling, not measured (each "
+            "owner's first minute online). CPU "
             "is % of one core over each window; reads are the node's local reads and scans of casque's keyspace. "
             "casque runs two workers where one process could not hold the polls' sockets (this box allows a "
             "process 20,000). Targets for casque at 20,000 owners: p99 <= 250 ms, all received, server CPU <= 100 %, "

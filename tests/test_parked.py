@@ -86,6 +86,23 @@ async def test_an_owner_polling_again_and_again_looks_once_while_the_feed_covers
     assert looks[1] <= 1 and looks[2:] == [looks[1]] * 4, f"looks after each poll: {looks}"
 
 
+async def test_an_owner_s_look_after_a_quiet_spell_is_one_read(cq: Casque, queue_name: str) -> None:
+    """When an owner's remembered look has aged out (a minute while the feed covers it), its rows' cursors are as old
+    as that look, all alike. The look still reads from them in one request: an old cursor costs it no more than the
+    rows' own peeks, which read from it too. (Refusing old cursors sent every such poll through the fetch's peeks
+    and then a look: two reads a minute per owner.)"""
+    await cq.create_queue(queue_name, shards=1, buckets=1, bucket_seconds=3600)  # no new bucket meanwhile
+    for _ in range(2):
+        assert await cq.receive(queue_name, wait=0) == []
+    cq.clock.offset_ms += 45_000  # the quiet spell: the cursors are now 45 s behind the clock
+    try:
+        reads = cq.db.reads
+        assert await cq.receive(queue_name, wait=0) == []
+        assert cq.db.reads - reads == 1, f"{cq.db.reads - reads} reads for one look"
+    finally:
+        cq.clock.offset_ms -= 45_000
+
+
 async def test_a_message_made_visible_again_by_another_process_reaches_a_poll_that_trusts_its_look(
     cq: Casque, settings: Any, queue_name: str
 ) -> None:

@@ -8,7 +8,7 @@
 // owners of all (-owners), each body "ID UNIX_NANOS", and the receiving client times send -> receive from the body.
 //
 // Phases, driven by the harness over stdin/stdout: the client prints one JSON line at the end of each phase (its
-// counters so far) and waits for a line on stdin before it starts the next: created, parked, idle, live, done.
+// counters so far) and waits for a line on stdin before it starts the next: created, parked, warm, idle, live, done.
 package main
 
 import (
@@ -38,6 +38,8 @@ var (
 	count   = flag.Int("count", -1, "how many owners this process polls for (-1: all)")
 	create  = flag.Bool("create", false, "create this process's queues first")
 	rate    = flag.Float64("rate", 0, "messages a second this process sends to random owners (0: not the producer)")
+	startS  = flag.Float64("start", 60, "seconds over which the owners come online (their first polls)")
+	warmS   = flag.Float64("warm", 60, "seconds the owners poll with nothing sent before the idle window")
 	idleS   = flag.Float64("idle", 20, "seconds the owners stay parked with nothing sent")
 	liveS   = flag.Float64("live", 30, "seconds the producer sends")
 	drainS  = flag.Float64("drain", 10, "seconds to wait for the last messages after the sends")
@@ -251,13 +253,15 @@ func main() {
 	} else {
 		report("created", nil)
 	}
-	spread := time.Duration(*waitS) * time.Second / time.Duration(max(*count, 1))
+	spread := time.Duration(*startS*float64(time.Second)) / time.Duration(max(*count, 1))
 	for i := *first; i < *first+*count; i++ {
 		go owner(i)
 		time.Sleep(spread)
 	}
 	time.Sleep(2 * time.Second) // the last ones' first looks
 	report("parked", nil)
+	time.Sleep(time.Duration(*warmS * float64(time.Second)))
+	report("warm", nil)
 	time.Sleep(time.Duration(*idleS * float64(time.Second)))
 	report("idle", nil)
 	if *rate > 0 {

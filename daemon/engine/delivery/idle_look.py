@@ -12,9 +12,10 @@ at once (the fetch's ``rows``: no peek of its own, no round of the other shards)
 
 What it rests on: the rows and bounds are the fetch's own (a message the look can't see, the fetch
 wouldn't have seen either), and reading from the lowest cursor reads at least what each row's own
-peek would. What it costs the node: the tombstones between the lowest cursor and each row's own,
-so the look is only made while every cursor is recent (within ``STALE_MS`` of now); otherwise, on
-a FIFO queue (whose rows are read whole by their takes), the fetch runs as before. A shard a
+peek would. What it costs the node beyond those peeks: the tombstones between the lowest cursor and
+each row's own, so the look is only made while the rows' cursors lie within ``STALE_MS`` of each
+other (however old they are: a row's own peek reads from its cursor too); otherwise, and on a FIFO
+queue (whose rows are read whole by their takes), the fetch runs as before. A shard a
 wake-up named (a send, a take that filled its batch, a visibility change of ours) is covered: the
 name made the row it falls in rescan-due, so the look reads it, and a look that found nothing
 forgets the names it covered, as a fetch's visit does. As a peek does, a row with nothing due has
@@ -45,8 +46,8 @@ from daemon.engine.storage.db import Database, too_many_tombstones
 from daemon.engine.storage.table import MessageTable
 from daemon.engine.take.row_state import RowState, next_rescan, rows_to_check
 
-#: A cursor further behind now than this (plus the tolerance) is not read from: the look would scan
-#: every row's tombstones from there. A rescan (at most ``rescan_ms``) brings each row's cursor up.
+#: A cursor further behind another row's than this is not read from: the look would scan that row's tombstones from
+#: there. A rescan (at most ``rescan_ms``) brings each row's cursor up.
 STALE_MS = 30_000
 #: How long a receive that does not wait may answer from this process's last empty look of the queue.
 EMPTY_TRUST_MS = 1_000
@@ -62,7 +63,7 @@ class IdleLook:
     async def due_rows(self, consumer: Consumer, qs: QueueSettings) -> list[Row] | None:
         """The rows ``consumer``'s fetch would visit now that one read found something due in,
         oldest first ([]: nothing due anywhere, the receive may park); None when the look can't be
-        made (FIFO, a row not loaded or being taken from, a cursor too old): fetch as before."""
+        made (FIFO, a row not loaded or being taken from, a cursor far behind another): fetch as before."""
         now = self.clock.now_ms()
         horizon = now + consumer.ahead_ms
         consumer.empty_look = None  # remembered again only if this look reads and finds nothing
@@ -80,11 +81,14 @@ class IdleLook:
             return None
         # From where each lane's own read would start (past a skip or frontier): a drained row's look does not
         # cross the tombstones of what was just taken.
-        starts = [st.start for st in states if st is not None]
-        low = min(
-            start.at(rank, consumer.accepts, self.clock, consumer.rescan_ms) for start in starts for rank in ranks
-        )
-        if low < safe - STALE_MS:
+        starts = [
+            st.start.at(rank, consumer.accepts, self.clock, consumer.rescan_ms)
+            for st in states
+            if st is not None
+            for rank in ranks
+        ]
+        low = min(starts)
+        if max(starts) - low > STALE_MS:
             return None
         one_lane = len(ranks) == 1
         until = now + max(consumer.lookahead_ms, consumer.ahead_ms) if one_lane else horizon
