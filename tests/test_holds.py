@@ -173,10 +173,11 @@ async def test_a_lowered_lock_timeout_keeps_others_out_of_a_row_held_under_the_o
 async def test_a_hold_taken_under_a_raised_lock_timeout_yields_to_processes_that_have_not_read_it_yet(
     cq: Casque, queue_name: str
 ) -> None:
-    """The lock timeout raised from 2 s to 30 s, then a row held under the new one. For up to the 5 s settings
-    cache another process may still be on the old settings, reading lock columns back only 2 s and its clock
-    tolerance (0.5 s here): to it, a hold column 3 s old is not there, and it locks the row. The owner must not
-    trust its hold by then: while the change settles, a column keeps others out only as long as the old TTL."""
+    """The lock timeout raised from 2 s to 30 s, then a row held under the new one. For as long as its copy of the
+    settings is trusted (5 s, a minute under the due feed) another process may still be on the old settings, reading
+    lock columns back only 2 s and its clock tolerance (0.5 s here): to it, a hold column 3 s old is not there, and it
+    locks the row. The owner must not trust its hold by then: while the change settles, a column keeps others out only
+    as long as the old TTL."""
     owner, row = await tiny_queue(cq, queue_name, lock_ttl=2)
     before = await cq.stores.queues.get(queue_name)
     raised = await cq.stores.queues.update(queue_name, lock_ttl=30)
