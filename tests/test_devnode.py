@@ -241,9 +241,15 @@ def test_node_that_dies_reports_its_error_line(scratch_spec: ClusterSpec) -> Non
     with pytest.raises(NodeStartError) as exc:
         start(broken, timeout=120, progress=lambda _m: None)
     msg = str(exc.value)
-    assert "exited during start" in msg
-    assert "no_such_setting" in msg
-    assert str(broken.node(1).system_log) in msg
+    node = broken.node(1)
+    # What the node wrote, read before the scratch cluster is removed: a failure here must say why the line was missed
+    logs = "\n".join(
+        f"--- {p.name}:\n{p.read_text(errors='replace')[-3000:] if p.exists() else '(none)'}"
+        for p in (node.stdout_log, node.system_log)
+    )
+    assert "exited during start" in msg, logs
+    assert "no_such_setting" in msg, logs
+    assert str(node.system_log) in msg
     assert not status(broken).any_running
 
 
