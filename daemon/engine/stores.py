@@ -64,8 +64,8 @@ class Stores:
             db, self.queues, self.table, self.keys, self.lookup, clock, tolerance_ms=self.tolerance_ms, fifo=self.fifo
         )
         self.secrets = SecretStore(db, ks, clock)
-        self.attributes = QueueAttributes(db, ks)
-        self.queues.row_seen, self.attributes.read_row = self.attributes.remember, self.queues.read_row  # one read
+        self.attributes = QueueAttributes(db, ks, self.queues)
+        self.queues.row_seen = self.attributes.remember  # one read of a row fills both caches
         self.activity = ActivityMarks(db, ks, self.queues, clock)
         self.wakeups = Wakeups(clock)
         self.producer.catcher = self.wakeups.catch  # a send hands its messages to a parked poll (wake/catch.py)
@@ -75,7 +75,6 @@ class Stores:
         # Queue rows: trusted a minute while the feed covers, every write to one announced through it, and forgotten
         # when another process's is told (engine/queues/store.py).
         self.queues.covered_since, self.queues.announce = self.due_feed.covered_since, self.due_feed.changed
-        self.attributes.trusted, self.attributes.changed = self.queues.trusted, self.queues.changed
         self.due_feed.forget = self._forget_row
         self.dead_letters = PoisonRouter(
             db, self.queues, self.table, self.attributes, self.poison, self.wakeups.notify, fifo=self.fifo

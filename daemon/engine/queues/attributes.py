@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import builtins
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from daemon.base.lru import ONLINE_S, Lru
 from daemon.engine.queues.dead_letter_sources import DeadLetterSources
+from daemon.engine.queues.store import QueueStore
 from daemon.engine.storage.db import Database
 
 #: The attribute naming a queue's dead-letter queue (engine/delivery/deadletter.py imports it from here).
@@ -32,11 +32,13 @@ class QueueExtras:
 
 
 class QueueAttributes:
-    def __init__(self, db: Database, keyspace: str, cache_limit: int = 10_000) -> None:
+    def __init__(self, db: Database, keyspace: str, rows: QueueStore, cache_limit: int = 10_000) -> None:
         self.db = db
+        #: The queue rows: one read fills the settings' cache and this one (``QueueStore.read_row``, engine/stores.py
+        #: hands ``remember`` to it), and a copy here is trusted, and a write announced, as a row is there.
+        self.rows = rows
         t = f"{keyspace}.queues"
         p = db.prepare
-        self._read = p(f"SELECT attributes, tags, created_at, updated_at FROM {t} WHERE name = ?")
         self._put = p(f"UPDATE {t} SET attributes = attributes + ?, updated_at = ? WHERE name = ?")
         self._drop = p(f"UPDATE {t} SET attributes = attributes - ?, updated_at = ? WHERE name = ?")
         self._tag = p(f"UPDATE {t} SET tags = tags + ? WHERE name = ?")
@@ -45,21 +47,12 @@ class QueueAttributes:
         self._page_after = p(f"SELECT name FROM {t} WHERE token(name) > token(?) LIMIT ?")
         self._cache: Lru[str, tuple[float, QueueExtras]] = Lru(cache_limit, keep_s=ONLINE_S)  # the queues used now
         self.sources = DeadLetterSources(db, keyspace)
-        #: Reads the whole ``queues`` row and caches its settings too (``QueueStore.read_row``, engine/stores.py).
-        self.read_row: Callable[[str], Awaitable[Any]] | None = None
-        #: Whether a copy read at a monotonic time still answers (``QueueStore.trusted``); alone: 5 s.
-        self.trusted: Callable[[float], bool] = lambda at: time.monotonic() - at < 5.0
-        #: Tells the other processes of a write to the row (``QueueStore.changed``, engine/stores.py).
-        self.changed: Callable[[str], Awaitable[None]] | None = None
 
     async def get(self, queue: str, fresh: bool = False) -> QueueExtras:
         hit = self._cache.get(queue)
-        if hit and not fresh and self.trusted(hit[0]):
+        if hit and not fresh and self.rows.trusted(hit[0]):
             return hit[1]
-        if self.read_row is not None:  # the whole row, which fills the settings' cache too (and this one)
-            return self.remember(queue, await self.read_row(queue))
-        rows = await self.db.run(self._read, [queue])
-        return self.remember(queue, rows[0] if rows else None)
+        return self.remember(queue, await self.rows.read_row(queue))  # the whole row: the settings' cache fills too
 
     def remember(self, queue: str, r: Any | None) -> QueueExtras:
         """Cache the attributes of a ``queues`` row just read (None: no row)."""
@@ -106,8 +99,7 @@ class QueueAttributes:
 
     async def _changed(self, queue: str) -> None:
         self._cache.pop(queue)
-        if self.changed is not None:
-            await self.changed(queue)
+        await self.rows.changed(queue)
 
     async def names_page(self, after: str | None, limit: int) -> list[str]:
         """Up to ``limit`` queue names in token order after ``after``: one bounded read, whatever
