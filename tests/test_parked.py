@@ -89,8 +89,8 @@ async def test_an_owner_polling_again_and_again_looks_once_while_the_feed_covers
 async def test_an_owner_s_look_after_a_quiet_spell_is_one_read(cq: Casque, queue_name: str) -> None:
     """When an owner's remembered look has aged out (a minute while the feed covers it), its rows' cursors are as old
     as that look, all alike. The look still reads from them in one request: an old cursor costs it no more than the
-    rows' own peeks, which read from it too. (Refusing old cursors sent every such poll through the fetch's peeks
-    and then a look: two reads a minute per owner.)"""
+    rows' own peeks, which read from it too; a look that refused old cursors would cost the fetch's peeks and then a
+    look, two reads a minute per owner."""
     await cq.create_queue(queue_name, shards=1, buckets=1, bucket_seconds=3600)  # no new bucket meanwhile
     for _ in range(2):
         assert await cq.receive(queue_name, wait=0) == []
