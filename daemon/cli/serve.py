@@ -115,13 +115,16 @@ async def _serve(settings: Any, worker_ready: Callable[[], None] | None = None) 
     """One server process; ``worker_ready``: it is one of ``--workers N`` (daemon/http/workers.py), which tells its
     parent when it listens."""
     from daemon.http.app import build_serve_app
+    from daemon.http.collector import collect_full_every
     from daemon.http.server import serve
     from daemon.service.sdnotify import Notifier
 
     notifier = Notifier()
+    collector = asyncio.create_task(collect_full_every())  # parked polls would set off a full collection every few s
     metrics_server = await start_server(settings.metrics, ready=lambda: True)  # this server's counters
     cq = await _connect(settings, notifier)
     if cq is None:
+        collector.cancel()
         if metrics_server is not None:
             await metrics_server.close()
         return 0  # asked to stop while still waiting for Cassandra
@@ -157,7 +160,8 @@ async def _serve(settings: Any, worker_ready: Callable[[], None] | None = None) 
         mover.cancel()
         sweeps.cancel()
         growth.cancel()
-        await asyncio.gather(expiry, mover, sweeps, growth, return_exceptions=True)
+        collector.cancel()
+        await asyncio.gather(expiry, mover, sweeps, growth, collector, return_exceptions=True)
         if metrics_server is not None:
             await metrics_server.close()
         await cq.close()

@@ -1,5 +1,5 @@
-"""The SQS endpoint as an ASGI app: ``build_app(cq, settings)`` gives a Starlette app that can be
-served alone (``casque serve``) or mounted beside other apps (the web console).
+"""The SQS endpoint as an ASGI app: ``build_app(cq, settings)`` gives the app that ``casque serve``
+serves alone or beside the web console.
 
 Every request: read the body (at most ``MAX_REQUEST_BYTES``), pick the protocol from the headers,
 verify the signature (``sqs.auth = "sigv4"``), run the action, answer in the caller's protocol.
@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from daemon.base.config import SqsSettings
 from daemon.base.errors import CasqueError, StorageUnavailable, UsageError
@@ -35,8 +34,13 @@ MAX_REQUEST_BYTES = 8 * 1024 * 1024
 SERVING: ContextVar[tuple[str, str] | None] = ContextVar("casque_sqs_serving", default=None)
 
 
-def build_app(cq: Casque, settings: SqsSettings | None = None) -> Starlette:
-    """The SQS ASGI app on a connected client (mount it at '/', SQS clients post there)."""
+def build_app(cq: Casque, settings: SqsSettings | None = None) -> ASGIApp:
+    """The SQS ASGI app on a connected client: every path is SQS's (queue URLs are ``/<account>/<queue>``).
+
+    A plain ASGI callable rather than a Starlette app with one route: a long poll stays parked up to 20 s, and each
+    layer of middleware, router and route is a coroutine and closures held that long, which CPython's collector
+    walks at every full collection (docs/design.md, "Long polls").
+    """
     settings = settings or cq.settings.sqs
     service = SqsService(cq, settings)
     auth = Authenticator(cq, settings)
@@ -78,7 +82,23 @@ def build_app(cq: Casque, settings: SqsSettings | None = None) -> Starlette:
             status, headers, out = wire.json_error(err, request_id) if use_json else wire.xml_error(err, request_id)
         return Response(out, status_code=status, headers=headers)
 
-    return Starlette(routes=[Route("/{path:path}", endpoint, methods=["GET", "POST"])])
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":  # nothing to start or stop: the client is connected by the caller
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        if scope["type"] != "http":  # a WebSocket: SQS speaks none
+            await send({"type": "websocket.close"})
+            return
+        request = Request(scope, receive)
+        if request.method in ("GET", "POST"):
+            response = await endpoint(request)
+        else:
+            response = Response("Method Not Allowed", 405, {"Allow": "GET, POST"}, media_type="text/plain")
+        await response(scope, receive, send)
+
+    return app
 
 
 async def _read_body(request: Request) -> bytes:
