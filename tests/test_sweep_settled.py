@@ -7,6 +7,7 @@ with ``Database.observe``.
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -195,3 +196,40 @@ async def test_a_pass_sweeps_several_queues_at_once_and_every_one(manual: Pair, 
     assert 1 < most <= 4
     # settling takes a pass that read the queue's rows: every queue was swept in this one
     assert all(sw.resting(clock.now_ms()) for sw in sweeps._sweepers.values()), "a queue did not settle"
+
+
+async def test_a_pass_over_resting_queues_lets_requests_in_between_queues(manual: Pair, queue_name: str) -> None:
+    """A resting queue's turn reads nothing, so a pass over thousands of them (a server's parked owners) ran through
+    them in one step of the event loop, every request the server had to answer waiting behind it. Over 40 resting
+    queues, another task asking for the loop gets a turn after each worker of the pass swept one queue."""
+    cq, clock = manual
+    names = [f"{queue_name}_{i}" for i in range(40)]
+    sweeps = await _pulled(cq, names, used=names[:20])
+    clock.advance(SWEEP_LAG_MS + 10_000)
+    await sweeps.once()  # settles every row
+    clock.advance(int(SWEEP_EVERY_S * 1000))
+    assert all(sw.resting(clock.now_ms()) for sw in sweeps._sweepers.values())
+    turns = 0
+    at_turn: list[int] = []  # the other task's turns so far, as each queue's sweep starts
+    for sweeper in sweeps._sweepers.values():
+
+        async def observed(sweep: Any = sweeper.sweep) -> int:
+            at_turn.append(turns)
+            return int(await sweep())
+
+        sweeper.sweep = observed  # type: ignore[method-assign]
+
+    async def request() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            await asyncio.sleep(0)
+
+    other = asyncio.create_task(request())
+    try:
+        assert await sweeps.once() == 0
+    finally:
+        other.cancel()
+    assert len(at_turn) == len(names)
+    most = max(Counter(at_turn).values())
+    assert most <= sweeps.concurrency, f"{most} queues swept in one turn of the loop"

@@ -465,7 +465,11 @@ class PulledSweeps:
         queue_order = iter(list(self._sweepers.items()))
 
         async def worker() -> int:  # ``concurrency`` of these share one iterator: each queue is swept once
-            return sum([await self._sweep_one(queue, sweeper) for queue, sweeper in queue_order])
+            moved = 0
+            for queue, sweeper in queue_order:
+                moved += await self._sweep_one(queue, sweeper)
+                await asyncio.sleep(0)  # a resting queue's turn reads nothing: requests go between queues
+            return moved
 
         return sum(await asyncio.gather(*(worker() for _ in range(self.concurrency))))
 
