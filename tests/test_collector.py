@@ -30,7 +30,7 @@ def full_collections_during(work: Any) -> int:
 def parked_polls() -> None:
     """Waves of 5,000 polls of 40 containers each: they park, long enough to reach the oldest generation, and leave."""
     for _ in range(20):
-        parked = [[[] for _ in range(40)] for _ in range(5_000)]
+        parked: list[list[list[int]]] = [[[] for _ in range(40)] for _ in range(5_000)]
         del parked
 
 
