@@ -42,6 +42,24 @@ def test_serve_with_console_answers_sqs_and_the_console_on_one_port(settings: An
         server.stop()
 
 
+def test_a_method_sqs_does_not_speak_is_answered_405_naming_get_and_post(queue_name: str) -> None:
+    """The SQS app takes GET and POST on every path; another method gets 405 and the methods it allows, alone or
+    beside the console, and the server goes on answering SQS."""
+    for args in ((), ("--console",)):
+        server = sqsserver.start(TEST_KEYSPACE, *args, env={"CASQUE_CONSOLE__ADMIN_PASSWORD": "s3cret-admin"})
+        try:
+            for method in ("PUT", "DELETE"):
+                request = urllib.request.Request(f"{server.url}/000000000000/{queue_name}", method=method)
+                try:
+                    urllib.request.urlopen(request, timeout=30)
+                    raise AssertionError(f"{method} was answered 2xx")
+                except urllib.error.HTTPError as exc:
+                    assert (exc.code, exc.headers["Allow"]) == (405, "GET, POST"), (args, method)
+            assert "QueueUrl" in make_client(server.url).create_queue(QueueName=queue_name)
+        finally:
+            server.stop()
+
+
 def test_serve_console_without_a_password_is_refused_in_one_line() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "daemon.cli", "serve", "--port", "0", "--console"],
