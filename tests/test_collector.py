@@ -7,12 +7,12 @@ from __future__ import annotations
 import asyncio
 import gc
 import weakref
-from typing import Any
+from collections.abc import Callable
 
 from daemon.http.collector import collect_full_every
 
 
-def full_collections_during(work: Any) -> int:
+def full_collections_during(work: Callable[[], None]) -> int:
     seen: list[int] = []
 
     def count(phase: str, info: dict[str, int]) -> None:

@@ -34,7 +34,7 @@ def build_serve_app(cq: Casque, sqs: SqsSettings, console: ConsoleSettings | Non
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
-        if scope["type"] == "lifespan" or path == CONSOLE_PATH or path.startswith(CONSOLE_PATH + "/"):
+        if path == CONSOLE_PATH or path.startswith(CONSOLE_PATH + "/"):
             await console_app(scope, receive, send)
         else:
             await sqs_app(scope, receive, send)

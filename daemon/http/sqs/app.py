@@ -83,13 +83,9 @@ def build_app(cq: Casque, settings: SqsSettings | None = None) -> ASGIApp:
         return Response(out, status_code=status, headers=headers)
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan":  # nothing to start or stop: the client is connected by the caller
-            while (await receive())["type"] != "lifespan.shutdown":
-                await send({"type": "lifespan.startup.complete"})
-            await send({"type": "lifespan.shutdown.complete"})
-            return
-        if scope["type"] != "http":  # a WebSocket: SQS speaks none
-            await send({"type": "websocket.close"})
+        if scope["type"] != "http":  # a WebSocket is refused; lifespan: nothing to start (served with it off)
+            if scope["type"] == "websocket":
+                await send({"type": "websocket.close"})
             return
         request = Request(scope, receive)
         if request.method in ("GET", "POST"):
