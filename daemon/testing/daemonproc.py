@@ -124,9 +124,12 @@ def start_daemon(config: Path, record: Path, log: Path, *args: str, env: dict[st
 
 
 def records(path: Path) -> list[list[str]]:
+    """The complete lines of a record file. A handler in another process may be mid-write as it is
+    read (a read can see part of an append), so the text after the last newline is left for later."""
     if not path.exists():
         return []
-    return [line.split() for line in path.read_text().splitlines() if line.strip()]
+    complete = path.read_text().rpartition("\n")[0]
+    return [line.split() for line in complete.splitlines() if line.strip()]
 
 
 def wait_for(condition: Callable[[], bool], timeout: float, what: str, daemon: Watched | None = None) -> None:
