@@ -34,7 +34,7 @@ from tests.support.sqsfixtures import make_client
 
 #: A server that judges every second and grows a queue past 20 sends/s per shard (the default is
 #: 150/s over 10 s: the test's rates are kept low, the box has two cores shared with other tests),
-#: and drops its old layouts at the shortest settle allowed (30 s, not the default 60 s).
+#: and drops its old layouts at the shortest settle allowed (90 s, not the default 120 s).
 GROWING = {"CASQUE_SQS__GROW_WINDOW": "1s", "CASQUE_SQS__GROW_RATE": "20", "CASQUE_SQS__GROW_SETTLE": "90s"}
 
 
