@@ -1,10 +1,10 @@
 """The one Maven fetcher: ``mvn dependency:copy-dependencies`` of a POM into a directory, with Maven's
 output streamed to a log file and each downloaded jar reported as it arrives.
 
-Two things fetch jars this way, each with its own POM and checks: the dev node's Cassandra
-(daemon/devnode/download.py) and the pipeline's Spark Cassandra connector (pipeline/jars.py). Maven
-does the resolution and ``--strict-checksums`` makes it refuse a jar whose SHA-1 differs from the one
-Central publishes; the callers pin and check the main jar's SHA-256 on top.
+It is how a jar set is fetched (daemon/devnode/jar_set.py: the dev node's Cassandra and the pipeline's
+Spark Cassandra connector). Maven does the resolution and ``--strict-checksums`` makes it refuse a jar
+whose SHA-1 differs from the one Central publishes; the jar set pins and checks the main jar's SHA-256
+on top.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from daemon.devnode.download import cache_root
+from daemon.devnode.jar_set import cache_root
 from daemon.devnode.locks import locked
 
 ROOT = Path(__file__).resolve().parents[2]
