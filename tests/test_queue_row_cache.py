@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from daemon.base.errors import QueueNotFound
+from daemon.base.lru import ONLINE_S
 from daemon.engine.client import Casque
-from daemon.engine.queues.store import CACHE_SECONDS
+from daemon.engine.queues.store import CACHE_SECONDS, COVERED_TRUST_MS, REFRESH_AHEAD_S
 from daemon.engine.storage.db import Database
 from daemon.engine.wake.due_feed import READ_EVERY_S
 
@@ -118,3 +119,40 @@ async def test_a_process_the_due_feed_covers_trusts_a_queue_row_for_a_minute_and
     with Database.observing(observe):
         await st.queues.get(queue_name)
     assert len(seen) == 1, "uncovered, a row read more than 5 s ago is read again"
+
+
+async def test_a_covered_process_re_reads_the_rows_in_use_a_hundred_to_a_request_before_their_minute_ends(
+    cq: Casque, queue_name: str
+) -> None:
+    """An owner polling every 20 s would read its queue's row once a minute; 20,000 owners online, 333 requests a second
+    (docs/design.md, "Long polls"). While covered, the process re-reads the rows in use before their minute ends,
+    a hundred to a request, and the owners' polls read none. A row not asked for within a minute is not re-read."""
+    names = [f"{queue_name}_{i}" for i in range(250)]
+    await cq.create_queues(names, shards=1, buckets=1)
+    await cq.create_queue(queue_name, shards=1, buckets=1)
+    st, feed = cq.stores, cq.stores.due_feed
+    for name in names:
+        await st.queues.get(name)
+    poll = asyncio.create_task(cq.receive(queue_name, wait=60))
+    try:
+        await _until(lambda: feed.covered_since() is not None, 10, "the feed is read while a poll is parked")
+        cache = st.queues._cache
+        old = time.monotonic() - (COVERED_TRUST_MS / 1000 - 1)  # each row a second from the end of its trust
+        for name in names:
+            hit = cache.peek(name)
+            assert hit is not None
+            cache.replace(name, (old, hit[1]))
+        idle = names[0]
+        cache._used[idle] = time.monotonic() - ONLINE_S - 1  # not asked for within ONLINE_S: not in use
+        seen, observe = queue_row_reads(queue_name)
+        with Database.observing(observe):
+            await _until(lambda: all(cache.peek(n)[0] > old for n in names[1:]), 2 * REFRESH_AHEAD_S, "not re-read")  # type: ignore[index]
+            assert len(seen) == 3 and all(" IN " in s for s in seen), seen  # 249 rows in use
+            assert cache.peek(idle)[0] == old  # type: ignore[index]
+            for name in names[1:]:
+                await st.queues.get(name)
+                await st.attributes.get(name)
+            assert len(seen) == 3, "the owners' uses read no row"
+    finally:
+        poll.cancel()
+        await asyncio.gather(poll, return_exceptions=True)

@@ -68,6 +68,15 @@ class Lru(Generic[K, V]):
             if self.on_evict is not None:
                 self.on_evict(oldest, old_value)
 
+    def replace(self, key: K, value: V) -> None:
+        """A new value for an entry present, its recency and use untouched (absent: nothing)."""
+        if key in self._items:
+            self._items[key] = value
+
+    def in_use(self, key: K) -> bool:
+        """Whether the entry was used within ``keep_s``."""
+        return self.clock() - self._used.get(key, float("-inf")) < self.keep_s
+
     def pop(self, key: K) -> V | None:
         self._used.pop(key, None)
         return self._items.pop(key, None)

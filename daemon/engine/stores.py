@@ -76,6 +76,7 @@ class Stores:
         # when another process's is told (engine/queues/store.py).
         self.queues.covered_since, self.queues.announce = self.due_feed.covered_since, self.due_feed.changed
         self.due_feed.forget = self._forget_row
+        self.due_feed.after_read = self.queues.refresh
         self.dead_letters = PoisonRouter(
             db, self.queues, self.table, self.attributes, self.poison, self.wakeups.notify, fifo=self.fifo
         )

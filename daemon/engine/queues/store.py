@@ -30,6 +30,10 @@ log = get_logger("casque.queues")
 #: same window bounds how long a covered process trusts an empty look of a queue (engine/delivery/idle_look.py).
 CACHE_SECONDS = 5.0
 COVERED_TRUST_MS = 60_000
+#: A covered process re-reads the rows in use whose trust ends within ``REFRESH_AHEAD_S``, this many to a request
+#: (``QueueStore.refresh``).
+REFRESH_BATCH = 100
+REFRESH_AHEAD_S = 10.0
 CACHE_LIMIT = 10_000  # idle queues whose settings one process keeps, besides those in use
 FORGET_BATCH = 64  # evicted queues whose metric series are dropped together (one pass over the series)
 MIN_TOKEN = -(1 << 63)  # Murmur3Partitioner: tokens are signed 64-bit
@@ -66,7 +70,9 @@ class QueueStore:
     break (``covered_since``): every write to a row is announced there (``changed``), and a reader forgets the row
     it is told of. So an owner long-polling its queue reads its row once a minute, not at every poll. A change whose
     announcement was lost (a failed write, logged; a writer's clock further behind than the tolerance) or made
-    outside casque (CQL) reaches a covered process within that minute."""
+    outside casque (CQL) reaches a covered process within that minute. While covered, the process re-reads the rows in
+    use before their minute ends, a hundred to a request (``refresh``): owners online never wait on a read of their
+    row, and their rows cost the node a request per hundred owners a minute, not one per owner."""
 
     def __init__(self, db: Database, keyspace: str, clock: Clock, cache_limit: int = CACHE_LIMIT) -> None:
         self.db = db
@@ -82,6 +88,7 @@ class QueueStore:
         self.covered_since: Callable[[], int | None] = lambda: None
         #: Announces a write to a queue's row to the other processes (the due feed, engine/stores.py).
         self.announce: Callable[[str], Awaitable[None]] | None = None
+        self._refresh_at = 0.0  # monotonic s: the next ``refresh`` that looks
 
     def _evicted(self, name: str, _: tuple[float, QueueSettings]) -> None:
         """A queue this process no longer keeps: drop its metric
@@ -148,13 +155,40 @@ class QueueStore:
         not once per cache (two of the four reads of each long poll in the full many-queues run)."""
         rows = await self.db.run(self.db.prepare(f"SELECT {_ROW} FROM {self.ks}.queues WHERE name = ?"), [name])
         row = rows[0] if rows else None
+        self._seen(name, row)
+        return row
+
+    async def refresh(self) -> int:
+        """While covered, re-read the rows in use (asked for within ``ONLINE_S``) whose trust ends within
+        ``REFRESH_AHEAD_S``, ``REFRESH_BATCH`` names to a request, as ``read_row`` reads one. Returns how many."""
+        now = time.monotonic()
+        if self.covered_since() is None or now < self._refresh_at:
+            return 0
+        self._refresh_at = now + REFRESH_AHEAD_S / 2  # each row re-read between 50 and 55 s old: before its minute
+        old = now - (COVERED_TRUST_MS / 1000 - REFRESH_AHEAD_S)
+        names = [n for n in self._cache if (hit := self._cache.peek(n)) and hit[0] < old and self._cache.in_use(n)]
+        stmt = self.db.prepare(f"SELECT {_ROW} FROM {self.ks}.queues WHERE name IN ?")
+        for i in range(0, len(names), REFRESH_BATCH):
+            batch = names[i : i + REFRESH_BATCH]
+            found = {r.name: r for r in await self.db.run(stmt, [batch])}
+            for name in batch:
+                self._seen(name, found.get(name), use=False)
+        return len(names)
+
+    def _seen(self, name: str, row: Any | None, use: bool = True) -> None:
+        """A row just read (None: there was none) fills the settings' cache, and the attributes' (``row_seen``);
+        ``use``: it was read for a use of the queue; else by ``refresh``, which leaves a row forgotten meanwhile to the
+        next use (what it read may be older than the change that was announced)."""
+        if not use and name not in self._cache:
+            return
         if row is None or row.shards is None or copy_layout(row):  # a copy-layout queue: refused at every get
             self._cache.pop(name)
-        else:
+        elif use:
             self._cache.put(name, (time.monotonic(), _from_row(row)))
+        else:
+            self._cache.replace(name, (time.monotonic(), _from_row(row)))
         if self.row_seen is not None:
             self.row_seen(name, row)
-        return row
 
     def trusted(self, read_at: float) -> bool:
         """Whether a row read at ``read_at`` (monotonic s) still answers without a read (the class's docstring)."""

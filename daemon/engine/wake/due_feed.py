@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from daemon.base.clock import Clock
@@ -60,6 +60,10 @@ class DueFeed:
         self._covered: tuple[int, int] | None = None  # (first, last) read of the unbroken run of reads, clock ms
         #: Told of each queue whose row another process changed (engine/stores.py: forget the cached row).
         self.forget: Callable[[str], None] = lambda queue: None
+        #: Started after each read, unless the last one still runs (engine/stores.py: the queue rows in use re-read
+        #: before their trust ends); a task of its own, so that it never delays the next read.
+        self.after_read: Callable[[], Awaitable[object]] | None = None
+        self._after: asyncio.Task[None] | None = None
 
     # ---- writing ----------------------------------------------------------------------------
     def add(self, queue: str, dues: Iterable[int]) -> None:
@@ -120,7 +124,15 @@ class DueFeed:
                 await self.read(notify)
             except Exception as exc:  # a keyspace without the table, a node down: the next read tries again
                 log.warning("due_feed_read_failed", error=str(exc))
+            if self.after_read is not None and (self._after is None or self._after.done()):
+                self._after = asyncio.create_task(self._run_after(self.after_read))
             await asyncio.sleep(READ_EVERY_S)
+
+    async def _run_after(self, after: Callable[[], Awaitable[object]]) -> None:
+        try:
+            await after()
+        except Exception as exc:  # a node down: a row not re-read is read by its next use
+            log.warning("queue_rows_refresh_failed", error=str(exc))
 
     async def read(self, notify: Callable[[str, int], None]) -> None:
         """One read of the window: entries of other processes not told before are told now."""
@@ -169,7 +181,8 @@ class DueFeed:
             await asyncio.gather(*list(self._flushes), return_exceptions=True)
 
     async def close(self) -> None:
-        if self._reader is not None:
-            self._reader.cancel()
-            await asyncio.gather(self._reader, return_exceptions=True)
+        for task in (self._reader, self._after):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         await self.flush()
