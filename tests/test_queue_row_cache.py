@@ -22,14 +22,17 @@ from daemon.engine.storage.db import Database
 from daemon.engine.wake.due_feed import READ_EVERY_S
 
 
+def _text(stmt: Any) -> str:
+    """A statement's CQL: a prepared one's, or a bound one's prepared statement's."""
+    return getattr(stmt, "query_string", "") or getattr(getattr(stmt, "prepared_statement", None), "query_string", "")
+
+
 def queue_row_reads(queue: str) -> tuple[list[str], Any]:
     """The reads of the ``queues`` table sent while observing (and the observer to install)."""
     seen: list[str] = []
 
     def observe(db: Database, stmt: Any) -> None:
-        text = getattr(stmt, "query_string", "") or getattr(
-            getattr(stmt, "prepared_statement", None), "query_string", ""
-        )
+        text = _text(stmt)
         if text.startswith("SELECT") and ".queues WHERE name" in text:
             seen.append(text)
 
@@ -153,6 +156,45 @@ async def test_a_covered_process_re_reads_the_rows_in_use_a_hundred_to_a_request
                 await st.queues.get(name)
                 await st.attributes.get(name)
             assert len(seen) == 3, "the owners' uses read no row"
+    finally:
+        poll.cancel()
+        await asyncio.gather(poll, return_exceptions=True)
+
+
+async def test_a_row_an_announcement_forgets_while_the_refresh_reads_it_is_left_to_its_next_use(
+    cq: Casque, queue_name: str
+) -> None:
+    """The refresh's read may return the row as it was before a change whose announcement arrives while the read is
+    in flight: put back, that old row would be trusted another minute. Here the announcement (the feed's ``forget``) is
+    told as the refresh's request is sent; the row stays forgotten, and the next use reads it."""
+    await cq.create_queue(queue_name, shards=1, buckets=1)
+    await cq.create_queue(queue_name + "_parked", shards=1, buckets=1)
+    st, feed = cq.stores, cq.stores.due_feed
+    await st.queues.get(queue_name)
+    poll = asyncio.create_task(cq.receive(queue_name + "_parked", wait=60))
+    told: list[str] = []
+
+    def announce_during_the_read(db: Database, stmt: Any) -> None:
+        text = _text(stmt)
+        if ".queues WHERE name IN" in text and not told:
+            feed.forget(queue_name)
+            told.append(text)
+
+    try:
+        await _until(lambda: feed.covered_since() is not None, 10, "the feed is read while a poll is parked")
+        hit = st.queues._cache.peek(queue_name)
+        assert hit is not None
+        st.queues._cache.replace(queue_name, (time.monotonic() - COVERED_TRUST_MS / 1000 + 1, hit[1]))
+        with Database.observing(announce_during_the_read):
+            await _until(lambda: bool(told), 2 * REFRESH_AHEAD_S, "the row was never refreshed")
+            after = feed._after
+            assert after is not None
+            await after
+        assert st.queues.cached(queue_name) is None and st.attributes._cache.peek(queue_name) is None
+        seen, observe = queue_row_reads(queue_name)
+        with Database.observing(observe):
+            await st.queues.get(queue_name)
+        assert len(seen) == 1, "the next use reads the row"
     finally:
         poll.cancel()
         await asyncio.gather(poll, return_exceptions=True)

@@ -81,21 +81,20 @@ class JarSet:
             text, pom = pom, self.target / "pom.xml"
             pom.write_text(text, encoding="utf-8")
         try:
-            fetched = copy_dependencies(pom, partial, log, progress, options=self.options, cwd=self.target)
+            try:
+                fetched = copy_dependencies(pom, partial, log, progress, options=self.options, cwd=self.target)
+            except MavenMissing:
+                raise self.error(
+                    f"Maven (mvn) is not on PATH: install it (apt-get install maven); it fetches {self.name} once"
+                ) from None
+            except MavenFailed as exc:
+                raise self.error(
+                    f"Maven failed (exit {exc.rc}) fetching {self.name}: {exc.reason}; check network/proxy "
+                    f"(~/.m2/settings.xml) and retry, full log: {log}"
+                ) from None
             digest = self._check(partial)
-        except MavenMissing:
-            shutil.rmtree(partial, ignore_errors=True)
-            raise self.error(
-                f"Maven (mvn) is not on PATH: install it (apt-get install maven); it fetches {self.name} once"
-            ) from None
-        except MavenFailed as exc:
-            shutil.rmtree(partial, ignore_errors=True)
-            raise self.error(
-                f"Maven failed (exit {exc.rc}) fetching {self.name}: {exc.reason}; check network/proxy "
-                f"(~/.m2/settings.xml) and retry, full log: {log}"
-            ) from None
         except BaseException:
-            shutil.rmtree(partial, ignore_errors=True)
+            shutil.rmtree(partial, ignore_errors=True)  # no half set left behind
             raise
         partial.rename(self.lib)
         jars = sorted(self.lib.glob("*.jar"))
@@ -109,8 +108,9 @@ class JarSet:
             "seconds": round(fetched.seconds, 1),
             "completed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
-        (self.target / (MARKER + ".tmp")).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
-        (self.target / (MARKER + ".tmp")).rename(self.target / MARKER)
+        tmp = self.target / (MARKER + ".tmp")
+        tmp.write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
+        tmp.rename(self.target / MARKER)
         if self.sha256 is None:
             progress(f"casque: note: no SHA-256 is pinned for {self.name}; recorded {digest} (Maven checked SHA-1s)")
         progress(
