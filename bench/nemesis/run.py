@@ -14,6 +14,7 @@ from typing import Any
 
 from daemon.devnode import ClusterSpec
 from daemon.engine.client import Casque
+from daemon.testing.sqs_clients import Key, drain, key_of
 
 from ..env import out_dir
 from . import report
@@ -198,16 +199,14 @@ class Campaign:
                 at = led.deleted_at.get((g, n))
                 out.write(f"deleted {g}:{n} {mid}" + (f" first_answered={at + off:.3f}" if at else "") + "\n")
 
-    def _drain_sqs(self, traffic: SqsTraffic) -> int:
+    def _drain_sqs(self, traffic: SqsTraffic) -> list[Key]:
         """What the queues still hold once everything sent was processed: the standard one's drained into its ledger
-        (lost or left over, the ledger tells), the FIFO one's counted (a FIFO leftover is a violation)."""
-        from daemon.testing.sqs_clients import drain
-
+        (lost or left over, the ledger tells), the FIFO one's keys (its ledger tells which are left over)."""
         drain(self.system.urls, traffic.paths[STD], 11, traffic.std)
-        return len(drain(self.system.urls, traffic.paths[FIFO], 11))
+        return [key_of(m) for m in drain(self.system.urls, traffic.paths[FIFO], 11)]
 
     async def _check(
-        self, cq: Casque, producer: CasqueProducer, traffic: SqsTraffic, traffic_end: float, fifo_leftover: int
+        self, cq: Casque, producer: CasqueProducer, traffic: SqsTraffic, traffic_end: float, fifo_left: list[Key]
     ) -> Findings:
         f = Findings()
         poisoned = {str(p.id) for q in (WORK, SHARED) for p in await retried(partial(cq.admin.poisoned, q, limit=None))}
@@ -215,7 +214,7 @@ class Campaign:
             producer.sends, runs(self.system.record), poisoned, _shared_deleted(traffic), self.windows, traffic_end
         ).check(f)
         check_daemon_fifo(f, producer.sends, runs(self.system.record), self.windows)
-        check_sqs(f, traffic, fifo_leftover, self.seconds, self.windows)
+        check_sqs(f, traffic, fifo_left, self.seconds, self.windows)
         return f
 
 

@@ -24,10 +24,10 @@ def wall_offset() -> float:
     return time.time() - time.monotonic()
 
 
-def check_sqs(f: Findings, traffic: SqsTraffic, fifo_leftover: int, seconds: float, windows: list[Window]) -> None:
+def check_sqs(f: Findings, traffic: SqsTraffic, fifo_left: list[Key], seconds: float, windows: list[Window]) -> None:
     off = wall_offset()
     so = traffic.std.tally(VISIBILITY_S, seconds)
-    fo = traffic.fifo.tally(fifo_leftover, seconds)
+    fo = traffic.fifo.tally(fifo_left, seconds)
     for name, out, checked in (("sqs-standard", so, standard_ledger.VIOLATIONS), ("sqs-fifo", fo, FIFO_VIOLATIONS)):
         f.counts[f"sent {name}"] += out.sent
         for what in checked:

@@ -39,6 +39,8 @@ class Outcome:
     retries_placed_by_first_attempt: int = 0  # a retried entry answered with the failed attempt's position
     receive_errors: int = 0
     delete_errors: int = 0
+    deletes_refused: int = 0  # refused as expired: the visibility ended before the delete came
+    deleted_unanswered: int = 0  # refused after an attempt that went unanswered, never seen again: that one landed
     leftover: int = 0  # messages still in the queue once every sent message was processed
     seconds: float = 0.0
     examples: list[str] = field(default_factory=list)
@@ -59,6 +61,7 @@ class Ledger:
         self.seen: list[Seen] = []
         self.processed: list[tuple[Key, str]] = []
         self.deleted_at: dict[Key, float] = {}  # when a message's first successful delete answered (monotonic)
+        self.maybe_deleted: set[Key] = set()  # a delete refused after an attempt that went unanswered
         self.outcome = Outcome()
         self.retries: list[tuple[Key, int]] = []
 
@@ -85,6 +88,15 @@ class Ledger:
             self.processed.append((delivery.key, delivery.message_id))
             self.deleted_at.setdefault(delivery.key, at)
 
+    def record_refused(self, delivery: Seen, unanswered_before: bool) -> None:
+        """``delivery``'s delete was refused as expired: its visibility ended first, so the message comes back. Unless
+        ``unanswered_before``: an earlier attempt of that delete failed at the server, and a write that timed out may
+        still land (it did in a nemesis run: the retry was refused, and the message never came back)."""
+        with self.lock:
+            self.outcome.deletes_refused += 1
+            if unanswered_before:
+                self.maybe_deleted.add(delivery.key)
+
     def count(self, name: str, n: int = 1) -> None:
         with self.lock:
             setattr(self.outcome, name, getattr(self.outcome, name) + n)
@@ -99,17 +111,23 @@ class Ledger:
             return {s.message_id for s in self.seen if s.receive_count == 1}
 
     def processed_keys(self) -> set[Key]:
+        """The keys whose delete succeeded, or may have (``record_refused``): one that did not comes back and is
+        processed, or is left in the queue for the drain (``tally``)."""
         with self.lock:
-            return {k for k, _ in self.processed}
+            return {k for k, _ in self.processed} | self.maybe_deleted
 
-    def tally(self, leftover: int, seconds: float) -> Outcome:
-        """The counts, from the records alone."""
+    def tally(self, left: list[Key], seconds: float) -> Outcome:
+        """The counts, from the records and ``left``, what the queue held once every message was processed. A message
+        whose delete may have landed (``record_refused``) and was not deleted since is lost neither if it did (it was
+        never seen again) nor if it did not (it is in ``left``, and no leftover)."""
         out = self.outcome
-        out.leftover, out.seconds = leftover, seconds
-        out.sent = len(self.sent)
         done = Counter(k for k, _ in self.processed)
+        undecided = self.maybe_deleted - set(done)
+        out.leftover, out.seconds = sum(k not in undecided for k in left), seconds
+        out.deleted_unanswered = len(undecided - set(left))
+        out.sent = len(self.sent)
         out.processed = len(done)
-        out.lost = len(set(self.sent) - set(done))
+        out.lost = len(set(self.sent) - set(done) - undecided)
         out.processed_twice = sum(n - 1 for n in done.values())
         ids: dict[Key, set[str]] = defaultdict(set)
         for k, v in self.sent.items():

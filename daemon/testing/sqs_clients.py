@@ -43,6 +43,8 @@ class Records(Protocol):
 
     def record_processed(self, delivery: Seen, at: float) -> None: ...
 
+    def record_refused(self, delivery: Seen, unanswered_before: bool) -> None: ...
+
     def count(self, name: str, n: int = 1) -> None: ...
 
 
@@ -181,7 +183,8 @@ class Producer(threading.Thread):
 
 class Receiver(threading.Thread):
     """Long-polls up to 10 messages, records them, deletes them in one DeleteMessageBatch (retried
-    on the other server with the same receipts), and records each delete that succeeded. A test may
+    on the other server with the same receipts), and records each delete that succeeded, and each
+    one SQS refused as expired (a FIFO receipt whose visibility ended first). A test may
     park it between one delete and the next receive (``may_receive``); it must set it again."""
 
     def __init__(
@@ -226,6 +229,7 @@ class Receiver(threading.Thread):
 
     def _delete_all(self, msgs: list[dict[str, Any]], seen: list[Seen]) -> None:
         pending = {str(i): (m, s) for i, (m, s) in enumerate(zip(msgs, seen, strict=True))}
+        unanswered = False  # an attempt failed at the server: its deletes may still land (a timed-out write may)
         while pending:
             out = self.ends.call(
                 "delete_message_batch",
@@ -233,16 +237,25 @@ class Receiver(threading.Thread):
                 "delete_errors",
                 Entries=[{"Id": i, "ReceiptHandle": m["ReceiptHandle"]} for i, (m, _) in pending.items()],
             )
+            unanswered = unanswered or self.ends.retried_at_ms is not None
             answered = time.monotonic()
             for ok in out.get("Successful", []):
                 self.ledger.record_processed(pending.pop(ok["Id"])[1], answered)
             for bad in out.get("Failed", []):
                 self.ledger.count("delete_errors")
-                if bad.get("SenderFault"):
+                if _expired(bad):  # a FIFO delete after the visibility ended: SQS refuses it, the message comes back
+                    self.ledger.record_refused(pending.pop(bad["Id"])[1], unanswered)
+                elif bad.get("SenderFault"):
                     raise AssertionError(f"delete refused: {bad}")
+                else:
+                    unanswered = True
 
 
-def _key(m: dict[str, Any]) -> Key:
+def _expired(entry: dict[str, Any]) -> bool:
+    return entry.get("Code") == "ReceiptHandleIsInvalid" and "expired" in str(entry.get("Message", ""))
+
+
+def key_of(m: dict[str, Any]) -> Key:
     body = json.loads(m["Body"])
     return body["g"], int(body["n"])
 
@@ -252,7 +265,7 @@ def _seen(at: float, index: int, m: dict[str, Any], began: float) -> Seen:
     return Seen(
         at,
         index,
-        _key(m),
+        key_of(m),
         m["MessageId"],
         int(a.get("ApproximateReceiveCount", "0")),
         a.get("SequenceNumber", ""),

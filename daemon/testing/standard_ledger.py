@@ -129,6 +129,9 @@ class Ledger:
         with self.lock:
             self.deleted.append(Deleted(delivery, at))
 
+    def record_refused(self, delivery: Seen, unanswered_before: bool) -> None:
+        raise AssertionError(f"a standard queue refused a delete as expired (only FIFO queues do): {delivery}")
+
     def count(self, name: str, n: int = 1) -> None:
         with self.lock:
             setattr(self.outcome, name, getattr(self.outcome, name) + n)
