@@ -43,6 +43,7 @@ from daemon.engine.send.fairness import NoisyGroups
 from daemon.engine.send.fifo_send import FifoSender, content_dedup_id
 from daemon.engine.send.keys import KeyEntry, KeyStore
 from daemon.engine.send.lookup import Lookup
+from daemon.engine.send.row_writes import RowWrites
 from daemon.engine.storage.db import Database
 from daemon.engine.storage.in_flight import into_flight
 from daemon.engine.storage.placement import new_id, placements, row_of
@@ -132,6 +133,8 @@ class Producer:
         self.clock = clock
         #: A parked poll of the queue in this process that catches what is sent (engine/wake/catch.py), if any.
         self.catcher: Callable[[str], Catch | None] = lambda queue: None
+        self.rows = RowWrites(self._write_batch)
+        self._turns: dict[str, tuple[int, int]] = {}  # each queue's placement draw of this turn, and its messages
 
     async def send(self, queue: str, job: Job) -> Sent:
         """Write one message and return its id (for a keyed 'keep' conflict, the existing id)."""
@@ -219,7 +222,7 @@ class Producer:
         if qs.fifo:
             return await self._send_many_fifo(qs, [build_message(qs, job, now) for job in jobs])
         jobs = list(jobs)
-        rows_of = placements(len(jobs), SENT_PER_ROW)  # a call's messages share rows: one write request per row
+        rows_of = self._placements(qs.name, len(jobs))
         built = [(job, build_message(qs, job, now, placement)) for job, placement in zip(jobs, rows_of)]
         for _, m in built:
             self._fair(qs, m)
@@ -237,14 +240,27 @@ class Producer:
             else:
                 keyed.append((i, job, m))
         if len(rows) == 1:  # most calls (every single send): no task for the gather
-            await self._write_batch(qs, next(iter(rows.values())))
+            await self.rows.write(qs, next(iter(rows.values())))
         elif rows:
-            await asyncio.gather(*(self._write_batch(qs, ms) for ms in rows.values()))
+            await asyncio.gather(*(self.rows.write(qs, ms) for ms in rows.values()))
         for i, job, m in keyed:
             ids[i] = Sent(str(await self._send_keyed(qs, m, job.on_conflict, now)))
         for _, m in built:
             metrics.SENT.labels(qs.name, m.task).inc()
         return ids
+
+    def _placements(self, queue: str, count: int) -> list[int]:
+        """Placement bits for a call's ``count`` messages. ``SENT_PER_ROW`` consecutive ones share a row, and so do
+        the first ones of the calls made in one turn of the loop, up to ``SENT_PER_ROW`` in all: a row's messages of
+        one turn are written in one request (engine/send/row_writes.py) and taken in one take."""
+        turn = self._turns.get(queue)
+        if turn is None:
+            asyncio.get_running_loop().call_soon(self._turns.pop, queue, None)
+        if turn is None or turn[1] >= SENT_PER_ROW:
+            turn = (placements(1, 1)[0], 0)
+        shared = min(count, SENT_PER_ROW - turn[1])
+        self._turns[queue] = (turn[0], turn[1] + shared)
+        return [turn[0]] * shared + placements(count - shared, SENT_PER_ROW)
 
     def _insert(self, qs: QueueSettings, m: Message) -> Any:
         """The INSERT of ``m``, bound right before it is sent. Each write checks its own time: a
