@@ -1,7 +1,7 @@
 """Group commit: the messages sent for one row in one turn of the event loop are written in one request.
 
-A request to Cassandra costs this process more CPU than anything else a send does (the driver's thread hand-offs:
-about 0.3 ms with one request in flight, a third of that with sixteen), so concurrent senders (an SQS server's
+A request to Cassandra costs this process more CPU than anything else a send does (the hand-offs between the loop and
+the driver's I/O thread, which cost less the more requests share them), so concurrent senders (an SQS server's
 requests, a web app's handlers) each writing its message in a request of its own paid that many times. The sends of
 one turn share a row (``Producer._placements``), their writes wait for the loop's next turn, and go together as the
 per-partition batch one ``send_many`` of them would write: no timer, no wait beyond that turn. Every sender is
