@@ -12,7 +12,7 @@ import pytest
 from cassandra.query import BatchStatement
 
 from daemon.base.clock import ManualClock
-from daemon.base.errors import KeyConflict, MessageNotFound, PayloadError, QueueNotFound, StorageUnavailable
+from daemon.base.errors import KeyConflict, MessageNotFound, PayloadError, QueueNotFound
 from daemon.base.model import Message
 from daemon.engine.client import Casque
 from daemon.engine.consume.consumer import Consumer
@@ -267,7 +267,7 @@ async def test_the_sends_of_one_turn_of_the_loop_share_a_row_32_at_most_and_one_
     manual: Pair, queue_name: str
 ) -> None:
     """Concurrent senders (an SQS server's requests, a web app's handlers) whose sends start in one turn of the loop
-    share a row, 32 messages at most, and each row's messages are written in one request (engine/send/row_writes.py):
+    share a row, 32 messages at most, and each row's messages are written in one request (base/turns.py):
     40 concurrent sends are 2 writes, not 40. Each is answered with its own id and taken once."""
     import asyncio
     import uuid
@@ -292,39 +292,3 @@ async def test_the_sends_of_one_turn_of_the_loop_share_a_row_32_at_most_and_one_
     assert sorted(rows.count(r) for r in set(rows)) == [8, 32]
     got = await drain(cq.consumer(queue_name), limit=200)
     assert sorted(str(m.id) for m in got if m.payload != "warm") == sorted(ids)
-
-
-async def test_a_failed_row_write_fails_each_send_in_it_and_a_cancelled_sender_leaves_it_to_the_others() -> None:
-    """The group's contract (engine/send/row_writes.py), with a write of our own that fails: the senders of one turn
-    are one write, each gets its error; a sender cancelled while the write is in flight does not cancel it."""
-    import asyncio
-    from types import SimpleNamespace
-
-    from daemon.engine.send.row_writes import RowWrites
-
-    writes: list[int] = []
-    release = asyncio.Event()
-
-    async def write(qs: Any, messages: list[Any]) -> None:
-        writes.append(len(messages))
-        await release.wait()
-        if qs.fail:
-            raise StorageUnavailable("the node did not answer")
-
-    rows = RowWrites(write)
-    m: Any = SimpleNamespace(bucket=1, shard=2)
-    for fail in (True, False):
-        qs: Any = SimpleNamespace(name="q", fail=fail)
-        senders = [asyncio.ensure_future(rows.write(qs, [m])) for _ in range(3)]
-        await asyncio.sleep(0)  # they start in one turn
-        await asyncio.sleep(0)  # the next: their write begins
-        senders[0].cancel()
-        release.set()
-        out = await asyncio.gather(*senders, return_exceptions=True)
-        release.clear()
-        assert isinstance(out[0], asyncio.CancelledError)
-        if fail:
-            assert all(isinstance(e, StorageUnavailable) for e in out[1:]), out
-        else:
-            assert out[1:] == [None, None]
-    assert writes == [3, 3]

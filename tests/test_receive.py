@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import re
 import time
+from typing import Any
 
 import pytest
 from cassandra.query import BatchStatement
@@ -124,6 +126,40 @@ async def test_a_receipt_with_any_signed_byte_changed_deletes_nothing_through_th
     assert (await queue_stats(cq.stores, queue_name)).in_flight == 1
     assert await cq.settler.delete_batch([d.receipt]) == [None]
     assert (await queue_stats(cq.stores, queue_name)).in_flight == 0
+
+
+async def test_concurrent_deletes_of_one_queue_in_one_turn_are_one_read_and_one_batch(
+    cq: Casque, queue_name: str
+) -> None:
+    """Ten DeleteMessage calls at once (a consumer deleting each message as it finishes, or ten consumers): the blind
+    deletes of one queue begun in one turn of the loop share the markers' read and the batch (base/turns.py), each
+    answered for its own receipt: a receipt of another queue's and a forged one among them are refused alone."""
+    await cq.create_queue(queue_name)
+    for i in range(10):
+        await cq.send(queue_name, "t", i)
+    got: list = []
+    while len(got) < 10:
+        got += await cq.receive(queue_name, max=10, wait=5, visibility=60)
+    handles = [d.receipt for d in got] + ["forged"]
+    requests: list[str] = []
+
+    def record(db: Database, stmt: Any) -> None:
+        if isinstance(stmt, BatchStatement):
+            texts = [db.statement_text(query_id) or "" for _, query_id, _ in stmt._statements_and_parameters]
+        else:
+            bound = getattr(
+                stmt, "prepared_statement", stmt
+            )  # a bound statement's, or the prepared one run with values
+            texts = [getattr(bound, "query_string", "") or ""]
+        if any(re.search(r"[. ]messages\b", t) for t in texts):  # the queue's rows, not the due feed's
+            requests.append("batch" if isinstance(stmt, BatchStatement) else texts[0].split()[0])
+
+    with Database.observing(record):
+        out = await asyncio.gather(*(cq.settler.delete_batch([h], queue_name) for h in handles))
+    assert out[:10] == [[None]] * 10 and isinstance(out[10][0], InvalidReceipt)
+    assert sorted(requests) == ["SELECT", "batch"], requests
+    assert (await queue_stats(cq.stores, queue_name)).in_flight == 0
+    assert await cq.receive(queue_name, wait=0) == []
 
 
 async def test_batch_forms_report_each_entry(cq: Casque, queue_name: str) -> None:

@@ -8,8 +8,9 @@ number of changes, as SQS clients expect. A delivery matches only if its attempt
 whose visibility expired (the message was taken again) can't change anything. A receipt issued for a delivery in
 the copy layout (before it was removed) names a position where nothing is: it is stale (docs/sqs.md).
 
-``delete_batch`` (the SQS face's DeleteMessage and DeleteMessageBatch): one read for the batch, then one unlogged
-batch of deletes, each at its receipt's position *with the write timestamp of that delivery* (the receipt carries
+``delete_batch`` (the SQS face's DeleteMessage and DeleteMessageBatch): one read for the batch (with the other
+deletes of its queue in that turn of the loop, base/turns.py), then one unlogged batch of deletes, each at its
+receipt's position *with the write timestamp of that delivery* (the receipt carries
 it, engine/delivery/receipts.py). On a standard queue a newer delivery is a narrow update of the same row, so a
 delete at an older timestamp would still remove the message (the ghost, engine/take/flights.py): the read is of the
 receipts' messages' attempts, and a receipt whose message was received again since deletes nothing, as in SQS.
@@ -34,6 +35,7 @@ from typing import Any
 from daemon.base.clock import Clock
 from daemon.base.errors import CasqueError, UsageError
 from daemon.base.model import Message
+from daemon.base.turns import TurnGroups
 from daemon.engine.consume.consumer import Consumer
 from daemon.engine.delivery.receipts import InvalidReceipt, Receipt, ReceiptSigner
 from daemon.engine.queues.store import QueueStore
@@ -105,6 +107,8 @@ class Settler:
         #: A FIFO group may move on (a delete, a visibility change to now): tell every process's
         #: consumers of the queue, not only this one's (queue, due ms, placement bits).
         self.unblocked = unblocked
+        #: A queue's blind deletes of one turn of the loop (concurrent DeleteMessage calls): one read, one batch.
+        self.deletes: TurnGroups[Receipt, set[Receipt]] = TurnGroups()
 
     async def delete(self, receipt: str, queue: str | None = None) -> bool:
         """Delete the delivery ``receipt`` names. True if it was current; False if the receipt is
@@ -219,7 +223,7 @@ class Settler:
             else:
                 blind.setdefault(r.queue, []).append((len(out) - 1, r))
         expired, _ = await asyncio.gather(
-            asyncio.gather(*(self._delete_blind([r for _, r in rs]) for rs in blind.values())),
+            asyncio.gather(*(self.deletes.join(q, [r for _, r in rs], self._delete_blind) for q, rs in blind.items())),
             asyncio.gather(*(self._delete_opened(r) for r in checked)),
         )
         late: set[Receipt] = set().union(*expired)

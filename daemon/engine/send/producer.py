@@ -14,6 +14,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import partial
 from typing import Any, Literal
 
 from daemon.base import metrics
@@ -36,6 +37,7 @@ from daemon.base.model import (
     encode_payload,
     sequence_number,
 )
+from daemon.base.turns import TurnGroups
 from daemon.engine.queues.store import QueueStore
 from daemon.engine.schedules.triggers import Trigger, first, start
 from daemon.engine.send.chain import same_schedule
@@ -43,7 +45,6 @@ from daemon.engine.send.fairness import NoisyGroups
 from daemon.engine.send.fifo_send import FifoSender, content_dedup_id
 from daemon.engine.send.keys import KeyEntry, KeyStore
 from daemon.engine.send.lookup import Lookup
-from daemon.engine.send.row_writes import RowWrites
 from daemon.engine.storage.db import Database
 from daemon.engine.storage.in_flight import into_flight
 from daemon.engine.storage.placement import new_id, placements, row_of
@@ -133,7 +134,7 @@ class Producer:
         self.clock = clock
         #: A parked poll of the queue in this process that catches what is sent (engine/wake/catch.py), if any.
         self.catcher: Callable[[str], Catch | None] = lambda queue: None
-        self.rows = RowWrites(self._write_batch)
+        self.rows: TurnGroups[Message, None] = TurnGroups()  # a row's sends of one turn: one write
         self._turns: dict[str, tuple[int, int]] = {}  # each queue's placement draw of this turn, and its messages
 
     async def send(self, queue: str, job: Job) -> Sent:
@@ -240,19 +241,23 @@ class Producer:
             else:
                 keyed.append((i, job, m))
         if len(rows) == 1:  # most calls (every single send): no task for the gather
-            await self.rows.write(qs, next(iter(rows.values())))
+            await self._write_row(qs, next(iter(rows.values())))
         elif rows:
-            await asyncio.gather(*(self.rows.write(qs, ms) for ms in rows.values()))
+            await asyncio.gather(*(self._write_row(qs, ms) for ms in rows.values()))
         for i, job, m in keyed:
             ids[i] = Sent(str(await self._send_keyed(qs, m, job.on_conflict, now)))
         for _, m in built:
             metrics.SENT.labels(qs.name, m.task).inc()
         return ids
 
+    async def _write_row(self, qs: QueueSettings, messages: list[Message]) -> None:
+        """One row's messages, with those sent for it in this turn (base/turns.py): one write."""
+        await self.rows.join((qs.name, messages[0].bucket, messages[0].shard), messages, partial(self._write_batch, qs))
+
     def _placements(self, queue: str, count: int) -> list[int]:
         """Placement bits for a call's ``count`` messages. ``SENT_PER_ROW`` consecutive ones share a row, and so do
         the first ones of the calls made in one turn of the loop, up to ``SENT_PER_ROW`` in all: a row's messages of
-        one turn are written in one request (engine/send/row_writes.py) and taken in one take."""
+        one turn are written in one request (``_write_row``) and taken in one take."""
         turn = self._turns.get(queue)
         if turn is None:
             asyncio.get_running_loop().call_soon(self._turns.pop, queue, None)
