@@ -21,7 +21,7 @@ from daemon.base.clock import ManualClock
 from daemon.base.config import Settings
 from daemon.base.errors import QueueNotFound, UsageError
 from daemon.engine.client import Casque
-from daemon.engine.delivery.receive import InvalidReceipt
+from daemon.engine.delivery.receive import Delivery, InvalidReceipt
 from daemon.engine.operations.queue_actions import purge
 from daemon.engine.operations.stats import queue_stats
 from daemon.engine.storage.db import Database
@@ -128,18 +128,24 @@ async def test_a_receipt_with_any_signed_byte_changed_deletes_nothing_through_th
     assert (await queue_stats(cq.stores, queue_name)).in_flight == 0
 
 
+async def sent_and_received(cq: Casque, queue: str, n: int) -> list[Delivery]:
+    """``n`` messages sent to a new ``queue`` and received (in flight for a minute)."""
+    await cq.create_queue(queue)
+    for i in range(n):
+        await cq.send(queue, "t", i)
+    got: list[Delivery] = []
+    while len(got) < n:
+        got += await cq.receive(queue, max=n, wait=5, visibility=60)
+    return got
+
+
 async def test_concurrent_deletes_of_one_queue_in_one_turn_are_one_read_and_one_batch(
     cq: Casque, queue_name: str
 ) -> None:
     """Ten DeleteMessage calls at once (a consumer deleting each message as it finishes, or ten consumers): the blind
     deletes of one queue begun in one turn of the loop share the markers' read and the batch (base/turns.py), each
-    answered for its own receipt: a receipt of another queue's and a forged one among them are refused alone."""
-    await cq.create_queue(queue_name)
-    for i in range(10):
-        await cq.send(queue_name, "t", i)
-    got: list = []
-    while len(got) < 10:
-        got += await cq.receive(queue_name, max=10, wait=5, visibility=60)
+    answered for its own receipt: a forged one among them is refused alone."""
+    got = await sent_and_received(cq, queue_name, 10)
     handles = [d.receipt for d in got] + ["forged"]
     requests: list[str] = []
 
@@ -163,12 +169,7 @@ async def test_concurrent_deletes_of_one_queue_in_one_turn_are_one_read_and_one_
 
 
 async def test_batch_forms_report_each_entry(cq: Casque, queue_name: str) -> None:
-    await cq.create_queue(queue_name)
-    for i in range(3):
-        await cq.send(queue_name, "t", i)
-    got: list = []
-    while len(got) < 3:
-        got += await cq.receive(queue_name, max=3, wait=5, visibility=60)
+    got = await sent_and_received(cq, queue_name, 3)
     changed = await cq.change_visibility_many([(got[0].receipt, 100), ("junk", 1), (got[1].receipt, 100)])
     assert isinstance(changed[0], int) and isinstance(changed[1], InvalidReceipt) and isinstance(changed[2], int)
     deleted = await cq.delete_many([d.receipt for d in got] + ["junk"])
