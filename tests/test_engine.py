@@ -268,9 +268,12 @@ async def test_the_sends_of_one_turn_of_the_loop_share_a_row_32_at_most_and_one_
 ) -> None:
     """Concurrent senders (an SQS server's requests, a web app's handlers) whose sends start in one turn of the loop
     share a row, 32 messages at most, and each row's messages are written in one request (base/turns.py):
-    40 concurrent sends are 2 writes, not 40. Each is answered with its own id and taken once."""
+    40 concurrent sends are 2 writes, not 40; 8 batches of 10 are 3, none split over two rows. Each message is
+    answered with its own id and taken once."""
     import asyncio
     import uuid
+
+    from daemon.engine.send.producer import Job
 
     cq, clock = manual
     qs = await cq.create_queue(queue_name, shards=16)
@@ -290,5 +293,11 @@ async def test_the_sends_of_one_turn_of_the_loop_share_a_row_32_at_most_and_one_
     assert sorted(batches) == [8, 32]
     rows = [row_of(uuid.UUID(i), qs.bucket_ms, qs.buckets, qs.shards) for i in ids]
     assert sorted(rows.count(r) for r in set(rows)) == [8, 32]
+    batches.clear()
+    with Database.observing(record):  # 8 batches of 10 at once: each call in one row, rows filled while they fit
+        calls = await asyncio.gather(*(cq.send_many(queue_name, [Job("t", i) for i in range(10)]) for _ in range(8)))
+    assert sorted(batches) == [20, 30, 30]
+    for call in calls:
+        assert len({row_of(uuid.UUID(i), qs.bucket_ms, qs.buckets, qs.shards) for i in call}) == 1
     got = await drain(cq.consumer(queue_name), limit=200)
-    assert sorted(str(m.id) for m in got if m.payload != "warm") == sorted(ids)
+    assert sorted(str(m.id) for m in got if m.payload != "warm") == sorted(ids + [i for call in calls for i in call])

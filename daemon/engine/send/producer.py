@@ -256,16 +256,16 @@ class Producer:
 
     def _placements(self, queue: str, count: int) -> list[int]:
         """Placement bits for a call's ``count`` messages. ``SENT_PER_ROW`` consecutive ones share a row, and so do
-        the first ones of the calls made in one turn of the loop, up to ``SENT_PER_ROW`` in all: a row's messages of
-        one turn are written in one request (``_write_row``) and taken in one take."""
+        the first runs of the calls made in one turn of the loop, while they fit in ``SENT_PER_ROW``: a row's messages
+        of one turn are written in one request (``_write_row``) and taken in one take."""
         turn = self._turns.get(queue)
         if turn is None:
             asyncio.get_running_loop().call_soon(self._turns.pop, queue, None)
-        if turn is None or turn[1] >= SENT_PER_ROW:
+        first = min(count, SENT_PER_ROW)
+        if turn is None or turn[1] + first > SENT_PER_ROW:  # a call's first run is never split over two rows
             turn = (placements(1, 1)[0], 0)
-        shared = min(count, SENT_PER_ROW - turn[1])
-        self._turns[queue] = (turn[0], turn[1] + shared)
-        return [turn[0]] * shared + placements(count - shared, SENT_PER_ROW)
+        self._turns[queue] = (turn[0], turn[1] + first)
+        return [turn[0]] * first + placements(count - first, SENT_PER_ROW)
 
     def _insert(self, qs: QueueSettings, m: Message) -> Any:
         """The INSERT of ``m``, bound right before it is sent. Each write checks its own time: a
