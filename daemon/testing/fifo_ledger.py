@@ -91,7 +91,7 @@ class Ledger:
     def record_refused(self, delivery: Seen, unanswered_before: bool) -> None:
         """``delivery``'s delete was refused as expired: its visibility ended first, so the message comes back. Unless
         ``unanswered_before``: an earlier attempt of that delete failed at the server, and a write that timed out may
-        still land (it did in a nemesis run: the retry was refused, and the message never came back)."""
+        still land after the retry's read: then the message is gone, deleted by its receiver's request."""
         with self.lock:
             self.outcome.deletes_refused += 1
             if unanswered_before:
