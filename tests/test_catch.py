@@ -10,7 +10,7 @@ A parked poll re-reads nothing (engine/wake/wakeups.py): a poll that returns at 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -20,7 +20,10 @@ from daemon.engine.consume.consumer import Consumer
 from daemon.engine.delivery.receive import Delivery
 from daemon.engine.send.producer import Job
 from daemon.engine.storage.db import Database
+from daemon.engine.storage.table import escape_id
 from tests.support.longpoll import parked
+
+from .test_in_place import lane
 
 
 async def a_parked_poll(
@@ -90,6 +93,43 @@ async def test_a_caught_message_not_deleted_comes_back_after_its_visibility(cq: 
     assert str(again.message.id) == sent and again.message.attempt == 2
     assert await cq.delete(first.receipt) is False, "a stale receipt must not delete the new delivery"
     assert await cq.delete(again.receipt) is True
+
+
+async def caught(cq: Casque, queue: str, visibility: float) -> Delivery:
+    """A message sent to a poll parked on ``queue``, handed over."""
+    poll = asyncio.create_task(cq.receive(queue, wait=20, visibility=visibility))
+    await parked(cq, queue)
+    assert (await cq.send(queue, "t", "x")).caught
+    (d,) = await poll
+    return d
+
+
+async def test_a_caught_message_s_delete_takes_its_escape_so_its_row_holds_nothing_live(
+    cq: Casque, queue_name: str
+) -> None:
+    """The caught write's escape entry (due at the visibility's end) is only there to bring the message back: the
+    delete of the delivery removes it with the message, by either delete (the checked one of ``Casque.delete``, the
+    blind one of SQS's DeleteMessage), so the row has nothing left for the sweep to settle. A stale receipt (the
+    message received again since, by a take) removes nothing."""
+    deletes: dict[str, Callable[[str], Awaitable[object]]] = {
+        "checked": cq.delete,
+        "blind": lambda h: cq.settler.delete_batch([h]),
+    }
+    for how, delete in deletes.items():
+        name = f"{queue_name}_{how}"
+        await cq.create_queue(name, shards=1, buckets=1)
+        d = await caught(cq, name, visibility=30)
+        mid = d.message.id
+        assert sorted(r.id for r in await lane(cq, name)) == sorted([mid, escape_id(mid)]), "the message, its escape"
+        await delete(d.receipt)
+        assert await lane(cq, name) == [], f"{how}: the message or its escape stayed"
+
+        stale = await caught(cq, name, visibility=1)
+        (again,) = await cq.receive(name, wait=10, visibility=30)  # after the 1 s visibility, by a take
+        assert again.message.id == stale.message.id and again.message.attempt == 2
+        held = await lane(cq, name)
+        await delete(stale.receipt)
+        assert await lane(cq, name) == held, f"{how}: a stale receipt changed the row"
 
 
 async def test_a_batch_is_shared_among_parked_polls_up_to_their_limits(cq: Casque, queue_name: str) -> None:

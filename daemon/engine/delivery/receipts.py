@@ -10,7 +10,9 @@ Version 2 also carries what a delete needs to be a blind write (engine/delivery/
 ``delete_batch``): the write timestamp of the delivery (the take batch's), and whether the message
 has a lookup key (a keyed message is deleted by the checked path, which releases its key) and whether
 the delivery is its message in place (every delivery now; one issued in the copy layout, before it was
-removed, is not, and is refused as stale by engine/delivery/settle.py). Version 1 receipts (issued before)
+removed, is not, and is refused as stale by engine/delivery/settle.py), and whether the delivery has an escape entry of
+its own at its visibility's end (a send caught by a parked poll, engine/wake/catch.py: the delete removes it with the
+message, so the row needs no sweep to settle). Version 1 receipts (issued before)
 are still read; they carry none of that, so their deletes take the checked path (a point read, then the delete).
 
 The token is signed with HMAC-SHA256 (truncated to 128 bits) under a key shared through Cassandra
@@ -33,7 +35,7 @@ from daemon.base.errors import UsageError
 VERSION = 2
 _FIXED = struct.Struct(">B16siihqi")  # version, id, bucket, shard, rank, due ms, attempt (version 1)
 _EXTRA = struct.Struct(">qB")  # version 2: the delivery's write timestamp (us), flags
-_KEYED, _IN_PLACE = 1, 2
+_KEYED, _IN_PLACE, _ESCAPED = 1, 2, 4
 _TAG = 16
 
 
@@ -56,6 +58,8 @@ class Receipt:
     keyed: bool = False
     #: The delivery is the message at its position (every delivery since the copy layout was removed).
     in_place: bool = False
+    #: The delivery's check entry is an escape of its own, due at its ``visible_at`` (a caught send).
+    escaped: bool = False
 
 
 class ReceiptSigner:
@@ -63,7 +67,7 @@ class ReceiptSigner:
         self._key = key
 
     def issue(self, r: Receipt) -> str:
-        flags = (_KEYED if r.keyed else 0) | (_IN_PLACE if r.in_place else 0)
+        flags = (_KEYED if r.keyed else 0) | (_IN_PLACE if r.in_place else 0) | (_ESCAPED if r.escaped else 0)
         body = (
             _FIXED.pack(VERSION, r.id.bytes, r.bucket, r.shard, r.rank, r.due_ms, r.attempt)
             + _EXTRA.pack(r.write_ts or 0, flags)
@@ -105,6 +109,7 @@ class ReceiptSigner:
             write_ts or None,
             bool(flags & _KEYED),
             bool(flags & _IN_PLACE),
+            bool(flags & _ESCAPED),
         )
         if queue is not None and r.queue != queue:
             raise InvalidReceipt(

@@ -244,7 +244,7 @@ class Receiver:
                     caught = await catch.messages
                     if caught:
                         consumer.stats.taken += len(caught)  # counted as a take's are
-                        return self._deliveries(queue, consumer, signer, caught)
+                        return self._deliveries(queue, consumer, signer, caught, escaped=True)
                 owed = waiter.generation != generation  # woken: this poll owes the queue a look
                 # Timed out, never woken: nothing new to read. (The loop's timers may fire up to its clock
                 # resolution early: a poll woken that close to its end looked again for nothing.)
@@ -321,8 +321,9 @@ class Receiver:
         return taken
 
     def _deliveries(
-        self, queue: str, consumer: Consumer, signer: ReceiptSigner, taken: list[Message]
+        self, queue: str, consumer: Consumer, signer: ReceiptSigner, taken: list[Message], escaped: bool = False
     ) -> list[Delivery]:
+        """The receipts of ``taken``; ``escaped``: caught sends, each with an escape entry of its own (receipts.py)."""
         now = self.clock.now_ms()
         out = []
         visibles: set[int] = set()
@@ -345,6 +346,7 @@ class Receiver:
                 m.write_ts,
                 bool(m.key),
                 m.visible_at is not None,
+                escaped,
             )
             out.append(Delivery(m, signer.issue(r), now))
         self.feed.add(queue, visibles)  # other processes' polls learn when these are visible again

@@ -49,6 +49,7 @@ from daemon.engine.storage.table import (
     STATE_IN_FLIGHT,
     MessageTable,
     after,
+    escape_id,
     message_from_row,
     ttl_for,
 )
@@ -123,9 +124,14 @@ class Settler:
         if (await self.queues.get(r.queue)).fifo:
             await self._delete_fifo(m, r if marker else None)
             return True
-        await self.db.run(
-            self.table.delete_message(m, m.due_ms), timestamp=after(m.write_ts, now_us=self.db.next_timestamp())
-        )
+        gone = after(m.write_ts, now_us=self.db.next_timestamp())
+        if r.escaped and m.visible_at is not None:
+            batch = self.db.batch()
+            batch.add(self.table.delete_message(m, m.due_ms))
+            batch.add(self._escape(r, m.visible_at))
+            await self.db.run(batch, timestamp=gone)
+        else:
+            await self.db.run(self.table.delete_message(m, m.due_ms), timestamp=gone)
         if m.key:
             await self.keys.release(m.queue, m.key, m.id)
         return True
@@ -263,6 +269,8 @@ class Settler:
             if not fifo:  # the message itself: deleted only under its current delivery
                 if msg is not None and msg.attempt == r.attempt:
                     batch.add(self.table.delete_at.bind([r.write_ts, *at, r.due_ms, r.id]))
+                    if r.escaped and msg.visible_at is not None:
+                        batch.add(self._escape(r, msg.visible_at))
                 continue
             if msg is not None and (msg.attempt != r.attempt or _visible(msg, now)):
                 expired.add(r)  # its visibility ended (received again since, or not yet): SQS refuses the delete
@@ -285,6 +293,15 @@ class Settler:
             if fifo and r not in older and r not in expired:  # its FIFO group may move on
                 self._unblock(r, now)
         return expired
+
+    def _escape(self, r: Receipt, visible_at: int) -> Any:
+        """The delete of a caught delivery's escape (receipts.py), due at its visibility's end: it was there only to
+        bring the message back, so it goes with the message, and the row settles with no sweep of its entries
+        (engine/consume/sweep.py ``_spent``). Timestamped now, so a visibility change's escape goes too."""
+        gone = after(r.write_ts or 0, now_us=self.db.next_timestamp())
+        return self.table.delete_at.bind(
+            [gone, r.queue, r.bucket, r.shard, KIND_MESSAGE, r.rank, visible_at, escape_id(r.id)]
+        )
 
     async def change_visibility_many(
         self, changes: Iterable[tuple[str, float]], queue: str | None = None
