@@ -33,8 +33,8 @@ back; it is counted in ``casque_poisoned`` and logged (``message_expiring_poison
 
 **Settled rows** (``casque serve``'s sweep, ``settle=True``): a pass that finds a row with every lane
 swept up to its cursor (the cursor at least ``lag`` old, so no stretch is left), nothing poisoned or
-left for a busy lock, and nothing live at or above any cursor (a peek per lane; no partition at all:
-no peek) marks the row *settled*: nothing in it can be found by a sweep until something is written
+left for a busy lock, and nothing live at or above any cursor (a read per lane; no partition at all:
+no read) marks the row *settled*: nothing in it can be found by a sweep until something is written
 to it. A queue whose rows are all settled is skipped with no read at all (not even its settings),
 until one of these says something may have been written:
   - this process: a send or a wake hint told to the queue's consumer, a take of ours, one of our
@@ -212,31 +212,38 @@ class Sweeper:
         return moved, not moved and await self._empty(qs, bucket, shard, cursors, now)
 
     async def _empty(self, qs: QueueSettings, bucket: int, shard: int, cursors: dict[int, int], now: int) -> bool:
-        """Nothing live at or above any lane's cursor: a peek per lane. A row found holding something
-        is peeked again only once its cursors moved or ``HELD_REPEEK_MS`` passed (it is swept meanwhile).
-        A standard queue's lane that holds only spent check entries (``_spent``) is emptied of them."""
+        """Nothing live at or above any lane's cursor: a read per lane (a FIFO lane's peek; a standard lane's
+        first ``SPENT_LOOK`` rows, which show its check entries). A row found holding something is read again only
+        once its cursors moved or ``HELD_REPEEK_MS`` passed (it is swept meanwhile). A standard queue's lane that
+        holds only spent check entries (``_spent``) is emptied of them."""
         c = self.consumer
-        held = self._held.get((bucket, shard))
-        if held is not None and held[1] == cursors and now - held[0] < HELD_REPEEK_MS:
+        seen = self._held.get((bucket, shard))
+        if seen is not None and seen[1] == cursors and now - seen[0] < HELD_REPEEK_MS:
             return False
+        reads = c.table.reads(qs)
         for rank in qs.ranks():
             at = [qs.name, bucket, shard, rank, cursors.get(rank, 0), _END]
-            if await c.db.run(c.table.reads(qs).peek, at) and (qs.fifo or not await self._spent(qs, at)):
+            if qs.fifo:
+                held = bool(await c.db.run(reads.peek, at))
+            else:  # the entries a standard lane may hold are read with it: one request
+                rows = await c.db.run(reads.read_due, [*at, SPENT_LOOK])
+                held = bool(rows) and not await self._spent(qs, at, rows)
+            if held:
                 self._held[(bucket, shard)] = (now, cursors)
                 return False
         self._held.pop((bucket, shard), None)
         return True
 
-    async def _spent(self, qs: QueueSettings, at: list[Any]) -> bool:
-        """Whether a standard queue's lane (``at``: queue, bucket, shard, rank, from, to) holds nothing but check
-        entries whose ranges hold no message in flight or in backoff (its messages all deleted: an entry outlives
-        them until a take reads it, which an idle queue never runs), and if so delete them: the row may settle, as
-        it would once its last message was deleted. No lock is needed: a message comes into an entry's range only
-        through a take that delivers it, and that take covers it with an entry of its own."""
+    async def _spent(self, qs: QueueSettings, at: list[Any], rows: list[Any]) -> bool:
+        """Whether a standard queue's lane (``at``: queue, bucket, shard, rank, from, to; ``rows``: what it holds there,
+        up to ``SPENT_LOOK``) holds nothing but check entries whose ranges hold no message in flight or in backoff (its
+        messages all deleted: an entry outlives them until a take reads it, which an idle queue never runs), and if so
+        delete them: the row may settle, as it would once its last message was deleted. No lock is needed: a message
+        comes into an entry's range only through a take that delivers it, and that take covers it with an entry of its
+        own."""
         c = self.consumer
         queue, bucket, shard, rank = at[:4]
-        rows = await c.db.run(c.table.reads(qs).read_due, [*at, SPENT_LOOK])
-        if not rows or len(rows) >= SPENT_LOOK or not all(is_entry(r) for r in rows):
+        if len(rows) >= SPENT_LOOK or not all(is_entry(r) for r in rows):
             return False
         for e in rows:
             flights = await c.db.run(c.table.count_flights, [queue, bucket, shard, rank, e.moved_to, e.visible_at])
