@@ -1,6 +1,7 @@
 """``python -m bench owners [--quick] [--write-docs]``: per-user queues at the blog's scale, casque beside ElasticMQ.
 
-Each owner long-polls its own queue (WaitTimeSeconds 20) in a loop, as a user's app does; a producer sends
+Each owner long-polls its own queue (WaitTimeSeconds 20) in a loop, as a user's app does (the same owners, and queues,
+``owner{size}-i``, in every run: a queue keeps what earlier runs left in it, as a user's does); a producer sends
 ``RATE`` messages a second to random owners. The owners are driven by a lean client (bench/owners_client: Go, raw
 HTTP, the standard library), a process per ``PER_CLIENT`` owners, so that the clients do not bound the run; their
 CPU is reported beside the servers'. For each size and server, in the same run:
@@ -82,13 +83,14 @@ def tree(pid: int) -> list[int]:
 class Clients:
     """The owners' client processes, stepped through their phases together."""
 
-    def __init__(self, url: str, owners: int, prefix: str) -> None:
+    def __init__(self, url: str, owners: int, prefix: str, run: str = "r") -> None:
         exe = client_binary()
         n = math.ceil(owners / PER_CLIENT)
         self.procs = []
         for k in range(n):
             first, count = k * owners // n, (k + 1) * owners // n - k * owners // n
-            args = [f"-url={url}", f"-prefix={prefix}", f"-owners={owners}", f"-first={first}", f"-count={count}"]
+            args = [f"-url={url}", f"-prefix={prefix}", f"-run={run}", f"-owners={owners}", f"-first={first}"]
+            args += [f"-count={count}"]
             args += [
                 "-create",
                 f"-start={START_S}",
@@ -143,8 +145,9 @@ def total(reports: list[dict[str, Any]], key: str) -> float:
 
 def one(system: str, url: str, server_pid: int, owners: int, keyspace: str | None) -> dict[str, Any]:
     """One size on one server: the idle and live windows (see the module's docstring)."""
-    prefix = f"own{int(time.time()) % 100_000}x{owners}"
-    clients = Clients(url, owners, prefix)
+    # The same owners in every run (their queues keep their history, and the keyspace does not grow run by run);
+    # a message an earlier run left behind is deleted by its owner and counted apart (``stale``), not timed.
+    clients = Clients(url, owners, f"owner{owners}", run=str(time.time_ns()))
     node = node_pid()
 
     def sample(reports: list[dict[str, Any]]) -> dict[str, float]:
@@ -205,6 +208,7 @@ def one(system: str, url: str, server_pid: int, owners: int, keyspace: str | Non
         "send_errors": int(live["send_errors"]),
         "lost": len(sent - set(seen)),
         "duplicated": sum(n - 1 for n in seen.values()),
+        "stale": int(total(done, "stale")),
         "p50_ms": statistics.median(latencies) if latencies else float("nan"),
         "p99_ms": latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))] if latencies else float("nan"),
         "errors": int(total(done, "errors")),

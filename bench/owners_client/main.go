@@ -33,6 +33,7 @@ import (
 var (
 	base    = flag.String("url", "", "the server's URL")
 	prefix  = flag.String("prefix", "owner", "queue names: PREFIX-i")
+	run     = flag.String("run", "r", "this run's tag, in every body: a message an earlier run left is deleted, not counted")
 	owners  = flag.Int("owners", 500, "owners in all (the producer picks among them)")
 	first   = flag.Int("first", 0, "the first owner this process polls for")
 	count   = flag.Int("count", -1, "how many owners this process polls for (-1: all)")
@@ -48,7 +49,7 @@ var (
 )
 
 type counters struct {
-	Polls, Empty, Errors, Sent, SendErrors, Received, Deleted int64
+	Polls, Empty, Errors, Sent, SendErrors, Received, Deleted, Stale int64
 }
 
 var (
@@ -132,12 +133,16 @@ func owner(i int) {
 		for _, m := range msgs {
 			mm := m.(map[string]any)
 			parts := strings.Fields(mm["Body"].(string))
-			id, _ := strconv.ParseInt(parts[0], 10, 64)
-			at, _ := strconv.ParseInt(parts[1], 10, 64)
-			mu.Lock()
-			received = append(received, [2]int64{id, (now - at) / 1000})
-			mu.Unlock()
-			atomic.AddInt64(&c.Received, 1)
+			if len(parts) == 3 && parts[0] == *run {
+				id, _ := strconv.ParseInt(parts[1], 10, 64)
+				at, _ := strconv.ParseInt(parts[2], 10, 64)
+				mu.Lock()
+				received = append(received, [2]int64{id, (now - at) / 1000})
+				mu.Unlock()
+				atomic.AddInt64(&c.Received, 1)
+			} else {
+				atomic.AddInt64(&c.Stale, 1) // an earlier run's: deleted, not timed
+			}
 			if _, err := call("DeleteMessage", map[string]any{"QueueUrl": q, "ReceiptHandle": mm["ReceiptHandle"]}); err != nil {
 				failed(err)
 			} else {
@@ -158,7 +163,7 @@ func produce(seconds float64) {
 		wg.Add(1)
 		go func(id int64) {
 			defer wg.Done()
-			body := fmt.Sprintf("%d %d", id, time.Now().UnixNano())
+			body := fmt.Sprintf("%s %d %d", *run, id, time.Now().UnixNano())
 			_, err := call("SendMessage", map[string]any{"QueueUrl": queueURL(rand.Intn(*owners)), "MessageBody": body})
 			mu.Lock()
 			defer mu.Unlock()
@@ -184,6 +189,7 @@ func report(phase string, extra map[string]any) {
 	out := map[string]any{
 		"phase": phase, "polls": atomic.LoadInt64(&c.Polls), "empty": atomic.LoadInt64(&c.Empty),
 		"errors": atomic.LoadInt64(&c.Errors), "received": atomic.LoadInt64(&c.Received), "cpu_s": cpuSeconds(),
+		"stale": atomic.LoadInt64(&c.Stale),
 	}
 	mu.Lock()
 	out["sent"], out["send_errors"] = c.Sent, c.SendErrors
