@@ -6,14 +6,14 @@ position makes delete and change-visibility point reads, never scans; the attemp
 delivery from an older one of the same message (a receipt whose visibility expired and whose
 message was delivered again no longer matches anything).
 
-Version 2 also carries what a delete needs to be a blind write (engine/delivery/settle.py
-``delete_batch``): the write timestamp of the delivery (the take batch's), and whether the message
-has a lookup key (a keyed message is deleted by the checked path, which releases its key) and whether
-the delivery is its message in place (every delivery now; one issued in the copy layout, before it was
-removed, is not, and is refused as stale by engine/delivery/settle.py), and whether the delivery has an escape entry of
-its own at its visibility's end (a send caught by a parked poll, engine/wake/catch.py: the delete removes it with the
-message, so the row needs no sweep to settle). Version 1 receipts (issued before)
-are still read; they carry none of that, so their deletes take the checked path (a point read, then the delete).
+Version 2 also carries what a delete needs to be a blind write (engine/delivery/settle.py ``delete_batch``): the write
+timestamp of the delivery (the take batch's), and whether the message has a lookup key (a keyed message is deleted by
+the checked path, which releases its key) and whether the delivery is its message in place (every delivery now; one
+issued in the copy layout, before it was removed, is not, and is refused as stale by engine/delivery/settle.py), and
+whether the delivery has an escape entry of its own at its visibility's end (a send caught by a parked poll,
+engine/wake/catch.py: the delete removes it with the message, so the row needs no sweep to settle). Version 1 receipts
+(issued before) are still read; they carry none of that, so their deletes take the checked path (a point read, then
+the delete).
 
 The token is signed with HMAC-SHA256 (truncated to 128 bits) under a key shared through Cassandra
 (engine/access/secrets.py), so a client can neither forge a receipt for a message it never received nor
